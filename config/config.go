@@ -1,0 +1,391 @@
+// Package config reads Baton's settings once, from the environment the Functions host passes to
+// the custom handler (app settings in Azure, local.settings.json Values locally), and validates
+// them. Every error names the setting, the value it saw and what is allowed; Load reports all of
+// them at once.
+//
+// Connections follow the Functions conventions so that one set of app settings serves both the
+// host's triggers and Baton's own SDK clients: a connection NAME is either a connection string
+// in the setting NAME, or identity-based settings NAME__blobServiceUri, NAME__queueServiceUri,
+// NAME__fullyQualifiedNamespace, NAME__credential and NAME__clientId.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Setting names. The Bicep app settings, local.settings.example.json and the README table use
+// exactly these names; the config contract test keeps them in step.
+const (
+	SettingPort            = "FUNCTIONS_CUSTOMHANDLER_PORT"
+	SettingLegacyPort      = "FUNCTIONS_HTTPWORKER_PORT"
+	SettingAppRoot         = "FUNCTIONS_APP_ROOT_PATH"
+	SettingHostStorage     = "AzureWebJobsStorage"
+	SettingStorage         = "BATON_STORAGE"
+	SettingServiceBus      = "ServiceBusConnection"
+	SettingTransport       = "BATON_TRANSPORT"
+	SettingSchedule        = "BATON_SCHEDULE"
+	SettingWorkQueue       = "BATON_WORK_QUEUE"
+	SettingJob             = "BATON_JOB"
+	SettingJobParams       = "BATON_JOB_PARAMS"
+	SettingLeaseContainer  = "BATON_LEASE_CONTAINER"
+	SettingRunsContainer   = "BATON_RUNS_CONTAINER"
+	SettingLeaseName       = "BATON_LEASE_NAME"
+	SettingLeaseDuration   = "BATON_LEASE_DURATION"
+	SettingStallTimeout    = "BATON_STALL_TIMEOUT"
+	SettingOverlap         = "BATON_OVERLAP"
+	SettingMaxDeliveries   = "BATON_MAX_DELIVERIES"
+	SettingRunTimeout      = "BATON_RUN_TIMEOUT"
+	SettingCheckRounds     = "BATON_CHECK_ROUNDS"
+	SettingEnqueueBatch    = "BATON_ENQUEUE_BATCH"
+	SettingLogLevel        = "BATON_LOG_LEVEL"
+	SettingInstanceID      = "BATON_INSTANCE_ID"
+	SettingSiteName        = "WEBSITE_SITE_NAME"
+	SettingWebsiteInstance = "WEBSITE_INSTANCE_ID"
+)
+
+// Defaults for settings that may be left unset.
+const (
+	DefaultPort           = 8080
+	DefaultTransport      = TransportServiceBus
+	DefaultWorkQueue      = "baton-work"
+	DefaultJob            = "inventory"
+	DefaultLeaseContainer = "leases"
+	DefaultRunsContainer  = "runs"
+	DefaultLeaseName      = "baton-leader"
+	DefaultLeaseDuration  = 30 * time.Second
+	DefaultStallTimeout   = 2 * time.Minute
+	DefaultOverlap        = OverlapSkip
+	DefaultMaxDeliveries  = 5
+	DefaultRunTimeout     = time.Hour
+	DefaultCheckRounds    = 3
+	DefaultEnqueueBatch   = 250
+	DefaultFunctionTimout = 30 * time.Minute
+)
+
+// Limits enforced by Load.
+const (
+	MinLeaseDuration = 15 * time.Second // Azure Blob leases are 15–60 s (or infinite, never used)
+	MaxLeaseDuration = 60 * time.Second
+	MaxEnqueueBatch  = 5000
+)
+
+// Transport names the queue service that carries partition and check messages.
+type Transport string
+
+const (
+	// TransportServiceBus sends to a Service Bus queue (production).
+	TransportServiceBus Transport = "servicebus"
+	// TransportQueue sends to an Azure Storage queue (local runs with only Azurite).
+	TransportQueue Transport = "queue"
+)
+
+// Overlap decides what a new run does while an earlier one is still in progress.
+type Overlap string
+
+const (
+	// OverlapSkip records the new occurrence as skipped (a manual run gets 409).
+	OverlapSkip Overlap = "skip"
+	// OverlapAllow starts the new run alongside the old one.
+	OverlapAllow Overlap = "allow"
+)
+
+// Config is the handler's whole configuration, read once at start-up.
+type Config struct {
+	// Port is the loopback port the host told the handler to listen on.
+	Port int
+	// AppRoot is the function app's root folder (host.json lives there).
+	AppRoot string
+	// Storage is the account holding the leases and runs containers (and the work queue when
+	// Transport is queue): BATON_STORAGE names the connection, default AzureWebJobsStorage.
+	Storage StorageConnection
+	// ServiceBus is the ServiceBusConnection; required when Transport is servicebus.
+	ServiceBus ServiceBusConnection
+	// Transport selects the sender for partition and check messages.
+	Transport Transport
+	// Schedule is the NCRONTAB expression of the Tick function (BATON_SCHEDULE).
+	Schedule string
+	// WorkQueue is the queue name on either transport.
+	WorkQueue string
+	// Job is the registered job a timer run executes; JobParams its JSON parameters.
+	Job       string
+	JobParams string
+	// LeaseContainer, RunsContainer and LeaseName place the lease blob and the run ledger.
+	LeaseContainer string
+	RunsContainer  string
+	LeaseName      string
+	// LeaseDuration is the blob lease duration, 15–60 s. Renewals run every third of it.
+	LeaseDuration time.Duration
+	// StallTimeout stops a leader whose task reported no progress for this long; it must be
+	// longer than one renew interval.
+	StallTimeout time.Duration
+	// Overlap is the policy when a run is still in progress at the next occurrence.
+	Overlap Overlap
+	// MaxDeliveries is the number of deliveries a message gets before it is dead-lettered or
+	// poisoned; it must match host.json extensions.queues.maxDequeueCount and the Service Bus
+	// queue's max delivery count.
+	MaxDeliveries int
+	// RunTimeout is how long after planning a run may take before its missing partitions are
+	// re-enqueued and finally marked failed.
+	RunTimeout time.Duration
+	// CheckRounds bounds the re-enqueue rounds of the check message.
+	CheckRounds int
+	// EnqueueBatch is the number of partitions sent and checkpointed together.
+	EnqueueBatch int
+	// FunctionTimeout is host.json's functionTimeout; each invocation gets a deadline a little
+	// under it.
+	FunctionTimeout time.Duration
+	// LogLevel is the minimum slog level.
+	LogLevel slog.Level
+	// AppName and InstanceID name this process (with its PID) in leadership records and logs:
+	// WEBSITE_SITE_NAME (else "local") and BATON_INSTANCE_ID, else WEBSITE_INSTANCE_ID, else
+	// the host name.
+	AppName    string
+	InstanceID string
+}
+
+// Getenv reads one setting; os.Getenv in production, a map in tests.
+type Getenv func(string) string
+
+// Load reads and validates every setting. All problems are reported together, each naming
+// its setting.
+func Load(getenv Getenv) (Config, error) {
+	p := &parser{get: getenv}
+	c := Config{
+		Port:           p.port(),
+		AppRoot:        p.str(SettingAppRoot, "."),
+		Transport:      Transport(strings.ToLower(p.str(SettingTransport, string(DefaultTransport)))),
+		Schedule:       strings.TrimSpace(getenv(SettingSchedule)),
+		WorkQueue:      p.str(SettingWorkQueue, DefaultWorkQueue),
+		Job:            p.str(SettingJob, DefaultJob),
+		JobParams:      strings.TrimSpace(getenv(SettingJobParams)),
+		LeaseContainer: p.str(SettingLeaseContainer, DefaultLeaseContainer),
+		RunsContainer:  p.str(SettingRunsContainer, DefaultRunsContainer),
+		LeaseName:      p.str(SettingLeaseName, DefaultLeaseName),
+		LeaseDuration:  p.duration(SettingLeaseDuration, DefaultLeaseDuration),
+		StallTimeout:   p.duration(SettingStallTimeout, DefaultStallTimeout),
+		Overlap:        Overlap(strings.ToLower(p.str(SettingOverlap, string(DefaultOverlap)))),
+		MaxDeliveries:  p.integer(SettingMaxDeliveries, DefaultMaxDeliveries, 1, 100),
+		RunTimeout:     p.duration(SettingRunTimeout, DefaultRunTimeout),
+		CheckRounds:    p.integer(SettingCheckRounds, DefaultCheckRounds, 0, 20),
+		EnqueueBatch:   p.integer(SettingEnqueueBatch, DefaultEnqueueBatch, 1, MaxEnqueueBatch),
+		LogLevel:       p.level(),
+	}
+	c.AppName, c.InstanceID = identity(getenv)
+
+	storageName := p.str(SettingStorage, SettingHostStorage)
+	storage, err := ParseStorageConnection(storageName, getenv)
+	p.add(err)
+	c.Storage = storage
+
+	switch c.Transport {
+	case TransportServiceBus:
+		sb, err := ParseServiceBusConnection(SettingServiceBus, getenv)
+		p.add(err)
+		c.ServiceBus = sb
+	case TransportQueue:
+		if c.Storage.QueueServiceURL == "" && c.Storage.ConnectionString == "" {
+			p.errf("%s=queue needs a queue endpoint: set %s (a connection string) or %s__queueServiceUri",
+				SettingTransport, storageName, storageName)
+		}
+	default:
+		p.errf("%s=%q is not a transport: use %q or %q", SettingTransport, c.Transport, TransportServiceBus, TransportQueue)
+	}
+
+	if c.Overlap != OverlapSkip && c.Overlap != OverlapAllow {
+		p.errf("%s=%q is not a policy: use %q or %q", SettingOverlap, c.Overlap, OverlapSkip, OverlapAllow)
+	}
+	if c.LeaseDuration < MinLeaseDuration || c.LeaseDuration > MaxLeaseDuration {
+		p.errf("%s=%s is out of range: Azure Blob leases last 15s to 60s", SettingLeaseDuration, c.LeaseDuration)
+	}
+	if c.StallTimeout <= c.LeaseDuration/3 {
+		p.errf("%s=%s must be longer than the renew interval (%s = a third of %s)",
+			SettingStallTimeout, c.StallTimeout, c.LeaseDuration/3, SettingLeaseDuration)
+	}
+	if c.RunTimeout < time.Minute {
+		p.errf("%s=%s is too short: a run needs at least 1m before its missing partitions are retried", SettingRunTimeout, c.RunTimeout)
+	}
+	for _, n := range []struct{ setting, value string }{
+		{SettingLeaseContainer, c.LeaseContainer}, {SettingRunsContainer, c.RunsContainer},
+	} {
+		if err := ValidateContainerName(n.value); err != nil {
+			p.errf("%s=%q: %v", n.setting, n.value, err)
+		}
+	}
+	if err := ValidateQueueName(c.WorkQueue); err != nil {
+		p.errf("%s=%q: %v", SettingWorkQueue, c.WorkQueue, err)
+	}
+	if err := ValidateBlobName(c.LeaseName); err != nil {
+		p.errf("%s=%q: %v", SettingLeaseName, c.LeaseName, err)
+	}
+
+	host, err := ReadHostJSON(c.AppRoot)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		c.FunctionTimeout = DefaultFunctionTimout
+	case err != nil:
+		p.add(err)
+	default:
+		c.FunctionTimeout = host.FunctionTimeout
+		if host.MaxDequeueCount != 0 && host.MaxDequeueCount != c.MaxDeliveries {
+			p.errf("%s=%d does not match host.json extensions.queues.maxDequeueCount=%d: they must be equal so the last delivery records a failure",
+				SettingMaxDeliveries, c.MaxDeliveries, host.MaxDequeueCount)
+		}
+	}
+	if c.Schedule == "" {
+		p.errf("%s is not set: give the Tick schedule as six-field NCRONTAB, e.g. \"0 0 2 * * *\" (02:00 UTC daily)", SettingSchedule)
+	}
+	if c.FunctionTimeout > 0 && c.FunctionTimeout < 30*time.Second {
+		p.errf("host.json functionTimeout=%s is too short for Baton: use at least 00:00:30", c.FunctionTimeout)
+	}
+	return c, p.err()
+}
+
+// InvocationTimeout is the deadline Baton gives each invocation: functionTimeout less a margin,
+// so a slow call fails cleanly before the host restarts the handler process.
+func (c Config) InvocationTimeout() time.Duration {
+	if c.FunctionTimeout <= 0 {
+		return 0 // unbounded
+	}
+	margin := c.FunctionTimeout / 10
+	margin = min(max(margin, 5*time.Second), time.Minute)
+	return c.FunctionTimeout - margin
+}
+
+func identity(getenv Getenv) (app, instance string) {
+	app = getenv(SettingSiteName)
+	if app == "" {
+		app = "local"
+	}
+	inst := getenv(SettingInstanceID)
+	if inst == "" {
+		inst = getenv(SettingWebsiteInstance)
+	}
+	if inst == "" {
+		inst, _ = os.Hostname()
+	}
+	if len(inst) > 64 {
+		inst = inst[:64]
+	}
+	return app, inst
+}
+
+type parser struct {
+	get  Getenv
+	errs []error
+}
+
+func (p *parser) add(err error) {
+	if err != nil {
+		p.errs = append(p.errs, err)
+	}
+}
+
+func (p *parser) errf(format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf(format, args...))
+}
+
+func (p *parser) err() error { return errors.Join(p.errs...) }
+
+func (p *parser) str(name, def string) string {
+	if v := strings.TrimSpace(p.get(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+func (p *parser) port() int {
+	name := SettingPort
+	v := strings.TrimSpace(p.get(name))
+	if v == "" {
+		name = SettingLegacyPort
+		v = strings.TrimSpace(p.get(name))
+	}
+	if v == "" {
+		return DefaultPort
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 65535 {
+		p.errf("%s=%q is not a TCP port (1-65535)", name, v)
+		return 0
+	}
+	return n
+}
+
+// duration accepts Go durations ("30s", "2m") and the host's "hh:mm:ss".
+func (p *parser) duration(name string, def time.Duration) time.Duration {
+	v := strings.TrimSpace(p.get(name))
+	if v == "" {
+		return def
+	}
+	d, err := ParseDuration(v)
+	if err != nil || d <= 0 {
+		p.errf("%s=%q is not a positive duration: use e.g. 30s, 5m or 00:05:00", name, v)
+		return def
+	}
+	return d
+}
+
+func (p *parser) integer(name string, def, lo, hi int) int {
+	v := strings.TrimSpace(p.get(name))
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		p.errf("%s=%q is not an integer from %d to %d", name, v, lo, hi)
+		return def
+	}
+	return n
+}
+
+func (p *parser) level() slog.Level {
+	v := strings.TrimSpace(p.get(SettingLogLevel))
+	if v == "" {
+		return slog.LevelInfo
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(v)); err != nil {
+		p.errf("%s=%q is not a level: use debug, info, warn or error", SettingLogLevel, v)
+		return slog.LevelInfo
+	}
+	return l
+}
+
+// ParseDuration accepts a Go duration ("90s") or the host's TimeSpan form ("hh:mm:ss", "-1"
+// meaning unbounded, returned as 0).
+func ParseDuration(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if v == "-1" {
+		return 0, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil {
+		return d, nil
+	}
+	parts := strings.Split(v, ":")
+	if len(parts) != 3 {
+		return 0, fmt.Errorf("duration %q: want e.g. 30s or hh:mm:ss", v)
+	}
+	days := 0
+	hh := parts[0]
+	if d, h, ok := strings.Cut(hh, "."); ok { // d.hh:mm:ss
+		n, err := strconv.Atoi(d)
+		if err != nil {
+			return 0, fmt.Errorf("duration %q: bad days", v)
+		}
+		days, hh = n, h
+	}
+	h, err1 := strconv.Atoi(hh)
+	m, err2 := strconv.Atoi(parts[1])
+	s, err3 := strconv.ParseFloat(parts[2], 64)
+	if err1 != nil || err2 != nil || err3 != nil || h < 0 || m < 0 || m > 59 || s < 0 || s >= 60 {
+		return 0, fmt.Errorf("duration %q: want hh:mm:ss", v)
+	}
+	return time.Duration(days)*24*time.Hour + time.Duration(h)*time.Hour + time.Duration(m)*time.Minute +
+		time.Duration(s*float64(time.Second)), nil
+}

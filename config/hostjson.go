@@ -1,0 +1,49 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// HostJSON is the part of host.json that Baton's own behaviour depends on.
+type HostJSON struct {
+	// FunctionTimeout is functionTimeout; 0 means unbounded ("-1").
+	FunctionTimeout time.Duration
+	// MaxDequeueCount is extensions.queues.maxDequeueCount (0 when unset).
+	MaxDequeueCount int
+}
+
+// ReadHostJSON reads host.json from the app root. A missing file is reported with
+// os.ErrNotExist so callers can fall back to defaults (unit tests, tools run elsewhere).
+func ReadHostJSON(appRoot string) (HostJSON, error) {
+	var h HostJSON
+	path := filepath.Join(appRoot, "host.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return h, fmt.Errorf("read %s: %w", path, err)
+	}
+	var raw struct {
+		FunctionTimeout *string `json:"functionTimeout"`
+		Extensions      struct {
+			Queues struct {
+				MaxDequeueCount int `json:"maxDequeueCount"`
+			} `json:"queues"`
+		} `json:"extensions"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return h, fmt.Errorf("%s is not valid JSON: %w", path, err)
+	}
+	h.FunctionTimeout = DefaultFunctionTimout
+	if raw.FunctionTimeout != nil {
+		d, err := ParseDuration(*raw.FunctionTimeout)
+		if err != nil {
+			return h, fmt.Errorf("%s functionTimeout: %w", path, err)
+		}
+		h.FunctionTimeout = d
+	}
+	h.MaxDequeueCount = raw.Extensions.Queues.MaxDequeueCount
+	return h, nil
+}

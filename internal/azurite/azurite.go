@@ -1,0 +1,227 @@
+// Package azurite starts the repo's pinned Azurite (package.json / package-lock.json) for tests,
+// the local host and benchmarks: free loopback ports, in-memory persistence by default, the
+// flags the SDK versions need, and a readiness wait. It never silently skips: when Node or the
+// npm install is missing, Start fails with a message saying how to fix it.
+package azurite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/batonfn/baton/config"
+)
+
+// Options tune Start. The zero value runs in memory on free ports.
+type Options struct {
+	// Dir, when set, persists data on disk there (--location) instead of in memory. Reuse the
+	// same Dir and ports to restart Azurite with its data.
+	Dir string
+	// BlobPort and QueuePort fix the ports (0 picks free ones).
+	BlobPort, QueuePort int
+	// Log receives Azurite's stdout/stderr (default: discarded).
+	Log *os.File
+}
+
+// Server is a running Azurite.
+type Server struct {
+	BlobPort, QueuePort, TablePort int
+	opts                           Options
+	cmd                            *exec.Cmd
+	done                           chan struct{}
+	stopOnce                       sync.Once
+}
+
+// ConnectionString is the explicit devstoreaccount1 string for this server's ports.
+func (s *Server) ConnectionString() string {
+	return fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=%s;"+
+		"BlobEndpoint=http://127.0.0.1:%d/devstoreaccount1;QueueEndpoint=http://127.0.0.1:%d/devstoreaccount1;"+
+		"TableEndpoint=http://127.0.0.1:%d/devstoreaccount1;",
+		config.AzuriteAccountKey, s.BlobPort, s.QueuePort, s.TablePort)
+}
+
+// Storage is a StorageConnection for this server.
+func (s *Server) Storage() config.StorageConnection {
+	return config.StorageConnection{Name: config.SettingHostStorage, ConnectionString: s.ConnectionString()}
+}
+
+// RepoRoot finds the directory holding go.mod, starting at dir and walking up.
+func RepoRoot(dir string) (string, error) {
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no go.mod above %s", dir)
+		}
+	}
+}
+
+// Binary returns the path of the pinned azurite launcher, or an error saying how to install it.
+func Binary() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	root, err := RepoRoot(wd)
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(root, "node_modules", ".bin", "azurite")
+	if _, err := os.Stat(bin); err != nil {
+		return "", fmt.Errorf("azurite is not installed at %s: run `npm ci` in %s (make test does this; it needs Node.js 20+ and npm)", bin, root)
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		return "", fmt.Errorf("node is not on PATH: install Node.js 20+ (e.g. apt-get install -y nodejs npm), then run `npm ci` in %s", root)
+	}
+	return bin, nil
+}
+
+// Start launches Azurite and waits until its blob and queue endpoints accept connections.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, done: make(chan struct{})}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	s.BlobPort, s.QueuePort, s.TablePort = ports[0], ports[1], ports[2]
+	if opts.BlobPort != 0 {
+		s.BlobPort = opts.BlobPort
+	}
+	if opts.QueuePort != 0 {
+		s.QueuePort = opts.QueuePort
+	}
+	args := []string{
+		"--blobHost", "127.0.0.1", "--queueHost", "127.0.0.1", "--tableHost", "127.0.0.1",
+		"--blobPort", fmt.Sprint(s.BlobPort), "--queuePort", fmt.Sprint(s.QueuePort), "--tablePort", fmt.Sprint(s.TablePort),
+		// azblob v1.8.x sends an API version newer than Azurite 3.37 knows.
+		"--skipApiVersionCheck", "--silent", "--disableTelemetry",
+	}
+	if opts.Dir != "" {
+		if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+			return nil, err
+		}
+		args = append(args, "--location", opts.Dir)
+	} else {
+		args = append(args, "--inMemoryPersistence")
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if opts.Dir != "" {
+		cmd.Dir = opts.Dir
+	} else {
+		cmd.Dir = os.TempDir()
+	}
+	var out strings.Builder
+	if opts.Log != nil {
+		cmd.Stdout, cmd.Stderr = opts.Log, opts.Log
+	} else {
+		lw := &limitedWriter{b: &out, n: 16 << 10}
+		cmd.Stdout, cmd.Stderr = lw, lw
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start azurite: %w", err)
+	}
+	s.cmd = cmd
+	go func() { _ = cmd.Wait(); close(s.done) }()
+
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if ready(s.BlobPort) && ready(s.QueuePort) {
+			return s, nil
+		}
+		select {
+		case <-s.done:
+			return nil, fmt.Errorf("azurite exited before it was ready: %s", strings.TrimSpace(out.String()))
+		case <-ctx.Done():
+			s.Stop()
+			return nil, ctx.Err()
+		case <-time.After(25 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.Stop()
+			return nil, errors.New("azurite was not ready within 60s")
+		}
+	}
+}
+
+// Stop terminates Azurite (SIGTERM, then SIGKILL after 5 s) and waits for it to exit.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		if s.cmd == nil || s.cmd.Process == nil {
+			return
+		}
+		pgid := -s.cmd.Process.Pid
+		_ = syscall.Kill(pgid, syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(5 * time.Second):
+			_ = syscall.Kill(pgid, syscall.SIGKILL)
+			<-s.done
+		}
+	})
+}
+
+// Restart stops the server and starts it again on the same ports and data directory. Only
+// meaningful with Options.Dir (in-memory data is lost).
+func (s *Server) Restart(ctx context.Context) (*Server, error) {
+	s.Stop()
+	opts := s.opts
+	opts.BlobPort, opts.QueuePort = s.BlobPort, s.QueuePort
+	return Start(ctx, opts)
+}
+
+func ready(port int) bool {
+	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
+}
+
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+type limitedWriter struct {
+	mu sync.Mutex
+	b  *strings.Builder
+	n  int
+}
+
+func (w *limitedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if room := w.n - w.b.Len(); room > 0 {
+		w.b.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
