@@ -1,0 +1,49 @@
+# Baton — build, test, demo, bench. Needs Go and Node.js/npm; `make tools` installs the pinned
+# Azurite from package-lock.json into node_modules (tests and the demo start it themselves).
+
+GO      ?= go
+GOOS    ?= $(shell $(GO) env GOOS)
+GOARCH  ?= $(shell $(GO) env GOARCH)
+BIN     ?= baton
+# Fuzz time per target in `make test` (CI); raise it for a longer local hunt.
+FUZZTIME ?= 5s
+
+.PHONY: all build tools test vet unit fuzz demo bench clean
+
+all: build
+
+# The custom handler binary named by host.json (customHandler.description.defaultExecutablePath).
+build:
+	CGO_ENABLED=0 GOOS=$(GOOS) GOARCH=$(GOARCH) $(GO) build -trimpath -o $(BIN) ./handler
+
+# npm writes node_modules/.package-lock.json on install: reinstall only when the lock changes.
+tools: node_modules/.package-lock.json
+node_modules/.package-lock.json: package.json package-lock.json
+	@command -v npm >/dev/null || { echo "npm not found: install Node.js 20+ and npm (e.g. apt-get install -y nodejs npm)"; exit 1; }
+	npm ci --no-audit --no-fund --loglevel=error
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	$(GO) vet ./...
+
+unit: tools
+	$(GO) test -race -count=1 -timeout 12m ./...
+
+# Each fuzz target runs for FUZZTIME on its checked-in seed corpus and beyond.
+fuzz:
+	@set -e; for spec in $$($(GO) run ./internal/fuzzlist .); do \
+		pkg=$${spec%%:*}; fn=$${spec##*:}; \
+		echo "fuzz $$pkg $$fn ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
+
+test: vet unit fuzz
+
+demo: tools build
+	$(GO) run ./cmd/devhost demo
+
+bench: tools build
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 30m ./...
+
+clean:
+	rm -rf $(BIN) dist

@@ -1,0 +1,210 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(kv map[string]string) Getenv { return func(k string) string { return kv[k] } }
+
+// base is a minimal valid local configuration.
+func base() map[string]string {
+	return map[string]string{
+		SettingHostStorage: "UseDevelopmentStorage=true",
+		SettingTransport:   "queue",
+		SettingSchedule:    "0 */5 * * * *",
+		SettingAppRoot:     "/nonexistent-app-root",
+	}
+}
+
+func with(m map[string]string, kv ...string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		out[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[kv[i]] = kv[i+1]
+	}
+	return out
+}
+
+func TestLoad_Defaults(t *testing.T) {
+	c, err := Load(env(base()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Port != DefaultPort || c.LeaseDuration != DefaultLeaseDuration || c.WorkQueue != DefaultWorkQueue ||
+		c.Overlap != OverlapSkip || c.MaxDeliveries != DefaultMaxDeliveries || c.Job != DefaultJob ||
+		c.FunctionTimeout != DefaultFunctionTimout || c.AppName != "local" || c.InstanceID == "" {
+		t.Errorf("defaults not applied: %+v", c)
+	}
+	if c.Storage.ConnectionString != AzuriteConnectionString {
+		t.Errorf("UseDevelopmentStorage=true expanded to %q", c.Storage.ConnectionString)
+	}
+}
+
+func TestLoad_Errors(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		want []string // every fragment must appear in the error
+	}{
+		{"no storage", with(base(), SettingHostStorage, ""), []string{"AzureWebJobsStorage is not set", "__blobServiceUri"}},
+		{"bad port", with(base(), SettingPort, "http"), []string{SettingPort, `"http"`, "1-65535"}},
+		{"lease too short", with(base(), SettingLeaseDuration, "10s"), []string{SettingLeaseDuration, "10s", "15s to 60s"}},
+		{"lease too long", with(base(), SettingLeaseDuration, "00:01:30"), []string{SettingLeaseDuration, "1m30s"}},
+		{"lease not a duration", with(base(), SettingLeaseDuration, "soon"), []string{SettingLeaseDuration, `"soon"`, "duration"}},
+		{"stall shorter than renew", with(base(), SettingStallTimeout, "5s"), []string{SettingStallTimeout, "renew interval"}},
+		{"bad overlap", with(base(), SettingOverlap, "queue"), []string{SettingOverlap, `"queue"`, "skip", "allow"}},
+		{"bad transport", with(base(), SettingTransport, "kafka"), []string{SettingTransport, "kafka", "servicebus"}},
+		{"servicebus without connection", with(base(), SettingTransport, "servicebus"), []string{"ServiceBusConnection is not set", "__fullyQualifiedNamespace"}},
+		{"servicebus namespace with scheme", with(base(), SettingTransport, "servicebus", "ServiceBusConnection__fullyQualifiedNamespace", "sb://x.servicebus.windows.net"), []string{"without scheme"}},
+		{"bad queue name", with(base(), SettingWorkQueue, "Work_Queue"), []string{SettingWorkQueue, "lowercase"}},
+		{"bad container", with(base(), SettingRunsContainer, "r"), []string{SettingRunsContainer, "3-63"}},
+		{"bad lease name", with(base(), SettingLeaseName, "../x"), []string{SettingLeaseName}},
+		{"no schedule", with(base(), SettingSchedule, ""), []string{SettingSchedule, "NCRONTAB"}},
+		{"bad max deliveries", with(base(), SettingMaxDeliveries, "0"), []string{SettingMaxDeliveries, "1 to 100"}},
+		{"bad log level", with(base(), SettingLogLevel, "loud"), []string{SettingLogLevel, "debug"}},
+		{"client id without credential", with(base(), SettingHostStorage, "", "AzureWebJobsStorage__blobServiceUri", "https://a.blob.core.windows.net", "AzureWebJobsStorage__clientId", "1111"), []string{"__credential=managedidentity"}},
+		{"unknown credential", with(base(), SettingHostStorage, "", "AzureWebJobsStorage__blobServiceUri", "https://a.blob.core.windows.net", "AzureWebJobsStorage__credential", "secret"), []string{"__credential", "managedidentity"}},
+		{"blob uri not a url", with(base(), SettingHostStorage, "", "AzureWebJobsStorage__blobServiceUri", "a.blob.core.windows.net"), []string{"__blobServiceUri", "URL"}},
+		{"connection string without account", with(base(), SettingHostStorage, "DefaultEndpointsProtocol=https"), []string{"AzureWebJobsStorage", "AccountName"}},
+		{"queue transport without queue endpoint", with(base(), SettingHostStorage, "", "AzureWebJobsStorage__blobServiceUri", "https://a.blob.core.windows.net"), []string{"queueServiceUri"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Load(env(c.env))
+			if err == nil {
+				t.Fatal("Load succeeded, want an error")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestLoad_AllErrorsAtOnce(t *testing.T) {
+	_, err := Load(env(with(base(), SettingLeaseDuration, "5s", SettingOverlap, "x", SettingPort, "0")))
+	if err == nil {
+		t.Fatal("want errors")
+	}
+	for _, s := range []string{SettingLeaseDuration, SettingOverlap, SettingPort} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("joined error lacks %s: %v", s, err)
+		}
+	}
+}
+
+func TestLoad_IdentityConnections(t *testing.T) {
+	c, err := Load(env(map[string]string{
+		SettingSchedule:                                 "0 0 2 * * *",
+		SettingAppRoot:                                  "/nonexistent",
+		"AzureWebJobsStorage__blobServiceUri":           "https://acct.blob.core.windows.net",
+		"AzureWebJobsStorage__queueServiceUri":          "https://acct.queue.core.windows.net",
+		"AzureWebJobsStorage__credential":               "managedidentity",
+		"AzureWebJobsStorage__clientId":                 "00000000-0000-0000-0000-000000000001",
+		"ServiceBusConnection__fullyQualifiedNamespace": "ns.servicebus.windows.net",
+		"ServiceBusConnection__credential":              "managedidentity",
+		"ServiceBusConnection__clientId":                "00000000-0000-0000-0000-000000000001",
+		SettingSiteName:                                 "baton-prod",
+		SettingWebsiteInstance:                          "abc123",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Transport != TransportServiceBus || c.ServiceBus.Namespace != "ns.servicebus.windows.net" ||
+		!c.ServiceBus.Credential.ManagedIdentity || c.ServiceBus.Credential.ClientID == "" {
+		t.Errorf("service bus = %+v", c.ServiceBus)
+	}
+	if c.Storage.BlobServiceURL != "https://acct.blob.core.windows.net" || !c.Storage.Credential.ManagedIdentity {
+		t.Errorf("storage = %+v", c.Storage)
+	}
+	if c.AppName != "baton-prod" || c.InstanceID != "abc123" {
+		t.Errorf("identity = %s/%s", c.AppName, c.InstanceID)
+	}
+	if _, err := c.Storage.Credential.TokenCredential(); err != nil {
+		t.Errorf("managed identity credential: %v", err)
+	}
+}
+
+func TestLoad_BatonStorageNamesAnotherConnection(t *testing.T) {
+	c, err := Load(env(with(base(), SettingStorage, "LeaseStorage", "LeaseStorage", "UseDevelopmentStorage=true;DevelopmentStorageProxyUri=http://10.0.0.5")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Storage.Name != "LeaseStorage" || !strings.Contains(c.Storage.ConnectionString, "http://10.0.0.5:10000/devstoreaccount1") {
+		t.Errorf("storage = %+v", c.Storage)
+	}
+	_, err = Load(env(with(base(), SettingStorage, "Missing")))
+	if err == nil || !strings.Contains(err.Error(), "Missing is not set") {
+		t.Errorf("BATON_STORAGE naming an unset connection: %v", err)
+	}
+}
+
+func TestLoad_HostJSON(t *testing.T) {
+	dir := t.TempDir()
+	write := func(s string) {
+		if err := os.WriteFile(filepath.Join(dir, "host.json"), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"version":"2.0","functionTimeout":"00:05:00","extensions":{"queues":{"maxDequeueCount":5}}}`)
+	c, err := Load(env(with(base(), SettingAppRoot, dir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.FunctionTimeout != 5*time.Minute || c.InvocationTimeout() != 5*time.Minute-30*time.Second {
+		t.Errorf("FunctionTimeout %s, InvocationTimeout %s", c.FunctionTimeout, c.InvocationTimeout())
+	}
+	_, err = Load(env(with(base(), SettingAppRoot, dir, SettingMaxDeliveries, "7")))
+	if err == nil || !strings.Contains(err.Error(), "maxDequeueCount=5") {
+		t.Errorf("mismatched max deliveries: %v", err)
+	}
+	write(`{"functionTimeout":"-1"}`)
+	c, err = Load(env(with(base(), SettingAppRoot, dir)))
+	if err != nil || c.FunctionTimeout != 0 || c.InvocationTimeout() != 0 {
+		t.Errorf("unbounded timeout: %v, %s", err, c.FunctionTimeout)
+	}
+	write(`{"functionTimeout": 5`)
+	if _, err = Load(env(with(base(), SettingAppRoot, dir))); err == nil || !strings.Contains(err.Error(), "host.json") {
+		t.Errorf("broken host.json: %v", err)
+	}
+}
+
+// TestRepoHostJSON keeps the repo's host.json loadable and in step with the defaults.
+func TestRepoHostJSON(t *testing.T) {
+	h, err := ReadHostJSON("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.MaxDequeueCount != DefaultMaxDeliveries {
+		t.Errorf("host.json maxDequeueCount = %d, want %s default %d", h.MaxDequeueCount, SettingMaxDeliveries, DefaultMaxDeliveries)
+	}
+	if h.FunctionTimeout < time.Minute {
+		t.Errorf("host.json functionTimeout = %s", h.FunctionTimeout)
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	cases := map[string]time.Duration{
+		"30s": 30 * time.Second, "00:00:30": 30 * time.Second, "01:02:03": time.Hour + 2*time.Minute + 3*time.Second,
+		"1.00:00:00": 24 * time.Hour, "-1": 0, "00:00:01.5": 1500 * time.Millisecond,
+	}
+	for in, want := range cases {
+		got, err := ParseDuration(in)
+		if err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "1:2", "00:61:00", "x:y:z", "5 minutes"} {
+		if _, err := ParseDuration(bad); err == nil {
+			t.Errorf("ParseDuration(%q) succeeded", bad)
+		}
+	}
+}

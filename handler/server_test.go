@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonfn/baton/protocol"
+)
+
+// syncBuffer collects log output written from server goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newTestServer(t *testing.T) (*Server, *httptest.Server, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s := NewServer(logger, 5*time.Second, func() string { return "generated-id" })
+	hs := httptest.NewServer(s)
+	t.Cleanup(hs.Close)
+	return s, hs, logs
+}
+
+func post(t *testing.T, url, invocationID string, body []byte) (*http.Response, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if invocationID != "" {
+		req.Header.Set(protocol.HeaderInvocationID, invocationID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type = %q, want application/json (the host cannot read anything else)", ct)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("reply is not JSON: %q", raw)
+	}
+	return resp, v
+}
+
+func golden(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func errorCode(v map[string]any) string {
+	e, _ := v["error"].(map[string]any)
+	s, _ := e["code"].(string)
+	return s
+}
+
+func TestServer_Readiness(t *testing.T) {
+	_, hs, _ := newTestServer(t)
+	resp, err := http.Get(hs.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET / = %d, want 200", resp.StatusCode)
+	}
+}
+
+func TestServer_UnknownFunction_404JSON(t *testing.T) {
+	_, hs, _ := newTestServer(t)
+	resp, v := post(t, hs.URL+"/Nope", "", golden(t, "timer.json"))
+	if resp.StatusCode != http.StatusNotFound || errorCode(v) != "function_not_found" {
+		t.Fatalf("got %d %v, want 404 function_not_found", resp.StatusCode, v)
+	}
+}
+
+func TestServer_WrongMethod_405(t *testing.T) {
+	s, hs, _ := newTestServer(t)
+	s.Trigger("Tick", func(context.Context, *Invocation) error { return nil })
+	resp, err := http.Get(hs.URL + "/Tick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("GET /Tick = %d, want 405", resp.StatusCode)
+	}
+}
+
+func TestServer_MalformedBody_400AndLogged(t *testing.T) {
+	s, hs, logs := newTestServer(t)
+	called := false
+	s.Trigger("Tick", func(context.Context, *Invocation) error { called = true; return nil })
+	for _, body := range []string{``, `{`, `[]`, `{"Metadata":{}}`, `{"Data":"x"}`} {
+		resp, v := post(t, hs.URL+"/Tick", "inv-bad", []byte(body))
+		if resp.StatusCode != http.StatusBadRequest || errorCode(v) != "bad_request" {
+			t.Errorf("body %q: got %d %v, want 400 bad_request", body, resp.StatusCode, v)
+		}
+	}
+	if called {
+		t.Error("function ran on a malformed request")
+	}
+	if !strings.Contains(logs.String(), `"invocation":"inv-bad"`) || !strings.Contains(logs.String(), "malformed") {
+		t.Errorf("no log line naming the invocation and the problem; logs:\n%s", logs)
+	}
+}
+
+func TestServer_Panic_500AndKeepsServing(t *testing.T) {
+	s, hs, logs := newTestServer(t)
+	s.Trigger("Boom", func(context.Context, *Invocation) error { panic("kaboom") })
+	s.Trigger("Fine", func(context.Context, *Invocation) error { return nil })
+	resp, v := post(t, hs.URL+"/Boom", "inv-panic", golden(t, "timer.json"))
+	if resp.StatusCode != http.StatusInternalServerError || errorCode(v) != "panic" {
+		t.Fatalf("got %d %v, want 500 panic", resp.StatusCode, v)
+	}
+	if !strings.Contains(logs.String(), "kaboom") || !strings.Contains(logs.String(), "goroutine") {
+		t.Errorf("panic and stack not logged:\n%s", logs)
+	}
+	resp, v = post(t, hs.URL+"/Fine", "", golden(t, "timer.json"))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("after a panic: got %d %v, want 200", resp.StatusCode, v)
+	}
+	if _, ok := v["Outputs"]; !ok {
+		t.Errorf("success reply lacks Outputs: %v", v)
+	}
+}
+
+func TestServer_TriggerErrors_MapToStatus(t *testing.T) {
+	s, hs, _ := newTestServer(t)
+	cases := []struct {
+		err  error
+		want int
+		code string
+	}{
+		{badInput(errors.New("bad envelope")), 400, "bad_request"},
+		{fmt.Errorf("wrapped: %w", errNotImplemented), 501, "not_implemented"},
+		{context.DeadlineExceeded, 504, "timeout"},
+		{errors.New("storage down"), 500, "failed"},
+	}
+	for i, c := range cases {
+		name := fmt.Sprintf("F%d", i)
+		s.Trigger(name, func(context.Context, *Invocation) error { return c.err })
+		resp, v := post(t, hs.URL+"/"+name, "", golden(t, "queue.json"))
+		if resp.StatusCode != c.want || errorCode(v) != c.code {
+			t.Errorf("%v: got %d %v, want %d %s", c.err, resp.StatusCode, v, c.want, c.code)
+		}
+	}
+}
+
+func TestServer_InvocationIDAndDeadline(t *testing.T) {
+	s, hs, logs := newTestServer(t)
+	var gotID string
+	var hasDeadline bool
+	s.Trigger("Tick", func(ctx context.Context, inv *Invocation) error {
+		gotID = inv.ID
+		_, hasDeadline = ctx.Deadline()
+		inv.Logger.Info("hello from the function")
+		return nil
+	})
+	post(t, hs.URL+"/Tick", "inv-123", golden(t, "timer.json"))
+	if gotID != "inv-123" || !hasDeadline {
+		t.Errorf("ID = %q, deadline = %v; want inv-123 and a deadline", gotID, hasDeadline)
+	}
+	line := ""
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "hello from the function") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, `"function":"Tick"`) || !strings.Contains(line, `"invocation":"inv-123"`) {
+		t.Errorf("function log line lacks function/invocation: %s", line)
+	}
+	post(t, hs.URL+"/Tick", "", golden(t, "timer.json"))
+	if gotID != "generated-id" {
+		t.Errorf("without the header ID = %q, want a generated one", gotID)
+	}
+}
+
+func TestServer_HTTPFunction_ResOutput(t *testing.T) {
+	s, hs, _ := newTestServer(t)
+	s.HTTP("Runs", bindingRequest, func(ctx context.Context, inv *Invocation, req *protocol.HTTPRequest) HTTPReply {
+		if req.Param("id") == "" {
+			return ErrorReply(http.StatusBadRequest, "missing_id", "id is required")
+		}
+		return JSONReply(http.StatusOK, map[string]string{"id": req.Param("id")})
+	})
+	resp, v := post(t, hs.URL+"/Runs", "", golden(t, "http-get.json"))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	res := v["Outputs"].(map[string]any)["res"].(map[string]any)
+	if res["statusCode"] != float64(200) || res["headers"].(map[string]any)["Content-Type"] != "application/json" {
+		t.Errorf("res = %v", res)
+	}
+	if res["body"] != `{"id":"tick-20261121t020000z"}` {
+		t.Errorf("res.body = %v", res["body"])
+	}
+
+	_, v = post(t, hs.URL+"/Runs", "", golden(t, "http-post.json"))
+	res = v["Outputs"].(map[string]any)["res"].(map[string]any)
+	if res["statusCode"] != float64(400) || !strings.Contains(res["body"].(string), `"code":"missing_id"`) {
+		t.Errorf("error res = %v", res)
+	}
+
+	resp, v = post(t, hs.URL+"/Runs", "", golden(t, "timer.json"))
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("timer payload to an HTTP function: %d %v, want 400", resp.StatusCode, v)
+	}
+}
