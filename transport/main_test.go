@@ -1,0 +1,10 @@
+package transport
+
+import (
+	"os"
+	"testing"
+
+	"github.com/batonfn/baton/internal/azurite"
+)
+
+func TestMain(m *testing.M) { os.Exit(azurite.Main(m)) }
