@@ -183,3 +183,22 @@ func ParseTime(s string) (time.Time, error) {
 	}
 	return time.Time{}, fmt.Errorf("time %q is not RFC 3339 or the host's DateTime form", s)
 }
+
+// HostMetadataKeys lists every metadata key the host sets for the trigger types Baton uses
+// (shared/functions-protocol.md §1.2–1.6). A message body must not have a top-level property
+// with any of these names (compared case-insensitively): it would leak into Metadata and
+// overwrite the real value.
+var HostMetadataKeys = []string{
+	// all triggers
+	"sys", "RetryContext",
+	// Storage queue
+	"DequeueCount", "Id", "PopReceipt", "InsertionTime", "ExpirationTime", "NextVisibleTime", "QueueTrigger",
+	// Service Bus
+	"DeliveryCount", "DeadLetterSource", "LockToken", "ExpiresAtUtc", "ExpiresAt", "EnqueuedTimeUtc",
+	"EnqueuedTime", "MessageId", "ContentType", "ReplyTo", "To", "CorrelationId", "Subject", "Label",
+	"SequenceNumber", "ApplicationProperties", "UserProperties", "SessionId", "ReplyToSessionId",
+	"PartitionKey", "TransactionPartitionKey", "MessageReceiver", "MessageSession", "MessageActions",
+	"SessionActions", "ReceiveActions", "Client",
+	// HTTP
+	"Query", "Headers",
+}

@@ -1,0 +1,196 @@
+package ledger
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// State is a run's lifecycle position.
+type State string
+
+// States in order. Succeeded, Partial, Failed, TimedOut and Skipped are final.
+const (
+	StatePlanning  State = "planning"  // manifest created, nothing enqueued yet
+	StateEnqueuing State = "enqueuing" // partitions being enqueued (checkpointed)
+	StateRunning   State = "running"   // every partition enqueued; workers busy
+	StateSucceeded State = "succeeded" // every partition succeeded and the report is written
+	StatePartial   State = "partial"   // finished, some partitions recorded failures
+	StateFailed    State = "failed"    // planning failed, or every partition failed
+	StateTimedOut  State = "timed-out" // deadline passed and the check rounds ran out
+	StateSkipped   State = "skipped"   // never started: the overlap policy skipped it
+)
+
+// Final reports whether a run in this state will never change again.
+func (s State) Final() bool {
+	switch s {
+	case StateSucceeded, StatePartial, StateFailed, StateTimedOut, StateSkipped:
+		return true
+	}
+	return false
+}
+
+// Trigger says what started a run.
+type Trigger string
+
+const (
+	TriggerTimer  Trigger = "timer"
+	TriggerManual Trigger = "manual"
+	TriggerCheck  Trigger = "check"
+)
+
+// Holder names the process that wrote a record: app, instance, pid.
+type Holder struct {
+	App      string `json:"app"`
+	Instance string `json:"instance"`
+	PID      int    `json:"pid"`
+}
+
+// Segment records a takeover: from index From on, partitions were (re)enqueued by the leader
+// of Epoch. A partition message is current when its epoch is at least the epoch of the last
+// segment starting at or before its index.
+type Segment struct {
+	Epoch int64 `json:"epoch"`
+	From  int   `json:"from"`
+}
+
+// Checkpoint is how far enqueueing got: Batches plan batches (Next partitions) are stored and
+// sent; Cursor resumes the job's planner after them.
+type Checkpoint struct {
+	Batches int    `json:"batches"`
+	Next    int    `json:"next"`
+	Cursor  string `json:"cursor,omitempty"`
+}
+
+// Manifest is runs/<runID>/manifest.json.
+type Manifest struct {
+	Version int     `json:"version"`
+	RunID   string  `json:"run"`
+	Trigger Trigger `json:"trigger"`
+	// Occurrence is the schedule occurrence of a timer run (zero for manual runs).
+	Occurrence time.Time `json:"occurrence,omitzero"`
+	// IdempotencyKey is the manual caller's key, if any.
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	// Epoch is the lease epoch of the leader that created or last took over the run.
+	Epoch    int64     `json:"epoch"`
+	Leader   Holder    `json:"leader"`
+	Segments []Segment `json:"segments"`
+
+	Job    string          `json:"job"`
+	Params json.RawMessage `json:"params,omitempty"`
+
+	State State `json:"state"`
+	// Reason explains a skipped, failed or timed-out state.
+	Reason string `json:"reason,omitempty"`
+	// Partitions is the partition count, known once planning finished (PlanDone).
+	Partitions int        `json:"partitions"`
+	PlanDone   bool       `json:"planDone"`
+	Checkpoint Checkpoint `json:"checkpoint"`
+	// BatchSize is the number of partitions per plan batch (batch b holds b*BatchSize...).
+	BatchSize int `json:"batchSize"`
+	// CheckRound counts the re-enqueue rounds the check message has run.
+	CheckRound int `json:"checkRound"`
+
+	Created  time.Time `json:"created"`
+	Updated  time.Time `json:"updated"`
+	Enqueued time.Time `json:"enqueued,omitzero"` // planning finished
+	Deadline time.Time `json:"deadline,omitzero"` // missing results are retried after this
+	Finished time.Time `json:"finished,omitzero"`
+
+	// Succeeded and Failed are filled in when the run finishes.
+	Succeeded int `json:"succeeded"`
+	Failed    int `json:"failed"`
+}
+
+// ManifestVersion is the schema version written by this code.
+const ManifestVersion = 1
+
+// SegmentEpoch returns the epoch that owns partition index i (see Segment).
+func (m *Manifest) SegmentEpoch(i int) int64 {
+	var e int64
+	for _, s := range m.Segments {
+		if s.From <= i {
+			e = s.Epoch
+		}
+	}
+	return e
+}
+
+// BatchOf returns the plan batch holding partition index i.
+func (m *Manifest) BatchOf(i int) int {
+	if m.BatchSize <= 0 {
+		return 0
+	}
+	return i / m.BatchSize
+}
+
+// Errors returned by the store. Callers match them with errors.Is.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrExists   = errors.New("already exists")
+	// ErrFenced: the run was taken over by a leader with a newer epoch.
+	ErrFenced = errors.New("fenced by a newer epoch")
+	// ErrConflict: an ETag-guarded update kept losing races and gave up.
+	ErrConflict = errors.New("concurrent update conflict")
+)
+
+var runIDPattern = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// ValidateRunID accepts [a-z0-9-], 1–63 characters, not starting or ending with '-': safe as a
+// blob path segment, never able to leave its prefix.
+func ValidateRunID(id string) error {
+	if !runIDPattern.MatchString(id) {
+		return fmt.Errorf("run ID %q: use 1-63 characters of a-z, 0-9 and '-', not at either end", id)
+	}
+	return nil
+}
+
+// Result is runs/<runID>/results/<index>.json.
+type Result struct {
+	Run   string `json:"run"`
+	Index int    `json:"index"`
+	Epoch int64  `json:"epoch"`
+	// OK is false for a recorded failure (the partition gave up after its last delivery, or
+	// failed permanently).
+	OK       bool            `json:"ok"`
+	Output   json.RawMessage `json:"output,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	Attempts int             `json:"attempts"`
+	Worker   Holder          `json:"worker"`
+	Started  time.Time       `json:"started"`
+	Finished time.Time       `json:"finished"`
+}
+
+// Report is runs/<runID>/report.json.
+type Report struct {
+	Run        string          `json:"run"`
+	Job        string          `json:"job"`
+	State      State           `json:"state"`
+	Partitions int             `json:"partitions"`
+	Succeeded  int             `json:"succeeded"`
+	Failed     int             `json:"failed"`
+	FailedList []FailedPart    `json:"failedPartitions,omitempty"`
+	Aggregate  json.RawMessage `json:"aggregate,omitempty"`
+	Aggregator Holder          `json:"aggregator"`
+	Created    time.Time       `json:"created"`
+}
+
+// FailedPart names a failed partition in a report (the list is capped).
+type FailedPart struct {
+	Index int    `json:"index"`
+	Error string `json:"error"`
+}
+
+// PlanBatch is runs/<runID>/plan/<batch>.json: the partitions of one enqueue batch.
+type PlanBatch struct {
+	Batch int `json:"batch"`
+	// First is the index of Partitions[0].
+	First      int               `json:"first"`
+	Partitions []json.RawMessage `json:"partitions"`
+	// Cursor resumes the planner after this batch.
+	Cursor string `json:"cursor,omitempty"`
+	// Last is true when the planner had nothing after this batch.
+	Last bool `json:"last"`
+}

@@ -1,0 +1,17 @@
+// Package work defines what Baton runs and how one partition is processed.
+//
+// A Job plans a run as a stream of partitions, processes one partition at a time on any
+// instance, and aggregates the results once. Jobs are registered by name in a Registry and
+// selected with BATON_JOB (manual runs may choose another registered job).
+//
+// Partition and check messages travel as an Envelope: versioned JSON whose field names never
+// collide with a key the Functions host puts in trigger metadata (body properties leak into
+// metadata and overwrite it). DecodeEnvelope is strict: size-limited, unknown fields rejected,
+// every field validated.
+//
+// The Worker (worker.go) makes processing idempotent and the fan-in exactly-once on top of the
+// ledger: a result is recorded create-once, completion is counted with one append, and exactly
+// one worker claims the report and aggregates. Jobs must make Process safe to repeat (a
+// partition may be processed again after a crash before its result was recorded) and
+// Aggregate a pure function of the results.
+package work

@@ -1,0 +1,153 @@
+package work
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/batonfn/baton/ledger"
+)
+
+// EnvelopeVersion is the envelope schema this code writes and reads.
+const EnvelopeVersion = 1
+
+// MaxEnvelopeBytes bounds an encoded envelope: 48 KiB is the largest raw body a base64
+// Storage-queue message can carry (64 KiB of text); Service Bus allows more, but one limit for
+// both transports keeps a run portable.
+const MaxEnvelopeBytes = 48 << 10
+
+// MaxPayloadBytes bounds a partition's job payload inside the envelope.
+const MaxPayloadBytes = MaxEnvelopeBytes - 1024
+
+// Kind is what a message asks for.
+type Kind string
+
+const (
+	// KindPartition asks a worker to process one partition.
+	KindPartition Kind = "partition"
+	// KindCheck is the dead-man's switch: look at a run and resume, retry or finish it.
+	KindCheck Kind = "check"
+)
+
+// Envelope is the body of every Baton message. Its JSON names avoid every key the Functions
+// host sets in trigger metadata (see TestEnvelope_NoMetadataCollision).
+type Envelope struct {
+	Version int    `json:"baton"`
+	Kind    Kind   `json:"kind"`
+	Run     string `json:"run"`
+	Epoch   int64  `json:"epoch"`
+	// Part is the partition index (partition messages only).
+	Part int `json:"part"`
+	// Parts is the run's partition count when known at send time, else 0; the manifest is
+	// authoritative.
+	Parts int `json:"parts"`
+	// Round numbers re-enqueue rounds (partition) or check rounds (check).
+	Round   int             `json:"round,omitempty"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// ErrMalformed marks a message that can never be processed: it should be dead-lettered.
+var ErrMalformed = errors.New("malformed message")
+
+// DecodeEnvelope strictly decodes and validates a message body. Every error wraps
+// ErrMalformed.
+func DecodeEnvelope(body []byte) (Envelope, error) {
+	var e Envelope
+	if len(body) > MaxEnvelopeBytes {
+		return e, fmt.Errorf("%w: %d bytes exceeds the %d-byte limit", ErrMalformed, len(body), MaxEnvelopeBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		return e, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if dec.More() {
+		return e, fmt.Errorf("%w: trailing data after the JSON object", ErrMalformed)
+	}
+	if err := e.Validate(); err != nil {
+		return e, err
+	}
+	return e, nil
+}
+
+// Validate checks every field; errors wrap ErrMalformed.
+func (e Envelope) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+	}
+	if e.Version != EnvelopeVersion {
+		return bad("envelope version %d, want %d", e.Version, EnvelopeVersion)
+	}
+	if err := ledger.ValidateRunID(e.Run); err != nil {
+		return bad("%v", err)
+	}
+	if e.Epoch < 1 {
+		return bad("epoch %d, want >= 1", e.Epoch)
+	}
+	if e.Round < 0 {
+		return bad("round %d, want >= 0", e.Round)
+	}
+	if e.Parts < 0 {
+		return bad("parts %d, want >= 0", e.Parts)
+	}
+	switch e.Kind {
+	case KindPartition:
+		if e.Part < 0 || (e.Parts > 0 && e.Part >= e.Parts) {
+			return bad("part %d out of range [0, %d)", e.Part, e.Parts)
+		}
+		if len(e.Payload) > MaxPayloadBytes {
+			return bad("payload of %d bytes exceeds %d", len(e.Payload), MaxPayloadBytes)
+		}
+		if len(e.Payload) > 0 && !json.Valid(e.Payload) {
+			return bad("payload is not JSON")
+		}
+	case KindCheck:
+		if e.Part != 0 || len(e.Payload) != 0 {
+			return bad("a check message carries no part or payload")
+		}
+	default:
+		return bad("kind %q, want %q or %q", e.Kind, KindPartition, KindCheck)
+	}
+	return nil
+}
+
+// Encode returns the envelope's JSON.
+func (e Envelope) Encode() ([]byte, error) {
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxEnvelopeBytes {
+		return nil, fmt.Errorf("%w: encoded envelope is %d bytes, limit %d", ErrMalformed, len(b), MaxEnvelopeBytes)
+	}
+	return b, nil
+}
+
+// MessageID is the deterministic message ID: a replay by the same leader gets the same ID
+// (Service Bus duplicate detection drops it), while a takeover (new epoch) or a re-enqueue
+// round gets a new one, so the resend is not mistaken for a duplicate of a message that the
+// workers will drop as stale.
+func (e Envelope) MessageID() string {
+	var b strings.Builder
+	b.WriteString(e.Run)
+	switch e.Kind {
+	case KindCheck:
+		fmt.Fprintf(&b, "/check/e%d/r%d", e.Epoch, e.Round)
+	default:
+		fmt.Fprintf(&b, "/%d/e%d", e.Part, e.Epoch)
+		if e.Round > 0 {
+			fmt.Fprintf(&b, "/r%d", e.Round)
+		}
+	}
+	return b.String()
+}
+
+// Properties are the application properties sent with the message (Service Bus only).
+func (e Envelope) Properties() map[string]string {
+	return map[string]string{"run": e.Run, "epoch": fmt.Sprint(e.Epoch), "kind": string(e.Kind)}
+}

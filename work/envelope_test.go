@@ -1,0 +1,111 @@
+package work
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/batonfn/baton/protocol"
+)
+
+func TestEnvelope_NoMetadataCollision(t *testing.T) {
+	typ := reflect.TypeOf(Envelope{})
+	for i := range typ.NumField() {
+		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		for _, key := range protocol.HostMetadataKeys {
+			if strings.EqualFold(name, key) {
+				t.Errorf("envelope field %s has JSON name %q, which collides with host metadata key %q", typ.Field(i).Name, name, key)
+			}
+		}
+	}
+}
+
+func validPartition() Envelope {
+	return Envelope{Version: 1, Kind: KindPartition, Run: "tick-20261121t020000z", Epoch: 3, Part: 7, Parts: 20, Payload: json.RawMessage(`{"from":"a","to":"b"}`)}
+}
+
+func TestEnvelope_RoundTrip(t *testing.T) {
+	for _, e := range []Envelope{validPartition(), {Version: 1, Kind: KindCheck, Run: "manual-x", Epoch: 1, Round: 2}} {
+		b, err := e.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeEnvelope(b)
+		if err != nil {
+			t.Fatalf("decode %s: %v", b, err)
+		}
+		if !reflect.DeepEqual(got, e) {
+			t.Errorf("round trip: got %+v, want %+v", got, e)
+		}
+	}
+}
+
+func TestDecodeEnvelope_Rejects(t *testing.T) {
+	cases := map[string]string{
+		"not json":        `nope`,
+		"array":           `[]`,
+		"unknown field":   `{"baton":1,"kind":"check","run":"r1","epoch":1,"Id":"x"}`,
+		"wrong version":   `{"baton":2,"kind":"check","run":"r1","epoch":1}`,
+		"no version":      `{"kind":"check","run":"r1","epoch":1}`,
+		"bad kind":        `{"baton":1,"kind":"delete","run":"r1","epoch":1}`,
+		"traversal run":   `{"baton":1,"kind":"check","run":"../r1","epoch":1}`,
+		"upper run":       `{"baton":1,"kind":"check","run":"R1","epoch":1}`,
+		"zero epoch":      `{"baton":1,"kind":"check","run":"r1","epoch":0}`,
+		"negative part":   `{"baton":1,"kind":"partition","run":"r1","epoch":1,"part":-1}`,
+		"part >= parts":   `{"baton":1,"kind":"partition","run":"r1","epoch":1,"part":5,"parts":5}`,
+		"check with part": `{"baton":1,"kind":"check","run":"r1","epoch":1,"part":3}`,
+		"trailing":        `{"baton":1,"kind":"check","run":"r1","epoch":1}{}`,
+		"epoch as string": `{"baton":1,"kind":"check","run":"r1","epoch":"1"}`,
+		"oversize":        `{"baton":1,"kind":"partition","run":"r1","epoch":1,"payload":"` + strings.Repeat("x", MaxEnvelopeBytes) + `"}`,
+	}
+	for name, body := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := DecodeEnvelope([]byte(body))
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("got %v, want ErrMalformed", err)
+			}
+		})
+	}
+}
+
+func TestEnvelope_MessageID(t *testing.T) {
+	e := validPartition()
+	if got := e.MessageID(); got != "tick-20261121t020000z/7/e3" {
+		t.Errorf("MessageID = %q", got)
+	}
+	e.Round = 2
+	if got := e.MessageID(); got != "tick-20261121t020000z/7/e3/r2" {
+		t.Errorf("re-enqueue MessageID = %q", got)
+	}
+	c := Envelope{Version: 1, Kind: KindCheck, Run: "r1", Epoch: 4, Round: 1}
+	if got := c.MessageID(); got != "r1/check/e4/r1" {
+		t.Errorf("check MessageID = %q", got)
+	}
+}
+
+// FuzzDecodeEnvelope: no input panics, and anything accepted re-encodes to an envelope that
+// decodes to the same value.
+func FuzzDecodeEnvelope(f *testing.F) {
+	f.Add([]byte(`{"baton":1,"kind":"partition","run":"tick-20261121t020000z","epoch":3,"part":7,"parts":20}`))
+	f.Add([]byte(`{"baton":1,"kind":"check","run":"r1","epoch":1,"round":1}`))
+	f.Add([]byte(`{"baton":1,"kind":"partition","run":"r","epoch":1,"payload":{"a":[1,2]}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		e, err := DecodeEnvelope(body)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		b, err := e.Encode()
+		if err != nil {
+			t.Fatalf("accepted envelope does not re-encode: %v", err)
+		}
+		again, err := DecodeEnvelope(b)
+		if err != nil || again.Run != e.Run || again.Part != e.Part || again.Epoch != e.Epoch || again.Kind != e.Kind {
+			t.Fatalf("re-decode: %+v, %v; want %+v", again, err, e)
+		}
+	})
+}

@@ -1,0 +1,122 @@
+package work
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"sort"
+
+	"github.com/batonfn/baton/ledger"
+)
+
+// Job is one kind of partitioned work.
+type Job interface {
+	// Plan streams the run's partitions in order, starting after cursor ("" starts at the
+	// beginning). For each partition it calls emit with the partition's payload (a JSON value,
+	// at most MaxPayloadBytes) and the cursor that resumes planning right after it. Planning
+	// the same params from the same cursor must yield the same partitions while the input is
+	// unchanged. An error from emit must be returned as is.
+	Plan(ctx context.Context, params json.RawMessage, cursor string, emit func(payload json.RawMessage, next string) error) error
+	// Process does the work of one partition and returns its output (a JSON value). It may run
+	// more than once for the same partition. Wrap errors that retrying cannot fix with
+	// Permanent so the partition is recorded as failed at once.
+	Process(ctx context.Context, p Partition) (json.RawMessage, error)
+	// Aggregate combines the results of a run into the report's aggregate. It runs once per
+	// run, after every partition has a result (some may be recorded failures).
+	Aggregate(ctx context.Context, run RunInfo, results iter.Seq2[ledger.Result, error]) (json.RawMessage, error)
+}
+
+// ParamsValidator is implemented by jobs that can check parameters up front, so a manual run
+// with bad parameters is refused with 400 instead of failing during planning.
+type ParamsValidator interface {
+	ValidateParams(params json.RawMessage) error
+}
+
+// Partition is one unit of work handed to Job.Process.
+type Partition struct {
+	Run     string
+	Index   int
+	Epoch   int64
+	Attempt int // delivery count, 1 for the first delivery
+	Params  json.RawMessage
+	Payload json.RawMessage
+}
+
+// RunInfo describes the run being aggregated.
+type RunInfo struct {
+	Run        string
+	Job        string
+	Params     json.RawMessage
+	Partitions int
+}
+
+// ErrPermanent marks a job error that retrying cannot fix.
+var ErrPermanent = errors.New("permanent failure")
+
+// Permanent wraps err so that errors.Is(err, ErrPermanent) holds.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrPermanent, err)
+}
+
+// ErrUnknownJob is returned by Registry.Lookup.
+var ErrUnknownJob = errors.New("unknown job")
+
+// Registry maps job names to jobs. Build it once at start-up; it is read-only afterwards.
+type Registry struct {
+	jobs map[string]Job
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{jobs: map[string]Job{}} }
+
+// Register adds a job under name; registering a name twice panics (a wiring bug).
+func (r *Registry) Register(name string, j Job) {
+	if _, dup := r.jobs[name]; dup {
+		panic("work: job registered twice: " + name)
+	}
+	r.jobs[name] = j
+}
+
+// Lookup returns the named job or an error wrapping ErrUnknownJob that lists the known ones.
+func (r *Registry) Lookup(name string) (Job, error) {
+	if j, ok := r.jobs[name]; ok {
+		return j, nil
+	}
+	return nil, fmt.Errorf("%w %q: registered jobs are %v", ErrUnknownJob, name, r.Names())
+}
+
+// Names lists the registered job names, sorted.
+func (r *Registry) Names() []string {
+	names := make([]string, 0, len(r.jobs))
+	for n := range r.jobs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ValidateParams checks params for the named job: it must be a JSON object (or empty), and
+// the job's own ParamsValidator, when it has one, must accept it.
+func (r *Registry) ValidateParams(name string, params json.RawMessage) error {
+	j, err := r.Lookup(name)
+	if err != nil {
+		return err
+	}
+	if len(params) > 0 {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(params, &obj); err != nil {
+			return fmt.Errorf("job %s: params must be a JSON object: %w", name, err)
+		}
+	}
+	if v, ok := j.(ParamsValidator); ok {
+		if err := v.ValidateParams(params); err != nil {
+			return fmt.Errorf("job %s: %w", name, err)
+		}
+	}
+	return nil
+}
