@@ -1,0 +1,78 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+)
+
+// skipNoBroker is the message every broker-backed Service Bus test skips with.
+const skipNoBroker = "SERVICEBUS_CONNECTION_STRING not set: Service Bus contract tests need a broker (e.g. the Service Bus emulator in Docker); see README"
+
+// TestServiceBusSender_Contract runs the contract against a real Service Bus queue (the
+// emulator or Azure) named by SERVICEBUS_QUEUE (default "baton-work"). The queue is shared:
+// each case filters by its own token, and receives in ReceiveAndDelete mode, so leftover
+// messages from other runs are consumed and ignored.
+func TestServiceBusSender_Contract(t *testing.T) {
+	cs := os.Getenv("SERVICEBUS_CONNECTION_STRING")
+	if cs == "" {
+		t.Skip(skipNoBroker)
+	}
+	queue := os.Getenv("SERVICEBUS_QUEUE")
+	if queue == "" {
+		queue = "baton-work"
+	}
+	client, err := azservicebus.NewClientFromConnectionString(cs, nil)
+	if err != nil {
+		t.Fatalf("service bus client: %v", err)
+	}
+	t.Cleanup(func() { _ = client.Close(context.Background()) })
+
+	runSenderContract(t, contract{
+		maxBody:   200 * 1024,    // fits the 256 KiB Standard/emulator message limit with headers
+		tooLarge:  1024*1024 + 1, // over the largest batch limit (1 MiB, Premium)
+		keepsMeta: true,
+		quiet:     2 * time.Second, // the broker has no "visible now" read; wait a little
+	}, func(t *testing.T) (Sender, func(context.Context) []received) {
+		raw, err := client.NewSender(queue, nil)
+		if err != nil {
+			t.Fatalf("sender: %v", err)
+		}
+		s := NewServiceBusSender(raw, ServiceBusSenderOptions{Queue: queue})
+		t.Cleanup(func() { _ = s.Close(context.Background()) })
+		rcv, err := client.NewReceiverForQueue(queue, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+		if err != nil {
+			t.Fatalf("receiver: %v", err)
+		}
+		t.Cleanup(func() { _ = rcv.Close(context.Background()) })
+		return s, func(ctx context.Context) []received {
+			t.Helper()
+			ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			defer cancel()
+			msgs, err := rcv.ReceiveMessages(ctx, 500, nil)
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("receive: %v", err)
+			}
+			out := make([]received, 0, len(msgs))
+			for _, m := range msgs {
+				r := received{ID: m.MessageID, Body: m.Body}
+				if len(m.ApplicationProperties) > 0 {
+					r.Properties = make(map[string]string, len(m.ApplicationProperties))
+					for k, v := range m.ApplicationProperties {
+						r.Properties[k] = fmt.Sprint(v)
+					}
+				}
+				if m.ContentType == nil || *m.ContentType != ContentTypeJSON {
+					t.Errorf("message %s: ContentType got %v want %q", m.MessageID, m.ContentType, ContentTypeJSON)
+				}
+				out = append(out, r)
+			}
+			return out
+		}
+	})
+}
