@@ -1,0 +1,414 @@
+package coordinator
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/google/uuid"
+
+	"github.com/batonfn/baton/config"
+)
+
+// Lease durations. Azure Blob leases last 15 to 60 seconds (or forever, which Baton never uses).
+const (
+	DefaultLeaseDuration = config.DefaultLeaseDuration
+	MinLeaseDuration     = config.MinLeaseDuration
+	MaxLeaseDuration     = config.MaxLeaseDuration
+	// DefaultAttemptTimeout bounds one storage call of a BlobLock.
+	DefaultAttemptTimeout = 5 * time.Second
+)
+
+// BlobLockOptions tune a BlobLock. The zero value is usable.
+type BlobLockOptions struct {
+	// Duration is the lease duration: whole seconds from 15s to 60s, default 30s. Shorter
+	// leases hand over faster after a crash; longer ones tolerate slower storage.
+	Duration time.Duration
+	// AttemptTimeout bounds each storage call (default 5s, less than Duration). Failed calls
+	// are retried with backoff within the caller's budget.
+	AttemptTimeout time.Duration
+	// Setting names the connection setting that AccessError tells the operator to check.
+	// Default: "BATON_STORAGE (or AzureWebJobsStorage when unset)".
+	Setting string
+	// Now is the clock (default time.Now). It must move with the runtime's timers.
+	Now func() time.Time
+	// Logger receives retries and blob creation (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// BlobLock is a Lock over one zero-length blob in a container: holding the blob's lease is
+// holding the lock. The holder's identity, epoch and acquired-at live in the blob's metadata,
+// which only the lease holder can write.
+type BlobLock struct {
+	container *container.Client
+	blob      *blockblob.Client
+	name      string // container/blob, for messages
+	opts      BlobLockOptions
+
+	mu sync.Mutex
+	// confirmed maps a lease ID to the local time just before its last successful acquire
+	// or renew was sent: the lease lasts at least Duration from then.
+	confirmed map[string]time.Time
+}
+
+var _ Lock = (*BlobLock)(nil)
+
+// NewBlobLock returns a lock over the blob name in c. The container and the blob are created
+// on first Acquire when missing; no network I/O happens here.
+func NewBlobLock(c *container.Client, name string, opts BlobLockOptions) (*BlobLock, error) {
+	var errs []error
+	if c == nil {
+		errs = append(errs, errors.New("container client is nil"))
+	}
+	if err := config.ValidateBlobName(name); err != nil {
+		errs = append(errs, fmt.Errorf("lease name %q: %w", name, err))
+	}
+	if opts.Duration == 0 {
+		opts.Duration = DefaultLeaseDuration
+	}
+	switch {
+	case opts.Duration < MinLeaseDuration || opts.Duration > MaxLeaseDuration:
+		errs = append(errs, fmt.Errorf("Duration %s is out of range: Azure Blob leases last %s to %s", opts.Duration, MinLeaseDuration, MaxLeaseDuration))
+	case opts.Duration%time.Second != 0:
+		errs = append(errs, fmt.Errorf("Duration %s must be a whole number of seconds", opts.Duration))
+	}
+	if opts.AttemptTimeout == 0 {
+		opts.AttemptTimeout = DefaultAttemptTimeout
+	}
+	if opts.AttemptTimeout < 0 || opts.AttemptTimeout >= opts.Duration {
+		errs = append(errs, fmt.Errorf("AttemptTimeout %s must be positive and less than Duration %s", opts.AttemptTimeout, opts.Duration))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("blob lock: %w", err)
+	}
+	if opts.Setting == "" {
+		opts.Setting = config.SettingStorage + " (or " + config.SettingHostStorage + " when unset)"
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &BlobLock{
+		container: c,
+		blob:      c.NewBlockBlobClient(name),
+		name:      containerName(c) + "/" + name,
+		opts:      opts,
+		confirmed: map[string]time.Time{},
+	}, nil
+}
+
+// Duration is the lease duration this lock acquires with.
+func (b *BlobLock) Duration() time.Duration { return b.opts.Duration }
+
+// Acquire makes one attempt to take the lease, creating the container and the blob first
+// when missing (concurrent creators all succeed). On success it records holder, epoch+1 and
+// the acquired-at time in the blob's metadata, conditioned on the new lease ID and on the
+// metadata it read, so no two acquisitions can record the same epoch. When another process
+// holds the lease it returns *HeldError describing it. The whole attempt is bounded by a third
+// of the lease duration.
+func (b *BlobLock) Acquire(ctx context.Context, holder Identity) (Lease, error) {
+	if err := holder.validate(); err != nil {
+		return Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.opts.Duration/3)
+	defer cancel()
+
+	id := uuid.NewString()
+	lc, err := lease.NewBlobClient(b.blob, &lease.BlobClientOptions{LeaseID: &id})
+	if err != nil {
+		return Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
+	}
+	start := b.opts.Now()
+	var rec leaseRecord
+	for created := false; ; {
+		// 1. Read the record while acquiring: a loser needs it for HeldError, the winner for
+		// the epoch. A read that raced another holder's write is caught by the If-Match below.
+		var readErr error
+		readDone := make(chan struct{})
+		go func() {
+			defer close(readDone)
+			rec, readErr = b.read(ctx)
+		}()
+		err := b.do(ctx, "acquire", func(ctx context.Context) error {
+			_, err := lc.AcquireLease(ctx, int32(b.opts.Duration/time.Second), nil)
+			return err
+		})
+		<-readDone
+		switch {
+		case err == nil:
+		case errors.Is(err, errLeasePresent):
+			return Lease{}, b.heldError(ctx, rec, readErr)
+		case !created && (errors.Is(err, errBlobNotFound) || errors.Is(err, errContainerNotFound)):
+			// 2. First use: create what is missing, then try once more.
+			if err := b.create(ctx, errors.Is(err, errContainerNotFound)); err != nil {
+				return Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
+			}
+			created = true
+			continue
+		default:
+			return Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
+		}
+		if readErr != nil {
+			if rec, err = b.read(ctx); err != nil {
+				b.releaseQuietly(lc)
+				return Lease{}, fmt.Errorf("acquire lease %s: read record: %w", b.name, err)
+			}
+		}
+		break
+	}
+
+	// 3. Record the new holder. Only our lease ID can write; If-Match guarantees the epoch we
+	// bump is the latest one. A mismatch means the read raced an earlier holder: re-read (we
+	// hold the lease now, so the second read is authoritative) and write again.
+	l := Lease{ID: id, Holder: holder, AcquiredAt: start, Duration: b.opts.Duration}
+	var err2 error
+	for try := 0; try < 2; try++ {
+		if try > 0 {
+			if rec, err2 = b.read(ctx); err2 != nil {
+				break
+			}
+		}
+		l.Epoch = rec.Epoch + 1
+		md := encodeLeaseMetadata(holder, l.Epoch, start, time.Time{})
+		etag := rec.ETag
+		err2 = b.do(ctx, "record holder", func(ctx context.Context) error {
+			_, err := b.blob.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+				LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &id},
+				ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
+			}})
+			return err
+		})
+		if !errors.Is(err2, errConditionNotMet) {
+			break
+		}
+	}
+	if err2 != nil {
+		b.releaseQuietly(lc)
+		return Lease{}, fmt.Errorf("acquire lease %s: record holder: %w", b.name, err2)
+	}
+	b.confirm(id, start)
+	return l, nil
+}
+
+// heldError builds the HeldError for a lost acquire. The record read alongside the acquire
+// may predate the winner's metadata write by a few milliseconds (it still shows no holder or
+// a released one); re-read briefly until the winner's record appears.
+func (b *BlobLock) heldError(ctx context.Context, rec leaseRecord, err error) error {
+	wait := 10 * time.Millisecond
+	for i := 0; i < 6 && (err != nil || rec.Epoch == 0 || !rec.ReleasedAt.IsZero() ||
+		(rec.LeaseState != LeaseStateLeased && rec.LeaseState != LeaseStateBreaking)); i++ {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			i = 6
+			continue
+		case <-t.C:
+		}
+		wait *= 2
+		rec, err = b.read(ctx)
+	}
+	return &HeldError{Holder: rec.Holder, Epoch: rec.Epoch, Since: rec.AcquiredAt}
+}
+
+// create makes the container (when missing) and the zero-length lease blob. Both are
+// create-if-absent, so concurrent creators all succeed.
+func (b *BlobLock) create(ctx context.Context, containerMissing bool) error {
+	if containerMissing {
+		err := b.do(ctx, "create container", func(ctx context.Context) error {
+			_, err := b.container.Create(ctx, nil)
+			return err
+		})
+		switch {
+		case err == nil:
+			b.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "lease container created", slog.String("lease", b.name))
+		case !errors.Is(err, errAlreadyExists):
+			return fmt.Errorf("create container: %w", err)
+		}
+	}
+	err := b.do(ctx, "create lease blob", func(ctx context.Context) error {
+		_, err := b.blob.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{
+			AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{
+				IfNoneMatch: to.Ptr(azcore.ETagAny)}},
+		})
+		return err
+	})
+	switch {
+	case err == nil:
+		b.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "lease blob created", slog.String("lease", b.name))
+		return nil
+	case errors.Is(err, errContainerNotFound) && !containerMissing:
+		return b.create(ctx, true) // deleted under us: start over once
+	case errors.Is(err, errAlreadyExists), errors.Is(err, errConditionNotMet), errors.Is(err, ErrLeaseLost):
+		return nil // someone else created it (and may already hold its lease)
+	default:
+		return fmt.Errorf("create lease blob: %w", err)
+	}
+}
+
+// Renew extends the lease. It retries transient failures until the lease's remaining budget
+// (or ctx) runs out: the budget ends when the lease may have expired, counted from the last
+// successful acquire or renew this BlobLock saw (half a duration for a lease it never saw).
+func (b *BlobLock) Renew(ctx context.Context, l Lease) error {
+	lc, err := lease.NewBlobClient(b.blob, &lease.BlobClientOptions{LeaseID: &l.ID})
+	if err != nil {
+		return fmt.Errorf("renew lease %s (epoch %d): %w", b.name, l.Epoch, err)
+	}
+	ctx, cancel := context.WithDeadline(ctx, b.expiry(l))
+	defer cancel()
+	sent := b.opts.Now()
+	err = b.do(ctx, "renew", func(ctx context.Context) error {
+		_, err := lc.RenewLease(ctx, nil)
+		return err
+	})
+	switch {
+	case err == nil:
+		b.confirm(l.ID, sent)
+		return nil
+	case errors.Is(err, errBlobNotFound), errors.Is(err, errContainerNotFound):
+		b.forget(l.ID)
+		return fmt.Errorf("renew lease %s (epoch %d): %w: %w", b.name, l.Epoch, ErrLeaseLost, err)
+	case errors.Is(err, ErrLeaseLost):
+		b.forget(l.ID)
+		fallthrough
+	default:
+		return fmt.Errorf("renew lease %s (epoch %d): %w", b.name, l.Epoch, err)
+	}
+}
+
+// Release records the release time in the blob's metadata and releases the lease, so the
+// next contender wins at once. A lease that is already gone gives ErrLeaseLost.
+func (b *BlobLock) Release(ctx context.Context, l Lease) error {
+	defer b.forget(l.ID)
+	lc, err := lease.NewBlobClient(b.blob, &lease.BlobClientOptions{LeaseID: &l.ID})
+	if err != nil {
+		return fmt.Errorf("release lease %s (epoch %d): %w", b.name, l.Epoch, err)
+	}
+	// The release mark is best effort: it tells readers the record is not a live holder's.
+	md := encodeLeaseMetadata(l.Holder, l.Epoch, l.AcquiredAt, b.opts.Now())
+	err = b.do(ctx, "mark released", func(ctx context.Context) error {
+		_, err := b.blob.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+			LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: &l.ID}}})
+		return err
+	})
+	if err == nil || errors.Is(err, errTransient) {
+		err = b.do(ctx, "release", func(ctx context.Context) error {
+			_, err := lc.ReleaseLease(ctx, nil)
+			return err
+		})
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errBlobNotFound), errors.Is(err, errContainerNotFound):
+		return fmt.Errorf("release lease %s (epoch %d): %w: %w", b.name, l.Epoch, ErrLeaseLost, err)
+	default:
+		return fmt.Errorf("release lease %s (epoch %d): %w", b.name, l.Epoch, err)
+	}
+}
+
+// releaseQuietly gives up a lease whose acquisition could not be completed.
+func (b *BlobLock) releaseQuietly(lc *lease.BlobClient) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.opts.AttemptTimeout)
+	defer cancel()
+	_ = b.do(ctx, "release", func(ctx context.Context) error {
+		_, err := lc.ReleaseLease(ctx, nil)
+		return err
+	})
+}
+
+// State reads the lease blob's properties: lease state and the last holder's record. It
+// never takes or changes the lease. A missing container or blob means no one has contended.
+func (b *BlobLock) State(ctx context.Context) (LeaderState, error) {
+	rec, err := b.read(ctx)
+	switch {
+	case errors.Is(err, errBlobNotFound), errors.Is(err, errContainerNotFound):
+		return LeaderState{}, nil
+	case err != nil:
+		return LeaderState{}, fmt.Errorf("read lease %s: %w", b.name, err)
+	}
+	return LeaderState{
+		Held:       rec.LeaseState == LeaseStateLeased || rec.LeaseState == LeaseStateBreaking,
+		Holder:     rec.Holder,
+		Epoch:      rec.Epoch,
+		Since:      rec.AcquiredAt,
+		ReleasedAt: rec.ReleasedAt,
+		LeaseState: rec.LeaseState,
+	}, nil
+}
+
+// read gets the blob's lease state, ETag and holder record.
+func (b *BlobLock) read(ctx context.Context) (leaseRecord, error) {
+	var props blob.GetPropertiesResponse
+	err := b.do(ctx, "read", func(ctx context.Context) (err error) {
+		props, err = b.blob.GetProperties(ctx, nil)
+		return err
+	})
+	if err != nil {
+		return leaseRecord{}, err
+	}
+	rec, err := decodeLeaseMetadata(props.Metadata)
+	if err != nil {
+		return leaseRecord{}, fmt.Errorf("%s: %w", b.name, err)
+	}
+	if props.LeaseState != nil {
+		rec.LeaseState = string(*props.LeaseState)
+	}
+	if props.ETag != nil {
+		rec.ETag = *props.ETag
+	}
+	return rec, nil
+}
+
+// confirm notes that lease id was confirmed by a call sent at t, and forgets leases that
+// must have expired long ago (their holders dropped them without releasing).
+func (b *BlobLock) confirm(id string, t time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.confirmed[id] = t
+	for k, v := range b.confirmed {
+		if t.Sub(v) > 2*b.opts.Duration {
+			delete(b.confirmed, k)
+		}
+	}
+}
+
+func (b *BlobLock) forget(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.confirmed, id)
+}
+
+// expiry is the earliest time the lease may expire, as far as this BlobLock knows.
+func (b *BlobLock) expiry(l Lease) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t, ok := b.confirmed[l.ID]; ok {
+		return t.Add(b.opts.Duration)
+	}
+	return b.opts.Now().Add(b.opts.Duration / 2)
+}
+
+// containerName extracts the container name from its URL, for messages.
+func containerName(c *container.Client) string {
+	u, err := url.Parse(c.URL())
+	if err != nil {
+		return c.URL()
+	}
+	return path.Base(u.Path)
+}

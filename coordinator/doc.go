@@ -1,0 +1,47 @@
+// Package coordinator decides which instance leads a run and keeps that decision honest.
+//
+// # Leader election
+//
+// Leadership is the lease on one zero-length blob (BlobLock over leases/<name>). The Lock
+// interface is a try-once mutex: Acquire makes a single attempt and returns *HeldError, naming
+// the current holder, when someone else leads. Nothing here waits or polls for the lock:
+// instances contest it only when a tick, a manual trigger or a check message arrives.
+//
+// Every acquisition records in the blob's metadata the holder's identity (app, instance,
+// process id), the acquired-at time and an epoch one higher than the last one recorded. Only
+// the lease holder can write that metadata, and the write is also conditioned on the ETag of
+// the record it bumped, so two acquisitions can never record the same epoch: epochs strictly
+// increase (they may skip a number when a write's response is lost and it is retried).
+//
+// Leader.RunAsLeader acquires once, runs a task with a context, renews the lease every
+// RenewInterval (a third of the duration, jittered) and cancels the task's context as soon as
+// leadership can no longer be guaranteed:
+//   - a renewal fails (the lease was broken or taken, or transient failures used up its
+//     budget, which ends at the local deadline);
+//   - the local deadline passes: last successful renewal + LeaseDuration − SafetyMargin,
+//     counted from the moment each renewal was sent;
+//   - the task stops calling beat for StallTimeout (it then stops renewing, so the lease
+//     lapses and another instance can take over);
+//   - ReleaseAll hands leadership over (SIGTERM).
+//
+// When the task returns, the lease is released with a fresh bounded context so the next
+// contender wins at once. Leader.State and Lock.State read the leadership without contending.
+//
+// # What is guaranteed
+//
+// Storage grants a lease to one lease ID at a time, so at most one Acquire succeeds while a
+// lease is live, and after a release, break or expiry the next Acquire succeeds at once. A
+// task's context is cancelled within one renew interval of a renewal finding the lease lost,
+// and no later than the local deadline when storage cannot be reached.
+//
+// # What is not guaranteed
+//
+// Cancelling a context does not stop code that ignores it, and a process can pause (GC, VM
+// freeze) between checking its context and writing. So leadership alone is not mutual
+// exclusion for side effects: writes must carry Lease.Epoch and readers must reject a write
+// whose epoch is older than one they have seen (fencing). Time is measured only on the local
+// clock, from before each request was sent; a clock that runs slow by more than SafetyMargin
+// over one lease duration defeats the local deadline. HeldError's holder is read from storage
+// just after the failed attempt; for a few milliseconds after a takeover by a holder that has
+// not yet recorded itself, it can still name the previous holder.
+package coordinator
