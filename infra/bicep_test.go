@@ -1,0 +1,434 @@
+package infra_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/batonfn/baton/config"
+)
+
+// Static checks of the Bicep: structure, references between files, and the security
+// properties the issue requires. Each check is a function returning the problems it found, run
+// on the real files (want none) and on small broken inputs (want the problem named).
+
+// moduleProblems lists module references of the file at path whose target does not exist.
+func moduleProblems(s *bicepScan, path string) []string {
+	var out []string
+	for sym, ref := range s.modules() {
+		if strings.HasPrefix(ref, "br:") || strings.HasPrefix(ref, "br/") || strings.HasPrefix(ref, "ts:") {
+			out = append(out, fmt.Sprintf("%s: module %s uses registry reference %q: plain Bicep only", path, sym, ref))
+			continue
+		}
+		target := filepath.Join(filepath.Dir(path), filepath.FromSlash(ref))
+		if fi, err := os.Stat(target); err != nil || fi.IsDir() || !strings.HasSuffix(ref, ".bicep") {
+			out = append(out, fmt.Sprintf("%s: module %s refers to %q, which is not a .bicep file", path, sym, ref))
+		}
+	}
+	return out
+}
+
+// securityRule is a property every declared (not existing) resource of a type must set.
+type securityRule struct {
+	resourceType string
+	property     *regexp.Regexp
+	why          string
+}
+
+func prop(name, value string) *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^[ \t]*` + name + `[ \t]*:[ \t]*` + regexp.QuoteMeta(value) + `[ \t]*$`)
+}
+
+var securityRules = []securityRule{
+	{"Microsoft.Storage/storageAccounts", prop("allowSharedKeyAccess", "false"), "allowSharedKeyAccess: false (no account keys or key-signed SAS)"},
+	{"Microsoft.Storage/storageAccounts", prop("allowBlobPublicAccess", "false"), "allowBlobPublicAccess: false"},
+	{"Microsoft.Storage/storageAccounts", prop("minimumTlsVersion", "'TLS1_2'"), "minimumTlsVersion: 'TLS1_2'"},
+	{"Microsoft.ServiceBus/namespaces", prop("disableLocalAuth", "true"), "disableLocalAuth: true (no SAS keys)"},
+	{"Microsoft.ServiceBus/namespaces", prop("minimumTlsVersion", "'1.2'"), "minimumTlsVersion: '1.2'"},
+	{"Microsoft.Insights/components", prop("DisableLocalAuth", "true"), "DisableLocalAuth: true (Entra ID ingestion only)"},
+	{"Microsoft.OperationalInsights/workspaces", prop("disableLocalAuth", "true"), "disableLocalAuth: true"},
+	{"Microsoft.Web/sites", prop("httpsOnly", "true"), "httpsOnly: true"},
+}
+
+// Functions and strings that produce or carry keys.
+var keyMaterial = regexp.MustCompile(`(?i)\blist(Keys|ConnectionStrings|AccountSas|ServiceSas|Secrets)\s*\(|AccountKey=|SharedAccessKey=|SharedAccessSignature=`)
+
+// Output names or values that would put a secret into the azd environment.
+var secretOutput = regexp.MustCompile(`(?i)key|secret|password|connectionstring|sas\b|token`)
+
+// securityProblems lists every resource that weakens authentication and every key that could
+// leak through the file.
+func securityProblems(s *bicepScan, path string) []string {
+	var out []string
+	for _, r := range s.resources() {
+		if r.Existing {
+			continue
+		}
+		for _, rule := range securityRules {
+			if r.Type == rule.resourceType && !rule.property.MatchString(r.Body) {
+				out = append(out, fmt.Sprintf("%s: resource %s (%s) must set %s", path, r.Symbol, r.Type, rule.why))
+			}
+		}
+	}
+	if loc := keyMaterial.FindStringIndex(s.code); loc != nil {
+		line := strings.Count(s.code[:loc[0]], "\n") + 1
+		out = append(out, fmt.Sprintf("%s:%d: %q produces or holds a key", path, line, s.code[loc[0]:loc[1]]))
+	}
+	for _, o := range s.outputs() {
+		if strings.Contains(o.Value, "@secure") || secretOutput.MatchString(o.Name) || secretOutput.MatchString(o.Value) {
+			out = append(out, fmt.Sprintf("%s: output %s = %s may carry a secret", path, o.Name, o.Value))
+		}
+	}
+	return out
+}
+
+func TestBicep_FilesLex(t *testing.T) {
+	for _, path := range bicepFiles(t) {
+		if _, err := scanBicep(readFile(t, path)); err != nil {
+			t.Errorf("%s: %v", path, err)
+		}
+	}
+}
+
+func TestBicep_ModulePathsExist(t *testing.T) {
+	count := 0
+	for _, path := range bicepFiles(t) {
+		s := scanFile(t, path)
+		count += len(s.modules())
+		for _, p := range moduleProblems(s, path) {
+			t.Error(p)
+		}
+	}
+	if count == 0 {
+		t.Error("found no module declarations at all: the scanner is not seeing main.bicep's modules")
+	}
+}
+
+func TestBicep_ModulePathsExist_Broken(t *testing.T) {
+	s, err := scanBicep("module a 'app/missing.bicep' = {\n}\nmodule b 'br/public:avm/res/web/site:0.1.0' = {\n}\nmodule c 'app/api.bicep' = {\n}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(moduleProblems(s, "main.bicep"), "\n")
+	for _, want := range []string{"module a refers to \"app/missing.bicep\"", "module b uses registry reference"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems:\n%s\nwant one containing %q", got, want)
+		}
+	}
+	if strings.Contains(got, "module c") {
+		t.Errorf("problems:\n%s\nwant none for module c (app/api.bicep exists)", got)
+	}
+}
+
+func TestBicep_Security(t *testing.T) {
+	seen := map[string]bool{}
+	for _, path := range bicepFiles(t) {
+		s := scanFile(t, path)
+		for _, r := range s.resources() {
+			if !r.Existing {
+				seen[r.Type] = true
+			}
+		}
+		for _, p := range securityProblems(s, path) {
+			t.Error(p)
+		}
+	}
+	// The rules only mean something if the resources they guard are declared.
+	for _, rule := range securityRules {
+		if !seen[rule.resourceType] {
+			t.Errorf("no %s is declared: got types %v", rule.resourceType, sortedKeys(seen))
+		}
+	}
+}
+
+func TestBicep_Security_Broken(t *testing.T) {
+	cases := []struct {
+		name, src, want string
+	}{
+		{
+			"shared key allowed",
+			"resource st 'Microsoft.Storage/storageAccounts@2023-05-01' = {\n  properties: {\n    allowSharedKeyAccess: true\n    allowBlobPublicAccess: false\n    minimumTlsVersion: 'TLS1_2'\n  }\n}\n",
+			"resource st (Microsoft.Storage/storageAccounts) must set allowSharedKeyAccess: false",
+		},
+		{
+			"shared key left at its default",
+			"resource st 'Microsoft.Storage/storageAccounts@2023-05-01' = {\n  properties: {\n    allowBlobPublicAccess: false\n    minimumTlsVersion: 'TLS1_2'\n  }\n}\n",
+			"must set allowSharedKeyAccess: false",
+		},
+		{
+			"shared key disabled only in a comment",
+			"resource st 'Microsoft.Storage/storageAccounts@2023-05-01' = {\n  properties: {\n    // allowSharedKeyAccess: false\n    allowBlobPublicAccess: false\n    minimumTlsVersion: 'TLS1_2'\n  }\n}\n",
+			"must set allowSharedKeyAccess: false",
+		},
+		{
+			"public blobs",
+			"resource st 'Microsoft.Storage/storageAccounts@2023-05-01' = {\n  properties: {\n    allowSharedKeyAccess: false\n    allowBlobPublicAccess: true\n    minimumTlsVersion: 'TLS1_2'\n  }\n}\n",
+			"must set allowBlobPublicAccess: false",
+		},
+		{
+			"old TLS",
+			"resource st 'Microsoft.Storage/storageAccounts@2023-05-01' = {\n  properties: {\n    allowSharedKeyAccess: false\n    allowBlobPublicAccess: false\n    minimumTlsVersion: 'TLS1_0'\n  }\n}\n",
+			"must set minimumTlsVersion: 'TLS1_2'",
+		},
+		{
+			"service bus local auth",
+			"resource sb 'Microsoft.ServiceBus/namespaces@2022-10-01-preview' = {\n  properties: {\n    disableLocalAuth: false\n    minimumTlsVersion: '1.2'\n  }\n}\n",
+			"resource sb (Microsoft.ServiceBus/namespaces) must set disableLocalAuth: true",
+		},
+		{
+			"app insights key auth",
+			"resource ai 'Microsoft.Insights/components@2020-02-02' = {\n  properties: {\n    Application_Type: 'web'\n  }\n}\n",
+			"must set DisableLocalAuth: true",
+		},
+		{
+			"listKeys",
+			"var cs = 'AccountName=x;AccountKey=${st.listKeys().keys[0].value}'\n",
+			"produces or holds a key",
+		},
+		{
+			"connection string output",
+			"output APPLICATIONINSIGHTS_CONNECTION_STRING string = ai.properties.ConnectionString\n",
+			"may carry a secret",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := scanBicep(tc.src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Join(securityProblems(s, "x.bicep"), "\n")
+			if !strings.Contains(got, tc.want) {
+				t.Errorf("problems:\n%s\nwant one containing %q", got, tc.want)
+			}
+		})
+	}
+	// An existing resource is someone else's: it is not judged.
+	s, err := scanBicep("resource st 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {\n  name: 'x'\n}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := securityProblems(s, "x.bicep"); len(got) != 0 {
+		t.Errorf("existing storage account: got problems %v, want none", got)
+	}
+}
+
+// parameterProblems compares main.parameters.json with main.bicep's params: every supplied
+// parameter must be declared, every required one supplied, and an azd default
+// (${VAR=default}) must equal the Bicep default so azd and a plain deployment agree.
+func parameterProblems(params map[string]bicepParam, supplied map[string]string) []string {
+	var out []string
+	for _, name := range sortedKeys(supplied) {
+		p, ok := params[name]
+		if !ok {
+			out = append(out, fmt.Sprintf("main.parameters.json supplies %q, which main.bicep does not declare", name))
+			continue
+		}
+		if m := regexp.MustCompile(`^\$\{\w+=(.*)\}$`).FindStringSubmatch(supplied[name]); m != nil {
+			def, ok := literal(p.Default)
+			if !ok || def != m[1] {
+				out = append(out, fmt.Sprintf("main.parameters.json defaults %q to %q but main.bicep to %s", name, m[1], p.Default))
+			}
+		}
+	}
+	for _, name := range sortedKeys(params) {
+		if params[name].Default == "" {
+			if _, ok := supplied[name]; !ok {
+				out = append(out, fmt.Sprintf("main.bicep requires %q but main.parameters.json does not supply it", name))
+			}
+		}
+	}
+	return out
+}
+
+func suppliedParameters(t *testing.T) map[string]string {
+	t.Helper()
+	var file struct {
+		Parameters map[string]struct {
+			Value any `json:"value"`
+		} `json:"parameters"`
+	}
+	readJSON(t, "main.parameters.json", &file)
+	out := map[string]string{}
+	for name, p := range file.Parameters {
+		out[name] = fmt.Sprint(p.Value)
+	}
+	return out
+}
+
+func TestBicep_Parameters(t *testing.T) {
+	s := scanFile(t, "main.bicep")
+	params := s.params()
+	supplied := suppliedParameters(t)
+	for _, p := range parameterProblems(params, supplied) {
+		t.Error(p)
+	}
+	for _, name := range []string{"environmentName", "location", "principalId"} {
+		if _, ok := supplied[name]; !ok {
+			t.Errorf("main.parameters.json does not supply %s (azd convention)", name)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^targetScope\s*=\s*'subscription'`).MatchString(s.code) {
+		t.Error("main.bicep: want targetScope = 'subscription'")
+	}
+}
+
+func TestBicep_Parameters_Broken(t *testing.T) {
+	s, err := scanBicep("param environmentName string\nparam schedule string = '0 0 * * * *'\nparam location string\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(parameterProblems(s.params(), map[string]string{
+		"environmentName": "${AZURE_ENV_NAME}",
+		"schedule":        "${BATON_SCHEDULE=0 */5 * * * *}",
+		"principalId":     "${AZURE_PRINCIPAL_ID}",
+	}), "\n")
+	for _, want := range []string{
+		`supplies "principalId", which main.bicep does not declare`,
+		`defaults "schedule" to "0 */5 * * * *" but main.bicep to '0 0 * * * *'`,
+		`requires "location" but main.parameters.json does not supply it`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems:\n%s\nwant one containing %q", got, want)
+		}
+	}
+}
+
+// Built-in role definition IDs, as published in the Azure built-in roles reference.
+var builtInRoles = map[string]string{
+	"storageBlobDataOwner":        "b7e6dc6d-f1e8-4753-8033-0f276bb0955b",
+	"storageBlobDataContributor":  "ba92f5b4-2d11-453d-a403-e96b0029c9fe",
+	"storageQueueDataContributor": "974c5e8b-45b9-4653-ba55-5f855dd0fb88",
+	"storageTableDataContributor": "0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3",
+	"serviceBusDataOwner":         "090c5cfd-751d-490a-894a-3ce6f1109419",
+	"serviceBusDataReceiver":      "4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0",
+	"serviceBusDataSender":        "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39",
+	"monitoringMetricsPublisher":  "3913510d-42f4-4e42-8a64-420c390055eb",
+}
+
+var roleLineRE = regexp.MustCompile(`(?m)^[ \t]*(?:var[ \t]+)?(\w+)[ \t]*[:=][ \t]*'([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})'`)
+
+// TestBicep_RoleDefinitionIDs checks every role GUID named in the Bicep against the table, so a
+// typo in one ID (which ARM would report only at deployment) fails here.
+func TestBicep_RoleDefinitionIDs(t *testing.T) {
+	used := map[string]bool{}
+	for _, path := range bicepFiles(t) {
+		s := scanFile(t, path)
+		for _, m := range roleLineRE.FindAllStringSubmatch(s.code, -1) {
+			name, id := m[1], m[2]
+			want, ok := builtInRoles[name]
+			switch {
+			case !ok:
+				t.Errorf("%s: role %s = %s is not in the test's table of built-in roles", path, name, id)
+			case id != want:
+				t.Errorf("%s: role %s: got %s, want %s", path, name, id, want)
+			}
+			used[name] = true
+		}
+	}
+	// The issue's list: each must be granted somewhere.
+	for _, name := range []string{"storageBlobDataOwner", "storageQueueDataContributor", "storageTableDataContributor",
+		"serviceBusDataSender", "serviceBusDataReceiver", "monitoringMetricsPublisher"} {
+		if !used[name] {
+			t.Errorf("role %s is not defined in any Bicep file", name)
+		}
+	}
+}
+
+// TestBicep_FlexApp checks the function app's shape against what azd and the custom handler need.
+func TestBicep_FlexApp(t *testing.T) {
+	api := scanFile(t, "app/api.bicep")
+	var site, plan *bicepResource
+	for _, r := range api.resources() {
+		switch r.Type {
+		case "Microsoft.Web/sites":
+			site = &r
+		case "Microsoft.Web/serverfarms":
+			plan = &r
+		}
+	}
+	if site == nil || plan == nil {
+		t.Fatalf("app/api.bicep: want a Microsoft.Web/sites and a Microsoft.Web/serverfarms resource")
+	}
+	for _, want := range []*regexp.Regexp{prop("tier", "'FlexConsumption'"), prop("name", "'FC1'"), prop("reserved", "true")} {
+		if !want.MatchString(plan.Body) {
+			t.Errorf("plan: want a line matching %s", want)
+		}
+	}
+	for _, want := range []*regexp.Regexp{
+		prop("kind", "'functionapp,linux'"),
+		prop("name", "'custom'"),
+		prop("version", "'1.0'"),
+		prop("type", "'blobContainer'"),
+		prop("type", "'UserAssignedIdentity'"),
+		prop("maximumInstanceCount", "maximumInstanceCount"),
+		prop("instanceMemoryMB", "instanceMemoryMB"),
+		prop("'azd-service-name'", "serviceName"),
+	} {
+		if !want.MatchString(site.Body) {
+			t.Errorf("site: want a line matching %s", want)
+		}
+	}
+
+	// azd finds the app by the tag value, which must be the service key in azure.yaml.
+	main := scanFile(t, "main.bicep")
+	if !regexp.MustCompile(`(?m)^[ \t]*serviceName:[ \t]*'api'[ \t]*$`).MatchString(main.code) {
+		t.Error("main.bicep: want serviceName: 'api' passed to app/api.bicep")
+	}
+}
+
+// TestBicep_MaxDeliveries checks the one number three places must agree on: host.json's
+// maxDequeueCount, BATON_MAX_DELIVERIES and the Service Bus queue's maxDeliveryCount.
+func TestBicep_MaxDeliveries(t *testing.T) {
+	host, err := config.ReadHostJSON(repoRoot(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	main := scanFile(t, "main.bicep")
+	p, ok := main.params()["maxDeliveries"]
+	if !ok {
+		t.Fatal("main.bicep: no param maxDeliveries")
+	}
+	def, err := strconv.Atoi(p.Default)
+	if err != nil {
+		t.Fatalf("main.bicep: maxDeliveries default %q is not a number", p.Default)
+	}
+	if def != host.MaxDequeueCount || def != config.DefaultMaxDeliveries {
+		t.Errorf("maxDeliveries default: got %d, want host.json maxDequeueCount %d and config.DefaultMaxDeliveries %d",
+			def, host.MaxDequeueCount, config.DefaultMaxDeliveries)
+	}
+	if !prop("maxDeliveryCount", "maxDeliveries").MatchString(main.code) {
+		t.Error("main.bicep: want maxDeliveryCount: maxDeliveries passed to the Service Bus module")
+	}
+	sb := scanFile(t, "app/servicebus.bicep")
+	for _, want := range []*regexp.Regexp{
+		prop("maxDeliveryCount", "maxDeliveryCount"),
+		prop("requiresDuplicateDetection", "true"),
+		prop("duplicateDetectionHistoryTimeWindow", "duplicateDetectionWindow"),
+		prop("deadLetteringOnMessageExpiration", "true"),
+		prop("lockDuration", "lockDuration"),
+	} {
+		if !want.MatchString(sb.code) {
+			t.Errorf("app/servicebus.bicep: want a line matching %s", want)
+		}
+	}
+	api := scanFile(t, "app/api.bicep")
+	found := false
+	for _, entries := range api.settingsObjects() {
+		for _, e := range entries {
+			if e.Key == config.SettingMaxDeliveries {
+				found = true
+				if e.Value != "string(maxDeliveries)" {
+					t.Errorf("app/api.bicep: %s = %s, want string(maxDeliveries)", e.Key, e.Value)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Errorf("app/api.bicep: no %s app setting", config.SettingMaxDeliveries)
+	}
+}

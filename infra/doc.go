@@ -1,0 +1,22 @@
+// Package infra holds the Bicep that `azd up` deploys (main.bicep at subscription scope, the
+// modules under app/, main.parameters.json and abbreviations.json) and the Go tests that keep it
+// honest where no Bicep CLI and no network are available.
+//
+// The tests guarantee, without compiling the Bicep:
+//   - every .bicep file lexes: brackets balance outside strings and comments, strings and
+//     comments are closed; every module path exists; every parameter in main.parameters.json is
+//     declared in main.bicep and every required one is supplied;
+//   - no storage account allows shared-key access or public blob access and all require TLS 1.2,
+//     the Service Bus namespace and Application Insights refuse local (key) auth, and no output
+//     or app setting carries a key;
+//   - the config contract: the app settings in app/api.bicep and the Values of
+//     local.settings.example.json hold every setting the code reads (config/config.go,
+//     config/connections.go, the %NAME% and connection references of host.json and every
+//     function.json) and nothing else beyond named host and platform settings; both sets load
+//     with config.Load;
+//   - scripts/package.sh builds a package with an executable linux/amd64 baton, host.json and
+//     every function folder, and never ships local.settings.json.
+//
+// They do not prove the templates deploy: names, API versions and property values are checked
+// by Azure Resource Manager only at `azd provision`.
+package infra

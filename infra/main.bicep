@@ -1,0 +1,263 @@
+// Baton on Azure Functions Flex Consumption: one resource group holding the function app (custom
+// handler runtime), its user-assigned identity, a storage account (host storage, the leases and
+// runs containers, the optional work queue), a Service Bus namespace with the work queue, and
+// Log Analytics + Application Insights. Every connection is identity-based: the storage account
+// refuses shared keys and the namespace refuses SAS, so no secret exists to leak. `azd up` deploys
+// it; plain Bicep only (no registry modules) so it can be reviewed offline.
+targetScope = 'subscription'
+
+@minLength(1)
+@maxLength(64)
+@description('Name of the azd environment; names the resource group and seeds the unique suffix of every resource name.')
+param environmentName string
+
+@minLength(1)
+@description('Region of every resource. It must offer Flex Consumption with the custom runtime: az functionapp list-flexconsumption-runtimes --location <region> --runtime custom.')
+@metadata({
+  azd: {
+    type: 'location'
+  }
+})
+param location string
+
+@description('Object ID of the deploying user or service principal (azd fills in AZURE_PRINCIPAL_ID). When given, it gets the same data roles as the app so it can inspect runs and run Baton locally against these resources; when empty, nobody but the app gets data access.')
+param principalId string = ''
+
+@description('Kind of principalId.')
+@allowed([
+  'User'
+  'ServicePrincipal'
+  'Group'
+])
+param principalType string = 'User'
+
+@description('Highest number of instances Flex Consumption may scale the app out to (40-1000).')
+@minValue(40)
+@maxValue(1000)
+param maximumInstanceCount int = 100
+
+@description('Memory of each Flex Consumption instance, in MB.')
+@allowed([
+  512
+  2048
+  4096
+])
+param instanceMemoryMB int = 2048
+
+@description('BATON_SCHEDULE: six-field NCRONTAB schedule of the Tick function, in UTC (default: hourly on the hour).')
+param schedule string = '0 0 * * * *'
+
+@description('BATON_JOB: the registered job a timer run executes.')
+param job string = 'inventory'
+
+@description('BATON_JOB_PARAMS: JSON parameters of the job; empty means the job\'s defaults.')
+param jobParams string = ''
+
+@description('BATON_OVERLAP: what a new occurrence does while an earlier run is still in progress.')
+@allowed([
+  'skip'
+  'allow'
+])
+param overlap string = 'skip'
+
+@description('BATON_MAX_DELIVERIES and the Service Bus queue\'s max delivery count. Must equal host.json extensions.queues.maxDequeueCount (5): the handler refuses to start otherwise, because the last delivery is where a failing partition records its failure.')
+@minValue(1)
+@maxValue(100)
+param maxDeliveries int = 5
+
+@description('BATON_LEASE_DURATION: the blob lease duration (15s-60s); the leader renews it every third.')
+param leaseDuration string = '30s'
+
+@description('BATON_RUN_TIMEOUT: how long after planning a run may take before its missing partitions are re-enqueued.')
+param runTimeout string = '1h'
+
+@description('BATON_LOG_LEVEL: minimum level of the handler\'s JSON logs.')
+@allowed([
+  'debug'
+  'info'
+  'warn'
+  'error'
+])
+param logLevel string = 'info'
+
+@description('Peek-lock duration of a work message (ISO 8601, at most PT5M). The host renews the lock while an invocation runs (host.json maxAutoLockRenewalDuration), so this only bounds how soon a message held by a crashed instance is redelivered.')
+param lockDuration string = 'PT1M'
+
+@description('Service Bus duplicate-detection window (ISO 8601). A message whose ID (<runID>/<index>) was seen within it is dropped, which makes a replayed enqueue by a resumed leader harmless; it must outlast the time from planning to the last resume of a run.')
+param duplicateDetectionWindow string = 'PT1H'
+
+@description('Time to live of a work message (ISO 8601); an expired message is dead-lettered, not lost.')
+param messageTimeToLive string = 'P1D'
+
+@description('Give the app Azure Service Bus Data Owner on the work queue so Flex Consumption scales the Work function on the real message count (see app/rbac.bicep). false: Sender and Receiver only, with peek-based scaling estimates.')
+param serviceBusScaleMonitoring bool = true
+
+@description('Resource ID of an existing storage account whose leases and runs containers this app should share (multi-region: every app of one schedule points at the same account). Empty: use this deployment\'s own account.')
+param leaseStorageAccountId string = ''
+
+var abbrs = loadJsonContent('./abbreviations.json')
+var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
+var tags = {
+  'azd-env-name': environmentName
+}
+
+// Names shared by the resources and the app settings (the config package's defaults).
+var appName = '${abbrs.webSitesFunctions}baton-${resourceToken}'
+var deploymentContainerName = 'app-package-${take(appName, 32)}-${take(resourceToken, 7)}'
+var leaseContainerName = 'leases'
+var runsContainerName = 'runs'
+var workQueueName = 'baton-work'
+
+resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
+  name: '${abbrs.resourcesResourceGroups}${environmentName}'
+  location: location
+  tags: tags
+}
+
+module identity 'app/identity.bicep' = {
+  name: 'identity'
+  scope: rg
+  params: {
+    name: '${abbrs.managedIdentityUserAssignedIdentities}baton-${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
+module monitoring 'app/monitoring.bicep' = {
+  name: 'monitoring'
+  scope: rg
+  params: {
+    logAnalyticsName: '${abbrs.operationalInsightsWorkspaces}${resourceToken}'
+    applicationInsightsName: '${abbrs.insightsComponents}${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
+module storage 'app/storage.bicep' = {
+  name: 'storage'
+  scope: rg
+  params: {
+    name: '${abbrs.storageStorageAccounts}${resourceToken}'
+    location: location
+    tags: tags
+    containerNames: [
+      deploymentContainerName
+      leaseContainerName
+      runsContainerName
+    ]
+    queueNames: [
+      workQueueName
+      // The queue trigger moves a message here after maxDequeueCount failures. Declaring it lets
+      // the queue role in app/rbac.bicep be scoped to the two queues, not the whole account.
+      '${workQueueName}-poison'
+    ]
+  }
+}
+
+module serviceBus 'app/servicebus.bicep' = {
+  name: 'servicebus'
+  scope: rg
+  params: {
+    name: '${abbrs.serviceBusNamespaces}${resourceToken}'
+    location: location
+    tags: tags
+    queueName: workQueueName
+    maxDeliveryCount: maxDeliveries
+    lockDuration: lockDuration
+    duplicateDetectionWindow: duplicateDetectionWindow
+    messageTimeToLive: messageTimeToLive
+  }
+}
+
+module api 'app/api.bicep' = {
+  name: 'api'
+  scope: rg
+  params: {
+    name: appName
+    planName: '${abbrs.webServerFarms}${resourceToken}'
+    location: location
+    tags: tags
+    serviceName: 'api'
+    identityId: identity.outputs.id
+    identityClientId: identity.outputs.clientId
+    storageBlobEndpoint: storage.outputs.blobEndpoint
+    storageQueueEndpoint: storage.outputs.queueEndpoint
+    storageTableEndpoint: storage.outputs.tableEndpoint
+    deploymentContainerName: deploymentContainerName
+    serviceBusHost: serviceBus.outputs.host
+    applicationInsightsName: monitoring.outputs.applicationInsightsName
+    maximumInstanceCount: maximumInstanceCount
+    instanceMemoryMB: instanceMemoryMB
+    schedule: schedule
+    job: job
+    jobParams: jobParams
+    overlap: overlap
+    maxDeliveries: maxDeliveries
+    leaseDuration: leaseDuration
+    runTimeout: runTimeout
+    logLevel: logLevel
+    workQueueName: workQueueName
+    leaseContainerName: leaseContainerName
+    runsContainerName: runsContainerName
+    leaseStorageAccountId: leaseStorageAccountId
+  }
+}
+
+module rbac 'app/rbac.bicep' = {
+  name: 'rbac'
+  scope: rg
+  params: {
+    appPrincipalId: identity.outputs.principalId
+    principalId: principalId
+    principalType: principalType
+    storageAccountName: storage.outputs.name
+    workQueueName: workQueueName
+    serviceBusNamespaceName: serviceBus.outputs.name
+    serviceBusQueueName: workQueueName
+    applicationInsightsName: monitoring.outputs.applicationInsightsName
+    serviceBusScaleMonitoring: serviceBusScaleMonitoring
+  }
+}
+
+// Multi-region: grant this app's identity (and the deployer) blob access to the leases and runs
+// containers of the shared account, wherever it lives.
+// The ternaries keep the scope valid when no shared account is given (ARM evaluates only the
+// branch it takes).
+var leaseAccountShared = !empty(leaseStorageAccountId)
+var leaseAccountIdParts = split(leaseStorageAccountId, '/')
+
+module sharedLeases 'app/shared-leases.bicep' = if (leaseAccountShared) {
+  name: 'shared-leases'
+  scope: resourceGroup(
+    leaseAccountShared ? leaseAccountIdParts[2] : subscription().subscriptionId,
+    leaseAccountShared ? leaseAccountIdParts[4] : rg.name
+  )
+  params: {
+    storageAccountName: last(leaseAccountIdParts)
+    containerNames: [
+      leaseContainerName
+      runsContainerName
+    ]
+    appPrincipalId: identity.outputs.principalId
+    principalId: principalId
+    principalType: principalType
+  }
+}
+
+// Outputs become azd environment values. None is a secret: names, endpoints and a client ID.
+output AZURE_LOCATION string = location
+output AZURE_TENANT_ID string = tenant().tenantId
+output AZURE_RESOURCE_GROUP string = rg.name
+output AZURE_FUNCTION_NAME string = api.outputs.name
+output AZURE_FUNCTION_URL string = 'https://${api.outputs.defaultHostName}'
+output SERVICE_API_NAME string = api.outputs.name
+output AZURE_MANAGED_IDENTITY_CLIENT_ID string = identity.outputs.clientId
+output AZURE_STORAGE_ACCOUNT_NAME string = storage.outputs.name
+output AZURE_STORAGE_BLOB_ENDPOINT string = storage.outputs.blobEndpoint
+output AZURE_SERVICEBUS_NAMESPACE string = serviceBus.outputs.name
+output AZURE_SERVICEBUS_HOST string = serviceBus.outputs.host
+output AZURE_SERVICEBUS_QUEUE string = workQueueName
+output APPLICATIONINSIGHTS_NAME string = monitoring.outputs.applicationInsightsName
+output AZURE_LOG_ANALYTICS_NAME string = monitoring.outputs.logAnalyticsName
