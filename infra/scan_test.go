@@ -17,7 +17,8 @@ type bicepScan struct {
 }
 
 // scanBicep lexes src: '…' strings with \ escapes and ${…} interpolation (which may nest
-// strings), ”'…”' multi-line strings (no escapes, no interpolation), // and /* */ comments.
+// strings), triple-quoted multi-line strings (no escapes, no interpolation), // and /* */
+// comments.
 // It reports the first structural error with its line: an unmatched or mismatched bracket, an
 // unclosed string or comment, or a bracket left open at the end.
 func scanBicep(src string) (*bicepScan, error) {
