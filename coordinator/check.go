@@ -1,0 +1,193 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/work"
+)
+
+// Check handles a check message, the run's dead-man's switch. No instance polls; instead every
+// run carries a chain of scheduled check messages, each of which looks at the ledger and acts:
+//   - run finished: the chain ends;
+//   - enqueue unfinished (its leader died): take the lease and resume from the checkpoint;
+//   - every result in but no report: aggregate;
+//   - past the deadline with results missing: re-enqueue only the missing partitions, for at
+//     most CheckRounds rounds, then record them as failed so the run finishes as partial.
+//
+// Unless the run finished, it schedules the next check. Errors fail the invocation so the host
+// delivers the check again.
+func (c *Coordinator) Check(ctx context.Context, env work.Envelope) error {
+	m, err := c.cfg.Store.ReadManifest(ctx, env.Run)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return fmt.Errorf("%w: check for unknown run %s", work.ErrMalformed, env.Run)
+	}
+	if err != nil {
+		return err
+	}
+	log := c.log(env.Run, m.Epoch).With("round", env.Round)
+	if m.State.Final() {
+		log.Info("check: run finished; chain ends", "state", m.State)
+		return nil
+	}
+	if env.Round >= maxCheckChain {
+		log.Error("check: chain limit reached; the run needs a manual look", "state", m.State)
+		return nil
+	}
+	next := env.Round + 1
+	now := c.cfg.Now()
+
+	if !m.PlanDone {
+		out, err := c.resumeAsLeader(ctx, env.Run)
+		if err != nil {
+			return err
+		}
+		if out.Status == StatusHeld {
+			// The leader is alive (or its lease has not expired yet): look again later.
+			log.Info("check: enqueue in progress under another leader", "holder", out.Holder.String(), "holderEpoch", out.HolderEpoch)
+			return c.scheduleCheck(ctx, env.Run, m.Epoch, next, now.Add(c.leaseDur+checkMargin))
+		}
+		if m, err = c.cfg.Store.ReadManifest(ctx, env.Run); err != nil {
+			return err
+		}
+		if m.State.Final() {
+			return nil
+		}
+		return c.scheduleCheck(ctx, env.Run, m.Epoch, next, m.Deadline)
+	}
+
+	if c.cfg.Finisher != nil {
+		if done, err := c.cfg.Finisher.TryFinish(ctx, env.Run); err != nil {
+			return fmt.Errorf("check: finish %s: %w", env.Run, err)
+		} else if done {
+			log.Info("check: run finished")
+			return nil
+		}
+	}
+	if now.Before(m.Deadline) {
+		return c.scheduleCheck(ctx, env.Run, m.Epoch, next, m.Deadline)
+	}
+
+	missing, err := c.missing(ctx, m)
+	if err != nil {
+		return err
+	}
+	retryAt := now.Add(c.retryInterval())
+	if len(missing) == 0 {
+		// Every result is in; the aggregation is running elsewhere or was claimed by a worker
+		// that crashed (TryFinish takes over a stale claim).
+		return c.scheduleCheck(ctx, env.Run, m.Epoch, next, retryAt)
+	}
+	if m.CheckRound < c.cfg.CheckRounds {
+		return c.reenqueue(ctx, m, missing, next, retryAt)
+	}
+	log.Warn("check: giving up on missing partitions", "missing", len(missing), "rounds", m.CheckRound)
+	if err := c.recordTimeouts(ctx, m, missing); err != nil {
+		return err
+	}
+	if c.cfg.Finisher != nil {
+		if _, err := c.cfg.Finisher.TryFinish(ctx, env.Run); err != nil {
+			return fmt.Errorf("check: finish %s: %w", env.Run, err)
+		}
+	}
+	return c.scheduleCheck(ctx, env.Run, m.Epoch, next, retryAt)
+}
+
+// retryInterval spaces re-enqueue rounds: half the run timeout, never less than a lease.
+func (c *Coordinator) retryInterval() time.Duration {
+	return max(c.cfg.RunTimeout/2, c.leaseDur+checkMargin)
+}
+
+// resumeAsLeader makes one attempt at the lease and, when it wins, resumes the run's enqueue.
+func (c *Coordinator) resumeAsLeader(ctx context.Context, run string) (Outcome, error) {
+	var out Outcome
+	err := c.cfg.Leader.RunAsLeader(ctx, func(ctx context.Context, lease Lease, beat func()) error {
+		c.log(run, lease.Epoch).Warn("check: resuming a run its leader left mid-enqueue")
+		m, err := c.resume(ctx, lease, beat, run)
+		out = Outcome{Status: StatusResumed, Run: run, Epoch: lease.Epoch, State: m.State}
+		return err
+	})
+	var held *HeldError
+	if errors.As(err, &held) {
+		return Outcome{Status: StatusHeld, Run: run, Holder: held.Holder, HolderEpoch: held.Epoch}, nil
+	}
+	return out, err
+}
+
+// missing lists the partition indexes that have no result yet.
+func (c *Coordinator) missing(ctx context.Context, m ledger.Manifest) ([]int, error) {
+	have := make([]bool, m.Partitions)
+	err := c.cfg.Store.ListResults(ctx, m.RunID, func(i int) error {
+		if i >= 0 && i < len(have) {
+			have[i] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for i, ok := range have {
+		if !ok {
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}
+
+// reenqueue claims the next re-enqueue round (a CAS on the manifest, so duplicate checks do
+// not both send) and sends just the missing partitions from their stored plan batches.
+func (c *Coordinator) reenqueue(ctx context.Context, m ledger.Manifest, missing []int, next int, retryAt time.Time) error {
+	round := m.CheckRound + 1
+	claimed := false
+	m, err := c.cfg.Store.UpdateManifest(ctx, m.RunID, ledger.NoFence, func(cur *ledger.Manifest) error {
+		if cur.CheckRound != round-1 || cur.State.Final() {
+			return ledger.ErrNoChange
+		}
+		cur.CheckRound = round
+		cur.Deadline = retryAt.UTC()
+		claimed = true
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if claimed {
+		byBatch := map[int][]int{}
+		for _, i := range missing {
+			byBatch[m.BatchOf(i)] = append(byBatch[m.BatchOf(i)], i)
+		}
+		for b, idx := range byBatch {
+			pb, err := c.cfg.Store.ReadPlanBatch(ctx, m.RunID, b)
+			if err != nil {
+				return err
+			}
+			if err := c.send(ctx, m, pb, m.Epoch, round, idx...); err != nil {
+				return err
+			}
+		}
+		c.log(m.RunID, m.Epoch).Warn("check: re-enqueued missing partitions", "missing", len(missing), "round", round)
+	}
+	return c.scheduleCheck(ctx, m.RunID, m.Epoch, next, m.Deadline)
+}
+
+// recordTimeouts records a failed result for every missing partition, so the run can finish.
+func (c *Coordinator) recordTimeouts(ctx context.Context, m ledger.Manifest, missing []int) error {
+	now := c.cfg.Now().UTC()
+	for _, i := range missing {
+		r := ledger.Result{Run: m.RunID, Index: i, Epoch: m.Epoch, OK: false,
+			Error:  fmt.Sprintf("timed out: no result by the deadline after %d re-enqueue rounds", m.CheckRound),
+			Worker: holderOf(c.cfg.Identity), Started: now, Finished: now}
+		if err := c.cfg.Store.PutResult(ctx, r); err != nil && !errors.Is(err, ledger.ErrExists) {
+			return err
+		} else if err == nil {
+			if _, err := c.cfg.Store.AppendDone(ctx, m.RunID, i, m.Epoch); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

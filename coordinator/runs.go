@@ -1,0 +1,345 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/work"
+)
+
+// Sender sends partition and check messages (transport.QueueSender or ServiceBusSender).
+type Sender interface {
+	Send(ctx context.Context, msgs []transport.Message) error
+}
+
+// Finisher aggregates a run once every partition has a result (work.Worker.TryFinish).
+type Finisher interface {
+	TryFinish(ctx context.Context, run string) (bool, error)
+}
+
+// Defaults for Config.
+const (
+	DefaultBatchSize   = 250
+	DefaultRunTimeout  = time.Hour
+	DefaultCheckRounds = 3
+	// checkMargin is added to the lease duration for the first check: by then a dead leader's
+	// lease has certainly expired.
+	checkMargin = 5 * time.Second
+	// maxCheckChain bounds how many check messages one run can schedule in a row.
+	maxCheckChain = 50
+)
+
+// Config wires a Coordinator.
+type Config struct {
+	Leader *Leader
+	Store  *ledger.Store
+	Sender Sender
+	Jobs   *work.Registry
+	// Finisher aggregates when the leader learns the last result came in before planning ended.
+	Finisher Finisher
+	Identity Identity
+	// Job and Params are what a timer run executes (BATON_JOB, BATON_JOB_PARAMS).
+	Job    string
+	Params json.RawMessage
+	// Schedule is BATON_SCHEDULE.
+	Schedule Schedule
+	// AllowOverlap starts a new run while an earlier one is still in progress (BATON_OVERLAP=allow).
+	AllowOverlap bool
+	// BatchSize is the number of partitions per plan batch, send and checkpoint (default 250).
+	BatchSize int
+	// RunTimeout is how long after planning a run may take before missing partitions are
+	// re-enqueued (default 1h).
+	RunTimeout time.Duration
+	// CheckRounds bounds the re-enqueue rounds; after the last, missing partitions are recorded
+	// as failed (default 3).
+	CheckRounds int
+	// Now is the clock (default time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Coordinator starts, resumes and checks runs. All of its decisions are made under the lease
+// and recorded in the ledger.
+type Coordinator struct {
+	cfg       Config
+	leaseDur  time.Duration
+	ensuredOK atomic.Bool
+}
+
+// New validates cfg and returns a Coordinator.
+func New(cfg Config) (*Coordinator, error) {
+	var errs []error
+	if cfg.Leader == nil || cfg.Store == nil || cfg.Sender == nil || cfg.Jobs == nil {
+		errs = append(errs, errors.New("Leader, Store, Sender and Jobs are required"))
+	}
+	if cfg.Job != "" && cfg.Jobs != nil {
+		if err := cfg.Jobs.ValidateParams(cfg.Job, cfg.Params); err != nil {
+			errs = append(errs, fmt.Errorf("timer job: %w", err))
+		}
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = DefaultBatchSize
+	}
+	if cfg.BatchSize < 1 || cfg.BatchSize > 5000 {
+		errs = append(errs, fmt.Errorf("BatchSize %d must be 1-5000", cfg.BatchSize))
+	}
+	if cfg.RunTimeout == 0 {
+		cfg.RunTimeout = DefaultRunTimeout
+	}
+	if cfg.CheckRounds < 0 {
+		errs = append(errs, fmt.Errorf("CheckRounds %d must not be negative", cfg.CheckRounds))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("coordinator config: %w", err)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Coordinator{cfg: cfg, leaseDur: cfg.Leader.cfg.LeaseDuration}, nil
+}
+
+// Status is the outcome of a tick, a manual start or a check.
+type Status string
+
+const (
+	StatusStarted  Status = "started"  // this call planned and enqueued a new run
+	StatusResumed  Status = "resumed"  // this call finished enqueueing a run another leader began
+	StatusExisting Status = "existing" // the run already exists (a replay or a repeated key)
+	StatusSkipped  Status = "skipped"  // the overlap policy recorded the run as skipped
+	StatusHeld     Status = "held"     // another instance holds the lease
+)
+
+// Outcome reports what a call did.
+type Outcome struct {
+	Status Status
+	Run    string
+	Epoch  int64
+	// State is the run's state after the call (empty when held).
+	State ledger.State
+	// Reason explains a skip.
+	Reason string
+	// Holder, HolderEpoch and ActiveRun describe the leader when Status is held, and the run
+	// still in progress when Status is skipped.
+	Holder      Identity
+	HolderEpoch int64
+	ActiveRun   string
+}
+
+// ErrRunInProgress is returned (with a skipped Outcome) by StartManual when the overlap policy
+// refuses to start a run beside one still in progress.
+var ErrRunInProgress = errors.New("a run is still in progress")
+
+// runSpec describes a run to start.
+type runSpec struct {
+	id         string
+	trigger    ledger.Trigger
+	occurrence time.Time
+	key        string
+	job        string
+	params     json.RawMessage
+}
+
+func (c *Coordinator) log(run string, epoch int64) *slog.Logger {
+	return c.cfg.Logger.With("run", run, "epoch", epoch, "instance", c.cfg.Identity.Instance)
+}
+
+// Tick handles a timer invocation: one attempt at the lease, then open or resume the
+// occurrence's run. A loser returns at once with StatusHeld.
+func (c *Coordinator) Tick(ctx context.Context, in TickInput) (Outcome, error) {
+	occ, err := c.cfg.Schedule.Occurrence(in)
+	if err != nil {
+		return Outcome{}, err
+	}
+	spec := runSpec{id: TimerRunID(occ), trigger: ledger.TriggerTimer, occurrence: occ, job: c.cfg.Job, params: c.cfg.Params}
+	c.cfg.Logger.Info("tick", "run", spec.id, "occurrence", occ, "pastDue", in.PastDue, "statusNext", in.Next,
+		"instance", c.cfg.Identity.Instance)
+	return c.start(ctx, spec)
+}
+
+// ManualRequest asks for a run outside the schedule.
+type ManualRequest struct {
+	// Job and Params default to the timer job.
+	Job    string
+	Params json.RawMessage
+	// IdempotencyKey maps to one run ID: a repeat returns the existing run.
+	IdempotencyKey string
+}
+
+// ManualRunID is the run ID of a manual run: derived from the idempotency key when given (so
+// every repeat maps to the same run), random otherwise.
+func ManualRunID(key string, now time.Time) string {
+	if key != "" {
+		sum := sha256.Sum256([]byte(key))
+		return "manual-" + hex.EncodeToString(sum[:12])
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "manual-" + strings.ToLower(now.UTC().Format("20060102T150405Z")) + "-" + hex.EncodeToString(b[:])
+}
+
+// StartManual starts a run by hand through the same lease as the timer.
+func (c *Coordinator) StartManual(ctx context.Context, req ManualRequest) (Outcome, error) {
+	job, params := req.Job, req.Params
+	if job == "" {
+		job, params = c.cfg.Job, c.cfg.Params
+	}
+	if err := c.cfg.Jobs.ValidateParams(job, params); err != nil {
+		return Outcome{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	spec := runSpec{id: ManualRunID(req.IdempotencyKey, c.cfg.Now()), trigger: ledger.TriggerManual, key: req.IdempotencyKey, job: job, params: params}
+	if req.IdempotencyKey != "" {
+		// A repeated key answers from the ledger without contending for the lease.
+		if m, err := c.cfg.Store.ReadManifest(ctx, spec.id); err == nil {
+			return Outcome{Status: StatusExisting, Run: m.RunID, Epoch: m.Epoch, State: m.State}, nil
+		} else if !errors.Is(err, ledger.ErrNotFound) {
+			return Outcome{}, err
+		}
+	}
+	out, err := c.start(ctx, spec)
+	if err == nil && out.Status == StatusSkipped {
+		return out, ErrRunInProgress
+	}
+	return out, err
+}
+
+// ErrBadRequest marks a manual request the caller must fix.
+var ErrBadRequest = errors.New("bad request")
+
+// start runs the leader part of a run: under the lease, create or resume the manifest, plan,
+// enqueue and schedule the dead-man's-switch check.
+func (c *Coordinator) start(ctx context.Context, spec runSpec) (Outcome, error) {
+	var out Outcome
+	err := c.cfg.Leader.RunAsLeader(ctx, func(ctx context.Context, lease Lease, beat func()) error {
+		var err error
+		out, err = c.lead(ctx, lease, beat, spec)
+		return err
+	})
+	var held *HeldError
+	if errors.As(err, &held) {
+		out = Outcome{Status: StatusHeld, Run: spec.id, Holder: held.Holder, HolderEpoch: held.Epoch}
+		// Tell the caller which run the holder is busy with, when the ledger knows.
+		if a, ok, aerr := c.cfg.Store.ReadActive(ctx); aerr == nil && ok {
+			out.ActiveRun = a.Run
+		}
+		return out, nil
+	}
+	return out, err
+}
+
+// lead runs under the lease.
+func (c *Coordinator) lead(ctx context.Context, lease Lease, beat func(), spec runSpec) (Outcome, error) {
+	log := c.log(spec.id, lease.Epoch)
+	if err := c.ensureContainer(ctx); err != nil {
+		return Outcome{}, err
+	}
+	m, err := c.cfg.Store.ReadManifest(ctx, spec.id)
+	switch {
+	case err == nil:
+		if m.State.Final() || m.PlanDone {
+			log.Info("run already exists; nothing to plan", "state", m.State)
+			return Outcome{Status: StatusExisting, Run: spec.id, Epoch: lease.Epoch, State: m.State}, nil
+		}
+		log.Warn("run was left mid-enqueue by an earlier leader; resuming", "leaderEpoch", m.Epoch, "next", m.Checkpoint.Next)
+		m, err = c.resume(ctx, lease, beat, spec.id)
+		if err != nil {
+			return Outcome{}, err
+		}
+		return Outcome{Status: StatusResumed, Run: spec.id, Epoch: lease.Epoch, State: m.State}, nil
+	case !errors.Is(err, ledger.ErrNotFound):
+		return Outcome{}, err
+	}
+
+	// A new run: apply the overlap policy first, and record its decision.
+	if active, busy, err := c.activeRun(ctx); err != nil {
+		return Outcome{}, err
+	} else if busy && !c.cfg.AllowOverlap {
+		reason := fmt.Sprintf("run %s is still in progress (overlap policy: skip)", active)
+		if spec.trigger == ledger.TriggerTimer {
+			sk := c.newManifest(spec, lease)
+			sk.State, sk.Reason, sk.Finished = ledger.StateSkipped, reason, sk.Created
+			if err := c.cfg.Store.CreateManifest(ctx, &sk); err != nil && !errors.Is(err, ledger.ErrExists) {
+				return Outcome{}, err
+			}
+		}
+		log.Warn("run skipped", "reason", reason, "active", active)
+		return Outcome{Status: StatusSkipped, Run: spec.id, Epoch: lease.Epoch, State: ledger.StateSkipped, Reason: reason, ActiveRun: active}, nil
+	}
+
+	nm := c.newManifest(spec, lease)
+	if err := c.cfg.Store.CreateManifest(ctx, &nm); errors.Is(err, ledger.ErrExists) {
+		// Another leader created it between our read and write: it is that leader's run.
+		log.Warn("run created concurrently by another leader")
+		return Outcome{Status: StatusExisting, Run: spec.id, Epoch: lease.Epoch}, nil
+	} else if err != nil {
+		return Outcome{}, err
+	}
+	log.Info("run created", "trigger", spec.trigger, "job", spec.job, "holder", lease.Holder.String())
+	if err := c.cfg.Store.SetActive(ctx, ledger.Active{Run: spec.id, Epoch: lease.Epoch, Started: nm.Created}); err != nil {
+		return Outcome{}, err
+	}
+	// The dead-man's switch goes out before any work: if this leader dies mid-enqueue, the
+	// check resumes the run once the lease has expired.
+	if err := c.scheduleCheck(ctx, spec.id, lease.Epoch, 1, c.cfg.Now().Add(c.leaseDur+checkMargin)); err != nil {
+		return Outcome{}, err
+	}
+	m, err = c.enqueue(ctx, lease, beat, spec.id)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{Status: StatusStarted, Run: spec.id, Epoch: lease.Epoch, State: m.State}, nil
+}
+
+func (c *Coordinator) newManifest(spec runSpec, lease Lease) ledger.Manifest {
+	now := c.cfg.Now().UTC()
+	return ledger.Manifest{
+		RunID: spec.id, Trigger: spec.trigger, Occurrence: spec.occurrence, IdempotencyKey: spec.key,
+		Epoch: lease.Epoch, Leader: holderOf(lease.Holder), Segments: []ledger.Segment{{Epoch: lease.Epoch, From: 0}},
+		Job: spec.job, Params: spec.params, State: ledger.StatePlanning, BatchSize: c.cfg.BatchSize,
+		Created: now, Deadline: now.Add(c.cfg.RunTimeout),
+	}
+}
+
+// activeRun reports the latest started run and whether it is still in progress.
+func (c *Coordinator) activeRun(ctx context.Context) (string, bool, error) {
+	a, ok, err := c.cfg.Store.ReadActive(ctx)
+	if err != nil || !ok {
+		return "", false, err
+	}
+	m, err := c.cfg.Store.ReadManifest(ctx, a.Run)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return a.Run, false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return a.Run, !m.State.Final(), nil
+}
+
+func (c *Coordinator) ensureContainer(ctx context.Context) error {
+	if c.ensuredOK.Load() {
+		return nil
+	}
+	if err := c.cfg.Store.EnsureContainer(ctx); err != nil {
+		return err
+	}
+	c.ensuredOK.Store(true)
+	return nil
+}
+
+func holderOf(i Identity) ledger.Holder {
+	return ledger.Holder{App: i.App, Instance: i.Instance, PID: i.PID}
+}
