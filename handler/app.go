@@ -2,13 +2,21 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"sync"
+	"time"
 
 	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/protocol"
+	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/work"
 )
 
 // Function names: the folder names holding each function.json.
@@ -56,20 +64,91 @@ func (a *App) Close(ctx context.Context) error {
 
 // newApp builds the SDK clients (the only place that does) and registers every function.
 func newApp(cfg config.Config, logger *slog.Logger) (*App, error) {
-	app := &App{Server: NewServer(logger, cfg.InvocationTimeout(), newInvocationID)}
-	register(app.Server)
+	app := &App{Server: NewServer(logger.With("instance", cfg.InstanceID), cfg.InvocationTimeout(), newInvocationID)}
+	identity := coordinator.Identity{App: cfg.AppName, Instance: cfg.InstanceID, PID: os.Getpid()}
+
+	blobs, err := cfg.Storage.NewBlobClient(nil)
+	if err != nil {
+		return nil, err
+	}
+	lock, err := coordinator.NewBlobLock(blobs.ServiceClient().NewContainerClient(cfg.LeaseContainer), cfg.LeaseName,
+		coordinator.BlobLockOptions{Duration: cfg.LeaseDuration, Setting: cfg.Storage.Name, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	leader, err := coordinator.NewLeader(coordinator.LeaderConfig{Lock: lock, Identity: identity,
+		LeaseDuration: cfg.LeaseDuration, StallTimeout: cfg.StallTimeout, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	// Graceful handover: release every lease this process holds before it exits.
+	app.OnClose(leader.ReleaseAll)
+
+	sender, closeSender, err := newSender(cfg)
+	if err != nil {
+		return nil, err
+	}
+	app.OnClose(closeSender)
+
+	store := ledger.NewStore(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), ledger.StoreOptions{})
+	jobs := registerJobs(blobs)
+	holder := ledger.Holder{App: identity.App, Instance: identity.Instance, PID: identity.PID}
+	worker := &work.Worker{Store: store, Jobs: jobs, Holder: holder, MaxDeliveries: cfg.MaxDeliveries, Logger: logger}
+
+	schedule, err := coordinator.ParseSchedule(cfg.Schedule, os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", config.SettingSchedule, err)
+	}
+	var params json.RawMessage
+	if cfg.JobParams != "" {
+		params = json.RawMessage(cfg.JobParams)
+	}
+	coord, err := coordinator.New(coordinator.Config{
+		Leader: leader, Store: store, Sender: sender, Jobs: jobs, Finisher: worker, Identity: identity,
+		Job: cfg.Job, Params: params, Schedule: schedule, AllowOverlap: cfg.Overlap == config.OverlapAllow,
+		BatchSize: cfg.EnqueueBatch, RunTimeout: cfg.RunTimeout, CheckRounds: cfg.CheckRounds, Logger: logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", config.SettingJob, config.SettingJobParams, err)
+	}
+
+	f := &functions{coord: coord, worker: worker, leader: leader, now: time.Now}
+	register(app.Server, f)
 	return app, nil
 }
 
-// register wires each function to its implementation.
-func register(s *Server) {
-	notYet := func(ctx context.Context, inv *Invocation) error { return errNotImplemented }
-	s.Trigger(FnTick, notYet)
-	s.Trigger(FnWork, notYet)
-	s.Trigger(FnWorkQueue, notYet)
-	notYetHTTP := func(ctx context.Context, inv *Invocation, req *protocol.HTTPRequest) HTTPReply {
-		return ErrorReply(http.StatusNotImplemented, "not_implemented", inv.Function+" is not implemented yet")
+// newSender builds the transport named by BATON_TRANSPORT.
+func newSender(cfg config.Config) (coordinator.Sender, func(context.Context) error, error) {
+	switch cfg.Transport {
+	case config.TransportQueue:
+		qs, err := cfg.Storage.NewQueueClient(nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		s := transport.NewQueueSender(qs.NewQueueClient(cfg.WorkQueue), transport.QueueSenderOptions{})
+		return s, s.Close, nil
+	default:
+		client, err := cfg.ServiceBus.NewClient(nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		sb, err := client.NewSender(cfg.WorkQueue, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: service bus sender for %s: %w", config.SettingServiceBus, cfg.WorkQueue, err)
+		}
+		s := transport.NewServiceBusSender(sb, transport.ServiceBusSenderOptions{Queue: cfg.WorkQueue})
+		closeAll := func(ctx context.Context) error { return errors.Join(s.Close(ctx), client.Close(ctx)) }
+		return s, closeAll, nil
 	}
-	s.HTTP(FnRuns, bindingRequest, notYetHTTP)
-	s.HTTP(FnLeader, bindingRequest, notYetHTTP)
+}
+
+// register wires each function to its implementation.
+func register(s *Server, f *functions) {
+	s.Trigger(FnTick, f.tick)
+	s.Trigger(FnWork, f.message(true))
+	s.Trigger(FnWorkQueue, f.message(false))
+	s.HTTP(FnLeader, bindingRequest, f.leaderStatus)
+	s.HTTP(FnRuns, bindingRequest, func(ctx context.Context, inv *Invocation, req *protocol.HTTPRequest) HTTPReply {
+		return ErrorReply(http.StatusNotImplemented, "not_implemented", inv.Function+" is not implemented yet")
+	})
 }

@@ -35,8 +35,9 @@ func main() {
 		slog.New(slog.NewJSONHandler(os.Stdout, nil)).Error("invalid configuration", "err", err)
 		os.Exit(2)
 	}
-	logger := slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: cfg.LogLevel})).
-		With("instance", cfg.InstanceID)
+	// Lines about a run get run, epoch and instance from the coordinator and the worker; the
+	// server adds instance to every invocation line.
+	logger := slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
 
 	app, err := newApp(cfg, logger)
 	if err != nil {
