@@ -1,0 +1,405 @@
+package ledger_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/batonfn/baton/ledger"
+)
+
+// race runs fn on n goroutines released together and returns their errors.
+func race(n int, fn func(i int) error) []error {
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			errs[i] = fn(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return errs
+}
+
+// oneWinner checks that exactly one error is nil and every other wraps ErrExists, and returns
+// the winner's index.
+func oneWinner(t *testing.T, errs []error) int {
+	t.Helper()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Errorf("goroutines %d and %d both won", winner, i)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, ledger.ErrExists):
+			t.Errorf("goroutine %d: got %v, want ErrExists", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no winner among %d goroutines", len(errs))
+	}
+	return winner
+}
+
+func TestStore_CreateOnce_RaceHasOneWinner(t *testing.T) {
+	const n = 20
+	ctx := testContext(t)
+	s, _ := newStore(t, ledger.StoreOptions{})
+	if err := s.CreateManifest(ctx, runningManifest("seed", 1)); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("manifest", func(t *testing.T) {
+		w := oneWinner(t, race(n, func(i int) error {
+			m := runningManifest("r1", 10)
+			m.Leader.PID = i
+			return s.CreateManifest(ctx, m)
+		}))
+		got, err := s.ReadManifest(ctx, "r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Leader.PID != w || got.Version != ledger.ManifestVersion || got.Created.IsZero() {
+			t.Errorf("stored manifest: PID %d version %d created %v, want the winner's (PID %d), version %d, a creation time",
+				got.Leader.PID, got.Version, got.Created, w, ledger.ManifestVersion)
+		}
+	})
+	t.Run("result", func(t *testing.T) {
+		w := oneWinner(t, race(n, func(i int) error {
+			return s.PutResult(ctx, ledger.Result{Run: "seed", Index: 7, OK: true, Attempts: i})
+		}))
+		got, err := s.ReadResult(ctx, "seed", 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Attempts != w || got.Index != 7 || !got.OK {
+			t.Errorf("stored result %+v, want the winner's (attempts %d)", got, w)
+		}
+	})
+	t.Run("plan batch", func(t *testing.T) {
+		w := oneWinner(t, race(n, func(i int) error {
+			return s.PutPlanBatch(ctx, "seed", ledger.PlanBatch{Batch: 2, First: 200, Cursor: fmt.Sprint(i),
+				Partitions: []json.RawMessage{json.RawMessage(`{"i":200}`)}})
+		}))
+		got, err := s.ReadPlanBatch(ctx, "seed", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Cursor != fmt.Sprint(w) || got.First != 200 || len(got.Partitions) != 1 || string(got.Partitions[0]) != `{"i":200}` {
+			t.Errorf("stored batch %+v, want the winner's (cursor %d)", got, w)
+		}
+	})
+	t.Run("report claim", func(t *testing.T) {
+		etags := make([]string, n)
+		w := oneWinner(t, race(n, func(i int) error {
+			etag, err := s.ClaimReport(ctx, ledger.Report{Run: "seed", State: ledger.StateRunning, Aggregator: ledger.Holder{PID: i}})
+			etags[i] = string(etag)
+			return err
+		}))
+		got, etag, err := s.ReadReport(ctx, "seed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Aggregator.PID != w || string(etag) != etags[w] || etag == "" {
+			t.Errorf("stored report by PID %d with ETag %s, want the winner's (PID %d, ETag %s)", got.Aggregator.PID, etag, w, etags[w])
+		}
+	})
+}
+
+func TestStore_NotFound(t *testing.T) {
+	ctx := testContext(t)
+	s, _ := newStore(t, ledger.StoreOptions{})
+	for name, err := range map[string]error{
+		"manifest": func() error { _, err := s.ReadManifest(ctx, "nope"); return err }(),
+		"result":   func() error { _, err := s.ReadResult(ctx, "nope", 0); return err }(),
+		"report":   func() error { _, _, err := s.ReadReport(ctx, "nope"); return err }(),
+		"batch":    func() error { _, err := s.ReadPlanBatch(ctx, "nope", 0); return err }(),
+		"update": func() error {
+			_, err := s.UpdateManifest(ctx, "nope", ledger.NoFence, func(*ledger.Manifest) error { return nil })
+			return err
+		}(),
+	} {
+		if !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("%s: got %v, want ErrNotFound", name, err)
+		}
+	}
+	if n, err := s.DoneCount(ctx, "nope", 0); err != nil || n != 0 {
+		t.Errorf("DoneCount of a missing shard = %d, %v; want 0, nil", n, err)
+	}
+	if _, err := s.ReadManifest(ctx, "Bad/ID"); err == nil || errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("ReadManifest with an invalid ID: got %v, want a validation error", err)
+	}
+	if err := s.CreateManifest(ctx, runningManifest("../x", 1)); err == nil {
+		t.Error("CreateManifest accepted an invalid run ID")
+	}
+}
+
+func TestStore_UpdateManifest_ConcurrentUpdatesLoseNothing(t *testing.T) {
+	const workers, each = 8, 5
+	ctx := testContext(t)
+	s, _ := newStore(t, ledger.StoreOptions{UpdateRetries: 1000})
+	if err := s.CreateManifest(ctx, runningManifest("cas", 1)); err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int64
+	errs := race(workers, func(int) error {
+		for range each {
+			_, err := s.UpdateManifest(ctx, "cas", ledger.NoFence, func(m *ledger.Manifest) error {
+				calls.Add(1)
+				m.CheckRound++
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("worker %d: %v", i, err)
+		}
+	}
+	m, err := s.ReadManifest(ctx, "cas")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.CheckRound != workers*each {
+		t.Errorf("CheckRound = %d after %d increments, want %d (a lost update)", m.CheckRound, workers*each, workers*each)
+	}
+	t.Logf("%d increments took %d mutation calls (%d conflicts)", workers*each, calls.Load(), calls.Load()-workers*each)
+}
+
+func TestStore_UpdateManifest_GivesUpAfterRetries(t *testing.T) {
+	ctx := testContext(t)
+	s, _ := newStore(t, ledger.StoreOptions{UpdateRetries: 3})
+	if err := s.CreateManifest(ctx, runningManifest("conflict", 1)); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	_, err := s.UpdateManifest(ctx, "conflict", ledger.NoFence, func(m *ledger.Manifest) error {
+		calls++
+		// A competing writer changes the manifest after every read, so every write conflicts.
+		if _, err := s.UpdateManifest(ctx, "conflict", ledger.NoFence, func(m *ledger.Manifest) error {
+			m.CheckRound++
+			return nil
+		}); err != nil {
+			t.Errorf("competing update: %v", err)
+		}
+		m.Reason = "never written"
+		return nil
+	})
+	if !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("got %v, want ErrConflict", err)
+	}
+	if calls != 3 {
+		t.Errorf("mutation called %d times, want 3 (UpdateRetries)", calls)
+	}
+	m, err := s.ReadManifest(ctx, "conflict")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Reason != "" || m.CheckRound != 3 {
+		t.Errorf("manifest reason %q, check round %d; want no reason and the 3 competing increments", m.Reason, m.CheckRound)
+	}
+}
+
+func TestStore_UpdateManifest_Fencing(t *testing.T) {
+	ctx := testContext(t)
+	s, _ := newStore(t, ledger.StoreOptions{})
+	m := runningManifest("fenced", 1)
+	m.Epoch = 5
+	if err := s.CreateManifest(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		epoch  int64
+		fenced bool
+	}{
+		{"older epoch is fenced", 4, true},
+		{"much older epoch is fenced", 1, true},
+		{"same epoch writes", 5, false},
+		{"newer epoch writes", 6, false},
+		{"no fence writes", ledger.NoFence, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			called := false
+			got, err := s.UpdateManifest(ctx, "fenced", tc.epoch, func(m *ledger.Manifest) error {
+				called = true
+				m.Reason = tc.name
+				return nil
+			})
+			if tc.fenced {
+				if !errors.Is(err, ledger.ErrFenced) || called {
+					t.Errorf("got err %v, mutation called %v; want ErrFenced without calling it", err, called)
+				}
+				if got.Epoch != 5 {
+					t.Errorf("returned manifest epoch %d, want the current 5", got.Epoch)
+				}
+				return
+			}
+			if err != nil || !called {
+				t.Fatalf("got err %v, called %v; want a write", err, called)
+			}
+			stored, err := s.ReadManifest(ctx, "fenced")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stored.Reason != tc.name {
+				t.Errorf("stored reason %q, want %q", stored.Reason, tc.name)
+			}
+		})
+	}
+}
+
+func TestStore_UpdateManifest_NoChangeSkipsTheWrite(t *testing.T) {
+	ctx := testContext(t)
+	clock := time.Date(2026, 11, 21, 2, 0, 0, 0, time.UTC)
+	s, _ := newStore(t, ledger.StoreOptions{Now: func() time.Time { return clock }})
+	if err := s.CreateManifest(ctx, runningManifest("nochange", 1)); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(time.Hour)
+	got, err := s.UpdateManifest(ctx, "nochange", ledger.NoFence, func(*ledger.Manifest) error { return ledger.ErrNoChange })
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := s.ReadManifest(ctx, "nochange")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !stored.Updated.Equal(stored.Created) || got.RunID != "nochange" {
+		t.Errorf("updated %v created %v (returned run %q): want no write and the current manifest returned", stored.Updated, stored.Created, got.RunID)
+	}
+	wantErr := errors.New("mutation refused")
+	if _, err := s.UpdateManifest(ctx, "nochange", ledger.NoFence, func(*ledger.Manifest) error { return wantErr }); !errors.Is(err, wantErr) {
+		t.Errorf("got %v, want the mutation's error", err)
+	}
+}
+
+func TestStore_AppendDone_OrdinalsUniqueAndDense(t *testing.T) {
+	const workers, each = 8, 100
+	ctx := testContext(t)
+	s, _ := newStore(t, ledger.StoreOptions{})
+	ords := make([][]int64, workers)
+	errs := race(workers, func(w int) error {
+		for k := range each {
+			ord, err := s.AppendDone(ctx, "fanin", w*each+k, 1)
+			if err != nil {
+				return err
+			}
+			ords[w] = append(ords[w], ord)
+		}
+		return nil
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+	}
+	all := slices.Concat(ords...)
+	slices.Sort(all)
+	for i, ord := range all {
+		if ord != int64(i+1) {
+			t.Fatalf("sorted ordinal #%d is %d, want %d (ordinals must be 1..%d, each once)", i, ord, i+1, workers*each)
+		}
+	}
+	if n, err := s.DoneCount(ctx, "fanin", 0); err != nil || n != workers*each {
+		t.Errorf("DoneCount = %d, %v; want %d", n, err, workers*each)
+	}
+	// Index DoneShardSize starts shard 1; shard 0 is unaffected.
+	if ord, err := s.AppendDone(ctx, "fanin", ledger.DoneShardSize, 1); err != nil || ord != 1 {
+		t.Errorf("first append to shard 1: ordinal %d, %v; want 1", ord, err)
+	}
+	n0, _ := s.DoneCount(ctx, "fanin", 0)
+	n1, _ := s.DoneCount(ctx, "fanin", 1)
+	if n0 != workers*each || n1 != 1 {
+		t.Errorf("DoneCount shard 0 = %d, shard 1 = %d; want %d and 1", n0, n1, workers*each)
+	}
+}
+
+func TestStore_ListResults_IndexOrder(t *testing.T) {
+	ctx := testContext(t)
+	s, cc := newStore(t, ledger.StoreOptions{})
+	for _, i := range []int{5, 100, 3, 20001, 0, 42} {
+		if err := s.PutResult(ctx, ledger.Result{Run: "list", Index: i, OK: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Neither another run whose ID extends this one nor a stray blob is listed.
+	if err := s.PutResult(ctx, ledger.Result{Run: "list2", Index: 1, OK: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cc.NewBlockBlobClient("list/results/notes.txt").UploadBuffer(ctx, []byte("x"), &blockblob.UploadBufferOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	if err := s.ListResults(ctx, "list", func(i int) error { got = append(got, i); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{0, 3, 5, 42, 100, 20001}; !slices.Equal(got, want) {
+		t.Errorf("listed %v, want %v", got, want)
+	}
+	stop := errors.New("stop")
+	calls := 0
+	if err := s.ListResults(ctx, "list", func(int) error { calls++; return stop }); !errors.Is(err, stop) || calls != 1 {
+		t.Errorf("callback error: got %v after %d calls, want it returned after 1", err, calls)
+	}
+	if err := s.ListResults(ctx, "empty", func(int) error { t.Error("callback on an empty run"); return nil }); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestStore_WriteReport_GuardedByClaimETag(t *testing.T) {
+	ctx := testContext(t)
+	s, _ := newStore(t, ledger.StoreOptions{})
+	etag, err := s.ClaimReport(ctx, ledger.Report{Run: "rep", State: ledger.StateRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteReport(ctx, ledger.Report{Run: "rep", State: ledger.StateSucceeded, Succeeded: 3}, etag); err != nil {
+		t.Fatalf("write with the claim's ETag: %v", err)
+	}
+	if err := s.WriteReport(ctx, ledger.Report{Run: "rep", State: ledger.StateFailed}, etag); err == nil {
+		t.Error("a second write with the claim's (now stale) ETag succeeded")
+	}
+	got, _, err := s.ReadReport(ctx, "rep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != ledger.StateSucceeded || got.Succeeded != 3 {
+		t.Errorf("report %+v, want the first write (succeeded, 3)", got)
+	}
+}
+
+func TestStore_ListRuns(t *testing.T) {
+	ctx := testContext(t)
+	s, _ := newStore(t, ledger.StoreOptions{})
+	for _, id := range []string{"run-b", "run-a", "run-c"} {
+		if err := s.CreateManifest(ctx, runningManifest(id, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	if err := s.ListRuns(ctx, func(id string) bool { got = append(got, id); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"run-a", "run-b", "run-c"}; !slices.Equal(got, want) {
+		t.Errorf("ListRuns = %v, want %v", got, want)
+	}
+	got = nil
+	if err := s.ListRuns(ctx, func(id string) bool { got = append(got, id); return false }); err != nil || len(got) != 1 {
+		t.Errorf("ListRuns stopping after the first: got %v, %v", got, err)
+	}
+}
