@@ -432,3 +432,82 @@ func TestBicep_MaxDeliveries(t *testing.T) {
 		t.Errorf("app/api.bicep: no %s app setting", config.SettingMaxDeliveries)
 	}
 }
+
+var moduleDeclRE = regexp.MustCompile(`(?m)^[ \t]*module[ \t]+(\w+)[ \t]+'([^']*)'[ \t]*=`)
+var paramsBlockRE = regexp.MustCompile(`(?m)^[ \t]*params[ \t]*:[ \t]*\{`)
+
+// moduleParamProblems checks each module call of a file against the module's declared
+// parameters: every argument is declared, every required parameter is passed. files maps a
+// module path (as written) to the module's lexed source.
+func moduleParamProblems(s *bicepScan, path string, files map[string]*bicepScan) []string {
+	var out []string
+	for _, m := range s.matches(moduleDeclRE) {
+		sym, ref := s.group(m, 1), s.group(m, 2)
+		target, ok := files[ref]
+		if !ok {
+			continue // moduleProblems reports missing files
+		}
+		body, open, ok := s.block(m[1])
+		if !ok {
+			out = append(out, fmt.Sprintf("%s: module %s has no body", path, sym))
+			continue
+		}
+		passed := map[string]bool{}
+		if pm := paramsBlockRE.FindStringIndex(body); pm != nil {
+			for _, e := range s.objectEntries(open + pm[1] - 1) {
+				passed[e.Key] = true
+			}
+		}
+		declared := target.params()
+		for _, name := range sortedKeys(passed) {
+			if _, ok := declared[name]; !ok {
+				out = append(out, fmt.Sprintf("%s: module %s passes %s, which %s does not declare", path, sym, name, ref))
+			}
+		}
+		for _, name := range sortedKeys(declared) {
+			if declared[name].Default == "" && !passed[name] {
+				out = append(out, fmt.Sprintf("%s: module %s does not pass %s, which %s requires", path, sym, name, ref))
+			}
+		}
+	}
+	return out
+}
+
+func TestBicep_ModuleParameters(t *testing.T) {
+	for _, path := range bicepFiles(t) {
+		s := scanFile(t, path)
+		files := map[string]*bicepScan{}
+		for _, ref := range s.modules() {
+			target := filepath.Join(filepath.Dir(path), filepath.FromSlash(ref))
+			if _, err := os.Stat(target); err == nil {
+				files[ref] = scanFile(t, target)
+			}
+		}
+		for _, p := range moduleParamProblems(s, path, files) {
+			t.Error(p)
+		}
+	}
+}
+
+func TestBicep_ModuleParameters_Broken(t *testing.T) {
+	mod, err := scanBicep("param name string\nparam location string\nparam tags object = {}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := scanBicep("module m 'app/m.bicep' = {\n  name: 'm'\n  params: {\n    name: 'x'\n    tag: {\n      a: 'b'\n    }\n  }\n}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(moduleParamProblems(s, "main.bicep", map[string]*bicepScan{"app/m.bicep": mod}), "\n")
+	for _, want := range []string{
+		"module m passes tag, which app/m.bicep does not declare",
+		"module m does not pass location, which app/m.bicep requires",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems:\n%s\nwant one containing %q", got, want)
+		}
+	}
+	if strings.Contains(got, "passes a,") || strings.Contains(got, " name,") {
+		t.Errorf("problems:\n%s\nwant nested keys and passed parameters left alone", got)
+	}
+}

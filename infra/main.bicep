@@ -174,6 +174,11 @@ module serviceBus 'app/servicebus.bicep' = {
 module api 'app/api.bicep' = {
   name: 'api'
   scope: rg
+  // Create the app after its roles exist, so the host's first start can already reach storage,
+  // Service Bus and Application Insights (role propagation can still lag a few minutes).
+  dependsOn: [
+    rbac
+  ]
   params: {
     name: appName
     planName: '${abbrs.webServerFarms}${resourceToken}'
