@@ -511,3 +511,19 @@ func TestBicep_ModuleParameters_Broken(t *testing.T) {
 		t.Errorf("problems:\n%s\nwant nested keys and passed parameters left alone", got)
 	}
 }
+
+// TestBicep_Abbreviations: every abbrs.<name> main.bicep uses is in abbreviations.json.
+func TestBicep_Abbreviations(t *testing.T) {
+	var abbrs map[string]string
+	readJSON(t, "abbreviations.json", &abbrs)
+	s := scanFile(t, "main.bicep")
+	used := regexp.MustCompile(`\babbrs\.(\w+)`).FindAllStringSubmatch(s.src, -1)
+	if len(used) == 0 {
+		t.Fatal("main.bicep uses no abbreviation: the check sees nothing")
+	}
+	for _, m := range used {
+		if _, ok := abbrs[m[1]]; !ok {
+			t.Errorf("main.bicep uses abbrs.%s, which abbreviations.json does not define", m[1])
+		}
+	}
+}

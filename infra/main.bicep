@@ -232,13 +232,13 @@ module rbac 'app/rbac.bicep' = {
 // branch it takes).
 var leaseAccountShared = !empty(leaseStorageAccountId)
 var leaseAccountIdParts = split(leaseStorageAccountId, '/')
+var leaseAccountSubscriptionId = leaseAccountShared ? leaseAccountIdParts[2] : subscription().subscriptionId
+var leaseAccountResourceGroup = leaseAccountShared ? leaseAccountIdParts[4] : rg.name
 
 module sharedLeases 'app/shared-leases.bicep' = if (leaseAccountShared) {
-  name: 'shared-leases'
-  scope: resourceGroup(
-    leaseAccountShared ? leaseAccountIdParts[2] : subscription().subscriptionId,
-    leaseAccountShared ? leaseAccountIdParts[4] : rg.name
-  )
+  // Deployed into another environment's resource group: a unique name per app.
+  name: 'shared-leases-${resourceToken}'
+  scope: resourceGroup(leaseAccountSubscriptionId, leaseAccountResourceGroup)
   params: {
     storageAccountName: last(leaseAccountIdParts)
     containerNames: [
