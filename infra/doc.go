@@ -4,8 +4,10 @@
 //
 // The tests guarantee, without compiling the Bicep:
 //   - every .bicep file lexes: brackets balance outside strings and comments, strings and
-//     comments are closed; every module path exists; every parameter in main.parameters.json is
-//     declared in main.bicep and every required one is supplied;
+//     comments are closed; every module path exists and every module call passes exactly
+//     parameters its module declares, all required ones included; every parameter in
+//     main.parameters.json is declared in main.bicep and every required one is supplied;
+//   - every role definition ID is the published one for the role it is named after;
 //   - no storage account allows shared-key access or public blob access and all require TLS 1.2,
 //     the Service Bus namespace and Application Insights refuse local (key) auth, and no output
 //     or app setting carries a key;

@@ -83,7 +83,7 @@ param logLevel string = 'info'
 @description('Peek-lock duration of a work message (ISO 8601, at most PT5M). The host renews the lock while an invocation runs (host.json maxAutoLockRenewalDuration), so this only bounds how soon a message held by a crashed instance is redelivered.')
 param lockDuration string = 'PT1M'
 
-@description('Service Bus duplicate-detection window (ISO 8601). A message whose ID (<runID>/<index>) was seen within it is dropped, which makes a replayed enqueue by a resumed leader harmless; it must outlast the time from planning to the last resume of a run.')
+@description('Service Bus duplicate-detection window (ISO 8601). A message whose ID was seen within it is dropped. IDs are deterministic per run, partition, epoch and re-enqueue round, so this makes a replayed enqueue by the same leader harmless; it must outlast the time such a replay can take.')
 param duplicateDetectionWindow string = 'PT1H'
 
 @description('Time to live of a work message (ISO 8601); an expired message is dead-lettered, not lost.')

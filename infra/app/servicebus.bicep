@@ -41,7 +41,7 @@ resource queue 'Microsoft.ServiceBus/namespaces/queues@2022-10-01-preview' = {
   parent: namespace
   name: queueName
   properties: {
-    // Message IDs are <runID>/<index>: a leader that resumes a half-finished enqueue re-sends
+    // Message IDs are deterministic (run, partition, epoch, round): a replayed enqueue re-sends
     // the same IDs and Service Bus drops the copies.
     requiresDuplicateDetection: true
     duplicateDetectionHistoryTimeWindow: duplicateDetectionWindow
