@@ -65,7 +65,7 @@ const (
 	DefaultRunTimeout     = time.Hour
 	DefaultCheckRounds    = 3
 	DefaultEnqueueBatch   = 250
-	DefaultFunctionTimout = 30 * time.Minute
+	DefaultFunctionTimeout = 30 * time.Minute
 )
 
 // Limits enforced by Load.
@@ -227,7 +227,7 @@ func Load(getenv Getenv) (Config, error) {
 	host, err := ReadHostJSON(c.AppRoot)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		c.FunctionTimeout = DefaultFunctionTimout
+		c.FunctionTimeout = DefaultFunctionTimeout
 	case err != nil:
 		p.add(err)
 	default:

@@ -38,7 +38,7 @@ func TestLoad_Defaults(t *testing.T) {
 	}
 	if c.Port != DefaultPort || c.LeaseDuration != DefaultLeaseDuration || c.WorkQueue != DefaultWorkQueue ||
 		c.Overlap != OverlapSkip || c.MaxDeliveries != DefaultMaxDeliveries || c.Job != DefaultJob ||
-		c.FunctionTimeout != DefaultFunctionTimout || c.AppName != "local" || c.InstanceID == "" {
+		c.FunctionTimeout != DefaultFunctionTimeout || c.AppName != "local" || c.InstanceID == "" {
 		t.Errorf("defaults not applied: %+v", c)
 	}
 	if c.Storage.ConnectionString != AzuriteConnectionString {

@@ -36,7 +36,7 @@ func ReadHostJSON(appRoot string) (HostJSON, error) {
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return h, fmt.Errorf("%s is not valid JSON: %w", path, err)
 	}
-	h.FunctionTimeout = DefaultFunctionTimout
+	h.FunctionTimeout = DefaultFunctionTimeout
 	if raw.FunctionTimeout != nil {
 		d, err := ParseDuration(*raw.FunctionTimeout)
 		if err != nil {
