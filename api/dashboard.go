@@ -1,0 +1,58 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/base64"
+	"net/http"
+)
+
+// dashboardHTML is the page: inline CSS and JS, no external assets (the host may be offline).
+//
+//go:embed dashboard.html
+var dashboardHTML []byte
+
+// dashboardCSP allows exactly the page's own inline script and style (by hash) and requests
+// to its own origin, so the page can load nothing from anywhere else.
+var dashboardCSP = "default-src 'none'; script-src " + inlineHash(dashboardHTML, "<script>", "</script>") +
+	"; style-src " + inlineHash(dashboardHTML, "<style>", "</style>") +
+	"; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// inlineHash returns the CSP source ('sha256-…') of the text between the first open and
+// close tags.
+func inlineHash(page []byte, open, close string) string {
+	_, rest, ok := bytes.Cut(page, []byte(open))
+	if !ok {
+		panic("api: dashboard has no " + open)
+	}
+	body, _, ok := bytes.Cut(rest, []byte(close))
+	if !ok {
+		panic("api: dashboard has no " + close)
+	}
+	sum := sha256.Sum256(body)
+	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+}
+
+// Dashboard serves GET /api/dashboard: one self-contained HTML page that lists recent runs
+// with progress bars and the current leader, and refreshes itself every few seconds by
+// fetching runs and leader beside its own URL, with its own query string (so ?code=<key>
+// works in Azure).
+func (a *API) Dashboard(ctx context.Context, r Request) Reply {
+	if r.Method != http.MethodGet {
+		return methodNotAllowed(http.MethodGet)
+	}
+	return Reply{
+		Status:      http.StatusOK,
+		Raw:         dashboardHTML,
+		ContentType: "text/html; charset=utf-8",
+		Headers: map[string]string{
+			"Content-Security-Policy": dashboardCSP,
+			"Cache-Control":           "no-store",
+			"X-Content-Type-Options":  "nosniff",
+			// The URL may carry the function key (?code=): never send it anywhere else.
+			"Referrer-Policy": "no-referrer",
+		},
+	}
+}

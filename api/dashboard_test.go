@@ -1,0 +1,46 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestDashboard_SelfContainedWithStrictCSP(t *testing.T) {
+	a := newTestAPI(t, newFakeLedger(), nil, nil)
+	r := a.Dashboard(context.Background(), Request{Method: http.MethodGet, Query: map[string]string{"code": "k"}})
+	if r.Status != http.StatusOK || !strings.HasPrefix(r.ContentType, "text/html") || len(r.Raw) == 0 {
+		t.Fatalf("got %d %q, %d bytes; want 200 text/html", r.Status, r.ContentType, len(r.Raw))
+	}
+	page := string(r.Raw)
+	// No external assets: no src/href to another origin, no @import, no protocol-relative URLs.
+	if m := regexp.MustCompile(`(?i)(src|href)\s*=\s*["']?(https?:)?//|@import|url\(\s*["']?(https?:)?//`).FindString(page); m != "" {
+		t.Errorf("page references an external asset: %q", m)
+	}
+	csp := r.Headers["Content-Security-Policy"]
+	for _, part := range []string{"default-src 'none'", "connect-src 'self'"} {
+		if !strings.Contains(csp, part) {
+			t.Errorf("CSP %q lacks %q", csp, part)
+		}
+	}
+	// The CSP hashes must be those of the page's inline script and style, or a browser
+	// would refuse to run them (the browser check proves the same end to end).
+	for _, tag := range []string{"script", "style"} {
+		body := page[strings.Index(page, "<"+tag+">")+len(tag)+2 : strings.Index(page, "</"+tag+">")]
+		sum := sha256.Sum256([]byte(body))
+		want := "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+		if !strings.Contains(csp, tag+"-src "+want) {
+			t.Errorf("CSP %q does not allow the inline %s (%s)", csp, tag, want)
+		}
+	}
+	if r.Headers["Referrer-Policy"] != "no-referrer" || r.Headers["Cache-Control"] != "no-store" {
+		t.Errorf("headers = %v", r.Headers)
+	}
+	if strings.Count(page, "<script>") != 1 || strings.Count(page, "<style>") != 1 {
+		t.Error("the CSP hashes cover exactly one inline script and one style element")
+	}
+}

@@ -1,0 +1,168 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/ledger"
+)
+
+// fakeLedger is an in-memory Ledger. Reads of a manifest are counted.
+type fakeLedger struct {
+	mu        sync.Mutex
+	manifests map[string]ledger.Manifest
+	results   map[string]int
+	done      map[string]map[int]int64
+	reports   map[string][]byte
+	reads     map[string]int
+	listErr   error
+}
+
+func newFakeLedger() *fakeLedger {
+	return &fakeLedger{manifests: map[string]ledger.Manifest{}, results: map[string]int{},
+		done: map[string]map[int]int64{}, reports: map[string][]byte{}, reads: map[string]int{}}
+}
+
+func (f *fakeLedger) put(m ledger.Manifest) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.manifests[m.RunID] = m
+}
+
+func (f *fakeLedger) ReadManifest(ctx context.Context, run string) (ledger.Manifest, error) {
+	if err := ledger.ValidateRunID(run); err != nil {
+		return ledger.Manifest{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads[run]++
+	m, ok := f.manifests[run]
+	if !ok {
+		return m, fmt.Errorf("read manifest %s: %w", run, ledger.ErrNotFound)
+	}
+	return m, nil
+}
+
+func (f *fakeLedger) ReadReportBounded(ctx context.Context, run string, maxBytes int64) (ledger.Report, ledger.ReportRead, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.reports[run]
+	if !ok {
+		return ledger.Report{}, ledger.ReportRead{}, ledger.ErrNotFound
+	}
+	info := ledger.ReportRead{Size: int64(len(b))}
+	if info.Size > maxBytes {
+		return ledger.Report{}, info, nil
+	}
+	var r ledger.Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, info, err
+	}
+	info.Decoded = true
+	return r, info, nil
+}
+
+func (f *fakeLedger) ListResults(ctx context.Context, run string, fn func(int) error) error {
+	f.mu.Lock()
+	n := f.results[run]
+	f.mu.Unlock()
+	for i := range n {
+		if err := fn(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *fakeLedger) DoneCount(ctx context.Context, run string, shard int) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.done[run][shard], nil
+}
+
+func (f *fakeLedger) ListRuns(ctx context.Context, fn func(string) bool) error {
+	f.mu.Lock()
+	ids := make([]string, 0, len(f.manifests))
+	for id := range f.manifests {
+		ids = append(ids, id)
+	}
+	err := f.listErr
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if !fn(id) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// fakeStarter answers StartManual with a scripted function.
+type fakeStarter struct {
+	fn    func(req coordinator.ManualRequest) (coordinator.Outcome, error)
+	calls []coordinator.ManualRequest
+	mu    sync.Mutex
+}
+
+func (s *fakeStarter) StartManual(ctx context.Context, req coordinator.ManualRequest) (coordinator.Outcome, error) {
+	s.mu.Lock()
+	s.calls = append(s.calls, req)
+	s.mu.Unlock()
+	return s.fn(req)
+}
+
+type fakeLeader struct {
+	st  coordinator.LeaderState
+	err error
+}
+
+func (l *fakeLeader) State(ctx context.Context) (coordinator.LeaderState, error) { return l.st, l.err }
+
+func newTestAPI(t *testing.T, l *fakeLedger, s Starter, ld *fakeLeader) *API {
+	t.Helper()
+	if ld == nil {
+		ld = &fakeLeader{}
+	}
+	a, err := New(Config{Starter: s, Ledger: l, Leader: ld, KeyWait: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// decodeReply re-encodes a reply's JSON value into a generic map, as a client would see it.
+func decodeReply(t *testing.T, r Reply) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(r.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("reply %s is not a JSON object: %v", b, err)
+	}
+	return v
+}
+
+func errCode(v map[string]any) string {
+	e, _ := v["error"].(map[string]any)
+	s, _ := e["code"].(string)
+	return s
+}
+
+var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+
+func manifest(id string, state ledger.State, created time.Time, parts int) ledger.Manifest {
+	return ledger.Manifest{RunID: id, Trigger: ledger.TriggerTimer, Epoch: 3, State: state, Job: "synthetic",
+		Partitions: parts, PlanDone: state != ledger.StatePlanning && state != ledger.StateEnqueuing,
+		Checkpoint: ledger.Checkpoint{Next: parts}, Created: created, Updated: created}
+}

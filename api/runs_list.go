@@ -1,0 +1,295 @@
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/batonfn/baton/ledger"
+)
+
+// ListReply is GET /api/runs: a page of runs, newest first, and the token for the next page
+// (absent on the last page).
+type ListReply struct {
+	Runs         []RunView `json:"runs"`
+	Continuation string    `json:"continuation,omitempty"`
+}
+
+// Listing order and cost.
+//
+// The ledger keeps no index: ListRuns returns run IDs in name order, one listing call per
+// 5,000 runs, and timer IDs (tick-<time>) and manual IDs (manual-...) interleave wrongly in
+// that order. So the listing sorts every run by its start time, newest first, taking the time
+// from the ID when the ID carries it (a timer run's occurrence, a generated manual ID's
+// creation second) and from the manifest's Created otherwise (manual runs named by an
+// Idempotency-Key). Those manifest reads are done once per process per run (Created never
+// changes; see createdCache) and in parallel (readConcurrency). A page then reads its own
+// manifests, plus the results listing or done shards of each unfinished run on it.
+//
+// Cost of one page: ceil(R/5000) listing calls for R runs in the container, one GET per keyed
+// manual run this instance has not seen yet, and `limit` manifest GETs. The listing calls grow
+// with the ledger (no retention yet); an index written at run creation (a zero-length blob per
+// run named by inverted time) would make a page O(limit), at the price of a second write in
+// the coordinator.
+
+// entry is a run's position in the newest-first order.
+type entry struct {
+	t  time.Time
+	id string
+}
+
+// before reports whether x comes before y in the listing: newer first, then by ID, descending.
+func (x entry) before(y entry) bool {
+	if !x.t.Equal(y.t) {
+		return x.t.After(y.t)
+	}
+	return x.id > y.id
+}
+
+const idTimeLayout = "20060102T150405Z"
+
+// idTime returns the start time a run ID carries: tick-<yyyymmddthhmmssz> (the occurrence) or
+// manual-<yyyymmddthhmmssz>-<hex> (a generated manual ID). Keyed manual IDs carry none.
+func idTime(id string) (time.Time, bool) {
+	var ts string
+	switch {
+	case strings.HasPrefix(id, "tick-") && len(id) == len("tick-")+len(idTimeLayout):
+		ts = id[len("tick-"):]
+	case strings.HasPrefix(id, "manual-") && len(id) > len("manual-")+len(idTimeLayout)+1 && id[len("manual-")+len(idTimeLayout)] == '-':
+		ts = id[len("manual-") : len("manual-")+len(idTimeLayout)]
+	default:
+		return time.Time{}, false
+	}
+	t, err := time.Parse(idTimeLayout, strings.ToUpper(ts))
+	if err != nil {
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// cursor is the decoded continuation token: the last entry of the previous page.
+type cursor struct {
+	V  int    `json:"v"`
+	T  int64  `json:"t"` // Unix nanoseconds
+	ID string `json:"id"`
+}
+
+const maxTokenLength = 512
+
+func encodeCursor(e entry) string {
+	b, _ := json.Marshal(cursor{V: 1, T: e.t.UnixNano(), ID: e.id})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decodeCursor validates a continuation token; "" is the first page.
+func decodeCursor(tok string) (*entry, error) {
+	if tok == "" {
+		return nil, nil
+	}
+	bad := errors.New("continuation is not a token from a previous page")
+	if len(tok) > maxTokenLength {
+		return nil, bad
+	}
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return nil, bad
+	}
+	var c cursor
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil || c.V != 1 || c.T < 0 || ledger.ValidateRunID(c.ID) != nil {
+		return nil, bad
+	}
+	return &entry{t: time.Unix(0, c.T).UTC(), id: c.ID}, nil
+}
+
+func parseLimit(s string) (int, error) {
+	if s == "" {
+		return DefaultLimit, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > MaxLimit {
+		return 0, fmt.Errorf("limit must be an integer from 1 to %d, got %q", MaxLimit, s)
+	}
+	return n, nil
+}
+
+// query returns a query parameter, matching its name case-insensitively.
+func (r Request) query(name string) string {
+	if v, ok := r.Query[name]; ok {
+		return v
+	}
+	for k, v := range r.Query {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return ""
+}
+
+func (a *API) listRuns(ctx context.Context, r Request) Reply {
+	limit, err := parseLimit(r.query("limit"))
+	if err != nil {
+		return errorReply(http.StatusBadRequest, CodeInvalidLimit, err.Error())
+	}
+	after, err := decodeCursor(r.query("continuation"))
+	if err != nil {
+		return errorReply(http.StatusBadRequest, CodeInvalidContinuation, err.Error())
+	}
+	entries, err := a.index(ctx)
+	if err != nil {
+		return a.storageError(r, "list runs", err)
+	}
+	start := 0
+	if after != nil {
+		start = sort.Search(len(entries), func(i int) bool { return after.before(entries[i]) })
+	}
+	end := min(start+limit, len(entries))
+	page := entries[start:end]
+
+	views := make([]*RunView, len(page))
+	err = forEach(ctx, len(page), func(ctx context.Context, i int) error {
+		m, err := a.cfg.Ledger.ReadManifest(ctx, page[i].id)
+		if errors.Is(err, ledger.ErrNotFound) {
+			return nil // deleted since the listing
+		}
+		if err != nil {
+			return err
+		}
+		v, err := a.view(ctx, m)
+		if err != nil {
+			return err
+		}
+		views[i] = &v
+		return nil
+	})
+	if err != nil {
+		return a.storageError(r, "read runs", err)
+	}
+	out := ListReply{Runs: make([]RunView, 0, len(page))}
+	for _, v := range views {
+		if v != nil {
+			out.Runs = append(out.Runs, *v)
+		}
+	}
+	if end < len(entries) && len(page) > 0 {
+		out.Continuation = encodeCursor(page[len(page)-1])
+	}
+	return jsonReply(http.StatusOK, out)
+}
+
+// index lists every run with its start time, newest first.
+func (a *API) index(ctx context.Context) ([]entry, error) {
+	var entries []entry
+	var unknown []string
+	err := a.cfg.Ledger.ListRuns(ctx, func(id string) bool {
+		if t, ok := idTime(id); ok {
+			entries = append(entries, entry{t: t, id: id})
+		} else if t, ok := a.created.get(id); ok {
+			entries = append(entries, entry{t: t, id: id})
+		} else {
+			unknown = append(unknown, id)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	found := make([]*entry, len(unknown))
+	err = forEach(ctx, len(unknown), func(ctx context.Context, i int) error {
+		m, err := a.cfg.Ledger.ReadManifest(ctx, unknown[i])
+		if errors.Is(err, ledger.ErrNotFound) {
+			return nil // a prefix without a manifest is not a run (yet)
+		}
+		if err != nil {
+			return err
+		}
+		a.created.put(unknown[i], m.Created)
+		found[i] = &entry{t: m.Created, id: unknown[i]}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range found {
+		if e != nil {
+			entries = append(entries, *e)
+		}
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].before(entries[j]) })
+	return entries, nil
+}
+
+// forEach calls fn for 0..n-1 with at most readConcurrency calls in flight and returns the
+// first error; the context passed to fn is cancelled after it.
+func forEach(ctx context.Context, n int, fn func(ctx context.Context, i int) error) error {
+	if n == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	sem := make(chan struct{}, readConcurrency)
+	for i := range n {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := fn(ctx, i); err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+		}()
+	}
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+// createdCache remembers keyed runs' creation times (immutable once written), so the listing
+// reads each such manifest once per process. It is bounded: past maxCreated entries it starts
+// over.
+type createdCache struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+const maxCreated = 100_000
+
+func newCreatedCache() *createdCache { return &createdCache{m: map[string]time.Time{}} }
+
+func (c *createdCache) get(id string) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.m[id]
+	return t, ok
+}
+
+func (c *createdCache) put(id string, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= maxCreated {
+		c.m = map[string]time.Time{}
+	}
+	c.m[id] = t
+}

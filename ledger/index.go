@@ -1,0 +1,59 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// This file holds read-side helpers for the HTTP API (package api). The API lists runs from
+// ListRuns (names only: one listing call per 5,000 runs) and reads manifests and reports for
+// the page it shows; nothing here writes.
+
+// ReportRead describes a bounded report read (see ReadReportBounded).
+type ReportRead struct {
+	// Size is the stored report's size in bytes.
+	Size int64
+	// Decoded is false when Size exceeded the bound: the body was not downloaded and the
+	// Report is empty.
+	Decoded bool
+}
+
+// ReadReportBounded reads a run's report in one download, but only decodes it when it is at
+// most maxBytes long; a larger one is left unread (its size comes from the response
+// headers, before the body), so a job with a huge aggregate cannot make a status request
+// hold it in memory. ErrNotFound when there is no report.
+func (s *Store) ReadReportBounded(ctx context.Context, run string, maxBytes int64) (Report, ReportRead, error) {
+	var r Report
+	var info ReportRead
+	if err := ValidateRunID(run); err != nil {
+		return r, info, err
+	}
+	resp, err := s.c.NewBlobClient(reportPath(run)).DownloadStream(ctx, nil)
+	if err != nil {
+		return r, info, fmt.Errorf("read report %s: %w", run, translate(err))
+	}
+	defer resp.Body.Close()
+	if resp.ContentLength != nil {
+		info.Size = *resp.ContentLength
+	}
+	if info.Size > maxBytes {
+		return r, info, nil
+	}
+	// Read one byte past the bound: a missing or wrong length header cannot defeat it.
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBytes+1))
+	if err != nil {
+		return r, info, fmt.Errorf("read report %s: %w", run, err)
+	}
+	if int64(len(b)) > maxBytes {
+		info.Size = max(info.Size, int64(len(b)))
+		return r, info, nil
+	}
+	info.Size = int64(len(b))
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, info, fmt.Errorf("decode report %s: %w", run, err)
+	}
+	info.Decoded = true
+	return r, info, nil
+}
