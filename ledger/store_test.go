@@ -318,6 +318,17 @@ func TestStore_AppendDone_OrdinalsUniqueAndDense(t *testing.T) {
 	if n, err := s.DoneCount(ctx, "fanin", 0); err != nil || n != workers*each {
 		t.Errorf("DoneCount = %d, %v; want %d", n, err, workers*each)
 	}
+	idx, err := s.ReadDone(ctx, "fanin", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(idx)
+	if len(idx) != workers*each || idx[0] != 0 || idx[len(idx)-1] != workers*each-1 || len(slices.Compact(idx)) != workers*each {
+		t.Errorf("ReadDone: %d records, want each of 0..%d once", len(idx), workers*each-1)
+	}
+	if idx, err := s.ReadDone(ctx, "fanin", 7); idx != nil || err != nil {
+		t.Errorf("ReadDone of a missing shard = %v, %v; want nil, nil", idx, err)
+	}
 	// Index DoneShardSize starts shard 1; shard 0 is unaffected.
 	if ord, err := s.AppendDone(ctx, "fanin", ledger.DoneShardSize, 1); err != nil || ord != 1 {
 		t.Errorf("first append to shard 1: ordinal %d, %v; want 1", ord, err)
@@ -326,6 +337,13 @@ func TestStore_AppendDone_OrdinalsUniqueAndDense(t *testing.T) {
 	n1, _ := s.DoneCount(ctx, "fanin", 1)
 	if n0 != workers*each || n1 != 1 {
 		t.Errorf("DoneCount shard 0 = %d, shard 1 = %d; want %d and 1", n0, n1, workers*each)
+	}
+	// A duplicate record (a redelivery) counts and reads back twice.
+	if _, err := s.AppendDone(ctx, "fanin", ledger.DoneShardSize, 1); err != nil {
+		t.Fatal(err)
+	}
+	if idx, err := s.ReadDone(ctx, "fanin", 1); err != nil || !slices.Equal(idx, []int{ledger.DoneShardSize, ledger.DoneShardSize}) {
+		t.Errorf("ReadDone shard 1 = %v, %v; want index %d twice", idx, err, ledger.DoneShardSize)
 	}
 }
 
