@@ -1,0 +1,148 @@
+package work
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/batonfn/baton/ledger"
+)
+
+// aggregate reads every result in index order (concurrently, with a bounded read-ahead) and
+// hands them to Job.Aggregate, counting successes and failures on the way. Results the job
+// does not consume are still read, so the counts always cover every partition. A read error
+// is returned as is (transient); a panic in Aggregate, output that is not JSON and a result
+// that names another partition are permanent.
+func (w *Worker) aggregate(ctx context.Context, job Job, m *ledger.Manifest) (ledger.Report, error) {
+	rep := ledger.Report{Run: m.RunID, Job: m.Job, Partitions: m.Partitions, Aggregator: w.Holder}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rd := readResults(ctx, w.Store, m.RunID, m.Partitions, orDefault(w.ReadConcurrency, DefaultReadConcurrency))
+	defer rd.close()
+
+	var readErr error
+	next := 0
+	take := func() (ledger.Result, error, bool) {
+		if next >= m.Partitions || readErr != nil {
+			return ledger.Result{}, nil, false
+		}
+		r, err := rd.next()
+		if err == nil && (r.Index != next || r.Run != m.RunID) {
+			err = Permanent(fmt.Errorf("result %s/%d names run %s partition %d", m.RunID, next, r.Run, r.Index))
+		}
+		if err != nil {
+			readErr = err
+			return ledger.Result{}, err, true
+		}
+		next++
+		if r.OK {
+			rep.Succeeded++
+		} else {
+			rep.Failed++
+			if len(rep.FailedList) < MaxReportFailures {
+				rep.FailedList = append(rep.FailedList, ledger.FailedPart{Index: r.Index, Error: r.Error})
+			}
+		}
+		return r, nil, true
+	}
+	seq := func(yield func(ledger.Result, error) bool) {
+		for {
+			r, err, ok := take()
+			if !ok || !yield(r, err) || err != nil {
+				return
+			}
+		}
+	}
+
+	info := RunInfo{Run: m.RunID, Job: m.Job, Params: m.Params, Partitions: m.Partitions}
+	out, aerr := runAggregate(ctx, job, info, seq)
+	for _, _, ok := take(); ok; _, _, ok = take() {
+	}
+	switch {
+	case readErr != nil:
+		return rep, fmt.Errorf("read results: %w", readErr)
+	case aerr != nil:
+		return rep, aerr
+	case len(out) > 0 && !json.Valid(out):
+		return rep, Permanent(errors.New("job aggregate is not JSON"))
+	}
+	rep.Aggregate = out
+	rep.State = finalState(rep.Partitions, rep.Failed)
+	return rep, nil
+}
+
+func runAggregate(ctx context.Context, job Job, info RunInfo, seq func(func(ledger.Result, error) bool)) (out json.RawMessage, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, Permanent(fmt.Errorf("job aggregate panicked: %v", r))
+		}
+	}()
+	return job.Aggregate(ctx, info, seq)
+}
+
+// resultReader reads results 0..n-1 concurrently and hands them out in index order. At most
+// 4×conc results are read ahead, so memory stays bounded however many partitions a run has.
+type resultReader struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	futures chan chan fetched
+	wg      sync.WaitGroup
+}
+
+type fetched struct {
+	r   ledger.Result
+	err error
+}
+
+func readResults(ctx context.Context, s *ledger.Store, run string, n, conc int) *resultReader {
+	ctx, cancel := context.WithCancel(ctx)
+	rd := &resultReader{ctx: ctx, cancel: cancel, futures: make(chan chan fetched, 4*conc)}
+	sem := make(chan struct{}, conc)
+	rd.wg.Go(func() {
+		defer close(rd.futures)
+		for i := range n {
+			f := make(chan fetched, 1)
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			rd.wg.Go(func() {
+				defer func() { <-sem }()
+				r, err := s.ReadResult(ctx, run, i)
+				f <- fetched{r, err}
+			})
+			select {
+			case rd.futures <- f:
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	return rd
+}
+
+// next returns the next result in index order.
+func (rd *resultReader) next() (ledger.Result, error) {
+	select {
+	case f, ok := <-rd.futures:
+		if !ok {
+			if err := rd.ctx.Err(); err != nil {
+				return ledger.Result{}, err
+			}
+			return ledger.Result{}, errors.New("no more results")
+		}
+		v := <-f // every future handed out has a reader goroutine that fills it
+		return v.r, v.err
+	case <-rd.ctx.Done():
+		return ledger.Result{}, rd.ctx.Err()
+	}
+}
+
+// close stops the reads and waits for them.
+func (rd *resultReader) close() {
+	rd.cancel()
+	rd.wg.Wait()
+}

@@ -1,0 +1,115 @@
+package work
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/batonfn/baton/ledger"
+)
+
+// complete counts a recorded result with one append to its done shard and, when the ordinal
+// the append reveals says the shard may be complete, tries to finish the run.
+//
+// The ordinal only says "maybe": redeliveries append twice, so a shard can reach its count
+// before every partition is in, and TryFinish verifies by listing. It never says "no" wrongly:
+// an ordinal below the shard's partition count means fewer records than partitions existed
+// when this one was appended, so a later append will see the count reached.
+func (w *Worker) complete(ctx context.Context, m *ledger.Manifest, env Envelope, log *slog.Logger) error {
+	ord, err := w.Store.AppendDone(ctx, env.Run, env.Part, env.Epoch)
+	if err != nil {
+		return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
+	}
+	shard := ledger.DoneShard(env.Part)
+	if m.PlanDone {
+		if ord < shardExpected(m.Partitions, shard) {
+			return nil
+		}
+	} else {
+		// The partition count is unknown while planning runs, but the partitions already
+		// enqueued are a lower bound.
+		if ord < max(1, shardExpected(m.Checkpoint.Next, shard)) {
+			return nil
+		}
+		// The leader may have finished planning since the manifest was read, and its own
+		// TryFinish may have counted before this append: look again, or nobody finishes.
+		fresh, err := w.Store.ReadManifest(ctx, env.Run)
+		if err != nil {
+			return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
+		}
+		if !fresh.PlanDone || ord < shardExpected(fresh.Partitions, shard) {
+			return nil
+		}
+	}
+	log.Debug("done shard may be complete; trying to finish", "ordinal", ord, "shard", shard)
+	if _, err := w.TryFinish(ctx, env.Run); err != nil {
+		// The result is recorded; failing the invocation makes the redelivery try again.
+		return fmt.Errorf("partition %s/%d: finish run: %w", env.Run, env.Part, err)
+	}
+	return nil
+}
+
+// shardExpected is the number of partitions among the first n that done shard s records.
+func shardExpected(n, s int) int64 {
+	return int64(min(max(n-s*ledger.DoneShardSize, 0), ledger.DoneShardSize))
+}
+
+// allRecorded reports whether every partition of the run has a result. The listing of
+// results/ is the proof. With countFirst, two cheaper checks run first and stop at the first
+// shard that falls short: each done shard's record count (one HEAD per 20,000 partitions),
+// then each shard's distinct indexes (one download per shard). Redeliveries append duplicate
+// records, so the count alone can reach the total early; without the distinct check every
+// completion after that point would list the whole run.
+func (w *Worker) allRecorded(ctx context.Context, m *ledger.Manifest, countFirst bool) (bool, error) {
+	n := m.Partitions
+	if countFirst {
+		for s := 0; s*ledger.DoneShardSize < n; s++ {
+			c, err := w.Store.DoneCount(ctx, m.RunID, s)
+			if err != nil {
+				return false, err
+			}
+			if c < shardExpected(n, s) {
+				return false, nil
+			}
+		}
+		for s := 0; s*ledger.DoneShardSize < n; s++ {
+			idx, err := w.Store.ReadDone(ctx, m.RunID, s)
+			if err != nil {
+				return false, err
+			}
+			if distinct(idx, s*ledger.DoneShardSize, n) < shardExpected(n, s) {
+				return false, nil
+			}
+		}
+	}
+	seen := make([]bool, n)
+	have := 0
+	err := w.Store.ListResults(ctx, m.RunID, func(i int) error {
+		if i >= 0 && i < n && !seen[i] {
+			seen[i] = true
+			have++
+		}
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return have == n, nil
+}
+
+// distinct counts the distinct indexes in [from, min(from+DoneShardSize, n)).
+func distinct(idx []int, from, n int) int64 {
+	to := min(from+ledger.DoneShardSize, n)
+	if to <= from {
+		return 0
+	}
+	seen := make([]bool, to-from)
+	var c int64
+	for _, i := range idx {
+		if i >= from && i < to && !seen[i-from] {
+			seen[i-from] = true
+			c++
+		}
+	}
+	return c
+}

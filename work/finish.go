@@ -1,0 +1,197 @@
+package work
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/batonfn/baton/ledger"
+)
+
+// TryFinish aggregates the run if every partition has a result and nobody else is doing it,
+// and reports whether this call finished the run (moved its manifest to a final state; at
+// most one call per run does). It returns false, nil when planning is not
+// done, a done shard counts fewer records than partitions, the listing of results/ lacks an
+// index, another worker holds a fresh claim on the report, or the run is already final.
+//
+// Exactly one caller wins the create-once claim on report.json and runs Job.Aggregate. A claim
+// left unfinished for StaleClaim (its aggregator crashed, or released it after an error) is
+// taken over with the ETag read; a report written but not yet reflected in the manifest (the
+// aggregator crashed between the two writes) is copied into the manifest.
+//
+// Workers call it when a done append reaches its shard's count; the coordinator calls it after
+// planning and from check messages.
+func (w *Worker) TryFinish(ctx context.Context, run string) (finished bool, err error) {
+	return w.tryFinish(ctx, run, true)
+}
+
+// TryFinishByListing is TryFinish without the done-count pre-check: the listing of results/
+// alone decides. It costs a listing of the run's results on every call, so it is meant for the
+// check message once a listing has shown every result present: a result whose done record was
+// lost (the worker crashed between the two writes on the message's last delivery, so no
+// redelivery appends it) cannot then strand the run.
+func (w *Worker) TryFinishByListing(ctx context.Context, run string) (finished bool, err error) {
+	return w.tryFinish(ctx, run, false)
+}
+
+func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool) (bool, error) {
+	if w.Store == nil || w.Jobs == nil {
+		return false, errors.New("work: Worker needs a Store and a Jobs registry")
+	}
+	m, err := w.Store.ReadManifest(ctx, run)
+	if err != nil {
+		return false, fmt.Errorf("finish %s: %w", run, err)
+	}
+	if m.State.Final() || !m.PlanDone {
+		return false, nil
+	}
+	job, err := w.Jobs.Lookup(m.Job)
+	if err != nil {
+		return false, fmt.Errorf("finish %s: %w", run, err)
+	}
+	if ok, err := w.allRecorded(ctx, &m, countFirst); err != nil || !ok {
+		if err != nil {
+			err = fmt.Errorf("finish %s: %w", run, err)
+		}
+		return false, err
+	}
+
+	log := w.logger().With("run", run, "partitions", m.Partitions)
+	etag, outcome, err := w.claim(ctx, &m)
+	if err != nil || outcome != claimed {
+		return outcome == settled && err == nil, err
+	}
+
+	start := w.now()
+	rep, aerr := w.aggregate(ctx, job, &m)
+	if aerr != nil && !errors.Is(aerr, ErrPermanent) {
+		// Release the claim so the next attempt (a redelivery or a check) takes it over at once.
+		release := ledger.Report{Run: run, Job: m.Job, State: ledger.StateRunning, Partitions: m.Partitions, Aggregator: w.Holder}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), orDefault(w.RecordTimeout, DefaultRecordTimeout))
+		defer cancel()
+		if err := w.Store.WriteReport(rctx, release, etag); err != nil {
+			log.Warn("could not release the report claim; it is taken over once stale", "err", err)
+		}
+		return false, fmt.Errorf("finish %s: aggregate: %w", run, aerr)
+	}
+	reason := ""
+	if aerr != nil {
+		// The job says aggregating these results can never work: the run failed.
+		rep.State, reason = ledger.StateFailed, "aggregate: "+aerr.Error()
+		rep.Aggregate, _ = json.Marshal(map[string]string{"error": aerr.Error()})
+	}
+	rep.Created = w.now()
+	if err := w.Store.WriteReport(ctx, rep, etag); err != nil {
+		return false, fmt.Errorf("finish %s: %w", run, err)
+	}
+	changed, err := w.settle(ctx, rep, reason)
+	if err != nil || !changed {
+		return false, err // a caller that found the report written settled the manifest first
+	}
+	log.Info("run finished", "state", rep.State, "succeeded", rep.Succeeded, "failed", rep.Failed,
+		"aggregation", rep.Created.Sub(start).String())
+	return true, nil
+}
+
+type claimOutcome int
+
+const (
+	busy    claimOutcome = iota // another worker holds a fresh claim, or finished
+	claimed                     // this worker is the aggregator
+	settled                     // the report was final; this call copied it into the manifest
+)
+
+// claim makes this worker the run's one aggregator: it creates report.json with an
+// in-progress report, or takes over a stale claim.
+func (w *Worker) claim(ctx context.Context, m *ledger.Manifest) (azcore.ETag, claimOutcome, error) {
+	mine := ledger.Report{Run: m.RunID, Job: m.Job, State: ledger.StateRunning, Partitions: m.Partitions,
+		Aggregator: w.Holder, Created: w.now()}
+	etag, err := w.Store.ClaimReport(ctx, mine)
+	if err == nil {
+		return etag, claimed, nil
+	}
+	if !errors.Is(err, ledger.ErrExists) {
+		return "", busy, fmt.Errorf("finish %s: %w", m.RunID, err)
+	}
+	cur, curTag, err := w.Store.ReadReport(ctx, m.RunID)
+	if err != nil {
+		return "", busy, fmt.Errorf("finish %s: %w", m.RunID, err)
+	}
+	log := w.logger().With("run", m.RunID, "claimedBy", cur.Aggregator, "claimed", cur.Created)
+	if cur.State.Final() {
+		// The aggregator wrote the report and stopped before the manifest: finish its work.
+		changed, err := w.settle(ctx, cur, "")
+		if err != nil || !changed {
+			return "", busy, err
+		}
+		log.Warn("report was written but the manifest was not final; settled it")
+		return "", settled, nil
+	}
+	age := mine.Created.Sub(cur.Created)
+	if !cur.Created.IsZero() && age < orDefault(w.StaleClaim, DefaultStaleClaim) {
+		return "", busy, nil // someone else is aggregating
+	}
+	if err := w.Store.WriteReport(ctx, mine, curTag); err != nil {
+		// Most likely another worker took it over first; look before calling it an error.
+		again, _, rerr := w.Store.ReadReport(ctx, m.RunID)
+		if rerr == nil && (again.State.Final() || !again.Created.Equal(cur.Created)) {
+			return "", busy, nil
+		}
+		return "", busy, fmt.Errorf("finish %s: take over the report claim: %w", m.RunID, err)
+	}
+	// WriteReport does not return the new ETag; read it back. Any later writer needs this
+	// ETag, and a fresh claim is not stale, so what we read is our own claim.
+	again, etag, err := w.Store.ReadReport(ctx, m.RunID)
+	if err != nil {
+		return "", busy, fmt.Errorf("finish %s: %w", m.RunID, err)
+	}
+	if again.State.Final() || !again.Created.Equal(mine.Created) || again.Aggregator != w.Holder {
+		return "", busy, nil
+	}
+	log.Warn("took over a stale report claim", "age", age.String())
+	return etag, claimed, nil
+}
+
+// settle moves the manifest to the report's final state and reports whether it changed it. It
+// is idempotent: a final manifest is left alone.
+func (w *Worker) settle(ctx context.Context, rep ledger.Report, reason string) (bool, error) {
+	if reason == "" && rep.State == ledger.StatePartial {
+		reason = fmt.Sprintf("%d of %d partitions failed", rep.Failed, rep.Partitions)
+	}
+	finished := rep.Created
+	if finished.IsZero() {
+		finished = w.now()
+	}
+	changed := false
+	_, err := w.Store.UpdateManifest(ctx, rep.Run, ledger.NoFence, func(m *ledger.Manifest) error {
+		if m.State.Final() {
+			changed = false
+			return ledger.ErrNoChange
+		}
+		changed = true
+		m.State, m.Finished = rep.State, finished
+		m.Succeeded, m.Failed = rep.Succeeded, rep.Failed
+		if reason != "" {
+			m.Reason = reason
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("finish %s: %w", rep.Run, err)
+	}
+	return changed, nil
+}
+
+// finalState is the state of a run with these counts.
+func finalState(partitions, failed int) ledger.State {
+	switch {
+	case failed == 0:
+		return ledger.StateSucceeded
+	case failed >= partitions:
+		return ledger.StateFailed
+	default:
+		return ledger.StatePartial
+	}
+}

@@ -1,0 +1,193 @@
+package work_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/work"
+	"github.com/batonfn/baton/work/synthetic"
+)
+
+// completeRun records every result and done record of a synthetic run of n partitions
+// without finishing it (as if every worker crashed right after its append).
+func (f *fixture) completeRun(run string, n int) {
+	f.t.Helper()
+	f.createRun(run, synthetic.Params{Partitions: n})
+	for i := range n {
+		r := ledger.Result{Run: run, Index: i, Epoch: 1, OK: true, Attempts: 1,
+			Output: fmt.Appendf(nil, `{"i":%d,"v":%d}`, i, i*i)}
+		if err := f.store.PutResult(f.ctx, r); err != nil {
+			f.t.Fatal(err)
+		}
+		if _, err := f.store.AppendDone(f.ctx, run, i, 1); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+func TestTryFinish_ConcurrentCallersAggregateOnce(t *testing.T) {
+	const n, callers = 8, 20
+	f := newFixture(t)
+	f.completeRun("many", n)
+	wins := make([]bool, callers)
+	errs := make([]error, callers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for k := range callers {
+		wg.Go(func() {
+			<-start
+			wins[k], errs[k] = f.w.TryFinish(f.ctx, "many")
+		})
+	}
+	close(start)
+	wg.Wait()
+	won := 0
+	for k := range callers {
+		if errs[k] != nil {
+			t.Errorf("caller %d: %v", k, errs[k])
+		}
+		if wins[k] {
+			won++
+		}
+	}
+	if won != 1 {
+		t.Errorf("%d callers report finishing the run, want exactly 1", won)
+	}
+	checkSucceeded(t, f, "many", n)
+}
+
+func TestTryFinish_ReportClaims(t *testing.T) {
+	const n = 4
+	now := time.Date(2026, 11, 21, 2, 0, 0, 0, time.UTC)
+	other := ledger.Holder{App: "other", Instance: "crashed", PID: 9}
+	for _, tc := range []struct {
+		name         string
+		existing     *ledger.Report // written before TryFinish
+		wantFinished bool
+		wantAgg      int64
+	}{
+		{"no claim: this call aggregates", nil, true, 1},
+		{"fresh claim by another worker: leave it", &ledger.Report{State: ledger.StateRunning, Created: now.Add(-time.Minute)}, false, 0},
+		{"stale claim: take over", &ledger.Report{State: ledger.StateRunning, Created: now.Add(-work.DefaultStaleClaim - time.Second)}, true, 1},
+		{"released claim: take over at once", &ledger.Report{State: ledger.StateRunning}, true, 1},
+		{"report written, manifest not final: settle", &ledger.Report{State: ledger.StatePartial, Succeeded: 3, Failed: 1,
+			Partitions: n, Created: now.Add(-time.Hour)}, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.setClock(now)
+			f.completeRun("claims", n)
+			if tc.existing != nil {
+				r := *tc.existing
+				r.Run, r.Job, r.Aggregator = "claims", synthetic.Name, other
+				if _, err := f.store.ClaimReport(f.ctx, r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			done, err := f.w.TryFinish(f.ctx, "claims")
+			if err != nil || done != tc.wantFinished {
+				t.Fatalf("TryFinish = %v, %v; want %v, nil", done, err, tc.wantFinished)
+			}
+			if got := f.job.aggregateCalls.Load(); got != tc.wantAgg {
+				t.Errorf("Aggregate ran %d times, want %d", got, tc.wantAgg)
+			}
+			m := f.manifest("claims")
+			rep, _ := f.report("claims")
+			switch {
+			case !tc.wantFinished:
+				if m.State.Final() || rep.State.Final() {
+					t.Errorf("manifest %s, report %s: want both left in progress", m.State, rep.State)
+				}
+			case tc.wantAgg == 0: // settled from the written report
+				if m.State != ledger.StatePartial || m.Succeeded != 3 || m.Failed != 1 || !m.Finished.Equal(now.Add(-time.Hour)) {
+					t.Errorf("manifest %s %d/%d finished %v: want the report's partial 3/1 and its time", m.State, m.Succeeded, m.Failed, m.Finished)
+				}
+			default:
+				if m.State != ledger.StateSucceeded || rep.State != ledger.StateSucceeded || rep.Aggregator != f.w.Holder || !rep.Created.Equal(now) {
+					t.Errorf("manifest %s, report %s by %v at %v: want succeeded, aggregated by this worker at %v",
+						m.State, rep.State, rep.Aggregator, rep.Created, now)
+				}
+			}
+			// Whatever happened, a second call changes nothing.
+			if done, err := f.w.TryFinish(f.ctx, "claims"); done || err != nil {
+				t.Errorf("second TryFinish = %v, %v; want false, nil", done, err)
+			}
+		})
+	}
+}
+
+func TestTryFinish_AggregateErrors(t *testing.T) {
+	const n = 3
+	t.Run("transient error releases the claim", func(t *testing.T) {
+		f := newFixture(t)
+		f.completeRun("agg", n)
+		f.job.beforeAggregate = func(call int64) error {
+			if call == 1 {
+				return errors.New("storage hiccup")
+			}
+			return nil
+		}
+		if done, err := f.w.TryFinish(f.ctx, "agg"); done || err == nil {
+			t.Fatalf("first TryFinish = %v, %v; want false and the error", done, err)
+		}
+		rep, _ := f.report("agg")
+		if rep.State.Final() || !rep.Created.IsZero() {
+			t.Errorf("report after the failure: %s created %v; want an in-progress claim released (zero time)", rep.State, rep.Created)
+		}
+		if done, err := f.w.TryFinish(f.ctx, "agg"); !done || err != nil {
+			t.Fatalf("retry = %v, %v; want true, nil", done, err)
+		}
+		if m := f.manifest("agg"); m.State != ledger.StateSucceeded {
+			t.Errorf("state %s, want succeeded", m.State)
+		}
+	})
+	t.Run("permanent error fails the run", func(t *testing.T) {
+		f := newFixture(t)
+		f.completeRun("agg", n)
+		f.job.beforeAggregate = func(int64) error { return work.Permanent(errors.New("cannot combine")) }
+		if done, err := f.w.TryFinish(f.ctx, "agg"); !done || err != nil {
+			t.Fatalf("TryFinish = %v, %v; want true, nil (the run ends failed)", done, err)
+		}
+		m := f.manifest("agg")
+		rep, _ := f.report("agg")
+		if m.State != ledger.StateFailed || rep.State != ledger.StateFailed || m.Reason == "" {
+			t.Errorf("manifest %s (%q), report %s: want failed with a reason", m.State, m.Reason, rep.State)
+		}
+	})
+}
+
+func TestTryFinish_ByListingIgnoresALostDoneRecord(t *testing.T) {
+	const n = 3
+	f := newFixture(t)
+	f.completeRun("lost", n-1) // creates the manifest for n-1; replace with n below
+	if _, err := f.store.UpdateManifest(f.ctx, "lost", 1, func(m *ledger.Manifest) error { m.Partitions = n; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	// The last partition's worker crashed after its result, on the message's last delivery.
+	if err := f.store.PutResult(f.ctx, ledger.Result{Run: "lost", Index: n - 1, Epoch: 1, OK: true, Attempts: 3,
+		Output: []byte(`{"i":2,"v":4}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if done, err := f.w.TryFinish(f.ctx, "lost"); done || err != nil {
+		t.Fatalf("TryFinish = %v, %v; want false (a done record is missing)", done, err)
+	}
+	if done, err := f.w.TryFinishByListing(f.ctx, "lost"); !done || err != nil {
+		t.Fatalf("TryFinishByListing = %v, %v; want true", done, err)
+	}
+	checkSucceeded(t, f, "lost", n)
+}
+
+func TestTryFinish_ZeroPartitions(t *testing.T) {
+	f := newFixture(t)
+	f.createRun("empty", synthetic.Params{Partitions: 1}, func(m *ledger.Manifest) { m.Partitions = 0 })
+	if done, err := f.w.TryFinish(f.ctx, "empty"); !done || err != nil {
+		t.Fatalf("TryFinish = %v, %v; want true", done, err)
+	}
+	if m := f.manifest("empty"); m.State != ledger.StateSucceeded || m.Succeeded != 0 {
+		t.Errorf("state %s, succeeded %d; want succeeded, 0", m.State, m.Succeeded)
+	}
+}

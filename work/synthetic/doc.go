@@ -1,0 +1,16 @@
+// Package synthetic is a job for benchmarks and chaos tests: N partitions, a configurable work
+// time and payload size per partition, and deterministic failure rules.
+//
+// Params (JSON object):
+//
+//	partitions       number of partitions, 1..1,000,000 (required)
+//	workMs           time each partition takes, 0..600,000 ms (a timer that honours the context)
+//	payloadBytes     size of each partition payload, up to work.MaxPayloadBytes
+//	failAlways       indexes that fail (transiently) on every delivery
+//	failOncePercent  0..100: indexes picked by a hash of the index (FailsOnce) fail on their
+//	                 first delivery only, then succeed
+//	permanent        indexes that fail permanently (work.ErrPermanent)
+//
+// Partition i outputs {"i":i,"v":i*i}; the aggregate reports counts and the exact sum of v over
+// successful partitions, so tests can check it against the truth.
+package synthetic

@@ -1,0 +1,202 @@
+package synthetic
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"iter"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/work"
+)
+
+// Name is the job's registry name.
+const Name = "synthetic"
+
+// Limits on the params.
+const (
+	MaxPartitions = 1_000_000
+	MaxWorkMs     = 600_000
+)
+
+// Params configure a synthetic run (see the package doc).
+type Params struct {
+	Partitions      int   `json:"partitions"`
+	WorkMs          int   `json:"workMs,omitempty"`
+	PayloadBytes    int   `json:"payloadBytes,omitempty"`
+	FailAlways      []int `json:"failAlways,omitempty"`
+	FailOncePercent int   `json:"failOncePercent,omitempty"`
+	Permanent       []int `json:"permanent,omitempty"`
+}
+
+// ParseParams strictly decodes and validates params.
+func ParseParams(raw json.RawMessage) (Params, error) {
+	var p Params
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return p, errors.New("params: partitions is required")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return p, fmt.Errorf("params: %w", err)
+	}
+	switch {
+	case p.Partitions < 1 || p.Partitions > MaxPartitions:
+		return p, fmt.Errorf("params: partitions %d, want 1..%d", p.Partitions, MaxPartitions)
+	case p.WorkMs < 0 || p.WorkMs > MaxWorkMs:
+		return p, fmt.Errorf("params: workMs %d, want 0..%d", p.WorkMs, MaxWorkMs)
+	case p.PayloadBytes < 0 || p.PayloadBytes > work.MaxPayloadBytes:
+		return p, fmt.Errorf("params: payloadBytes %d, want 0..%d", p.PayloadBytes, work.MaxPayloadBytes)
+	case p.FailOncePercent < 0 || p.FailOncePercent > 100:
+		return p, fmt.Errorf("params: failOncePercent %d, want 0..100", p.FailOncePercent)
+	}
+	return p, nil
+}
+
+// FailsOnce reports whether index i fails its first delivery at the given percentage. The
+// choice depends only on i, so every run and every test agrees on it.
+func FailsOnce(i, percent int) bool {
+	h := fnv.New32a()
+	h.Write([]byte(strconv.Itoa(i)))
+	return int(h.Sum32()%100) < percent
+}
+
+// Payload is one partition's payload: its index and padding up to payloadBytes.
+type Payload struct {
+	I   int    `json:"i"`
+	Pad string `json:"pad,omitempty"`
+}
+
+// Output is one partition's output.
+type Output struct {
+	I int   `json:"i"`
+	V int64 `json:"v"`
+}
+
+// Summary is the run's aggregate.
+type Summary struct {
+	Partitions int `json:"partitions"`
+	OK         int `json:"ok"`
+	Failed     int `json:"failed"`
+	// SumV is the sum of v over successful partitions.
+	SumV int64 `json:"sumV"`
+	// Attempts is the sum of the results' delivery counts; Retried counts results that needed
+	// more than one delivery.
+	Attempts int `json:"attempts"`
+	Retried  int `json:"retried"`
+}
+
+// Job is the synthetic job.
+type Job struct{}
+
+// New returns the synthetic job.
+func New() *Job { return &Job{} }
+
+var (
+	_ work.Job             = (*Job)(nil)
+	_ work.ParamsValidator = (*Job)(nil)
+)
+
+// ValidateParams implements work.ParamsValidator.
+func (*Job) ValidateParams(params json.RawMessage) error {
+	_, err := ParseParams(params)
+	return err
+}
+
+// Plan emits partitions cursor..N-1; the cursor is the next index in decimal.
+func (*Job) Plan(ctx context.Context, params json.RawMessage, cursor string, emit func(json.RawMessage, string) error) error {
+	p, err := ParseParams(params)
+	if err != nil {
+		return err
+	}
+	start := 0
+	if cursor != "" {
+		if start, err = strconv.Atoi(cursor); err != nil || start < 0 || start > p.Partitions {
+			return fmt.Errorf("synthetic: bad cursor %q", cursor)
+		}
+	}
+	for i := start; i < p.Partitions; i++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := emit(payload(i, p.PayloadBytes), strconv.Itoa(i+1)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// payload builds partition i's payload, padded to size bytes when size exceeds the minimum.
+func payload(i, size int) json.RawMessage {
+	b, _ := json.Marshal(Payload{I: i})
+	if pad := size - len(b) - len(`,"pad":""`); pad > 0 {
+		b, _ = json.Marshal(Payload{I: i, Pad: strings.Repeat("x", pad)})
+	}
+	return b
+}
+
+// Process applies the failure rules, waits workMs and returns {"i":i,"v":i*i}.
+func (*Job) Process(ctx context.Context, part work.Partition) (json.RawMessage, error) {
+	p, err := ParseParams(part.Params)
+	if err != nil {
+		return nil, work.Permanent(err)
+	}
+	var pl Payload
+	if err := json.Unmarshal(part.Payload, &pl); err != nil {
+		return nil, work.Permanent(fmt.Errorf("synthetic: payload: %w", err))
+	}
+	if pl.I != part.Index {
+		return nil, work.Permanent(fmt.Errorf("synthetic: payload names index %d, message %d", pl.I, part.Index))
+	}
+	i := pl.I
+	switch {
+	case slices.Contains(p.Permanent, i):
+		return nil, work.Permanent(fmt.Errorf("synthetic: index %d fails permanently", i))
+	case slices.Contains(p.FailAlways, i):
+		return nil, fmt.Errorf("synthetic: index %d always fails (delivery %d)", i, part.Attempt)
+	case part.Attempt <= 1 && FailsOnce(i, p.FailOncePercent):
+		return nil, fmt.Errorf("synthetic: index %d fails on its first delivery", i)
+	}
+	if p.WorkMs > 0 {
+		t := time.NewTimer(time.Duration(p.WorkMs) * time.Millisecond)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return json.Marshal(Output{I: i, V: int64(i) * int64(i)})
+}
+
+// Aggregate sums the outputs.
+func (*Job) Aggregate(ctx context.Context, run work.RunInfo, results iter.Seq2[ledger.Result, error]) (json.RawMessage, error) {
+	s := Summary{Partitions: run.Partitions}
+	for r, err := range results {
+		if err != nil {
+			return nil, err
+		}
+		s.Attempts += r.Attempts
+		if r.Attempts > 1 {
+			s.Retried++
+		}
+		if !r.OK {
+			s.Failed++
+			continue
+		}
+		var o Output
+		if err := json.Unmarshal(r.Output, &o); err != nil {
+			return nil, work.Permanent(fmt.Errorf("synthetic: output of partition %d: %w", r.Index, err))
+		}
+		s.OK++
+		s.SumV += o.V
+	}
+	return json.Marshal(s)
+}

@@ -1,0 +1,219 @@
+package work
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/ledger"
+)
+
+// Defaults for the Worker's zero-valued fields.
+const (
+	// DefaultStaleClaim is how old an unfinished report claim must be before another worker
+	// takes the aggregation over (the claimer is presumed to have crashed). It must exceed the
+	// longest aggregation; a takeover of a live aggregation costs a second Aggregate call but
+	// never a second report (the report is written with the claim's ETag).
+	DefaultStaleClaim = 10 * time.Minute
+	// DefaultRecordTimeout bounds the storage calls that record a partition's outcome. They
+	// run on a context detached from the invocation's, so a Process that used up the deadline
+	// still gets its result (or its failure, on the last delivery) written.
+	DefaultRecordTimeout = 20 * time.Second
+	// DefaultReadConcurrency is how many results the aggregator reads at once.
+	DefaultReadConcurrency = 16
+	// MaxReportFailures caps the failed partitions listed in a report (the counts are exact).
+	MaxReportFailures = 100
+)
+
+// ErrGaveUp is returned by HandlePartition when a partition failed on its last allowed
+// delivery: a failure result was recorded (the run can finish as partial) and the invocation
+// must fail so the message goes to the dead-letter or poison queue.
+var ErrGaveUp = errors.New("gave up after the last delivery")
+
+// Delivery describes one delivery of a message, from the trigger metadata.
+type Delivery struct {
+	MessageID string
+	// Count is the 1-based delivery count: Service Bus DeliveryCount or Storage-queue
+	// DequeueCount. Values below 1 are treated as 1.
+	Count int
+}
+
+// Worker processes partition messages idempotently and finishes runs exactly once. The zero
+// value of every field except Store and Jobs is usable. A Worker is safe for concurrent use.
+type Worker struct {
+	Store *ledger.Store
+	Jobs  *Registry
+	// Holder identifies this process in results and reports.
+	Holder ledger.Holder
+	// MaxDeliveries is the delivery on which a failing partition is recorded as failed; it
+	// must match the queue's max delivery count (default config.DefaultMaxDeliveries).
+	MaxDeliveries int
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Logger receives structured logs (default: discarded).
+	Logger *slog.Logger
+	// StaleClaim, RecordTimeout, ReadConcurrency: see the Default* constants.
+	StaleClaim      time.Duration
+	RecordTimeout   time.Duration
+	ReadConcurrency int
+}
+
+func (w *Worker) now() time.Time {
+	if w.Now != nil {
+		return w.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (w *Worker) logger() *slog.Logger {
+	if w.Logger != nil {
+		return w.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func (w *Worker) maxDeliveries() int {
+	if w.MaxDeliveries > 0 {
+		return w.MaxDeliveries
+	}
+	return config.DefaultMaxDeliveries
+}
+
+func orDefault[T int | time.Duration](v, d T) T {
+	if v > 0 {
+		return v
+	}
+	return d
+}
+
+// HandlePartition processes one delivery of a partition message. It returns:
+//   - nil when the partition's result is recorded (now or earlier), when the message is stale
+//     (an older epoch than the manifest's segment for the index) or the run is already final,
+//     and when the job failed permanently (a failure result is recorded);
+//   - an error wrapping ErrMalformed for a message that can never be processed (unknown run,
+//     index out of range, unknown job): dead-letter it;
+//   - an error wrapping ErrGaveUp when the last allowed delivery failed (a failure result is
+//     recorded): fail the invocation so the message is dead-lettered;
+//   - any other error for a transient failure: fail the invocation so the host retries.
+//
+// On the happy path it makes three storage calls besides the job's own: read the manifest,
+// create the result, append the done record (plus the finish on the run's last record).
+func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("partition %s/%d: panic: %v", env.Run, env.Part, r)
+		}
+	}()
+	if w.Store == nil || w.Jobs == nil {
+		return errors.New("work: Worker needs a Store and a Jobs registry")
+	}
+	if err := env.Validate(); err != nil {
+		return err
+	}
+	if env.Kind != KindPartition {
+		return fmt.Errorf("%w: kind %q is not a partition message", ErrMalformed, env.Kind)
+	}
+	attempt := max(d.Count, 1)
+	log := w.logger().With("run", env.Run, "part", env.Part, "epoch", env.Epoch, "delivery", attempt, "message", d.MessageID)
+
+	// 1. The manifest decides whether the message is current.
+	m, err := w.Store.ReadManifest(ctx, env.Run)
+	if errors.Is(err, ledger.ErrNotFound) {
+		// The leader creates the manifest before it enqueues anything.
+		return fmt.Errorf("%w: run %s has no manifest", ErrMalformed, env.Run)
+	}
+	if err != nil {
+		return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
+	}
+	switch {
+	case m.PlanDone && env.Part >= m.Partitions:
+		return fmt.Errorf("%w: partition %d out of range: run %s has %d partitions", ErrMalformed, env.Part, env.Run, m.Partitions)
+	case env.Epoch < m.SegmentEpoch(env.Part):
+		log.Info("stale partition message dropped", "segmentEpoch", m.SegmentEpoch(env.Part))
+		return nil
+	case m.State.Final():
+		log.Info("run already finished; partition message dropped", "state", m.State)
+		return nil
+	}
+	job, err := w.Jobs.Lookup(m.Job)
+	if err != nil {
+		return fmt.Errorf("%w: run %s: %w", ErrMalformed, env.Run, err)
+	}
+
+	// 2. A redelivery may find its result already recorded: only make sure it is counted.
+	if attempt > 1 {
+		_, err := w.Store.ReadResult(ctx, env.Run, env.Part)
+		switch {
+		case err == nil:
+			log.Info("duplicate delivery: result already recorded")
+			return w.complete(ctx, &m, env, log)
+		case !errors.Is(err, ledger.ErrNotFound):
+			return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
+		}
+	}
+
+	// 3. Process, then record the outcome create-once.
+	started := w.now()
+	out, perr := process(ctx, job, Partition{
+		Run: env.Run, Index: env.Part, Epoch: env.Epoch, Attempt: attempt, Params: m.Params, Payload: env.Payload,
+	})
+	res := ledger.Result{Run: env.Run, Index: env.Part, Epoch: env.Epoch, Attempts: attempt,
+		Worker: w.Holder, Started: started, Finished: w.now()}
+	gaveUp := false
+	switch {
+	case perr == nil:
+		res.OK, res.Output = true, out
+	case errors.Is(perr, ErrPermanent):
+		log.Warn("partition failed permanently; recording the failure", "err", perr)
+		res.Error = perr.Error()
+	case attempt >= w.maxDeliveries():
+		log.Error("partition failed on its last delivery; recording the failure", "err", perr, "maxDeliveries", w.maxDeliveries())
+		res.Error, gaveUp = perr.Error(), true
+	default:
+		log.Warn("partition failed; the host will retry", "err", perr, "maxDeliveries", w.maxDeliveries())
+		return fmt.Errorf("partition %s/%d, delivery %d of %d: %w", env.Run, env.Part, attempt, w.maxDeliveries(), perr)
+	}
+
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), orDefault(w.RecordTimeout, DefaultRecordTimeout))
+	defer cancel()
+	switch err := w.Store.PutResult(rctx, res); {
+	case errors.Is(err, ledger.ErrExists):
+		// Another delivery recorded the result first; it may have crashed before counting it.
+		// Its outcome stands, so this delivery has nothing to give up on.
+		log.Info("duplicate delivery: another delivery recorded the result first")
+		gaveUp = false
+	case err != nil:
+		err = fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
+		if gaveUp {
+			return errors.Join(giveUp(env, attempt, perr), err)
+		}
+		return err
+	}
+	err = w.complete(rctx, &m, env, log)
+	if gaveUp {
+		return errors.Join(giveUp(env, attempt, perr), err)
+	}
+	return err
+}
+
+func giveUp(env Envelope, attempt int, cause error) error {
+	return fmt.Errorf("partition %s/%d after %d deliveries: %w: %w", env.Run, env.Part, attempt, ErrGaveUp, cause)
+}
+
+// process runs the job, turning a panic into an error and invalid output into a permanent one.
+func process(ctx context.Context, job Job, p Partition) (out json.RawMessage, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("job panicked: %v", r)
+		}
+	}()
+	out, err = job.Process(ctx, p)
+	if err == nil && len(out) > 0 && !json.Valid(out) {
+		return nil, Permanent(errors.New("job returned output that is not JSON"))
+	}
+	return out, err
+}
