@@ -1,0 +1,240 @@
+package synthetic_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"testing"
+	"time"
+
+	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/work"
+	"github.com/batonfn/baton/work/synthetic"
+)
+
+func TestParseParams(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		raw  string
+		ok   bool
+	}{
+		{"minimal", `{"partitions":1}`, true},
+		{"everything", `{"partitions":1000000,"workMs":600000,"payloadBytes":100,"failAlways":[1],"failOncePercent":100,"permanent":[2]}`, true},
+		{"empty", ``, false},
+		{"missing partitions", `{}`, false},
+		{"zero partitions", `{"partitions":0}`, false},
+		{"too many partitions", `{"partitions":1000001}`, false},
+		{"negative work", `{"partitions":1,"workMs":-1}`, false},
+		{"work too long", `{"partitions":1,"workMs":600001}`, false},
+		{"payload too large", fmt.Sprintf(`{"partitions":1,"payloadBytes":%d}`, work.MaxPayloadBytes+1), false},
+		{"percent over 100", `{"partitions":1,"failOncePercent":101}`, false},
+		{"unknown field", `{"partitions":1,"bogus":1}`, false},
+		{"not an object", `[1]`, false},
+		{"string count", `{"partitions":"5"}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := synthetic.ParseParams(json.RawMessage(tc.raw))
+			if (err == nil) != tc.ok {
+				t.Errorf("ParseParams(%s) = %v, want ok=%v", tc.raw, err, tc.ok)
+			}
+			if err2 := synthetic.New().ValidateParams(json.RawMessage(tc.raw)); (err2 == nil) != (err == nil) {
+				t.Errorf("ValidateParams disagrees with ParseParams: %v vs %v", err2, err)
+			}
+		})
+	}
+}
+
+// plan collects what Plan emits from cursor.
+func plan(t *testing.T, params, cursor string) (payloads []json.RawMessage, cursors []string) {
+	t.Helper()
+	err := synthetic.New().Plan(context.Background(), json.RawMessage(params), cursor, func(p json.RawMessage, next string) error {
+		payloads = append(payloads, p)
+		cursors = append(cursors, next)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return payloads, cursors
+}
+
+func TestPlan_ResumesFromCursor(t *testing.T) {
+	all, cursors := plan(t, `{"partitions":5}`, "")
+	if len(all) != 5 || cursors[4] != "5" {
+		t.Fatalf("planned %d partitions ending at cursor %v, want 5 ending at 5", len(all), cursors)
+	}
+	for k, c := range []string{"", "1", "3", "5"} {
+		got, _ := plan(t, `{"partitions":5}`, c)
+		want := all[[]int{0, 1, 3, 5}[k]:]
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("cursor %q: got %s, want %s", c, got, want)
+		}
+	}
+	for _, bad := range []string{"x", "-1", "6"} {
+		err := synthetic.New().Plan(context.Background(), json.RawMessage(`{"partitions":5}`), bad, func(json.RawMessage, string) error { return nil })
+		if err == nil {
+			t.Errorf("cursor %q accepted", bad)
+		}
+	}
+	stop := errors.New("stop")
+	err := synthetic.New().Plan(context.Background(), json.RawMessage(`{"partitions":5}`), "", func(json.RawMessage, string) error { return stop })
+	if !errors.Is(err, stop) {
+		t.Errorf("emit's error: got %v, want it returned as is", err)
+	}
+}
+
+func TestPlan_PayloadSize(t *testing.T) {
+	for _, size := range []int{0, 5, 100, 4096} {
+		p, _ := plan(t, fmt.Sprintf(`{"partitions":12,"payloadBytes":%d}`, size), "10")
+		for _, pl := range p {
+			if len(pl) != max(size, len(`{"i":10}`)) {
+				t.Errorf("payloadBytes %d: payload is %d bytes", size, len(pl))
+			}
+		}
+	}
+}
+
+func process(t *testing.T, params string, i, attempt int) (synthetic.Output, error) {
+	t.Helper()
+	out, err := synthetic.New().Process(context.Background(), work.Partition{Run: "r", Index: i, Epoch: 1, Attempt: attempt,
+		Params: json.RawMessage(params), Payload: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+	var o synthetic.Output
+	if err == nil {
+		if jerr := json.Unmarshal(out, &o); jerr != nil {
+			t.Fatal(jerr)
+		}
+	}
+	return o, err
+}
+
+func TestProcess_FailureRules(t *testing.T) {
+	params := `{"partitions":100,"failAlways":[3],"permanent":[4],"failOncePercent":50}`
+	onceIdx := -1
+	for i := range 100 {
+		if i != 3 && i != 4 && synthetic.FailsOnce(i, 50) {
+			onceIdx = i
+			break
+		}
+	}
+	okIdx := -1
+	for i := range 100 {
+		if i != 3 && i != 4 && !synthetic.FailsOnce(i, 50) {
+			okIdx = i
+			break
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		index     int
+		attempt   int
+		wantErr   bool
+		permanent bool
+	}{
+		{"always fails, first delivery", 3, 1, true, false},
+		{"always fails, fifth delivery", 3, 5, true, false},
+		{"permanent", 4, 1, true, true},
+		{"fails once: first delivery", onceIdx, 1, true, false},
+		{"fails once: second delivery succeeds", onceIdx, 2, false, false},
+		{"healthy", okIdx, 1, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := process(t, params, tc.index, tc.attempt)
+			switch {
+			case tc.wantErr && err == nil:
+				t.Errorf("got no error, want one")
+			case !tc.wantErr && err != nil:
+				t.Errorf("got %v, want success", err)
+			case err != nil && errors.Is(err, work.ErrPermanent) != tc.permanent:
+				t.Errorf("got %v, permanent=%v; want permanent=%v", err, errors.Is(err, work.ErrPermanent), tc.permanent)
+			case err == nil && (o.I != tc.index || o.V != int64(tc.index*tc.index)):
+				t.Errorf("output %+v, want i=%d v=%d", o, tc.index, tc.index*tc.index)
+			}
+		})
+	}
+	// A payload naming another index is a permanent error.
+	_, err := synthetic.New().Process(context.Background(), work.Partition{Index: 1, Attempt: 1,
+		Params: json.RawMessage(`{"partitions":5}`), Payload: json.RawMessage(`{"i":2}`)})
+	if !errors.Is(err, work.ErrPermanent) {
+		t.Errorf("mismatched payload: got %v, want a permanent error", err)
+	}
+}
+
+func TestFailsOnce_DeterministicAndProportional(t *testing.T) {
+	for _, pct := range []int{0, 5, 50, 100} {
+		n := 0
+		for i := range 10000 {
+			if synthetic.FailsOnce(i, pct) != synthetic.FailsOnce(i, pct) {
+				t.Fatalf("FailsOnce(%d, %d) is not deterministic", i, pct)
+			}
+			if synthetic.FailsOnce(i, pct) {
+				n++
+			}
+		}
+		if got := float64(n) / 100; got < float64(pct)-2 || got > float64(pct)+2 {
+			t.Errorf("FailsOnce at %d%% picked %.1f%% of 10,000 indexes", pct, got)
+		}
+	}
+}
+
+func TestProcess_WorkHonoursTheContext(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := synthetic.New().Process(ctx, work.Partition{Index: 0, Attempt: 1,
+		Params: json.RawMessage(`{"partitions":1,"workMs":600000}`), Payload: json.RawMessage(`{"i":0}`)})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("got %v, want the context's deadline", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("Process took %v after its context ended", d)
+	}
+}
+
+func results(rs ...ledger.Result) iter.Seq2[ledger.Result, error] {
+	return func(yield func(ledger.Result, error) bool) {
+		for _, r := range rs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
+}
+
+func TestAggregate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   []ledger.Result
+		want synthetic.Summary
+	}{
+		{"empty", nil, synthetic.Summary{Partitions: 0}},
+		{"mixed", []ledger.Result{
+			{Index: 0, OK: true, Output: json.RawMessage(`{"i":0,"v":0}`), Attempts: 1},
+			{Index: 1, OK: false, Error: "x", Attempts: 5},
+			{Index: 2, OK: true, Output: json.RawMessage(`{"i":2,"v":4}`), Attempts: 2},
+			{Index: 3, OK: true, Output: json.RawMessage(`{"i":3,"v":9}`), Attempts: 1},
+		}, synthetic.Summary{Partitions: 4, OK: 3, Failed: 1, SumV: 13, Attempts: 9, Retried: 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := synthetic.New().Aggregate(context.Background(), work.RunInfo{Partitions: len(tc.in)}, results(tc.in...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got synthetic.Summary
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	readErr := errors.New("read failed")
+	_, err := synthetic.New().Aggregate(context.Background(), work.RunInfo{}, func(yield func(ledger.Result, error) bool) {
+		yield(ledger.Result{}, readErr)
+	})
+	if !errors.Is(err, readErr) {
+		t.Errorf("a read error: got %v, want it returned", err)
+	}
+}
