@@ -292,6 +292,11 @@ func TestListRuns_StorageError502(t *testing.T) {
 	if r, v := get(a, "", nil); r.Status != http.StatusBadGateway || errCode(v) != CodeStorage {
 		t.Errorf("got %d %v, want 502 %s", r.Status, v, CodeStorage)
 	}
+	// No runs container yet (nothing ever started): an empty listing, not an error.
+	l.listErr = fmt.Errorf("list runs: %w", ledger.ErrNotFound)
+	if r, v := get(a, "", nil); r.Status != http.StatusOK || len(v["runs"].([]any)) != 0 {
+		t.Errorf("missing container: got %d %v, want 200 and no runs", r.Status, v)
+	}
 }
 
 func TestLeader_Reply(t *testing.T) {

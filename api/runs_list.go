@@ -200,6 +200,9 @@ func (a *API) index(ctx context.Context) ([]entry, error) {
 		}
 		return true
 	})
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil, nil // no run was ever started: the coordinator creates the container lazily
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -156,7 +156,7 @@ func (a *API) startRun(ctx context.Context, r Request) Reply {
 				return a.existingManifest(r, body, m)
 			}
 		}
-		msg := fmt.Sprintf("another instance (%s, epoch %d) holds the lease; try again later", out.Holder, out.HolderEpoch)
+		msg := fmt.Sprintf("the lease is held by %s (epoch %d); try again when it is released", out.Holder, out.HolderEpoch)
 		return a.conflict(ctx, r, out, msg)
 	default:
 		return a.conflict(ctx, r, out, "the run was not started: "+out.Reason)

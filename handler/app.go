@@ -26,6 +26,7 @@ const (
 	FnWorkQueue = "WorkQueue"
 	FnRuns      = "Runs"
 	FnLeader    = "Leader"
+	FnDashboard = "Dashboard"
 )
 
 // Binding names used in the function.json files.
@@ -147,8 +148,18 @@ func register(s *Server, f *functions) {
 	s.Trigger(FnTick, f.tick)
 	s.Trigger(FnWork, f.message(true))
 	s.Trigger(FnWorkQueue, f.message(false))
-	s.HTTP(FnLeader, bindingRequest, f.leaderStatus)
-	s.HTTP(FnRuns, bindingRequest, func(ctx context.Context, inv *Invocation, req *protocol.HTTPRequest) HTTPReply {
-		return ErrorReply(http.StatusNotImplemented, "not_implemented", inv.Function+" is not implemented yet")
-	})
+	a, err := newAPI(f)
+	if err != nil {
+		// Without a ledger and a leader the HTTP functions cannot answer anything useful.
+		unavailable := func(ctx context.Context, inv *Invocation, req *protocol.HTTPRequest) HTTPReply {
+			return ErrorReply(http.StatusServiceUnavailable, "unavailable", inv.Function+" is not configured: "+err.Error())
+		}
+		for _, fn := range []string{FnRuns, FnLeader, FnDashboard} {
+			s.HTTP(fn, bindingRequest, unavailable)
+		}
+		return
+	}
+	s.HTTP(FnRuns, bindingRequest, apiFunc(a.Runs))
+	s.HTTP(FnLeader, bindingRequest, apiFunc(a.Leader))
+	s.HTTP(FnDashboard, bindingRequest, apiFunc(a.Dashboard))
 }

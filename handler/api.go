@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/batonfn/baton/api"
+	"github.com/batonfn/baton/protocol"
+)
+
+// routeParamID is the route parameter of runs/{id?} (Runs/function.json).
+const routeParamID = "id"
+
+// newAPI builds the HTTP API over what the functions already use: the coordinator for manual
+// starts, the worker's ledger store, and the leader for the lease state.
+func newAPI(f *functions) (*api.API, error) {
+	cfg := api.Config{Now: f.now}
+	if f.leader != nil {
+		cfg.Leader = f.leader
+	}
+	if f.coord != nil {
+		cfg.Starter = f.coord
+	}
+	if f.worker != nil && f.worker.Store != nil {
+		cfg.Ledger = f.worker.Store
+	}
+	return api.New(cfg)
+}
+
+// apiFunc adapts an api endpoint to an HTTP function: the httpTrigger request becomes an
+// api.Request, the api.Reply becomes the `res` output.
+func apiFunc(fn func(context.Context, api.Request) api.Reply) HTTPFunc {
+	return func(ctx context.Context, inv *Invocation, req *protocol.HTTPRequest) HTTPReply {
+		body, err := req.BodyBytes()
+		if err != nil {
+			return ErrorReply(http.StatusBadRequest, api.CodeBadRequest, err.Error())
+		}
+		r := api.Request{
+			Method:  req.Method,
+			ID:      req.Param(routeParamID),
+			Query:   req.Query,
+			Headers: req.Headers,
+			Body:    body,
+			Logger:  inv.Logger,
+		}
+		out := fn(ctx, r)
+		return HTTPReply{Status: out.Status, Headers: out.Headers, JSON: out.JSON, Raw: out.Raw, ContentType: out.ContentType}
+	}
+}

@@ -1,0 +1,604 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+
+	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/protocol"
+	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/work"
+	"github.com/batonfn/baton/work/synthetic"
+)
+
+// apiEnv is the handler wired as newApp wires it, over a fresh leases container, runs
+// container and work queue on the shared Azurite, with the Storage-queue transport.
+type apiEnv struct {
+	t      *testing.T
+	hs     *httptest.Server
+	store  *ledger.Store
+	queue  *azqueue.QueueClient
+	leases *coordinatorParts
+	logs   *syncBuffer
+}
+
+// coordinatorParts lets a test add a second contender for the same lease.
+type coordinatorParts struct {
+	lock *coordinator.BlobLock
+}
+
+const testLeaseDuration = 15 * time.Second
+
+func newAPIEnv(t *testing.T) *apiEnv {
+	t.Helper()
+	srv := azurite.Shared(t)
+	blobs, err := srv.Storage().NewBlobClient(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := srv.Storage().NewQueueClient(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	leases := blobs.ServiceClient().NewContainerClient(azurite.UniqueName(t, "leases"))
+	runs := blobs.ServiceClient().NewContainerClient(azurite.UniqueName(t, "runs"))
+	q := qs.NewQueueClient(azurite.UniqueName(t, "work"))
+	if _, err := leases.Create(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Create(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, _ = leases.Delete(ctx, nil)
+		_, _ = runs.Delete(ctx, nil)
+		_, _ = q.Delete(ctx, nil)
+	})
+
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	lock, err := coordinator.NewBlobLock(leases, "leader", coordinator.BlobLockOptions{Duration: testLeaseDuration, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := coordinator.Identity{App: "baton-test", Instance: "inst-a", PID: 101}
+	leader, err := coordinator.NewLeader(coordinator.LeaderConfig{Lock: lock, Identity: id, LeaseDuration: testLeaseDuration, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := ledger.NewStore(runs, ledger.StoreOptions{})
+	jobs := work.NewRegistry()
+	jobs.Register(synthetic.Name, synthetic.New())
+	worker := &work.Worker{Store: store, Jobs: jobs, Holder: ledger.Holder{App: id.App, Instance: id.Instance, PID: id.PID}, MaxDeliveries: 5, Logger: logger}
+	schedule, err := coordinator.ParseSchedule("0 0 3 * * *", os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coord, err := coordinator.New(coordinator.Config{
+		Leader: leader, Store: store, Sender: transport.NewQueueSender(q, transport.QueueSenderOptions{}), Jobs: jobs, Finisher: worker,
+		Identity: id, Job: synthetic.Name, Params: json.RawMessage(`{"partitions":2}`), Schedule: schedule,
+		BatchSize: 100, RunTimeout: time.Hour, CheckRounds: 1, Logger: logger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(logger, 2*time.Minute, newInvocationID)
+	register(s, &functions{coord: coord, worker: worker, leader: leader, now: time.Now})
+	hs := httptest.NewServer(s)
+	t.Cleanup(hs.Close)
+	return &apiEnv{t: t, hs: hs, store: store, queue: q, leases: &coordinatorParts{lock: lock}, logs: logs}
+}
+
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// goldenHTTP loads an httpTrigger golden payload and applies edits to its Data.req object.
+func goldenHTTP(t *testing.T, name string, edits ...func(req map[string]any)) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inv map[string]any
+	if err := json.Unmarshal(b, &inv); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	req := inv["Data"].(map[string]any)[bindingRequest].(map[string]any)
+	for _, edit := range edits {
+		edit(req)
+	}
+	out, err := json.Marshal(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func withID(id string) func(map[string]any) {
+	return func(req map[string]any) { req["Params"] = map[string]any{"id": id} }
+}
+
+func withMethod(m string) func(map[string]any) {
+	return func(req map[string]any) { req["Method"] = m }
+}
+
+func withBody(body string) func(map[string]any) {
+	return func(req map[string]any) {
+		req["Body"] = body
+		req["Headers"].(map[string]any)["Content-Length"] = []any{fmt.Sprint(len(body))}
+	}
+}
+
+func withHeader(k, v string) func(map[string]any) {
+	return func(req map[string]any) { req["Headers"].(map[string]any)[k] = []any{v} }
+}
+
+func withoutHeader(k string) func(map[string]any) {
+	return func(req map[string]any) { delete(req["Headers"].(map[string]any), k) }
+}
+
+func withQuery(k, v string) func(map[string]any) {
+	return func(req map[string]any) { req["Query"].(map[string]any)[k] = v }
+}
+
+// httpOut is the `res` output of an HTTP function.
+type httpOut struct {
+	Status  int
+	Headers map[string]string
+	Body    string
+}
+
+func (o httpOut) json(t *testing.T) map[string]any {
+	t.Helper()
+	if ct := o.Headers["Content-Type"]; ct != "application/json" {
+		t.Errorf("Content-Type = %q, want application/json", ct)
+	}
+	var v map[string]any
+	if err := json.Unmarshal([]byte(o.Body), &v); err != nil {
+		t.Fatalf("body is not a JSON object: %q", o.Body)
+	}
+	return v
+}
+
+// invoke sends an invocation to the handler the way the host does and returns the `res`
+// output. The handler itself must answer 200: an HTTP function's status travels in res.
+func (e *apiEnv) invoke(fn string, payload []byte) httpOut {
+	e.t.Helper()
+	return invokeHTTP(e.t, e.hs.URL, fn, payload)
+}
+
+func invokeHTTP(t testing.TB, base, fn string, payload []byte) httpOut {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/"+fn, bytes.NewReader(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(protocol.HeaderInvocationID, newInvocationID())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /%s: handler answered %d %s; an HTTP function's reply must be 200 with res", fn, resp.StatusCode, raw)
+	}
+	var ir struct {
+		Outputs struct {
+			Res *protocol.HTTPResponse `json:"res"`
+		}
+	}
+	if err := json.Unmarshal(raw, &ir); err != nil || ir.Outputs.Res == nil {
+		t.Fatalf("POST /%s: no Outputs.res in %s (%v)", fn, raw, err)
+	}
+	return httpOut{Status: ir.Outputs.Res.StatusCode, Headers: ir.Outputs.Res.Headers, Body: ir.Outputs.Res.Body}
+}
+
+func errCode(v map[string]any) string {
+	e, _ := v["error"].(map[string]any)
+	s, _ := e["code"].(string)
+	return s
+}
+
+// work delivers every queued message to the WorkQueue function, as the queue trigger would,
+// until the queue is empty.
+func (e *apiEnv) work() {
+	e.t.Helper()
+	ctx := testCtx(e.t)
+	for {
+		resp, err := e.queue.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{NumberOfMessages: to.Ptr(int32(32)), VisibilityTimeout: to.Ptr(int32(600))})
+		if err != nil {
+			e.t.Fatalf("dequeue: %v", err)
+		}
+		if len(resp.Messages) == 0 {
+			return
+		}
+		for _, m := range resp.Messages {
+			body, err := base64.StdEncoding.DecodeString(*m.MessageText)
+			if err != nil {
+				e.t.Fatalf("message is not base64: %v", err)
+			}
+			if env, err := work.DecodeEnvelope(body); err == nil && env.Kind == work.KindCheck {
+				// The check is scheduled for later (the dead-man's switch); it has nothing to do here.
+				_, _ = e.queue.DeleteMessage(ctx, *m.MessageID, *m.PopReceipt, nil)
+				continue
+			}
+			inv := protocol.InvokeRequest{
+				Data: map[string]json.RawMessage{bindingMessage: protocol.EncodeStringData(string(body))},
+				Metadata: map[string]json.RawMessage{"Id": protocol.QuoteMeta(*m.MessageID), "DequeueCount": protocol.IntMeta(1),
+					"sys": protocol.SysMeta(FnWorkQueue, time.Now(), "00000000-0000-4000-8000-000000000000")},
+			}
+			payload, _ := json.Marshal(inv)
+			req, _ := http.NewRequest(http.MethodPost, e.hs.URL+"/"+FnWorkQueue, bytes.NewReader(payload))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				e.t.Fatalf("WorkQueue: %d %s", resp.StatusCode, raw)
+			}
+			if _, err := e.queue.DeleteMessage(ctx, *m.MessageID, *m.PopReceipt, nil); err != nil {
+				e.t.Fatalf("delete: %v", err)
+			}
+		}
+	}
+}
+
+func (e *apiEnv) countRuns() int {
+	e.t.Helper()
+	n := 0
+	err := e.store.ListRuns(testCtx(e.t), func(string) bool { n++; return true })
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// POST with the golden payload: 202, Location, the key's run; then GET shows it through
+// planning, work and the report.
+func TestAPI_PostRun_AcceptedThenProgressThenReport(t *testing.T) {
+	e := newAPIEnv(t)
+	out := e.invoke(FnRuns, goldenHTTP(t, "http-runs-post.json"))
+	v := out.json(t)
+	wantRun := coordinator.ManualRunID("nightly-rerun-42", time.Time{})
+	if out.Status != http.StatusAccepted || v["run"] != wantRun || v["status"] != "started" {
+		t.Fatalf("POST: got %d %v, want 202 started %s", out.Status, v, wantRun)
+	}
+	if loc := out.Headers["Location"]; loc != "/api/runs/"+wantRun {
+		t.Errorf("Location = %q, want /api/runs/%s", loc, wantRun)
+	}
+
+	out = e.invoke(FnRuns, goldenHTTP(t, "http-runs-get.json", withID(wantRun)))
+	v = out.json(t)
+	p := v["progress"].(map[string]any)
+	if out.Status != http.StatusOK || v["state"] != "running" || v["trigger"] != "manual" || p["total"] != float64(3) ||
+		p["enqueued"] != float64(3) || p["completed"] != float64(0) || p["percent"] != float64(0) {
+		t.Fatalf("GET before work: %d %v", out.Status, v)
+	}
+	if l := v["leader"].(map[string]any); l["instance"] != "inst-a" || v["epoch"].(float64) < 1 {
+		t.Errorf("leader/epoch = %v %v", v["leader"], v["epoch"])
+	}
+
+	e.work()
+	out = e.invoke(FnRuns, goldenHTTP(t, "http-runs-get.json", withID(wantRun)))
+	v = out.json(t)
+	p = v["progress"].(map[string]any)
+	if v["state"] != "succeeded" || p["succeeded"] != float64(3) || p["percent"] != float64(100) || p["source"] != "manifest" {
+		t.Fatalf("GET after work: %v", v)
+	}
+	rep, _ := v["report"].(map[string]any)
+	if rep == nil || rep["state"] != "succeeded" || rep["aggregate"] == nil {
+		t.Errorf("report = %v, want the succeeded report with its aggregate", rep)
+	}
+	if tm := v["timings"].(map[string]any); tm["created"] == nil || tm["finished"] == nil {
+		t.Errorf("timings = %v", tm)
+	}
+
+	// The same key again: the same run, 200 existing, no second run.
+	out = e.invoke(FnRuns, goldenHTTP(t, "http-runs-post.json"))
+	v = out.json(t)
+	if out.Status != http.StatusOK || v["run"] != wantRun || v["status"] != "existing" || v["state"] != "succeeded" {
+		t.Errorf("repeat POST: got %d %v, want 200 existing %s", out.Status, v, wantRun)
+	}
+	if n := e.countRuns(); n != 1 {
+		t.Errorf("%d runs in the ledger, want 1", n)
+	}
+}
+
+// Ten concurrent POSTs with one Idempotency-Key make one run: every reply names it, one
+// started it, and the ledger and queue hold exactly one run's work.
+func TestAPI_PostRun_TenConcurrentSameKey_OneRun(t *testing.T) {
+	e := newAPIEnv(t)
+	const n = 10
+	payload := goldenHTTP(t, "http-runs-post.json", withHeader("Idempotency-Key", "concurrent-key-1"))
+	outs := make([]httpOut, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			outs[i] = e.invoke(FnRuns, payload)
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	want := coordinator.ManualRunID("concurrent-key-1", time.Time{})
+	started := 0
+	for i, out := range outs {
+		var v map[string]any
+		_ = json.Unmarshal([]byte(out.Body), &v)
+		if (out.Status != http.StatusAccepted && out.Status != http.StatusOK) || v["run"] != want {
+			t.Errorf("POST %d: got %d %s, want 200/202 for %s", i, out.Status, out.Body, want)
+		}
+		if v["status"] == "started" {
+			started++
+		}
+	}
+	if started != 1 {
+		t.Errorf("%d replies say started, want exactly 1", started)
+	}
+	if got := e.countRuns(); got != 1 {
+		t.Errorf("%d runs in the ledger, want 1", got)
+	}
+	// Exactly one run's partitions were enqueued (3), plus its check message.
+	props, err := e.queue.GetProperties(testCtx(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if props.ApproximateMessagesCount == nil || *props.ApproximateMessagesCount != 4 {
+		t.Errorf("queue holds %v messages, want 4 (3 partitions + 1 check)", props.ApproximateMessagesCount)
+	}
+}
+
+// While another instance holds the lease, a POST gets 409 naming that holder; while a run is
+// in progress, a POST gets 409 naming the run.
+func TestAPI_PostRun_Conflicts(t *testing.T) {
+	e := newAPIEnv(t)
+	other, err := coordinator.NewLeader(coordinator.LeaderConfig{Lock: e.leases.lock,
+		Identity: coordinator.Identity{App: "baton-test", Instance: "inst-b", PID: 202}, LeaseDuration: testLeaseDuration,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquired, release, done := make(chan int64, 1), make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- other.RunAsLeader(context.Background(), func(ctx context.Context, l coordinator.Lease, beat func()) error {
+			acquired <- l.Epoch
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil
+		})
+	}()
+	var epoch int64
+	select {
+	case epoch = <-acquired:
+	case err := <-done:
+		t.Fatalf("the other instance did not get the lease: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the other instance did not get the lease in time")
+	}
+
+	out := e.invoke(FnRuns, goldenHTTP(t, "http-runs-post-nobody.json"))
+	v := out.json(t)
+	l, _ := v["leader"].(map[string]any)
+	h, _ := l["holder"].(map[string]any)
+	if out.Status != http.StatusConflict || errCode(v) != "conflict" || h["instance"] != "inst-b" || l["epoch"] != float64(epoch) {
+		t.Errorf("POST while held: got %d %v, want 409 naming inst-b at epoch %d", out.Status, v, epoch)
+	}
+
+	lv := e.invoke(FnLeader, goldenHTTP(t, "http-leader.json")).json(t)
+	if lv["held"] != true || lv["leaseState"] != "leased" || lv["holder"].(map[string]any)["instance"] != "inst-b" || lv["epoch"] != float64(epoch) || lv["since"] == nil {
+		t.Errorf("leader while held = %v", lv)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// Now a run starts and stays in progress (no worker runs); a second run is refused.
+	out = e.invoke(FnRuns, goldenHTTP(t, "http-runs-post-nobody.json"))
+	first := out.json(t)
+	if out.Status != http.StatusAccepted {
+		t.Fatalf("POST after release: got %d %v, want 202", out.Status, first)
+	}
+	out = e.invoke(FnRuns, goldenHTTP(t, "http-runs-post-nobody.json"))
+	v = out.json(t)
+	if out.Status != http.StatusConflict || errCode(v) != "conflict" || v["activeRun"] != first["run"] || v["leader"] == nil {
+		t.Errorf("POST while %v runs: got %d %v, want 409 with activeRun and leader", first["run"], out.Status, v)
+	}
+	if n := e.countRuns(); n != 1 {
+		t.Errorf("%d runs in the ledger, want 1 (a refused manual start records nothing)", n)
+	}
+}
+
+func TestAPI_BadInputs(t *testing.T) {
+	e := newAPIEnv(t)
+	long := strings.Repeat("a", 64)
+	cases := []struct {
+		name    string
+		fn      string
+		payload []byte
+		status  int
+		code    string
+	}{
+		{"traversal", FnRuns, goldenHTTP(t, "http-runs-get.json", withID("../leases/leader")), 400, "invalid_run_id"},
+		{"dot dot", FnRuns, goldenHTTP(t, "http-runs-get.json", withID("..")), 400, "invalid_run_id"},
+		{"encoded dot dot", FnRuns, goldenHTTP(t, "http-runs-get.json", withID("%2e%2e")), 400, "invalid_run_id"},
+		{"encoded slash", FnRuns, goldenHTTP(t, "http-runs-get.json", withID("..%2Fleases")), 400, "invalid_run_id"},
+		{"slash", FnRuns, goldenHTTP(t, "http-runs-get.json", withID("tick-1/manifest.json")), 400, "invalid_run_id"},
+		{"backslash", FnRuns, goldenHTTP(t, "http-runs-get.json", withID(`..\leases`)), 400, "invalid_run_id"},
+		{"uppercase", FnRuns, goldenHTTP(t, "http-runs-get.json", withID("TICK-20261121T100000Z")), 400, "invalid_run_id"},
+		{"too long", FnRuns, goldenHTTP(t, "http-runs-get.json", withID(long)), 400, "invalid_run_id"},
+		{"unknown run", FnRuns, goldenHTTP(t, "http-runs-get.json", withID("tick-20991231t000000z")), 404, "not_found"},
+		{"oversize body", FnRuns, goldenHTTP(t, "http-runs-post.json", withBody(`{"job":"synthetic","params":{"pad":"`+strings.Repeat("x", 70<<10)+`"}}`)), 413, "payload_too_large"},
+		{"unknown field", FnRuns, goldenHTTP(t, "http-runs-post.json", withBody(`{"job":"synthetic","parms":{}}`)), 400, "bad_request"},
+		{"not JSON", FnRuns, goldenHTTP(t, "http-runs-post.json", withBody(`job=synthetic`)), 400, "bad_request"},
+		{"unknown job", FnRuns, goldenHTTP(t, "http-runs-post.json", withBody(`{"job":"nope"}`)), 400, "bad_request"},
+		{"bad params", FnRuns, goldenHTTP(t, "http-runs-post.json", withBody(`{"job":"synthetic","params":{"partitions":0}}`)), 400, "bad_request"},
+		{"key too long", FnRuns, goldenHTTP(t, "http-runs-post.json", withHeader("Idempotency-Key", strings.Repeat("k", 201))), 400, "invalid_idempotency_key"},
+		{"bad limit", FnRuns, goldenHTTP(t, "http-runs-list.json", withQuery("limit", "1000")), 400, "invalid_limit"},
+		{"bad continuation", FnRuns, goldenHTTP(t, "http-runs-list.json", withQuery("continuation", "Li4vbGVhc2Vz")), 400, "invalid_continuation"},
+		{"DELETE runs", FnRuns, goldenHTTP(t, "http-runs-list.json", withMethod("DELETE")), 405, "method_not_allowed"},
+		{"POST a run ID", FnRuns, goldenHTTP(t, "http-runs-get.json", withMethod("POST")), 405, "method_not_allowed"},
+		{"POST leader", FnLeader, goldenHTTP(t, "http-leader.json", withMethod("POST")), 405, "method_not_allowed"},
+		{"PUT dashboard", FnDashboard, goldenHTTP(t, "http-dashboard.json", withMethod("PUT")), 405, "method_not_allowed"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := e.invoke(c.fn, c.payload)
+			v := out.json(t)
+			if out.Status != c.status || errCode(v) != c.code {
+				t.Errorf("got %d %v, want %d %s", out.Status, v, c.status, c.code)
+			}
+			if ed, _ := v["error"].(map[string]any); ed == nil || ed["message"] == "" {
+				t.Errorf("error has no message: %v", v)
+			}
+		})
+	}
+	if n := e.countRuns(); n != 0 {
+		t.Errorf("%d runs in the ledger after bad requests only, want 0", n)
+	}
+}
+
+func TestAPI_ListAndLeader_Golden(t *testing.T) {
+	e := newAPIEnv(t)
+	lv := e.invoke(FnLeader, goldenHTTP(t, "http-leader.json")).json(t)
+	if lv["held"] != false || lv["holder"] != nil || lv["leaseState"] != "none" || lv["epoch"] != float64(0) {
+		t.Errorf("leader before anyone contended = %v", lv)
+	}
+	out := e.invoke(FnRuns, goldenHTTP(t, "http-runs-list.json"))
+	if v := out.json(t); out.Status != http.StatusOK || len(v["runs"].([]any)) != 0 {
+		t.Fatalf("empty listing: %d %v", out.Status, v)
+	}
+
+	// Three runs: each finishes before the next starts (the overlap policy would skip it).
+	var ids []string
+	for i := range 3 {
+		out := e.invoke(FnRuns, goldenHTTP(t, "http-runs-post.json", withHeader("Idempotency-Key", fmt.Sprintf("list-%d", i)),
+			withBody(`{"job":"synthetic","params":{"partitions":1}}`)))
+		v := out.json(t)
+		if out.Status != http.StatusAccepted {
+			t.Fatalf("POST %d: %d %v", i, out.Status, v)
+		}
+		ids = append([]string{v["run"].(string)}, ids...) // newest first
+		e.work()
+	}
+
+	var got []string
+	tok := ""
+	for page := 0; page < 5; page++ {
+		edits := []func(map[string]any){}
+		if tok != "" {
+			edits = append(edits, withQuery("continuation", tok))
+		}
+		out := e.invoke(FnRuns, goldenHTTP(t, "http-runs-list.json", edits...))
+		v := out.json(t)
+		runs := v["runs"].([]any)
+		if out.Status != http.StatusOK || len(runs) > 2 {
+			t.Fatalf("page %d: %d %v (limit 2)", page, out.Status, v)
+		}
+		for _, r := range runs {
+			rv := r.(map[string]any)
+			got = append(got, rv["run"].(string))
+			if rv["state"] != "succeeded" || rv["progress"].(map[string]any)["percent"] != float64(100) {
+				t.Errorf("listed run = %v, want succeeded at 100%%", rv)
+			}
+		}
+		tok, _ = v["continuation"].(string)
+		if tok == "" {
+			break
+		}
+	}
+	if strings.Join(got, ",") != strings.Join(ids, ",") {
+		t.Errorf("listing = %v, want newest first %v", got, ids)
+	}
+
+	lv = e.invoke(FnLeader, goldenHTTP(t, "http-leader.json")).json(t)
+	h, _ := lv["holder"].(map[string]any)
+	if lv["held"] != false || lv["leaseState"] != "available" || h["instance"] != "inst-a" || lv["epoch"].(float64) < 3 || lv["since"] == nil || lv["releasedAt"] == nil {
+		t.Errorf("leader after three runs = %v", lv)
+	}
+}
+
+func TestAPI_Dashboard_Golden(t *testing.T) {
+	e := newAPIEnv(t)
+	out := e.invoke(FnDashboard, goldenHTTP(t, "http-dashboard.json"))
+	if out.Status != http.StatusOK || !strings.HasPrefix(out.Headers["Content-Type"], "text/html") {
+		t.Fatalf("got %d %v", out.Status, out.Headers)
+	}
+	if !strings.Contains(out.Body, "<title>Baton</title>") || !strings.Contains(out.Headers["Content-Security-Policy"], "default-src 'none'") {
+		t.Errorf("page or CSP missing: %v\n%.200s", out.Headers, out.Body)
+	}
+}
+
+// Every function folder has a route in the handler, of the right kind and binding name.
+func TestFunctionFolders_AreRegistered(t *testing.T) {
+	s := NewServer(slog.New(slog.DiscardHandler), time.Second, newInvocationID)
+	register(s, &functions{now: time.Now})
+	dirs, err := filepath.Glob(filepath.Join("..", "*", "function.json"))
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no function.json found: %v", err)
+	}
+	for _, path := range dirs {
+		name := filepath.Base(filepath.Dir(path))
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fj struct {
+			Bindings []struct{ Name, Type, Direction, AuthLevel string }
+		}
+		if err := json.Unmarshal(b, &fj); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		trigger := fj.Bindings[0]
+		if trigger.Type == "httpTrigger" {
+			route, ok := s.http[name]
+			if !ok || route.binding != trigger.Name {
+				t.Errorf("%s: HTTP function not registered with binding %q", name, trigger.Name)
+			}
+			if trigger.AuthLevel != "function" {
+				t.Errorf("%s: authLevel %q, want function", name, trigger.AuthLevel)
+			}
+			continue
+		}
+		if _, ok := s.triggers[name]; !ok {
+			t.Errorf("%s: %s function not registered", name, trigger.Type)
+		}
+	}
+}

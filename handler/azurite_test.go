@@ -1,0 +1,11 @@
+package main
+
+import (
+	"os"
+	"testing"
+
+	"github.com/batonfn/baton/internal/azurite"
+)
+
+// TestMain stops the package's shared Azurite (started by the API tests) after the tests.
+func TestMain(m *testing.M) { os.Exit(azurite.Main(m)) }
