@@ -263,13 +263,20 @@ func (b *BlobLock) create(ctx context.Context, containerMissing bool) error {
 
 // Renew extends the lease. It retries transient failures until the lease's remaining budget
 // (or ctx) runs out: the budget ends when the lease may have expired, counted from the last
-// successful acquire or renew this BlobLock saw (half a duration for a lease it never saw).
+// successful acquire or renew this BlobLock saw (half a duration for a lease it never saw),
+// and allows at least one try.
 func (b *BlobLock) Renew(ctx context.Context, l Lease) error {
 	lc, err := lease.NewBlobClient(b.blob, &lease.BlobClientOptions{LeaseID: &l.ID})
 	if err != nil {
 		return fmt.Errorf("renew lease %s (epoch %d): %w", b.name, l.Epoch, err)
 	}
-	ctx, cancel := context.WithDeadline(ctx, b.expiry(l))
+	// The budget ends when the lease may have expired, but a renewal always gets one try:
+	// storage still renews an expired lease that no one took, which proves continuity.
+	budget := b.expiry(l)
+	if floor := b.opts.Now().Add(b.opts.AttemptTimeout); budget.Before(floor) {
+		budget = floor
+	}
+	ctx, cancel := context.WithDeadline(ctx, budget)
 	defer cancel()
 	sent := b.opts.Now()
 	err = b.do(ctx, "renew", func(ctx context.Context) error {

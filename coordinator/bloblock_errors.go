@@ -27,8 +27,11 @@ type AccessError struct {
 }
 
 func (e *AccessError) Error() string {
-	if e.Status == 0 {
+	switch e.Status {
+	case 0:
 		return fmt.Sprintf("storage account not reachable (%v): check the %s setting (account name or endpoint)", e.Err, e.Setting)
+	case http.StatusNotFound:
+		return fmt.Sprintf("storage account not found (%d %s): check the %s setting (account name or endpoint)", e.Status, e.Code, e.Setting)
 	}
 	return fmt.Sprintf("storage refused access (%d %s): check the %s setting (account, key or role assignment)", e.Status, e.Code, e.Setting)
 }

@@ -2,16 +2,30 @@ package coordinator
 
 import (
 	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
+	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/internal/azurite"
 )
+
+// quietTestLogger drops the BlobLock's own logs (retries, creation) in tests.
+var quietTestLogger = slog.New(slog.DiscardHandler)
 
 // testBlobLockDuration is the shortest lease storage allows, to keep expiry tests short.
 const testBlobLockDuration = 15 * time.Second
@@ -43,6 +57,16 @@ func newTestContainer(t testing.TB, transport policy.Transporter, retry *policy.
 	return c
 }
 
+// newTestContainerAlias returns a plain client (no fault injection) for the same container as c.
+func newTestContainerAlias(t testing.TB, c *container.Client) *container.Client {
+	t.Helper()
+	cl, err := azurite.Shared(t).Storage().NewBlobClient(nil)
+	if err != nil {
+		t.Fatalf("blob client: %v", err)
+	}
+	return cl.ServiceClient().NewContainerClient(containerName(c))
+}
+
 // newTestBlobLock returns a BlobLock with 15 s leases in a fresh container.
 func newTestBlobLock(t testing.TB) *BlobLock {
 	t.Helper()
@@ -52,7 +76,7 @@ func newTestBlobLock(t testing.TB) *BlobLock {
 // newTestBlobLockOn returns a BlobLock with 15 s leases over the lease blob "leader" in c.
 func newTestBlobLockOn(t testing.TB, c *container.Client) *BlobLock {
 	t.Helper()
-	lk, err := NewBlobLock(c, "leader", BlobLockOptions{Duration: testBlobLockDuration})
+	lk, err := NewBlobLock(c, "leader", BlobLockOptions{Duration: testBlobLockDuration, Logger: quietTestLogger})
 	if err != nil {
 		t.Fatalf("NewBlobLock: %v", err)
 	}
@@ -64,4 +88,333 @@ func TestBlobLock_Contract(t *testing.T) {
 	runLockContract(t, func(t *testing.T) Lock { return newTestBlobLock(t) })
 }
 
-var _ = azcore.ETagAny
+func TestBlobLock_Acquire_Race20_OneWins(t *testing.T) {
+	t.Parallel()
+	c := newTestContainer(t, nil, nil) // container and blob missing: the race creates them too
+	const n = 20
+	locks := make([]*BlobLock, n)
+	for i := range locks {
+		locks[i] = newTestBlobLockOn(t, c) // one lock per contender, as separate processes
+	}
+	var (
+		wins    atomic.Int32
+		leases  = make([]Lease, n)
+		errs    = make([]error, n)
+		start   = make(chan struct{})
+		wg      sync.WaitGroup
+		ctx     = t.Context()
+		winners []int
+	)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			leases[i], errs[i] = locks[i].Acquire(ctx, testLockIdentity(i))
+			if errs[i] == nil {
+				wins.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	if got := wins.Load(); got != 1 {
+		t.Fatalf("%d contenders won, want exactly 1 (errors: %v)", got, errs)
+	}
+	for i, err := range errs {
+		if err == nil {
+			winners = append(winners, i)
+		}
+	}
+	w := leases[winners[0]]
+	if w.Epoch != 1 || w.Holder != testLockIdentity(winners[0]) {
+		t.Errorf("winner lease = %+v, want epoch 1 held by contender %d", w, winners[0])
+	}
+	for i, err := range errs {
+		if i == winners[0] {
+			continue
+		}
+		var held *HeldError
+		if !errors.As(err, &held) {
+			t.Errorf("contender %d: got %v, want *HeldError", i, err)
+			continue
+		}
+		if held.Holder != w.Holder || held.Epoch != w.Epoch || !held.Since.Equal(w.AcquiredAt) {
+			t.Errorf("contender %d: HeldError = %+v, want holder %v epoch %d since %v", i, held, w.Holder, w.Epoch, w.AcquiredAt)
+		}
+	}
+}
+
+func TestBlobLock_Epochs_StrictlyIncreaseWithoutOverlap(t *testing.T) {
+	t.Parallel()
+	c := newTestContainer(t, nil, nil)
+	const (
+		contenders   = 5
+		acquisitions = 50
+	)
+	type tenure struct {
+		who        int
+		epoch      int64
+		start, end time.Time // after Acquire returned .. before Release was called
+	}
+	var (
+		mu       sync.Mutex
+		tenures  []tenure
+		failures []error
+		count    atomic.Int32
+		wg       sync.WaitGroup
+		ctx      = t.Context()
+	)
+	for w := range contenders {
+		lk := newTestBlobLockOn(t, c)
+		id := testLockIdentity(w)
+		wg.Go(func() {
+			for count.Load() < acquisitions {
+				l, err := lk.Acquire(ctx, id)
+				if held := (*HeldError)(nil); errors.As(err, &held) {
+					continue
+				}
+				start := time.Now()
+				if err == nil && l.Epoch%3 == 0 {
+					err = lk.Renew(ctx, l)
+				}
+				end := time.Now()
+				if err == nil {
+					err = lk.Release(ctx, l)
+				}
+				mu.Lock()
+				if err != nil {
+					failures = append(failures, fmt.Errorf("contender %d: %w", w, err))
+					mu.Unlock()
+					return
+				}
+				tenures = append(tenures, tenure{w, l.Epoch, start, end})
+				mu.Unlock()
+				count.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("unexpected failures: %v", failures)
+	}
+	if len(tenures) < acquisitions {
+		t.Fatalf("%d acquisitions, want at least %d", len(tenures), acquisitions)
+	}
+	slices.SortFunc(tenures, func(a, b tenure) int { return a.start.Compare(b.start) })
+	holders := map[int]bool{}
+	for i, cur := range tenures {
+		holders[cur.who] = true
+		if i == 0 {
+			continue
+		}
+		prev := tenures[i-1]
+		if cur.epoch <= prev.epoch {
+			t.Errorf("acquisition %d has epoch %d after epoch %d: want strictly increasing", i, cur.epoch, prev.epoch)
+		}
+		if cur.start.Before(prev.end) {
+			t.Errorf("epoch %d (contender %d) started %s before epoch %d (contender %d) released",
+				cur.epoch, cur.who, prev.end.Sub(cur.start), prev.epoch, prev.who)
+		}
+	}
+	if len(holders) < 2 {
+		t.Errorf("only contenders %v ever won, want the lease to change hands", holders)
+	}
+}
+
+func TestBlobLock_Crash_NoOneAcquiresBeforeExpiry(t *testing.T) {
+	t.Parallel()
+	c := newTestContainer(t, nil, nil)
+	crashed, next := newTestBlobLockOn(t, c), newTestBlobLockOn(t, c)
+	ctx := t.Context()
+
+	sent := time.Now()
+	la, err := crashed.Acquire(ctx, testLockIdentity(1))
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	acquired := time.Now()
+	// The holder "crashes": it never renews or releases.
+
+	var lb Lease
+	tries := 0
+	for deadline := acquired.Add(testBlobLockDuration + 5*time.Second); ; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no one acquired within %s of the crash", testBlobLockDuration+5*time.Second)
+		}
+		tries++
+		l, err := next.Acquire(ctx, testLockIdentity(2))
+		if err == nil {
+			lb = l
+			break
+		}
+		var held *HeldError
+		if !errors.As(err, &held) {
+			t.Fatalf("contender: %v", err)
+		}
+		if held.Holder != la.Holder || held.Epoch != la.Epoch {
+			t.Errorf("HeldError = %+v, want the crashed holder %v epoch %d", held, la.Holder, la.Epoch)
+		}
+		time.Sleep(200 * time.Millisecond) // the contender's retry cadence, not a wait for a condition
+	}
+	won := time.Now()
+	// Storage cannot hand the lease on before it expires: the winning call returned at least
+	// a full duration after the crashed holder's acquire was sent (5 ms for timer granularity).
+	if d := won.Sub(sent); d < testBlobLockDuration-5*time.Millisecond {
+		t.Errorf("acquired %s after the crashed holder's acquire, want no earlier than its %s expiry", d, testBlobLockDuration)
+	}
+	if d := won.Sub(acquired); d > testBlobLockDuration+2*time.Second {
+		t.Errorf("acquired %s after the crash, want within duration + 2s", d)
+	}
+	if tries < 2 {
+		t.Errorf("contender won on try %d, want it refused while the lease was live", tries)
+	}
+	if lb.Epoch != la.Epoch+1 {
+		t.Errorf("epoch after expiry = %d, want %d", lb.Epoch, la.Epoch+1)
+	}
+	if err := crashed.Renew(ctx, la); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("crashed holder's late renewal: got %v, want ErrLeaseLost", err)
+	}
+}
+
+func TestBlobLock_Release_NextContenderWinsAtOnce(t *testing.T) {
+	t.Parallel()
+	c := newTestContainer(t, nil, nil)
+	a, b := newTestBlobLockOn(t, c), newTestBlobLockOn(t, c)
+	ctx := t.Context()
+	for round := range 3 {
+		la, err := a.Acquire(ctx, testLockIdentity(1))
+		if err != nil {
+			t.Fatalf("round %d: a.Acquire: %v", round, err)
+		}
+		if _, err := b.Acquire(ctx, testLockIdentity(2)); !errors.As(err, new(*HeldError)) {
+			t.Fatalf("round %d: b.Acquire while a holds: got %v, want *HeldError", round, err)
+		}
+		if err := a.Release(ctx, la); err != nil {
+			t.Fatalf("round %d: Release: %v", round, err)
+		}
+		lb, err := b.Acquire(ctx, testLockIdentity(2))
+		if err != nil {
+			t.Fatalf("round %d: b.Acquire right after release: %v", round, err)
+		}
+		if lb.Epoch != la.Epoch+1 {
+			t.Errorf("round %d: epoch %d after %d", round, lb.Epoch, la.Epoch)
+		}
+		if err := b.Release(ctx, lb); err != nil {
+			t.Fatalf("round %d: b.Release: %v", round, err)
+		}
+	}
+}
+
+func TestBlobLock_Renew_RetriesTransientFaults(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		faults []int
+	}{
+		{"server busy, reset, internal error", []int{503, faultReset, 500}},
+		{"a try that hangs past its attempt timeout", []int{faultHang}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ft := newTestFaultTransport()
+			// SDK retries off: the BlobLock's own retry loop must absorb the faults.
+			c := newTestContainer(t, ft, &policy.RetryOptions{MaxRetries: -1})
+			lk, err := NewBlobLock(c, "leader", BlobLockOptions{Duration: testBlobLockDuration, AttemptTimeout: time.Second, Logger: quietTestLogger})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := lk.Acquire(t.Context(), testLockIdentity(1))
+			if err != nil {
+				t.Fatalf("Acquire: %v", err)
+			}
+			ft.setRule(failFirstRenewals(tt.faults...))
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			if err := lk.Renew(ctx, l); err != nil {
+				t.Fatalf("Renew through %d faults: %v", len(tt.faults), err)
+			}
+			if got := ft.faults.Load(); got != int64(len(tt.faults)) {
+				t.Errorf("%d faults injected, want %d", got, len(tt.faults))
+			}
+			if got := ft.renewsPassed.Load(); got != 1 {
+				t.Errorf("%d renewals reached storage, want 1", got)
+			}
+		})
+	}
+}
+
+func TestBlobLock_Renew_GivesUpWithinBudget(t *testing.T) {
+	t.Parallel()
+	ft := newTestFaultTransport()
+	// The SDK's default retries (0.8 s, 1.6 s, ... apart) stay on: the budget must bound them.
+	lk := newTestBlobLockOn(t, newTestContainer(t, ft, nil))
+	l, err := lk.Acquire(t.Context(), testLockIdentity(1))
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	ft.setRule(func(req *http.Request) int {
+		if isTestRenewRequest(req) {
+			return 503
+		}
+		return faultNone
+	})
+	const budget = 2 * time.Second
+	ctx, cancel := context.WithTimeout(t.Context(), budget)
+	defer cancel()
+	start := time.Now()
+	err = lk.Renew(ctx, l)
+	took := time.Since(start)
+	if err == nil || errors.Is(err, ErrLeaseLost) || !strings.Contains(err.Error(), "gave up") {
+		t.Errorf("Renew against a failing store: got %v, want a gave-up error that is not ErrLeaseLost", err)
+	}
+	if took > budget+500*time.Millisecond {
+		t.Errorf("Renew took %s, want it to stop at its %s budget", took, budget)
+	}
+	ft.setRule(nil)
+	if err := lk.Renew(t.Context(), l); err != nil {
+		t.Errorf("Renew once storage recovered: %v (the lease should still be ours)", err)
+	}
+}
+
+func TestBlobLock_AccessError_NamesTheSetting(t *testing.T) {
+	t.Parallel()
+	srv := azurite.Shared(t)
+	tests := []struct {
+		name       string
+		connection string
+		wantStatus int
+		wantText   string
+	}{
+		{"wrong account key", strings.Replace(srv.ConnectionString(), config.AzuriteAccountKey,
+			base64.StdEncoding.EncodeToString([]byte("not the azurite account key at all")), 1),
+			http.StatusForbidden, "storage refused access"},
+		{"account that does not exist", strings.ReplaceAll(srv.ConnectionString(), "devstoreaccount1", "nosuchaccount"),
+			http.StatusNotFound, "storage account not found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cl, err := azblob.NewClientFromConnectionString(tt.connection, &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{
+				Retry: policy.RetryOptions{MaxRetries: -1}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := cl.ServiceClient().NewContainerClient(azurite.UniqueName(t, "lease"))
+			lk, err := NewBlobLock(c, "leader", BlobLockOptions{Duration: testBlobLockDuration, Setting: "MY_STORAGE", Logger: quietTestLogger})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for op, call := range map[string]func() error{
+				"Acquire": func() error { _, err := lk.Acquire(t.Context(), testLockIdentity(1)); return err },
+				"State":   func() error { _, err := lk.State(t.Context()); return err },
+			} {
+				err := call()
+				var ae *AccessError
+				if !errors.As(err, &ae) || ae.Status != tt.wantStatus ||
+					!strings.Contains(err.Error(), tt.wantText) || !strings.Contains(err.Error(), "check the MY_STORAGE setting") {
+					t.Errorf("%s: got %v, want *AccessError %d %q naming MY_STORAGE", op, err, tt.wantStatus, tt.wantText)
+				}
+			}
+		})
+	}
+}
