@@ -8,7 +8,7 @@ BIN     ?= baton
 # Fuzz time per target in `make test` (CI); raise it for a longer local hunt.
 FUZZTIME ?= 5s
 
-.PHONY: all build tools test vet unit fuzz demo bench clean
+.PHONY: all build tools browser test vet unit fuzz demo bench clean
 
 all: build
 
@@ -26,8 +26,13 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 
-unit: tools
-	$(GO) test -race -count=1 -timeout 12m ./...
+# The dashboard's headless-browser check (handler TestDashboard_Browser) needs Debian's
+# chromium: installed here when missing (as root, e.g. on CI), and required by `make unit`.
+browser:
+	@bash scripts/ensure-chromium.sh >/dev/null
+
+unit: tools browser
+	BATON_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout 12m ./...
 
 # Each fuzz target runs for FUZZTIME on its checked-in seed corpus and beyond.
 fuzz:
