@@ -4,6 +4,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 
 	"github.com/batonfn/baton/work"
+	"github.com/batonfn/baton/work/inventory"
 	"github.com/batonfn/baton/work/synthetic"
 )
 
@@ -17,6 +18,6 @@ const (
 func registerJobs(blobs *azblob.Client) *work.Registry {
 	r := work.NewRegistry()
 	r.Register(JobSynthetic, synthetic.New())
-	_ = blobs // inventory reads blobs through this client
+	r.Register(JobInventory, inventory.New(blobs))
 	return r
 }
