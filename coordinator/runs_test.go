@@ -524,15 +524,3 @@ func TestCheck_UnknownRunIsMalformed(t *testing.T) {
 		t.Errorf("got %v, want ErrMalformed", err)
 	}
 }
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
