@@ -55,24 +55,28 @@ func shardExpected(n, s int) int64 {
 }
 
 // allRecorded reports whether every partition of the run has a result. The listing of
-// results/ is the proof. With countFirst, two cheaper checks run first and stop at the first
-// shard that falls short: each done shard's record count (one HEAD per 20,000 partitions),
-// then each shard's distinct indexes (one download per shard). Redeliveries append duplicate
-// records, so the count alone can reach the total early; without the distinct check every
-// completion after that point would list the whole run.
+// results/ is the proof. With countFirst, cheaper checks run first and stop at the first shard
+// that falls short: each done shard's record count (one HEAD per 20,000 partitions), then,
+// only for a shard holding more records than partitions (redeliveries appended duplicates),
+// its distinct indexes (one download). Without that distinct check, once duplicates pushed a
+// count past the total, every later completion would list the whole run.
 func (w *Worker) allRecorded(ctx context.Context, m *ledger.Manifest, countFirst bool) (bool, error) {
 	n := m.Partitions
 	if countFirst {
+		var inflated []int
 		for s := 0; s*ledger.DoneShardSize < n; s++ {
 			c, err := w.Store.DoneCount(ctx, m.RunID, s)
 			if err != nil {
 				return false, err
 			}
-			if c < shardExpected(n, s) {
+			switch want := shardExpected(n, s); {
+			case c < want:
 				return false, nil
+			case c > want:
+				inflated = append(inflated, s)
 			}
 		}
-		for s := 0; s*ledger.DoneShardSize < n; s++ {
+		for _, s := range inflated {
 			idx, err := w.Store.ReadDone(ctx, m.RunID, s)
 			if err != nil {
 				return false, err

@@ -1,0 +1,140 @@
+package work_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/work"
+	"github.com/batonfn/baton/work/synthetic"
+)
+
+// BenchmarkWorker_StorageCallsPerPartition processes b.N synthetic partitions (no job I/O) one
+// after another and reports the worker's storage calls per partition: the mean over the run
+// (including the done shard's creation and the final aggregation) and the most any
+// partition in between made (the steady state; the goal is ≤ 3).
+func BenchmarkWorker_StorageCallsPerPartition(b *testing.B) {
+	n := min(b.N, synthetic.MaxPartitions)
+	f := newFixture(b)
+	run := fmt.Sprintf("calls-%d", n)
+	f.createRun(run, synthetic.Params{Partitions: n})
+	per := make([]int64, n)
+	start := f.calls.n.Load()
+	b.ResetTimer()
+	for i := range n {
+		before := f.calls.n.Load()
+		f.mustDeliver(run, i, 1)
+		per[i] = f.calls.n.Load() - before
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(f.calls.n.Load()-start)/float64(n), "calls/partition")
+	if n > 2 {
+		b.ReportMetric(float64(slices.Max(per[1:n-1])), "max-calls/partition")
+	}
+	if m := f.manifest(run); m.State != ledger.StateSucceeded {
+		b.Fatalf("run ended %s, want succeeded", m.State)
+	}
+}
+
+// tryFinishSeed holds a run of 10,000 recorded results, seeded once per benchmark binary.
+var tryFinishSeed struct {
+	once  sync.Once
+	store *ledger.Store
+	err   error
+}
+
+const seedPartitions = 10_000
+
+func seedTryFinish(b *testing.B) *ledger.Store {
+	b.Helper()
+	client, _ := countingClient(b)
+	tryFinishSeed.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		store := ledger.NewStore(client.ServiceClient().NewContainerClient(azurite.UniqueName(b, "agg")), ledger.StoreOptions{})
+		if tryFinishSeed.err = store.EnsureContainer(ctx); tryFinishSeed.err != nil {
+			return
+		}
+		m := &ledger.Manifest{RunID: "agg", Trigger: ledger.TriggerManual, Epoch: 1, Segments: []ledger.Segment{{Epoch: 1}},
+			Job: synthetic.Name, Params: []byte(fmt.Sprintf(`{"partitions":%d}`, seedPartitions)), State: ledger.StateRunning,
+			Partitions: seedPartitions, PlanDone: true, BatchSize: 100}
+		if tryFinishSeed.err = store.CreateManifest(ctx, m); tryFinishSeed.err != nil {
+			return
+		}
+		started := time.Now()
+		var next atomic.Int64
+		errs := make([]error, 32)
+		var wg sync.WaitGroup
+		for k := range errs {
+			wg.Go(func() {
+				for i := int(next.Add(1) - 1); i < seedPartitions && errs[k] == nil; i = int(next.Add(1) - 1) {
+					r := ledger.Result{Run: "agg", Index: i, Epoch: 1, OK: true, Attempts: 1,
+						Output: fmt.Appendf(nil, `{"i":%d,"v":%d}`, i, int64(i)*int64(i))}
+					if errs[k] = store.PutResult(ctx, r); errs[k] == nil {
+						_, errs[k] = store.AppendDone(ctx, "agg", i, 1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				tryFinishSeed.err = err
+				return
+			}
+		}
+		b.Logf("seeded %d results and done records in %v", seedPartitions, time.Since(started).Round(time.Millisecond))
+		tryFinishSeed.store = store
+	})
+	if tryFinishSeed.err != nil {
+		b.Fatalf("seed: %v", tryFinishSeed.err)
+	}
+	return tryFinishSeed.store
+}
+
+// BenchmarkTryFinish_10000 times one aggregation of a complete 10,000-partition run: the
+// manifest read, done-shard checks, the results listing, the report claim, reading every
+// result (16 at a time) through the synthetic Aggregate, the report and the manifest update.
+func BenchmarkTryFinish_10000(b *testing.B) {
+	store := seedTryFinish(b)
+	ctx := context.Background()
+	jobs := work.NewRegistry()
+	jobs.Register(synthetic.Name, synthetic.New())
+	w := &work.Worker{Store: store, Jobs: jobs}
+	reset := func() {
+		if _, err := store.Container().NewBlobClient("agg/report.json").Delete(ctx, nil); err != nil {
+			b.Fatalf("reset report: %v", err)
+		}
+		if _, err := store.UpdateManifest(ctx, "agg", ledger.NoFence, func(m *ledger.Manifest) error {
+			m.State, m.Finished, m.Succeeded, m.Failed = ledger.StateRunning, time.Time{}, 0, 0
+			return nil
+		}); err != nil {
+			b.Fatalf("reset manifest: %v", err)
+		}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if i > 0 {
+			b.StopTimer()
+			reset()
+			b.StartTimer()
+		}
+		done, err := w.TryFinish(ctx, "agg")
+		if err != nil || !done {
+			b.Fatalf("TryFinish = %v, %v; want true", done, err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(seedPartitions)*float64(b.N)/b.Elapsed().Seconds(), "results/s")
+	m, err := store.ReadManifest(ctx, "agg")
+	if err != nil || m.State != ledger.StateSucceeded || m.Succeeded != seedPartitions {
+		b.Fatalf("manifest %s with %d succeeded (%v), want succeeded with %d", m.State, m.Succeeded, err, seedPartitions)
+	}
+	reset()
+}
