@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+
+	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/internal/devhost"
+	"github.com/batonfn/baton/ledger"
+)
+
+// demoLines are the handler messages the demo shows (warnings and errors always show).
+var demoLines = map[string]bool{
+	"tick won the election": true, "tick lost the election": true, "run created": true,
+	"check scheduled": true, "run enqueued": true, "run finished": true,
+	"leadership acquired": true, "leadership released": true,
+}
+
+func demoCmd(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	app := fs.String("app", ".", "function app folder")
+	exe := fs.String("exe", "", "handler binary (default: host.json defaultExecutablePath)")
+	n := fs.Int("n", 3, "number of host instances")
+	blobs := fs.Int("blobs", 3000, "blobs to seed")
+	bad := fs.Int("bad", 7, "seeded blobs with a wrong Content-MD5")
+	schedule := fs.String("schedule", "*/15 * * * * *", "Tick schedule (six-field NCRONTAB)")
+	job := fs.String("job", "inventory", "job to run (falls back to synthetic when the handler does not know it)")
+	verbose := fs.Bool("v", false, "show every handler line")
+	limit := fs.Duration("timeout", 110*time.Second, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *limit)
+	defer cancel()
+	d := &demo{out: out, start: time.Now(), verbose: *verbose}
+
+	d.say("Starting the pinned Azurite (npm package in node_modules; in memory, free ports)…")
+	srv, err := azurite.Start(ctx, azurite.Options{})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		srv.Stop()
+		d.say("Azurite stopped.")
+	}()
+	d.say("Azurite ready: blob 127.0.0.1:%d, queue 127.0.0.1:%d.", srv.BlobPort, srv.QueuePort)
+
+	const container = "demo-data"
+	client, err := azblob.NewClientFromConnectionString(srv.ConnectionString(), &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{
+		Transport: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}}})
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	seeded, err := seed(ctx, client, container, *blobs, *bad)
+	if err != nil {
+		return err
+	}
+	d.say("Seeded %s: %d blobs, %d bytes (%s), Content-MD5 set on all, wrong on %d: %s (%.1fs).",
+		container, seeded.Blobs, seeded.Bytes, countsText(seeded.ByType), len(seeded.WrongMD5),
+		strings.Join(seeded.WrongMD5, ", "), time.Since(t0).Seconds())
+
+	settings := map[string]string{
+		config.SettingHostStorage:    srv.ConnectionString(),
+		config.SettingTransport:      string(config.TransportQueue),
+		config.SettingSchedule:       *schedule,
+		config.SettingLeaseDuration:  "15s",
+		config.SettingJob:            *job,
+		config.SettingJobParams:      fmt.Sprintf(`{"container":%q,"partitionSize":200}`, container),
+		"AzureWebJobs.Work.Disabled": "true",
+		"FUNCTIONS_WORKER_RUNTIME":   "custom",
+	}
+	h, err := d.startHost(ctx, *app, *exe, *n, settings)
+	if errors.Is(err, errUnknownJob) {
+		d.say("The handler does not register the %q job yet (%v): running the synthetic job instead (200 partitions of 15 ms).", *job, err)
+		settings[config.SettingJob] = "synthetic"
+		settings[config.SettingJobParams] = `{"partitions":200,"workMs":15}`
+		h, err = d.startHost(ctx, *app, *exe, *n, settings)
+	}
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := h.Close(cctx); err != nil {
+			d.say("stopping instances: %v", err)
+		} else {
+			d.say("All %d handler processes stopped.", *n)
+		}
+	}()
+	return d.run(ctx, h, settings)
+}
+
+type demo struct {
+	out     io.Writer
+	start   time.Time
+	verbose bool
+}
+
+// errUnknownJob: the handler refused to start because it does not know the job.
+var errUnknownJob = errors.New("unknown job")
+
+func (d *demo) say(format string, args ...any) {
+	fmt.Fprintf(d.out, "%s %-10s %s\n", time.Now().Format("15:04:05.000"), "demo", fmt.Sprintf(format, args...))
+}
+
+func countsText(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d %s", m[k], k))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (d *demo) startHost(ctx context.Context, app, exe string, n int, settings map[string]string) (*devhost.Host, error) {
+	level := slog.LevelInfo
+	if d.verbose {
+		level = slog.LevelDebug
+	}
+	h, err := devhost.New(devhost.Options{
+		AppRoot: app, Executable: exe, Instances: n, Settings: settings,
+		HTTPAddr: "127.0.0.1:0", ControlAddr: DefaultControlAddr, Out: d.out, LogLevel: level, HandlerLogLevel: level,
+		HandlerFilter: func(l devhost.LogLine) bool {
+			if l.Instance == "preflight" {
+				return d.verbose
+			}
+			return d.verbose || demoLines[l.Msg] || l.Level == "WARN" || l.Level == "ERROR" || l.Stderr
+		},
+		MaxTimerFires: 1,
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.say("Starting %d instances of %s (schedule %q, lease %s, job %s %s).", n, "the handler", settings[config.SettingSchedule],
+		settings[config.SettingLeaseDuration], settings[config.SettingJob], settings[config.SettingJobParams])
+	// One handler first: a bad setting shows once instead of three times per instance.
+	if err := h.Preflight(ctx); err != nil {
+		if strings.Contains(err.Error(), "unknown job") {
+			return nil, fmt.Errorf("%w: %v", errUnknownJob, err)
+		}
+		return nil, err
+	}
+	if err := h.Start(ctx); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func (d *demo) run(ctx context.Context, h *devhost.Host, settings map[string]string) error {
+	d.say("Every instance's timer fires at the next occurrence (a few hundred ms apart); they race for the lease.")
+	if _, err := h.WaitFires(ctx, 1); err != nil {
+		return err
+	}
+	// The election: one "won" per instance that got the lease first for this occurrence, a
+	// "lost" for each that found it held.
+	won, err := h.WaitLine(ctx, func(l devhost.LogLine) bool { return l.Msg == "tick won the election" })
+	if err != nil {
+		return fmt.Errorf("no instance won the election: %w", err)
+	}
+	run := won.Str("run")
+	d.say("Election for %s: %s won (epoch %s).", run, won.Instance, won.Str("epoch"))
+
+	// Progress is printed by the devhost every second; wait for the run to end.
+	var p devhost.Progress
+	for {
+		var ok bool
+		p, ok, err = h.RunProgress(ctx, run)
+		if err == nil && ok && p.State.Final() {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("run %s did not finish in time (last: %s): %w", run, p.Line(), ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	time.Sleep(1200 * time.Millisecond) // let the devhost print its final progress line
+
+	var lost []string
+	for _, l := range h.Lines() {
+		if l.Msg == "tick lost the election" && l.Str("run") == run {
+			lost = append(lost, fmt.Sprintf("%s (saw leader %s, epoch %s)", l.Instance, l.Str("leader"), l.Str("leaderEpoch")))
+		}
+	}
+	var alsoWon []string
+	for _, l := range h.Lines() {
+		if l.Msg == "tick won the election" && l.Str("run") == run && l.Instance != won.Instance {
+			alsoWon = append(alsoWon, fmt.Sprintf("%s (epoch %s, status %s: the run already existed)", l.Instance, l.Str("epoch"), l.Str("status")))
+		}
+	}
+	d.say("Election summary for %s:", run)
+	d.say("  won:  %s, epoch %s, status %s", won.Instance, won.Str("epoch"), won.Str("status"))
+	for _, s := range lost {
+		d.say("  lost: %s", s)
+	}
+	for _, s := range alsoWon {
+		d.say("  later: %s", s)
+	}
+
+	d.say("Final report (%s):", reportSource(h))
+	rep, err := d.report(ctx, h, run)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(d.out, rep)
+	d.say("Run %s ended %s in the ledger; demo took %.1fs. Stopping everything it started.", run, p.State, time.Since(d.start).Seconds())
+	return nil
+}
+
+func reportSource(h *devhost.Host) string {
+	if h.HTTPURL() != "" {
+		return "GET /api/runs/<id> through the devhost, else report.json from the ledger"
+	}
+	return "report.json from the ledger"
+}
+
+// report fetches the run through the Runs API when it is implemented, else reads report.json.
+func (d *demo) report(ctx context.Context, h *devhost.Host, run string) (string, error) {
+	if base := h.HTTPURL(); base != "" {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/runs/"+run, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				d.say("GET /api/runs/%s → 200", run)
+				return pretty(body), nil
+			}
+			d.say("GET /api/runs/%s → %d (%s); reading report.json from the ledger instead", run, resp.StatusCode, strings.TrimSpace(firstN(string(body), 120)))
+		}
+	}
+	cfg := h.Config()
+	blobs, err := cfg.Storage.NewBlobClient(nil)
+	if err != nil {
+		return "", err
+	}
+	store := ledger.NewStore(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), ledger.StoreOptions{})
+	rep, _, err := store.ReadReport(ctx, run)
+	if err != nil {
+		return "", fmt.Errorf("read report of %s: %w", run, err)
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		return "", err
+	}
+	return pretty(b), nil
+}
+
+func pretty(b []byte) string {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return string(b)
+	}
+	out, _ := json.MarshalIndent(v, "", "  ")
+	return string(out)
+}
+
+func firstN(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

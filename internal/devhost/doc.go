@@ -1,0 +1,40 @@
+// Package devhost is a local stand-in for the Azure Functions host that runs several instances
+// of a custom handler against Azurite, for the demo and the end-to-end tests. Core Tools runs one
+// host instance; leader election only shows with many.
+//
+// The model: one Host reads an app folder the way the Functions host does (host.json, every
+// <Function>/function.json, local.settings.json Values with %SETTING% references) and runs N
+// instances. Each instance is one handler process (the binary named by
+// customHandler.description.defaultExecutablePath) on its own free loopback port, started with
+// FUNCTIONS_CUSTOMHANDLER_PORT, FUNCTIONS_APP_ROOT_PATH, the settings, BATON_INSTANCE_ID and a
+// per-instance WEBSITE_INSTANCE_ID, watched, and restarted when it exits. The triggers are
+// emulated per instance, as N real hosts would run them:
+//
+//   - timerTrigger fires on every instance at every occurrence (the worst case a lease must
+//     handle; the real host's singleton lock would pick one), each with a random skew of up to
+//     ±300 ms, so some fire early. IsPastDue is set when a fire is more than a second late.
+//   - queueTrigger: each instance polls the queue (backoff up to maxPollingInterval), dequeues
+//     with a 10-minute visibility renewed while the invocation runs, base64-decodes, invokes
+//     itself, deletes on success, makes the message visible again after visibilityTimeout on
+//     failure, and moves it to <queue>-poison once DequeueCount reaches maxDequeueCount (a
+//     message that is not base64 goes there at once). At most batchSize+newBatchThreshold
+//     messages are in flight per instance.
+//   - httpTrigger: one local listener serves /<routePrefix>/<route> for every HTTP function and
+//     invokes a random live instance. No function key is needed locally (as with Core Tools).
+//   - serviceBusTrigger is not emulated (there is no local broker); the host says so at start.
+//
+// Every request has the wire form of shared/functions-protocol.md §1 (built with the protocol
+// package's encoders) and every reply is judged as the host judges it (§2): a success only when
+// the status is 2xx, the Content-Type is JSON and the body is a JSON object. An invocation that
+// outlives functionTimeout kills and restarts its instance's handler, failing everything else in
+// flight there, as the host does. A handler that exits three times within 30 minutes is given up.
+//
+// Chaos controls (Go API and a loopback control endpoint): kill -9, SIGTERM, SIGSTOP/SIGCONT and
+// restart one instance. A paused (SIGSTOPped) instance models a frozen VM: its timer does not
+// fire and its queue listener takes no new messages, but messages it holds stay invisible.
+//
+// What is not emulated: the host's timer singleton and schedule monitor storage (each instance
+// keeps its own ScheduleStatus), Service Bus, function keys, HTTP forwarding/proxying mode, output
+// bindings other than http, retry policies, health-ping restarts, and the host's own logs beyond
+// the few lines that help read a run.
+package devhost

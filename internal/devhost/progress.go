@@ -1,0 +1,135 @@
+package devhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/ledger"
+)
+
+// Progress is one look at the active run, read from the ledger and the lease blob (never from
+// a handler's say-so).
+type Progress struct {
+	Run   string
+	State ledger.State
+	// Partitions is the planned count (0 until planning is done); Enqueued is how many were
+	// enqueued so far; Done counts completion records (redeliveries can count twice, so it is
+	// capped at Partitions once that is known).
+	Partitions, Enqueued int
+	PlanDone             bool
+	Done                 int64
+	Epoch                int64
+	Leader               coordinator.LeaderState
+	// Succeeded and Failed are set once the run is final.
+	Succeeded, Failed int
+}
+
+// Line renders the progress line.
+func (p Progress) Line() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "progress %s %s", p.Run, p.State)
+	switch {
+	case p.State.Final():
+		fmt.Fprintf(&b, ": %d succeeded, %d failed of %d partitions", p.Succeeded, p.Failed, p.Partitions)
+	case p.PlanDone:
+		fmt.Fprintf(&b, ": %d/%d partitions done", p.Done, p.Partitions)
+	default:
+		fmt.Fprintf(&b, ": %d partitions enqueued so far, %d done", p.Enqueued, p.Done)
+	}
+	lead := "none"
+	if !p.Leader.Holder.IsZero() {
+		lead = p.Leader.Holder.String()
+	}
+	fmt.Fprintf(&b, " | run epoch %d | lease: %s, last holder %s epoch %d", p.Epoch, orDash(p.Leader.LeaseState), lead, p.Leader.Epoch)
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// progressWatcher reads the active run's progress.
+type progressWatcher struct {
+	store *ledger.Store
+	lock  *coordinator.BlobLock
+}
+
+// read looks at the latest started run; ok is false when no run was ever started.
+func (w *progressWatcher) read(ctx context.Context) (Progress, bool, error) {
+	a, ok, err := w.store.ReadActive(ctx)
+	if err != nil || !ok {
+		return Progress{}, false, err
+	}
+	return w.readRun(ctx, a.Run)
+}
+
+func (w *progressWatcher) readRun(ctx context.Context, run string) (Progress, bool, error) {
+	m, err := w.store.ReadManifest(ctx, run)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return Progress{}, false, nil
+	}
+	if err != nil {
+		return Progress{}, false, err
+	}
+	p := Progress{Run: run, State: m.State, Partitions: m.Partitions, Enqueued: m.Checkpoint.Next, PlanDone: m.PlanDone,
+		Epoch: m.Epoch, Succeeded: m.Succeeded, Failed: m.Failed}
+	top := max(m.Partitions, m.Checkpoint.Next)
+	for shard := 0; shard <= max(top-1, 0)/ledger.DoneShardSize; shard++ {
+		n, err := w.store.DoneCount(ctx, run, shard)
+		if err != nil {
+			return p, true, err
+		}
+		p.Done += n
+	}
+	if m.PlanDone && p.Done > int64(m.Partitions) {
+		p.Done = int64(m.Partitions)
+	}
+	if w.lock != nil {
+		p.Leader, err = w.lock.State(ctx)
+		if err != nil {
+			return p, true, err
+		}
+	}
+	return p, true, nil
+}
+
+// watch prints a progress line every interval while a run is in progress, and one final line
+// when it ends.
+func (h *Host) watchProgress(ctx context.Context, w *progressWatcher, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	finished := map[string]bool{}
+	lastErr := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, every*3)
+		p, ok, err := w.read(rctx)
+		cancel()
+		if err != nil {
+			if msg := firstLine(err.Error()); msg != lastErr && ctx.Err() == nil {
+				h.log.Debug("progress: read failed", "err", msg)
+				lastErr = msg
+			}
+			continue
+		}
+		lastErr = ""
+		if !ok || finished[p.Run] {
+			continue
+		}
+		if p.State.Final() {
+			finished[p.Run] = true
+		}
+		h.progressLine(p)
+	}
+}

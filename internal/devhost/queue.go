@@ -1,0 +1,323 @@
+package devhost
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
+
+	"github.com/batonfn/baton/config"
+)
+
+// Queue listener constants, from the Storage Queues extension (shared/functions-protocol.md §2.5).
+const (
+	// MessageLease is the visibility timeout of a message being processed; it is renewed at
+	// half of it while the invocation runs.
+	MessageLease = 10 * time.Minute
+	// minPollingInterval is the first backoff after an empty poll.
+	minPollingInterval = 100 * time.Millisecond
+	// storageRetryBudget bounds the retries of a delete, release or poison move, so a brief
+	// storage outage (an Azurite restart) does not strand a message for its 10-minute lease.
+	storageRetryBudget = 30 * time.Second
+)
+
+// PoisonSuffix names the poison queue of a queue.
+const PoisonSuffix = "-poison"
+
+// queueTrigger is one queueTrigger function: its queue and a listener per instance.
+type queueTrigger struct {
+	h       *Host
+	fn      *Function
+	binding string
+	name    string
+	q       *azqueue.QueueClient
+	poison  *azqueue.QueueClient
+	opts    QueueOptions
+
+	poisonOnce sync.Mutex
+	poisonMade bool
+}
+
+func newQueueTrigger(h *Host, fn *Function) (*queueTrigger, error) {
+	b := fn.Trigger()
+	name, err := h.settings.Resolve(b.Prop("queueName"))
+	if err != nil {
+		return nil, fmt.Errorf("%s queueName: %w", fn.Name, err)
+	}
+	name = strings.ToLower(name)
+	if err := config.ValidateQueueName(name); err != nil {
+		return nil, fmt.Errorf("%s queueName %q: %w", fn.Name, name, err)
+	}
+	if err := config.ValidateQueueName(name + PoisonSuffix); err != nil {
+		return nil, fmt.Errorf("%s: poison queue name %q: %w", fn.Name, name+PoisonSuffix, err)
+	}
+	conn := b.Prop("connection")
+	if conn == "" {
+		conn = config.SettingHostStorage
+	}
+	sc, err := config.ParseStorageConnection(conn, h.settings.Get)
+	if err != nil {
+		return nil, fmt.Errorf("%s connection: %w", fn.Name, err)
+	}
+	svc, err := sc.NewQueueClient(nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s connection: %w", fn.Name, err)
+	}
+	return &queueTrigger{h: h, fn: fn, binding: b.Name, name: name, q: svc.NewQueueClient(name),
+		poison: svc.NewQueueClient(name + PoisonSuffix), opts: h.app.Host.Queues}, nil
+}
+
+// listen is one instance's queue listener: it polls while the instance is running, keeping at
+// most batchSize+newBatchThreshold messages in flight, and backs off (randomised, doubling, up
+// to maxPollingInterval) while the queue is empty or unreachable.
+func (t *queueTrigger) listen(ctx context.Context, in *Instance) {
+	h := t.h
+	var (
+		mu       sync.Mutex
+		inflight int
+		freed    = make(chan struct{}, 1)
+	)
+	backoff := time.Duration(0)
+	lastErr := ""
+	for ctx.Err() == nil {
+		if !in.live() {
+			in.mu.Lock()
+			ch := in.changed
+			in.mu.Unlock()
+			if !in.live() {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ch:
+				}
+			}
+			continue
+		}
+		mu.Lock()
+		n := inflight
+		mu.Unlock()
+		if n > t.opts.NewBatchThreshold {
+			select {
+			case <-ctx.Done():
+				return
+			case <-freed:
+			}
+			continue
+		}
+		if backoff > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+		}
+		resp, err := t.q.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{
+			NumberOfMessages:  to.Ptr(int32(t.opts.BatchSize)),
+			VisibilityTimeout: to.Ptr(int32(MessageLease / time.Second)),
+		})
+		if err != nil && ctx.Err() != nil {
+			return
+		}
+		if err != nil && !queueerror.HasCode(err, queueerror.QueueNotFound) {
+			if msg := err.Error(); msg != lastErr {
+				h.log.Warn("queue poll failed; backing off", "queue", t.name, "instance", in.name, "err", firstLine(msg))
+				lastErr = msg
+			}
+		}
+		if err != nil || len(resp.Messages) == 0 {
+			backoff = nextBackoff(backoff, t.opts.MaxPollingInterval)
+			continue
+		}
+		backoff, lastErr = 0, ""
+		for _, m := range resp.Messages {
+			mu.Lock()
+			inflight++
+			mu.Unlock()
+			h.goWork(func(wctx context.Context) {
+				defer func() {
+					mu.Lock()
+					inflight--
+					mu.Unlock()
+					select {
+					case freed <- struct{}{}:
+					default:
+					}
+				}()
+				t.process(wctx, in, m)
+			})
+		}
+	}
+}
+
+// nextBackoff doubles the polling delay with jitter, from minPollingInterval up to max.
+func nextBackoff(cur, max time.Duration) time.Duration {
+	if cur <= 0 {
+		return minPollingInterval
+	}
+	next := cur * 2
+	next += time.Duration(rand.Int64N(int64(next/4) + 1))
+	return min(next, max)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// process handles one dequeued message on in.
+func (t *queueTrigger) process(ctx context.Context, in *Instance, m *azqueue.DequeuedMessage) {
+	h := t.h
+	id, receipt := *m.MessageID, *m.PopReceipt
+	text := ""
+	if m.MessageText != nil {
+		text = *m.MessageText
+	}
+	count := int64(1)
+	if m.DequeueCount != nil {
+		count = *m.DequeueCount
+	}
+	log := h.log.With("queue", t.name, "message", id, "dequeueCount", count, "instance", in.name)
+
+	body := text
+	if t.opts.MessageEncoding == "base64" {
+		b, err := base64.StdEncoding.DecodeString(text)
+		if err != nil || !utf8.Valid(b) {
+			log.Warn("message is not valid base64 (messageEncoding base64): moved to the poison queue without invoking", "err", err)
+			t.moveToPoison(ctx, id, receipt, text)
+			return
+		}
+		body = string(b)
+	}
+	if count > int64(t.opts.MaxDequeueCount) {
+		// Dequeued more often than allowed (a previous attempt never completed): the host
+		// poisons it before processing.
+		log.Warn("message already dequeued more than maxDequeueCount times: moved to the poison queue")
+		t.moveToPoison(ctx, id, receipt, text)
+		return
+	}
+	qm := QueueMessage{ID: id, PopReceipt: receipt, DequeueCount: count, Body: body}
+	if m.InsertionTime != nil {
+		qm.InsertionTime = *m.InsertionTime
+	}
+	if m.ExpirationTime != nil {
+		qm.ExpirationTime = *m.ExpirationTime
+	}
+	if m.TimeNextVisible != nil {
+		qm.NextVisibleTime = *m.TimeNextVisible
+	}
+
+	// Keep the message invisible while the function runs: renew at half the lease.
+	var rmu sync.Mutex
+	current := receipt
+	renewCtx, stopRenew := context.WithCancel(ctx)
+	renewDone := make(chan struct{})
+	go func() {
+		defer close(renewDone)
+		tick := time.NewTicker(MessageLease / 2)
+		defer tick.Stop()
+		for {
+			select {
+			case <-renewCtx.Done():
+				return
+			case <-tick.C:
+			}
+			rmu.Lock()
+			r, err := t.q.UpdateMessage(renewCtx, id, current, text, &azqueue.UpdateMessageOptions{VisibilityTimeout: to.Ptr(int32(MessageLease / time.Second))})
+			if err == nil && r.PopReceipt != nil {
+				current = *r.PopReceipt
+			}
+			rmu.Unlock()
+			if err != nil && renewCtx.Err() == nil {
+				log.Warn("message lease renewal failed", "err", firstLine(err.Error()))
+			}
+		}
+	}()
+	_, err := in.invoke(ctx, t.fn.Name, queueRequest(t.fn.Name, t.binding, qm, h.now()), id)
+	stopRenew()
+	<-renewDone
+	receipt = current
+
+	switch {
+	case err == nil:
+		t.retry(ctx, log, "delete", func(c context.Context) error {
+			_, err := t.q.DeleteMessage(c, id, receipt, nil)
+			return err
+		})
+	case count >= int64(t.opts.MaxDequeueCount):
+		log.Warn("invocation failed on the last allowed dequeue: moving the message to the poison queue",
+			"maxDequeueCount", t.opts.MaxDequeueCount, "err", firstLine(err.Error()))
+		t.moveToPoison(ctx, id, receipt, text)
+	default:
+		log.Info("invocation failed: message visible again after visibilityTimeout",
+			"visibilityTimeout", t.opts.VisibilityTimeout.String(), "err", firstLine(err.Error()))
+		vis := int32((t.opts.VisibilityTimeout + time.Second - 1) / time.Second)
+		t.retry(ctx, log, "release", func(c context.Context) error {
+			_, err := t.q.UpdateMessage(c, id, receipt, text, &azqueue.UpdateMessageOptions{VisibilityTimeout: to.Ptr(vis)})
+			return err
+		})
+	}
+}
+
+// moveToPoison copies the message text (a new message, same body) to <queue>-poison, creating
+// the poison queue on first use, then deletes the original.
+func (t *queueTrigger) moveToPoison(ctx context.Context, id, receipt, text string) {
+	t.retry(ctx, t.h.log, "create poison queue", func(c context.Context) error {
+		t.poisonOnce.Lock()
+		defer t.poisonOnce.Unlock()
+		if t.poisonMade {
+			return nil
+		}
+		if _, err := t.poison.Create(c, nil); err != nil && !queueerror.HasCode(err, queueerror.QueueAlreadyExists) {
+			return err
+		}
+		t.poisonMade = true
+		return nil
+	})
+	ok := t.retry(ctx, t.h.log, "copy to poison queue", func(c context.Context) error {
+		_, err := t.poison.EnqueueMessage(c, text, &azqueue.EnqueueMessageOptions{TimeToLive: to.Ptr(int32(-1))})
+		return err
+	})
+	if !ok {
+		return // keep the original: it comes back after its lease and is poisoned then
+	}
+	t.retry(ctx, t.h.log, "delete poisoned message", func(c context.Context) error {
+		_, err := t.q.DeleteMessage(c, id, receipt, nil)
+		return err
+	})
+	t.h.log.Warn("message moved to the poison queue", "queue", t.name+PoisonSuffix, "message", id)
+	t.h.notePoison(t.name, id)
+}
+
+// retry runs op until it succeeds, fails permanently (message gone, receipt stale), or
+// storageRetryBudget passes; it reports success.
+func (t *queueTrigger) retry(ctx context.Context, log interface{ Error(string, ...any) }, what string, op func(context.Context) error) bool {
+	deadline := time.Now().Add(storageRetryBudget)
+	wait := 200 * time.Millisecond
+	for {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		err := op(c)
+		cancel()
+		switch {
+		case err == nil:
+			return true
+		case queueerror.HasCode(err, queueerror.MessageNotFound, queueerror.PopReceiptMismatch):
+			log.Error("queue "+what+": the message changed hands (lease expired?)", "queue", t.name, "err", firstLine(err.Error()))
+			return false
+		case time.Now().After(deadline):
+			log.Error("queue "+what+" failed; giving up", "queue", t.name, "err", firstLine(err.Error()))
+			return false
+		}
+		time.Sleep(wait)
+		wait = min(wait*2, 3*time.Second)
+	}
+}

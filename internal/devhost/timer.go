@@ -1,0 +1,183 @@
+package devhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/protocol"
+)
+
+// DefaultTimerSkew is the largest random offset of a timer fire from its occurrence, either way.
+const DefaultTimerSkew = 300 * time.Millisecond
+
+// pastDueAfter: a fire later than this after its occurrence is past due.
+const pastDueAfter = time.Second
+
+// TimerFire records one occurrence the devhost fired.
+type TimerFire struct {
+	Function   string
+	Occurrence time.Time
+	// Instances are the instances the occurrence was fired on.
+	Instances []string
+}
+
+// timerTrigger fires one timer function on every instance at each occurrence.
+type timerTrigger struct {
+	h        *Host
+	fn       *Function
+	binding  string
+	schedule coordinator.Schedule
+	monitor  bool
+
+	mu     sync.Mutex
+	status map[string]*protocol.ScheduleStatus // per instance: what its host's monitor holds
+	missed map[string]time.Time                // per paused instance: the latest occurrence it missed
+}
+
+func newTimerTrigger(h *Host, fn *Function) (*timerTrigger, error) {
+	b := fn.Trigger()
+	expr, err := h.settings.Resolve(b.Prop("schedule"))
+	if err != nil {
+		return nil, fmt.Errorf("%s schedule: %w", fn.Name, err)
+	}
+	sched, err := coordinator.ParseSchedule(expr, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s schedule: %w", fn.Name, err)
+	}
+	monitor := true
+	if v, ok := b.Props["useMonitor"].(bool); ok {
+		monitor = v
+	}
+	if v, ok := b.Props["runOnStartup"].(bool); ok && v {
+		h.log.Warn("runOnStartup is not emulated", "function", fn.Name)
+	}
+	return &timerTrigger{h: h, fn: fn, binding: b.Name, schedule: sched, monitor: monitor,
+		status: map[string]*protocol.ScheduleStatus{}, missed: map[string]time.Time{}}, nil
+}
+
+// run fires occurrences until ctx ends or Options.MaxTimerFires occurrences were fired.
+func (t *timerTrigger) run(ctx context.Context) {
+	h := t.h
+	next, err := t.schedule.Next(h.now())
+	if err != nil {
+		h.log.Error("timer schedule", "function", t.fn.Name, "err", err)
+		return
+	}
+	h.log.Info("timer armed", "function", t.fn.Name, "schedule", t.schedule.String(), "next", next.UTC().Format(time.RFC3339))
+	for n := 0; h.opts.MaxTimerFires == 0 || n < h.opts.MaxTimerFires; n++ {
+		// Wake a little before the occurrence: early fires are part of the emulation.
+		wait := time.Until(next.Add(-h.opts.TimerSkew))
+		if wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		var targets []string
+		for _, in := range h.instances {
+			if st, _ := in.State(); st == StatePaused {
+				t.mu.Lock()
+				t.missed[in.name] = next
+				t.mu.Unlock()
+				h.log.Info("timer: instance paused; occurrence missed there", "function", t.fn.Name, "instance", in.name)
+				continue
+			}
+			if !in.live() {
+				h.log.Info("timer: instance not running; not fired there", "function", t.fn.Name, "instance", in.name)
+				continue
+			}
+			targets = append(targets, in.name)
+			skew := time.Duration(0)
+			if s := h.opts.TimerSkew; s > 0 {
+				skew = time.Duration(rand.Int64N(int64(2*s+1))) - s
+			}
+			occ := next
+			h.goWork(func(wctx context.Context) { t.fireAt(wctx, in, occ, occ.Add(skew)) })
+		}
+		h.recordFire(TimerFire{Function: t.fn.Name, Occurrence: next, Instances: targets})
+		h.log.Info("timer fired", "function", t.fn.Name, "occurrence", next.UTC().Format(time.RFC3339),
+			"instances", strings.Join(targets, ","))
+		if next, err = t.schedule.Next(next); err != nil {
+			h.log.Error("timer schedule", "function", t.fn.Name, "err", err)
+			return
+		}
+	}
+	h.log.Info("timer: fire limit reached", "function", t.fn.Name, "limit", h.opts.MaxTimerFires)
+}
+
+// fireAt invokes the timer function on in at `at` for occurrence occ.
+func (t *timerTrigger) fireAt(ctx context.Context, in *Instance, occ, at time.Time) {
+	if d := time.Until(at); d > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+	}
+	t.invoke(ctx, in, occ)
+}
+
+// invoke builds the TimerInfo as the host does (the ScheduleStatus the monitor held before
+// this fire: Last is the previous fire, Next this occurrence), invokes, then advances the
+// status. There is no retry: a failed timer invocation waits for the next occurrence.
+func (t *timerTrigger) invoke(ctx context.Context, in *Instance, occ time.Time) {
+	h := t.h
+	now := h.now()
+	t.mu.Lock()
+	st := t.status[in.name]
+	if st == nil {
+		prev, err := t.schedule.Prev(occ.Add(-time.Second))
+		if err != nil {
+			prev = h.started
+		}
+		st = &protocol.ScheduleStatus{Last: protocol.HostTime{Time: prev.UTC()}, LastUpdated: protocol.HostTime{Time: h.started.UTC()}}
+	}
+	cur := *st
+	cur.Next = protocol.HostTime{Time: occ.UTC()}
+	// The host moves a fire that came early to its occurrence for the next status.
+	adjusted := now
+	if now.Before(occ) {
+		adjusted = occ
+	}
+	t.status[in.name] = &protocol.ScheduleStatus{Last: protocol.HostTime{Time: adjusted.UTC()}, LastUpdated: protocol.HostTime{Time: adjusted.UTC()}}
+	t.mu.Unlock()
+
+	p := TimerPayload{Now: now, IsPastDue: now.Sub(occ) > pastDueAfter}
+	if t.monitor {
+		p.Status = &cur
+	}
+	if _, err := in.invoke(ctx, t.fn.Name, timerRequest(t.fn.Name, t.binding, p), occ.UTC().Format(time.RFC3339)); err != nil {
+		lvl := h.log.Warn
+		if errors.Is(err, ErrNotReady) {
+			lvl = h.log.Info
+		}
+		lvl("timer invocation failed (timers are not retried)", "function", t.fn.Name, "instance", in.name, "err", err)
+	}
+}
+
+// resumed fires, past due, the latest occurrence a resumed instance missed.
+func (t *timerTrigger) resumed(in *Instance) {
+	t.mu.Lock()
+	occ, ok := t.missed[in.name]
+	delete(t.missed, in.name)
+	t.mu.Unlock()
+	if ok {
+		t.h.log.Info("timer: firing the occurrence a resumed instance missed", "function", t.fn.Name,
+			"instance", in.name, "occurrence", occ.UTC().Format(time.RFC3339))
+		t.h.goWork(func(ctx context.Context) { t.invoke(ctx, in, occ) })
+	}
+}
+
+// fireNow invokes the timer function once on in, outside the schedule (admin API).
+func (t *timerTrigger) fireNow(ctx context.Context, in *Instance) error {
+	p := TimerPayload{Now: t.h.now()}
+	_, err := in.invoke(ctx, t.fn.Name, timerRequest(t.fn.Name, t.binding, p), "manual")
+	return err
+}
