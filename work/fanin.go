@@ -9,14 +9,17 @@ import (
 )
 
 // complete counts a recorded result with one append to its done shard and, when the ordinal
-// the append reveals says the shard may be complete, tries to finish the run.
+// the append reveals says the shard may be complete, tries to finish the run. The append runs
+// under rctx (the bounded recording context); the manifest re-read and the finish, which may
+// aggregate a large run, run under the invocation's ctx. If that ctx has expired, the finish
+// fails and so does the invocation: the redelivery finds the result, appends and finishes.
 //
 // The ordinal only says "maybe": redeliveries append twice, so a shard can reach its count
 // before every partition is in, and TryFinish verifies by listing. It never says "no" wrongly:
 // an ordinal below the shard's partition count means fewer records than partitions existed
 // when this one was appended, so a later append will see the count reached.
-func (w *Worker) complete(ctx context.Context, m *ledger.Manifest, env Envelope, log *slog.Logger) error {
-	ord, err := w.Store.AppendDone(ctx, env.Run, env.Part, env.Epoch)
+func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Envelope, log *slog.Logger) error {
+	ord, err := w.Store.AppendDone(rctx, env.Run, env.Part, env.Epoch)
 	if err != nil {
 		return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
 	}

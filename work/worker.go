@@ -150,7 +150,7 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 		switch {
 		case err == nil:
 			log.Info("duplicate delivery: result already recorded")
-			return w.complete(ctx, &m, env, log)
+			return w.complete(ctx, ctx, &m, env, log)
 		case !errors.Is(err, ledger.ErrNotFound):
 			return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
 		}
@@ -193,7 +193,7 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 		}
 		return err
 	}
-	err = w.complete(rctx, &m, env, log)
+	err = w.complete(rctx, ctx, &m, env, log)
 	if gaveUp {
 		return errors.Join(giveUp(env, attempt, perr), err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/work"
@@ -421,4 +422,31 @@ func TestWorker_HappyPathStorageCalls(t *testing.T) {
 		t.Errorf("first partition made %d calls, want at most 5 (3 + the shard's create)", per[0])
 	}
 	checkSucceeded(t, f, "calls", n)
+}
+
+func TestWorker_LastDeliveryPastTheDeadlineStillRecordsTheFailure(t *testing.T) {
+	f := newFixture(t)
+	f.createRun("slow", synthetic.Params{Partitions: 2, WorkMs: 600_000})
+	deliver := func(count int) error {
+		ctx, cancel := context.WithTimeout(f.ctx, 50*time.Millisecond)
+		defer cancel()
+		env := envelope("slow", 0, 1)
+		return f.w.HandlePartition(ctx, env, work.Delivery{MessageID: env.MessageID(), Count: count})
+	}
+	if err := deliver(1); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, work.ErrGaveUp) {
+		t.Fatalf("first delivery: got %v, want the deadline (a retry)", err)
+	}
+	if got := f.results("slow"); len(got) != 0 {
+		t.Fatalf("results %v after a retryable failure, want none", got)
+	}
+	if err := deliver(f.w.MaxDeliveries); !errors.Is(err, work.ErrGaveUp) {
+		t.Fatalf("last delivery: got %v, want ErrGaveUp", err)
+	}
+	r, err := f.store.ReadResult(f.ctx, "slow", 0)
+	if err != nil || r.OK || !strings.Contains(r.Error, "deadline") {
+		t.Fatalf("result %+v, %v; want the deadline recorded as the failure", r, err)
+	}
+	if c, err := f.store.DoneCount(f.ctx, "slow", 0); c != 1 || err != nil {
+		t.Errorf("done records %d, %v; want 1 (recorded on a context detached from the expired one)", c, err)
+	}
 }
