@@ -1,0 +1,68 @@
+// Package transport sends work messages: one small Sender contract and two implementations,
+// ServiceBusSender (production, azservicebus) and QueueSender (local runs with only
+// Azurite, azqueue). The coordinator enqueues partition and check messages through it; the
+// Functions host delivers them to the workers through its serviceBusTrigger or queueTrigger.
+//
+// # Model: at-least-once, deterministic IDs, idempotent receivers
+//
+// Send returns nil only after the service accepted every message. On error, any prefix or
+// subset may have been accepted (batches already sent, parallel enqueues that completed), and
+// the error says how many. The caller's recovery is to send the same messages again, with
+// the same IDs: every Message carries a deterministic ID ("<runID>/<index>"), so a re-send
+// is a replay, not new work. Messages are therefore delivered at least once, possibly more:
+//
+//   - Service Bus drops a replay whose MessageID it saw within the entity's duplicate
+//     detection window, provided the queue was created with RequiresDuplicateDetection (a
+//     property of the entity, not of this package). Outside the window, or without the
+//     setting, duplicates reach the workers. Delivery itself is at-least-once too: a worker
+//     that fails or times out gets the message again (dead-lettered after MaxDeliveryCount).
+//   - The Storage queue has no duplicate detection at all: every Send of a message adds
+//     another copy, and a failed invocation makes it visible again (poison queue after
+//     maxDequeueCount). The ID is not sent.
+//
+// So workers must be idempotent (results keyed by run and partition index); this package
+// never promises exactly-once.
+//
+// Validation happens before anything is sent: an empty or overlong ID (ErrInvalid), a
+// negative TTL (ErrInvalid) or a body that cannot fit (ErrTooLarge) fails the whole Send
+// with nothing sent. Sending an empty slice is a no-op. Errors are classified once per
+// adapter: IsTransient (errors.Is(err, ErrTransient)) is true when re-sending later may
+// succeed (connection lost, timeout, server busy, 408/429/5xx); validation, auth, not-found
+// and context cancellation are not transient. The SDK errors stay in the chain for
+// errors.As.
+//
+// # Service Bus (ServiceBusSender)
+//
+// Messages are packed in order into as few batches as fit (NewMessageBatch; a new batch
+// when AddMessage reports ErrMessageTooLarge) and the batches are sent one after another.
+// MessageID = Message.ID, ContentType application/json, ApplicationProperties =
+// Properties, ScheduledEnqueueTime = NotBefore, TimeToLive = TTL (capped by the entity's
+// DefaultMessageTimeToLive; Service Bus counts a scheduled message's TTL from its enqueue
+// time). The batch size limit is the entity's (256 KiB on Standard, 1 MiB per batch on
+// Premium); a message that does not fit an empty batch is ErrTooLarge. Service Bus keeps
+// the body bytes as they are: the serviceBusTrigger hands them to the handler as a string.
+//
+// # Storage queue (QueueSender)
+//
+// The queue has no batch API, so each message is one EnqueueMessage call, at most
+// Parallelism (default 16) in flight. The text is base64(body): azqueue sends text as-is
+// and the Functions queue trigger decodes base64 by default (messageEncoding "base64");
+// plain JSON text would go to the poison queue without the function ever running. The
+// queue's 64 KiB message limit is 65,536 base64 characters, so the largest body is 48 KiB
+// (MaxQueueBody); larger is ErrTooLarge. NotBefore becomes the visibility timeout in whole
+// seconds, rounded up (never early), capped at 7 days − 1 s (MaxQueueDelay): a NotBefore
+// further away is delivered early, at the cap. The TTL is counted from the moment the
+// message becomes visible (as on Service Bus), i.e. visibility + TTL, so the service's rule
+// "TTL > visibility timeout" always holds; default 7 days. Visibility is computed from this
+// process's clock and applied by the service's clock: a skew between them shifts delivery.
+// Properties are ignored: put everything the worker needs in the body. The queue is created
+// before the first Send (once per sender; an existing queue is fine) unless NoCreate is set.
+//
+// # Not guaranteed
+//
+//   - Ordering: the Storage queue sends in parallel and neither service orders redeliveries.
+//   - Deduplication on the Storage queue, or on Service Bus outside the detection window.
+//   - Atomicity: a failed Send may have delivered some messages; re-send them all.
+//   - Exact delivery times: a scheduled message becomes visible at or shortly after NotBefore
+//     (subject to clock skew on the Storage queue).
+package transport
