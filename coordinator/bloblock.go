@@ -206,21 +206,22 @@ func (b *BlobLock) Acquire(ctx context.Context, holder Identity) (Lease, error) 
 }
 
 // heldError builds the HeldError for a lost acquire. The record read alongside the acquire
-// may predate the winner's metadata write by a few milliseconds (it still shows no holder or
-// a released one); re-read briefly until the winner's record appears.
+// may predate the winner's metadata write by a few milliseconds (it then shows no holder, a
+// released one, or no live lease): re-read a few times, 10 ms to 320 ms apart, until it shows
+// a live holder. This is a bounded confirmation inside one attempt, not a wait for the lock.
 func (b *BlobLock) heldError(ctx context.Context, rec leaseRecord, err error) error {
-	wait := 10 * time.Millisecond
-	for i := 0; i < 6 && (err != nil || rec.Epoch == 0 || !rec.ReleasedAt.IsZero() ||
-		(rec.LeaseState != LeaseStateLeased && rec.LeaseState != LeaseStateBreaking)); i++ {
+	settled := func() bool {
+		return err == nil && rec.Epoch > 0 && rec.ReleasedAt.IsZero() &&
+			(rec.LeaseState == LeaseStateLeased || rec.LeaseState == LeaseStateBreaking)
+	}
+	for wait := 10 * time.Millisecond; !settled() && wait <= 320*time.Millisecond; wait *= 2 {
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			i = 6
-			continue
+			return &HeldError{Holder: rec.Holder, Epoch: rec.Epoch, Since: rec.AcquiredAt}
 		case <-t.C:
 		}
-		wait *= 2
 		rec, err = b.read(ctx)
 	}
 	return &HeldError{Holder: rec.Holder, Epoch: rec.Epoch, Since: rec.AcquiredAt}

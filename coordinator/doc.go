@@ -31,8 +31,10 @@
 //
 // Storage grants a lease to one lease ID at a time, so at most one Acquire succeeds while a
 // lease is live, and after a release, break or expiry the next Acquire succeeds at once. A
-// task's context is cancelled within one renew interval of a renewal finding the lease lost,
-// and no later than the local deadline when storage cannot be reached.
+// task's context is cancelled as soon as a renewal finds the lease lost, so within one renew
+// interval of the loss, and no later than the local deadline when storage cannot be reached.
+// The stall watchdog is checked between renewals, so a stall is noticed at most one renewal's
+// budget late.
 //
 // # What is not guaranteed
 //
