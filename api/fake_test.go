@@ -36,12 +36,12 @@ func (f *fakeLedger) put(m ledger.Manifest) {
 }
 
 func (f *fakeLedger) ReadManifest(ctx context.Context, run string) (ledger.Manifest, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads[run]++ // counted before validation: tests check the API never asks for a bad ID
 	if err := ledger.ValidateRunID(run); err != nil {
 		return ledger.Manifest{}, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.reads[run]++
 	m, ok := f.manifests[run]
 	if !ok {
 		return m, fmt.Errorf("read manifest %s: %w", run, ledger.ErrNotFound)
