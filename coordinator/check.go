@@ -77,8 +77,18 @@ func (c *Coordinator) Check(ctx context.Context, env work.Envelope) error {
 	}
 	retryAt := now.Add(c.retryInterval())
 	if len(missing) == 0 {
-		// Every result is in; the aggregation is running elsewhere or was claimed by a worker
-		// that crashed (TryFinish takes over a stale claim).
+		// Every result is in, yet the done records disagree: a worker crashed between writing
+		// its result and appending its record on the message's last delivery. The listing is
+		// the proof, so finish from it. (An aggregation running elsewhere, or a crashed one,
+		// is handled by the claim inside TryFinish.)
+		if lf, ok := c.cfg.Finisher.(listingFinisher); ok {
+			if done, err := lf.TryFinishByListing(ctx, env.Run); err != nil {
+				return fmt.Errorf("check: finish %s by listing: %w", env.Run, err)
+			} else if done {
+				log.Info("check: run finished from the results listing")
+				return nil
+			}
+		}
 		return c.scheduleCheck(ctx, env.Run, m.Epoch, next, retryAt)
 	}
 	if m.CheckRound < c.cfg.CheckRounds {
@@ -94,6 +104,11 @@ func (c *Coordinator) Check(ctx context.Context, env work.Envelope) error {
 		}
 	}
 	return c.scheduleCheck(ctx, env.Run, m.Epoch, next, retryAt)
+}
+
+// listingFinisher finishes a run from the results listing alone (work.Worker).
+type listingFinisher interface {
+	TryFinishByListing(ctx context.Context, run string) (bool, error)
 }
 
 // retryInterval spaces re-enqueue rounds: half the run timeout, never less than a lease.
