@@ -11,7 +11,10 @@
 //
 // The Worker (worker.go) makes processing idempotent and the fan-in exactly-once on top of the
 // ledger: a result is recorded create-once, completion is counted with one append, and exactly
-// one worker claims the report and aggregates. Jobs must make Process safe to repeat (a
+// one worker claims the report and aggregates (TryFinish, which the coordinator also calls
+// after planning and from check messages). A partition that fails on its last allowed
+// delivery gets a failure result and HandlePartition returns ErrGaveUp, so the invocation
+// fails and the message is dead-lettered while the run can still finish as partial. Jobs must make Process safe to repeat (a
 // partition may be processed again after a crash before its result was recorded) and
 // Aggregate a pure function of the results.
 package work
