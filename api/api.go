@@ -63,7 +63,7 @@ const (
 	// SummaryFailures is the number of failed partitions a report summary lists.
 	SummaryFailures = 10
 	// readConcurrency bounds the storage reads one request has in flight.
-	readConcurrency = 8
+	readConcurrency = 32
 )
 
 // Config wires an API.

@@ -38,7 +38,9 @@ type ListReply struct {
 // manual run this instance has not seen yet, and `limit` manifest GETs. The listing calls grow
 // with the ledger (no retention yet); an index written at run creation (a zero-length blob per
 // run named by inverted time) would make a page O(limit), at the price of a second write in
-// the coordinator.
+// the coordinator. Measured on Azurite with 1,000 runs, half of them keyed
+// (BenchmarkAPI_ListRuns in the handler): about 40 ms per page once warm, about 0.5 s for an
+// instance's first page.
 
 // entry is a run's position in the newest-first order.
 type entry struct {

@@ -33,7 +33,7 @@ import (
 // apiEnv is the handler wired as newApp wires it, over a fresh leases container, runs
 // container and work queue on the shared Azurite, with the Storage-queue transport.
 type apiEnv struct {
-	t      *testing.T
+	t      testing.TB
 	hs     *httptest.Server
 	store  *ledger.Store
 	queue  *azqueue.QueueClient
@@ -48,7 +48,7 @@ type coordinatorParts struct {
 
 const testLeaseDuration = 15 * time.Second
 
-func newAPIEnv(t *testing.T) *apiEnv {
+func newAPIEnv(t testing.TB) *apiEnv {
 	t.Helper()
 	srv := azurite.Shared(t)
 	blobs, err := srv.Storage().NewBlobClient(nil)
@@ -111,7 +111,7 @@ func newAPIEnv(t *testing.T) *apiEnv {
 	return &apiEnv{t: t, hs: hs, store: store, queue: q, leases: &coordinatorParts{lock: lock}, logs: logs}
 }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
@@ -119,7 +119,7 @@ func testCtx(t *testing.T) context.Context {
 }
 
 // goldenHTTP loads an httpTrigger golden payload and applies edits to its Data.req object.
-func goldenHTTP(t *testing.T, name string, edits ...func(req map[string]any)) []byte {
+func goldenHTTP(t testing.TB, name string, edits ...func(req map[string]any)) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
@@ -174,7 +174,7 @@ type httpOut struct {
 	Body    string
 }
 
-func (o httpOut) json(t *testing.T) map[string]any {
+func (o httpOut) json(t testing.TB) map[string]any {
 	t.Helper()
 	if ct := o.Headers["Content-Type"]; ct != "application/json" {
 		t.Errorf("Content-Type = %q, want application/json", ct)
