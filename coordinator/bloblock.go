@@ -161,6 +161,11 @@ func (b *BlobLock) Acquire(ctx context.Context, holder Identity) (Lease, error) 
 			created = true
 			continue
 		default:
+			if errors.Is(err, errTransient) {
+				// A lost response may hide a granted lease: give it back rather than block
+				// everyone until it lapses.
+				b.releaseQuietly(lc)
+			}
 			return Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
 		}
 		if readErr != nil {

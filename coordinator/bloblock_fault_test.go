@@ -18,6 +18,7 @@ const (
 	faultNone  = 0
 	faultReset = -1 // connection reset by peer
 	faultHang  = -2 // no answer until the request's context ends
+	faultLost  = -3 // the request reaches storage but the response is lost (reset)
 	// any value >= 500 answers with that status and code ServerBusy/InternalError
 )
 
@@ -60,6 +61,12 @@ func (f *testFaultTransport) Do(req *http.Request) (*http.Response, error) {
 		f.faults.Add(1)
 		<-req.Context().Done()
 		return nil, req.Context().Err()
+	case kind == faultLost:
+		f.faults.Add(1)
+		if resp, err := f.client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+		return nil, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
 	case kind >= 500:
 		f.faults.Add(1)
 		code := "InternalError"
@@ -81,15 +88,19 @@ func (f *testFaultTransport) Do(req *http.Request) (*http.Response, error) {
 	return f.client.Do(req)
 }
 
-// isTestRenewRequest reports whether req is a lease renewal. The SDK sets its x-ms-* headers
-// in lower case, bypassing http.Header's canonical keys, so look at every key.
-func isTestRenewRequest(req *http.Request) bool {
+// isTestRenewRequest reports whether req is a lease renewal.
+func isTestRenewRequest(req *http.Request) bool { return testLeaseAction(req) == "renew" }
+
+// testLeaseAction is req's x-ms-lease-action (acquire, renew, release, ...), or "". The SDK
+// sets its x-ms-* headers in lower case, bypassing http.Header's canonical keys, so look at
+// every key.
+func testLeaseAction(req *http.Request) string {
 	for k, v := range req.Header {
-		if strings.EqualFold(k, "x-ms-lease-action") && len(v) > 0 && strings.EqualFold(v[0], "renew") {
-			return true
+		if strings.EqualFold(k, "x-ms-lease-action") && len(v) > 0 {
+			return strings.ToLower(v[0])
 		}
 	}
-	return false
+	return ""
 }
 
 // failFirstRenewals returns a rule that injects faults, in order, into the first renewals.

@@ -344,6 +344,60 @@ func TestBlobLock_Renew_RetriesTransientFaults(t *testing.T) {
 	}
 }
 
+func TestBlobLock_Acquire_LostResponses(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		lose    int  // acquire responses to lose (-1: all)
+		wantErr bool // Acquire gives up
+	}{
+		{"one lost response is retried with the same lease ID", 1, false},
+		{"every response lost: give up and hand the lease back", -1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ft := newTestFaultTransport()
+			c := newTestContainer(t, ft, &policy.RetryOptions{MaxRetries: -1})
+			lk, err := NewBlobLock(c, "leader", BlobLockOptions{Duration: testBlobLockDuration, AttemptTimeout: time.Second, Logger: quietTestLogger})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Create the blob first so that the faults hit only the lease acquisition.
+			if err := lk.create(t.Context(), true); err != nil {
+				t.Fatal(err)
+			}
+			var lost atomic.Int32
+			ft.setRule(func(req *http.Request) int {
+				if testLeaseAction(req) == "acquire" && (tt.lose < 0 || int(lost.Add(1)) <= tt.lose) {
+					return faultLost
+				}
+				return faultNone
+			})
+			l, err := lk.Acquire(t.Context(), testLockIdentity(1))
+			other := newTestBlobLockOn(t, newTestContainerAlias(t, c))
+			if !tt.wantErr {
+				if err != nil {
+					t.Fatalf("Acquire after a lost response: %v", err)
+				}
+				if l.Epoch != 1 {
+					t.Errorf("epoch = %d, want 1", l.Epoch)
+				}
+				if err := lk.Renew(t.Context(), l); err != nil {
+					t.Errorf("Renew of the retried acquisition: %v (the retry must reuse the lease ID)", err)
+				}
+				return
+			}
+			if err == nil || errors.As(err, new(*HeldError)) {
+				t.Fatalf("Acquire with every response lost: got %v, lease %+v; want a gave-up error", err, l)
+			}
+			if _, err := other.Acquire(t.Context(), testLockIdentity(2)); err != nil {
+				t.Errorf("next contender after the give-up: %v, want the silently granted lease handed back", err)
+			}
+		})
+	}
+}
+
 func TestBlobLock_Renew_GivesUpWithinBudget(t *testing.T) {
 	t.Parallel()
 	ft := newTestFaultTransport()
