@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/batonfn/baton/coordinator"
@@ -100,17 +99,4 @@ func (f *functions) message(serviceBus bool) TriggerFunc {
 		}
 		return err
 	}
-}
-
-// leaderStatus is the Leader function: the current leadership, read without contending.
-func (f *functions) leaderStatus(ctx context.Context, inv *Invocation, req *protocol.HTTPRequest) HTTPReply {
-	if req.Method != http.MethodGet {
-		return ErrorReply(http.StatusMethodNotAllowed, "method_not_allowed", "use GET")
-	}
-	st, err := f.leader.State(ctx)
-	if err != nil {
-		inv.Logger.Error("read leader state", "err", err)
-		return ErrorReply(http.StatusBadGateway, "storage_unavailable", "could not read the lease: "+err.Error())
-	}
-	return JSONReply(http.StatusOK, st)
 }
