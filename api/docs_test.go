@@ -1,37 +1,36 @@
 package api
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/batonfn/baton/internal/readme"
 )
 
-// docs/api.md (the README's API section) names every error code the API answers with, and
+// README.md's HTTP API section (the README's API section) names every error code the API answers with, and
 // the limits it states are the code's.
 func TestDocs_MatchTheCode(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "docs", "api.md"))
+	doc, err := readme.Section("..", "HTTP API")
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := string(b)
 	if !strings.HasPrefix(doc, "## ") {
-		t.Error("docs/api.md must open with a ## heading (it merges under the README's title)")
+		t.Error("README.md's HTTP API section must open with a ## heading (it merges under the README's title)")
 	}
 	for _, code := range []string{CodeBadRequest, CodeInvalidRunID, CodeInvalidLimit, CodeInvalidContinuation, CodeInvalidKey,
 		CodeKeyReused, CodeNotFound, CodeMethodNotAllowed, CodeTooLarge, CodeConflict, CodeUnavailable, CodeStorage, CodeTimeout} {
 		if !strings.Contains(doc, "`"+code+"`") {
-			t.Errorf("docs/api.md does not list the error code %q", code)
+			t.Errorf("README.md's HTTP API section does not list the error code %q", code)
 		}
 	}
 	for _, want := range []string{"64 KiB", "1–100, default 20", "1–200 printable", "up to 3 s", "5,000 partitions", "20,000 partitions",
 		"x-functions-key", "?code=", "az functionapp keys list", "az functionapp function keys list", "127.0.0.1:7071", "localhost:7071"} {
 		if !strings.Contains(doc, want) {
-			t.Errorf("docs/api.md does not mention %q", want)
+			t.Errorf("README.md's HTTP API section does not mention %q", want)
 		}
 	}
 	if MaxBodyBytes != 64<<10 || DefaultLimit != 20 || MaxLimit != 100 || MaxKeyLength != 200 || DefaultKeyWait.Seconds() != 3 ||
 		ExactProgressLimit != 5000 || MaxReportBytes != 64<<10 || MaxReportReadBytes != 8<<20 || SummaryFailures != 10 {
-		t.Error("a limit changed: update docs/api.md and this test")
+		t.Error("a limit changed: update README.md's HTTP API section and this test")
 	}
 }
