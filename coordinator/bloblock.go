@@ -116,11 +116,12 @@ func NewBlobLock(c *container.Client, name string, opts BlobLockOptions) (*BlobL
 func (b *BlobLock) Duration() time.Duration { return b.opts.Duration }
 
 // Acquire makes one attempt to take the lease, creating the container and the blob first
-// when missing (concurrent creators all succeed). On success it records holder, epoch+1 and
-// the acquired-at time in the blob's metadata, conditioned on the new lease ID and on the
-// metadata it read, so no two acquisitions can record the same epoch. When another process
-// holds the lease it returns *HeldError describing it. The whole attempt is bounded by a third
-// of the lease duration.
+// when missing (concurrent creators all succeed). It reads the lease blob first: when that
+// shows a live lease, the attempt ends there with *HeldError describing the holder (one round
+// trip, the common case on a busy tick). Otherwise it acquires the lease and records holder,
+// epoch+1 and the acquired-at time in the blob's metadata, conditioned on the new lease ID and
+// on the ETag of the record it read, so no two acquisitions can record the same epoch. The
+// whole attempt is bounded by a third of the lease duration.
 func (b *BlobLock) Acquire(ctx context.Context, holder Identity) (Lease, error) {
 	if err := holder.validate(); err != nil {
 		return Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
@@ -136,30 +137,36 @@ func (b *BlobLock) Acquire(ctx context.Context, holder Identity) (Lease, error) 
 	start := b.opts.Now()
 	var rec leaseRecord
 	for created := false; ; {
-		// 1. Read the record while acquiring: a loser needs it for HeldError, the winner for
-		// the epoch. A read that raced another holder's write is caught by the If-Match below.
-		var readErr error
-		readDone := make(chan struct{})
-		go func() {
-			defer close(readDone)
-			rec, readErr = b.read(ctx)
-		}()
-		err := b.do(ctx, "acquire", func(ctx context.Context) error {
-			_, err := lc.AcquireLease(ctx, int32(b.opts.Duration/time.Second), nil)
-			return err
-		})
-		<-readDone
+		// 1. Read the record: the holder for HeldError, the epoch and ETag for the winner.
+		rec, err = b.read(ctx)
 		switch {
 		case err == nil:
-		case errors.Is(err, errLeasePresent):
-			return Lease{}, b.heldError(ctx, rec, readErr)
+			if rec.LeaseState == LeaseStateLeased || rec.LeaseState == LeaseStateBreaking {
+				return Lease{}, b.heldError(ctx, rec, true)
+			}
 		case !created && (errors.Is(err, errBlobNotFound) || errors.Is(err, errContainerNotFound)):
-			// 2. First use: create what is missing, then try once more.
+			// First use: create what is missing, then start over once.
 			if err := b.create(ctx, errors.Is(err, errContainerNotFound)); err != nil {
 				return Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
 			}
 			created = true
 			continue
+		default:
+			return Lease{}, fmt.Errorf("acquire lease %s: read record: %w", b.name, err)
+		}
+
+		// 2. The lease looked free: try to take it. Retries of a lost response reuse the
+		// lease ID, which storage treats as the same acquisition.
+		err = b.do(ctx, "acquire", func(ctx context.Context) error {
+			_, err := lc.AcquireLease(ctx, int32(b.opts.Duration/time.Second), nil)
+			return err
+		})
+		switch {
+		case err == nil:
+		case errors.Is(err, errLeasePresent):
+			return Lease{}, b.heldError(ctx, rec, false) // someone won since the read
+		case !created && (errors.Is(err, errBlobNotFound) || errors.Is(err, errContainerNotFound)):
+			continue // deleted since the read: the read will see it missing and create it
 		default:
 			if errors.Is(err, errTransient) {
 				// A lost response may hide a granted lease: give it back rather than block
@@ -168,53 +175,52 @@ func (b *BlobLock) Acquire(ctx context.Context, holder Identity) (Lease, error) 
 			}
 			return Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
 		}
-		if readErr != nil {
-			if rec, err = b.read(ctx); err != nil {
-				b.releaseQuietly(lc)
-				return Lease{}, fmt.Errorf("acquire lease %s: read record: %w", b.name, err)
-			}
-		}
 		break
 	}
 
 	// 3. Record the new holder. Only our lease ID can write; If-Match guarantees the epoch we
-	// bump is the latest one. A mismatch means the read raced an earlier holder: re-read (we
-	// hold the lease now, so the second read is authoritative) and write again.
+	// bump is the latest one. A mismatch means another holder came and went between our read
+	// and our acquire: re-read (we hold the lease now, so that read is authoritative) and
+	// write again.
 	l := Lease{ID: id, Holder: holder, AcquiredAt: start, Duration: b.opts.Duration}
-	var err2 error
 	for try := 0; try < 2; try++ {
 		if try > 0 {
-			if rec, err2 = b.read(ctx); err2 != nil {
+			if rec, err = b.read(ctx); err != nil {
 				break
 			}
 		}
 		l.Epoch = rec.Epoch + 1
 		md := encodeLeaseMetadata(holder, l.Epoch, start, time.Time{})
 		etag := rec.ETag
-		err2 = b.do(ctx, "record holder", func(ctx context.Context) error {
+		err = b.do(ctx, "record holder", func(ctx context.Context) error {
 			_, err := b.blob.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
 				LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &id},
 				ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
 			}})
 			return err
 		})
-		if !errors.Is(err2, errConditionNotMet) {
+		if !errors.Is(err, errConditionNotMet) {
 			break
 		}
 	}
-	if err2 != nil {
+	if err != nil {
 		b.releaseQuietly(lc)
-		return Lease{}, fmt.Errorf("acquire lease %s: record holder: %w", b.name, err2)
+		return Lease{}, fmt.Errorf("acquire lease %s: record holder: %w", b.name, err)
 	}
 	b.confirm(id, start)
 	return l, nil
 }
 
-// heldError builds the HeldError for a lost acquire. The record read alongside the acquire
-// may predate the winner's metadata write by a few milliseconds (it then shows no holder, a
-// released one, or no live lease): re-read a few times, 10 ms to 320 ms apart, until it shows
-// a live holder. This is a bounded confirmation inside one attempt, not a wait for the lock.
-func (b *BlobLock) heldError(ctx context.Context, rec leaseRecord, err error) error {
+// heldError builds the HeldError for a lost attempt from rec, re-reading it first unless it
+// is fresh. A record read just after a takeover may predate the winner's metadata write by a
+// few milliseconds (it then shows no holder, a released one, or no live lease): re-read a few
+// times, 10 ms to 320 ms apart, until it shows a live holder. This is a bounded confirmation
+// inside one attempt, not a wait for the lock.
+func (b *BlobLock) heldError(ctx context.Context, rec leaseRecord, fresh bool) error {
+	var err error
+	if !fresh {
+		rec, err = b.read(ctx)
+	}
 	settled := func() bool {
 		return err == nil && rec.Epoch > 0 && rec.ReleasedAt.IsZero() &&
 			(rec.LeaseState == LeaseStateLeased || rec.LeaseState == LeaseStateBreaking)
