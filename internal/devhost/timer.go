@@ -133,11 +133,8 @@ func (t *timerTrigger) invoke(ctx context.Context, in *Instance, occ time.Time) 
 	t.mu.Lock()
 	st := t.status[in.name]
 	if st == nil {
-		prev, err := t.schedule.Prev(occ.Add(-time.Second))
-		if err != nil {
-			prev = h.started
-		}
-		st = &protocol.ScheduleStatus{Last: protocol.HostTime{Time: prev.UTC()}, LastUpdated: protocol.HostTime{Time: h.started.UTC()}}
+		// No status yet: as if the monitor had recorded the devhost's start.
+		st = &protocol.ScheduleStatus{Last: protocol.HostTime{Time: h.started.UTC()}, LastUpdated: protocol.HostTime{Time: h.started.UTC()}}
 	}
 	cur := *st
 	cur.Next = protocol.HostTime{Time: occ.UTC()}

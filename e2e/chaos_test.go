@@ -1,0 +1,433 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+
+	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/internal/devhost"
+	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/work"
+)
+
+// slowEnqueue makes the leader's enqueue take a while: 400 partitions, 4 per batch (100 plan
+// batches, each stored, sent and checkpointed).
+const (
+	slowEnqueueParts  = 400
+	slowEnqueueParams = `{"partitions":400}`
+	slowEnqueueBatch  = 4
+)
+
+// waitMidEnqueue waits until the run has checkpointed at least `batches` plan batches while
+// planning is still going on, and returns that manifest.
+func waitMidEnqueue(ctx context.Context, t *testing.T, c *cluster, run string, batches int) ledger.Manifest {
+	t.Helper()
+	var m ledger.Manifest
+	err := waitFor(ctx, 5*time.Millisecond, "run "+run+" mid-enqueue", func() (bool, error) {
+		var err error
+		m, err = c.store.ReadManifest(ctx, run)
+		if err != nil {
+			return false, nil
+		}
+		if m.PlanDone {
+			return false, fmt.Errorf("planning finished before the chaos could strike (checkpoint %+v): make the enqueue slower", m.Checkpoint)
+		}
+		return m.Checkpoint.Batches >= batches, nil
+	})
+	if err != nil || m.PlanDone {
+		t.Fatalf("%v", err)
+	}
+	return m
+}
+
+// leaderRun waits for the run to be created and its check message scheduled (the dead man's
+// switch) and returns the run, the leader's log line and its epoch.
+func leaderRun(ctx context.Context, t *testing.T, c *cluster) (string, devhost.LogLine) {
+	t.Helper()
+	created, err := c.runCreated(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := created.Str("run")
+	if _, err := c.h.WaitLine(ctx, func(l devhost.LogLine) bool {
+		return l.Msg == "check scheduled" && l.Str("run") == run && l.Instance == created.Instance
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return run, created
+}
+
+// TestChaos_KillLeaderMidEnqueue: kill -9 the leader while it is enqueueing. The check message
+// it scheduled before enqueueing takes the lease once the dead leader's lease expires, resumes
+// from the checkpoint under a new epoch, and the run completes with every partition.
+func TestChaos_KillLeaderMidEnqueue(t *testing.T) {
+	c := startCluster(t, clusterOpts{params: slowEnqueueParams, batch: slowEnqueueBatch})
+	ctx := testCtx(t, 3*time.Minute)
+	run, created := leaderRun(ctx, t, c)
+	before := waitMidEnqueue(ctx, t, c, run, 3)
+	killedAt := time.Now()
+	if err := c.h.Instance(created.Instance).Kill(); err != nil {
+		t.Fatal(err)
+	}
+	takeover, err := c.sampler.waitEpoch(ctx, created.Int("epoch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	failover := takeover.At.Sub(killedAt)
+	if limit := leaseDuration + checkMargin + hostPoll + 3*time.Second; failover > limit {
+		t.Errorf("takeover %s after the kill, want within lease + check margin + polling (%s)", failover, limit)
+	}
+	m, err := c.waitFinal(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := time.Since(killedAt)
+	ts := checkLeadership(t, c)
+	fig := checkRun(t, c, run, runWant{partitions: slowEnqueueParts, state: ledger.StateSucceeded}, ts)
+	if len(m.Segments) != 2 || m.Segments[0].Epoch != created.Int("epoch") || m.Segments[1].From < before.Checkpoint.Next {
+		t.Errorf("segments %v: want the dead leader's from 0 and one takeover from at least its checkpoint %d", m.Segments, before.Checkpoint.Next)
+	}
+	resumed := false
+	for _, l := range c.h.Lines() {
+		if l.Msg == "check: resuming a run its leader left mid-enqueue" && l.Str("run") == run {
+			resumed = true
+		}
+	}
+	if !resumed {
+		t.Error("no check message resumed the run: the takeover did not come through the dead man's switch")
+	}
+	figures(t, "run=%s partitions=%d killed=%s at checkpoint %d/%d, takeover after %s by %s (epoch %d → %d), resumed from %d, run done %s after the kill, duplicates=%d staleDropped=%d preTakeoverResults=%d redeliveries=%d",
+		run, fig.Partitions, created.Instance, before.Checkpoint.Next, slowEnqueueParts, failover.Round(time.Millisecond), takeover.State.Holder,
+		created.Int("epoch"), takeover.State.Epoch, m.Segments[len(m.Segments)-1].From, done.Round(time.Millisecond), fig.Duplicates, fig.StaleDropped, fig.PreTakeover, fig.Redelivered)
+}
+
+// TestChaos_KillWorkerMidPartition: kill -9 an instance while it processes partitions. The
+// host fails those invocations, the messages come back after visibilityTimeout with a higher
+// DequeueCount, another delivery processes them, and the run completes.
+func TestChaos_KillWorkerMidPartition(t *testing.T) {
+	c := startCluster(t, clusterOpts{params: `{"partitions":6,"workMs":3000}`})
+	ctx := testCtx(t, 2*time.Minute)
+	created, err := c.runCreated(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := created.Str("run")
+	var victim devhost.Invocation
+	if err := waitFor(ctx, 20*time.Millisecond, "a partition in flight for a second", func() (bool, error) {
+		for _, inv := range c.h.InFlight() {
+			if inv.Function == "WorkQueue" && time.Since(inv.Started) > time.Second {
+				victim = inv
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	killedAt := time.Now()
+	if err := c.h.Instance(victim.Instance).Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.waitFinal(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	done := time.Since(killedAt)
+	ts := checkLeadership(t, c)
+	fig := checkRun(t, c, run, runWant{partitions: 6, state: ledger.StateSucceeded}, ts)
+
+	// The partitions the killed process held, and their redeliveries.
+	recs := c.Records()
+	lost := map[int]devhost.InvokeRecord{}
+	for _, r := range recs {
+		if env, _, ok := envelopeOf(r); ok && r.PID == victim.PID && r.Err != nil && env.Kind == work.KindPartition {
+			lost[env.Part] = r
+		}
+	}
+	if len(lost) == 0 {
+		t.Fatalf("no failed partition invocation on the killed pid %d", victim.PID)
+	}
+	var delays []string
+	for part, failed := range lost {
+		res, err := c.store.ReadResult(ctx, run, part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Attempts < 2 {
+			t.Errorf("partition %d was in flight on the killed instance, but its result records %d attempt(s)", part, res.Attempts)
+		}
+		var again *devhost.InvokeRecord
+		for i := range recs {
+			if env, count, ok := envelopeOf(recs[i]); ok && env.Part == part && env.Run == run && count >= 2 && recs[i].Err == nil {
+				again = &recs[i]
+				break
+			}
+		}
+		if again == nil {
+			t.Errorf("partition %d: no successful redelivery", part)
+			continue
+		}
+		gap := again.Started.Sub(failed.End)
+		if gap < visibility-500*time.Millisecond {
+			t.Errorf("partition %d redelivered %s after the failure, before visibilityTimeout %s", part, gap, visibility)
+		}
+		delays = append(delays, fmt.Sprintf("p%d:%s", part, gap.Round(time.Millisecond)))
+	}
+	figures(t, "run=%s partitions=6 killed %s (pid %d) holding %d partition(s), redelivered after [%s], run done %s after the kill, duplicates=%d redeliveries=%d",
+		run, victim.Instance, victim.PID, len(lost), strings.Join(delays, " "), done.Round(time.Millisecond), fig.Duplicates, fig.Redelivered)
+}
+
+// manifestWatch samples a run's manifest every 50 ms.
+type manifestWatch struct {
+	mu      sync.Mutex
+	samples []ledger.Manifest
+	stop    context.CancelFunc
+	done    chan struct{}
+}
+
+func watchManifest(c *cluster, run string) *manifestWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &manifestWatch{stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for ctx.Err() == nil {
+			if m, err := c.store.ReadManifest(ctx, run); err == nil {
+				w.mu.Lock()
+				w.samples = append(w.samples, m)
+				w.mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	return w
+}
+
+func (w *manifestWatch) all() []ledger.Manifest {
+	w.stop()
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.samples
+}
+
+// TestChaos_PauseLeaderFencing: SIGSTOP the leader mid-enqueue past its lease; the check takes
+// over under a new epoch; SIGCONT the old leader while the new one works. The old leader must
+// notice within a renew interval, and nothing it writes late changes the run: the manifest never
+// goes back to its epoch, the checkpoint never moves back, no result carries a stale epoch.
+func TestChaos_PauseLeaderFencing(t *testing.T) {
+	c := startCluster(t, clusterOpts{params: slowEnqueueParams, batch: slowEnqueueBatch})
+	ctx := testCtx(t, 3*time.Minute)
+	run, created := leaderRun(ctx, t, c)
+	oldEpoch, oldHolder := created.Int("epoch"), created.Str("holder")
+	waitMidEnqueue(ctx, t, c, run, 3)
+	watch := watchManifest(c, run)
+	pausedAt := time.Now()
+	if err := c.h.Do(ctx, created.Instance, devhost.ActionStop); err != nil {
+		t.Fatal(err)
+	}
+	takeover, err := c.sampler.waitEpoch(ctx, oldEpoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Let the new leader checkpoint at least once under its epoch, then wake the old one.
+	if err := waitFor(ctx, 10*time.Millisecond, "the new leader checkpoints", func() (bool, error) {
+		m, err := c.store.ReadManifest(ctx, run)
+		return err == nil && m.Epoch == takeover.State.Epoch && len(m.Segments) == 2 && m.Checkpoint.Next > m.Segments[1].From, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	resumedAt := time.Now()
+	if err := c.h.Do(ctx, created.Instance, devhost.ActionCont); err != nil {
+		t.Fatal(err)
+	}
+	lostLine, err := c.h.WaitLine(ctx, func(l devhost.LogLine) bool {
+		return l.Str("holder") == oldHolder && l.Int("epoch") == oldEpoch &&
+			(strings.HasPrefix(l.Msg, "lease renewal failed") || strings.HasPrefix(l.Msg, "leadership lost") ||
+				l.Msg == "leadership ended: lease already gone at release")
+	})
+	if err != nil {
+		t.Fatalf("the resumed leader never noticed it lost the lease: %v", err)
+	}
+	noticed := lostLine.Time.Sub(resumedAt)
+	if noticed > renewInterval+2*time.Second {
+		t.Errorf("invariant 5: the old leader noticed the loss %s after resuming, want within a renew interval (%s)", noticed, renewInterval)
+	}
+	m, err := c.waitFinal(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples := watch.all()
+
+	ts := checkLeadership(t, c)
+	fig := checkRun(t, c, run, runWant{partitions: slowEnqueueParts, state: ledger.StateSucceeded}, ts)
+	// Fencing, from the ledger: once the new epoch is in the manifest, nothing goes back.
+	var seenNew bool
+	var lastBatches int
+	for _, s := range samples {
+		if s.Epoch == takeover.State.Epoch {
+			seenNew = true
+		}
+		if seenNew && (s.Epoch < takeover.State.Epoch || s.Leader.Instance != takeover.State.Holder.Instance || s.Leader.PID != takeover.State.Holder.PID) {
+			t.Errorf("fencing: manifest went back to epoch %d / leader %+v after the takeover", s.Epoch, s.Leader)
+		}
+		if s.Checkpoint.Batches < lastBatches {
+			t.Errorf("fencing: checkpoint moved back from %d to %d batches", lastBatches, s.Checkpoint.Batches)
+		}
+		lastBatches = max(lastBatches, s.Checkpoint.Batches)
+	}
+	if !seenNew {
+		t.Error("the manifest sampler never saw the new epoch")
+	}
+	if len(m.Segments) != 2 || m.Segments[0].Epoch != oldEpoch || m.Segments[1].Epoch != takeover.State.Epoch {
+		t.Errorf("segments %v, want [{%d 0} {%d …}]", m.Segments, oldEpoch, takeover.State.Epoch)
+	}
+	var fenced int
+	for _, l := range c.h.Lines() {
+		if l.PID == created.PID && strings.Contains(l.Raw, "fenced by a newer epoch") {
+			fenced++
+		}
+	}
+	figures(t, "run=%s partitions=%d paused %s (epoch %d) for %s, takeover after %s by %s (epoch %d), old leader noticed %s after SIGCONT (%q), fenced writes refused=%d, staleDropped=%d, duplicates=%d, manifest samples=%d",
+		run, fig.Partitions, created.Instance, oldEpoch, resumedAt.Sub(pausedAt).Round(time.Millisecond), takeover.At.Sub(pausedAt).Round(time.Millisecond),
+		takeover.State.Holder, takeover.State.Epoch, noticed.Round(time.Millisecond), lostLine.Msg, fenced, fig.StaleDropped, fig.Duplicates, len(samples))
+}
+
+// TestChaos_AzuriteRestart: restart Azurite (disk persistence) while workers are busy; the
+// handlers and the host retry, and the run completes with every partition exactly once.
+func TestChaos_AzuriteRestart(t *testing.T) {
+	srv := azurite.Private(t, azurite.Options{Dir: t.TempDir()})
+	c := startCluster(t, clusterOpts{srv: srv, params: `{"partitions":30,"workMs":1000}`})
+	ctx := testCtx(t, 4*time.Minute)
+	created, err := c.runCreated(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := created.Str("run")
+	var doneBefore int64
+	if err := waitFor(ctx, 50*time.Millisecond, "planned with some results", func() (bool, error) {
+		m, err := c.store.ReadManifest(ctx, run)
+		if err != nil || !m.PlanDone {
+			return false, nil
+		}
+		doneBefore, err = c.store.DoneCount(ctx, run, 0)
+		return err == nil && doneBefore >= 5, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	downAt := time.Now()
+	srv2, err := srv.Restart(ctx)
+	if err != nil {
+		t.Fatalf("restart azurite: %v", err)
+	}
+	outage := time.Since(downAt)
+	defer srv2.Stop()
+	defer c.shutdown() // before Azurite stops: the handlers release their leases on the way out
+	if _, err := c.waitFinal(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	done := time.Since(downAt)
+	ts := checkLeadership(t, c)
+	fig := checkRun(t, c, run, runWant{partitions: 30, state: ledger.StateSucceeded}, ts)
+	var failedInv int
+	for _, r := range c.Records() {
+		if r.Err != nil {
+			failedInv++
+		}
+	}
+	figures(t, "run=%s partitions=30 azurite restarted after %d done, outage %s, run done %s after the restart began, failed invocations=%d redeliveries=%d duplicates=%d",
+		run, doneBefore, outage.Round(time.Millisecond), done.Round(time.Millisecond), failedInv, fig.Redelivered, fig.Duplicates)
+}
+
+// TestChaos_PoisonPartition: a partition that always fails is delivered maxDequeueCount times;
+// the last delivery records its failure so the run ends partial and the report names it, and
+// the message lands in <queue>-poison. A message that is not a Baton envelope (invariant 7)
+// takes the same road, with the reason logged.
+func TestChaos_PoisonPartition(t *testing.T) {
+	c := startCluster(t, clusterOpts{params: `{"partitions":6,"failAlways":[2]}`})
+	ctx := testCtx(t, 3*time.Minute)
+	if _, err := c.queue.Create(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	const junk = `{"hello":"not a baton envelope"}`
+	if _, err := c.queue.EnqueueMessage(ctx, base64.StdEncoding.EncodeToString([]byte(junk)), nil); err != nil {
+		t.Fatal(err)
+	}
+	created, err := c.runCreated(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := created.Str("run")
+	m, err := c.waitFinal(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elapsed := m.Finished.Sub(m.Created)
+	ts := checkLeadership(t, c)
+	fig := checkRun(t, c, run, runWant{partitions: 6, state: ledger.StatePartial, failed: []int{2}}, ts)
+
+	var bodies []string
+	if err := waitFor(ctx, 100*time.Millisecond, "two messages in the poison queue", func() (bool, error) {
+		resp, err := c.poison.PeekMessages(ctx, &azqueue.PeekMessagesOptions{NumberOfMessages: to.Ptr(int32(32))})
+		if err != nil {
+			return false, nil
+		}
+		bodies = bodies[:0]
+		for _, pm := range resp.Messages {
+			b, err := base64.StdEncoding.DecodeString(*pm.MessageText)
+			if err != nil {
+				return false, fmt.Errorf("poison message is not the original base64 text: %v", err)
+			}
+			bodies = append(bodies, string(b))
+		}
+		return len(bodies) >= 2, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var sawPart2, sawJunk bool
+	for _, b := range bodies {
+		if env, err := work.DecodeEnvelope([]byte(b)); err == nil && env.Run == run && env.Part == 2 {
+			sawPart2 = true
+		}
+		if b == junk {
+			sawJunk = true
+		}
+	}
+	if len(bodies) != 2 || !sawPart2 || !sawJunk {
+		t.Errorf("poison queue holds %q, want partition 2's message and the junk message", bodies)
+	}
+	counts := map[string][]int64{}
+	for _, r := range c.Records() {
+		if r.Function != "WorkQueue" {
+			continue
+		}
+		if env, count, ok := envelopeOf(r); ok && env.Run == run && env.Part == 2 && env.Kind == work.KindPartition {
+			counts["part2"] = append(counts["part2"], count)
+		} else if strings.Contains(string(r.Request), "not a baton envelope") {
+			counts["junk"] = append(counts["junk"], 0)
+		}
+	}
+	if len(counts["part2"]) != maxDequeue || len(counts["junk"]) != maxDequeue {
+		t.Errorf("deliveries: partition 2 %v, junk %d; want %d each", counts["part2"], len(counts["junk"]), maxDequeue)
+	}
+	reasoned := false
+	for _, l := range c.h.Lines() {
+		if l.Level == "ERROR" && strings.Contains(l.Msg, "malformed message") {
+			reasoned = true
+		}
+	}
+	if !reasoned {
+		t.Error("invariant 7: no handler line logged why the junk message was rejected")
+	}
+	figures(t, "run=%s partitions=6 state=partial failed=[2] deliveries of partition 2=%v, run took %s, poison queue=%d messages, duplicates=%d",
+		run, counts["part2"], elapsed.Round(time.Millisecond), len(bodies), fig.Duplicates)
+}

@@ -1,0 +1,299 @@
+package e2e_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+
+	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/internal/devhost"
+	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/protocol"
+	"github.com/batonfn/baton/work"
+)
+
+// Timing the tests rely on; they match the settings startCluster passes.
+const (
+	leaseDuration = 15 * time.Second
+	renewInterval = leaseDuration / 3
+	// checkMargin is the coordinator's delay beyond the lease for the first check message.
+	checkMargin = 5 * time.Second
+	// hostPoll is host.json's maxPollingInterval; visibility its visibilityTimeout.
+	hostPoll   = 2 * time.Second
+	visibility = 5 * time.Second
+	maxDequeue = 5
+)
+
+// clusterOpts configure startCluster; zero values take the defaults noted.
+type clusterOpts struct {
+	instances int    // default 3
+	schedule  string // default every 5 s
+	maxFires  int    // default 1 (0 after defaulting is never used; use -1 for unlimited)
+	params    string // synthetic job params, default {"partitions":5}
+	batch     int    // BATON_ENQUEUE_BATCH, default 250
+	srv       *azurite.Server
+	extra     map[string]string
+	// onInvoke additionally receives every invocation record.
+	onInvoke func(devhost.InvokeRecord)
+}
+
+// cluster is a running devhost over the real handler, plus the test's own view of storage.
+type cluster struct {
+	t        *testing.T
+	h        *devhost.Host
+	srv      *azurite.Server
+	store    *ledger.Store
+	lock     *coordinator.BlobLock
+	queue    *azqueue.QueueClient
+	poison   *azqueue.QueueClient
+	queueNm  string
+	settings map[string]string
+	sampler  *leaseSampler
+	logPath  string
+
+	logFile  *os.File
+	stopOnce sync.Once
+
+	mu      sync.Mutex
+	records []devhost.InvokeRecord
+}
+
+// shortName is a container or queue name unique to this test, short enough for "-poison".
+func shortName(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+func startCluster(t *testing.T, o clusterOpts) *cluster {
+	t.Helper()
+	if o.instances == 0 {
+		o.instances = 3
+	}
+	if o.schedule == "" {
+		o.schedule = "*/5 * * * * *"
+	}
+	switch {
+	case o.maxFires == 0:
+		o.maxFires = 1
+	case o.maxFires < 0:
+		o.maxFires = 0
+	}
+	if o.params == "" {
+		o.params = `{"partitions":5}`
+	}
+	if o.batch == 0 {
+		o.batch = 250
+	}
+	if o.srv == nil {
+		o.srv = azurite.Shared(t)
+	}
+	queue := shortName("q")
+	settings := map[string]string{
+		config.SettingHostStorage:     o.srv.ConnectionString(),
+		config.SettingTransport:       string(config.TransportQueue),
+		config.SettingSchedule:        o.schedule,
+		config.SettingWorkQueue:       queue,
+		config.SettingLeaseContainer:  shortName("lease"),
+		config.SettingRunsContainer:   shortName("runs"),
+		config.SettingLeaseName:       "baton-leader",
+		config.SettingLeaseDuration:   leaseDuration.String(),
+		config.SettingRunTimeout:      "1m",
+		config.SettingJob:             "synthetic",
+		config.SettingJobParams:       o.params,
+		config.SettingEnqueueBatch:    fmt.Sprint(o.batch),
+		config.SettingLogLevel:        "debug",
+		config.SettingOverlap:         string(config.OverlapSkip),
+		config.SettingMaxDeliveries:   fmt.Sprint(maxDequeue),
+		"AzureWebJobs.Work.Disabled":  "true",
+		"FUNCTIONS_WORKER_RUNTIME":    "custom",
+		config.SettingStorage:         "",
+		config.SettingSiteName:        "",
+		config.SettingWebsiteInstance: "",
+	}
+	for k, v := range o.extra {
+		settings[k] = v
+	}
+
+	logDir := os.Getenv("E2E_LOG_DIR")
+	if logDir == "" {
+		logDir = filepath.Join(os.TempDir(), "baton-e2e")
+	}
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(logDir, strings.ReplaceAll(t.Name(), "/", "_")+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{t: t, srv: o.srv, settings: settings, queueNm: queue, logPath: logPath}
+	h, err := devhost.New(devhost.Options{
+		AppRoot: repoRoot, Executable: handlerBin, Instances: o.instances,
+		SettingsFile: filepath.Join(repoRoot, "local.settings.example.json"), Settings: settings,
+		HTTPAddr: "127.0.0.1:0", Out: logFile, LogLevel: slog.LevelDebug, HandlerLogLevel: slog.LevelDebug,
+		MaxTimerFires: o.maxFires,
+		OnInvoke: func(r devhost.InvokeRecord) {
+			c.mu.Lock()
+			c.records = append(c.records, r)
+			c.mu.Unlock()
+			if o.onInvoke != nil {
+				o.onInvoke(r)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.h = h
+	cfg := h.Config()
+	blobs, err := cfg.Storage.NewBlobClient(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.store = ledger.NewStore(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), ledger.StoreOptions{})
+	c.lock, err = coordinator.NewBlobLock(blobs.ServiceClient().NewContainerClient(cfg.LeaseContainer), cfg.LeaseName,
+		coordinator.BlobLockOptions{Duration: cfg.LeaseDuration, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qsvc, err := cfg.Storage.NewQueueClient(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.queue, c.poison = qsvc.NewQueueClient(queue), qsvc.NewQueueClient(queue+devhost.PoisonSuffix)
+
+	c.sampler = startSampler(c.lock)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := h.Start(ctx); err != nil {
+		t.Fatalf("start the host: %v (log: %s)", err, logPath)
+	}
+	c.logFile = logFile
+	t.Cleanup(c.shutdown)
+	return c
+}
+
+// shutdown stops the host and the sampler (once); tests that stop their Azurite first call it
+// themselves.
+func (c *cluster) shutdown() {
+	c.stopOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := c.h.Close(ctx); err != nil {
+			c.t.Errorf("stop the host: %v", err)
+		}
+		c.sampler.stop()
+		_ = c.logFile.Close()
+		if c.t.Failed() {
+			c.t.Logf("host log: %s; last lines:\n%s", c.logPath, tail(c.logPath, 60))
+		}
+	})
+}
+
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Records returns the invocation records so far.
+func (c *cluster) Records() []devhost.InvokeRecord {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]devhost.InvokeRecord(nil), c.records...)
+}
+
+// envelopeOf decodes the Baton envelope of a WorkQueue invocation request.
+func envelopeOf(r devhost.InvokeRecord) (work.Envelope, int64, bool) {
+	req, err := protocol.DecodeRequest(r.Request)
+	if err != nil {
+		return work.Envelope{}, 0, false
+	}
+	body, err := protocol.DecodeMessage(req.Data["message"])
+	if err != nil {
+		return work.Envelope{}, 0, false
+	}
+	env, err := work.DecodeEnvelope(body)
+	if err != nil {
+		return work.Envelope{}, 0, false
+	}
+	md, _ := protocol.DecodeQueueMetadata(req.Metadata)
+	return env, md.DequeueCount, true
+}
+
+func testCtx(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// waitFor polls cond every tick until it returns true or ctx ends.
+func waitFor(ctx context.Context, tick time.Duration, what string, cond func() (bool, error)) error {
+	var last error
+	for {
+		ok, err := cond()
+		if ok {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			if last != nil {
+				return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), last)
+			}
+			return fmt.Errorf("%s: %w", what, ctx.Err())
+		case <-time.After(tick):
+		}
+	}
+}
+
+// leaderOf waits for the "run created" line and returns the run and the creating instance.
+func (c *cluster) runCreated(ctx context.Context) (devhost.LogLine, error) {
+	return c.h.WaitLine(ctx, func(l devhost.LogLine) bool { return l.Msg == "run created" })
+}
+
+// waitFinal waits until run's manifest is final and returns it.
+func (c *cluster) waitFinal(ctx context.Context, run string) (ledger.Manifest, error) {
+	var m ledger.Manifest
+	err := waitFor(ctx, 100*time.Millisecond, "run "+run+" final", func() (bool, error) {
+		var err error
+		m, err = c.store.ReadManifest(ctx, run)
+		return err == nil && m.State.Final(), err
+	})
+	return m, err
+}
+
+// figures prints a line the report collects: go test -v ./e2e | grep FIGURES.
+func figures(t *testing.T, format string, args ...any) {
+	t.Helper()
+	t.Logf("FIGURES %s: %s", t.Name(), fmt.Sprintf(format, args...))
+}
+
+// pretty renders v as indented JSON, for failure messages.
+func pretty(v any) string {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	return string(b)
+}

@@ -1,0 +1,403 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/internal/devhost"
+	"github.com/batonfn/baton/ledger"
+)
+
+// leaseSample is one read of the lease blob, kept when it differs from the previous one.
+type leaseSample struct {
+	At    time.Time
+	State coordinator.LeaderState
+}
+
+// leaseSampler reads the lease blob's state and holder record every 50 ms: the storage side
+// of the leadership log.
+type leaseSampler struct {
+	mu      sync.Mutex
+	samples []leaseSample
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func startSampler(lock *coordinator.BlobLock) *leaseSampler {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &leaseSampler{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		for ctx.Err() == nil {
+			rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+			st, err := lock.State(rctx)
+			rcancel()
+			if err == nil {
+				s.mu.Lock()
+				if n := len(s.samples); n == 0 || s.samples[n-1].State != st {
+					s.samples = append(s.samples, leaseSample{At: time.Now(), State: st})
+				}
+				s.mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	return s
+}
+
+func (s *leaseSampler) stop() { s.cancel(); <-s.done }
+
+func (s *leaseSampler) all() []leaseSample {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]leaseSample(nil), s.samples...)
+}
+
+// waitEpoch waits until storage shows a held lease with an epoch above `above`.
+func (s *leaseSampler) waitEpoch(ctx context.Context, above int64) (leaseSample, error) {
+	var got leaseSample
+	err := waitFor(ctx, 25*time.Millisecond, fmt.Sprintf("a lease epoch above %d", above), func() (bool, error) {
+		for _, x := range s.all() {
+			if x.State.Held && x.State.Epoch > above {
+				got = x
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return got, err
+}
+
+// tenure is one leadership as the handlers' own log lines tell it.
+type tenure struct {
+	Epoch    int64
+	Holder   string // app/instance/pid
+	Instance string
+	PID      int
+	Acquired time.Time
+	// LastConfirm is the last acquire or successful renewal; Released is set on a graceful
+	// release, Lost when the holder noticed it lost the lease.
+	LastConfirm time.Time
+	Released    time.Time
+	Lost        time.Time
+	LostMsg     string
+}
+
+// ValidUntil is when the lease of this tenure stopped being valid at the latest.
+func (t tenure) ValidUntil() time.Time {
+	end := t.LastConfirm.Add(leaseDuration)
+	if !t.Released.IsZero() && t.Released.Before(end) {
+		end = t.Released
+	}
+	return end
+}
+
+// tenures builds the leadership log from the handler lines.
+func tenures(lines []devhost.LogLine) ([]tenure, error) {
+	byEpoch := map[int64]*tenure{}
+	var order []int64
+	for _, l := range lines {
+		epoch := l.Int("epoch")
+		holder := l.Str("holder")
+		switch l.Msg {
+		case "leadership acquired":
+			if _, dup := byEpoch[epoch]; dup {
+				return nil, fmt.Errorf("epoch %d acquired twice: by %s and %s", epoch, byEpoch[epoch].Holder, holder)
+			}
+			byEpoch[epoch] = &tenure{Epoch: epoch, Holder: holder, Instance: l.Instance, PID: l.PID, Acquired: l.Time, LastConfirm: l.Time}
+			order = append(order, epoch)
+			continue
+		}
+		tn := byEpoch[epoch]
+		if tn == nil || tn.Holder != holder {
+			continue
+		}
+		switch {
+		case l.Msg == "lease renewed":
+			tn.LastConfirm = l.Time
+		case l.Msg == "leadership released":
+			tn.Released = l.Time
+		case l.Msg == "leadership ended: lease already gone at release":
+			if tn.Lost.IsZero() {
+				tn.Lost, tn.LostMsg = l.Time, l.Msg
+			}
+		case strings.HasPrefix(l.Msg, "lease renewal failed"), strings.HasPrefix(l.Msg, "leadership lost"),
+			strings.HasPrefix(l.Msg, "leader task stalled"):
+			if tn.Lost.IsZero() {
+				tn.Lost, tn.LostMsg = l.Time, l.Msg
+			}
+		}
+	}
+	out := make([]tenure, 0, len(order))
+	for _, e := range order {
+		out = append(out, *byEpoch[e])
+	}
+	return out, nil
+}
+
+// checkLeadership proves invariant 1 from both sides: the handlers' own log (every epoch
+// acquired once, epochs rising with acquisition time, each lease valid only until the next
+// epoch was acquired) and the sampled lease blob (epochs never go back; each epoch shows the
+// holder that logged it).
+func checkLeadership(t *testing.T, c *cluster) []tenure {
+	t.Helper()
+	ts, err := tenures(c.h.Lines())
+	if err != nil {
+		t.Fatalf("leadership log: %v", err)
+	}
+	const tolerance = time.Second // log timestamps trail the storage calls
+	byEpoch := map[int64]tenure{}
+	for i, tn := range ts {
+		byEpoch[tn.Epoch] = tn
+		if i == 0 {
+			continue
+		}
+		prev := ts[i-1]
+		if tn.Epoch <= prev.Epoch {
+			t.Errorf("invariant 1: epoch %d acquired at %s after epoch %d (%s): epochs must rise", tn.Epoch,
+				tn.Acquired.Format(time.StampMilli), prev.Epoch, prev.Acquired.Format(time.StampMilli))
+		}
+		if end := prev.ValidUntil(); end.After(tn.Acquired.Add(tolerance)) {
+			t.Errorf("invariant 1: epoch %d (%s) valid until %s, but epoch %d (%s) acquired at %s: two valid holders",
+				prev.Epoch, prev.Holder, end.Format(time.StampMilli), tn.Epoch, tn.Holder, tn.Acquired.Format(time.StampMilli))
+		}
+	}
+	var last int64
+	for _, s := range c.sampler.all() {
+		if s.State.Epoch < last {
+			t.Errorf("invariant 1: storage showed epoch %d after epoch %d (at %s)", s.State.Epoch, last, s.At.Format(time.StampMilli))
+		}
+		last = max(last, s.State.Epoch)
+		if s.State.Epoch == 0 {
+			continue
+		}
+		tn, ok := byEpoch[s.State.Epoch]
+		switch {
+		case !ok:
+			t.Errorf("storage shows epoch %d held by %s, which no handler logged acquiring", s.State.Epoch, s.State.Holder)
+		case tn.Holder != s.State.Holder.String():
+			t.Errorf("epoch %d: storage says holder %s, the log says %s", s.State.Epoch, s.State.Holder, tn.Holder)
+		}
+	}
+	return ts
+}
+
+// runWant is what a run must look like once final.
+type runWant struct {
+	partitions int
+	state      ledger.State
+	failed     []int // partitions recorded as failed
+}
+
+// runFigures are counted while checking a run.
+type runFigures struct {
+	Partitions   int
+	DoneRecords  int64
+	Duplicates   int // delivery attempts that found the result already recorded
+	StaleDropped int
+	Redelivered  int // partition invocations with DequeueCount > 1
+	// PreTakeover counts results of a segment's older-epoch messages taken before the takeover.
+	PreTakeover int
+	Segments    []ledger.Segment
+	Elapsed     time.Duration
+}
+
+// syntheticAggregate mirrors the synthetic job's aggregate.
+type syntheticAggregate struct {
+	Partitions int   `json:"partitions"`
+	OK         int   `json:"ok"`
+	Failed     int   `json:"failed"`
+	SumV       int64 `json:"sumV"`
+}
+
+// checkRun proves invariants 3 and 4 for one finished run from the ledger: every partition has
+// exactly one result, no result comes from a stale-epoch message taken after the takeover that
+// made it stale (invariant 5), the report
+// exists once and agrees with the results (the synthetic sum is recomputed), and exactly one
+// instance logged creating the run and exactly one logged finishing it.
+func checkRun(t *testing.T, c *cluster, run string, want runWant, ts []tenure) runFigures {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	var fig runFigures
+	m, err := c.store.ReadManifest(ctx, run)
+	if err != nil {
+		t.Fatalf("run %s: %v", run, err)
+	}
+	fig.Segments = m.Segments
+	fig.Partitions = m.Partitions
+	if !m.Finished.IsZero() {
+		fig.Elapsed = m.Finished.Sub(m.Created)
+	}
+	if m.State != want.state || !m.PlanDone || m.Partitions != want.partitions {
+		t.Errorf("run %s: state %s, planDone %v, partitions %d; want %s, true, %d", run, m.State, m.PlanDone, m.Partitions, want.state, want.partitions)
+	}
+	acquired := map[int64]bool{}
+	acquiredAt := map[int64]time.Time{}
+	for _, tn := range ts {
+		acquired[tn.Epoch] = true
+		acquiredAt[tn.Epoch] = tn.Acquired
+	}
+	for i, s := range m.Segments {
+		if !acquired[s.Epoch] {
+			t.Errorf("run %s: segment epoch %d was never acquired by a handler", run, s.Epoch)
+		}
+		if i > 0 && (s.Epoch <= m.Segments[i-1].Epoch || s.From < m.Segments[i-1].From) {
+			t.Errorf("run %s: segments %v do not rise", run, m.Segments)
+		}
+	}
+	if n := len(m.Segments); n > 0 && m.Epoch != m.Segments[n-1].Epoch {
+		t.Errorf("run %s: manifest epoch %d, last segment epoch %d", run, m.Epoch, m.Segments[n-1].Epoch)
+	}
+
+	// Invariant 3: exactly one result per partition.
+	var indexes []int
+	if err := c.store.ListResults(ctx, run, func(i int) error { indexes = append(indexes, i); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(indexes) != want.partitions {
+		t.Errorf("run %s: %d results, want %d", run, len(indexes), want.partitions)
+	}
+	for k, i := range indexes {
+		if i != k {
+			t.Errorf("run %s: results are %v, want exactly 0..%d", run, indexes, want.partitions-1)
+			break
+		}
+	}
+	failed := map[int]bool{}
+	for _, i := range want.failed {
+		failed[i] = true
+	}
+	agg := syntheticAggregate{Partitions: want.partitions}
+	for _, i := range indexes {
+		r, err := c.store.ReadResult(ctx, run, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seg := m.SegmentEpoch(i); r.Epoch < seg {
+			// Legitimate only when the worker took the message before the takeover recorded
+			// the newer segment (it carries the same stored plan payload). A stale message
+			// processed after the takeover is a fencing failure.
+			fig.PreTakeover++
+			if acq, ok := acquiredAt[seg]; !ok || r.Started.After(acq.Add(time.Second)) {
+				t.Errorf("run %s partition %d: result of an epoch-%d message started at %s, after epoch %d took over at %s (stale message not fenced)",
+					run, i, r.Epoch, r.Started.Format(time.StampMilli), seg, acq.Format(time.StampMilli))
+			}
+		}
+		if r.OK == failed[i] {
+			t.Errorf("run %s partition %d: ok=%v, want %v (%s)", run, i, r.OK, !failed[i], r.Error)
+		}
+		if r.OK {
+			agg.OK++
+			agg.SumV += int64(i) * int64(i)
+		} else {
+			agg.Failed++
+		}
+	}
+
+	// Invariant 4: one report, agreeing with the results.
+	rep, _, err := c.store.ReadReport(ctx, run)
+	if err != nil {
+		t.Fatalf("run %s report: %v", run, err)
+	}
+	if rep.State != m.State || rep.Partitions != want.partitions || rep.Succeeded != agg.OK || rep.Failed != agg.Failed {
+		t.Errorf("run %s report: state %s, %d partitions, %d ok, %d failed; want %s, %d, %d, %d",
+			run, rep.State, rep.Partitions, rep.Succeeded, rep.Failed, m.State, want.partitions, agg.OK, agg.Failed)
+	}
+	var got syntheticAggregate
+	if err := json.Unmarshal(rep.Aggregate, &got); err != nil || got != agg {
+		t.Errorf("run %s aggregate = %s (%v), want %+v", run, rep.Aggregate, err, agg)
+	}
+	var listed []int
+	for _, f := range rep.FailedList {
+		listed = append(listed, f.Index)
+	}
+	sort.Ints(listed)
+	if fmt.Sprint(listed) != fmt.Sprint(sortedCopy(want.failed)) {
+		t.Errorf("run %s report names failed partitions %v, want %v", run, listed, want.failed)
+	}
+
+	for shard := 0; shard <= max(want.partitions-1, 0)/ledger.DoneShardSize; shard++ {
+		n, err := c.store.DoneCount(ctx, run, shard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fig.DoneRecords += n
+	}
+	if fig.DoneRecords < int64(want.partitions) {
+		t.Errorf("run %s: %d done records for %d partitions", run, fig.DoneRecords, want.partitions)
+	}
+
+	created, finished := 0, 0
+	for _, l := range c.h.Lines() {
+		if l.Str("run") != run {
+			continue
+		}
+		switch {
+		case l.Msg == "run created":
+			created++
+		case l.Msg == "run finished":
+			finished++
+		case strings.HasPrefix(l.Msg, "duplicate delivery"):
+			fig.Duplicates++
+		case l.Msg == "stale partition message dropped":
+			fig.StaleDropped++
+		}
+	}
+	if created != 1 || finished != 1 {
+		t.Errorf("run %s: %d instances logged \"run created\" and %d \"run finished\", want 1 and 1", run, created, finished)
+	}
+	for _, r := range c.Records() {
+		if env, count, ok := envelopeOf(r); ok && env.Run == run && env.Kind == "partition" && count > 1 {
+			fig.Redelivered++
+		}
+	}
+	return fig
+}
+
+func sortedCopy(xs []int) []int {
+	out := append([]int(nil), xs...)
+	sort.Ints(out)
+	return out
+}
+
+// listRuns returns every run ID in the runs container.
+func listRuns(ctx context.Context, c *cluster) ([]string, error) {
+	var runs []string
+	err := c.store.ListRuns(ctx, func(run string) bool { runs = append(runs, run); return true })
+	return runs, err
+}
+
+// checkNoPolling proves invariant 6: every acquisition happened inside a Tick invocation or a
+// WorkQueue invocation (a check message) on the same process; no instance contends on its own.
+func checkNoPolling(t *testing.T, c *cluster, ts []tenure) {
+	t.Helper()
+	const slack = 50 * time.Millisecond
+	recs := c.Records()
+	for _, tn := range ts {
+		inside := false
+		for _, r := range recs {
+			if r.Instance == tn.Instance && r.PID == tn.PID && (r.Function == "Tick" || r.Function == "WorkQueue") &&
+				!tn.Acquired.Before(r.Started.Add(-slack)) && !tn.Acquired.After(r.End.Add(slack)) {
+				inside = true
+				break
+			}
+		}
+		if !inside {
+			t.Errorf("invariant 6: epoch %d acquired by %s at %s outside any Tick or check invocation", tn.Epoch, tn.Holder,
+				tn.Acquired.Format(time.StampMilli))
+		}
+	}
+}
+
+var errNotYet = errors.New("not yet")

@@ -1,0 +1,75 @@
+// Package e2e_test runs the real handler binary as several host instances (internal/devhost)
+// against Azurite and proves the invariants of DESIGN.md from the ledger and from a leadership
+// log, under chaos: killed and paused leaders, killed workers, an Azurite restart, poison
+// partitions.
+//
+// Environment:
+//
+//	E2E_OCCURRENCES   occurrences in TestRuns_OnePerOccurrence (default 20)
+//	E2E_HANDLER_RACE  build the handler with -race too (slower start-up, catches handler races)
+//	E2E_LOG_DIR       where each test's host log goes (default $TMPDIR/baton-e2e)
+package e2e_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"testing"
+
+	"github.com/batonfn/baton/internal/azurite"
+)
+
+var (
+	// repoRoot is the app root (host.json and the function folders).
+	repoRoot string
+	// handlerBin is the handler built once for the whole package.
+	handlerBin string
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	wd, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if repoRoot, err = azurite.RepoRoot(wd); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "baton-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	handlerBin = filepath.Join(dir, "baton")
+	args := []string{"build", "-o", handlerBin}
+	if os.Getenv("E2E_HANDLER_RACE") != "" {
+		args = append(args, "-race")
+	}
+	args = append(args, "./handler")
+	start := time.Now()
+	cmd := exec.Command(goTool(), args...)
+	cmd.Dir = repoRoot
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: build the handler: %v\n%s", err, out)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "e2e: handler built in %s\n", time.Since(start).Round(time.Millisecond))
+	return azurite.Main(m)
+}
+
+// goTool is the go command of the toolchain running the tests.
+func goTool() string {
+	p := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	return "go"
+}
