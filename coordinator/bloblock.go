@@ -214,7 +214,7 @@ func (b *BlobLock) Acquire(ctx context.Context, holder Identity) (Lease, error) 
 // heldError builds the HeldError for a lost attempt from rec, re-reading it first unless it
 // is fresh. A record read just after a takeover may predate the winner's metadata write by a
 // few milliseconds (it then shows no holder, a released one, or no live lease): re-read a few
-// times, 10 ms to 320 ms apart, until it shows a live holder. This is a bounded confirmation
+// times, 2 ms to 256 ms apart, until it shows a live holder. This is a bounded confirmation
 // inside one attempt, not a wait for the lock.
 func (b *BlobLock) heldError(ctx context.Context, rec leaseRecord, fresh bool) error {
 	var err error
@@ -225,7 +225,7 @@ func (b *BlobLock) heldError(ctx context.Context, rec leaseRecord, fresh bool) e
 		return err == nil && rec.Epoch > 0 && rec.ReleasedAt.IsZero() &&
 			(rec.LeaseState == LeaseStateLeased || rec.LeaseState == LeaseStateBreaking)
 	}
-	for wait := 10 * time.Millisecond; !settled() && wait <= 320*time.Millisecond; wait *= 2 {
+	for wait := 2 * time.Millisecond; !settled() && wait <= 256*time.Millisecond; wait *= 2 {
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
