@@ -45,7 +45,7 @@ fuzz:
 test: vet unit fuzz
 
 demo: tools build
-	$(GO) run ./cmd/devhost demo
+	$(GO) run ./cmd/devhost demo -exe ./$(BIN)
 
 bench: tools build
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 30m ./...

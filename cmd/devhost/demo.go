@@ -102,7 +102,7 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 			d.say("All %d handler processes stopped.", *n)
 		}
 	}()
-	return d.run(ctx, h, settings)
+	return d.run(ctx, h, seeded)
 }
 
 type demo struct {
@@ -165,7 +165,7 @@ func (d *demo) startHost(ctx context.Context, app, exe string, n int, settings m
 	return h, nil
 }
 
-func (d *demo) run(ctx context.Context, h *devhost.Host, settings map[string]string) error {
+func (d *demo) run(ctx context.Context, h *devhost.Host, seeded seedResult) error {
 	d.say("Every instance's timer fires at the next occurrence (a few hundred ms apart); they race for the lease.")
 	if _, err := h.WaitFires(ctx, 1); err != nil {
 		return err
@@ -216,34 +216,34 @@ func (d *demo) run(ctx context.Context, h *devhost.Host, settings map[string]str
 		d.say("  later: %s", s)
 	}
 
-	d.say("Final report (%s):", reportSource(h))
-	rep, err := d.report(ctx, h, run)
+	rep, src, err := d.report(ctx, h, run)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(d.out, rep)
+	d.say("Final report, from %s:", src)
+	d.summarise(rep, seeded)
+	if d.verbose {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		fmt.Fprintln(d.out, string(b))
+	}
 	d.say("Run %s ended %s in the ledger; demo took %.1fs. Stopping everything it started.", run, p.State, time.Since(d.start).Seconds())
 	return nil
 }
 
-func reportSource(h *devhost.Host) string {
-	if h.HTTPURL() != "" {
-		return "GET /api/runs/<id> through the devhost, else report.json from the ledger"
-	}
-	return "report.json from the ledger"
-}
-
-// report fetches the run through the Runs API when it is implemented, else reads report.json.
-func (d *demo) report(ctx context.Context, h *devhost.Host, run string) (string, error) {
+// report fetches the run's report through the Runs API when it answers, else reads
+// report.json from the ledger. It returns the report object and where it came from.
+func (d *demo) report(ctx context.Context, h *devhost.Host, run string) (map[string]any, string, error) {
 	if base := h.HTTPURL(); base != "" {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/runs/"+run, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				d.say("GET /api/runs/%s → 200", run)
-				return pretty(body), nil
+			var v struct {
+				Report map[string]any `json:"report"`
+			}
+			if resp.StatusCode == http.StatusOK && json.Unmarshal(body, &v) == nil && v.Report != nil {
+				return v.Report, "GET /api/runs/" + run + " (the Runs function, through the devhost) → 200", nil
 			}
 			d.say("GET /api/runs/%s → %d (%s); reading report.json from the ledger instead", run, resp.StatusCode, strings.TrimSpace(firstN(string(body), 120)))
 		}
@@ -251,27 +251,81 @@ func (d *demo) report(ctx context.Context, h *devhost.Host, run string) (string,
 	cfg := h.Config()
 	blobs, err := cfg.Storage.NewBlobClient(nil)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	store := ledger.NewStore(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), ledger.StoreOptions{})
 	rep, _, err := store.ReadReport(ctx, run)
 	if err != nil {
-		return "", fmt.Errorf("read report of %s: %w", run, err)
+		return nil, "", fmt.Errorf("read report of %s: %w", run, err)
 	}
-	b, err := json.Marshal(rep)
-	if err != nil {
-		return "", err
+	b, _ := json.Marshal(rep)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, "", err
 	}
-	return pretty(b), nil
+	return m, cfg.RunsContainer + "/" + run + "/report.json", nil
 }
 
-func pretty(b []byte) string {
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		return string(b)
+// summarise prints the report in a few lines: state and counts, the aggregate's scalar
+// fields, its per-content-type tally and the corrupt blobs (checked against the seeded ones).
+func (d *demo) summarise(rep map[string]any, seeded seedResult) {
+	d.say("  state %v: %v of %v partitions succeeded, %v failed; aggregated by %v", rep["state"], rep["succeeded"], rep["partitions"],
+		rep["failed"], holderText(rep["aggregator"]))
+	agg, _ := rep["aggregate"].(map[string]any)
+	if agg == nil {
+		return
 	}
-	out, _ := json.MarshalIndent(v, "", "  ")
-	return string(out)
+	var scalars []string
+	keys := make([]string, 0, len(agg))
+	for k := range agg {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		switch v := agg[k].(type) {
+		case float64:
+			scalars = append(scalars, fmt.Sprintf("%s=%v", k, int64(v)))
+		case bool, string:
+			scalars = append(scalars, fmt.Sprintf("%s=%v", k, v))
+		}
+	}
+	d.say("  aggregate: %s", strings.Join(scalars, " "))
+	if byCT, ok := agg["byContentType"].(map[string]any); ok {
+		cts := make([]string, 0, len(byCT))
+		for k := range byCT {
+			cts = append(cts, k)
+		}
+		sort.Strings(cts)
+		for _, ct := range cts {
+			t, _ := byCT[ct].(map[string]any)
+			d.say("    %-28s %6d objects %9d bytes", ct, asInt(t["objects"]), asInt(t["bytes"]))
+		}
+	}
+	list, ok := agg["corrupt"].([]any)
+	if !ok {
+		return
+	}
+	var names []string
+	for _, c := range list {
+		if m, ok := c.(map[string]any); ok {
+			names = append(names, fmt.Sprint(m["name"]))
+		}
+	}
+	sort.Strings(names)
+	d.say("  corrupt (Content-MD5 does not match the content): %s", strings.Join(names, ", "))
+	if strings.Join(names, ",") == strings.Join(seeded.WrongMD5, ",") {
+		d.say("  ✓ exactly the %d blobs seeded with a wrong Content-MD5", len(names))
+	} else {
+		d.say("  ✗ the seeded wrong ones were: %s", strings.Join(seeded.WrongMD5, ", "))
+	}
+}
+
+func holderText(v any) string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return "?"
+	}
+	return fmt.Sprintf("%v/%v/%v", m["app"], m["instance"], m["pid"])
 }
 
 func firstN(s string, n int) string {
@@ -279,4 +333,9 @@ func firstN(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+func asInt(v any) int64 {
+	f, _ := v.(float64)
+	return int64(f)
 }

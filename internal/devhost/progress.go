@@ -113,12 +113,12 @@ func (h *Host) watchProgress(ctx context.Context, w *progressWatcher, every time
 			return
 		case <-t.C:
 		}
-		rctx, cancel := context.WithTimeout(ctx, every*3)
+		rctx, cancel := context.WithTimeout(ctx, max(every*5, 10*time.Second))
 		p, ok, err := w.read(rctx)
 		cancel()
 		if err != nil {
 			if msg := firstLine(err.Error()); msg != lastErr && ctx.Err() == nil {
-				h.log.Debug("progress: read failed", "err", msg)
+				h.log.Info("progress: cannot read the ledger", "err", msg)
 				lastErr = msg
 			}
 			continue
