@@ -51,20 +51,20 @@ const (
 
 // Defaults for settings that may be left unset.
 const (
-	DefaultPort           = 8080
-	DefaultTransport      = TransportServiceBus
-	DefaultWorkQueue      = "baton-work"
-	DefaultJob            = "inventory"
-	DefaultLeaseContainer = "leases"
-	DefaultRunsContainer  = "runs"
-	DefaultLeaseName      = "baton-leader"
-	DefaultLeaseDuration  = 30 * time.Second
-	DefaultStallTimeout   = 2 * time.Minute
-	DefaultOverlap        = OverlapSkip
-	DefaultMaxDeliveries  = 5
-	DefaultRunTimeout     = time.Hour
-	DefaultCheckRounds    = 3
-	DefaultEnqueueBatch   = 250
+	DefaultPort            = 8080
+	DefaultTransport       = TransportServiceBus
+	DefaultWorkQueue       = "baton-work"
+	DefaultJob             = "inventory"
+	DefaultLeaseContainer  = "leases"
+	DefaultRunsContainer   = "runs"
+	DefaultLeaseName       = "baton-leader"
+	DefaultLeaseDuration   = 30 * time.Second
+	DefaultStallTimeout    = 2 * time.Minute
+	DefaultOverlap         = OverlapSkip
+	DefaultMaxDeliveries   = 5
+	DefaultRunTimeout      = time.Hour
+	DefaultCheckRounds     = 3
+	DefaultEnqueueBatch    = 250
 	DefaultFunctionTimeout = 30 * time.Minute
 )
 

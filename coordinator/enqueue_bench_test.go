@@ -52,12 +52,12 @@ func BenchmarkTick_Enqueue10000(b *testing.B) {
 		q := qs.NewQueueClient(azurite.UniqueName(b, "bwork"))
 		jobs := work.NewRegistry()
 		jobs.Register("count", &countJob{})
-		lock, err := NewBlobLock(leases, "leader", BlobLockOptions{Duration: 15 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		lock, err := NewBlobLock(leases, "leader", BlobLockOptions{Duration: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)
 		}
 		id := Identity{App: "bench", Instance: "i", PID: 1}
-		ld, err := NewLeader(LeaderConfig{Lock: lock, Identity: id, LeaseDuration: 15 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		ld, err := NewLeader(LeaderConfig{Lock: lock, Identity: id, LeaseDuration: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)
 		}
