@@ -191,8 +191,8 @@ func TestHost_Timeout(t *testing.T) {
 	}
 }
 
-// TestHost_KillRestartsThenGivesUp: kill -9 restarts the handler; the third exit within the
-// window gives the instance up; restart revives it.
+// TestHost_KillRestartsThenGivesUp: kill -9 and SIGTERM each restart the handler (both count
+// as exits); the third exit within the window gives the instance up; restart revives it.
 func TestHost_KillRestartsThenGivesUp(t *testing.T) {
 	h := startFake(t, fakeApp(t, false), 1, nil, nil)
 	in := h.Instance("instance-1")
@@ -211,11 +211,12 @@ func TestHost_KillRestartsThenGivesUp(t *testing.T) {
 		}
 	}
 	_, pid := in.State()
-	for i := 1; i <= 2; i++ {
-		if err := h.Do(ctx, "instance-1", ActionKill); err != nil {
+	for i, action := range []string{ActionKill, ActionTerm} {
+		if err := h.Do(ctx, "instance-1", action); err != nil {
 			t.Fatal(err)
 		}
 		pid = waitNewPID(pid)
+		i++
 		if got := in.Info().Exits; got != i {
 			t.Errorf("after kill %d: exits in window = %d", i, got)
 		}

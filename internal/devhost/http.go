@@ -298,7 +298,7 @@ func writeHTTPError(w http.ResponseWriter, status int, code, msg string) {
 	b, _ := json.Marshal(map[string]any{"error": map[string]string{"code": code, "message": msg}})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // pickInstance returns a random running instance, or nil.
