@@ -302,10 +302,15 @@ func TestChaos_PauseLeaderFencing(t *testing.T) {
 		takeover.State.Holder, takeover.State.Epoch, noticed.Round(time.Millisecond), lostLine.Msg, fenced, fig.StaleDropped, fig.Duplicates, len(samples))
 }
 
-// TestChaos_AzuriteRestart: restart Azurite (disk persistence) while workers are busy; the
-// handlers and the host retry, and the run completes with every partition exactly once.
+// azuriteOutage is how long TestChaos_AzuriteRestart keeps storage down.
+const azuriteOutage = 7 * time.Second
+
+// TestChaos_AzuriteRestart: stop Azurite (disk persistence) while workers are busy and start it
+// again on the same ports and data a few seconds later; the handlers and the host retry, and
+// the run completes with every partition exactly once.
 func TestChaos_AzuriteRestart(t *testing.T) {
-	srv := azurite.Private(t, azurite.Options{Dir: t.TempDir()})
+	dir := t.TempDir()
+	srv := azurite.Private(t, azurite.Options{Dir: dir})
 	c := startCluster(t, clusterOpts{srv: srv, params: `{"partitions":30,"workMs":1000}`})
 	ctx := testCtx(t, 4*time.Minute)
 	created, err := c.runCreated(ctx)
@@ -324,8 +329,12 @@ func TestChaos_AzuriteRestart(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// Down for longer than the SDK's retries last (about 5.6 s), so some invocations fail and
+	// the host has to settle messages once storage is back.
 	downAt := time.Now()
-	srv2, err := srv.Restart(ctx)
+	srv.Stop()
+	time.Sleep(azuriteOutage)
+	srv2, err := azurite.Start(ctx, azurite.Options{Dir: dir, BlobPort: srv.BlobPort, QueuePort: srv.QueuePort})
 	if err != nil {
 		t.Fatalf("restart azurite: %v", err)
 	}

@@ -128,13 +128,6 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 		settings[k] = v
 	}
 
-	logDir := os.Getenv("E2E_LOG_DIR")
-	if logDir == "" {
-		logDir = filepath.Join(os.TempDir(), "baton-e2e")
-	}
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	logPath := filepath.Join(logDir, strings.ReplaceAll(t.Name(), "/", "_")+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {

@@ -7,7 +7,8 @@
 //
 //	E2E_OCCURRENCES   occurrences in TestRuns_OnePerOccurrence (default 20)
 //	E2E_HANDLER_RACE  build the handler with -race too (slower start-up, catches handler races)
-//	E2E_LOG_DIR       where each test's host log goes (default $TMPDIR/baton-e2e)
+//	E2E_LOG_DIR       where each test's host log goes (default: a fresh $TMPDIR/baton-e2e-logs-*
+//	                  directory, removed when every test passed)
 package e2e_test
 
 import (
@@ -24,6 +25,8 @@ import (
 )
 
 var (
+	// logDir receives one host log per test.
+	logDir string
 	// repoRoot is the app root (host.json and the function folders).
 	repoRoot string
 	// handlerBin is the handler built once for the whole package.
@@ -62,7 +65,27 @@ func run(m *testing.M) int {
 		return 1
 	}
 	fmt.Fprintf(os.Stderr, "e2e: handler built in %s\n", time.Since(start).Round(time.Millisecond))
-	return azurite.Main(m)
+
+	// A directory of its own: several runs of this package (make test in parallel shells) must
+	// not write to the same log files.
+	logDir = os.Getenv("E2E_LOG_DIR")
+	keep := logDir != ""
+	if !keep {
+		if logDir, err = os.MkdirTemp("", "baton-e2e-logs-"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	} else if err := os.MkdirAll(logDir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := azurite.Main(m)
+	if code == 0 && !keep {
+		_ = os.RemoveAll(logDir)
+	} else {
+		fmt.Fprintf(os.Stderr, "e2e: host logs kept in %s\n", logDir)
+	}
+	return code
 }
 
 // goTool is the go command of the toolchain running the tests.
