@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -191,6 +190,12 @@ func (c *cluster) shutdown() {
 		}
 		c.sampler.stop()
 		_ = c.logFile.Close()
+		for _, l := range c.h.Lines() {
+			if strings.Contains(l.Raw, "WARNING: DATA RACE") || strings.HasPrefix(l.Raw, "panic:") {
+				c.t.Errorf("%s (pid %d) reported: %s (see %s)", l.Instance, l.PID, l.Raw, c.logPath)
+				break
+			}
+		}
 		if c.t.Failed() {
 			c.t.Logf("host log: %s; last lines:\n%s", c.logPath, tail(c.logPath, 60))
 		}
@@ -283,10 +288,4 @@ func (c *cluster) waitFinal(ctx context.Context, run string) (ledger.Manifest, e
 func figures(t *testing.T, format string, args ...any) {
 	t.Helper()
 	t.Logf("FIGURES %s: %s", t.Name(), fmt.Sprintf(format, args...))
-}
-
-// pretty renders v as indented JSON, for failure messages.
-func pretty(v any) string {
-	b, _ := json.MarshalIndent(v, "", "  ")
-	return string(b)
 }

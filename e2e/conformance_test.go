@@ -227,9 +227,19 @@ func TestConformance_PayloadsMatchGoldens(t *testing.T) {
 		}
 		golden := loadGolden(t, "timer.json")
 		deep := map[string]bool{"timer": true, "timer.Schedule": true, "timer.ScheduleStatus": true, "sys": true}
+		// A timer status time carries a fraction or not depending on its value (the host moves
+		// an early fire's Last to its whole-second occurrence); both are one form here.
+		wholeOrFraction := func(m map[string]string) map[string]string {
+			for k, v := range m {
+				if v == "string:time+00:00-seconds" {
+					m[k] = "string:time+00:00"
+				}
+			}
+			return m
+		}
 		for _, r := range byFn["Tick"] {
 			got := decodePayload(t, r.Request)
-			compareForms(t, "Tick Data", forms(mustJSON(golden.Data), deep, ""), forms(mustJSON(got.Data), deep, ""), nil)
+			compareForms(t, "Tick Data", wholeOrFraction(forms(mustJSON(golden.Data), deep, "")), wholeOrFraction(forms(mustJSON(got.Data), deep, "")), nil)
 			compareForms(t, "Tick Metadata", forms(mustJSON(golden.Metadata), deep, ""), forms(mustJSON(got.Metadata), deep, ""), nil)
 			ti, err := protocol.DecodeTimer(got.Data["timer"])
 			if err != nil || ti.ScheduleStatus == nil {

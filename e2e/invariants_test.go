@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -399,5 +398,3 @@ func checkNoPolling(t *testing.T, c *cluster, ts []tenure) {
 		}
 	}
 }
-
-var errNotYet = errors.New("not yet")

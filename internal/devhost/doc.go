@@ -31,7 +31,15 @@
 //
 // Chaos controls (Go API and a loopback control endpoint): kill -9, SIGTERM, SIGSTOP/SIGCONT and
 // restart one instance. A paused (SIGSTOPped) instance models a frozen VM: its timer does not
-// fire and its queue listener takes no new messages, but messages it holds stay invisible.
+// fire (the occurrence it missed fires past due on SIGCONT) and its queue listener takes no new
+// messages, but messages it holds stay invisible. POST /admin/functions/<Name> fires a timer
+// function once, as Core Tools' admin API does.
+//
+// The host also checks, before starting anything, that Baton's config.Load accepts the
+// settings (Options.SkipConfigCheck turns that off for other handlers), and Preflight runs one
+// handler to surface a start-up failure once. The progress line reads the run ledger and the
+// lease blob every second; every handler output line is kept in memory for tests (Lines,
+// WaitLine, Subscribe) and rendered for a terminal.
 //
 // What is not emulated: the host's timer singleton and schedule monitor storage (each instance
 // keeps its own ScheduleStatus), Service Bus, function keys, HTTP forwarding/proxying mode, output

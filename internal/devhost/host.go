@@ -104,7 +104,6 @@ type Host struct {
 	fires    []TimerFire
 	poisoned []string
 	changed  chan struct{}
-	lastProg Progress
 }
 
 // New reads the app and its settings, checks that the handler's configuration is valid (with
@@ -472,9 +471,6 @@ func (h *Host) handlerLine(l LogLine) {
 }
 
 func (h *Host) progressLine(p Progress) {
-	h.mu.Lock()
-	h.lastProg = p
-	h.mu.Unlock()
 	h.write(time.Now().Format("15:04:05.000") + " " + fmt.Sprintf("%-10s ", "devhost") + p.Line() + "\n")
 }
 

@@ -106,6 +106,9 @@ func levelOf(s string) slog.Level {
 // names the instance.
 var hiddenAttrs = map[string]bool{"instance": true}
 
+// durationAttrs are slog durations, which the JSON handler writes as nanoseconds.
+var durationAttrs = map[string]bool{"leaseDuration": true, "held": true, "sinceProgress": true, "stallTimeout": true}
+
 // formatLine renders a handler line for a terminal: time, instance, level, message, attrs.
 func formatLine(l LogLine) string {
 	var b strings.Builder
@@ -127,7 +130,11 @@ func formatLine(l LogLine) string {
 		b.WriteString(" ")
 		b.WriteString(k)
 		b.WriteString("=")
-		b.WriteString(quoteIfNeeded(LogLine{Attrs: l.Attrs}.Str(k)))
+		if n, ok := l.Attrs[k].(float64); ok && durationAttrs[k] {
+			b.WriteString(time.Duration(n).String())
+			continue
+		}
+		b.WriteString(quoteIfNeeded(l.Str(k)))
 	}
 	return b.String()
 }
