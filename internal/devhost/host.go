@@ -242,7 +242,7 @@ func (h *Host) prepare(fn *Function) error {
 		}
 		h.queues = append(h.queues, q)
 	case "httptrigger":
-		r, err := newRoute(fn)
+		r, err := newRoute(fn, h.settings)
 		if err != nil {
 			return err
 		}

@@ -131,9 +131,12 @@ func (r *route) literals() int {
 	return n
 }
 
-func newRoute(fn *Function) (*route, error) {
+func newRoute(fn *Function, settings *Settings) (*route, error) {
 	b := fn.Trigger()
-	tmpl := b.Prop("route")
+	tmpl, err := settings.Resolve(b.Prop("route"))
+	if err != nil {
+		return nil, fmt.Errorf("%s route: %w", fn.Name, err)
+	}
 	if tmpl == "" {
 		tmpl = fn.Name
 	}
