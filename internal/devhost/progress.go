@@ -103,15 +103,14 @@ func (w *progressWatcher) readRun(ctx context.Context, run string) (Progress, bo
 // watch prints a progress line every interval while a run is in progress, and one final line
 // when it ends.
 func (h *Host) watchProgress(ctx context.Context, w *progressWatcher, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
 	finished := map[string]bool{}
 	lastErr := ""
 	for {
+		// Wait a full interval after each read: a slow read must not bunch the lines up.
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(every):
 		}
 		rctx, cancel := context.WithTimeout(ctx, max(every*5, 10*time.Second))
 		p, ok, err := w.read(rctx)
