@@ -91,6 +91,7 @@ func TestChaos_KillLeaderMidEnqueue(t *testing.T) {
 	}
 	done := time.Since(killedAt)
 	ts := checkLeadership(t, c)
+	checkNoPolling(t, c, ts)
 	fig := checkRun(t, c, run, runWant{partitions: slowEnqueueParts, state: ledger.StateSucceeded}, ts)
 	if len(m.Segments) != 2 || m.Segments[0].Epoch != created.Int("epoch") || m.Segments[1].From < before.Checkpoint.Next {
 		t.Errorf("segments %v: want the dead leader's from 0 and one takeover from at least its checkpoint %d", m.Segments, before.Checkpoint.Next)
@@ -141,6 +142,7 @@ func TestChaos_KillWorkerMidPartition(t *testing.T) {
 	}
 	done := time.Since(killedAt)
 	ts := checkLeadership(t, c)
+	checkNoPolling(t, c, ts)
 	fig := checkRun(t, c, run, runWant{partitions: 6, state: ledger.StateSucceeded}, ts)
 
 	// The partitions the killed process held, and their redeliveries.
@@ -269,6 +271,7 @@ func TestChaos_PauseLeaderFencing(t *testing.T) {
 	samples := watch.all()
 
 	ts := checkLeadership(t, c)
+	checkNoPolling(t, c, ts)
 	fig := checkRun(t, c, run, runWant{partitions: slowEnqueueParts, state: ledger.StateSucceeded}, ts)
 	// Fencing, from the ledger: once the new epoch is in the manifest, nothing goes back.
 	var seenNew bool
@@ -346,6 +349,7 @@ func TestChaos_AzuriteRestart(t *testing.T) {
 	}
 	done := time.Since(downAt)
 	ts := checkLeadership(t, c)
+	checkNoPolling(t, c, ts)
 	fig := checkRun(t, c, run, runWant{partitions: 30, state: ledger.StateSucceeded}, ts)
 	var failedInv int
 	for _, r := range c.Records() {
@@ -382,6 +386,7 @@ func TestChaos_PoisonPartition(t *testing.T) {
 	}
 	elapsed := m.Finished.Sub(m.Created)
 	ts := checkLeadership(t, c)
+	checkNoPolling(t, c, ts)
 	fig := checkRun(t, c, run, runWant{partitions: 6, state: ledger.StatePartial, failed: []int{2}}, ts)
 
 	var bodies []string

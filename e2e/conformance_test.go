@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/batonfn/baton/internal/devhost"
+	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/protocol"
 )
 
@@ -183,6 +184,9 @@ func TestConformance_PayloadsMatchGoldens(t *testing.T) {
 	if _, err := c.waitFinal(ctx, run); err != nil {
 		t.Fatal(err)
 	}
+	ts := checkLeadership(t, c)
+	checkNoPolling(t, c, ts)
+	checkRun(t, c, run, runWant{partitions: 3, state: ledger.StateSucceeded}, ts)
 	call := func(method, path, body string, hdr map[string]string) {
 		req, _ := http.NewRequestWithContext(ctx, method, c.h.HTTPURL()+path, strings.NewReader(body))
 		if body == "" {
