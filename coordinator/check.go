@@ -23,7 +23,11 @@ import (
 func (c *Coordinator) Check(ctx context.Context, env work.Envelope) error {
 	m, err := c.cfg.Store.ReadManifest(ctx, env.Run)
 	if errors.Is(err, ledger.ErrNotFound) {
-		return fmt.Errorf("%w: check for unknown run %s", work.ErrMalformed, env.Run)
+		// The leader schedules a run's first check before it creates the run, so a leader
+		// that died in between leaves a check with no run: nothing to resume or retry.
+		c.cfg.Logger.Warn("check: no such run; dropping the check", "run", env.Run, "epoch", env.Epoch, "round", env.Round,
+			"instance", c.cfg.Identity.Instance)
+		return nil
 	}
 	if err != nil {
 		return err

@@ -263,10 +263,24 @@ func (c *Coordinator) lead(ctx context.Context, lease Lease, beat func(), spec r
 		return Outcome{}, err
 	}
 
-	// A new run: apply the overlap policy first, and record its decision.
-	if active, busy, err := c.activeRun(ctx); err != nil {
+	// A new run. First repair: a run left mid-enqueue by a dead leader is resumed here (this
+	// instance holds the lease, so nobody else is enqueueing it). Then the overlap policy
+	// decides, and its decision is recorded.
+	active, am, busy, err := c.activeRun(ctx)
+	if err != nil {
 		return Outcome{}, err
-	} else if busy && !c.cfg.AllowOverlap {
+	}
+	if busy && !am.PlanDone && am.Epoch < lease.Epoch {
+		log.Warn("the latest run was left mid-enqueue by a dead leader; resuming it first", "active", active, "leaderEpoch", am.Epoch)
+		if am, err = c.resume(ctx, lease, beat, active); err != nil {
+			return Outcome{}, err
+		}
+		if err := c.scheduleCheck(ctx, active, lease.Epoch, 1, am.Deadline); err != nil {
+			return Outcome{}, err
+		}
+		busy = !am.State.Final()
+	}
+	if busy && !c.cfg.AllowOverlap {
 		reason := fmt.Sprintf("run %s is still in progress (overlap policy: skip)", active)
 		if spec.trigger == ledger.TriggerTimer {
 			sk := c.newManifest(spec, lease)
@@ -279,6 +293,12 @@ func (c *Coordinator) lead(ctx context.Context, lease Lease, beat func(), spec r
 		return Outcome{Status: StatusSkipped, Run: spec.id, Epoch: lease.Epoch, State: ledger.StateSkipped, Reason: reason, ActiveRun: active}, nil
 	}
 
+	// The dead-man's switch goes out before the run exists: if this leader dies at any point
+	// after this, the check resumes the run once the lease has expired (a check whose run was
+	// never created is dropped).
+	if err := c.scheduleCheck(ctx, spec.id, lease.Epoch, 1, c.cfg.Now().Add(c.leaseDur+checkMargin)); err != nil {
+		return Outcome{}, err
+	}
 	nm := c.newManifest(spec, lease)
 	if err := c.cfg.Store.CreateManifest(ctx, &nm); errors.Is(err, ledger.ErrExists) {
 		// Another leader created it between our read and write: it is that leader's run.
@@ -289,11 +309,6 @@ func (c *Coordinator) lead(ctx context.Context, lease Lease, beat func(), spec r
 	}
 	log.Info("run created", "trigger", spec.trigger, "job", spec.job, "holder", lease.Holder.String())
 	if err := c.cfg.Store.SetActive(ctx, ledger.Active{Run: spec.id, Epoch: lease.Epoch, Started: nm.Created}); err != nil {
-		return Outcome{}, err
-	}
-	// The dead-man's switch goes out before any work: if this leader dies mid-enqueue, the
-	// check resumes the run once the lease has expired.
-	if err := c.scheduleCheck(ctx, spec.id, lease.Epoch, 1, c.cfg.Now().Add(c.leaseDur+checkMargin)); err != nil {
 		return Outcome{}, err
 	}
 	m, err = c.enqueue(ctx, lease, beat, spec.id)
@@ -313,20 +328,21 @@ func (c *Coordinator) newManifest(spec runSpec, lease Lease) ledger.Manifest {
 	}
 }
 
-// activeRun reports the latest started run and whether it is still in progress.
-func (c *Coordinator) activeRun(ctx context.Context) (string, bool, error) {
+// activeRun reports the latest started run, its manifest, and whether it is still in progress.
+func (c *Coordinator) activeRun(ctx context.Context) (string, ledger.Manifest, bool, error) {
+	var m ledger.Manifest
 	a, ok, err := c.cfg.Store.ReadActive(ctx)
 	if err != nil || !ok {
-		return "", false, err
+		return "", m, false, err
 	}
-	m, err := c.cfg.Store.ReadManifest(ctx, a.Run)
+	m, err = c.cfg.Store.ReadManifest(ctx, a.Run)
 	if errors.Is(err, ledger.ErrNotFound) {
-		return a.Run, false, nil
+		return a.Run, m, false, nil
 	}
 	if err != nil {
-		return "", false, err
+		return "", m, false, err
 	}
-	return a.Run, !m.State.Final(), nil
+	return a.Run, m, !m.State.Final(), nil
 }
 
 func (c *Coordinator) ensureContainer(ctx context.Context) error {

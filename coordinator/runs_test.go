@@ -516,11 +516,64 @@ func TestCheck_PastDeadlineReenqueuesOnlyMissing(t *testing.T) {
 	}
 }
 
-func TestCheck_UnknownRunIsMalformed(t *testing.T) {
+// A check whose run was never created (its leader died between scheduling the check and
+// creating the run) is dropped: nothing to resume, and retrying would only dead-letter it.
+func TestCheck_UnknownRunIsDropped(t *testing.T) {
 	e := newRunEnv(t)
 	in := e.instance("a", 1, 1, nil)
-	err := in.c.Check(context.Background(), work.Envelope{Version: 1, Kind: work.KindCheck, Run: "nope", Epoch: 1, Round: 1})
-	if !errors.Is(err, work.ErrMalformed) {
-		t.Errorf("got %v, want ErrMalformed", err)
+	ctx := context.Background()
+	if err := in.c.Check(ctx, work.Envelope{Version: 1, Kind: work.KindCheck, Run: "nope", Epoch: 1, Round: 1}); err != nil {
+		t.Fatalf("got %v, want nil", err)
 	}
+	if _, err := e.store.ReadManifest(ctx, "nope"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("the check created a run: %v", err)
+	}
+}
+
+// A leader that dies right after creating a run (before enqueueing anything) leaves a run that
+// its check resumes, and the next tick for a later occurrence also repairs it before applying
+// the overlap policy, so the schedule never wedges behind an orphaned run.
+func TestTick_OrphanedRunIsRepairedByTheNextTick(t *testing.T) {
+	e := newRunEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	crash := errors.New("injected crash after the run was created")
+	var a *instance
+	hook := &senderHook{Sender: e.sender}
+	hook.before = func(sent int32, msgs []transport.Message) error {
+		if sent == 2 { // 1: the check; 2: the first plan batch
+			a.lock.crash.Store(true)
+			return crash
+		}
+		return nil
+	}
+	a = e.instance("a", 7, 5, hook)
+	if _, err := a.c.Tick(ctx, tick); !errors.Is(err, crash) {
+		t.Fatalf("tick returned %v", err)
+	}
+	if m, _ := e.store.ReadManifest(ctx, tickRun); m.PlanDone || m.Checkpoint.Next != 0 {
+		t.Fatalf("after the crash: %+v", m)
+	}
+	if idx, _, checks := partitions(e.drain()); len(idx) != 0 || checks != 0 {
+		t.Fatalf("visible before expiry: %v partitions, %d checks (the check must be delayed)", idx, checks)
+	}
+	b := e.instance("b", 7, 5, nil)
+	waitFor(t, 40*time.Second, "the crashed leader's lease to expire", func() bool {
+		st, err := b.leader.State(ctx)
+		return err == nil && !st.Held
+	})
+	next := TickInput{Now: at("2026-11-21T10:10:00.2Z")}
+	out, err := b.c.Tick(ctx, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != StatusSkipped || out.ActiveRun != tickRun {
+		t.Errorf("next tick: %+v, want skipped behind the repaired %s", out, tickRun)
+	}
+	m, err := e.store.ReadManifest(ctx, tickRun)
+	if err != nil || !m.PlanDone || m.Partitions != 7 || m.State != ledger.StateRunning {
+		t.Fatalf("orphaned run after the repair: %+v, %v", m, err)
+	}
+	idx, _, _ := partitions(e.drain())
+	wantEach(t, idx, 7)
 }

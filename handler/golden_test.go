@@ -31,7 +31,9 @@ func TestGolden_Timer(t *testing.T) {
 		wantStatus bool
 		wantPast   bool
 	}{
-		{"timer.json", time.Date(2026, 11, 22, 2, 0, 0, 0, time.UTC), time.Date(2026, 11, 21, 1, 59, 59, 973123400, time.UTC), true, false},
+		// During an invocation the status is the one from before it: Next is the occurrence being
+		// fired, Last the previous fire (webjobs-sdk-extensions TimerListener).
+		{"timer.json", time.Date(2026, 11, 21, 2, 0, 0, 0, time.UTC), time.Date(2026, 11, 20, 1, 59, 59, 973123400, time.UTC), true, false},
 		{"timer-z.json", time.Date(2023, 10, 12, 20, 18, 49, 0, time.UTC), time.Date(2023, 10, 12, 20, 13, 49, 640002000, time.UTC), true, true},
 		{"timer-null-status.json", time.Time{}, time.Time{}, false, false},
 	}
