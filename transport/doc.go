@@ -65,4 +65,7 @@
 //   - Atomicity: a failed Send may have delivered some messages; re-send them all.
 //   - Exact delivery times: a scheduled message becomes visible at or shortly after NotBefore
 //     (subject to clock skew on the Storage queue).
+//   - A bound on how long Send takes: it blocks as long as ctx allows. azcore sets no
+//     per-try timeout by default, so a request the service never answers holds Send until
+//     ctx ends; give ctx a deadline (or set RetryOptions.TryTimeout on the queue client).
 package transport
