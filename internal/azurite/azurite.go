@@ -118,7 +118,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		args = append(args, "--inMemoryPersistence")
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, so Stop reaches node's children; and killed with its parent, so a
+	// test binary that dies (a timeout, a kill) does not leave Azurite running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if opts.Dir != "" {
 		cmd.Dir = opts.Dir
 	} else {
