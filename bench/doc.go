@@ -1,0 +1,30 @@
+// Package bench holds Baton's cross-cutting benchmarks: the figures a user compares
+// coordinators by, measured on this machine against Azurite on loopback and published in
+// BENCHMARKS.md. Package benchmarks elsewhere measure one component (coordinator: BlobLock and
+// the enqueue path; work: worker calls and TryFinish; transport: the queue sender); the ones
+// here measure the system:
+//
+//   - BenchmarkElection: contested Acquire latency with 2, 8 and 32 contenders, winners and
+//     losers apart, against a plain GetProperties round trip measured in the same run.
+//   - BenchmarkHandover, BenchmarkLeaseLapse, BenchmarkFailoverCrash, BenchmarkFailoverGraceful:
+//     how long leadership is vacant after a graceful release, after a crash (the lease must
+//     lapse) and, with the real handler under the local host, until the run resumes through
+//     its check message after kill -9 or SIGTERM.
+//   - BenchmarkFanOut, BenchmarkFanOut100000: partitions enqueued per second by Coordinator.Tick
+//     on the Storage-queue transport, and the leader's storage calls per partition.
+//   - BenchmarkFanIn: worker storage calls per partition and the time from the last result to
+//     the report.
+//   - BenchmarkEndToEnd: a 10,000-partition no-op run on 1, 2 and 4 handler processes under the
+//     local host; completed partitions per second, CPU time and peak RSS of every process.
+//   - BenchmarkHandler*: the handler binary's size, start-up, idle memory and the overhead of a
+//     no-op invocation under concurrent load.
+//
+// Benchmarks never fail on a number. They fail only when the system misbehaves (two winners
+// in one election round, a run that does not finish), since then the figure would be wrong.
+// Each does a fixed amount of work per iteration, documented on it, so `-benchtime 1x` is the
+// intended setting (`make bench` uses it); more iterations pool more samples.
+//
+// The helpers here (percentiles, /proc readers, the listening-socket lookup) are plain code
+// with their own tests; cmd/benchtable turns `go test -bench` output into the BENCHMARKS.md
+// table.
+package bench

@@ -1,0 +1,181 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/internal/azurite"
+)
+
+// electionRounds is the number of contested rounds per contender count.
+const electionRounds = 100
+
+// roundTripCalls is the number of plain GetProperties round trips in each baseline.
+const roundTripCalls = 200
+
+// BenchmarkElection measures a contested election the way a tick causes one: N instances,
+// each with its own BlobLock (and its own HTTP connections) over the same lease blob, call
+// Acquire at the same instant on a free lease; one wins, the others get *HeldError naming it.
+// The winner releases before the next round. Each iteration runs electionRounds rounds and a
+// baseline of roundTripCalls plain GetProperties calls on the same blob (half before, half
+// after the rounds), plus the same number of calls issued N at a time.
+//
+// Metrics: winner-p50/p99-ns (Acquire → leader), loser-p50/p99-ns (Acquire → HeldError),
+// roundtrip-p50/p99-ns (one GetProperties alone), roundtrip-concurrent-p50-ns (N at once),
+// and winner/loser p50 as a ratio of the round trip; calls/contender counts storage requests.
+func BenchmarkElection(b *testing.B) {
+	for _, n := range []int{2, 8, 32} {
+		b.Run(fmt.Sprintf("contenders=%d", n), func(b *testing.B) {
+			var winners, losers, rtt, rttConc Samples
+			var calls counter
+			for b.Loop() {
+				e := newElection(b, n, &calls)
+				e.round(b, nil, nil) // warm-up: creates the container and the blob, opens connections
+				e.roundTrips(b, &rtt, roundTripCalls/2)
+				e.concurrentRoundTrips(b, &rttConc, roundTripCalls/n+1)
+				calls.n.Store(0)
+				for range electionRounds {
+					e.round(b, &winners, &losers)
+				}
+				perContender := float64(calls.n.Load()) / float64(electionRounds*n)
+				e.roundTrips(b, &rtt, roundTripCalls/2)
+				b.ReportMetric(perContender, "calls/contender")
+			}
+			rt := rtt.Percentile(50)
+			b.ReportMetric(float64(winners.Percentile(50)), "winner-p50-ns")
+			b.ReportMetric(float64(winners.Percentile(99)), "winner-p99-ns")
+			b.ReportMetric(float64(losers.Percentile(50)), "loser-p50-ns")
+			b.ReportMetric(float64(losers.Percentile(99)), "loser-p99-ns")
+			b.ReportMetric(float64(rt), "roundtrip-p50-ns")
+			b.ReportMetric(float64(rtt.Percentile(99)), "roundtrip-p99-ns")
+			b.ReportMetric(float64(rttConc.Percentile(50)), "roundtrip-concurrent-p50-ns")
+			b.ReportMetric(Ratio(winners.Percentile(50), rt), "winner-ratio-vs-roundtrip")
+			b.ReportMetric(Ratio(losers.Percentile(50), rt), "loser-ratio-vs-roundtrip")
+		})
+	}
+}
+
+// election is N contenders over one lease blob in a fresh container.
+type election struct {
+	locks []*coordinator.BlobLock
+	ids   []coordinator.Identity
+	// probes make one plain GetProperties on the lease blob, each through a contender's client.
+	probes []func() error
+}
+
+func newElection(b *testing.B, n int, calls *counter) *election {
+	b.Helper()
+	name := azurite.UniqueName(b, "elect")
+	e := &election{}
+	for i := range n {
+		// Each contender is a separate "process": its own client and connections.
+		c := blobClient(b, azurite.Shared(b), calls, true).ServiceClient().NewContainerClient(name)
+		blob := c.NewBlobClient("leader")
+		e.probes = append(e.probes, func() error {
+			_, err := blob.GetProperties(b.Context(), nil)
+			return err
+		})
+		lk, err := coordinator.NewBlobLock(c, "leader", coordinator.BlobLockOptions{
+			Duration: 15 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.locks = append(e.locks, lk)
+		e.ids = append(e.ids, coordinator.Identity{App: "bench", Instance: fmt.Sprintf("contender-%d", i), PID: os.Getpid()})
+	}
+	b.Cleanup(func() {
+		_, _ = blobClient(b, azurite.Shared(b), nil, false).ServiceClient().NewContainerClient(name).Delete(ctxFor(b, 30*time.Second), nil)
+	})
+	return e
+}
+
+// round starts every contender's Acquire at once, checks that exactly one won, records the
+// winner's and the losers' latencies (when the sample sets are given) and releases.
+func (e *election) round(b *testing.B, winners, losers *Samples) {
+	b.Helper()
+	ctx := ctxFor(b, time.Minute)
+	type result struct {
+		lease coordinator.Lease
+		err   error
+		took  time.Duration
+	}
+	res := make([]result, len(e.locks))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, lk := range e.locks {
+		wg.Go(func() {
+			<-start
+			t0 := time.Now()
+			l, err := lk.Acquire(ctx, e.ids[i])
+			res[i] = result{l, err, time.Since(t0)}
+		})
+	}
+	close(start)
+	wg.Wait()
+	won := -1
+	for i, r := range res {
+		var held *coordinator.HeldError
+		switch {
+		case r.err == nil && won >= 0:
+			b.Fatalf("two winners in one round: %s and %s", e.ids[won].Instance, e.ids[i].Instance)
+		case r.err == nil:
+			won = i
+			if winners != nil {
+				winners.Add(r.took)
+			}
+		case errors.As(r.err, &held):
+			if losers != nil {
+				losers.Add(r.took)
+			}
+		default:
+			b.Fatalf("%s: Acquire: %v", e.ids[i].Instance, r.err)
+		}
+	}
+	if won < 0 {
+		// Possible in principle (every attempt timed out); it would make the figures wrong.
+		b.Fatalf("no winner in a round of %d", len(e.locks))
+	}
+	if err := e.locks[won].Release(ctx, res[won].lease); err != nil {
+		b.Fatalf("release: %v", err)
+	}
+}
+
+// roundTrips records calls sequential GetProperties round trips.
+func (e *election) roundTrips(b *testing.B, s *Samples, calls int) {
+	b.Helper()
+	for range calls {
+		t0 := time.Now()
+		if err := e.probes[0](); err != nil {
+			b.Fatalf("GetProperties: %v", err)
+		}
+		s.Add(time.Since(t0))
+	}
+}
+
+// concurrentRoundTrips records rounds of N GetProperties calls issued at once: the round trip
+// under the same queueing the contenders meet in a single-threaded Azurite.
+func (e *election) concurrentRoundTrips(b *testing.B, s *Samples, rounds int) {
+	b.Helper()
+	for range rounds {
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, probe := range e.probes {
+			wg.Go(func() {
+				<-start
+				t0 := time.Now()
+				if err := probe(); err != nil {
+					b.Errorf("GetProperties: %v", err)
+				}
+				s.Add(time.Since(t0))
+			})
+		}
+		close(start)
+		wg.Wait()
+	}
+}
