@@ -153,8 +153,9 @@ func parse(r io.Reader) (*Report, error) {
 		case strings.HasPrefix(line, "pkg: "):
 			pkg = strings.TrimPrefix(line, "pkg: ")
 		case strings.HasPrefix(line, "exit status "):
-			if line != "exit status 0" {
-				rep.Failed = append(rep.Failed, orElse(cmd, pkg))
+			// go test prints its own "exit status 1" before FAIL; make bench adds one per run.
+			if f := orElse(cmd, pkg); line != "exit status 0" && (len(rep.Failed) == 0 || rep.Failed[len(rep.Failed)-1] != f) {
+				rep.Failed = append(rep.Failed, f)
 			}
 		case strings.HasPrefix(line, "FAIL\t"):
 			if cmd == "" { // without command lines, FAIL is the only failure signal

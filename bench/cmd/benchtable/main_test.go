@@ -20,7 +20,8 @@ go test -run '^$' -bench 'FanOut' -benchtime 1x -count=1 ./bench/
 pkg: github.com/batonfn/baton/bench
 BenchmarkFanOut/partitions=1000-2 	       1	3084147218 ns/op	       646.2 partitions/s	   0.03100 leader-blob-calls/partition
 --- FAIL: BenchmarkFanOut/partitions=10000
-FAIL
+exit status 1
+FAIL	github.com/batonfn/baton/bench	3.2s
 exit status 1
 `
 

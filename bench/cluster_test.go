@@ -1,0 +1,226 @@
+package bench
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/internal/devhost"
+	"github.com/batonfn/baton/ledger"
+)
+
+// clusterLease is the lease duration of every cluster: the shortest Azure allows.
+const clusterLease = 15 * time.Second
+
+// cluster is the real handler binary running as N instances under the local host
+// (internal/devhost) against an Azurite of its own, plus the benchmark's view of storage.
+type cluster struct {
+	srv     *azurite.Server
+	h       *devhost.Host
+	store   *ledger.Store
+	lock    *coordinator.BlobLock
+	logPath string
+
+	mu      sync.Mutex
+	invokes map[string]int // WorkQueue invocations per instance
+	failed  int
+}
+
+// startCluster starts n instances whose timer job is synthetic with params, against an
+// Azurite of its own: in memory, or persisted on disk when onDisk is set (see
+// BenchmarkEndToEnd). The schedule never fires during a benchmark (once a year); runs are
+// started through POST /api/runs.
+func startCluster(b *testing.B, n int, params string, onDisk bool) *cluster {
+	b.Helper()
+	exe, _ := handlerBinaries(b)
+	opts := azurite.Options{}
+	if onDisk {
+		opts.Dir = b.TempDir()
+	}
+	srv := azurite.Private(b, opts)
+	c := &cluster{srv: srv, invokes: map[string]int{}}
+	settings := map[string]string{
+		config.SettingHostStorage:     srv.ConnectionString(),
+		config.SettingTransport:       string(config.TransportQueue),
+		config.SettingSchedule:        "0 0 0 1 1 *",
+		config.SettingWorkQueue:       shortName("q"),
+		config.SettingLeaseContainer:  shortName("lease"),
+		config.SettingRunsContainer:   shortName("runs"),
+		config.SettingLeaseName:       "baton-leader",
+		config.SettingLeaseDuration:   clusterLease.String(),
+		config.SettingJob:             "synthetic",
+		config.SettingJobParams:       params,
+		config.SettingLogLevel:        "info",
+		"AzureWebJobs.Work.Disabled":  "true",
+		"FUNCTIONS_WORKER_RUNTIME":    "custom",
+		config.SettingStorage:         "",
+		config.SettingSiteName:        "",
+		config.SettingWebsiteInstance: "",
+	}
+	logDir := filepath.Join(os.TempDir(), "baton-bench")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	c.logPath = filepath.Join(logDir, strings.NewReplacer("/", "_", "=", "-").Replace(b.Name())+".log")
+	logFile, err := os.Create(c.logPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := devhost.New(devhost.Options{
+		AppRoot: repoRoot(b), Executable: exe, Instances: n,
+		SettingsFile: filepath.Join(repoRoot(b), "local.settings.example.json"), Settings: settings,
+		HTTPAddr: "127.0.0.1:0", Out: logFile, ProgressInterval: -1,
+		OnInvoke: func(r devhost.InvokeRecord) {
+			if r.Function != "WorkQueue" {
+				return
+			}
+			c.mu.Lock()
+			c.invokes[r.Instance]++
+			if r.Err != nil {
+				c.failed++
+			}
+			c.mu.Unlock()
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.h = h
+	cfg := h.Config()
+	blobs, err := cfg.Storage.NewBlobClient(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.store = ledger.NewStore(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), ledger.StoreOptions{})
+	c.lock, err = coordinator.NewBlobLock(blobs.ServiceClient().NewContainerClient(cfg.LeaseContainer), cfg.LeaseName,
+		coordinator.BlobLockOptions{Duration: cfg.LeaseDuration, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := h.Start(ctxFor(b, 2*time.Minute)); err != nil {
+		b.Fatalf("start the host: %v (log: %s)", err, c.logPath)
+	}
+	b.Cleanup(func() {
+		c.close(b)
+		_ = logFile.Close()
+		if b.Failed() {
+			b.Logf("host log: %s", c.logPath)
+		}
+	})
+	return c
+}
+
+// close stops the host and its Azurite; safe to call more than once. In-flight invocations
+// get a few seconds (a failover trial leaves a run mid-flight); then the handlers are killed.
+func (c *cluster) close(b *testing.B) {
+	_ = c.h.Close(ctxFor(b, 3*time.Second))
+	c.srv.Stop()
+}
+
+// startRun POSTs /api/runs with an Idempotency-Key and returns the run ID without waiting
+// for the reply (the leader answers only after it enqueued every partition; a killed leader
+// never answers). The reply, when it comes, is sent on the returned channel.
+func (c *cluster) startRun(b *testing.B) (string, <-chan error) {
+	b.Helper()
+	key := shortName("bench")
+	run := coordinator.ManualRunID(key, time.Now())
+	done := make(chan error, 1)
+	go func() {
+		req, err := http.NewRequest(http.MethodPost, c.h.HTTPURL()+"/api/runs", nil)
+		if err != nil {
+			done <- err
+			return
+		}
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- err
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			done <- fmt.Errorf("POST /api/runs: %d %s", resp.StatusCode, body)
+			return
+		}
+		done <- nil
+	}()
+	return run, done
+}
+
+// waitLine waits for the first handler line since the start that matches.
+func (c *cluster) waitLine(b *testing.B, d time.Duration, what string, match func(devhost.LogLine) bool) devhost.LogLine {
+	b.Helper()
+	l, err := c.h.WaitLine(ctxFor(b, d), match)
+	if err != nil {
+		b.Fatalf("waiting for %s: %v (log: %s)", what, err, c.logPath)
+	}
+	return l
+}
+
+// waitFinal polls the run's manifest until it is final.
+func (c *cluster) waitFinal(b *testing.B, run string, d time.Duration) ledger.Manifest {
+	b.Helper()
+	ctx := ctxFor(b, d)
+	for {
+		m, err := c.store.ReadManifest(ctx, run)
+		if err == nil && m.State.Final() {
+			return m
+		}
+		select {
+		case <-ctx.Done():
+			b.Fatalf("run %s not final after %s (state %s, %d/%d done; log: %s)", run, d, m.State, m.Succeeded, m.Partitions, c.logPath)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// waitLease polls the lease until cond holds and returns when it first did.
+func (c *cluster) waitLease(b *testing.B, d time.Duration, what string, cond func(coordinator.LeaderState) bool) time.Time {
+	b.Helper()
+	ctx := ctxFor(b, d)
+	for {
+		st, err := c.lock.State(ctx)
+		if err == nil && cond(st) {
+			return time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			b.Fatalf("waiting for the lease to be %s: %v (last %+v, err %v)", what, ctx.Err(), st, err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// invocations returns the WorkQueue invocations per instance and how many failed.
+func (c *cluster) invocations() (map[string]int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.invokes))
+	for k, v := range c.invokes {
+		out[k] = v
+	}
+	return out, c.failed
+}
+
+// shortName is a container or queue name unique to this run, short enough for "-poison".
+func shortName(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+// secs formats d in seconds with two decimals, for logs.
+func secs(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }

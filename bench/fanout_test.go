@@ -1,0 +1,177 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/work"
+	"github.com/batonfn/baton/work/synthetic"
+)
+
+// BenchmarkFanOut measures a leader planning and enqueueing a synthetic run of 1,000 and
+// 10,000 partitions with Coordinator.Tick on the Storage-queue transport, wired as the handler
+// wires it (15 s lease, QueueSender defaults, plan batches of config.DefaultEnqueueBatch, the
+// SDK's default HTTP client). One Tick per iteration on a fresh Azurite.
+//
+// Metrics: partitions/s over the whole Tick (lease to release); the same rate over the first
+// and the last tenth of the partitions sent (Azurite's in-memory queue slows down as it
+// fills); leader blob and queue calls per partition; CPU of Azurite and of the leader (this
+// process) as a percentage of one core.
+func BenchmarkFanOut(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				fanOut(b, n)
+			}
+		})
+	}
+}
+
+// BenchmarkFanOut100000 is BenchmarkFanOut for 100,000 partitions (about three minutes here).
+func BenchmarkFanOut100000(b *testing.B) {
+	for b.Loop() {
+		fanOut(b, 100000)
+	}
+}
+
+// timedSender wraps the queue sender and notes when each Send (one plan batch) completed.
+type timedSender struct {
+	next coordinator.Sender
+
+	mu     sync.Mutex
+	start  time.Time
+	points []sendPoint
+	sent   int
+}
+
+// sendPoint is the number of partitions sent when a Send completed.
+type sendPoint struct {
+	at   time.Time
+	sent int
+}
+
+func (s *timedSender) Send(ctx context.Context, msgs []transport.Message) error {
+	s.mu.Lock()
+	if s.start.IsZero() {
+		s.start = time.Now()
+	}
+	s.mu.Unlock()
+	if err := s.next.Send(ctx, msgs); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range msgs {
+		if m.NotBefore.IsZero() { // partitions; the check message is scheduled for later
+			s.sent++
+		}
+	}
+	s.points = append(s.points, sendPoint{time.Now(), s.sent})
+	return nil
+}
+
+// edgeRates are the partitions/s of the first Sends that reach a tenth of the partitions and
+// of the last Sends from nine tenths on, at plan-batch granularity.
+func (s *timedSender) edgeRates() (first, last float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.points) == 0 {
+		return 0, 0
+	}
+	total := s.points[len(s.points)-1].sent
+	prev := sendPoint{at: s.start}
+	for _, p := range s.points {
+		if p.sent > 0 && p.sent*10 >= total {
+			first = float64(p.sent) / p.at.Sub(s.start).Seconds()
+			break
+		}
+	}
+	for _, p := range s.points {
+		if p.sent*10 <= total*9 && p.sent < total {
+			prev = p
+		}
+	}
+	end := s.points[len(s.points)-1]
+	last = float64(end.sent-prev.sent) / end.at.Sub(prev.at).Seconds()
+	return first, last
+}
+
+func fanOut(b *testing.B, n int) {
+	b.Helper()
+	t0 := time.Now()
+	srv := privateAzurite(b)
+	b.Logf("azurite ready in %s", time.Since(t0).Round(time.Millisecond))
+	defer func() {
+		t0 := time.Now()
+		srv.Stop()
+		b.Logf("azurite stopped in %s", time.Since(t0).Round(time.Millisecond))
+	}()
+	azuriteStats := azuriteProc(b, srv)
+	var blobCalls, queueCalls counter
+	blobs := blobClient(b, srv, &blobCalls, false).ServiceClient()
+	q := queueClient(b, srv, &queueCalls, false).NewQueueClient(azurite.UniqueName(b, "work"))
+	quiet := slog.New(slog.DiscardHandler)
+	id := coordinator.Identity{App: "bench", Instance: "leader", PID: os.Getpid()}
+
+	lock, err := coordinator.NewBlobLock(blobs.NewContainerClient("leases"), "baton-leader",
+		coordinator.BlobLockOptions{Duration: clusterLease, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	leader, err := coordinator.NewLeader(coordinator.LeaderConfig{Lock: lock, Identity: id, LeaseDuration: clusterLease, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	store := ledger.NewStore(blobs.NewContainerClient("runs"), ledger.StoreOptions{})
+	jobs := work.NewRegistry()
+	jobs.Register(synthetic.Name, synthetic.New())
+	sender := &timedSender{next: transport.NewQueueSender(q, transport.QueueSenderOptions{})}
+	schedule, err := coordinator.ParseSchedule("0 */5 * * * *", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	coord, err := coordinator.New(coordinator.Config{Leader: leader, Store: store, Sender: sender, Jobs: jobs,
+		Identity: id, Job: synthetic.Name, Params: json.RawMessage(fmt.Sprintf(`{"partitions":%d}`, n)),
+		Schedule: schedule, BatchSize: config.DefaultEnqueueBatch, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	ctx := ctxFor(b, 15*time.Minute)
+	az0, self0 := azuriteStats(), selfCPU()
+	start := time.Now()
+	out, err := coord.Tick(ctx, coordinator.TickInput{Now: time.Now()})
+	wall := time.Since(start)
+	az1, self1 := azuriteStats(), selfCPU()
+	if err != nil || out.Status != coordinator.StatusStarted {
+		b.Fatalf("Tick: %+v, %v", out, err)
+	}
+	m, err := store.ReadManifest(ctx, out.Run)
+	if err != nil || !m.PlanDone || m.Partitions != n {
+		b.Fatalf("manifest after Tick: plan done %v, %d partitions (%v); want %d", m.PlanDone, m.Partitions, err, n)
+	}
+	props, err := q.GetProperties(ctx, nil)
+	if err != nil || props.ApproximateMessagesCount == nil || int(*props.ApproximateMessagesCount) != n+1 {
+		b.Fatalf("queue holds %v messages (%v), want %d partitions and 1 check", props.ApproximateMessagesCount, err, n)
+	}
+	b.ReportMetric(float64(n)/wall.Seconds(), "partitions/s")
+	first, last := sender.edgeRates()
+	b.ReportMetric(first, "first-tenth-partitions/s")
+	b.ReportMetric(last, "last-tenth-partitions/s")
+	b.ReportMetric(float64(blobCalls.n.Load())/float64(n), "leader-blob-calls/partition")
+	// The queue client also made the GetProperties above: leave it out.
+	b.ReportMetric(float64(queueCalls.n.Load()-1)/float64(n), "leader-queue-calls/partition")
+	b.ReportMetric(cpuShare(az1.CPU-az0.CPU, wall), "azurite-cpu-%")
+	b.ReportMetric(cpuShare(self1-self0, wall), "leader-cpu-%")
+}
