@@ -34,7 +34,7 @@ type cluster struct {
 	logPath string
 
 	mu      sync.Mutex
-	invokes map[string]int // WorkQueue invocations per instance
+	invokes map[string]int // WorkQueue invocations (partitions and checks) per instance
 	failed  int
 }
 

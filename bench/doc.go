@@ -18,6 +18,8 @@
 //     local host; completed partitions per second, CPU time and peak RSS of every process.
 //   - BenchmarkHandler*: the handler binary's size, start-up, idle memory and the overhead of a
 //     no-op invocation under concurrent load.
+//   - BenchmarkAzuriteQueueDepth: what the emulator's queue calls cost with 100 and 10,000
+//     messages waiting, which bounds the end-to-end figures.
 //
 // Benchmarks never fail on a number. They fail only when the system misbehaves (two winners
 // in one election round, a run that does not finish), since then the figure would be wrong.
@@ -25,6 +27,6 @@
 // intended setting (`make bench` uses it); more iterations pool more samples.
 //
 // The helpers here (percentiles, /proc readers, the listening-socket lookup) are plain code
-// with their own tests; cmd/benchtable turns `go test -bench` output into the BENCHMARKS.md
-// table.
+// with their own tests; bench/cmd/benchtable turns `go test -bench` output into the
+// BENCHMARKS.md tables.
 package bench

@@ -43,6 +43,7 @@ func main() {
 		os.Exit(2)
 	}
 	fmt.Print(rep.markdown())
+	fmt.Printf("\nLoad average at the end (1/5/15 min): %s\n", loadavg())
 	if len(rep.Failed) > 0 {
 		os.Exit(1)
 	}
@@ -59,9 +60,17 @@ func machine() string {
 	row("Go", strings.TrimSpace(command("go", "version")))
 	row("Node", strings.TrimSpace(command("node", "--version")))
 	row("Azurite", azuriteVersion())
-	row("Load average at start (1/5/15 min)", strings.Join(strings.Fields(readFile("/proc/loadavg"))[:3], " "))
+	row("Load average at start (1/5/15 min)", loadavg())
 	b.WriteString("\n")
 	return b.String()
+}
+
+// loadavg is the 1, 5 and 15 minute load averages: other work on the machine skews the figures.
+func loadavg() string {
+	if f := strings.Fields(readFile("/proc/loadavg")); len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
 }
 
 func readFile(path string) string {
