@@ -28,25 +28,26 @@ const roundTripCalls = 200
 //
 // Metrics: winner-p50/p99-ns (Acquire → leader), loser-p50/p99-ns (Acquire → HeldError),
 // roundtrip-p50/p99-ns (one GetProperties alone), roundtrip-concurrent-p50-ns (N at once),
-// and winner/loser p50 as a ratio of the round trip; calls/contender counts storage requests.
+// and winner/loser p50 as a ratio of the round trip; winner-calls and loser-calls are the
+// storage requests one Acquire made (mean; the winner's release is not counted).
 func BenchmarkElection(b *testing.B) {
 	for _, n := range []int{2, 8, 32} {
 		b.Run(fmt.Sprintf("contenders=%d", n), func(b *testing.B) {
 			var winners, losers, rtt, rttConc Samples
-			var calls counter
+			var st roundStats
 			for b.Loop() {
-				e := newElection(b, n, &calls)
-				e.round(b, nil, nil) // warm-up: creates the container and the blob, opens connections
+				e := newElection(b, n)
+				e.round(b, nil) // warm-up: creates the container and the blob, opens connections
 				e.roundTrips(b, &rtt, roundTripCalls/2)
 				e.concurrentRoundTrips(b, &rttConc, roundTripCalls/n+1)
-				calls.n.Store(0)
+				st = roundStats{winners: &winners, losers: &losers}
 				for range electionRounds {
-					e.round(b, &winners, &losers)
+					e.round(b, &st)
 				}
-				perContender := float64(calls.n.Load()) / float64(electionRounds*n)
 				e.roundTrips(b, &rtt, roundTripCalls/2)
-				b.ReportMetric(perContender, "calls/contender")
 			}
+			b.ReportMetric(float64(st.winnerCalls)/float64(electionRounds), "winner-calls")
+			b.ReportMetric(float64(st.loserCalls)/float64(electionRounds*(n-1)), "loser-calls")
 			rt := rtt.Percentile(50)
 			b.ReportMetric(float64(winners.Percentile(50)), "winner-p50-ns")
 			b.ReportMetric(float64(winners.Percentile(99)), "winner-p99-ns")
@@ -65,16 +66,19 @@ func BenchmarkElection(b *testing.B) {
 type election struct {
 	locks []*coordinator.BlobLock
 	ids   []coordinator.Identity
+	calls []*counter // each contender's storage requests
 	// probes make one plain GetProperties on the lease blob, each through a contender's client.
 	probes []func() error
 }
 
-func newElection(b *testing.B, n int, calls *counter) *election {
+func newElection(b *testing.B, n int) *election {
 	b.Helper()
 	name := azurite.UniqueName(b, "elect")
 	e := &election{}
 	for i := range n {
 		// Each contender is a separate "process": its own client and connections.
+		calls := &counter{}
+		e.calls = append(e.calls, calls)
 		c := blobClient(b, azurite.Shared(b), calls, true).ServiceClient().NewContainerClient(name)
 		blob := c.NewBlobClient("leader")
 		e.probes = append(e.probes, func() error {
@@ -95,9 +99,15 @@ func newElection(b *testing.B, n int, calls *counter) *election {
 	return e
 }
 
+// roundStats accumulates what the measured rounds saw.
+type roundStats struct {
+	winners, losers         *Samples
+	winnerCalls, loserCalls int64
+}
+
 // round starts every contender's Acquire at once, checks that exactly one won, records the
-// winner's and the losers' latencies (when the sample sets are given) and releases.
-func (e *election) round(b *testing.B, winners, losers *Samples) {
+// latencies and storage calls of winner and losers (when st is given) and releases.
+func (e *election) round(b *testing.B, st *roundStats) {
 	b.Helper()
 	ctx := ctxFor(b, time.Minute)
 	type result struct {
@@ -106,6 +116,10 @@ func (e *election) round(b *testing.B, winners, losers *Samples) {
 		took  time.Duration
 	}
 	res := make([]result, len(e.locks))
+	before := make([]int64, len(e.calls))
+	for i, c := range e.calls {
+		before[i] = c.n.Load()
+	}
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i, lk := range e.locks {
@@ -126,12 +140,14 @@ func (e *election) round(b *testing.B, winners, losers *Samples) {
 			b.Fatalf("two winners in one round: %s and %s", e.ids[won].Instance, e.ids[i].Instance)
 		case r.err == nil:
 			won = i
-			if winners != nil {
-				winners.Add(r.took)
+			if st != nil {
+				st.winners.Add(r.took)
+				st.winnerCalls += e.calls[i].n.Load() - before[i]
 			}
 		case errors.As(r.err, &held):
-			if losers != nil {
-				losers.Add(r.took)
+			if st != nil {
+				st.losers.Add(r.took)
+				st.loserCalls += e.calls[i].n.Load() - before[i]
 			}
 		default:
 			b.Fatalf("%s: Acquire: %v", e.ids[i].Instance, r.err)
