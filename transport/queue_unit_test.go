@@ -348,18 +348,7 @@ func TestTranslateQueueError(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := translateQueueError(tc.err)
-			if (got == nil) != (tc.err == nil) {
-				t.Fatalf("got %v for %v", got, tc.err)
-			}
-			if IsTransient(got) != tc.wantTransient {
-				t.Errorf("IsTransient: got %v want %v", IsTransient(got), tc.wantTransient)
-			}
-			if errors.Is(got, ErrTooLarge) != tc.wantTooLarge {
-				t.Errorf("errors.Is ErrTooLarge: got %v want %v", errors.Is(got, ErrTooLarge), tc.wantTooLarge)
-			}
-			if tc.err != nil && !errors.Is(got, tc.err) {
-				t.Errorf("the translated error %v does not wrap the original", got)
-			}
+			checkTranslated(t, tc.err, got, tc.wantTransient, tc.wantTooLarge)
 			if tc.err != nil && got.Error() != tc.err.Error() && !tc.wantTooLarge {
 				t.Errorf("message changed: got %q want %q", got, tc.err)
 			}
