@@ -21,12 +21,15 @@ const (
 	StateFailed    State = "failed"    // planning failed, or every partition failed
 	StateTimedOut  State = "timed-out" // deadline passed and the check rounds ran out
 	StateSkipped   State = "skipped"   // never started: the overlap policy skipped it
+	// StateMissed records a schedule occurrence that never fired or could not be decided when
+	// it fired (the app was stopped, scaled to zero or broken across it); Reason says why.
+	StateMissed State = "missed"
 )
 
 // Final reports whether a run in this state will never change again.
 func (s State) Final() bool {
 	switch s {
-	case StateSucceeded, StatePartial, StateFailed, StateTimedOut, StateSkipped:
+	case StateSucceeded, StatePartial, StateFailed, StateTimedOut, StateSkipped, StateMissed:
 		return true
 	}
 	return false
