@@ -39,6 +39,8 @@ const (
 	SettingLeaseDuration   = "BATON_LEASE_DURATION"
 	SettingStallTimeout    = "BATON_STALL_TIMEOUT"
 	SettingOverlap         = "BATON_OVERLAP"
+	SettingMisfire         = "BATON_MISFIRE"
+	SettingStartDeadline   = "BATON_STARTING_DEADLINE"
 	SettingMaxDeliveries   = "BATON_MAX_DELIVERIES"
 	SettingRunTimeout      = "BATON_RUN_TIMEOUT"
 	SettingCheckRounds     = "BATON_CHECK_ROUNDS"
@@ -61,6 +63,8 @@ const (
 	DefaultLeaseDuration   = 30 * time.Second
 	DefaultStallTimeout    = 2 * time.Minute
 	DefaultOverlap         = OverlapSkip
+	DefaultMisfire         = MisfireSkip
+	DefaultStartDeadline   = 10 * time.Minute
 	DefaultMaxDeliveries   = 5
 	DefaultRunTimeout      = time.Hour
 	DefaultCheckRounds     = 3
@@ -95,6 +99,18 @@ const (
 	OverlapAllow Overlap = "allow"
 )
 
+// Misfire decides what happens to schedule occurrences that never ran (the app was stopped,
+// scaled to zero or broken across them). Either way each one is recorded as missed.
+type Misfire string
+
+const (
+	// MisfireSkip only records missed occurrences.
+	MisfireSkip Misfire = "skip"
+	// MisfireRunLatest also runs the most recent missed occurrence when it is no older than
+	// BATON_STARTING_DEADLINE.
+	MisfireRunLatest Misfire = "run-latest"
+)
+
 // Config is the handler's whole configuration, read once at start-up.
 type Config struct {
 	// Port is the loopback port the host told the handler to listen on.
@@ -126,6 +142,10 @@ type Config struct {
 	StallTimeout time.Duration
 	// Overlap is the policy when a run is still in progress at the next occurrence.
 	Overlap Overlap
+	// Misfire is the policy for occurrences that never ran; StartingDeadline bounds how late a
+	// missed occurrence may still be started under MisfireRunLatest.
+	Misfire          Misfire
+	StartingDeadline time.Duration
 	// MaxDeliveries is the number of deliveries a message gets before it is dead-lettered or
 	// poisoned; it must match host.json extensions.queues.maxDequeueCount and the Service Bus
 	// queue's max delivery count.
@@ -157,24 +177,26 @@ type Getenv func(string) string
 func Load(getenv Getenv) (Config, error) {
 	p := &parser{get: getenv}
 	c := Config{
-		Port:           p.port(),
-		AppRoot:        p.str(SettingAppRoot, "."),
-		Transport:      Transport(strings.ToLower(p.str(SettingTransport, string(DefaultTransport)))),
-		Schedule:       strings.TrimSpace(getenv(SettingSchedule)),
-		WorkQueue:      p.str(SettingWorkQueue, DefaultWorkQueue),
-		Job:            p.str(SettingJob, DefaultJob),
-		JobParams:      strings.TrimSpace(getenv(SettingJobParams)),
-		LeaseContainer: p.str(SettingLeaseContainer, DefaultLeaseContainer),
-		RunsContainer:  p.str(SettingRunsContainer, DefaultRunsContainer),
-		LeaseName:      p.str(SettingLeaseName, DefaultLeaseName),
-		LeaseDuration:  p.duration(SettingLeaseDuration, DefaultLeaseDuration),
-		StallTimeout:   p.duration(SettingStallTimeout, DefaultStallTimeout),
-		Overlap:        Overlap(strings.ToLower(p.str(SettingOverlap, string(DefaultOverlap)))),
-		MaxDeliveries:  p.integer(SettingMaxDeliveries, DefaultMaxDeliveries, 1, 100),
-		RunTimeout:     p.duration(SettingRunTimeout, DefaultRunTimeout),
-		CheckRounds:    p.integer(SettingCheckRounds, DefaultCheckRounds, 0, 20),
-		EnqueueBatch:   p.integer(SettingEnqueueBatch, DefaultEnqueueBatch, 1, MaxEnqueueBatch),
-		LogLevel:       p.level(),
+		Port:             p.port(),
+		AppRoot:          p.str(SettingAppRoot, "."),
+		Transport:        Transport(strings.ToLower(p.str(SettingTransport, string(DefaultTransport)))),
+		Schedule:         strings.TrimSpace(getenv(SettingSchedule)),
+		WorkQueue:        p.str(SettingWorkQueue, DefaultWorkQueue),
+		Job:              p.str(SettingJob, DefaultJob),
+		JobParams:        strings.TrimSpace(getenv(SettingJobParams)),
+		LeaseContainer:   p.str(SettingLeaseContainer, DefaultLeaseContainer),
+		RunsContainer:    p.str(SettingRunsContainer, DefaultRunsContainer),
+		LeaseName:        p.str(SettingLeaseName, DefaultLeaseName),
+		LeaseDuration:    p.duration(SettingLeaseDuration, DefaultLeaseDuration),
+		StallTimeout:     p.duration(SettingStallTimeout, DefaultStallTimeout),
+		Overlap:          Overlap(strings.ToLower(p.str(SettingOverlap, string(DefaultOverlap)))),
+		Misfire:          Misfire(strings.ToLower(p.str(SettingMisfire, string(DefaultMisfire)))),
+		StartingDeadline: p.duration(SettingStartDeadline, DefaultStartDeadline),
+		MaxDeliveries:    p.integer(SettingMaxDeliveries, DefaultMaxDeliveries, 1, 100),
+		RunTimeout:       p.duration(SettingRunTimeout, DefaultRunTimeout),
+		CheckRounds:      p.integer(SettingCheckRounds, DefaultCheckRounds, 0, 20),
+		EnqueueBatch:     p.integer(SettingEnqueueBatch, DefaultEnqueueBatch, 1, MaxEnqueueBatch),
+		LogLevel:         p.level(),
 	}
 	c.AppName, c.InstanceID = identity(getenv)
 
@@ -199,6 +221,12 @@ func Load(getenv Getenv) (Config, error) {
 
 	if c.Overlap != OverlapSkip && c.Overlap != OverlapAllow {
 		p.errf("%s=%q is not a policy: use %q or %q", SettingOverlap, c.Overlap, OverlapSkip, OverlapAllow)
+	}
+	if c.Misfire != MisfireSkip && c.Misfire != MisfireRunLatest {
+		p.errf("%s=%q is not a policy: use %q or %q", SettingMisfire, c.Misfire, MisfireSkip, MisfireRunLatest)
+	}
+	if c.StartingDeadline <= 0 {
+		p.errf("%s=%s must be positive", SettingStartDeadline, c.StartingDeadline)
 	}
 	if c.LeaseDuration < MinLeaseDuration || c.LeaseDuration > MaxLeaseDuration {
 		p.errf("%s=%s is out of range: Azure Blob leases last 15s to 60s", SettingLeaseDuration, c.LeaseDuration)

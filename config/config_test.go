@@ -59,6 +59,8 @@ func TestLoad_Errors(t *testing.T) {
 		{"lease not a duration", with(base(), SettingLeaseDuration, "soon"), []string{SettingLeaseDuration, `"soon"`, "duration"}},
 		{"stall shorter than renew", with(base(), SettingStallTimeout, "5s"), []string{SettingStallTimeout, "renew interval"}},
 		{"bad overlap", with(base(), SettingOverlap, "queue"), []string{SettingOverlap, `"queue"`, "skip", "allow"}},
+		{"bad misfire", with(base(), SettingMisfire, "latest"), []string{SettingMisfire, `"latest"`, "skip", "run-latest"}},
+		{"non-positive starting deadline", with(base(), SettingStartDeadline, "0s"), []string{SettingStartDeadline, "positive"}},
 		{"bad transport", with(base(), SettingTransport, "kafka"), []string{SettingTransport, "kafka", "servicebus"}},
 		{"servicebus without connection", with(base(), SettingTransport, "servicebus"), []string{"ServiceBusConnection is not set", "__fullyQualifiedNamespace"}},
 		{"servicebus namespace with scheme", with(base(), SettingTransport, "servicebus", "ServiceBusConnection__fullyQualifiedNamespace", "sb://x.servicebus.windows.net"), []string{"without scheme"}},

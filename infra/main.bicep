@@ -60,6 +60,16 @@ param jobParams string = ''
 ])
 param overlap string = 'skip'
 
+@description('BATON_MISFIRE: what happens to occurrences that never ran (app stopped or broken across them): skip records them as missed; run-latest also runs the most recent one within BATON_STARTING_DEADLINE.')
+@allowed([
+  'skip'
+  'run-latest'
+])
+param misfire string = 'skip'
+
+@description('BATON_STARTING_DEADLINE: how late a missed occurrence may still be started with BATON_MISFIRE=run-latest.')
+param startingDeadline string = '10m'
+
 @description('BATON_MAX_DELIVERIES and the Service Bus queue\'s max delivery count. Must equal host.json extensions.queues.maxDequeueCount (5): the handler refuses to start otherwise, because the last delivery is where a failing partition records its failure.')
 @minValue(1)
 @maxValue(100)
@@ -199,6 +209,8 @@ module api 'app/api.bicep' = {
     job: job
     jobParams: jobParams
     overlap: overlap
+    misfire: misfire
+    startingDeadline: startingDeadline
     maxDeliveries: maxDeliveries
     leaseDuration: leaseDuration
     runTimeout: runTimeout

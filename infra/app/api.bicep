@@ -36,6 +36,8 @@ param schedule string
 param job string
 param jobParams string
 param overlap string
+param misfire string
+param startingDeadline string
 param maxDeliveries int
 param leaseDuration string
 param runTimeout string
@@ -90,6 +92,8 @@ var batonSettings = {
   BATON_LEASE_DURATION: leaseDuration
   BATON_STALL_TIMEOUT: '2m'
   BATON_OVERLAP: overlap
+  BATON_MISFIRE: misfire
+  BATON_STARTING_DEADLINE: startingDeadline
   BATON_MAX_DELIVERIES: string(maxDeliveries)
   BATON_RUN_TIMEOUT: runTimeout
   BATON_CHECK_ROUNDS: '3'
