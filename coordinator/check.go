@@ -13,14 +13,57 @@ import (
 // Check handles a check message, the run's dead-man's switch. No instance polls; instead every
 // run carries a chain of scheduled check messages, each of which looks at the ledger and acts:
 //   - run finished: the chain ends;
+//   - past its hard deadline (Expires): finish it as timed-out;
 //   - enqueue unfinished (its leader died): take the lease and resume from the checkpoint;
 //   - every result in but no report: aggregate;
 //   - past the deadline with results missing: re-enqueue only the missing partitions, for at
-//     most CheckRounds rounds, then record them as failed so the run finishes as partial.
+//     most CheckRounds rounds, then record them as timed out so the run finishes.
 //
-// Unless the run finished, it schedules the next check. Errors fail the invocation so the host
-// delivers the check again.
-func (c *Coordinator) Check(ctx context.Context, env work.Envelope) error {
+// Unless the run finished, it schedules the next check. An error fails the invocation so the
+// host delivers the check again, except on the last delivery (d.Count reaches MaxDeliveries):
+// then the check acts instead of failing, so the chain never dies silently.
+func (c *Coordinator) Check(ctx context.Context, env work.Envelope, d work.Delivery) error {
+	err := c.check(ctx, env)
+	if err == nil || d.Count < c.cfg.MaxDeliveries || ctx.Err() != nil {
+		return err
+	}
+	c.log(env.Run, env.Epoch).Error("check failed on its last delivery; keeping the run supervised", "round", env.Round,
+		"delivery", d.Count, "err", err)
+	return c.lastResort(ctx, env, err)
+}
+
+// lastResort keeps a run whose check failed on every delivery from being orphaned: an overdue
+// run is finished, any other gets a fresh check (a new message, with a full delivery budget).
+func (c *Coordinator) lastResort(ctx context.Context, env work.Envelope, cause error) error {
+	m, err := c.cfg.Store.ReadManifest(ctx, env.Run)
+	if err != nil {
+		return errors.Join(cause, err)
+	}
+	if m.State.Final() {
+		return nil
+	}
+	if c.overdue(m) {
+		if err := c.timeOutAnyway(ctx, m); err == nil {
+			return nil
+		}
+	}
+	if err := c.scheduleCheck(ctx, env.Run, m.Epoch, env.Round+1, c.cfg.Now().Add(c.checkDelay())); err != nil {
+		return errors.Join(cause, err)
+	}
+	return nil
+}
+
+// timeOutAnyway times out m, taking the lease first when the run is still planning.
+func (c *Coordinator) timeOutAnyway(ctx context.Context, m ledger.Manifest) error {
+	if m.PlanDone {
+		return c.timeOut(ctx, nil, m)
+	}
+	return c.cfg.Leader.RunAsLeader(ctx, func(ctx context.Context, lease Lease, beat func()) error {
+		return c.timeOut(ctx, &lease, m)
+	})
+}
+
+func (c *Coordinator) check(ctx context.Context, env work.Envelope) error {
 	m, err := c.cfg.Store.ReadManifest(ctx, env.Run)
 	if errors.Is(err, ledger.ErrNotFound) {
 		// The leader schedules a run's first check before it creates the run, so a leader
@@ -37,12 +80,22 @@ func (c *Coordinator) Check(ctx context.Context, env work.Envelope) error {
 		log.Info("check: run finished; chain ends", "state", m.State)
 		return nil
 	}
-	if env.Round >= maxCheckChain {
-		log.Error("check: chain limit reached; the run needs a manual look", "state", m.State)
-		return nil
-	}
 	next := env.Round + 1
 	now := c.cfg.Now()
+
+	if c.overdue(m) {
+		err := c.timeOutAnyway(ctx, m)
+		var held *HeldError
+		if err != nil && !errors.As(err, &held) {
+			return err
+		}
+		// Held: a live leader is still planning it, and its own deadline check stops it.
+		// Otherwise the report may be claimed by an aggregator still at work. Look again.
+		if m, err = c.cfg.Store.ReadManifest(ctx, env.Run); err != nil || m.State.Final() {
+			return err
+		}
+		return c.scheduleCheck(ctx, env.Run, m.Epoch, next, now.Add(c.checkDelay()))
+	}
 
 	if !m.PlanDone {
 		out, err := c.resumeAsLeader(ctx, env.Run)
@@ -52,7 +105,7 @@ func (c *Coordinator) Check(ctx context.Context, env work.Envelope) error {
 		if out.Status == StatusHeld {
 			// The leader is alive (or its lease has not expired yet): look again later.
 			log.Info("check: enqueue in progress under another leader", "holder", out.Holder.String(), "holderEpoch", out.HolderEpoch)
-			return c.scheduleCheck(ctx, env.Run, m.Epoch, next, now.Add(c.leaseDur+checkMargin))
+			return c.scheduleCheck(ctx, env.Run, m.Epoch, next, now.Add(c.checkDelay()))
 		}
 		if m, err = c.cfg.Store.ReadManifest(ctx, env.Run); err != nil {
 			return err
@@ -84,10 +137,10 @@ func (c *Coordinator) Check(ctx context.Context, env work.Envelope) error {
 		// Every result is in, yet the done records disagree: a worker crashed between writing
 		// its result and appending its record on the message's last delivery. The listing is
 		// the proof, so finish from it. (An aggregation running elsewhere, or a crashed one,
-		// is handled by the claim inside TryFinish.)
-		if lf, ok := c.cfg.Finisher.(listingFinisher); ok {
-			if done, err := lf.TryFinishByListing(ctx, env.Run); err != nil {
-				return fmt.Errorf("check: finish %s by listing: %w", env.Run, err)
+		// is handled by the claim inside the finish.)
+		if c.cfg.Finisher != nil {
+			if done, err := c.finishByListing(ctx, env.Run); err != nil {
+				return fmt.Errorf("check: %w", err)
 			} else if done {
 				log.Info("check: run finished from the results listing")
 				return nil
@@ -99,20 +152,13 @@ func (c *Coordinator) Check(ctx context.Context, env work.Envelope) error {
 		return c.reenqueue(ctx, m, missing, next, retryAt)
 	}
 	log.Warn("check: giving up on missing partitions", "missing", len(missing), "rounds", m.CheckRound)
-	if err := c.recordTimeouts(ctx, m, missing); err != nil {
+	if err := c.timeOut(ctx, nil, m); err != nil {
 		return err
 	}
-	if c.cfg.Finisher != nil {
-		if _, err := c.cfg.Finisher.TryFinish(ctx, env.Run); err != nil {
-			return fmt.Errorf("check: finish %s: %w", env.Run, err)
-		}
+	if m, err = c.cfg.Store.ReadManifest(ctx, env.Run); err != nil || m.State.Final() {
+		return err
 	}
-	return c.scheduleCheck(ctx, env.Run, m.Epoch, next, retryAt)
-}
-
-// listingFinisher finishes a run from the results listing alone (work.Worker).
-type listingFinisher interface {
-	TryFinishByListing(ctx context.Context, run string) (bool, error)
+	return c.scheduleCheck(ctx, env.Run, m.Epoch, next, now.Add(c.checkDelay()))
 }
 
 // retryInterval spaces re-enqueue rounds: half the run timeout, never less than a lease.
@@ -197,7 +243,7 @@ func (c *Coordinator) reenqueue(ctx context.Context, m ledger.Manifest, missing 
 func (c *Coordinator) recordTimeouts(ctx context.Context, m ledger.Manifest, missing []int) error {
 	now := c.cfg.Now().UTC()
 	for _, i := range missing {
-		r := ledger.Result{Run: m.RunID, Index: i, Epoch: m.Epoch, OK: false,
+		r := ledger.Result{Run: m.RunID, Index: i, Epoch: m.Epoch, OK: false, TimedOut: true,
 			Error:  fmt.Sprintf("timed out: no result by the deadline after %d re-enqueue rounds", m.CheckRound),
 			Worker: holderOf(c.cfg.Identity), Started: now, Finished: now}
 		if err := c.cfg.Store.PutResult(ctx, r); err != nil && !errors.Is(err, ledger.ErrExists) {

@@ -58,6 +58,9 @@ func (c *Coordinator) enqueue(ctx context.Context, lease Lease, beat func(), run
 		if err := ctx.Err(); err != nil {
 			return m, fmt.Errorf("enqueue %s stopped: %w", run, context.Cause(ctx))
 		}
+		if c.overdue(m) {
+			return m, c.timeOut(ctx, &lease, m)
+		}
 		b, err := c.planBatch(ctx, job, &m)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -69,7 +72,9 @@ func (c *Coordinator) enqueue(ctx context.Context, lease Lease, beat func(), run
 			return m, err
 		}
 		beat()
-		if err := c.send(ctx, m, b, lease.Epoch, 0); err != nil {
+		if err := c.send(ctx, m, b, lease.Epoch, 0); errors.Is(err, errPlanning) {
+			return c.failRun(ctx, lease, run, err.Error())
+		} else if err != nil {
 			return m, err
 		}
 		if ctx.Err() != nil { // leadership ended while sending: leave the checkpoint alone
@@ -77,6 +82,12 @@ func (c *Coordinator) enqueue(ctx context.Context, lease Lease, beat func(), run
 		}
 		now := c.cfg.Now().UTC()
 		m, err = c.cfg.Store.UpdateManifest(ctx, run, lease.Epoch, func(m *ledger.Manifest) error {
+			if m.State.Final() {
+				return fmt.Errorf("run finished as %s while enqueueing: %w", m.State, ledger.ErrFenced)
+			}
+			if m.Checkpoint.Batches == b.Batch+1 && m.Epoch == lease.Epoch {
+				return ledger.ErrNoChange // our own write, whose response was lost and retried
+			}
 			if m.Checkpoint.Batches != b.Batch {
 				return fmt.Errorf("checkpoint moved to batch %d under us (want %d): %w", m.Checkpoint.Batches, b.Batch, ledger.ErrFenced)
 			}
@@ -88,6 +99,7 @@ func (c *Coordinator) enqueue(ctx context.Context, lease Lease, beat func(), run
 				m.State = ledger.StateRunning
 				m.Enqueued = now
 				m.Deadline = now.Add(c.cfg.RunTimeout)
+				m.Expires = c.planExpiry(now)
 			}
 			return nil
 		})
@@ -126,8 +138,8 @@ func (c *Coordinator) planBatch(ctx context.Context, job work.Job, m *ledger.Man
 		if len(b.Partitions) == m.BatchSize {
 			return errBatchFull
 		}
-		if len(payload) > work.MaxPayloadBytes {
-			return fmt.Errorf("partition %d payload is %d bytes, limit %d", b.First+len(b.Partitions), len(payload), work.MaxPayloadBytes)
+		if err := fits(m.RunID, b.First+len(b.Partitions), payload); err != nil {
+			return err
 		}
 		b.Partitions = append(b.Partitions, payload)
 		b.Cursor = next
@@ -172,12 +184,27 @@ func (c *Coordinator) send(ctx context.Context, m ledger.Manifest, b ledger.Plan
 			Part: idx, Parts: parts, Round: round, Payload: payload}
 		body, err := env.Encode()
 		if err != nil {
-			return fmt.Errorf("encode partition %s/%d: %w", m.RunID, idx, err)
+			return fmt.Errorf("%w: partition %d of run %s cannot be sent: %w", errPlanning, idx, m.RunID, err)
 		}
 		msgs = append(msgs, transport.Message{ID: env.MessageID(), Body: body, Properties: env.Properties()})
 	}
-	if err := c.cfg.Sender.Send(ctx, msgs); err != nil {
+	if err := c.cfg.Sender.Send(ctx, msgs); errors.Is(err, transport.ErrTooLarge) || errors.Is(err, transport.ErrInvalid) {
+		return fmt.Errorf("%w: the transport refuses partitions of %s batch %d: %w", errPlanning, m.RunID, b.Batch, err)
+	} else if err != nil {
 		return fmt.Errorf("send %d partitions of %s batch %d: %w", len(msgs), m.RunID, b.Batch, err)
+	}
+	return nil
+}
+
+// fits checks that partition index of run, with this payload, encodes within the message limit
+// whatever epoch, round and partition count it is later sent with: the size is measured on
+// the exact bytes a send produces, with the largest header values. A partition that does not
+// fit never will, so planning fails (permanently) and names it.
+func fits(run string, index int, payload json.RawMessage) error {
+	probe := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: run, Epoch: 1 << 53,
+		Part: index, Parts: max(index+1, 1<<30), Round: 1 << 20, Payload: payload}
+	if _, err := probe.Encode(); err != nil {
+		return fmt.Errorf("partition %d (payload %d bytes) cannot be sent: %w", index, len(payload), err)
 	}
 	return nil
 }

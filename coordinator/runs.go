@@ -23,9 +23,12 @@ type Sender interface {
 	Send(ctx context.Context, msgs []transport.Message) error
 }
 
-// Finisher aggregates a run once every partition has a result (work.Worker.TryFinish).
+// Finisher aggregates a run once every partition has a result (work.Worker). TryFinish trusts
+// the done counters first; TryFinishByListing decides from the results listing alone (for
+// checks and supervision, when a done record may have been lost).
 type Finisher interface {
 	TryFinish(ctx context.Context, run string) (bool, error)
+	TryFinishByListing(ctx context.Context, run string) (bool, error)
 }
 
 // Defaults for Config.
@@ -36,8 +39,21 @@ const (
 	// checkMargin is added to the lease duration for the first check: by then a dead leader's
 	// lease has certainly expired.
 	checkMargin = 5 * time.Second
-	// maxCheckChain bounds how many check messages one run can schedule in a row.
-	maxCheckChain = 50
+	// DefaultMaxDeliveries is the delivery count on which a check stops failing and acts.
+	DefaultMaxDeliveries = 5
+	// DefaultStartingDeadline bounds how late MisfireRunLatest still starts a missed occurrence.
+	DefaultStartingDeadline = 10 * time.Minute
+)
+
+// Misfire is the policy for occurrences that never fired.
+type Misfire string
+
+const (
+	// MisfireSkip records missed occurrences and runs none of them.
+	MisfireSkip Misfire = "skip"
+	// MisfireRunLatest also runs the most recent missed occurrence when the next one has not
+	// come yet and it is no older than StartingDeadline.
+	MisfireRunLatest Misfire = "run-latest"
 )
 
 // Config wires a Coordinator.
@@ -64,6 +80,17 @@ type Config struct {
 	// CheckRounds bounds the re-enqueue rounds; after the last, missing partitions are recorded
 	// as failed (default 3).
 	CheckRounds int
+	// MaxDeliveries is the queue's max delivery count: on its last delivery a failing check
+	// acts instead of failing, so the check chain never dies silently (default 5).
+	MaxDeliveries int
+	// Misfire and StartingDeadline decide what happens to occurrences that never fired
+	// (default MisfireSkip, 10m).
+	Misfire          Misfire
+	StartingDeadline time.Duration
+	// TickWait bounds how long a Tick that finds the lease held waits for it before it leaves
+	// its occurrence to the holder (default: the lease duration plus 5 s, so a crashed
+	// leader's lease lapses within it).
+	TickWait time.Duration
 	// Now is the clock (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -100,6 +127,21 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.CheckRounds < 0 {
 		errs = append(errs, fmt.Errorf("CheckRounds %d must not be negative", cfg.CheckRounds))
 	}
+	if cfg.MaxDeliveries == 0 {
+		cfg.MaxDeliveries = DefaultMaxDeliveries
+	}
+	if cfg.Misfire == "" {
+		cfg.Misfire = MisfireSkip
+	}
+	if cfg.Misfire != MisfireSkip && cfg.Misfire != MisfireRunLatest {
+		errs = append(errs, fmt.Errorf("Misfire %q must be %q or %q", cfg.Misfire, MisfireSkip, MisfireRunLatest))
+	}
+	if cfg.StartingDeadline == 0 {
+		cfg.StartingDeadline = DefaultStartingDeadline
+	}
+	if cfg.MaxDeliveries < 1 || cfg.StartingDeadline < 0 || cfg.TickWait < 0 {
+		errs = append(errs, fmt.Errorf("MaxDeliveries %d, StartingDeadline %s and TickWait %s must be positive", cfg.MaxDeliveries, cfg.StartingDeadline, cfg.TickWait))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("coordinator config: %w", err)
 	}
@@ -109,7 +151,11 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Coordinator{cfg: cfg, leaseDur: cfg.Leader.cfg.LeaseDuration}, nil
+	c := &Coordinator{cfg: cfg, leaseDur: cfg.Leader.cfg.LeaseDuration}
+	if c.cfg.TickWait == 0 {
+		c.cfg.TickWait = c.leaseDur + checkMargin
+	}
+	return c, nil
 }
 
 // Status is the outcome of a tick, a manual start or a check.
@@ -121,6 +167,9 @@ const (
 	StatusExisting Status = "existing" // the run already exists (a replay or a repeated key)
 	StatusSkipped  Status = "skipped"  // the overlap policy recorded the run as skipped
 	StatusHeld     Status = "held"     // another instance holds the lease
+	// StatusDeferred: the lease stayed busy for the whole wait; the occurrence is recorded in
+	// the schedule's inbox and the lease holder decides it before it lets go.
+	StatusDeferred Status = "deferred"
 )
 
 // Outcome reports what a call did.
@@ -155,19 +204,6 @@ type runSpec struct {
 
 func (c *Coordinator) log(run string, epoch int64) *slog.Logger {
 	return c.cfg.Logger.With("run", run, "epoch", epoch, "instance", c.cfg.Identity.Instance)
-}
-
-// Tick handles a timer invocation: one attempt at the lease, then open or resume the
-// occurrence's run. A loser returns at once with StatusHeld.
-func (c *Coordinator) Tick(ctx context.Context, in TickInput) (Outcome, error) {
-	occ, err := c.cfg.Schedule.Occurrence(in)
-	if err != nil {
-		return Outcome{}, err
-	}
-	spec := runSpec{id: TimerRunID(occ), trigger: ledger.TriggerTimer, occurrence: occ, job: c.cfg.Job, params: c.cfg.Params}
-	c.cfg.Logger.Info("tick", "run", spec.id, "occurrence", occ, "pastDue", in.PastDue, "statusNext", in.Next,
-		"instance", c.cfg.Identity.Instance)
-	return c.start(ctx, spec)
 }
 
 // ManualRequest asks for a run outside the schedule.
@@ -240,12 +276,30 @@ func (c *Coordinator) start(ctx context.Context, spec runSpec) (Outcome, error) 
 	return out, err
 }
 
-// lead runs under the lease.
+// lead runs under the lease: supervise the active run, decide spec, then the housekeeping every
+// lease holder does before it lets go (the occurrences that fired while it held the lease, and
+// those that never fired).
 func (c *Coordinator) lead(ctx context.Context, lease Lease, beat func(), spec runSpec) (Outcome, error) {
-	log := c.log(spec.id, lease.Epoch)
 	if err := c.ensureContainer(ctx); err != nil {
 		return Outcome{}, err
 	}
+	if err := c.supervise(ctx, lease); err != nil {
+		return Outcome{}, err
+	}
+	out, err := c.decide(ctx, lease, beat, spec)
+	if err != nil {
+		return out, err
+	}
+	if err := c.housekeep(ctx, lease, beat); err != nil {
+		// The task itself is done; what housekeeping left is picked up by the next holder.
+		c.log(spec.id, lease.Epoch).Warn("schedule housekeeping incomplete; the next lease holder goes on", "err", err)
+	}
+	return out, nil
+}
+
+// decide opens, resumes or skips the run of spec under the lease.
+func (c *Coordinator) decide(ctx context.Context, lease Lease, beat func(), spec runSpec) (Outcome, error) {
+	log := c.log(spec.id, lease.Epoch)
 	m, err := c.cfg.Store.ReadManifest(ctx, spec.id)
 	switch {
 	case err == nil:
@@ -283,9 +337,7 @@ func (c *Coordinator) lead(ctx context.Context, lease Lease, beat func(), spec r
 	if busy && !c.cfg.AllowOverlap {
 		reason := fmt.Sprintf("run %s is still in progress (overlap policy: skip)", active)
 		if spec.trigger == ledger.TriggerTimer {
-			sk := c.newManifest(spec, lease)
-			sk.State, sk.Reason, sk.Finished = ledger.StateSkipped, reason, sk.Created
-			if err := c.cfg.Store.CreateManifest(ctx, &sk); err != nil && !errors.Is(err, ledger.ErrExists) {
+			if err := c.record(ctx, lease, spec, ledger.StateSkipped, reason); err != nil {
 				return Outcome{}, err
 			}
 		}
@@ -301,9 +353,18 @@ func (c *Coordinator) lead(ctx context.Context, lease Lease, beat func(), spec r
 	}
 	nm := c.newManifest(spec, lease)
 	if err := c.cfg.Store.CreateManifest(ctx, &nm); errors.Is(err, ledger.ErrExists) {
-		// Another leader created it between our read and write: it is that leader's run.
-		log.Warn("run created concurrently by another leader")
-		return Outcome{Status: StatusExisting, Run: spec.id, Epoch: lease.Epoch}, nil
+		// Either our own create whose response was lost (the SDK retried and found it), or
+		// another leader's run: the stored leader and epoch tell which.
+		cur, rerr := c.cfg.Store.ReadManifest(ctx, spec.id)
+		if rerr != nil {
+			return Outcome{}, rerr
+		}
+		if cur.Epoch != lease.Epoch || cur.Leader != holderOf(lease.Holder) {
+			log.Warn("run created concurrently by another leader", "leaderEpoch", cur.Epoch)
+			return Outcome{Status: StatusExisting, Run: spec.id, Epoch: lease.Epoch, State: cur.State}, nil
+		}
+		log.Info("the run's create answered 'exists' but the run is ours (a lost response); going on")
+		nm = cur
 	} else if err != nil {
 		return Outcome{}, err
 	}
@@ -324,8 +385,21 @@ func (c *Coordinator) newManifest(spec runSpec, lease Lease) ledger.Manifest {
 		RunID: spec.id, Trigger: spec.trigger, Occurrence: spec.occurrence, IdempotencyKey: spec.key,
 		Epoch: lease.Epoch, Leader: holderOf(lease.Holder), Segments: []ledger.Segment{{Epoch: lease.Epoch, From: 0}},
 		Job: spec.job, Params: spec.params, State: ledger.StatePlanning, BatchSize: c.cfg.BatchSize,
-		Created: now, Deadline: now.Add(c.cfg.RunTimeout),
+		Created: now, Deadline: now.Add(c.cfg.RunTimeout), Expires: now.Add(c.cfg.RunTimeout),
 	}
+}
+
+// record writes spec's record directly in a final state (skipped, missed, failed) with its
+// reason. A record that already exists stands: every occurrence keeps exactly one.
+func (c *Coordinator) record(ctx context.Context, lease Lease, spec runSpec, state ledger.State, reason string) error {
+	m := c.newManifest(spec, lease)
+	m.State, m.Reason, m.Finished = state, reason, m.Created
+	m.Deadline, m.Expires = time.Time{}, time.Time{}
+	if err := c.cfg.Store.CreateManifest(ctx, &m); err != nil && !errors.Is(err, ledger.ErrExists) {
+		return err
+	}
+	c.log(spec.id, lease.Epoch).Warn("occurrence recorded", "state", state, "reason", reason, "occurrence", spec.occurrence)
+	return nil
 }
 
 // activeRun reports the latest started run, its manifest, and whether it is still in progress.

@@ -66,6 +66,11 @@ func (f *countingFinisher) TryFinish(ctx context.Context, run string) (bool, err
 	return false, nil
 }
 
+func (f *countingFinisher) TryFinishByListing(ctx context.Context, run string) (bool, error) {
+	f.calls.Add(1)
+	return false, nil
+}
+
 // runEnv is one test's storage: a leases container, a runs container and a work queue on the
 // shared Azurite.
 type runEnv struct {
@@ -360,7 +365,7 @@ func TestTick_LeaderCrashResumedByCheck(t *testing.T) {
 
 	b := e.instance("b", n, batch, nil)
 	// Before expiry, the check finds the lease held and only reschedules.
-	if err := b.c.Check(ctx, check); err != nil {
+	if err := b.c.Check(ctx, check, firstDelivery); err != nil {
 		t.Fatalf("early check: %v", err)
 	}
 	if m2, _ := e.store.ReadManifest(ctx, tickRun); m2.Epoch != firstEpoch {
@@ -370,7 +375,7 @@ func TestTick_LeaderCrashResumedByCheck(t *testing.T) {
 		st, err := b.leader.State(ctx)
 		return err == nil && !st.Held
 	})
-	if err := b.c.Check(ctx, check); err != nil {
+	if err := b.c.Check(ctx, check, firstDelivery); err != nil {
 		t.Fatalf("check after expiry: %v", err)
 	}
 	m, err = e.store.ReadManifest(ctx, tickRun)
@@ -466,14 +471,14 @@ func TestCheck_PastDeadlineReenqueuesOnlyMissing(t *testing.T) {
 	check := work.Envelope{Version: 1, Kind: work.KindCheck, Run: tickRun, Epoch: m.Epoch, Round: 1}
 
 	// Before the deadline: nothing is re-enqueued.
-	if err := in.c.Check(ctx, check); err != nil {
+	if err := in.c.Check(ctx, check, firstDelivery); err != nil {
 		t.Fatal(err)
 	}
 	if idx, _, _ := partitions(e.drain()); len(idx) != 0 {
 		t.Fatalf("re-enqueued %v before the deadline", idx)
 	}
 	pastDeadline()
-	if err := in.c.Check(ctx, check); err != nil {
+	if err := in.c.Check(ctx, check, firstDelivery); err != nil {
 		t.Fatal(err)
 	}
 	envs := e.drain()
@@ -487,7 +492,7 @@ func TestCheck_PastDeadlineReenqueuesOnlyMissing(t *testing.T) {
 		}
 	}
 	// A duplicate delivery of the same check does not send again (the round is claimed).
-	if err := in.c.Check(ctx, check); err != nil {
+	if err := in.c.Check(ctx, check, firstDelivery); err != nil {
 		t.Fatal(err)
 	}
 	if idx, _, _ := partitions(e.drain()); len(idx) != 0 {
@@ -502,7 +507,7 @@ func TestCheck_PastDeadlineReenqueuesOnlyMissing(t *testing.T) {
 	}
 	pastDeadline()
 	calls := e.finisher.calls.Load()
-	if err := in.c.Check(ctx, check); err != nil {
+	if err := in.c.Check(ctx, check, firstDelivery); err != nil {
 		t.Fatal(err)
 	}
 	for i := range missing {
@@ -522,7 +527,7 @@ func TestCheck_UnknownRunIsDropped(t *testing.T) {
 	e := newRunEnv(t)
 	in := e.instance("a", 1, 1, nil)
 	ctx := context.Background()
-	if err := in.c.Check(ctx, work.Envelope{Version: 1, Kind: work.KindCheck, Run: "nope", Epoch: 1, Round: 1}); err != nil {
+	if err := in.c.Check(ctx, work.Envelope{Version: 1, Kind: work.KindCheck, Run: "nope", Epoch: 1, Round: 1}, firstDelivery); err != nil {
 		t.Fatalf("got %v, want nil", err)
 	}
 	if _, err := e.store.ReadManifest(ctx, "nope"); !errors.Is(err, ledger.ErrNotFound) {
@@ -577,3 +582,6 @@ func TestTick_OrphanedRunIsRepairedByTheNextTick(t *testing.T) {
 	idx, _, _ := partitions(e.drain())
 	wantEach(t, idx, 7)
 }
+
+// firstDelivery is the delivery of a check message that still has retries left.
+var firstDelivery = work.Delivery{MessageID: "check", Count: 1}

@@ -108,6 +108,7 @@ func newApp(cfg config.Config, logger *slog.Logger) (*App, error) {
 		Leader: leader, Store: store, Sender: sender, Jobs: jobs, Finisher: worker, Identity: identity,
 		Job: cfg.Job, Params: params, Schedule: schedule, AllowOverlap: cfg.Overlap == config.OverlapAllow,
 		BatchSize: cfg.EnqueueBatch, RunTimeout: cfg.RunTimeout, CheckRounds: cfg.CheckRounds, Logger: logger,
+		MaxDeliveries: cfg.MaxDeliveries, Misfire: coordinator.Misfire(cfg.Misfire), StartingDeadline: cfg.StartingDeadline,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s/%s: %w", config.SettingJob, config.SettingJobParams, err)

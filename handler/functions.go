@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/transport"
+	"log/slog"
 	"time"
 
 	"github.com/batonfn/baton/coordinator"
@@ -87,16 +90,54 @@ func (f *functions) message(serviceBus bool) TriggerFunc {
 			log.Error("malformed message; it will be dead-lettered after its last delivery", "err", err)
 			return badInput(err)
 		}
-		switch env.Kind {
-		case work.KindCheck:
-			err = f.coord.Check(ctx, env)
-		default:
-			err = f.worker.HandlePartition(ctx, env, d)
-		}
+		err = waitOutOutage(ctx, log, func(ctx context.Context) error {
+			if env.Kind == work.KindCheck {
+				return f.coord.Check(ctx, env, d)
+			}
+			return f.worker.HandlePartition(ctx, env, d)
+		})
 		if errors.Is(err, work.ErrMalformed) {
 			log.Error("message rejected; it will be dead-lettered after its last delivery", "run", env.Run, "err", err)
 			return badInput(err)
 		}
 		return err
+	}
+}
+
+// Outage back-off: a storage or transport outage is not the message's fault, so it must not
+// spend the message's delivery budget (a partition would be recorded failed after a 30-second
+// outage). The invocation keeps its message and retries with growing pauses while the outage
+// lasts, up to maxOutageWait or shortly before its own deadline; only then does it fail, and
+// the host redelivers.
+const (
+	maxOutageWait    = 5 * time.Minute
+	outageFirstPause = time.Second
+	outageMaxPause   = 8 * time.Second
+)
+
+// outage reports whether err says storage or the queue could not be reached (rather than
+// that the message or the job failed).
+func outage(err error) bool {
+	return errors.Is(err, ledger.ErrUnavailable) || transport.IsTransient(err)
+}
+
+func waitOutOutage(ctx context.Context, log *slog.Logger, fn func(context.Context) error) error {
+	until := time.Now().Add(maxOutageWait)
+	if d, ok := ctx.Deadline(); ok && d.Add(-2*outageMaxPause).Before(until) {
+		until = d.Add(-2 * outageMaxPause)
+	}
+	pause := outageFirstPause
+	for tries := 1; ; tries++ {
+		err := fn(ctx)
+		if err == nil || !outage(err) || ctx.Err() != nil || time.Now().Add(pause).After(until) {
+			return err
+		}
+		log.Warn("storage or queue unavailable; keeping the message and retrying", "try", tries, "pause", pause.String(), "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, outageMaxPause)
 	}
 }

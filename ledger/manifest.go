@@ -100,6 +100,9 @@ type Manifest struct {
 	Updated  time.Time `json:"updated"`
 	Enqueued time.Time `json:"enqueued,omitzero"` // planning finished
 	Deadline time.Time `json:"deadline,omitzero"` // missing results are retried after this
+	// Expires is the hard deadline: a run still not final after it is finished as timed-out
+	// by whoever holds the lease next (see coordinator: supervision of overdue runs).
+	Expires  time.Time `json:"expires,omitzero"`
 	Finished time.Time `json:"finished,omitzero"`
 
 	// Succeeded and Failed are filled in when the run finishes.
@@ -137,6 +140,9 @@ var (
 	ErrFenced = errors.New("fenced by a newer epoch")
 	// ErrConflict: an ETag-guarded update kept losing races and gave up.
 	ErrConflict = errors.New("concurrent update conflict")
+	// ErrUnavailable: storage could not be reached or answered 408, 429 or 5xx; the same call
+	// may succeed later.
+	ErrUnavailable = errors.New("storage unavailable")
 )
 
 var runIDPattern = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
@@ -161,9 +167,11 @@ type Result struct {
 	Output   json.RawMessage `json:"output,omitempty"`
 	Error    string          `json:"error,omitempty"`
 	Attempts int             `json:"attempts"`
-	Worker   Holder          `json:"worker"`
-	Started  time.Time       `json:"started"`
-	Finished time.Time       `json:"finished"`
+	// TimedOut marks a failure recorded because the run's deadline passed without a result.
+	TimedOut bool      `json:"timedOut,omitempty"`
+	Worker   Holder    `json:"worker"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
 }
 
 // Report is runs/<runID>/report.json.
@@ -177,7 +185,10 @@ type Report struct {
 	FailedList []FailedPart    `json:"failedPartitions,omitempty"`
 	Aggregate  json.RawMessage `json:"aggregate,omitempty"`
 	Aggregator Holder          `json:"aggregator"`
-	Created    time.Time       `json:"created"`
+	// Claim is the aggregator's random token: a claim whose create response was lost is
+	// recognised as its own by it.
+	Claim   string    `json:"claim,omitempty"`
+	Created time.Time `json:"created"`
 }
 
 // FailedPart names a failed partition in a report (the list is capped).

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -80,6 +82,9 @@ func donePath(run string, shard int) string { return fmt.Sprintf("%s/done/%04d",
 func reportPath(run string) string          { return run + "/report.json" }
 
 // translate maps storage errors to the ledger's sentinels, keeping the original in the chain.
+// Failures where the same call may succeed later (no connection, a timeout, throttling, a 5xx)
+// are marked ErrUnavailable so callers can wait out an outage instead of treating it as a
+// verdict.
 func translate(err error) error {
 	switch {
 	case err == nil:
@@ -90,8 +95,32 @@ func translate(err error) error {
 		return errors.Join(ErrExists, err)
 	case bloberror.HasCode(err, bloberror.ConditionNotMet):
 		return errors.Join(errETagMismatch, err)
+	case unavailable(err):
+		return errors.Join(ErrUnavailable, err)
 	}
 	return err
+}
+
+// unavailable reports whether err is a storage failure worth waiting out: the connection
+// failed or timed out, or the service answered 408, 429 or 5xx. The caller's own cancellation
+// is not one.
+func unavailable(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		return re.StatusCode == http.StatusRequestTimeout || re.StatusCode == http.StatusTooManyRequests || re.StatusCode >= 500
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	var oe *net.OpError
+	return errors.As(err, &oe)
 }
 
 var errETagMismatch = errors.New("etag mismatch")

@@ -23,6 +23,7 @@ func (w *Worker) aggregate(ctx context.Context, job Job, m *ledger.Manifest) (le
 	defer rd.close()
 
 	var readErr error
+	timedOut := false
 	next := 0
 	take := func() (ledger.Result, error, bool) {
 		if next >= m.Partitions || readErr != nil {
@@ -41,6 +42,7 @@ func (w *Worker) aggregate(ctx context.Context, job Job, m *ledger.Manifest) (le
 			rep.Succeeded++
 		} else {
 			rep.Failed++
+			timedOut = timedOut || r.TimedOut
 			if len(rep.FailedList) < MaxReportFailures {
 				rep.FailedList = append(rep.FailedList, ledger.FailedPart{Index: r.Index, Error: r.Error})
 			}
@@ -69,7 +71,7 @@ func (w *Worker) aggregate(ctx context.Context, job Job, m *ledger.Manifest) (le
 		return rep, Permanent(errors.New("job aggregate is not JSON"))
 	}
 	rep.Aggregate = out
-	rep.State = finalState(rep.Partitions, rep.Failed)
+	rep.State = finalState(rep.Partitions, rep.Failed, timedOut)
 	return rep, nil
 }
 

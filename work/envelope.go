@@ -113,17 +113,25 @@ func (e Envelope) Validate() error {
 	return nil
 }
 
-// Encode returns the envelope's JSON.
+// ErrTooLarge marks an envelope whose encoding exceeds MaxEnvelopeBytes: it can never be sent.
+var ErrTooLarge = errors.New("message too large")
+
+// Encode returns the envelope's JSON: exactly the bytes that are sent, and the bytes every size
+// limit is measured on. HTML escaping is off (json.Marshal would turn each '<', '>' and '&' of
+// a payload into six bytes, so a payload that fits could no longer fit once sent).
 func (e Envelope) Encode() ([]byte, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(e)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(e); err != nil {
 		return nil, err
 	}
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	if len(b) > MaxEnvelopeBytes {
-		return nil, fmt.Errorf("%w: encoded envelope is %d bytes, limit %d", ErrMalformed, len(b), MaxEnvelopeBytes)
+		return nil, fmt.Errorf("%w: encoded envelope is %d bytes, limit %d", ErrTooLarge, len(b), MaxEnvelopeBytes)
 	}
 	return b, nil
 }

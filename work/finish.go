@@ -2,6 +2,8 @@ package work
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -107,7 +109,7 @@ const (
 // in-progress report, or takes over a stale claim.
 func (w *Worker) claim(ctx context.Context, m *ledger.Manifest) (azcore.ETag, claimOutcome, error) {
 	mine := ledger.Report{Run: m.RunID, Job: m.Job, State: ledger.StateRunning, Partitions: m.Partitions,
-		Aggregator: w.Holder, Created: w.now()}
+		Aggregator: w.Holder, Claim: newClaimToken(), Created: w.now()}
 	etag, err := w.Store.ClaimReport(ctx, mine)
 	if err == nil {
 		return etag, claimed, nil
@@ -118,6 +120,12 @@ func (w *Worker) claim(ctx context.Context, m *ledger.Manifest) (azcore.ETag, cl
 	cur, curTag, err := w.Store.ReadReport(ctx, m.RunID)
 	if err != nil {
 		return "", busy, fmt.Errorf("finish %s: %w", m.RunID, err)
+	}
+	if cur.Claim == mine.Claim && !cur.State.Final() {
+		// Our own create: its response was lost and the retry found the blob.
+		w.logger().Info("report claim answered 'exists' but the claim is ours (a lost response); aggregating",
+			"run", m.RunID)
+		return curTag, claimed, nil
 	}
 	log := w.logger().With("run", m.RunID, "claimedBy", cur.Aggregator, "claimed", cur.Created)
 	if cur.State.Final() {
@@ -143,11 +151,12 @@ func (w *Worker) claim(ctx context.Context, m *ledger.Manifest) (azcore.ETag, cl
 	}
 	// WriteReport does not return the new ETag; read it back. Any later writer needs this
 	// ETag, and a fresh claim is not stale, so what we read is our own claim.
+	// (The token tells it apart from another takeover by this same process.)
 	again, etag, err := w.Store.ReadReport(ctx, m.RunID)
 	if err != nil {
 		return "", busy, fmt.Errorf("finish %s: %w", m.RunID, err)
 	}
-	if again.State.Final() || !again.Created.Equal(mine.Created) || again.Aggregator != w.Holder {
+	if again.State.Final() || again.Claim != mine.Claim {
 		return "", busy, nil
 	}
 	log.Warn("took over a stale report claim", "age", age.String())
@@ -157,8 +166,12 @@ func (w *Worker) claim(ctx context.Context, m *ledger.Manifest) (azcore.ETag, cl
 // settle moves the manifest to the report's final state and reports whether it changed it. It
 // is idempotent: a final manifest is left alone.
 func (w *Worker) settle(ctx context.Context, rep ledger.Report, reason string) (bool, error) {
-	if reason == "" && rep.State == ledger.StatePartial {
+	switch {
+	case reason != "":
+	case rep.State == ledger.StatePartial:
 		reason = fmt.Sprintf("%d of %d partitions failed", rep.Failed, rep.Partitions)
+	case rep.State == ledger.StateTimedOut:
+		reason = fmt.Sprintf("the run passed its deadline: %d of %d partitions failed or had no result", rep.Failed, rep.Partitions)
 	}
 	finished := rep.Created
 	if finished.IsZero() {
@@ -184,9 +197,19 @@ func (w *Worker) settle(ctx context.Context, rep ledger.Report, reason string) (
 	return changed, nil
 }
 
-// finalState is the state of a run with these counts.
-func finalState(partitions, failed int) ledger.State {
+// newClaimToken returns a random token that tells one report claim from every other.
+func newClaimToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// finalState is the state of a run with these counts; timedOut says some of the failures were
+// recorded because the run's deadline passed without a result.
+func finalState(partitions, failed int, timedOut bool) ledger.State {
 	switch {
+	case timedOut && failed > 0:
+		return ledger.StateTimedOut
 	case failed == 0:
 		return ledger.StateSucceeded
 	case failed >= partitions:

@@ -1,0 +1,120 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/batonfn/baton/ledger"
+)
+
+// No run stays non-final for long past its hard deadline (Manifest.Expires), and no run can
+// block later occurrences forever:
+//
+//   - planning must end by Created + RunTimeout;
+//   - once planned, the check chain re-enqueues missing partitions from Deadline = Enqueued +
+//     RunTimeout for CheckRounds rounds, one retryInterval apart, then records the rest as
+//     timed out; Expires adds one more check delay to that;
+//   - every lease holder (a Tick, a manual start, a check that resumes a run) first supervises
+//     the active run and finishes it as timed-out when it is past Expires, with a report of the
+//     results it has;
+//   - a check past Expires does the same, and a check on its last delivery acts instead of
+//     failing, so the chain does not die with the run unfinished.
+//
+// So a run is final by Expires + one check delay while the control messages flow, and
+// otherwise at the next Tick, manual start or check after Expires.
+
+// checkDelay is how long after a leader's last sign of life a check can take its lease over.
+func (c *Coordinator) checkDelay() time.Duration { return c.leaseDur + checkMargin }
+
+// planExpiry is the hard deadline of a planned run whose planning ended at enqueued.
+func (c *Coordinator) planExpiry(enqueued time.Time) time.Time {
+	return enqueued.Add(c.cfg.RunTimeout + time.Duration(c.cfg.CheckRounds)*c.retryInterval() + c.checkDelay())
+}
+
+// expires is m's hard deadline (computed for manifests written before it was stored).
+func (c *Coordinator) expires(m ledger.Manifest) time.Time {
+	if !m.Expires.IsZero() {
+		return m.Expires
+	}
+	if m.PlanDone {
+		return c.planExpiry(m.Enqueued)
+	}
+	return m.Created.Add(c.cfg.RunTimeout)
+}
+
+// FinalBound is the documented bound: a run is final by this time as long as check messages are
+// delivered.
+func (c *Coordinator) FinalBound(m ledger.Manifest) time.Time {
+	return c.expires(m).Add(c.checkDelay())
+}
+
+// overdue reports whether m should already be final.
+func (c *Coordinator) overdue(m ledger.Manifest) bool {
+	return !m.State.Final() && c.cfg.Now().After(c.expires(m))
+}
+
+// supervise finishes the active run as timed-out when it is overdue. It runs under the lease.
+func (c *Coordinator) supervise(ctx context.Context, lease Lease) error {
+	_, m, busy, err := c.activeRun(ctx)
+	if err != nil || !busy || !c.overdue(m) {
+		return err
+	}
+	return c.timeOut(ctx, &lease, m)
+}
+
+// timeOut finishes an overdue run as timed-out. A run still planning is stopped (under the
+// lease only: lease must be non-nil, and its epoch fences the old planner out); a planned run
+// gets a failure result for each partition without one and is aggregated from what it has.
+func (c *Coordinator) timeOut(ctx context.Context, lease *Lease, m ledger.Manifest) error {
+	log := c.log(m.RunID, m.Epoch)
+	now := c.cfg.Now().UTC()
+	if !m.PlanDone {
+		if lease == nil {
+			return errors.New("timing out a run that is still planning needs the lease")
+		}
+		reason := fmt.Sprintf("planning did not finish by %s (%s after the run was created)",
+			c.expires(m).UTC().Format(time.RFC3339), c.cfg.RunTimeout)
+		_, err := c.cfg.Store.UpdateManifest(ctx, m.RunID, lease.Epoch, func(cur *ledger.Manifest) error {
+			if cur.State.Final() || cur.PlanDone {
+				return ledger.ErrNoChange
+			}
+			cur.Epoch = max(cur.Epoch, lease.Epoch)
+			cur.State, cur.Reason, cur.Finished = ledger.StateTimedOut, reason, now
+			return nil
+		})
+		if err == nil {
+			log.Error("run timed out while planning", "reason", reason)
+		}
+		return err
+	}
+	missing, err := c.missing(ctx, m)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		log.Warn("run is past its deadline; recording its missing partitions as timed out", "missing", len(missing),
+			"expires", c.expires(m).UTC())
+		if err := c.recordTimeouts(ctx, m, missing); err != nil {
+			return err
+		}
+	}
+	if c.cfg.Finisher == nil {
+		return nil
+	}
+	done, err := c.finishByListing(ctx, m.RunID)
+	if err == nil && done {
+		log.Warn("overdue run finished")
+	}
+	return err
+}
+
+// finishByListing finishes a run from the results listing (work.Worker.TryFinishByListing).
+func (c *Coordinator) finishByListing(ctx context.Context, run string) (bool, error) {
+	done, err := c.cfg.Finisher.TryFinishByListing(ctx, run)
+	if err != nil {
+		return false, fmt.Errorf("finish %s by listing: %w", run, err)
+	}
+	return done, nil
+}
