@@ -178,6 +178,7 @@ const (
 	CodeUnavailable         = "unavailable"
 	CodeStorage             = "storage_unavailable"
 	CodeTimeout             = "timeout"
+	CodeInternal            = "internal_error"
 )
 
 func errorReply(status int, code, message string) Reply {
@@ -190,14 +191,18 @@ func methodNotAllowed(allow ...string) Reply {
 	return r
 }
 
-// storageError answers a failed storage read: 504 when the invocation ran out of time, 502
-// otherwise. The full error goes to the log only (it can be long and name the account).
+// storageError answers a failed call: 504 when the invocation ran out of time, 502 when storage
+// could not be reached (ledger.ErrUnavailable), 500 for anything else. The full error goes to
+// the log only (it can be long and name the account).
 func (a *API) storageError(r Request, what string, err error) Reply {
 	a.logger(r).Error(what, "err", err)
-	if errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
 		return errorReply(http.StatusGatewayTimeout, CodeTimeout, fmt.Sprintf("%s: timed out", what))
+	case errors.Is(err, ledger.ErrUnavailable):
+		return errorReply(http.StatusBadGateway, CodeStorage, fmt.Sprintf("%s: storage is unavailable; see the handler log", what))
 	}
-	return errorReply(http.StatusBadGateway, CodeStorage, fmt.Sprintf("%s: storage is unavailable; see the handler log", what))
+	return errorReply(http.StatusInternalServerError, CodeInternal, fmt.Sprintf("%s failed; see the handler log", what))
 }
 
 func jsonReply(status int, v any) Reply { return Reply{Status: status, JSON: v} }

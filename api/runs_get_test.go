@@ -287,7 +287,7 @@ func TestListRuns_BadQuery400(t *testing.T) {
 
 func TestListRuns_StorageError502(t *testing.T) {
 	l := newFakeLedger()
-	l.listErr = fmt.Errorf("list runs: connection refused")
+	l.listErr = fmt.Errorf("list runs: %w: connection refused", ledger.ErrUnavailable)
 	a := newTestAPI(t, l, nil, nil)
 	if r, v := get(a, "", nil); r.Status != http.StatusBadGateway || errCode(v) != CodeStorage {
 		t.Errorf("got %d %v, want 502 %s", r.Status, v, CodeStorage)

@@ -126,7 +126,13 @@ func TestStartRun_Outcomes(t *testing.T) {
 					t.Errorf("409 body = %v", v)
 				}
 			}},
-		{name: "storage error is 502 without details", err: errors.New("dial tcp 10.0.0.1:443: secret-looking detail"), wantStatus: 502, wantCode: CodeStorage,
+		{name: "other failure is 500, not a storage error", err: errors.New("schedule check: encode: secret-looking detail"), wantStatus: 500, wantCode: CodeInternal,
+			check: func(t *testing.T, r Reply, v map[string]any) {
+				if strings.Contains(fmt.Sprint(v), "secret-looking") {
+					t.Errorf("error leaked into the reply: %v", v)
+				}
+			}},
+		{name: "storage error is 502 without details", err: fmt.Errorf("%w: dial tcp 10.0.0.1:443: secret-looking detail", ledger.ErrUnavailable), wantStatus: 502, wantCode: CodeStorage,
 			check: func(t *testing.T, r Reply, v map[string]any) {
 				if strings.Contains(fmt.Sprint(v), "secret-looking") {
 					t.Errorf("storage error leaked into the reply: %v", v)

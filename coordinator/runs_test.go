@@ -75,6 +75,8 @@ func (f *countingFinisher) TryFinishByListing(ctx context.Context, run string) (
 // shared Azurite.
 type runEnv struct {
 	t        *testing.T
+	srv      *azurite.Server
+	runsName string
 	leases   *container.Client
 	store    *ledger.Store
 	queue    *azqueue.QueueClient
@@ -91,13 +93,14 @@ func newRunEnv(t *testing.T) *runEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs := blobs.ServiceClient().NewContainerClient(azurite.UniqueName(t, "runs"))
+	runsName := azurite.UniqueName(t, "runs")
+	runs := blobs.ServiceClient().NewContainerClient(runsName)
 	qs, err := srv.Storage().NewQueueClient(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	q := qs.NewQueueClient(azurite.UniqueName(t, "work"))
-	e := &runEnv{t: t, leases: newTestContainer(t, nil, nil), store: ledger.NewStore(runs, ledger.StoreOptions{}), queue: q,
+	e := &runEnv{t: t, srv: srv, runsName: runsName, leases: newTestContainer(t, nil, nil), store: ledger.NewStore(runs, ledger.StoreOptions{}), queue: q,
 		sender: transport.NewQueueSender(q, transport.QueueSenderOptions{}), job: &countJob{}, jobs: work.NewRegistry(), finisher: &countingFinisher{}}
 	e.jobs.Register("count", e.job)
 	t.Cleanup(func() {
@@ -149,6 +152,14 @@ type instance struct {
 
 func (e *runEnv) instance(name string, n, batch int, sender Sender) *instance {
 	e.t.Helper()
+	return e.instanceWith(name, sender, func(c *Config) {
+		c.Params, c.BatchSize = json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), batch
+	})
+}
+
+// instanceWith builds an instance whose Config mod may change (store, clock, policies...).
+func (e *runEnv) instanceWith(name string, sender Sender, mod func(*Config)) *instance {
+	e.t.Helper()
 	bl, err := NewBlobLock(e.leases, "leader", BlobLockOptions{Duration: testBlobLockDuration, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		e.t.Fatal(err)
@@ -162,9 +173,11 @@ func (e *runEnv) instance(name string, n, batch int, sender Sender) *instance {
 	if sender == nil {
 		sender = e.sender
 	}
-	c, err := New(Config{Leader: ld, Store: e.store, Sender: sender, Jobs: e.jobs, Finisher: e.finisher, Identity: id,
-		Job: "count", Params: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), Schedule: mustSchedule(e.t, "0 */5 * * * *"),
-		BatchSize: batch, RunTimeout: time.Hour, CheckRounds: 2, Logger: slog.New(slog.DiscardHandler)})
+	cfg := Config{Leader: ld, Store: e.store, Sender: sender, Jobs: e.jobs, Finisher: e.finisher, Identity: id,
+		Job: "count", Params: json.RawMessage(`{"n":1}`), Schedule: mustSchedule(e.t, "0 */5 * * * *"),
+		BatchSize: 5, RunTimeout: time.Hour, CheckRounds: 2, Logger: slog.New(slog.DiscardHandler)}
+	mod(&cfg)
+	c, err := New(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -44,7 +44,8 @@ const tickRetry = time.Second
 
 // tick decides spec's occurrence, or leaves it recorded for the lease holder: see above.
 func (c *Coordinator) tick(ctx context.Context, spec runSpec) (Outcome, error) {
-	until := c.cfg.Now().Add(c.cfg.TickWait)
+	// The wait is real time (leases lapse in real time), whatever clock the ledger uses.
+	until := time.Now().Add(c.cfg.TickWait)
 	if d, ok := ctx.Deadline(); ok && d.Add(-2*tickRetry).Before(until) {
 		until = d.Add(-2 * tickRetry)
 	}
@@ -72,7 +73,11 @@ func (c *Coordinator) tick(ctx context.Context, spec runSpec) (Outcome, error) {
 			if !recorded {
 				p := ledger.Pending{Run: spec.id, Occurrence: spec.occurrence, FiredBy: holderOf(c.cfg.Identity),
 					FiredAt: c.cfg.Now().UTC(), BusyWith: out.Holder.String()}
-				if perr := c.cfg.Store.PutPending(ctx, p); perr != nil {
+				perr := c.ensureContainer(ctx)
+				if perr == nil {
+					perr = c.cfg.Store.PutPending(ctx, p)
+				}
+				if perr != nil {
 					lastErr = perr
 					break
 				}
@@ -89,7 +94,7 @@ func (c *Coordinator) tick(ctx context.Context, spec runSpec) (Outcome, error) {
 			lastErr = err
 			log.Warn("tick attempt failed before the occurrence was recorded; retrying within the wait", "err", err)
 		}
-		if ctx.Err() != nil || !c.cfg.Now().Add(tickRetry).Before(until) {
+		if ctx.Err() != nil || !time.Now().Add(tickRetry).Before(until) {
 			break
 		}
 		select {

@@ -1,10 +1,16 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/batonfn/baton/ledger"
 )
 
 // Malformed trigger payloads fail the invocation with 400 and a log line, before any storage
@@ -43,4 +49,39 @@ func errorMessage(v map[string]any) string {
 	e, _ := v["error"].(map[string]any)
 	s, _ := e["message"].(string)
 	return s
+}
+
+// A storage outage keeps the message in its invocation (retried with pauses) instead of
+// failing it, which would spend one of its deliveries; any other error fails at once.
+func TestWaitOutOutage_RetriesOnlyOutages(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	calls := 0
+	err := waitOutOutage(ctx, log, func(context.Context) error {
+		calls++
+		if calls < 3 {
+			return fmt.Errorf("read manifest: %w: connection refused", ledger.ErrUnavailable)
+		}
+		return nil
+	})
+	if err != nil || calls != 3 {
+		t.Fatalf("outage: err %v after %d calls, want success on the 3rd", err, calls)
+	}
+
+	calls = 0
+	jobErr := errors.New("job failed")
+	if err := waitOutOutage(ctx, log, func(context.Context) error { calls++; return jobErr }); !errors.Is(err, jobErr) || calls != 1 {
+		t.Fatalf("job failure: err %v after %d calls, want it at once", err, calls)
+	}
+
+	// Near the invocation's deadline it gives up and fails, so the host can redeliver.
+	short, cancel2 := context.WithTimeout(context.Background(), 3*outageMaxPause)
+	defer cancel2()
+	calls = 0
+	err = waitOutOutage(short, log, func(context.Context) error { calls++; return ledger.ErrUnavailable })
+	if !errors.Is(err, ledger.ErrUnavailable) || short.Err() != nil {
+		t.Fatalf("err %v (ctx %v), want the outage reported before the deadline", err, short.Err())
+	}
 }

@@ -3,9 +3,17 @@ package work_test
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/batonfn/baton/internal/azurite"
 
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/work"
@@ -190,4 +198,45 @@ func TestTryFinish_ZeroPartitions(t *testing.T) {
 	if m := f.manifest("empty"); m.State != ledger.StateSucceeded || m.Succeeded != 0 {
 		t.Errorf("state %s, succeeded %d; want succeeded, 0", m.State, m.Succeeded)
 	}
+}
+
+// loseClaimResponse lets the first create of report.json reach storage, then reports it as
+// failed, as when the response is lost: the SDK retries the create and gets "exists".
+type loseClaimResponse struct{ lost atomic.Int32 }
+
+func (l *loseClaimResponse) Do(req *policy.Request) (*http.Response, error) {
+	resp, err := req.Next()
+	r := req.Raw()
+	if err == nil && r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/report.json") &&
+		r.Header.Get("If-None-Match") == "*" && l.lost.CompareAndSwap(0, 1) {
+		resp.Body.Close()
+		return nil, errors.New("injected: response lost")
+	}
+	return resp, err
+}
+
+// The aggregator recognises its own report claim when the create's response was lost (the
+// claim carries its token) and aggregates at once, instead of backing off from itself until
+// the claim goes stale.
+func TestTryFinish_LostClaimResponseIsRecognisedAsOurs(t *testing.T) {
+	const n = 4
+	f := newFixture(t)
+	f.completeRun("lost-claim", n)
+	lose := &loseClaimResponse{}
+	client, err := azurite.Shared(t).Storage().NewBlobClient(&azblob.ClientOptions{ClientOptions: azcore.ClientOptions{
+		PerRetryPolicies: []policy.Policy{lose}, Retry: policy.RetryOptions{RetryDelay: 10 * time.Millisecond}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := *f.w
+	name := f.cc.URL()[strings.LastIndex(f.cc.URL(), "/")+1:]
+	w.Store = ledger.NewStore(client.ServiceClient().NewContainerClient(name), ledger.StoreOptions{})
+	done, err := w.TryFinish(f.ctx, "lost-claim")
+	if lose.lost.Load() != 1 {
+		t.Fatal("no claim response was lost: the test proves nothing")
+	}
+	if err != nil || !done {
+		t.Fatalf("TryFinish = %v, %v; want the run finished by the claimer", done, err)
+	}
+	checkSucceeded(t, f, "lost-claim", n)
 }
