@@ -97,7 +97,7 @@ func (a *API) getRun(ctx context.Context, r Request) Reply {
 		return a.storageError(r, "read the run's progress", err)
 	}
 	v.Params = m.Params
-	if m.State.Final() && m.State != ledger.StateSkipped {
+	if m.State.Final() && m.State != ledger.StateSkipped && m.State != ledger.StateMissed {
 		rep, err := a.report(ctx, m)
 		if err != nil {
 			return a.storageError(r, "read the run's report", err)

@@ -58,7 +58,7 @@ func (c *Coordinator) timeOutAnyway(ctx context.Context, m ledger.Manifest) erro
 	if m.PlanDone {
 		return c.timeOut(ctx, nil, m)
 	}
-	return c.cfg.Leader.RunAsLeader(ctx, func(ctx context.Context, lease Lease, beat func()) error {
+	return c.asLeader(ctx, func(ctx context.Context, lease Lease, beat func()) error {
 		return c.timeOut(ctx, &lease, m)
 	})
 }
@@ -169,7 +169,7 @@ func (c *Coordinator) retryInterval() time.Duration {
 // resumeAsLeader makes one attempt at the lease and, when it wins, resumes the run's enqueue.
 func (c *Coordinator) resumeAsLeader(ctx context.Context, run string) (Outcome, error) {
 	var out Outcome
-	err := c.cfg.Leader.RunAsLeader(ctx, func(ctx context.Context, lease Lease, beat func()) error {
+	err := c.asLeader(ctx, func(ctx context.Context, lease Lease, beat func()) error {
 		c.log(run, lease.Epoch).Warn("check: resuming a run its leader left mid-enqueue")
 		m, err := c.resume(ctx, lease, beat, run)
 		out = Outcome{Status: StatusResumed, Run: run, Epoch: lease.Epoch, State: m.State}

@@ -259,9 +259,9 @@ var ErrBadRequest = errors.New("bad request")
 // enqueue and schedule the dead-man's-switch check.
 func (c *Coordinator) start(ctx context.Context, spec runSpec) (Outcome, error) {
 	var out Outcome
-	err := c.cfg.Leader.RunAsLeader(ctx, func(ctx context.Context, lease Lease, beat func()) error {
+	err := c.asLeader(ctx, func(ctx context.Context, lease Lease, beat func()) error {
 		var err error
-		out, err = c.lead(ctx, lease, beat, spec)
+		out, err = c.decide(ctx, lease, beat, spec)
 		return err
 	})
 	var held *HeldError
@@ -276,25 +276,27 @@ func (c *Coordinator) start(ctx context.Context, spec runSpec) (Outcome, error) 
 	return out, err
 }
 
-// lead runs under the lease: supervise the active run, decide spec, then the housekeeping every
-// lease holder does before it lets go (the occurrences that fired while it held the lease, and
-// those that never fired).
-func (c *Coordinator) lead(ctx context.Context, lease Lease, beat func(), spec runSpec) (Outcome, error) {
-	if err := c.ensureContainer(ctx); err != nil {
-		return Outcome{}, err
-	}
-	if err := c.supervise(ctx, lease); err != nil {
-		return Outcome{}, err
-	}
-	out, err := c.decide(ctx, lease, beat, spec)
-	if err != nil {
-		return out, err
-	}
-	if err := c.housekeep(ctx, lease, beat); err != nil {
-		// The task itself is done; what housekeeping left is picked up by the next holder.
-		c.log(spec.id, lease.Epoch).Warn("schedule housekeeping incomplete; the next lease holder goes on", "err", err)
-	}
-	return out, nil
+// asLeader is the one way this package takes the lease: one attempt (a *HeldError when another
+// instance holds it), then, under the lease, supervise the active run, do the task, and do the
+// housekeeping every lease holder does before it lets go: decide the occurrences that fired
+// while the lease was busy, and record those that never fired.
+func (c *Coordinator) asLeader(ctx context.Context, task func(ctx context.Context, lease Lease, beat func()) error) error {
+	return c.cfg.Leader.RunAsLeader(ctx, func(ctx context.Context, lease Lease, beat func()) error {
+		if err := c.ensureContainer(ctx); err != nil {
+			return err
+		}
+		if err := c.supervise(ctx, lease); err != nil {
+			return err
+		}
+		if err := task(ctx, lease, beat); err != nil {
+			return err
+		}
+		if err := c.housekeep(ctx, lease, beat); err != nil {
+			// The task itself is done; what housekeeping left is picked up by the next holder.
+			c.log("", lease.Epoch).Warn("schedule housekeeping incomplete; the next lease holder goes on", "err", err)
+		}
+		return nil
+	})
 }
 
 // decide opens, resumes or skips the run of spec under the lease.
