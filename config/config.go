@@ -73,8 +73,9 @@ const (
 )
 
 // DefaultJobParams are the timer job's params when BATON_JOB is the default job (synthetic) and
-// BATON_JOB_PARAMS is unset: a small run that needs no input (16 partitions of 200 ms each),
-// so a fresh deployment's first occurrence really runs. Any other job gets no default params.
+// BATON_JOB_PARAMS is unset or {} (what the Bicep deploys when no params are given): a small run
+// that needs no input (16 partitions of 200 ms each), so a fresh deployment's first occurrence
+// really runs. Any other job gets no default params.
 const DefaultJobParams = `{"partitions":16,"workMs":200}`
 
 // Limits enforced by Load.
@@ -218,7 +219,7 @@ func Load(getenv Getenv) (Config, error) {
 		LogLevel:         p.level(),
 	}
 	c.AppName, c.InstanceID = identity(getenv)
-	if c.JobParams == "" && c.Job == DefaultJob {
+	if (c.JobParams == "" || c.JobParams == "{}") && c.Job == DefaultJob {
 		c.JobParams = DefaultJobParams
 	}
 

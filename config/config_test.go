@@ -239,7 +239,7 @@ func TestLoad_DefaultJobParams(t *testing.T) {
 func TestLoad_LimitsAccepted(t *testing.T) {
 	for _, kv := range [][]string{
 		{SettingLeaseDuration, "15s"}, {SettingLeaseDuration, "60s"}, {SettingLeaseDuration, "00:00:45"},
-		{SettingStallTimeout, "28m"}, // the invocation timeout is 29m without host.json (30m less 1m)
+		{SettingStallTimeout, "28m"},                         // the invocation timeout is 29m without host.json (30m less 1m)
 		{SettingRunTimeout, "24h", SettingCheckRounds, "11"}, // 24h + 11 x 12h = 156h
 		{SettingRunTimeout, "1m", SettingCheckRounds, "20"},
 	} {
