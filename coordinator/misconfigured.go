@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 
 	"github.com/batonfn/baton/ledger"
@@ -22,6 +23,9 @@ func (c *Coordinator) misconfigured(ctx context.Context, lease Lease, spec runSp
 	}
 	m := c.newManifest(spec, lease)
 	m.State, m.Reason, m.Finished = ledger.StateFailed, c.cfg.JobError.Error(), m.Created
+	if !json.Valid(m.Params) {
+		m.Params = nil // the reason quotes them; the manifest itself must stay valid JSON
+	}
 	out = Outcome{Status: StatusMisconfigured, Run: spec.id, Epoch: lease.Epoch, State: ledger.StateFailed, Reason: m.Reason}
 	switch err := c.cfg.Store.CreateManifest(ctx, &m); {
 	case errors.Is(err, ledger.ErrExists):

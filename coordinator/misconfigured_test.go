@@ -97,6 +97,12 @@ func TestNew_InvalidTimerJobBecomesJobError(t *testing.T) {
 	if out.State != ledger.StateFailed || !strings.Contains(out.Reason, "JSON object") {
 		t.Fatalf("tick: %+v, want a failed run naming the params problem", out)
 	}
+	// Params that are not even JSON: the run is still recorded, without them.
+	broken := e.misconfiguredInstance("c", `{"n":`, nil, &senderHook{Sender: e.sender})
+	out, err = broken.Tick(ctx, TickInput{Now: tick.Now.Add(5 * time.Minute)})
+	if err != nil || out.State != ledger.StateFailed {
+		t.Fatalf("tick with params that are not JSON: %+v, %v", out, err)
+	}
 	// A valid job leaves JobError nil and runs.
 	ok := e.misconfiguredInstance("b", `{"n":2}`, nil, &senderHook{Sender: e.sender})
 	if ok.cfg.JobError != nil {
