@@ -56,7 +56,7 @@ const (
 	DefaultPort            = 8080
 	DefaultTransport       = TransportServiceBus
 	DefaultWorkQueue       = "baton-work"
-	DefaultJob             = "inventory"
+	DefaultJob             = "synthetic"
 	DefaultLeaseContainer  = "leases"
 	DefaultRunsContainer   = "runs"
 	DefaultLeaseName       = "baton-leader"
@@ -72,11 +72,31 @@ const (
 	DefaultFunctionTimeout = 30 * time.Minute
 )
 
+// DefaultJobParams are the timer job's params when BATON_JOB is the default job (synthetic) and
+// BATON_JOB_PARAMS is unset or {} (what the Bicep deploys when no params are given): a small run
+// that needs no input (16 partitions of 200 ms each), so a fresh deployment's first occurrence
+// really runs. Any other job gets no default params.
+const DefaultJobParams = `{"partitions":16,"workMs":200}`
+
 // Limits enforced by Load.
 const (
 	MinLeaseDuration = 15 * time.Second // Azure Blob leases are 15–60 s (or infinite, never used)
 	MaxLeaseDuration = 60 * time.Second
 	MaxEnqueueBatch  = 5000
+	// MaxStallTimeout bounds BATON_STALL_TIMEOUT when functionTimeout is unbounded; otherwise
+	// the stall timeout must be shorter than the invocation timeout.
+	MaxStallTimeout = time.Hour
+	// MaxRunTimeout is the Service Bus work queue's message time to live (infra: P1D): a
+	// partition still queued when the run times out must still be there to be counted missing
+	// and re-enqueued, not dead-lettered by expiry first.
+	MaxRunTimeout = 24 * time.Hour
+	// MaxRunHorizon bounds how long a run may stay open: BATON_RUN_TIMEOUT plus
+	// BATON_CHECK_ROUNDS re-enqueue rounds (see RunHorizon). Every run reaches a final state
+	// within a week of being planned.
+	MaxRunHorizon = 7 * 24 * time.Hour
+	// CheckMargin is how long after a lease could have expired a check message is scheduled
+	// (the coordinator's spacing of re-enqueue rounds is max(BATON_RUN_TIMEOUT/2, lease+margin)).
+	CheckMargin = 5 * time.Second
 )
 
 // Transport names the queue service that carries partition and check messages.
@@ -199,6 +219,9 @@ func Load(getenv Getenv) (Config, error) {
 		LogLevel:         p.level(),
 	}
 	c.AppName, c.InstanceID = identity(getenv)
+	if (c.JobParams == "" || c.JobParams == "{}") && c.Job == DefaultJob {
+		c.JobParams = DefaultJobParams
+	}
 
 	storageName := p.str(SettingStorage, SettingHostStorage)
 	storage, err := ParseStorageConnection(storageName, getenv)
@@ -228,8 +251,12 @@ func Load(getenv Getenv) (Config, error) {
 	if c.StartingDeadline <= 0 {
 		p.errf("%s=%s must be positive", SettingStartDeadline, c.StartingDeadline)
 	}
-	if c.LeaseDuration < MinLeaseDuration || c.LeaseDuration > MaxLeaseDuration {
+	switch {
+	case c.LeaseDuration < MinLeaseDuration || c.LeaseDuration > MaxLeaseDuration:
 		p.errf("%s=%s is out of range: Azure Blob leases last 15s to 60s", SettingLeaseDuration, c.LeaseDuration)
+	case c.LeaseDuration%time.Second != 0:
+		p.errf("%s=%s is not a whole number of seconds: Azure Blob leases are acquired in whole seconds (15s to 60s)",
+			SettingLeaseDuration, c.LeaseDuration)
 	}
 	if c.StallTimeout <= c.LeaseDuration/3 {
 		p.errf("%s=%s must be longer than the renew interval (%s = a third of %s)",
@@ -237,6 +264,14 @@ func Load(getenv Getenv) (Config, error) {
 	}
 	if c.RunTimeout < time.Minute {
 		p.errf("%s=%s is too short: a run needs at least 1m before its missing partitions are retried", SettingRunTimeout, c.RunTimeout)
+	}
+	if c.RunTimeout > MaxRunTimeout {
+		p.errf("%s=%s is too long: at most %s, the work queue's message time to live, so a partition still queued at the timeout has not expired",
+			SettingRunTimeout, c.RunTimeout, MaxRunTimeout)
+	}
+	if h := c.RunHorizon(); c.RunTimeout <= MaxRunTimeout && h > MaxRunHorizon {
+		p.errf("%s=%s with %s=%d keeps a run open up to %s (the timeout plus %d re-enqueue rounds %s apart): at most %s; lower one of them",
+			SettingRunTimeout, c.RunTimeout, SettingCheckRounds, c.CheckRounds, h, c.CheckRounds, c.retryInterval(), MaxRunHorizon)
 	}
 	for _, n := range []struct{ setting, value string }{
 		{SettingLeaseContainer, c.LeaseContainer}, {SettingRunsContainer, c.RunsContainer},
@@ -260,6 +295,10 @@ func Load(getenv Getenv) (Config, error) {
 		p.add(err)
 	default:
 		c.FunctionTimeout = host.FunctionTimeout
+		if c.Transport == TransportServiceBus && host.FunctionTimeout > 0 && host.MaxAutoLockRenewal < host.FunctionTimeout {
+			p.errf("host.json extensions.serviceBus.maxAutoLockRenewalDuration=%s is shorter than functionTimeout=%s: a Work invocation that runs longer would lose its message lock and the message would be delivered again while it still runs",
+				host.MaxAutoLockRenewal, host.FunctionTimeout)
+		}
 		if host.MaxDequeueCount != 0 && host.MaxDequeueCount != c.MaxDeliveries {
 			p.errf("%s=%d does not match host.json extensions.queues.maxDequeueCount=%d: they must be equal so the last delivery records a failure",
 				SettingMaxDeliveries, c.MaxDeliveries, host.MaxDequeueCount)
@@ -271,7 +310,26 @@ func Load(getenv Getenv) (Config, error) {
 	if c.FunctionTimeout > 0 && c.FunctionTimeout < 30*time.Second {
 		p.errf("host.json functionTimeout=%s is too short for Baton: use at least 00:00:30", c.FunctionTimeout)
 	}
+	switch it := c.InvocationTimeout(); {
+	case it > 0 && c.StallTimeout >= it:
+		p.errf("%s=%s must be shorter than the invocation timeout (%s: host.json functionTimeout=%s less a margin), or the host kills a stalled leader's invocation before Baton notices",
+			SettingStallTimeout, c.StallTimeout, it, c.FunctionTimeout)
+	case it == 0 && c.StallTimeout > MaxStallTimeout:
+		p.errf("%s=%s is too long: at most %s", SettingStallTimeout, c.StallTimeout, MaxStallTimeout)
+	}
 	return c, p.err()
+}
+
+// RunHorizon is the longest a run stays open after planning: BATON_RUN_TIMEOUT, then
+// BATON_CHECK_ROUNDS re-enqueue rounds one retry interval apart, then the final check that
+// records the still-missing partitions as failed.
+func (c Config) RunHorizon() time.Duration {
+	return c.RunTimeout + time.Duration(c.CheckRounds)*c.retryInterval()
+}
+
+// retryInterval mirrors the coordinator's spacing of check rounds.
+func (c Config) retryInterval() time.Duration {
+	return max(c.RunTimeout/2, c.LeaseDuration+CheckMargin)
 }
 
 // InvocationTimeout is the deadline Baton gives each invocation: functionTimeout less a margin,

@@ -41,6 +41,9 @@ func TestLoad_Defaults(t *testing.T) {
 		c.FunctionTimeout != DefaultFunctionTimeout || c.AppName != "local" || c.InstanceID == "" {
 		t.Errorf("defaults not applied: %+v", c)
 	}
+	if c.Job != "synthetic" || c.JobParams != DefaultJobParams {
+		t.Errorf("default job %s %s, want synthetic with %s (a job that runs without input)", c.Job, c.JobParams, DefaultJobParams)
+	}
 	if c.Storage.ConnectionString != AzuriteConnectionString {
 		t.Errorf("UseDevelopmentStorage=true expanded to %q", c.Storage.ConnectionString)
 	}
@@ -57,6 +60,11 @@ func TestLoad_Errors(t *testing.T) {
 		{"lease too short", with(base(), SettingLeaseDuration, "10s"), []string{SettingLeaseDuration, "10s", "15s to 60s"}},
 		{"lease too long", with(base(), SettingLeaseDuration, "00:01:30"), []string{SettingLeaseDuration, "1m30s"}},
 		{"lease not a duration", with(base(), SettingLeaseDuration, "soon"), []string{SettingLeaseDuration, `"soon"`, "duration"}},
+		{"lease not whole seconds", with(base(), SettingLeaseDuration, "20.5s"), []string{SettingLeaseDuration, "20.5s", "whole number of seconds"}},
+		{"stall longer than the invocation", with(base(), SettingStallTimeout, "48h"), []string{SettingStallTimeout, "48h", "invocation timeout", "functionTimeout"}},
+		{"stall equal to the invocation", with(base(), SettingStallTimeout, "29m"), []string{SettingStallTimeout, "shorter than the invocation timeout"}},
+		{"run timeout beyond the message ttl", with(base(), SettingRunTimeout, "25h"), []string{SettingRunTimeout, "25h", "time to live"}},
+		{"run horizon beyond a week", with(base(), SettingRunTimeout, "20h", SettingCheckRounds, "20"), []string{SettingRunTimeout, SettingCheckRounds, "220h", "168h"}},
 		{"stall shorter than renew", with(base(), SettingStallTimeout, "5s"), []string{SettingStallTimeout, "renew interval"}},
 		{"bad overlap", with(base(), SettingOverlap, "queue"), []string{SettingOverlap, `"queue"`, "skip", "allow"}},
 		{"bad misfire", with(base(), SettingMisfire, "latest"), []string{SettingMisfire, `"latest"`, "skip", "run-latest"}},
@@ -191,6 +199,9 @@ func TestRepoHostJSON(t *testing.T) {
 	if h.FunctionTimeout < time.Minute {
 		t.Errorf("host.json functionTimeout = %s", h.FunctionTimeout)
 	}
+	if h.MaxAutoLockRenewal < h.FunctionTimeout {
+		t.Errorf("host.json extensions.serviceBus.maxAutoLockRenewalDuration = %s, shorter than functionTimeout %s", h.MaxAutoLockRenewal, h.FunctionTimeout)
+	}
 }
 
 func TestParseDuration(t *testing.T) {
@@ -208,5 +219,75 @@ func TestParseDuration(t *testing.T) {
 		if _, err := ParseDuration(bad); err == nil {
 			t.Errorf("ParseDuration(%q) succeeded", bad)
 		}
+	}
+}
+
+// The default params belong to the default job only: another job without BATON_JOB_PARAMS
+// gets none (its own validation decides), and explicit params are kept as given.
+func TestLoad_DefaultJobParams(t *testing.T) {
+	c, err := Load(env(with(base(), SettingJob, "inventory")))
+	if err != nil || c.JobParams != "" {
+		t.Errorf("inventory without params: %q, %v; want no params", c.JobParams, err)
+	}
+	c, err = Load(env(with(base(), SettingJobParams, `{"partitions":3}`)))
+	if err != nil || c.Job != DefaultJob || c.JobParams != `{"partitions":3}` {
+		t.Errorf("explicit params: %s %q, %v", c.Job, c.JobParams, err)
+	}
+}
+
+// Limits that depend on each other: the boundaries that must still load.
+func TestLoad_LimitsAccepted(t *testing.T) {
+	for _, kv := range [][]string{
+		{SettingLeaseDuration, "15s"}, {SettingLeaseDuration, "60s"}, {SettingLeaseDuration, "00:00:45"},
+		{SettingStallTimeout, "28m"},                         // the invocation timeout is 29m without host.json (30m less 1m)
+		{SettingRunTimeout, "24h", SettingCheckRounds, "11"}, // 24h + 11 x 12h = 156h
+		{SettingRunTimeout, "1m", SettingCheckRounds, "20"},
+	} {
+		if _, err := Load(env(with(base(), kv...))); err != nil {
+			t.Errorf("%v: %v", kv, err)
+		}
+	}
+}
+
+func TestLoad_StallTimeoutUnboundedFunctionTimeout(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "host.json"), []byte(`{"functionTimeout":"-1"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(env(with(base(), SettingAppRoot, dir, SettingStallTimeout, "50m"))); err != nil {
+		t.Errorf("50m with an unbounded functionTimeout: %v", err)
+	}
+	_, err := Load(env(with(base(), SettingAppRoot, dir, SettingStallTimeout, "48h")))
+	if err == nil || !strings.Contains(err.Error(), SettingStallTimeout) || !strings.Contains(err.Error(), "at most 1h") {
+		t.Errorf("48h with an unbounded functionTimeout: %v", err)
+	}
+}
+
+// The Service Bus lock must be renewed for as long as an invocation may run.
+func TestLoad_LockRenewalCoversFunctionTimeout(t *testing.T) {
+	dir := t.TempDir()
+	write := func(s string) {
+		if err := os.WriteFile(filepath.Join(dir, "host.json"), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sb := with(base(), SettingAppRoot, dir, SettingTransport, "servicebus", "ServiceBusConnection__fullyQualifiedNamespace", "ns.servicebus.windows.net")
+	write(`{"functionTimeout":"00:10:00","extensions":{"serviceBus":{"maxAutoLockRenewalDuration":"00:05:00"}}}`)
+	_, err := Load(env(sb))
+	if err == nil || !strings.Contains(err.Error(), "maxAutoLockRenewalDuration=5m0s") || !strings.Contains(err.Error(), "functionTimeout=10m0s") {
+		t.Errorf("5m renewal under a 10m timeout: %v", err)
+	}
+	write(`{"functionTimeout":"00:10:00"}`) // the extension's default renewal is 5m
+	if _, err := Load(env(sb)); err == nil || !strings.Contains(err.Error(), "maxAutoLockRenewalDuration") {
+		t.Errorf("default renewal under a 10m timeout: %v", err)
+	}
+	write(`{"functionTimeout":"00:10:00","extensions":{"serviceBus":{"maxAutoLockRenewalDuration":"00:10:00"}}}`)
+	if _, err := Load(env(sb)); err != nil {
+		t.Errorf("10m renewal, 10m timeout: %v", err)
+	}
+	// The queue transport has no lock to renew.
+	write(`{"functionTimeout":"00:10:00","extensions":{"serviceBus":{"maxAutoLockRenewalDuration":"00:05:00"}}}`)
+	if _, err := Load(env(with(base(), SettingAppRoot, dir))); err != nil {
+		t.Errorf("queue transport: %v", err)
 	}
 }

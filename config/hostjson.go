@@ -14,7 +14,14 @@ type HostJSON struct {
 	FunctionTimeout time.Duration
 	// MaxDequeueCount is extensions.queues.maxDequeueCount (0 when unset).
 	MaxDequeueCount int
+	// MaxAutoLockRenewal is extensions.serviceBus.maxAutoLockRenewalDuration (0 when unset, in
+	// which case the extension's default of 5 minutes applies).
+	MaxAutoLockRenewal time.Duration
 }
+
+// DefaultMaxAutoLockRenewal is the Service Bus extension's maxAutoLockRenewalDuration when
+// host.json leaves it unset.
+const DefaultMaxAutoLockRenewal = 5 * time.Minute
 
 // ReadHostJSON reads host.json from the app root. A missing file is reported with
 // os.ErrNotExist so callers can fall back to defaults (unit tests, tools run elsewhere).
@@ -31,6 +38,9 @@ func ReadHostJSON(appRoot string) (HostJSON, error) {
 			Queues struct {
 				MaxDequeueCount int `json:"maxDequeueCount"`
 			} `json:"queues"`
+			ServiceBus struct {
+				MaxAutoLockRenewalDuration *string `json:"maxAutoLockRenewalDuration"`
+			} `json:"serviceBus"`
 		} `json:"extensions"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
@@ -45,5 +55,13 @@ func ReadHostJSON(appRoot string) (HostJSON, error) {
 		h.FunctionTimeout = d
 	}
 	h.MaxDequeueCount = raw.Extensions.Queues.MaxDequeueCount
+	h.MaxAutoLockRenewal = DefaultMaxAutoLockRenewal
+	if v := raw.Extensions.ServiceBus.MaxAutoLockRenewalDuration; v != nil {
+		d, err := ParseDuration(*v)
+		if err != nil {
+			return h, fmt.Errorf("%s extensions.serviceBus.maxAutoLockRenewalDuration: %w", path, err)
+		}
+		h.MaxAutoLockRenewal = d
+	}
 	return h, nil
 }

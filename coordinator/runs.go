@@ -68,6 +68,10 @@ type Config struct {
 	// Job and Params are what a timer run executes (BATON_JOB, BATON_JOB_PARAMS).
 	Job    string
 	Params json.RawMessage
+	// JobError, when non-nil, means the timer job is misconfigured: every occurrence records a
+	// failed run whose Reason is this error's text, which names the setting. New sets it when
+	// Job and Params do not validate and the caller left it nil.
+	JobError error
 	// Schedule is BATON_SCHEDULE.
 	Schedule Schedule
 	// AllowOverlap starts a new run while an earlier one is still in progress (BATON_OVERLAP=allow).
@@ -110,9 +114,9 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Leader == nil || cfg.Store == nil || cfg.Sender == nil || cfg.Jobs == nil {
 		errs = append(errs, errors.New("Leader, Store, Sender and Jobs are required"))
 	}
-	if cfg.Job != "" && cfg.Jobs != nil {
+	if cfg.Job != "" && cfg.Jobs != nil && cfg.JobError == nil {
 		if err := cfg.Jobs.ValidateParams(cfg.Job, cfg.Params); err != nil {
-			errs = append(errs, fmt.Errorf("timer job: %w", err))
+			cfg.JobError = fmt.Errorf("timer job: %w", err)
 		}
 	}
 	if cfg.BatchSize == 0 {
@@ -347,6 +351,9 @@ func (c *Coordinator) decide(ctx context.Context, lease Lease, beat func(), spec
 		return Outcome{Status: StatusSkipped, Run: spec.id, Epoch: lease.Epoch, State: ledger.StateSkipped, Reason: reason, ActiveRun: active}, nil
 	}
 
+	if out, done, err := c.misconfigured(ctx, lease, spec); done {
+		return out, err
+	}
 	// The dead-man's switch goes out before the run exists: if this leader dies at any point
 	// after this, the check resumes the run once the lease has expired (a check whose run was
 	// never created is dropped).

@@ -18,7 +18,10 @@ func newAPI(f *functions) (*api.API, error) {
 	if f.leader != nil {
 		cfg.Leader = f.leader
 	}
-	if f.coord != nil {
+	switch {
+	case f.starter != nil:
+		cfg.Starter = f.starter
+	case f.coord != nil:
 		cfg.Starter = f.coord
 	}
 	if f.worker != nil && f.worker.Store != nil {

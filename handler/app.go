@@ -100,21 +100,29 @@ func newApp(cfg config.Config, logger *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", config.SettingSchedule, err)
 	}
+	// A misconfigured timer job must not take the app down: the leader, the ledger, the API and
+	// the dashboard keep working, every occurrence records a failed run naming the setting, and
+	// a manual run of the default job is refused with the same message.
+	jobErr := jobError(jobs, cfg.Job, cfg.JobParams)
 	var params json.RawMessage
-	if cfg.JobParams != "" {
+	if cfg.JobParams != "" && jobErr == nil {
 		params = json.RawMessage(cfg.JobParams)
+	}
+	if jobErr != nil {
+		logger.Error("timer job is misconfigured: every occurrence will record a failed run until it is fixed", "err", jobErr,
+			"instance", cfg.InstanceID)
 	}
 	coord, err := coordinator.New(coordinator.Config{
 		Leader: leader, Store: store, Sender: sender, Jobs: jobs, Finisher: worker, Identity: identity,
-		Job: cfg.Job, Params: params, Schedule: schedule, AllowOverlap: cfg.Overlap == config.OverlapAllow,
+		Job: cfg.Job, Params: params, JobError: jobErr, Schedule: schedule, AllowOverlap: cfg.Overlap == config.OverlapAllow,
 		BatchSize: cfg.EnqueueBatch, RunTimeout: cfg.RunTimeout, CheckRounds: cfg.CheckRounds, Logger: logger,
 		MaxDeliveries: cfg.MaxDeliveries, Misfire: coordinator.Misfire(cfg.Misfire), StartingDeadline: cfg.StartingDeadline,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s/%s: %w", config.SettingJob, config.SettingJobParams, err)
+		return nil, err
 	}
 
-	f := &functions{coord: coord, worker: worker, leader: leader, now: time.Now}
+	f := &functions{coord: coord, starter: defaultJobGuard{coord, jobErr}, worker: worker, leader: leader, now: time.Now}
 	register(app.Server, f)
 	return app, nil
 }

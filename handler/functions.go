@@ -4,22 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/batonfn/baton/ledger"
-	"github.com/batonfn/baton/transport"
 	"log/slog"
 	"time"
 
+	"github.com/batonfn/baton/api"
 	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/protocol"
+	"github.com/batonfn/baton/transport"
 	"github.com/batonfn/baton/work"
 )
 
 // functions holds what the function bodies call.
 type functions struct {
-	coord  *coordinator.Coordinator
-	worker *work.Worker
-	leader *coordinator.Leader
-	now    func() time.Time
+	coord *coordinator.Coordinator
+	// starter starts manual runs (the coordinator, behind defaultJobGuard); nil means coord.
+	starter api.Starter
+	worker  *work.Worker
+	leader  *coordinator.Leader
+	now     func() time.Time
 }
 
 // tick is the Tick function: decode the timer payload, then one attempt at the lease.
@@ -140,4 +143,18 @@ func waitOutOutage(ctx context.Context, log *slog.Logger, fn func(context.Contex
 		}
 		pause = min(2*pause, outageMaxPause)
 	}
+}
+
+// defaultJobGuard refuses a manual run of the default (timer) job while that job is
+// misconfigured, with the error that names the setting; runs that name their own job pass.
+type defaultJobGuard struct {
+	api.Starter
+	jobErr error
+}
+
+func (g defaultJobGuard) StartManual(ctx context.Context, req coordinator.ManualRequest) (coordinator.Outcome, error) {
+	if req.Job == "" && g.jobErr != nil {
+		return coordinator.Outcome{}, fmt.Errorf("%w: the default job is misconfigured: %w", coordinator.ErrBadRequest, g.jobErr)
+	}
+	return g.Starter.StartManual(ctx, req)
 }

@@ -1,6 +1,7 @@
 // Command baton is the Azure Functions custom handler: a web server on
 // FUNCTIONS_CUSTOMHANDLER_PORT that the Functions host (or the local devhost) calls with one
-// POST per invocation. It only wires things together: config, logging, SDK clients, the routes
+// POST per invocation. `baton validate` instead checks the Baton settings of an azd environment
+// with the same checks and exits (azd's preprovision hook runs it). It only wires things together: config, logging, SDK clients, the routes
 // and graceful shutdown; coordinator and work hold the logic.
 package main
 
@@ -26,6 +27,9 @@ import (
 const shutdownBudget = 10 * time.Second
 
 func main() {
+	if code, ok := subcommand(os.Args); ok {
+		os.Exit(code)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 

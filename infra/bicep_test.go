@@ -5,9 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/batonfn/baton/config"
 )
@@ -302,6 +304,7 @@ func TestBicep_Parameters_Broken(t *testing.T) {
 var builtInRoles = map[string]string{
 	"storageBlobDataOwner":        "b7e6dc6d-f1e8-4753-8033-0f276bb0955b",
 	"storageBlobDataContributor":  "ba92f5b4-2d11-453d-a403-e96b0029c9fe",
+	"storageBlobDataReader":       "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1",
 	"storageQueueDataContributor": "974c5e8b-45b9-4653-ba55-5f855dd0fb88",
 	"storageTableDataContributor": "0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3",
 	"serviceBusDataOwner":         "090c5cfd-751d-490a-894a-3ce6f1109419",
@@ -382,27 +385,35 @@ func TestBicep_FlexApp(t *testing.T) {
 }
 
 // TestBicep_MaxDeliveries checks the one number three places must agree on: host.json's
-// maxDequeueCount, BATON_MAX_DELIVERIES and the Service Bus queue's maxDeliveryCount.
+// maxDequeueCount, BATON_MAX_DELIVERIES and the Service Bus queue's maxDeliveryCount. host.json
+// is the single source: main.bicep loads it, so no parameter can disagree.
 func TestBicep_MaxDeliveries(t *testing.T) {
 	host, err := config.ReadHostJSON(repoRoot(t))
 	if err != nil {
 		t.Fatal(err)
 	}
+	if host.MaxDequeueCount != config.DefaultMaxDeliveries {
+		t.Errorf("host.json maxDequeueCount %d, config.DefaultMaxDeliveries %d: want them equal", host.MaxDequeueCount, config.DefaultMaxDeliveries)
+	}
 	main := scanFile(t, "main.bicep")
-	p, ok := main.params()["maxDeliveries"]
-	if !ok {
-		t.Fatal("main.bicep: no param maxDeliveries")
+	if p, ok := main.params()["maxDeliveries"]; ok {
+		t.Errorf("main.bicep: param maxDeliveries (default %s) can disagree with host.json; derive it from host.json", p.Default)
 	}
-	def, err := strconv.Atoi(p.Default)
-	if err != nil {
-		t.Fatalf("main.bicep: maxDeliveries default %q is not a number", p.Default)
+	vars := main.vars()
+	if vars["hostJson"] != "loadJsonContent('../host.json')" {
+		t.Errorf("main.bicep: var hostJson = %q, want loadJsonContent('../host.json')", vars["hostJson"])
 	}
-	if def != host.MaxDequeueCount || def != config.DefaultMaxDeliveries {
-		t.Errorf("maxDeliveries default: got %d, want host.json maxDequeueCount %d and config.DefaultMaxDeliveries %d",
-			def, host.MaxDequeueCount, config.DefaultMaxDeliveries)
+	if vars["maxDeliveries"] != "hostJson.extensions.queues.maxDequeueCount" {
+		t.Errorf("main.bicep: var maxDeliveries = %q, want hostJson.extensions.queues.maxDequeueCount", vars["maxDeliveries"])
+	}
+	if got, ok := newDeployResolver(t).value("maxDeliveries"); !ok || got != strconv.Itoa(host.MaxDequeueCount) {
+		t.Errorf("main.bicep: maxDeliveries resolves to %q (%t), want host.json's %d", got, ok, host.MaxDequeueCount)
 	}
 	if !prop("maxDeliveryCount", "maxDeliveries").MatchString(main.code) {
 		t.Error("main.bicep: want maxDeliveryCount: maxDeliveries passed to the Service Bus module")
+	}
+	if !prop("maxDeliveries", "maxDeliveries").MatchString(main.code) {
+		t.Error("main.bicep: want maxDeliveries: maxDeliveries passed to the app module")
 	}
 	sb := scanFile(t, "app/servicebus.bicep")
 	for _, want := range []*regexp.Regexp{
@@ -430,6 +441,189 @@ func TestBicep_MaxDeliveries(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("app/api.bicep: no %s app setting", config.SettingMaxDeliveries)
+	}
+}
+
+// TestBicep_Limits checks the timing limits the template and host.json must keep consistent,
+// beyond what config.Load checks at start-up: the Service Bus lock is renewed for as long as an
+// invocation may run, a peek-lock fits Service Bus' 5-minute maximum, and a partition message
+// lives at least as long as the longest BATON_RUN_TIMEOUT, so it is re-enqueued, not expired.
+func TestBicep_Limits(t *testing.T) {
+	host, err := config.ReadHostJSON(repoRoot(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host.FunctionTimeout <= 0 {
+		t.Fatalf("host.json functionTimeout unbounded: Flex Consumption needs a bound")
+	}
+	if host.MaxAutoLockRenewal < host.FunctionTimeout {
+		t.Errorf("host.json maxAutoLockRenewalDuration %s < functionTimeout %s", host.MaxAutoLockRenewal, host.FunctionTimeout)
+	}
+	params := scanFile(t, "main.bicep").params()
+	iso := func(name string) time.Duration {
+		t.Helper()
+		v, ok := literal(params[name].Default)
+		if !ok {
+			t.Fatalf("main.bicep: %s has no literal default", name)
+		}
+		d, err := isoDuration(v)
+		if err != nil {
+			t.Fatalf("main.bicep: %s = %s: %v", name, v, err)
+		}
+		return d
+	}
+	if d := iso("lockDuration"); d <= 0 || d > 5*time.Minute {
+		t.Errorf("main.bicep: lockDuration %s, want at most PT5M", d)
+	}
+	if d := iso("messageTimeToLive"); d < config.MaxRunTimeout {
+		t.Errorf("main.bicep: messageTimeToLive %s is shorter than the longest %s (%s)", d, config.SettingRunTimeout, config.MaxRunTimeout)
+	}
+}
+
+// isoDuration parses the ISO 8601 durations the template uses (PnDTnHnMnS).
+func isoDuration(v string) (time.Duration, error) {
+	m := regexp.MustCompile(`^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?$`).FindStringSubmatch(v)
+	if m == nil || v == "P" || strings.HasSuffix(v, "T") {
+		return 0, fmt.Errorf("not an ISO 8601 duration")
+	}
+	var d time.Duration
+	for i, unit := range []time.Duration{24 * time.Hour, time.Hour, time.Minute, time.Second} {
+		if m[i+1] != "" {
+			n, _ := strconv.Atoi(m[i+1])
+			d += time.Duration(n) * unit
+		}
+	}
+	return d, nil
+}
+
+// TestBicep_Job checks the deploy-time guard on BATON_JOB: the @allowed list is exactly the
+// handler's registered jobs, the default needs no input, and the params are an object (azd
+// rejects a BATON_JOB_PARAMS that is not JSON before anything is deployed).
+func TestBicep_Job(t *testing.T) {
+	main := scanFile(t, "main.bicep")
+	m := regexp.MustCompile(`@allowed\(\[([^\]]*)\]\)\s*param job string = '(\w+)'`).FindStringSubmatch(main.code)
+	if m == nil {
+		t.Fatal("main.bicep: want @allowed([...]) on param job string = '<default>'")
+	}
+	allowed := regexp.MustCompile(`'(\w+)'`).FindAllStringSubmatch(m[1], -1)
+	var got []string
+	for _, a := range allowed {
+		got = append(got, a[1])
+	}
+	sort.Strings(got)
+	jobsSrc := readFile(t, filepath.Join(repoRoot(t), "handler", "jobs.go"))
+	var want []string
+	for _, c := range regexp.MustCompile(`(?m)^\s*Job\w+\s*=\s*"(\w+)"`).FindAllStringSubmatch(jobsSrc, -1) {
+		want = append(want, c[1])
+	}
+	sort.Strings(want)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("main.bicep: job @allowed %v, handler/jobs.go registers %v", got, want)
+	}
+	if m[2] != config.DefaultJob {
+		t.Errorf("main.bicep: job defaults to %s, config.DefaultJob is %s", m[2], config.DefaultJob)
+	}
+	if p := main.params()["jobParams"]; p.Type != "object" || !emptyObjectRE.MatchString(p.Default) {
+		t.Errorf("main.bicep: jobParams is %s = %s, want object = {} (the default job's default params apply)", p.Type, p.Default)
+	}
+	if s := suppliedParameters(t)["jobParams"]; s != "${BATON_JOB_PARAMS}" {
+		t.Errorf("main.parameters.json: jobParams = %q, want ${BATON_JOB_PARAMS}", s)
+	}
+}
+
+// Every Baton setting a user may want to change is exposed through `azd env set`.
+func TestBicep_EnvMappedSettings(t *testing.T) {
+	supplied := suppliedParameters(t)
+	for param, setting := range map[string]string{
+		"schedule": config.SettingSchedule, "job": config.SettingJob, "jobParams": config.SettingJobParams,
+		"overlap": config.SettingOverlap, "misfire": config.SettingMisfire, "startingDeadline": config.SettingStartDeadline,
+		"leaseDuration": config.SettingLeaseDuration, "runTimeout": config.SettingRunTimeout, "logLevel": config.SettingLogLevel,
+	} {
+		v := supplied[param]
+		if !strings.HasPrefix(v, "${"+setting+"}") && !strings.HasPrefix(v, "${"+setting+"=") {
+			t.Errorf("main.parameters.json: %s = %q, want it mapped from ${%s…}", param, v, setting)
+		}
+	}
+}
+
+// roleGrant is one role assignment read out of a Bicep file.
+type roleGrant struct {
+	file, symbol, principal, role, scope string
+}
+
+var (
+	roleDefRE   = regexp.MustCompile(`roleDefinitions',\s*(?:roles\.)?(\w+(?:\.\w+)?)\)`)
+	principalRE = regexp.MustCompile(`(?m)^\s*principalId:\s*(\S+)`)
+	scopeRE     = regexp.MustCompile(`(?m)^\s*scope:\s*(\S+)`)
+)
+
+func roleGrants(t *testing.T, path string) []roleGrant {
+	t.Helper()
+	var out []roleGrant
+	for _, r := range scanFile(t, path).resources() {
+		if r.Type != "Microsoft.Authorization/roleAssignments" {
+			continue
+		}
+		g := roleGrant{file: path, symbol: r.Symbol}
+		if m := roleDefRE.FindStringSubmatch(r.Body); m != nil {
+			g.role = m[1]
+		}
+		if m := principalRE.FindStringSubmatch(r.Body); m != nil {
+			g.principal = m[1]
+		}
+		if m := scopeRE.FindStringSubmatch(r.Body); m != nil {
+			g.scope = m[1]
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// TestBicep_DeployerLeastPrivilege: the deploying principal gets Storage Blob Data Reader on
+// the leases and runs containers and nothing else (the README's steps read the ledger; deploy,
+// keys and the HTTP API need no data role), and only when principalId is given. The app's
+// identity is granted by its own principal ID, never through a list that also holds the
+// deployer.
+func TestBicep_DeployerLeastPrivilege(t *testing.T) {
+	rbac := scanFile(t, "app/rbac.bicep")
+	deployer := map[string]bool{}
+	for _, g := range roleGrants(t, "app/rbac.bicep") {
+		switch g.principal {
+		case "appPrincipalId":
+		case "principalId":
+			deployer[g.scope] = true
+			if g.role != "storageBlobDataReader" {
+				t.Errorf("app/rbac.bicep: %s gives the deployer %s, want storageBlobDataReader only", g.symbol, g.role)
+			}
+			if g.scope != "leaseContainer" && g.scope != "runsContainer" {
+				t.Errorf("app/rbac.bicep: %s is scoped to %s, want the leases or runs container", g.symbol, g.scope)
+			}
+		default:
+			t.Errorf("app/rbac.bicep: %s grants principalId %s: name appPrincipalId or principalId directly", g.symbol, g.principal)
+		}
+	}
+	if !deployer["leaseContainer"] || !deployer["runsContainer"] {
+		t.Errorf("app/rbac.bicep: the deployer reads %v, want leaseContainer and runsContainer", deployer)
+	}
+	if n := len(regexp.MustCompile(`= if \(!empty\(principalId\)\)`).FindAllString(rbac.code, -1)); n != len(deployer) {
+		t.Errorf("app/rbac.bicep: %d of the deployer's %d grants are conditional on principalId", n, len(deployer))
+	}
+	// Multi-region: the deployer reads the shared containers, the app writes them.
+	shared := scanFile(t, "app/shared-leases.bicep")
+	if !regexp.MustCompile(`id: principalId\s+type: principalType\s+role: roles\.storageBlobDataReader`).MatchString(shared.code) {
+		t.Error("app/shared-leases.bicep: want the deployer granted roles.storageBlobDataReader")
+	}
+	if !regexp.MustCompile(`id: appPrincipalId\s+type: 'ServicePrincipal'\s+role: roles\.storageBlobDataContributor`).MatchString(shared.code) {
+		t.Error("app/shared-leases.bicep: want the app granted roles.storageBlobDataContributor")
+	}
+	// The app's identity is user-assigned and every connection names it in __clientId, so no
+	// AZURE_CLIENT_ID is deployed (nothing reads it).
+	if !regexp.MustCompile(`type:\s*'UserAssigned'`).MatchString(scanFile(t, "app/api.bicep").code) {
+		t.Error("app/api.bicep: the site's identity is no longer user-assigned; revisit the clientId settings")
+	}
+	_, exprs := bicepSettings(t)
+	if _, ok := exprs["AZURE_CLIENT_ID"]; ok {
+		t.Error("app/api.bicep: AZURE_CLIENT_ID is deployed but nothing reads it (each connection has __clientId)")
 	}
 }
 

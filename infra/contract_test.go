@@ -52,7 +52,6 @@ var hostSettings = map[string]where{
 	"FUNCTIONS_WORKER_RUNTIME":                  localOnly, // Core Tools needs it; Flex Consumption rejects it
 	"APPLICATIONINSIGHTS_CONNECTION_STRING":     azureOnly,
 	"APPLICATIONINSIGHTS_AUTHENTICATION_STRING": azureOnly,
-	"AZURE_CLIENT_ID":                           azureOnly, // azidentity's default user-assigned identity
 }
 
 // hostStorageOnlySuffixes are identity-connection suffixes only the host reads, for its own
@@ -525,21 +524,91 @@ func TestConfigContract_Broken(t *testing.T) {
 	}
 }
 
-// resolveBicepValue evaluates an app-setting expression of app/api.bicep as far as the tests
-// can: a literal, or an app/api.bicep parameter whose main.bicep namesake (parameter or
-// variable) has a literal value, optionally wrapped in string().
-func resolveBicepValue(expr string, mainParams map[string]bicepParam, mainVars map[string]string) (string, bool) {
+// deployResolver evaluates an app-setting expression of app/api.bicep to what `azd up` deploys
+// in a fresh azd environment (no BATON_* values set), as far as the tests can: a literal, or an
+// app/api.bicep parameter (optionally wrapped in string()) whose main.bicep namesake is
+//   - a parameter: main.parameters.json's ${VAR=default} default when it maps one (azd passes
+//     that default when VAR is unset), else the Bicep default (azd leaves a parameter mapped to
+//     an unset ${VAR} out); a literal or the empty object {};
+//   - a variable: a literal, or a property path into a loadJsonContent('…') variable.
+type deployResolver struct {
+	params   map[string]bicepParam
+	vars     map[string]string
+	supplied map[string]string // main.parameters.json values, as written
+}
+
+var (
+	stringCallRE  = regexp.MustCompile(`^string\((\w+)\)$`)
+	azdDefaultRE  = regexp.MustCompile(`^\$\{\w+=(.*)\}$`)
+	azdVarRE      = regexp.MustCompile(`^\$\{\w+\}$`)
+	propertyRE    = regexp.MustCompile(`^(\w+)((?:\.\w+)+)$`)
+	loadJSONRE    = regexp.MustCompile(`^loadJsonContent\('([^']+)'\)$`)
+	emptyObjectRE = regexp.MustCompile(`^\{\s*\}$`)
+)
+
+func newDeployResolver(t *testing.T) deployResolver {
+	t.Helper()
+	main := scanFile(t, "main.bicep")
+	return deployResolver{params: main.params(), vars: main.vars(), supplied: suppliedParameters(t)}
+}
+
+func (r deployResolver) value(expr string) (string, bool) {
+	expr = strings.TrimSpace(expr)
 	if v, ok := literal(expr); ok {
 		return v, true
 	}
-	if m := regexp.MustCompile(`^string\((\w+)\)$`).FindStringSubmatch(expr); m != nil {
+	if m := stringCallRE.FindStringSubmatch(expr); m != nil {
 		expr = m[1]
 	}
-	if p, ok := mainParams[expr]; ok {
+	if p, ok := r.params[expr]; ok {
+		if s, ok := r.supplied[expr]; ok {
+			if m := azdDefaultRE.FindStringSubmatch(s); m != nil {
+				return m[1], true
+			}
+			if !azdVarRE.MatchString(s) {
+				return s, true
+			}
+		}
+		if emptyObjectRE.MatchString(p.Default) {
+			return "{}", true
+		}
 		return literal(p.Default)
 	}
-	if v, ok := mainVars[expr]; ok {
-		return literal(v)
+	v, ok := r.vars[expr]
+	if !ok {
+		return "", false
+	}
+	if lv, ok := literal(v); ok {
+		return lv, true
+	}
+	m := propertyRE.FindStringSubmatch(v)
+	if m == nil {
+		return "", false
+	}
+	lm := loadJSONRE.FindStringSubmatch(r.vars[m[1]])
+	if lm == nil {
+		return "", false
+	}
+	b, err := os.ReadFile(lm[1]) // relative to main.bicep, which is where go test runs
+	if err != nil {
+		return "", false
+	}
+	var node any
+	if err := json.Unmarshal(b, &node); err != nil {
+		return "", false
+	}
+	for _, key := range strings.Split(strings.TrimPrefix(m[2], "."), ".") {
+		obj, ok := node.(map[string]any)
+		if !ok {
+			return "", false
+		}
+		node = obj[key]
+	}
+	switch n := node.(type) {
+	case string:
+		return n, true
+	case float64, bool:
+		return fmt.Sprint(n), true
 	}
 	return "", false
 }
@@ -558,8 +627,7 @@ var fakeIdentityValues = map[string]string{
 // without the shared lease account.
 func TestConfigContract_BicepSettingsLoad(t *testing.T) {
 	_, exprs := bicepSettings(t)
-	main := scanFile(t, "main.bicep")
-	mainParams, mainVars := main.params(), main.vars()
+	r := newDeployResolver(t)
 	root := repoRoot(t)
 
 	for _, shared := range []bool{false, true} {
@@ -569,7 +637,7 @@ func TestConfigContract_BicepSettingsLoad(t *testing.T) {
 				if !shared && (name == config.SettingStorage || strings.HasPrefix(name, "BatonLeaseStorage__")) {
 					continue
 				}
-				if v, ok := resolveBicepValue(expr, mainParams, mainVars); ok {
+				if v, ok := r.value(expr); ok {
 					env[name] = v
 					continue
 				}
@@ -578,7 +646,7 @@ func TestConfigContract_BicepSettingsLoad(t *testing.T) {
 					continue
 				}
 				if strings.HasPrefix(name, "BATON_") {
-					t.Errorf("app/api.bicep: %s = %s: cannot resolve it to a value (want a literal or a main.bicep parameter/variable of that name with a literal default)", name, expr)
+					t.Errorf("app/api.bicep: %s = %s: cannot resolve it to a value (want a literal, or a main.bicep parameter or variable of that name the test can evaluate)", name, expr)
 				}
 			}
 			cfg, err := config.Load(func(k string) string { return env[k] })
@@ -599,6 +667,10 @@ func TestConfigContract_BicepSettingsLoad(t *testing.T) {
 				t.Errorf("Storage: got %+v, want the identity-based connection %s with a client ID", cfg.Storage, wantStorage)
 			}
 			checkDefaults(t, cfg)
+			// The default job must run as deployed: synthetic with its default params.
+			if cfg.Job != "synthetic" || cfg.JobParams != config.DefaultJobParams {
+				t.Errorf("deployed job %s %s, want synthetic with %s", cfg.Job, cfg.JobParams, config.DefaultJobParams)
+			}
 		})
 	}
 }

@@ -17,7 +17,17 @@
 //     function.json) and nothing else beyond named host and platform settings; both sets load
 //     with config.Load;
 //   - scripts/package.sh builds a package with an executable linux/amd64 baton, host.json and
-//     every function folder, and never ships local.settings.json.
+//     every function folder from any current folder, and never ships local.settings.json;
+//     package.ps1 sets the same target (checked statically: no pwsh here); the preprovision hook
+//     (scripts/validate.sh) refuses bad settings of the azd environment;
+//   - the defaults work: the real handler, started with exactly the app settings the template
+//     deploys by default (connections pointed at an Azurite the test starts, the transport
+//     switched to the Storage queue because no Service Bus is available), runs the first timer
+//     occurrence to a succeeded run; with bad job params it stays up and records a failed run
+//     naming BATON_JOB_PARAMS;
+//   - limits agree: the delivery limit comes from host.json alone, the Service Bus lock renewal
+//     covers functionTimeout, a work message outlives the longest run timeout; the deployer gets
+//     read-only access to the leases and runs containers and nothing else.
 //
 // They do not prove the templates deploy: names, API versions and property values are checked
 // by Azure Resource Manager only at `azd provision`.

@@ -43,7 +43,7 @@ func TestDeployDocs(t *testing.T) {
 	}
 
 	for _, want := range []string{
-		"1.20.0", "azd config set alpha.language.custom on", "azd auth login", "azd up", "azd deploy",
+		"1.23.4", "azd config set alpha.language.custom on", "azd auth login", "azd up", "azd deploy",
 		"azd down --purge", "az functionapp keys list", "x-functions-key", `-X POST "$URL/api/runs"`,
 		"traces", "line.run", "line.epoch", "line.instance", "BATON_STORAGE", "exactly one run per",
 		"UseDevelopmentEmulator=true", `"RequiresDuplicateDetection": true`, `"MaxDeliveryCount": 5`,

@@ -20,7 +20,7 @@ param environmentName string
 })
 param location string
 
-@description('Object ID of the deploying user or service principal (azd fills in AZURE_PRINCIPAL_ID). When given, it gets the same data roles as the app so it can inspect runs and run Baton locally against these resources; when empty, nobody but the app gets data access.')
+@description('Object ID of the deploying user or service principal (azd fills in AZURE_PRINCIPAL_ID). When given, it gets read-only access to the leases and runs containers (Storage Blob Data Reader), enough to inspect the lease and the run ledger from a workstation; nothing else. Empty: nobody but the app gets data access.')
 param principalId string = ''
 
 @description('Kind of principalId.')
@@ -47,11 +47,15 @@ param instanceMemoryMB int = 2048
 @description('BATON_SCHEDULE: six-field NCRONTAB schedule of the Tick function, in UTC (default: hourly on the hour).')
 param schedule string = '0 0 * * * *'
 
-@description('BATON_JOB: the registered job a timer run executes.')
-param job string = 'inventory'
+@description('BATON_JOB (azd env set BATON_JOB …): the registered job a timer run executes. synthetic needs no input, so a fresh deployment\'s first occurrence really runs; inventory lists a blob container named in jobParams.')
+@allowed([
+  'synthetic'
+  'inventory'
+])
+param job string = 'synthetic'
 
-@description('BATON_JOB_PARAMS: JSON parameters of the job; empty means the job\'s defaults.')
-param jobParams string = ''
+@description('BATON_JOB_PARAMS (azd env set BATON_JOB_PARAMS \'{"container":"data"}\'): the job\'s parameters as a JSON object. Empty ({}) with the default job synthetic means its default params (16 partitions of 200 ms); any other job must be given its own.')
+param jobParams object = {}
 
 @description('BATON_OVERLAP: what a new occurrence does while an earlier run is still in progress.')
 @allowed([
@@ -70,15 +74,10 @@ param misfire string = 'skip'
 @description('BATON_STARTING_DEADLINE: how late a missed occurrence may still be started with BATON_MISFIRE=run-latest.')
 param startingDeadline string = '10m'
 
-@description('BATON_MAX_DELIVERIES and the Service Bus queue\'s max delivery count. Must equal host.json extensions.queues.maxDequeueCount (5): the handler refuses to start otherwise, because the last delivery is where a failing partition records its failure.')
-@minValue(1)
-@maxValue(100)
-param maxDeliveries int = 5
-
-@description('BATON_LEASE_DURATION: the blob lease duration (15s-60s); the leader renews it every third.')
+@description('BATON_LEASE_DURATION: the blob lease duration, a whole number of seconds from 15s to 60s; the leader renews it every third.')
 param leaseDuration string = '30s'
 
-@description('BATON_RUN_TIMEOUT: how long after planning a run may take before its missing partitions are re-enqueued.')
+@description('BATON_RUN_TIMEOUT: how long after planning a run may take before its missing partitions are re-enqueued (1m to 24h, the work message time to live; with the check rounds a run stays open at most 7 days).')
 param runTimeout string = '1h'
 
 @description('BATON_LOG_LEVEL: minimum level of the handler\'s JSON logs.')
@@ -106,6 +105,14 @@ param serviceBusScaleMonitoring bool = true
 param leaseStorageAccountId string = ''
 
 var abbrs = loadJsonContent('./abbreviations.json')
+
+// host.json is the one source of the delivery limit. The queue trigger reads its
+// maxDequeueCount; the Service Bus queue's maxDeliveryCount and BATON_MAX_DELIVERIES take the
+// same number from it here, so no parameter can disagree (the handler refuses to start when
+// BATON_MAX_DELIVERIES differs from host.json: the last delivery is where a failing partition
+// records its failure).
+var hostJson = loadJsonContent('../host.json')
+var maxDeliveries = hostJson.extensions.queues.maxDequeueCount
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = {
   'azd-env-name': environmentName
@@ -231,6 +238,8 @@ module rbac 'app/rbac.bicep' = {
     principalType: principalType
     storageAccountName: storage.outputs.name
     workQueueName: workQueueName
+    leaseContainerName: leaseContainerName
+    runsContainerName: runsContainerName
     serviceBusNamespaceName: serviceBus.outputs.name
     serviceBusQueueName: workQueueName
     applicationInsightsName: monitoring.outputs.applicationInsightsName

@@ -253,18 +253,104 @@ func TestAzureYAML(t *testing.T) {
 	for _, want := range []string{
 		"\n  api:", "project: .", "host: function", "language: custom", "dist: ./dist",
 		"prepackage:", "posix:", "shell: sh", "run: ./scripts/package.sh", "windows:", "shell: pwsh", "run: ./scripts/package.ps1",
-		"alpha.language.custom", "1.20.0",
+		"alpha.language.custom", "1.23.4",
+		"preprovision:", "run: ./scripts/validate.sh", "run: ./scripts/validate.ps1",
 	} {
 		if !strings.Contains(y, want) {
 			t.Errorf("azure.yaml: want %q", want)
 		}
 	}
-	for _, script := range []string{"scripts/package.sh", "scripts/package.ps1"} {
+	for _, script := range []string{"scripts/package.sh", "scripts/package.ps1", "scripts/validate.sh", "scripts/validate.ps1"} {
 		if _, err := os.Stat(filepath.Join(root, script)); err != nil {
 			t.Errorf("azure.yaml runs %s: %v", script, err)
 		}
 	}
 	if regexp.MustCompile(`(?m)^\s*language:\s*go\b`).MatchString(y) {
 		t.Error("azure.yaml: language go targets the native Go worker, not a custom handler")
+	}
+}
+
+// TestPackageScript_AnyCurrentFolder: azd runs the hook from the service folder, a developer
+// from anywhere; the script finds the sources from its own location, not the current folder.
+func TestPackageScript_AnyCurrentFolder(t *testing.T) {
+	elsewhere := t.TempDir()
+	dist := filepath.Join(t.TempDir(), "dist")
+	cmd := exec.Command("sh", packageScript(t))
+	cmd.Dir = elsewhere
+	// A cross-compilation target left in the caller's environment must not leak into the build.
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOTOOLCHAIN=local", "DIST_DIR="+dist, "GOOS=windows", "GOARCH=arm64", "CGO_ENABLED=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("package.sh from %s: %v\n%s", elsewhere, err, out)
+	}
+	checkBinary(t, filepath.Join(dist, "baton"))
+	if _, err := os.Stat(filepath.Join(dist, "baton.exe")); err == nil {
+		t.Error("dist/baton.exe exists: the package must hold baton, the Linux binary host.json names")
+	}
+	if entries, _ := os.ReadDir(elsewhere); len(entries) != 0 {
+		t.Errorf("package.sh wrote into the current folder: %v", entries)
+	}
+}
+
+// TestPackageScript_PowerShellSetsTarget: pwsh is not installed here, so package.ps1 cannot
+// run; this static check makes sure it sets GOOS=linux, GOARCH=amd64 and CGO_ENABLED=0 in the
+// environment before the build (a Windows caller would otherwise get a Windows binary), writes
+// baton without .exe, and resolves the sources from $PSScriptRoot, not the current folder.
+func TestPackageScript_PowerShellSetsTarget(t *testing.T) {
+	text := readFile(t, filepath.Join(repoRoot(t), "scripts", "package.ps1"))
+	build := strings.Index(text, "& $go build")
+	if build < 0 {
+		t.Fatal("scripts/package.ps1: no `& $go build` line")
+	}
+	for _, re := range []string{`\$env:GOOS\s*=\s*'linux'`, `\$env:GOARCH\s*=\s*'amd64'`, `\$env:CGO_ENABLED\s*=\s*'0'`} {
+		loc := regexp.MustCompile(re).FindStringIndex(text)
+		if loc == nil || loc[0] > build {
+			t.Errorf("scripts/package.ps1: want %s set before the build", re)
+		}
+	}
+	if !regexp.MustCompile(`-o \(Join-Path \$dist 'baton'\)`).MatchString(text) || strings.Contains(text, "baton.exe") {
+		t.Error("scripts/package.ps1: want the build to write $dist/baton (no .exe)")
+	}
+	if !strings.Contains(text, "Split-Path -Parent $PSScriptRoot") || !strings.Contains(text, "Push-Location -LiteralPath $src") {
+		t.Error("scripts/package.ps1: want the sources found from $PSScriptRoot and the build run there")
+	}
+	sh := readFile(t, filepath.Join(repoRoot(t), "scripts", "package.sh"))
+	if !strings.Contains(sh, `GOOS=linux GOARCH=amd64 CGO_ENABLED=0 "$go_cmd" build`) {
+		t.Error("scripts/package.sh: want GOOS=linux GOARCH=amd64 CGO_ENABLED=0 on the build command")
+	}
+}
+
+// TestValidateScript runs the preprovision hook from another folder, as azd does with the azd
+// environment's values in the environment: the defaults pass, a job without its params fails
+// naming BATON_JOB_PARAMS.
+func TestValidateScript(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh on this machine: scripts/validate.sh is the POSIX hook")
+	}
+	script := filepath.Join(repoRoot(t), "scripts", "validate.sh")
+	run := func(kv ...string) (string, error) {
+		cmd := exec.Command("sh", script)
+		cmd.Dir = t.TempDir()
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOTOOLCHAIN=local", "GOOS=windows", "BATON_JOB=", "BATON_JOB_PARAMS=", "BATON_SCHEDULE=")
+		cmd.Env = append(cmd.Env, kv...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run(); err != nil || !strings.Contains(out, "ok") {
+		t.Fatalf("defaults: %v\n%s", err, out)
+	}
+	out, err := run("BATON_JOB=inventory")
+	if err == nil || !strings.Contains(out, "BATON_JOB_PARAMS is not set") {
+		t.Errorf("inventory without params: %v\n%s", err, out)
+	}
+	// The PowerShell twin (static: no pwsh here) runs the same command from the repo root.
+	ps := readFile(t, filepath.Join(repoRoot(t), "scripts", "validate.ps1"))
+	for _, want := range []string{"Split-Path -Parent $PSScriptRoot", "run ./handler validate", "FUNCTIONS_APP_ROOT_PATH", "Env:GOOS", "exit $code"} {
+		if !strings.Contains(ps, want) {
+			t.Errorf("scripts/validate.ps1 does not mention %s", want)
+		}
+	}
+	if fi, err := os.Stat(script); err != nil || fi.Mode().Perm()&0o100 == 0 {
+		t.Errorf("scripts/validate.sh must exist and be executable: %v", err)
 	}
 }

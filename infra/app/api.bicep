@@ -34,7 +34,8 @@ param instanceMemoryMB int
 
 param schedule string
 param job string
-param jobParams string
+@description('The job\'s parameters; the app setting holds them as compact JSON.')
+param jobParams object
 param overlap string
 param misfire string
 param startingDeadline string
@@ -68,8 +69,8 @@ var hostSettings = {
   ServiceBusConnection__fullyQualifiedNamespace: serviceBusHost
   ServiceBusConnection__credential: 'managedidentity'
   ServiceBusConnection__clientId: identityClientId
-  // Read by azidentity when a credential is built without an explicit client ID.
-  AZURE_CLIENT_ID: identityClientId
+  // No AZURE_CLIENT_ID: every connection names the user-assigned identity in its own __clientId
+  // and Baton builds a managed-identity credential from that, so nothing would read it.
   // Telemetry with Entra ID auth: the component has local (key) auth disabled.
   APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsights.properties.ConnectionString
   APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
@@ -84,7 +85,7 @@ var batonSettings = {
   BATON_SCHEDULE: schedule
   BATON_WORK_QUEUE: workQueueName
   BATON_JOB: job
-  BATON_JOB_PARAMS: jobParams
+  BATON_JOB_PARAMS: string(jobParams)
   BATON_LEASE_CONTAINER: leaseContainerName
   BATON_RUNS_CONTAINER: runsContainerName
   // Every app sharing one lease account must use the same lease name.

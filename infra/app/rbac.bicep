@@ -1,7 +1,9 @@
 // Data-plane role assignments, each scoped as narrowly as the resource allows. The app's
-// user-assigned identity gets what the host and Baton need; the deploying principal, when given,
-// gets the same data roles (minus monitoring and Service Bus management) so it can inspect runs
-// and run Baton locally against these resources. Nobody gets a role on the resource group.
+// user-assigned identity gets what the host and Baton need. The deploying principal, when
+// given, gets read-only access to the leases and runs containers and nothing else: enough for
+// the README's steps (inspect the lease and the run ledger from a workstation); deploying the
+// package, reading function keys and calling the HTTP API need no data role. Nobody gets a role
+// on the resource group.
 param appPrincipalId string
 
 @description('Deploying user or service principal; empty grants it nothing.')
@@ -10,6 +12,8 @@ param principalType string = 'User'
 
 param storageAccountName string
 param workQueueName string
+param leaseContainerName string
+param runsContainerName string
 param serviceBusNamespaceName string
 param serviceBusQueueName string
 param applicationInsightsName string
@@ -20,6 +24,7 @@ param serviceBusScaleMonitoring bool = true
 // Built-in role definition IDs (the same in every tenant).
 var roles = {
   storageBlobDataOwner: 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b'
+  storageBlobDataReader: '2a2b9908-6ea1-4ae2-8e65-a410df84e7d1'
   storageQueueDataContributor: '974c5e8b-45b9-4653-ba55-5f855dd0fb88'
   storageTableDataContributor: '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3'
   serviceBusDataOwner: '090c5cfd-751d-490a-894a-3ce6f1109419'
@@ -28,21 +33,23 @@ var roles = {
   monitoringMetricsPublisher: '3913510d-42f4-4e42-8a64-420c390055eb'
 }
 
-var app = [
-  {
-    id: appPrincipalId
-    type: 'ServicePrincipal'
-  }
-]
-var everyone = concat(app, empty(principalId) ? [] : [
-  {
-    id: principalId
-    type: principalType
-  }
-])
-
 resource account 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
   name: storageAccountName
+}
+
+resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2023-05-01' existing = {
+  parent: account
+  name: 'default'
+}
+
+resource leaseContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2023-05-01' existing = {
+  parent: blobService
+  name: leaseContainerName
+}
+
+resource runsContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2023-05-01' existing = {
+  parent: blobService
+  name: runsContainerName
 }
 
 resource queueService 'Microsoft.Storage/storageAccounts/queueServices@2023-05-01' existing = {
@@ -73,91 +80,81 @@ resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing
   name: applicationInsightsName
 }
 
+// ---- The app's identity ----
+
 // Storage Blob Data Owner on the account. It is the documented minimum for AzureWebJobsStorage:
 // the host creates and uses its own containers at run time (azure-webjobs-hosts for timer and
 // listener locks, azure-webjobs-secrets for function keys), which do not exist at deploy time
 // and so cannot be scoped individually. The same grant covers the Flex deployment container
 // and Baton's leases and runs containers in this account.
-resource blobOwner 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
-  for p in everyone: {
-    name: guid(account.id, p.id, roles.storageBlobDataOwner)
-    scope: account
-    properties: {
-      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageBlobDataOwner)
-      principalId: p.id
-      principalType: p.type
-    }
+resource blobOwner 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(account.id, appPrincipalId, roles.storageBlobDataOwner)
+  scope: account
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageBlobDataOwner)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
   }
-]
+}
 
 // Storage Table Data Contributor on the account: the host writes diagnostic events to tables it
 // creates per month (AzureFunctionsDiagnosticEvents<yyyyMM>), so no table exists to scope to.
-resource tableContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
-  for p in everyone: {
-    name: guid(account.id, p.id, roles.storageTableDataContributor)
-    scope: account
-    properties: {
-      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageTableDataContributor)
-      principalId: p.id
-      principalType: p.type
-    }
+resource tableContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(account.id, appPrincipalId, roles.storageTableDataContributor)
+  scope: account
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageTableDataContributor)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
   }
-]
+}
 
 // Storage Queue Data Contributor on the work queue and its poison queue only: the optional
 // Storage-queue transport sends to the work queue, its trigger (WorkQueue, disabled in Azure)
 // reads and deletes there and moves failed messages to the poison queue. Both queues are
 // declared in storage.bicep, so nothing needs account-wide queue rights.
-resource workQueueContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
-  for p in everyone: {
-    name: guid(workQueue.id, p.id, roles.storageQueueDataContributor)
-    scope: workQueue
-    properties: {
-      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageQueueDataContributor)
-      principalId: p.id
-      principalType: p.type
-    }
+resource workQueueContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(workQueue.id, appPrincipalId, roles.storageQueueDataContributor)
+  scope: workQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageQueueDataContributor)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
   }
-]
+}
 
-resource poisonQueueContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
-  for p in everyone: {
-    name: guid(poisonQueue.id, p.id, roles.storageQueueDataContributor)
-    scope: poisonQueue
-    properties: {
-      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageQueueDataContributor)
-      principalId: p.id
-      principalType: p.type
-    }
+resource poisonQueueContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(poisonQueue.id, appPrincipalId, roles.storageQueueDataContributor)
+  scope: poisonQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageQueueDataContributor)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
   }
-]
+}
 
 // Azure Service Bus Data Sender and Data Receiver on the work queue (not the namespace): the
 // leader sends partition and scheduled check messages, the Work trigger receives, completes,
 // abandons and dead-letters them. Nothing else in the namespace is reachable.
-resource sbSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
-  for p in everyone: {
-    name: guid(sbQueue.id, p.id, roles.serviceBusDataSender)
-    scope: sbQueue
-    properties: {
-      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataSender)
-      principalId: p.id
-      principalType: p.type
-    }
+resource sbSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(sbQueue.id, appPrincipalId, roles.serviceBusDataSender)
+  scope: sbQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataSender)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
   }
-]
+}
 
-resource sbReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
-  for p in everyone: {
-    name: guid(sbQueue.id, p.id, roles.serviceBusDataReceiver)
-    scope: sbQueue
-    properties: {
-      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataReceiver)
-      principalId: p.id
-      principalType: p.type
-    }
+resource sbReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(sbQueue.id, appPrincipalId, roles.serviceBusDataReceiver)
+  scope: sbQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataReceiver)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
   }
-]
+}
 
 // Azure Service Bus Data Owner on the work queue, for the app only. Why: scaling decisions for
 // the Service Bus trigger read the queue's runtime properties (active message count), a
@@ -185,5 +182,31 @@ resource metricsPublisher 'Microsoft.Authorization/roleAssignments@2022-04-01' =
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.monitoringMetricsPublisher)
     principalId: appPrincipalId
     principalType: 'ServicePrincipal'
+  }
+}
+
+// ---- The deploying principal ----
+
+// Storage Blob Data Reader on the leases and runs containers: read the lease blob (who leads,
+// which epoch) and the run ledger (manifests, results, reports) with `az storage blob … --auth-mode
+// login`. Read-only on purpose: a workstation must not be able to take the lease or rewrite a
+// run, and it needs no queue, table, Service Bus or host-storage access.
+resource deployerLeaseReader 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(principalId)) {
+  name: guid(leaseContainer.id, principalId, roles.storageBlobDataReader)
+  scope: leaseContainer
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageBlobDataReader)
+    principalId: principalId
+    principalType: principalType
+  }
+}
+
+resource deployerRunsReader 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(principalId)) {
+  name: guid(runsContainer.id, principalId, roles.storageBlobDataReader)
+  scope: runsContainer
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageBlobDataReader)
+    principalId: principalId
+    principalType: principalType
   }
 }

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/coordinator"
+)
+
+// TemplateSchedule is infra/main.bicep's default BATON_SCHEDULE (hourly). Every other setting
+// the template deploys by default equals config's default, which the infra tests check.
+const TemplateSchedule = "0 0 * * * *"
+
+// envSettings are the settings `azd env set` can change: the ones infra/main.parameters.json
+// maps from the azd environment into the template.
+var envSettings = []string{
+	config.SettingSchedule, config.SettingJob, config.SettingJobParams, config.SettingOverlap, config.SettingMisfire,
+	config.SettingStartDeadline, config.SettingLeaseDuration, config.SettingRunTimeout, config.SettingLogLevel,
+}
+
+// validate is `baton validate`, run by azd's preprovision hook on the developer's machine
+// before anything is provisioned. It checks the azd environment's Baton settings with the
+// handler's own start-up checks (config.Load, the schedule, the timer job's params), so a bad
+// value fails `azd up`/`azd provision` with the handler's message instead of reaching Azure.
+// Settings only the template knows (connections) get stand-ins; an unset setting takes the
+// template's default. FUNCTIONS_APP_ROOT_PATH (default: the current folder) locates host.json.
+// It returns the process exit code.
+func validate(getenv config.Getenv, stdout, stderr io.Writer) int {
+	env := map[string]string{
+		config.SettingTransport:                                string(config.TransportServiceBus),
+		config.SettingHostStorage + "__blobServiceUri":         "https://account.blob.core.windows.net",
+		config.SettingHostStorage + "__queueServiceUri":        "https://account.queue.core.windows.net",
+		config.SettingHostStorage + "__credential":             "managedidentity",
+		config.SettingServiceBus + "__fullyQualifiedNamespace": "namespace.servicebus.windows.net",
+		config.SettingServiceBus + "__credential":              "managedidentity",
+		config.SettingSchedule:                                 TemplateSchedule,
+		config.SettingAppRoot:                                  getenv(config.SettingAppRoot),
+		config.SettingInstanceID:                               "validate",
+	}
+	for _, name := range envSettings {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			env[name] = v
+		}
+	}
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	var problems []string
+	if err != nil {
+		problems = append(problems, strings.Split(err.Error(), "\n")...)
+	}
+	if _, err := coordinator.ParseSchedule(env[config.SettingSchedule], func(k string) string { return env[k] }); err != nil {
+		problems = append(problems, fmt.Sprintf("%s: %v", config.SettingSchedule, err))
+	}
+	if err := jobError(registerJobs(nil), cfg.Job, cfg.JobParams); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if len(problems) > 0 {
+		fmt.Fprintln(stderr, "baton validate: the azd environment's Baton settings would not work (fix them with azd env set):")
+		for _, p := range problems {
+			fmt.Fprintln(stderr, "  "+p)
+		}
+		return 2
+	}
+	fmt.Fprintf(stdout, "baton validate: ok: %s=%s %s=%s %s=%s\n", config.SettingSchedule, cfg.Schedule,
+		config.SettingJob, cfg.Job, config.SettingJobParams, cfg.JobParams)
+	return 0
+}
+
+// subcommand runs a subcommand named in args, reporting whether there was one.
+func subcommand(args []string) (code int, ok bool) {
+	if len(args) < 2 {
+		return 0, false
+	}
+	switch args[1] {
+	case "validate":
+		return validate(os.Getenv, os.Stdout, os.Stderr), true
+	}
+	return 0, false
+}

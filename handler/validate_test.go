@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/batonfn/baton/config"
+)
+
+// validate accepts an empty azd environment (the template's defaults) and refuses each bad
+// value with the handler's own message naming the setting.
+func TestValidate(t *testing.T) {
+	run := func(kv ...string) (int, string) {
+		env := map[string]string{config.SettingAppRoot: ".."} // the repo's host.json
+		for i := 0; i+1 < len(kv); i += 2 {
+			env[kv[i]] = kv[i+1]
+		}
+		var out, errb bytes.Buffer
+		code := validate(func(k string) string { return env[k] }, &out, &errb)
+		return code, out.String() + errb.String()
+	}
+	if code, out := run(); code != 0 || !strings.Contains(out, "BATON_JOB=synthetic") || !strings.Contains(out, config.DefaultJobParams) {
+		t.Errorf("empty environment: exit %d: %s", code, out)
+	}
+	if code, out := run(config.SettingJob, "inventory", config.SettingJobParams, `{"container":"data"}`); code != 0 {
+		t.Errorf("inventory with a container: exit %d: %s", code, out)
+	}
+	for _, c := range []struct {
+		kv   []string
+		want string
+	}{
+		{[]string{config.SettingJob, "inventory"}, config.SettingJobParams + " is not set"},
+		{[]string{config.SettingJob, "inventory", config.SettingJobParams, "{}"}, "container"},
+		{[]string{config.SettingJobParams, `{"partitions":`}, config.SettingJobParams},
+		{[]string{config.SettingJob, "nightly"}, config.SettingJob + `="nightly"`},
+		{[]string{config.SettingLeaseDuration, "20.5s"}, "whole number of seconds"},
+		{[]string{config.SettingSchedule, "every hour"}, config.SettingSchedule},
+		{[]string{config.SettingOverlap, "queue"}, config.SettingOverlap},
+		{[]string{config.SettingRunTimeout, "48h"}, config.SettingRunTimeout},
+		// Not settable through azd env: a stray value in the environment is ignored.
+		{[]string{config.SettingStallTimeout, "48h", config.SettingJob, "x"}, config.SettingJob},
+	} {
+		code, out := run(c.kv...)
+		if code != 2 || !strings.Contains(out, c.want) {
+			t.Errorf("%v: exit %d, output %q; want exit 2 mentioning %q", c.kv, code, out, c.want)
+		}
+		if strings.Contains(out, config.SettingStallTimeout) {
+			t.Errorf("%v: validate judged %s, which azd env does not set: %s", c.kv, config.SettingStallTimeout, out)
+		}
+	}
+}

@@ -1,0 +1,427 @@
+package infra_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+
+	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/protocol"
+)
+
+// The deployed app, run here: the real handler binary started with exactly the app settings
+// infra/app/api.bicep produces when `azd up` runs with an empty azd environment (parameters at
+// their main.parameters.json / main.bicep defaults, read the way the config contract test reads
+// them), with three substitutions that a workstation forces:
+//
+//   - Identity-based connections cannot work locally (no managed identity, and Azurite takes
+//     only its account key). AzureWebJobsStorage__blobServiceUri/__queueServiceUri/
+//     __tableServiceUri/__credential/__clientId become one AzureWebJobsStorage connection string
+//     to an Azurite this test starts.
+//   - There is no Service Bus here (nor its emulator, which needs Docker), so BATON_TRANSPORT is
+//     switched from servicebus to queue and ServiceBusConnection__* are dropped. The test then
+//     plays the host's queue trigger: it delivers the work queue to the WorkQueue function, the
+//     Storage-queue twin of Work that runs the same code path.
+//   - APPLICATIONINSIGHTS_* are read by the Functions host, not by Baton, and hold values only
+//     Azure knows; they are left out.
+//
+// Anything else the template sets and the test cannot resolve fails the test, so a new app
+// setting is either resolvable or listed above.
+
+// deployTestTimeout bounds each end-to-end test; generous, because the machine is shared.
+const deployTestTimeout = 3 * time.Minute
+
+// handlerBuild is the handler binary, built once per test binary.
+var handlerBuild struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := azurite.Main(m)
+	if handlerBuild.dir != "" {
+		_ = os.RemoveAll(handlerBuild.dir)
+	}
+	os.Exit(code)
+}
+
+// handlerBinary builds ./handler for this machine (the package script builds the linux/amd64
+// twin for Azure from the same sources).
+func handlerBinary(t *testing.T) string {
+	t.Helper()
+	handlerBuild.once.Do(func() {
+		handlerBuild.dir, handlerBuild.err = os.MkdirTemp("", "baton-infra-test-")
+		if handlerBuild.err != nil {
+			return
+		}
+		handlerBuild.path = filepath.Join(handlerBuild.dir, "baton")
+		cmd := exec.Command("go", "build", "-o", handlerBuild.path, "./handler")
+		cmd.Dir = repoRoot(t)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			handlerBuild.err = fmt.Errorf("go build ./handler: %v\n%s", err, out)
+		}
+	})
+	if handlerBuild.err != nil {
+		t.Fatal(handlerBuild.err)
+	}
+	return handlerBuild.path
+}
+
+// deployedAppSettings returns the app settings the template deploys by default, with the
+// substitutions described above, plus the platform settings the host gives a handler.
+func deployedAppSettings(t *testing.T, srv *azurite.Server, port int) map[string]string {
+	t.Helper()
+	r := newDeployResolver(t)
+	objects := scanFile(t, "app/api.bicep").settingsObjects()
+	env := map[string]string{}
+	var unresolved []string
+	for name, entries := range objects {
+		if name == "sharedLeaseSettings" { // only with AZURE_LEASE_STORAGE_ACCOUNT_ID set
+			continue
+		}
+		for _, e := range entries {
+			switch {
+			case strings.HasPrefix(e.Key, config.SettingHostStorage+"__"), strings.HasPrefix(e.Key, config.SettingServiceBus+"__"),
+				strings.HasPrefix(e.Key, "APPLICATIONINSIGHTS_"):
+				continue // substituted or left out, see above
+			}
+			v, ok := r.value(e.Value)
+			if !ok {
+				unresolved = append(unresolved, fmt.Sprintf("%s = %s", e.Key, e.Value))
+				continue
+			}
+			env[e.Key] = v
+		}
+	}
+	if len(unresolved) > 0 {
+		t.Fatalf("app/api.bicep settings the test cannot resolve: %v", unresolved)
+	}
+	if env[config.SettingTransport] != string(config.TransportServiceBus) {
+		t.Fatalf("the template deploys %s=%q; this test assumes servicebus and switches it to queue", config.SettingTransport, env[config.SettingTransport])
+	}
+	env[config.SettingTransport] = string(config.TransportQueue)
+	env[config.SettingHostStorage] = srv.ConnectionString()
+	env[config.SettingPort] = strconv.Itoa(port)
+	env[config.SettingAppRoot] = repoRoot(t)
+	env[config.SettingSiteName] = "func-baton-test"
+	env[config.SettingWebsiteInstance] = "instance-0"
+	return env
+}
+
+// createTemplateResources creates what infra/app/storage.bicep creates in the account: the
+// leases and runs containers and the work queue, by the names main.bicep gives them.
+func createTemplateResources(t *testing.T, ctx context.Context, srv *azurite.Server) *azqueue.QueueClient {
+	t.Helper()
+	r := newDeployResolver(t)
+	name := func(v string) string {
+		t.Helper()
+		s, ok := r.value(v)
+		if !ok {
+			t.Fatalf("main.bicep: var %s has no literal value", v)
+		}
+		return s
+	}
+	blobs, err := srv.Storage().NewBlobClient(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{name("leaseContainerName"), name("runsContainerName")} {
+		if _, err := blobs.ServiceClient().NewContainerClient(c).Create(ctx, nil); err != nil {
+			t.Fatalf("create container %s: %v", c, err)
+		}
+	}
+	qs, err := srv.Storage().NewQueueClient(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := qs.NewQueueClient(name("workQueueName"))
+	if _, err := q.Create(ctx, nil); err != nil {
+		t.Fatalf("create queue: %v", err)
+	}
+	return q
+}
+
+// syncBuffer collects a process's output for failure messages.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// deployedHandler is one running handler process.
+type deployedHandler struct {
+	t      *testing.T
+	url    string
+	out    *syncBuffer
+	exited chan struct{}
+}
+
+func freeLoopbackPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startHandler starts the binary with exactly env (nothing inherited) and waits until it
+// answers GET /, failing with its output if it exits first.
+func startHandler(t *testing.T, ctx context.Context, env map[string]string) *deployedHandler {
+	t.Helper()
+	cmd := exec.Command(handlerBinary(t))
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	h := &deployedHandler{t: t, url: "http://127.0.0.1:" + env[config.SettingPort], out: &syncBuffer{}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = h.out, h.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(h.exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-h.exited:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-h.exited
+		}
+	})
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-h.exited:
+			t.Fatalf("the handler exited at start-up (%v) with the deployed settings:\n%s", waitErr, h.out)
+		case <-ctx.Done():
+			t.Fatalf("the handler did not answer GET / in time:\n%s", h.out)
+		case <-tick.C:
+		}
+		if resp, err := http.Get(h.url + "/"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return h
+			}
+		}
+	}
+}
+
+// invoke posts an invocation as the host does; it returns the handler's status and body.
+func (h *deployedHandler) invoke(fn string, payload []byte) (int, []byte) {
+	h.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, h.url+"/"+fn, bytes.NewReader(payload))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(protocol.HeaderInvocationID, fmt.Sprintf("00000000-0000-4000-8000-%012d", time.Now().UnixNano()%1e12))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatalf("POST /%s: %v\nhandler output:\n%s", fn, err, h.out)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, body
+}
+
+// invokeHTTP invokes an HTTP function with a golden httpTrigger payload and returns its `res`.
+func (h *deployedHandler) invokeHTTP(fn, golden string) protocol.HTTPResponse {
+	h.t.Helper()
+	status, body := h.invoke(fn, []byte(readFile(h.t, filepath.Join(repoRoot(h.t), "handler", "testdata", golden))))
+	if status != http.StatusOK {
+		h.t.Fatalf("POST /%s: handler answered %d %s", fn, status, body)
+	}
+	var ir struct {
+		Outputs struct {
+			Res *protocol.HTTPResponse `json:"res"`
+		}
+	}
+	if err := json.Unmarshal(body, &ir); err != nil || ir.Outputs.Res == nil {
+		h.t.Fatalf("POST /%s: no Outputs.res in %s (%v)", fn, body, err)
+	}
+	return *ir.Outputs.Res
+}
+
+// tick fires the Tick function with the golden timer payload (02:00 UTC on 2026-11-21, an
+// occurrence of the default hourly schedule).
+func (h *deployedHandler) tick() {
+	h.t.Helper()
+	status, body := h.invoke("Tick", []byte(readFile(h.t, filepath.Join(repoRoot(h.t), "handler", "testdata", "timer.json"))))
+	if status != http.StatusOK {
+		h.t.Fatalf("Tick: handler answered %d %s\nhandler output:\n%s", status, body, h.out)
+	}
+}
+
+const goldenTimerRun = "tick-20261121t020000z"
+
+// deliverUntilFinal plays the host's queue trigger on the work queue (base64 text, delete on
+// success) until the run's manifest reaches a final state.
+func (h *deployedHandler) deliverUntilFinal(ctx context.Context, q *azqueue.QueueClient, store *ledger.Store, run string) ledger.Manifest {
+	h.t.Helper()
+	poll := time.NewTicker(100 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		m, err := store.ReadManifest(ctx, run)
+		switch {
+		case err == nil && m.State.Final():
+			return m
+		case err != nil && !errors.Is(err, ledger.ErrNotFound):
+			h.t.Fatal(err)
+		}
+		resp, err := q.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{NumberOfMessages: to.Ptr(int32(16)), VisibilityTimeout: to.Ptr(int32(600))})
+		if err != nil {
+			h.t.Fatalf("dequeue: %v", err)
+		}
+		for _, msg := range resp.Messages {
+			body, err := base64.StdEncoding.DecodeString(*msg.MessageText)
+			if err != nil {
+				h.t.Fatalf("message is not base64 (the queue trigger would poison it): %v", err)
+			}
+			inv := protocol.InvokeRequest{
+				Data: map[string]json.RawMessage{"message": protocol.EncodeStringData(string(body))},
+				Metadata: map[string]json.RawMessage{"Id": protocol.QuoteMeta(*msg.MessageID), "DequeueCount": protocol.IntMeta(*msg.DequeueCount),
+					"sys": protocol.SysMeta("WorkQueue", time.Now(), "00000000-0000-4000-8000-000000000001")},
+			}
+			payload, err := json.Marshal(inv)
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			if status, out := h.invoke("WorkQueue", payload); status != http.StatusOK {
+				h.t.Fatalf("WorkQueue: %d %s\nhandler output:\n%s", status, out, h.out)
+			}
+			if _, err := q.DeleteMessage(ctx, *msg.MessageID, *msg.PopReceipt, nil); err != nil {
+				h.t.Fatalf("delete: %v", err)
+			}
+		}
+		if len(resp.Messages) > 0 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			m, _ := store.ReadManifest(context.Background(), run)
+			h.t.Fatalf("run %s did not reach a final state (state %q):\n%s", run, m.State, h.out)
+		case <-poll.C:
+		}
+	}
+}
+
+func runsStore(t *testing.T, srv *azurite.Server) *ledger.Store {
+	t.Helper()
+	blobs, err := srv.Storage().NewBlobClient(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, ok := newDeployResolver(t).value("runsContainerName")
+	if !ok {
+		t.Fatal("main.bicep: runsContainerName has no literal value")
+	}
+	return ledger.NewStore(blobs.ServiceClient().NewContainerClient(runs), ledger.StoreOptions{})
+}
+
+// TestDeployedDefaults_FirstOccurrenceRuns: `azd up` with nothing set deploys an app whose
+// first timer occurrence plans, works and finishes a run.
+func TestDeployedDefaults_FirstOccurrenceRuns(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), deployTestTimeout)
+	defer cancel()
+	srv := azurite.Private(t, azurite.Options{})
+	q := createTemplateResources(t, ctx, srv)
+	env := deployedAppSettings(t, srv, freeLoopbackPort(t))
+	h := startHandler(t, ctx, env)
+
+	h.tick()
+	m := h.deliverUntilFinal(ctx, q, runsStore(t, srv), goldenTimerRun)
+	if m.State != ledger.StateSucceeded || m.Trigger != ledger.TriggerTimer || m.Job != env[config.SettingJob] || m.Partitions == 0 {
+		t.Fatalf("run %s: state %s, trigger %s, job %s, %d partitions (reason %q); want a succeeded timer run of the default job",
+			m.RunID, m.State, m.Trigger, m.Job, m.Partitions, m.Reason)
+	}
+}
+
+// TestDeployedBadJobParams_AppStaysUp: with a job whose params are wrong (what `azd env set
+// BATON_JOB inventory` without params deploys: BATON_JOB_PARAMS={}), the handler still starts,
+// the leader and dashboard endpoints answer, a manual run of the default job is refused naming
+// the setting, and each occurrence records a failed run whose reason names BATON_JOB_PARAMS.
+func TestDeployedBadJobParams_AppStaysUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), deployTestTimeout)
+	defer cancel()
+	srv := azurite.Private(t, azurite.Options{})
+	q := createTemplateResources(t, ctx, srv)
+	env := deployedAppSettings(t, srv, freeLoopbackPort(t))
+	env[config.SettingJob] = "inventory"
+	env[config.SettingJobParams] = "{}"
+	h := startHandler(t, ctx, env)
+
+	if res := h.invokeHTTP("Leader", "http-leader.json"); res.StatusCode != http.StatusOK {
+		t.Errorf("GET /api/leader: %d %s, want 200", res.StatusCode, res.Body)
+	}
+	if res := h.invokeHTTP("Dashboard", "http-dashboard.json"); res.StatusCode != http.StatusOK {
+		t.Errorf("GET /api/dashboard: %d, want 200", res.StatusCode)
+	}
+	res := h.invokeHTTP("Runs", "http-runs-post-nobody.json")
+	var e struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(res.Body), &e); err != nil || res.StatusCode != http.StatusBadRequest ||
+		!strings.Contains(e.Error.Message, config.SettingJobParams) || e.Error.Code == "" {
+		t.Errorf("POST /api/runs of the default job: %d %s, want 400 with an error naming %s", res.StatusCode, res.Body, config.SettingJobParams)
+	}
+
+	h.tick()
+	m, err := runsStore(t, srv).ReadManifest(ctx, goldenTimerRun)
+	if err != nil {
+		t.Fatalf("no run recorded for the occurrence: %v\n%s", err, h.out)
+	}
+	if m.State != ledger.StateFailed || !strings.Contains(m.Reason, config.SettingJobParams) || !strings.Contains(m.Reason, "container") {
+		t.Errorf("run %s: state %s, reason %q; want failed, naming %s and what is wrong", m.RunID, m.State, m.Reason, config.SettingJobParams)
+	}
+	// Nothing was enqueued for it: no partitions, no check (the count includes scheduled,
+	// still invisible messages).
+	props, err := q.GetProperties(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := *props.ApproximateMessagesCount; n != 0 {
+		t.Errorf("a misconfigured run enqueued %d messages", n)
+	}
+	// A second tick of the same occurrence (another instance, a retry) keeps the one record.
+	h.tick()
+	if m2, err := runsStore(t, srv).ReadManifest(ctx, goldenTimerRun); err != nil || m2.Created != m.Created {
+		t.Errorf("the failed run was rewritten: %+v, %v", m2, err)
+	}
+}
