@@ -167,8 +167,8 @@ func (c *Coordinator) missedGrace() time.Duration {
 }
 
 // recordMissed records, from the schedule cursor on, every occurrence older than the grace
-// period that has no record, then moves the cursor. On a first run the cursor starts now: a
-// new deployment has no history to miss.
+// period that has no record, then moves the cursor. The first lease holder ever starts the
+// cursor at the latest occurrence: a new deployment has no history to miss.
 func (c *Coordinator) recordMissed(ctx context.Context, lease Lease, beat func()) error {
 	sched := c.cfg.Schedule
 	if sched.expr == "" {
@@ -183,10 +183,15 @@ func (c *Coordinator) recordMissed(ctx context.Context, lease Lease, beat func()
 	if err != nil {
 		return err
 	}
-	if !ok || !bound.After(cur.Last) {
-		if !ok {
-			return c.cfg.Store.AdvanceCursor(ctx, bound)
+	if !ok {
+		// The first lease holder ever: nothing before now was this deployment's to run.
+		first, err := sched.Prev(now)
+		if err != nil {
+			return err
 		}
+		return c.cfg.Store.AdvanceCursor(ctx, first)
+	}
+	if !bound.After(cur.Last) {
 		return nil
 	}
 	var occs []time.Time
