@@ -21,6 +21,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
+	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/ledger"
@@ -39,6 +40,8 @@ type apiEnv struct {
 	queue  *azqueue.QueueClient
 	leases *coordinatorParts
 	logs   *syncBuffer
+	// schedule is the Tick schedule the API shows ("0 0 3 * * *").
+	schedule coordinator.Schedule
 }
 
 // coordinatorParts lets a test add a second contender for the same lease.
@@ -105,10 +108,11 @@ func newAPIEnv(t testing.TB) *apiEnv {
 		t.Fatal(err)
 	}
 	s := NewServer(logger, 2*time.Minute, newInvocationID)
-	register(s, &functions{coord: coord, worker: worker, leader: leader, now: time.Now})
+	register(s, &functions{coord: coord, worker: worker, leader: leader, now: time.Now},
+		withSchedule(schedule, config.Config{Overlap: config.OverlapSkip, Misfire: config.MisfireSkip, StartingDeadline: time.Hour}))
 	hs := httptest.NewServer(s)
 	t.Cleanup(hs.Close)
-	return &apiEnv{t: t, hs: hs, store: store, queue: q, leases: &coordinatorParts{lock: lock}, logs: logs}
+	return &apiEnv{t: t, hs: hs, store: store, queue: q, leases: &coordinatorParts{lock: lock}, logs: logs, schedule: schedule}
 }
 
 func testCtx(t testing.TB) context.Context {
