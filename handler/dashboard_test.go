@@ -635,6 +635,19 @@ func TestDashboard_Operator(t *testing.T) {
 	}
 	b.screenshot(shots, "dashboard-overview.png")
 
+	// Keyboard: Tab reaches the strip's cells (the gap's too), and Enter on a cell opens its run.
+	var focusable bool
+	b.eval(`(() => { const c = document.querySelector('#strip li[data-run="`+o.gap+`"] .cell'); c.focus(); return c.tabIndex >= 0 && document.activeElement === c; })()`, &focusable)
+	if !focusable {
+		t.Error("the no-record cell cannot take the keyboard focus")
+	}
+	b.eval(`document.querySelector('#strip li[data-run="`+o.timedOut+`"] a').focus()`, nil)
+	for _, typ := range []string{"keyDown", "keyUp"} {
+		b.call("Input.dispatchKeyEvent", map[string]any{"type": typ, "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13, "text": "\r"}, nil)
+	}
+	b.waitFor("the timed-out run's detail after Enter", `location.hash === "#run=`+o.timedOut+`" && document.getElementById("detail").dataset.state === "timed-out" &&
+		(document.getElementById("detail-reason") || {}).textContent.includes("no result")`)
+
 	// Run detail by URL (what an alert links to): a fresh load straight onto #run=<id>.
 	b.navigate(dash + "#run=" + o.failover)
 	b.waitFor("the failover run's detail", `document.getElementById("detail").dataset.state === "partial" && document.querySelector("#detail-segments")`)
