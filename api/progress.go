@@ -45,7 +45,7 @@ func (a *API) progress(ctx context.Context, m ledger.Manifest) (Progress, error)
 	if m.State.Final() {
 		p.Succeeded, p.Failed = m.Succeeded, m.Failed
 		p.Completed, p.Source = m.Succeeded+m.Failed, "manifest"
-		if m.State == ledger.StateSkipped {
+		if m.State == ledger.StateSkipped || m.State == ledger.StateMissed {
 			p.Total, p.TotalKnown = 0, true
 		}
 		p.Percent = percent(p.Completed, p.Total)

@@ -28,7 +28,8 @@ type RunView struct {
 	Segments []SegmentView `json:"segments,omitempty"`
 	Progress Progress      `json:"progress"`
 	Timings  Timings       `json:"timings"`
-	// Report is the run's report once it finished (nil before, and for skipped runs).
+	// Report is the run's report once it finished (nil before, and for skipped and missed
+	// records).
 	Report *ReportView `json:"report,omitempty"`
 	// Failures and Workers are in GET /api/runs/{id} only (see run_detail.go).
 	Failures []FailureView `json:"failures,omitempty"`
@@ -111,7 +112,7 @@ func (a *API) getRun(ctx context.Context, r Request) Reply {
 		return a.storageError(r, "read the run's progress", err)
 	}
 	v.Params = m.Params
-	if m.State.Final() && m.State != ledger.StateSkipped {
+	if m.State.Final() && m.State != ledger.StateSkipped && m.State != ledger.StateMissed {
 		rep, err := a.report(ctx, m)
 		if err != nil {
 			return a.storageError(r, "read the run's report", err)
