@@ -186,7 +186,11 @@ func (a *API) listRuns(ctx context.Context, r Request) Reply {
 		if err != nil {
 			return a.storageError(r, "compute the schedule", err)
 		}
-		occ, err := a.occurrences(ctx, now, nOcc)
+		var first time.Time
+		if len(entries) > 0 {
+			first = entries[len(entries)-1].t
+		}
+		occ, err := a.occurrences(ctx, now, nOcc, first)
 		if err != nil {
 			return a.storageError(r, "read the schedule's occurrences", err)
 		}

@@ -55,12 +55,15 @@ type ScheduleView struct {
 
 // OccurrenceView is one past schedule occurrence and the ledger's record of it: Record is
 // null when the ledger holds no run for it. Pending is true for such an occurrence younger
-// than OccurrenceGrace (its tick may still be deciding).
+// than OccurrenceGrace (its tick may still be deciding); BeforeLedger for one older than every
+// run in the ledger (before the first run, e.g. before Baton was deployed), which is not a gap
+// in the record the way a missing occurrence between two runs is.
 type OccurrenceView struct {
-	Occurrence time.Time `json:"occurrence"`
-	Run        string    `json:"run"`
-	Record     *RunView  `json:"record"`
-	Pending    bool      `json:"pending,omitempty"`
+	Occurrence   time.Time `json:"occurrence"`
+	Run          string    `json:"run"`
+	Record       *RunView  `json:"record"`
+	Pending      bool      `json:"pending,omitempty"`
+	BeforeLedger bool      `json:"beforeLedger,omitempty"`
 }
 
 func parseOccurrences(s string) (int, error) {
@@ -111,8 +114,9 @@ func pastOccurrences(s coordinator.Schedule, now time.Time, n int) ([]time.Time,
 
 // occurrences reads the record of each of the n latest occurrences: one manifest read each
 // (none for a final record this instance has seen), plus the progress reads of an
-// unfinished run.
-func (a *API) occurrences(ctx context.Context, now time.Time, n int) ([]OccurrenceView, error) {
+// unfinished run. first is the start time of the oldest run in the ledger (zero when it is
+// empty).
+func (a *API) occurrences(ctx context.Context, now time.Time, n int, first time.Time) ([]OccurrenceView, error) {
 	occ, err := pastOccurrences(a.cfg.Schedule.Schedule, now, n)
 	if err != nil {
 		return nil, err
@@ -124,6 +128,7 @@ func (a *API) occurrences(ctx context.Context, now time.Time, n int) ([]Occurren
 		m, err := a.manifest(ctx, id)
 		if errors.Is(err, ledger.ErrNotFound) {
 			out[i].Pending = now.Sub(occ[i]) < OccurrenceGrace
+			out[i].BeforeLedger = !out[i].Pending && (first.IsZero() || occ[i].Before(first))
 			return nil
 		}
 		if err != nil {

@@ -79,14 +79,21 @@ func TestListRuns_Occurrences(t *testing.T) {
 	l.put(timerRecord(day(5), ledger.StateRunning, ""))
 	a := scheduleAPI(t, l, "0 0 3 * * *", now)
 
-	r, v := get(a, "", map[string]string{"occurrences": "6"})
+	r, v := get(a, "", map[string]string{"occurrences": "8"})
 	if r.Status != http.StatusOK {
 		t.Fatalf("got %d %v", r.Status, v)
 	}
 	occ := v["occurrences"].([]any)
-	if len(occ) != 6 {
-		t.Fatalf("got %d occurrences, want 6: %v", len(occ), occ)
+	if len(occ) != 8 {
+		t.Fatalf("got %d occurrences, want 8: %v", len(occ), occ)
 	}
+	// Days 6 and 7 come before the ledger's first run: no record, but not a gap either.
+	for i, x := range occ {
+		if before := x.(map[string]any)["beforeLedger"] == true; before != (i >= 6) {
+			t.Errorf("occurrence %d beforeLedger = %v, want %v", i, before, i >= 6)
+		}
+	}
+	occ = occ[:6]
 	wantState := []string{"", "succeeded", "missed", "", "skipped", "running"}
 	for i, x := range occ {
 		o := x.(map[string]any)
@@ -124,7 +131,7 @@ func TestListRuns_Occurrences(t *testing.T) {
 	// Final records are read once per process; the running one every time.
 	before := l.reads[coordinator.TimerRunID(day(1))]
 	beforeRunning := l.reads[coordinator.TimerRunID(day(5))]
-	get(a, "", map[string]string{"occurrences": "6"})
+	get(a, "", map[string]string{"occurrences": "8"})
 	if l.reads[coordinator.TimerRunID(day(1))] != before || l.reads[coordinator.TimerRunID(day(5))] <= beforeRunning {
 		t.Errorf("second call: final record read %d→%d times, running %d→%d; want cached and re-read",
 			before, l.reads[coordinator.TimerRunID(day(1))], beforeRunning, l.reads[coordinator.TimerRunID(day(5))])
@@ -144,5 +151,12 @@ func TestListRuns_OccurrencesWithoutSchedule503(t *testing.T) {
 	a := newTestAPI(t, newFakeLedger(), nil, nil)
 	if r, v := get(a, "", map[string]string{"occurrences": "5"}); r.Status != http.StatusServiceUnavailable || errCode(v) != CodeUnavailable {
 		t.Errorf("got %d %v, want 503 %s", r.Status, v, CodeUnavailable)
+	}
+}
+
+// A fixed minute and second inside an hour step are both named.
+func TestDescribeSchedule_SecondsInsideHours(t *testing.T) {
+	if got := DescribeSchedule("30 15 */6 * * *"); got != "every 6 hours, at minute 15 second 30 (UTC), every day" {
+		t.Errorf("got %q", got)
 	}
 }

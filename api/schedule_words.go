@@ -219,7 +219,11 @@ func describeTime(sec, minute, hour string) (string, bool) {
 		parts = append(parts, dh)
 		if minute != "0" || sec != "0" {
 			if mOK && sOK {
-				parts = append(parts, fmt.Sprintf("at minute %d", m)+map[bool]string{true: "", false: fmt.Sprintf(" second %d", s)}[s == 0])
+				at := fmt.Sprintf("at minute %d", m)
+				if s != 0 {
+					at += fmt.Sprintf(" second %d", s)
+				}
+				parts = append(parts, at)
 			} else {
 				dm, ok := describeUnit(minute, "minute")
 				if !ok {

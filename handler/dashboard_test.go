@@ -738,6 +738,18 @@ func TestDashboard_Operator(t *testing.T) {
 		document.getElementById("leader").dataset.holder === "inst-a"`)
 	b.screenshot(shots, "dashboard-overview.png")
 
+	// A longer strip (?occurrences=40 on the page URL) reaches back before the ledger's first
+	// run: those ten cells say so instead of showing as gaps.
+	b.navigate(shim.srv.URL + "/api/dashboard?occurrences=40&code=" + key)
+	b.waitFor("a strip of 40", `document.querySelectorAll("#strip li").length === 40`)
+	var kinds []string
+	b.eval(`Array.from(document.querySelectorAll("#strip li")).map(li => li.dataset.state)`, &kinds)
+	for i, k := range kinds {
+		if (k == "before") != (i < 10) {
+			t.Errorf("strip cell %d (oldest first) is %q; want the ten oldest, and only them, before the ledger", i, k)
+		}
+	}
+
 	// Every API call the page made carried its ?code=, the POSTs included.
 	for _, uri := range shim.requests() {
 		if strings.HasPrefix(uri, "/api/runs") || strings.HasPrefix(uri, "/api/leader") {
