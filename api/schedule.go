@@ -54,10 +54,11 @@ type ScheduleView struct {
 }
 
 // OccurrenceView is one past schedule occurrence and the ledger's record of it: Record is
-// null when the ledger holds no run for it. Pending is true for such an occurrence younger
-// than OccurrenceGrace (its tick may still be deciding); BeforeLedger for one older than every
-// run in the ledger (before the first run, e.g. before Baton was deployed), which is not a gap
-// in the record the way a missing occurrence between two runs is.
+// null when the ledger holds no run for it. Such an occurrence is BeforeLedger when it is
+// older than every run in the ledger (before the first run, e.g. before Baton was deployed:
+// not a gap the way a missing occurrence between two runs is; every occurrence of an empty
+// ledger but a pending one), else Pending when it is younger than OccurrenceGrace (its tick
+// may still be deciding).
 type OccurrenceView struct {
 	Occurrence   time.Time `json:"occurrence"`
 	Run          string    `json:"run"`
@@ -127,8 +128,12 @@ func (a *API) occurrences(ctx context.Context, now time.Time, n int, first time.
 		out[i] = OccurrenceView{Occurrence: occ[i], Run: id}
 		m, err := a.manifest(ctx, id)
 		if errors.Is(err, ledger.ErrNotFound) {
-			out[i].Pending = now.Sub(occ[i]) < OccurrenceGrace
-			out[i].BeforeLedger = !out[i].Pending && (first.IsZero() || occ[i].Before(first))
+			// Before the first run wins over pending: a later occurrence already has a run.
+			out[i].BeforeLedger = !first.IsZero() && occ[i].Before(first)
+			out[i].Pending = !out[i].BeforeLedger && now.Sub(occ[i]) < OccurrenceGrace
+			if first.IsZero() && !out[i].Pending {
+				out[i].BeforeLedger = true // an empty ledger: nothing has run yet
+			}
 			return nil
 		}
 		if err != nil {

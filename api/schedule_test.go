@@ -16,18 +16,19 @@ func TestDescribeSchedule(t *testing.T) {
 		"0 30 9 * * MON-FRI": "at 09:30 UTC, Monday through Friday",
 		"15 0 2 * * *":       "at 02:00:15 UTC, every day",
 		"0 0 9,17 * * *":     "at 09:00 and 17:00 UTC, every day",
-		"0 */5 * * * *":      "every 5 minutes (UTC), every day",
-		"*/30 * * * * *":     "every 30 seconds (UTC), every day",
-		"* * * * * *":        "every second (UTC), every day",
-		"0 0 * * * *":        "every hour at minute 0 (UTC), every day",
-		"0 0 */2 * * *":      "every 2 hours (UTC), every day",
-		"0 15 */6 * * *":     "every 6 hours, at minute 15 (UTC), every day",
+		"0 */5 * * * *":      "every 5 minutes (UTC)",
+		"*/30 * * * * *":     "every 30 seconds (UTC)",
+		"* * * * * *":        "every second (UTC)",
+		"0 0 * * * *":        "every hour at minute 0 (UTC)",
+		"0 0 */2 * * *":      "every 2 hours (UTC)",
+		"0 15 */6 * * *":     "every 6 hours, at minute 15 (UTC)",
 		"0 0 2 1 * *":        "at 02:00 UTC, on day 1 of the month",
 		"0 0 2 1,15 * *":     "at 02:00 UTC, on day 1 and 15 of the month",
 		"0 0 2 * * 0,6":      "at 02:00 UTC, on Sunday and Saturday",
 		"0 0 2 * * 7":        "at 02:00 UTC, on Sunday",
 		"0 0 2 1 1 *":        "at 02:00 UTC, on day 1 of the month, in January",
 		"0 0 2 * 6-8 *":      "at 02:00 UTC, every day, in June through August",
+		"0 */5 * * * 1-5":    "every 5 minutes (UTC), Monday through Friday",
 		"0 0 0 2 * *":        "at 00:00 UTC, on day 2 of the month",
 		"0 0 0 * * *":        "at 00:00 UTC, every day",
 		"0 0 2 * * *":        "at 02:00 UTC, every day",
@@ -147,6 +148,39 @@ func TestListRuns_Occurrences(t *testing.T) {
 	}
 }
 
+// With an empty ledger the just-due occurrence is pending and the rest come before the first
+// run; once a run exists, a recent occurrence older than it is before the ledger, not pending.
+func TestListRuns_OccurrencesPendingOrBefore(t *testing.T) {
+	now := time.Date(2026, 11, 25, 10, 0, 25, 0, time.UTC)
+	l := newFakeLedger()
+	a := scheduleAPI(t, l, "*/10 * * * * *", now)
+	flags := func() string {
+		_, v := get(a, "", map[string]string{"occurrences": "4"})
+		out := ""
+		for _, x := range v["occurrences"].([]any) {
+			o := x.(map[string]any)
+			switch {
+			case o["record"] != nil:
+				out += "R"
+			case o["pending"] == true:
+				out += "P"
+			case o["beforeLedger"] == true:
+				out += "B"
+			default:
+				out += "-"
+			}
+		}
+		return out
+	}
+	if got := flags(); got != "PPPP" {
+		t.Errorf("empty ledger, all within a minute: %s, want PPPP", got)
+	}
+	l.put(timerRecord(time.Date(2026, 11, 25, 10, 0, 10, 0, time.UTC), ledger.StateSucceeded, ""))
+	if got := flags(); got != "PRBB" {
+		t.Errorf("one run at :10: %s, want PRBB (newest first)", got)
+	}
+}
+
 func TestListRuns_OccurrencesWithoutSchedule503(t *testing.T) {
 	a := newTestAPI(t, newFakeLedger(), nil, nil)
 	if r, v := get(a, "", map[string]string{"occurrences": "5"}); r.Status != http.StatusServiceUnavailable || errCode(v) != CodeUnavailable {
@@ -156,7 +190,7 @@ func TestListRuns_OccurrencesWithoutSchedule503(t *testing.T) {
 
 // A fixed minute and second inside an hour step are both named.
 func TestDescribeSchedule_SecondsInsideHours(t *testing.T) {
-	if got := DescribeSchedule("30 15 */6 * * *"); got != "every 6 hours, at minute 15 second 30 (UTC), every day" {
+	if got := DescribeSchedule("30 15 */6 * * *"); got != "every 6 hours, at minute 15 second 30 (UTC)" {
 		t.Errorf("got %q", got)
 	}
 }

@@ -28,7 +28,8 @@ func DescribeSchedule(expr string) string {
 	if !ok {
 		return "cron " + expr + " (UTC)"
 	}
-	if dp != "" {
+	// "every day" adds nothing to "every 5 minutes"; it does to "at 03:00 UTC".
+	if dp != "every day" || strings.HasPrefix(tp, "at ") {
 		parts = append(parts, dp)
 	}
 	if month != "*" {
