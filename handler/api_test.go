@@ -52,7 +52,11 @@ type coordinatorParts struct {
 
 const testLeaseDuration = 15 * time.Second
 
-func newAPIEnv(t testing.TB) *apiEnv {
+// envWithoutSchedule wires the API without the schedule (as newAPI does when no
+// withSchedule option is given).
+type envWithoutSchedule struct{}
+
+func newAPIEnv(t testing.TB, opts ...envWithoutSchedule) *apiEnv {
 	t.Helper()
 	srv := azurite.Shared(t)
 	blobs, err := srv.Storage().NewBlobClient(nil)
@@ -109,8 +113,11 @@ func newAPIEnv(t testing.TB) *apiEnv {
 		t.Fatal(err)
 	}
 	s := NewServer(logger, 2*time.Minute, newInvocationID)
-	register(s, &functions{coord: coord, worker: worker, leader: leader, now: time.Now},
-		withSchedule(schedule, config.Config{Overlap: config.OverlapSkip, Misfire: config.MisfireSkip, StartingDeadline: time.Hour}))
+	apiOpts := []func(*api.Config){withSchedule(schedule, config.Config{Overlap: config.OverlapSkip, Misfire: config.MisfireSkip, StartingDeadline: time.Hour})}
+	if len(opts) > 0 {
+		apiOpts = nil
+	}
+	register(s, &functions{coord: coord, worker: worker, leader: leader, now: time.Now}, apiOpts...)
 	hs := httptest.NewServer(s)
 	t.Cleanup(hs.Close)
 	return &apiEnv{t: t, hs: hs, store: store, queue: q, leases: &coordinatorParts{lock: lock}, logs: logs, schedule: schedule}

@@ -170,6 +170,30 @@ func TestDashboard_Browser(t *testing.T) {
 	}
 }
 
+// On an instance without the schedule (GET /api/runs?occurrences= answers 503), the page
+// still lists the runs and says why the schedule panel is empty.
+func TestDashboard_Browser_WithoutSchedule(t *testing.T) {
+	browser := chromium(t)
+	e := newAPIEnv(t, envWithoutSchedule{})
+	shim := newHostShim(t, e.hs.URL)
+	out := e.invoke(FnRuns, goldenHTTP(t, "http-runs-post.json", withHeader("Idempotency-Key", "no-schedule")))
+	v := out.json(t)
+	if out.Status != http.StatusAccepted {
+		t.Fatalf("POST: %d %v", out.Status, v)
+	}
+	dom := dumpDOM(t, browser, shim.srv.URL+"/api/dashboard")
+	if !strings.Contains(dom, `data-loaded="true"`) {
+		t.Fatalf("the page never finished a refresh; DOM:\n%s", dom)
+	}
+	if _, _, ok := rowAttrs(dom, v["run"].(string)); !ok {
+		t.Errorf("no row for run %s", v["run"])
+	}
+	m := regexp.MustCompile(`<div id="schedule-error" class="error">([^<]*)</div>`).FindStringSubmatch(dom)
+	if m == nil || !strings.Contains(m[1], "503 unavailable: the schedule is not configured") {
+		t.Errorf("schedule panel error: %v; want the 503 in words", m)
+	}
+}
+
 // scripts/ensure-chromium.sh, with stub commands on PATH: it leaves an installed chromium
 // alone, installs it with apt-get as root, and fails with a clear message otherwise.
 func TestEnsureChromiumScript(t *testing.T) {
