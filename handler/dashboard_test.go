@@ -25,7 +25,7 @@ import (
 // chromium returns the headless browser for the dashboard check: $BATON_CHROMIUM, else
 // chromium on PATH. make test installs it (scripts/ensure-chromium.sh) and sets
 // BATON_REQUIRE_BROWSER=1, so there a missing browser fails the test instead of skipping it.
-func chromium(t *testing.T) string {
+func chromium(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("BATON_CHROMIUM"); p != "" {
 		return p
@@ -785,4 +785,34 @@ func TestDashboard_Operator(t *testing.T) {
 	if n := e.countRuns(); n != 29 {
 		t.Errorf("ledger holds %d runs, want 29 (28 seeded + 1 started; the 409 started none)", n)
 	}
+}
+
+// BenchmarkDashboard_Browser1000 measures the dashboard in headless chromium over 1,000
+// finished runs on Azurite (seedFinishedRuns): from navigation start to the first complete
+// view (page, one GET /api/runs with ?occurrences=30, one GET /api/leader, render), as the
+// page marks it ("ms/view"). The handler's caches are warm after the first load, as they are
+// for an operator who keeps the page open.
+func BenchmarkDashboard_Browser1000(b *testing.B) {
+	exe := chromium(b)
+	e := newAPIEnv(b)
+	seedFinishedRuns(b, e, 1000)
+	shim := newHostShim(b, e.hs.URL)
+	br := startBrowser(b, exe, 1280, 900)
+	load := func(i int) float64 {
+		br.eval("window.__old = true", nil)
+		br.navigate(fmt.Sprintf("%s/api/dashboard?i=%d", shim.srv.URL, i))
+		br.waitFor("the first view", `!window.__old && performance.getEntriesByName("baton-first-refresh").length === 1 &&
+			document.querySelectorAll("#runs tbody tr").length === 20 && document.querySelectorAll("#strip li").length === 30`)
+		var ms float64
+		br.eval(`performance.getEntriesByName("baton-first-refresh")[0].startTime`, &ms)
+		return ms
+	}
+	load(0)
+	var total float64
+	n := 0
+	for b.Loop() {
+		n++
+		total += load(n)
+	}
+	b.ReportMetric(total/float64(n), "ms/view")
 }
