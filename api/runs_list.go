@@ -213,10 +213,10 @@ func (a *API) page(ctx context.Context, entries []entry, start, limit int, f fil
 		if f.any() && reads >= MaxScanReads {
 			break
 		}
-		// The next batch: as many candidates as the page still needs (more when filtering,
-		// since some will not match), skipping runs whose ID excludes them.
+		// The next batch: as many candidates as the page still needs (more when filtering by
+		// state, since some will not match), skipping runs whose ID excludes them.
 		want := limit - len(picked)
-		if f.any() {
+		if len(f.states) > 0 {
 			want = min(max(want, readConcurrency), MaxScanReads-reads)
 		}
 		var batch []int
