@@ -25,6 +25,7 @@ type Ledger interface {
 	ListResults(ctx context.Context, run string, fn func(index int) error) error
 	DoneCount(ctx context.Context, run string, shard int) (int64, error)
 	ListRuns(ctx context.Context, fn func(run string) bool) error
+	ReadResult(ctx context.Context, run string, index int) (ledger.Result, error)
 }
 
 // LeaderReader reads the leadership without contending (coordinator.Leader).
@@ -62,6 +63,16 @@ const (
 	MaxReportReadBytes = 8 << 20
 	// SummaryFailures is the number of failed partitions a report summary lists.
 	SummaryFailures = 10
+	// MaxScanReads bounds the manifests one filtered page of GET /api/runs reads from storage
+	// (final runs this instance has read before cost nothing); past it the page ends early
+	// with a continuation.
+	MaxScanReads = 200
+	// MaxWorkerReads bounds the results a run's detail reads to show who worked on it: every
+	// partition up to this many, an even sample beyond.
+	MaxWorkerReads = 100
+	// MaxFailureReads bounds the failed partitions whose result a run's detail reads (for
+	// the attempts and the worker).
+	MaxFailureReads = 20
 	// readConcurrency bounds the storage reads one request has in flight.
 	readConcurrency = 32
 )
@@ -80,12 +91,15 @@ type Config struct {
 	Now func() time.Time
 	// Logger is used when a Request carries none (default: discarded).
 	Logger *slog.Logger
+	// Schedule is the timer's schedule and policies; nil answers ?occurrences= with 503.
+	Schedule *ScheduleConfig
 }
 
 // API serves the endpoints. It is safe for concurrent use.
 type API struct {
 	cfg     Config
 	created *createdCache
+	final   *finalCache
 }
 
 // New validates cfg and returns an API.
@@ -106,7 +120,7 @@ func New(cfg Config) (*API, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{cfg: cfg, created: newCreatedCache()}, nil
+	return &API{cfg: cfg, created: newCreatedCache(), final: newFinalCache()}, nil
 }
 
 // Request is one HTTP request as the host describes it.
@@ -169,6 +183,9 @@ const (
 	CodeInvalidRunID        = "invalid_run_id"
 	CodeInvalidLimit        = "invalid_limit"
 	CodeInvalidContinuation = "invalid_continuation"
+	CodeInvalidState        = "invalid_state"
+	CodeInvalidTrigger      = "invalid_trigger"
+	CodeInvalidOccurrences  = "invalid_occurrences"
 	CodeInvalidKey          = "invalid_idempotency_key"
 	CodeKeyReused           = "idempotency_key_reused"
 	CodeNotFound            = "not_found"

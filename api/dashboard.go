@@ -35,10 +35,11 @@ func inlineHash(page []byte, open, close string) string {
 	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
 }
 
-// Dashboard serves GET /api/dashboard: one self-contained HTML page that lists recent runs
-// with progress bars and the current leader, and refreshes itself every few seconds by
-// fetching runs and leader beside its own URL, with its own query string (so ?code=<key>
-// works in Azure).
+// Dashboard serves GET /api/dashboard: one self-contained HTML page that shows the schedule
+// and its recent occurrences, the leader, the runs (filtered, paged) and a run's detail at
+// #run=<id>, and starts a run (Run now); it refreshes itself every few seconds by fetching
+// runs and leader beside its own URL, with its own query string (so ?code=<key> works in
+// Azure).
 func (a *API) Dashboard(ctx context.Context, r Request) Reply {
 	if r.Method != http.MethodGet {
 		return methodNotAllowed(http.MethodGet)

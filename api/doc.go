@@ -6,10 +6,13 @@
 // Endpoints (paths as the host exposes them, under the "api" route prefix):
 //
 //	POST /api/runs        start a manual run through the same lease as the timer
-//	GET  /api/runs        recent runs, newest first, with progress; limit and continuation
-//	GET  /api/runs/{id}   one run: state, trigger, epoch, leader, progress, timings, report
+//	GET  /api/runs        recent runs, newest first, with progress; limit and continuation;
+//	                      state and trigger filters; occurrences=N adds the schedule and its
+//	                      last N occurrences, each with its record or null
+//	GET  /api/runs/{id}   one run: state, trigger, epoch, segments, progress, timings, report,
+//	                      failed partitions and workers (bounded reads of its results)
 //	GET  /api/leader      the lease: holder, epoch, since, lease state (read, never contended)
-//	GET  /api/dashboard   a self-contained HTML page that polls the three above
+//	GET  /api/dashboard   a self-contained HTML page over the three above, with Run now
 //
 // Every error is JSON {"error": {"code", "message"}} with a 4xx or 5xx status; a refused
 // manual start (409) adds "leader" and "activeRun".
@@ -23,6 +26,9 @@
 //   - Run IDs from the caller are validated (ledger.ValidateRunID) before any storage call, so
 //     no ID can address a blob outside its run's prefix.
 //   - Reads never contend for the lease: GET requests only read blobs.
+//   - Every read a request makes is bounded: a filtered page reads at most MaxScanReads
+//     manifests, ?occurrences=N at most N, a run's detail at most MaxFailureReads +
+//     MaxWorkerReads results, whatever the size of the ledger or the run.
 //
 // # Not guaranteed
 //

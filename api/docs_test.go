@@ -3,6 +3,7 @@ package api
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/batonfn/baton/internal/readme"
 )
@@ -18,19 +19,24 @@ func TestDocs_MatchTheCode(t *testing.T) {
 		t.Error("README.md's HTTP API section must open with a ## heading (it merges under the README's title)")
 	}
 	for _, code := range []string{CodeBadRequest, CodeInvalidRunID, CodeInvalidLimit, CodeInvalidContinuation, CodeInvalidKey,
-		CodeKeyReused, CodeNotFound, CodeMethodNotAllowed, CodeTooLarge, CodeConflict, CodeUnavailable, CodeStorage, CodeTimeout} {
+		CodeKeyReused, CodeNotFound, CodeMethodNotAllowed, CodeTooLarge, CodeConflict, CodeUnavailable, CodeStorage, CodeTimeout,
+		CodeInvalidState, CodeInvalidTrigger, CodeInvalidOccurrences} {
 		if !strings.Contains(doc, "`"+code+"`") {
 			t.Errorf("README.md's HTTP API section does not list the error code %q", code)
 		}
 	}
 	for _, want := range []string{"64 KiB", "1–100, default 20", "1–200 printable", "up to 3 s", "5,000 partitions", "20,000 partitions",
-		"x-functions-key", "?code=", "az functionapp keys list", "az functionapp function keys list", "127.0.0.1:7071", "localhost:7071"} {
+		"x-functions-key", "?code=", "az functionapp keys list", "az functionapp function keys list", "127.0.0.1:7071", "localhost:7071",
+		"200 manifests from storage", "`occurrences` is not 1–100", "10,000 of them", "sample of 100 partitions", "read for the first 20",
+		"#run=<id>"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("README.md's HTTP API section does not mention %q", want)
 		}
 	}
 	if MaxBodyBytes != 64<<10 || DefaultLimit != 20 || MaxLimit != 100 || MaxKeyLength != 200 || DefaultKeyWait.Seconds() != 3 ||
-		ExactProgressLimit != 5000 || MaxReportBytes != 64<<10 || MaxReportReadBytes != 8<<20 || SummaryFailures != 10 {
+		ExactProgressLimit != 5000 || MaxReportBytes != 64<<10 || MaxReportReadBytes != 8<<20 || SummaryFailures != 10 ||
+		MaxScanReads != 200 || MaxOccurrences != 100 || maxFinal != 10_000 || MaxWorkerReads != 100 || MaxFailureReads != 20 ||
+		OccurrenceGrace != time.Minute {
 		t.Error("a limit changed: update README.md's HTTP API section and this test")
 	}
 }

@@ -22,11 +22,15 @@ type fakeLedger struct {
 	reports   map[string][]byte
 	reads     map[string]int
 	listErr   error
+	// records are the results ReadResult returns (by run, then index).
+	records     map[string]map[int]ledger.Result
+	resultReads int
 }
 
 func newFakeLedger() *fakeLedger {
 	return &fakeLedger{manifests: map[string]ledger.Manifest{}, results: map[string]int{},
-		done: map[string]map[int]int64{}, reports: map[string][]byte{}, reads: map[string]int{}}
+		done: map[string]map[int]int64{}, reports: map[string][]byte{}, reads: map[string]int{},
+		records: map[string]map[int]ledger.Result{}}
 }
 
 func (f *fakeLedger) put(m ledger.Manifest) {
@@ -78,6 +82,26 @@ func (f *fakeLedger) ListResults(ctx context.Context, run string, fn func(int) e
 		}
 	}
 	return nil
+}
+
+func (f *fakeLedger) putResult(r ledger.Result) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.records[r.Run] == nil {
+		f.records[r.Run] = map[int]ledger.Result{}
+	}
+	f.records[r.Run][r.Index] = r
+}
+
+func (f *fakeLedger) ReadResult(ctx context.Context, run string, index int) (ledger.Result, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.resultReads++
+	r, ok := f.records[run][index]
+	if !ok {
+		return r, fmt.Errorf("read result %s/%d: %w", run, index, ledger.ErrNotFound)
+	}
+	return r, nil
 }
 
 func (f *fakeLedger) DoneCount(ctx context.Context, run string, shard int) (int64, error) {

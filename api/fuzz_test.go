@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/ledger"
@@ -60,6 +61,72 @@ func FuzzRuns(f *testing.F) {
 			if ledger.ValidateRunID(run) != nil && n > 0 {
 				t.Fatalf("storage was asked for invalid run %q", run)
 			}
+		}
+	})
+}
+
+// FuzzRunsQuery: whatever GET /api/runs's state, trigger, occurrences and limit, the reply is
+// 200 with only matching runs and at most N occurrences, or 400 with the parameter's error
+// code; it never panics.
+func FuzzRunsQuery(f *testing.F) {
+	f.Add("failed", "timer", "3", "5")
+	f.Add("missed,skipped", "", "", "")
+	f.Add("", "manual,timer", "100", "100")
+	f.Add("done", "check", "0", "0")
+	f.Add(",", ",", "-1", "x")
+	f.Fuzz(func(t *testing.T, state, trigger, occurrences, limit string) {
+		l := newFakeLedger()
+		for i, st := range allStates {
+			at := t0.Add(-time.Duration(i) * time.Hour)
+			m := manifest(coordinator.TimerRunID(at), st, at, 2)
+			m.Occurrence = at
+			if i%2 == 1 {
+				m.RunID, m.Trigger = coordinator.ManualRunID(string(st), at), ledger.TriggerManual
+			}
+			l.put(m)
+		}
+		s, err := coordinator.ParseSchedule("0 0 * * * *", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := New(Config{Ledger: l, Leader: &fakeLeader{}, Now: func() time.Time { return t0.Add(time.Minute) },
+			Schedule: &ScheduleConfig{Schedule: s, Overlap: "skip", Misfire: "skip", StartingDeadline: time.Hour}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := map[string]string{"state": state, "trigger": trigger, "occurrences": occurrences, "limit": limit}
+		r := a.Runs(context.Background(), Request{Method: http.MethodGet, Query: q})
+		b, err := json.Marshal(r.JSON)
+		if err != nil {
+			t.Fatalf("reply does not encode: %v", err)
+		}
+		switch r.Status {
+		case http.StatusOK:
+			var v ListReply
+			if err := json.Unmarshal(b, &v); err != nil {
+				t.Fatal(err)
+			}
+			f, _ := parseFilter(Request{Query: q})
+			for _, run := range v.Runs {
+				if (len(f.states) > 0 && !f.states[run.State]) || (len(f.triggers) > 0 && !f.triggers[run.Trigger]) {
+					t.Fatalf("%v: run %s (%s, %s) does not match", q, run.Run, run.State, run.Trigger)
+				}
+			}
+			if n, _ := parseOccurrences(occurrences); occurrences != "" && len(v.Occurrences) != n {
+				t.Fatalf("%v: %d occurrences", q, len(v.Occurrences))
+			}
+		case http.StatusBadRequest:
+			var e ErrorBody
+			if err := json.Unmarshal(b, &e); err != nil || e.Error.Message == "" {
+				t.Fatalf("error reply %s lacks a message", b)
+			}
+			switch e.Error.Code {
+			case CodeInvalidState, CodeInvalidTrigger, CodeInvalidOccurrences, CodeInvalidLimit:
+			default:
+				t.Fatalf("%v: code %s", q, e.Error.Code)
+			}
+		default:
+			t.Fatalf("%v: status %d %s", q, r.Status, b)
 		}
 	})
 }

@@ -22,12 +22,18 @@ type RunView struct {
 	Occurrence time.Time       `json:"occurrence,omitzero"`
 	// Epoch and Leader are the lease epoch and identity of the leader that created the run
 	// or last took it over.
-	Epoch    int64         `json:"epoch"`
-	Leader   ledger.Holder `json:"leader"`
+	Epoch  int64         `json:"epoch"`
+	Leader ledger.Holder `json:"leader"`
+	// Segments are the run's leaderships, oldest first: a takeover (failover) adds one.
+	Segments []SegmentView `json:"segments,omitempty"`
 	Progress Progress      `json:"progress"`
 	Timings  Timings       `json:"timings"`
-	// Report is the run's report once it finished (nil before, and for skipped runs).
+	// Report is the run's report once it finished (nil before, and for skipped and missed
+	// records).
 	Report *ReportView `json:"report,omitempty"`
+	// Failures and Workers are in GET /api/runs/{id} only (see run_detail.go).
+	Failures []FailureView `json:"failures,omitempty"`
+	Workers  *WorkersView  `json:"workers,omitempty"`
 }
 
 // Timings are the run's timestamps (UTC, from the writers' clocks) and the durations
@@ -40,6 +46,9 @@ type Timings struct {
 	Updated    time.Time `json:"updated,omitzero"`
 	PlanningMs int64     `json:"planningMs,omitempty"`
 	DurationMs int64     `json:"durationMs,omitempty"`
+	// StartDelayMs is occurrence→created for a timer run; RunningMs is enqueued→finished.
+	StartDelayMs int64 `json:"startDelayMs,omitempty"`
+	RunningMs    int64 `json:"runningMs,omitempty"`
 }
 
 // ReportView is the run's report, whole when it is at most MaxReportBytes, else a summary:
@@ -66,6 +75,12 @@ func timings(m ledger.Manifest) Timings {
 	if !m.Finished.IsZero() && !m.Created.IsZero() {
 		t.DurationMs = m.Finished.Sub(m.Created).Milliseconds()
 	}
+	if !m.Occurrence.IsZero() && !m.Created.IsZero() {
+		t.StartDelayMs = m.Created.Sub(m.Occurrence).Milliseconds()
+	}
+	if !m.Finished.IsZero() && !m.Enqueued.IsZero() {
+		t.RunningMs = m.Finished.Sub(m.Enqueued).Milliseconds()
+	}
 	return t
 }
 
@@ -77,7 +92,7 @@ func (a *API) view(ctx context.Context, m ledger.Manifest) (RunView, error) {
 	}
 	return RunView{
 		Run: m.RunID, State: m.State, Reason: m.Reason, Trigger: m.Trigger, Job: m.Job, Occurrence: m.Occurrence,
-		Epoch: m.Epoch, Leader: m.Leader, Progress: p, Timings: timings(m),
+		Epoch: m.Epoch, Leader: m.Leader, Segments: segments(m), Progress: p, Timings: timings(m),
 	}, nil
 }
 
@@ -103,6 +118,9 @@ func (a *API) getRun(ctx context.Context, r Request) Reply {
 			return a.storageError(r, "read the run's report", err)
 		}
 		v.Report = rep
+	}
+	if err := a.detail(ctx, m, &v); err != nil {
+		return a.storageError(r, "read the run's results", err)
 	}
 	return jsonReply(http.StatusOK, v)
 }

@@ -83,6 +83,8 @@ func TestProgress(t *testing.T) {
 		}(), results: 3, want: Progress{Total: 10, TotalKnown: true, Enqueued: 10, Completed: 10, Succeeded: 8, Failed: 2, Percent: 100, Source: "manifest"}},
 		{name: "skipped: nothing to do", m: manifest("tick-20261121t100000z", ledger.StateSkipped, t0, 0),
 			want: Progress{TotalKnown: true, Source: "manifest"}},
+		{name: "missed: nothing ran, whatever the manifest says", m: manifest("tick-20261121t100000z", ledger.StateMissed, t0, 3),
+			want: Progress{TotalKnown: true, Enqueued: 3, Source: "manifest"}},
 		{name: "one short of done never shows 100", m: manifest("tick-20261121t100000z", ledger.StateRunning, t0, 3000), results: 2999,
 			want: Progress{Total: 3000, TotalKnown: true, Enqueued: 3000, Completed: 2999, Percent: 99.9, Source: "results"}},
 	}

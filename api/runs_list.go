@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +22,10 @@ import (
 type ListReply struct {
 	Runs         []RunView `json:"runs"`
 	Continuation string    `json:"continuation,omitempty"`
+	// Schedule and Occurrences answer ?occurrences=N: the schedule and policies, and the N
+	// latest occurrences, newest first, each with its record or null.
+	Schedule    *ScheduleView    `json:"schedule,omitempty"`
+	Occurrences []OccurrenceView `json:"occurrences,omitempty"`
 }
 
 // Listing order and cost.
@@ -146,6 +151,19 @@ func (a *API) listRuns(ctx context.Context, r Request) Reply {
 	if err != nil {
 		return errorReply(http.StatusBadRequest, CodeInvalidContinuation, err.Error())
 	}
+	f, bad := parseFilter(r)
+	if bad != nil {
+		return *bad
+	}
+	nOcc := 0
+	if s := r.query("occurrences"); s != "" {
+		if nOcc, err = parseOccurrences(s); err != nil {
+			return errorReply(http.StatusBadRequest, CodeInvalidOccurrences, err.Error())
+		}
+		if a.cfg.Schedule == nil {
+			return scheduleUnavailable()
+		}
+	}
 	entries, err := a.index(ctx)
 	if err != nil {
 		return a.storageError(r, "list runs", err)
@@ -154,38 +172,189 @@ func (a *API) listRuns(ctx context.Context, r Request) Reply {
 	if after != nil {
 		start = sort.Search(len(entries), func(i int) bool { return after.before(entries[i]) })
 	}
-	end := min(start+limit, len(entries))
-	page := entries[start:end]
-
-	views := make([]*RunView, len(page))
-	err = forEach(ctx, len(page), func(ctx context.Context, i int) error {
-		m, err := a.cfg.Ledger.ReadManifest(ctx, page[i].id)
-		if errors.Is(err, ledger.ErrNotFound) {
-			return nil // deleted since the listing
-		}
-		if err != nil {
-			return err
-		}
-		v, err := a.view(ctx, m)
-		if err != nil {
-			return err
-		}
-		views[i] = &v
-		return nil
-	})
+	page, last, err := a.page(ctx, entries, start, limit, f)
 	if err != nil {
 		return a.storageError(r, "read runs", err)
 	}
-	out := ListReply{Runs: make([]RunView, 0, len(page))}
-	for _, v := range views {
-		if v != nil {
-			out.Runs = append(out.Runs, *v)
-		}
+	out := ListReply{Runs: page}
+	if last >= 0 && last < len(entries)-1 {
+		out.Continuation = encodeCursor(entries[last])
 	}
-	if end < len(entries) && len(page) > 0 {
-		out.Continuation = encodeCursor(page[len(page)-1])
+	if nOcc > 0 {
+		now := a.cfg.Now()
+		sv, err := a.scheduleView(now)
+		if err != nil {
+			return a.storageError(r, "compute the schedule", err)
+		}
+		var first time.Time
+		if len(entries) > 0 {
+			first = entries[len(entries)-1].t
+		}
+		occ, err := a.occurrences(ctx, now, nOcc, first)
+		if err != nil {
+			return a.storageError(r, "read the schedule's occurrences", err)
+		}
+		out.Schedule, out.Occurrences = &sv, occ
 	}
 	return jsonReply(http.StatusOK, out)
+}
+
+// page returns up to limit runs from entries[start:] that pass the filter, and the index of
+// the last entry it examined (-1 for none): the next page starts after it. Without a filter
+// it reads the page's manifests. With one it reads manifests in order until the page is full
+// or it has read MaxScanReads from storage (final runs read before come from a cache, and a
+// trigger filter skips timer and manual runs by their ID), so a filtered page may hold fewer
+// than limit runs and still have a next page.
+func (a *API) page(ctx context.Context, entries []entry, start, limit int, f filter) ([]RunView, int, error) {
+	last := start - 1
+	var picked []ledger.Manifest
+	reads := 0
+	for i := start; i < len(entries) && len(picked) < limit; {
+		if f.any() && reads >= MaxScanReads {
+			break
+		}
+		// The next batch: as many candidates as the page still needs (more when filtering by
+		// state, since some will not match), skipping runs whose ID excludes them.
+		want := limit - len(picked)
+		if len(f.states) > 0 {
+			want = min(max(want, readConcurrency), MaxScanReads-reads)
+		}
+		var batch []int
+		for ; i < len(entries) && len(batch) < want; i++ {
+			if !f.triggerMayMatch(entries[i].id) {
+				last = i
+				continue
+			}
+			batch = append(batch, i)
+			if !a.final.has(entries[i].id) {
+				reads++
+			}
+		}
+		ms := make([]*ledger.Manifest, len(batch))
+		err := forEach(ctx, len(batch), func(ctx context.Context, k int) error {
+			m, err := a.manifest(ctx, entries[batch[k]].id)
+			if errors.Is(err, ledger.ErrNotFound) {
+				return nil // deleted since the listing
+			}
+			if err != nil {
+				return err
+			}
+			ms[k] = &m
+			return nil
+		})
+		if err != nil {
+			return nil, last, err
+		}
+		for k, m := range ms {
+			if len(picked) == limit {
+				break
+			}
+			last = batch[k]
+			if m != nil && f.match(*m) {
+				picked = append(picked, *m)
+			}
+		}
+	}
+	views := make([]RunView, len(picked))
+	err := forEach(ctx, len(picked), func(ctx context.Context, i int) error {
+		v, err := a.view(ctx, picked[i])
+		views[i] = v
+		return err
+	})
+	if err != nil {
+		return nil, last, err
+	}
+	return views, last, nil
+}
+
+// manifest reads a run's manifest; a final one is cached (it never changes again), without
+// its params.
+func (a *API) manifest(ctx context.Context, id string) (ledger.Manifest, error) {
+	if m, ok := a.final.get(id); ok {
+		return m, nil
+	}
+	m, err := a.cfg.Ledger.ReadManifest(ctx, id)
+	if err != nil {
+		return m, err
+	}
+	if m.State.Final() {
+		c := m
+		c.Params = nil
+		a.final.put(c)
+	}
+	return m, nil
+}
+
+// filter is the ?state= and ?trigger= of a listing; an empty set lets everything through.
+type filter struct {
+	states   map[ledger.State]bool
+	triggers map[ledger.Trigger]bool
+}
+
+// States and triggers a listing can filter on.
+var (
+	allStates = []ledger.State{ledger.StatePlanning, ledger.StateEnqueuing, ledger.StateRunning, ledger.StateSucceeded,
+		ledger.StatePartial, ledger.StateFailed, ledger.StateTimedOut, ledger.StateSkipped, ledger.StateMissed}
+	allTriggers = []ledger.Trigger{ledger.TriggerTimer, ledger.TriggerManual}
+)
+
+// parseFilter reads state and trigger: comma-separated lists of known values.
+func parseFilter(r Request) (filter, *Reply) {
+	var f filter
+	if s := r.query("state"); s != "" {
+		f.states = map[ledger.State]bool{}
+		for _, v := range strings.Split(s, ",") {
+			st := ledger.State(strings.TrimSpace(v))
+			if !slices.Contains(allStates, st) {
+				rep := errorReply(http.StatusBadRequest, CodeInvalidState,
+					fmt.Sprintf("state must be a comma-separated list of %s; got %q", joinValues(allStates), v))
+				return f, &rep
+			}
+			f.states[st] = true
+		}
+	}
+	if s := r.query("trigger"); s != "" {
+		f.triggers = map[ledger.Trigger]bool{}
+		for _, v := range strings.Split(s, ",") {
+			tr := ledger.Trigger(strings.TrimSpace(v))
+			if !slices.Contains(allTriggers, tr) {
+				rep := errorReply(http.StatusBadRequest, CodeInvalidTrigger,
+					fmt.Sprintf("trigger must be a comma-separated list of %s; got %q", joinValues(allTriggers), v))
+				return f, &rep
+			}
+			f.triggers[tr] = true
+		}
+	}
+	return f, nil
+}
+
+func joinValues[T ~string](vs []T) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = string(v)
+	}
+	return strings.Join(s, ", ")
+}
+
+func (f filter) any() bool { return len(f.states) > 0 || len(f.triggers) > 0 }
+
+func (f filter) match(m ledger.Manifest) bool {
+	return (len(f.states) == 0 || f.states[m.State]) && (len(f.triggers) == 0 || f.triggers[m.Trigger])
+}
+
+// triggerMayMatch rules a run out by its ID alone: timer runs are tick-…, manual runs
+// manual-… (coordinator.TimerRunID, coordinator.ManualRunID).
+func (f filter) triggerMayMatch(id string) bool {
+	if len(f.triggers) == 0 {
+		return true
+	}
+	switch {
+	case strings.HasPrefix(id, "tick-"):
+		return f.triggers[ledger.TriggerTimer]
+	case strings.HasPrefix(id, "manual-"):
+		return f.triggers[ledger.TriggerManual]
+	}
+	return true
 }
 
 // index lists every run with its start time, newest first.
@@ -297,4 +466,37 @@ func (c *createdCache) put(id string, t time.Time) {
 		c.m = map[string]time.Time{}
 	}
 	c.m[id] = t
+}
+
+// finalCache holds the manifests of final runs (which never change again), without params,
+// so listings and the occurrence strip read each one once per process. It is bounded: past
+// maxFinal entries it starts over.
+type finalCache struct {
+	mu sync.Mutex
+	m  map[string]ledger.Manifest
+}
+
+const maxFinal = 10_000
+
+func newFinalCache() *finalCache { return &finalCache{m: map[string]ledger.Manifest{}} }
+
+func (c *finalCache) get(id string) (ledger.Manifest, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.m[id]
+	return m, ok
+}
+
+func (c *finalCache) has(id string) bool {
+	_, ok := c.get(id)
+	return ok
+}
+
+func (c *finalCache) put(m ledger.Manifest) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= maxFinal {
+		c.m = map[string]ledger.Manifest{}
+	}
+	c.m[m.RunID] = m
 }

@@ -5,6 +5,8 @@ import (
 	"net/http"
 
 	"github.com/batonfn/baton/api"
+	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/protocol"
 )
 
@@ -12,9 +14,13 @@ import (
 const routeParamID = "id"
 
 // newAPI builds the HTTP API over what the functions already use: the coordinator for manual
-// starts, the worker's ledger store, and the leader for the lease state.
-func newAPI(f *functions) (*api.API, error) {
+// starts, the worker's ledger store, and the leader for the lease state; opts add the rest
+// (withSchedule).
+func newAPI(f *functions, opts ...func(*api.Config)) (*api.API, error) {
 	cfg := api.Config{Now: f.now}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	if f.leader != nil {
 		cfg.Leader = f.leader
 	}
@@ -28,6 +34,15 @@ func newAPI(f *functions) (*api.API, error) {
 		cfg.Ledger = f.worker.Store
 	}
 	return api.New(cfg)
+}
+
+// withSchedule gives the API the timer's schedule and policies (the dashboard's schedule
+// panel and GET /api/runs?occurrences=N).
+func withSchedule(s coordinator.Schedule, cfg config.Config) func(*api.Config) {
+	return func(c *api.Config) {
+		c.Schedule = &api.ScheduleConfig{Schedule: s, Overlap: string(cfg.Overlap), Misfire: string(cfg.Misfire),
+			StartingDeadline: cfg.StartingDeadline}
+	}
 }
 
 // apiFunc adapts an api endpoint to an HTTP function: the httpTrigger request becomes an

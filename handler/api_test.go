@@ -21,6 +21,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
+	"github.com/batonfn/baton/api"
+	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/ledger"
@@ -39,6 +41,8 @@ type apiEnv struct {
 	queue  *azqueue.QueueClient
 	leases *coordinatorParts
 	logs   *syncBuffer
+	// schedule is the Tick schedule the API shows ("0 0 3 * * *").
+	schedule coordinator.Schedule
 }
 
 // coordinatorParts lets a test add a second contender for the same lease.
@@ -48,7 +52,11 @@ type coordinatorParts struct {
 
 const testLeaseDuration = 15 * time.Second
 
-func newAPIEnv(t testing.TB) *apiEnv {
+// envWithoutSchedule wires the API without the schedule (as newAPI does when no
+// withSchedule option is given).
+type envWithoutSchedule struct{}
+
+func newAPIEnv(t testing.TB, opts ...envWithoutSchedule) *apiEnv {
 	t.Helper()
 	srv := azurite.Shared(t)
 	blobs, err := srv.Storage().NewBlobClient(nil)
@@ -105,10 +113,14 @@ func newAPIEnv(t testing.TB) *apiEnv {
 		t.Fatal(err)
 	}
 	s := NewServer(logger, 2*time.Minute, newInvocationID)
-	register(s, &functions{coord: coord, worker: worker, leader: leader, now: time.Now})
+	apiOpts := []func(*api.Config){withSchedule(schedule, config.Config{Overlap: config.OverlapSkip, Misfire: config.MisfireSkip, StartingDeadline: time.Hour})}
+	if len(opts) > 0 {
+		apiOpts = nil
+	}
+	register(s, &functions{coord: coord, worker: worker, leader: leader, now: time.Now}, apiOpts...)
 	hs := httptest.NewServer(s)
 	t.Cleanup(hs.Close)
-	return &apiEnv{t: t, hs: hs, store: store, queue: q, leases: &coordinatorParts{lock: lock}, logs: logs}
+	return &apiEnv{t: t, hs: hs, store: store, queue: q, leases: &coordinatorParts{lock: lock}, logs: logs, schedule: schedule}
 }
 
 func testCtx(t testing.TB) context.Context {
@@ -605,5 +617,228 @@ func TestFunctionFolders_AreRegistered(t *testing.T) {
 		if _, ok := s.triggers[name]; !ok {
 			t.Errorf("%s: %s function not registered", name, trigger.Type)
 		}
+	}
+}
+
+// GET /api/runs's query parameters through the handler on Azurite: filters, the last N
+// occurrences with their record or null and the schedule object, and a run's detail with
+// who worked on it and its failed partitions; bad values are 400 with a JSON error.
+func TestAPI_RunsQuery_FiltersOccurrencesDetail(t *testing.T) {
+	e := newAPIEnv(t)
+	ctx := testCtx(t)
+	out := e.invoke(FnRuns, goldenHTTP(t, "http-runs-post.json", withHeader("Idempotency-Key", "query-params"),
+		withBody(`{"job":"synthetic","params":{"partitions":5,"permanent":[1]}}`)))
+	v := out.json(t)
+	if out.Status != http.StatusAccepted {
+		t.Fatalf("POST: %d %v", out.Status, v)
+	}
+	manual := v["run"].(string)
+	e.work()
+
+	// Two timer records: yesterday's occurrence missed, the one before skipped; the one
+	// before that has no record.
+	occ0, err := e.schedule.Prev(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	occ1, _ := e.schedule.Prev(occ0.Add(-time.Second))
+	occ2, _ := e.schedule.Prev(occ1.Add(-time.Second))
+	for _, m := range []ledger.Manifest{
+		{RunID: coordinator.TimerRunID(occ0), Trigger: ledger.TriggerTimer, Occurrence: occ0, Job: "synthetic", State: ledger.StateMissed,
+			Reason: "no tick fired", Created: occ0.Add(time.Hour)},
+		{RunID: coordinator.TimerRunID(occ1), Trigger: ledger.TriggerTimer, Occurrence: occ1, Job: "synthetic", State: ledger.StateSkipped,
+			Reason: "a run was in progress", Created: occ1},
+	} {
+		if err := e.store.CreateManifest(ctx, &m); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	list := func(edits ...func(map[string]any)) (int, map[string]any) {
+		out := e.invoke(FnRuns, goldenHTTP(t, "http-runs-list.json", edits...))
+		return out.Status, out.json(t)
+	}
+	ids := func(v map[string]any) []string {
+		var s []string
+		for _, r := range v["runs"].([]any) {
+			s = append(s, r.(map[string]any)["run"].(string))
+		}
+		return s
+	}
+	if st, v := list(withQuery("state", "missed")); st != http.StatusOK || fmt.Sprint(ids(v)) != fmt.Sprint([]string{coordinator.TimerRunID(occ0)}) {
+		t.Errorf("state=missed: %d %v", st, v)
+	}
+	if st, v := list(withQuery("trigger", "manual")); st != http.StatusOK || fmt.Sprint(ids(v)) != fmt.Sprint([]string{manual}) {
+		t.Errorf("trigger=manual: %d %v", st, v)
+	}
+	if st, v := list(withQuery("trigger", "timer"), withQuery("state", "partial,skipped")); st != http.StatusOK ||
+		fmt.Sprint(ids(v)) != fmt.Sprint([]string{coordinator.TimerRunID(occ1)}) {
+		t.Errorf("trigger=timer&state=partial,skipped: %d %v", st, v)
+	}
+
+	st, v := list(withQuery("occurrences", "3"), withQuery("limit", "1"))
+	if st != http.StatusOK {
+		t.Fatalf("occurrences=3: %d %v", st, v)
+	}
+	occ := v["occurrences"].([]any)
+	wantOcc := []struct {
+		at    time.Time
+		state any
+	}{{occ0, "missed"}, {occ1, "skipped"}, {occ2, nil}}
+	if len(occ) != 3 {
+		t.Fatalf("occurrences: %v", occ)
+	}
+	for i, w := range wantOcc {
+		o := occ[i].(map[string]any)
+		var state any
+		if rec, ok := o["record"].(map[string]any); ok {
+			state = rec["state"]
+		} else if o["record"] != nil {
+			t.Errorf("occurrence %d record = %v", i, o["record"])
+		}
+		if o["occurrence"] != w.at.Format(time.RFC3339) || o["run"] != coordinator.TimerRunID(w.at) || state != w.state {
+			t.Errorf("occurrence %d = %v, want %s with state %v", i, o, w.at, w.state)
+		}
+	}
+	if s := v["schedule"].(map[string]any); s["expression"] != "0 0 3 * * *" || s["overlap"] != "skip" || len(s["next"].([]any)) != 3 {
+		t.Errorf("schedule = %v", s)
+	}
+	if len(v["runs"].([]any)) != 1 {
+		t.Errorf("occurrences changed the listing: %v", v["runs"])
+	}
+
+	// The manual run's detail: five partitions by inst-a, partition 1 failed with its attempts.
+	out = e.invoke(FnRuns, goldenHTTP(t, "http-runs-get.json", withID(manual)))
+	d := out.json(t)
+	if out.Status != http.StatusOK || d["state"] != "partial" {
+		t.Fatalf("GET %s: %d %v", manual, out.Status, d)
+	}
+	w := d["workers"].(map[string]any)
+	inst := w["instances"].([]any)
+	if w["read"] != float64(5) || w["sampled"] != false || len(inst) != 1 ||
+		inst[0].(map[string]any)["worker"].(map[string]any)["instance"] != "inst-a" || inst[0].(map[string]any)["failed"] != float64(1) {
+		t.Errorf("workers = %v", w)
+	}
+	f := d["failures"].([]any)
+	if len(f) != 1 || f[0].(map[string]any)["index"] != float64(1) || f[0].(map[string]any)["attempts"].(float64) < 1 ||
+		f[0].(map[string]any)["worker"] == nil {
+		t.Errorf("failures = %v", f)
+	}
+	if segs := d["segments"].([]any); len(segs) != 1 || segs[0].(map[string]any)["to"] != float64(5) {
+		t.Errorf("segments = %v", segs)
+	}
+
+	for _, c := range []struct{ k, v, code string }{
+		{"state", "finished", "invalid_state"}, {"trigger", "check", "invalid_trigger"},
+		{"occurrences", "0", "invalid_occurrences"}, {"occurrences", "1000", "invalid_occurrences"}, {"occurrences", "x", "invalid_occurrences"},
+	} {
+		out := e.invoke(FnRuns, goldenHTTP(t, "http-runs-list.json", withQuery(c.k, c.v)))
+		if v := out.json(t); out.Status != http.StatusBadRequest || errCode(v) != c.code {
+			t.Errorf("%s=%s: %d %v, want 400 %s", c.k, c.v, out.Status, v, c.code)
+		}
+	}
+}
+
+// BenchmarkAPI_ListRuns_Dashboard measures the dashboard's requests over 1,000 finished runs
+// on Azurite (half timer, half keyed manual; none on the schedule's occurrences, so the
+// strip's 30 reads all miss): "refresh" is the page's poll (a page of 20 and the last 30
+// occurrences with the schedule), warm; "filter-none" is a state filter that matches nothing
+// (the scan stops after MaxScanReads manifests per page), on a fresh API each time, and
+// "filter-none-warm" the same once this instance has cached the final manifests.
+func BenchmarkAPI_ListRuns_Dashboard(b *testing.B) {
+	e := newAPIEnv(b)
+	seedFinishedRuns(b, e, 1000)
+	refresh := goldenHTTP(b, "http-runs-list.json", withQuery("limit", "20"), withQuery("occurrences", "30"))
+	b.Run("refresh", func(b *testing.B) {
+		if out := e.invoke(FnRuns, refresh); out.Status != http.StatusOK {
+			b.Fatalf("GET /api/runs: %d %s", out.Status, out.Body)
+		}
+		b.ResetTimer()
+		for b.Loop() {
+			if out := e.invoke(FnRuns, refresh); out.Status != http.StatusOK {
+				b.Fatalf("GET /api/runs: %d", out.Status)
+			}
+		}
+	})
+	b.Run("filter-none", func(b *testing.B) {
+		for b.Loop() {
+			a, err := api.New(api.Config{Ledger: e.store, Leader: noLeader{}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			r := a.Runs(context.Background(), api.Request{Method: http.MethodGet, Query: map[string]string{"state": "failed"}})
+			if r.Status != http.StatusOK {
+				b.Fatalf("status %d", r.Status)
+			}
+		}
+	})
+	b.Run("filter-none-warm", func(b *testing.B) {
+		a, err := api.New(api.Config{Ledger: e.store, Leader: noLeader{}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		walk := func() {
+			q := map[string]string{"state": "failed"}
+			for pages := 0; ; pages++ {
+				r := a.Runs(context.Background(), api.Request{Method: http.MethodGet, Query: q})
+				if r.Status != http.StatusOK || pages > 10 {
+					b.Fatalf("status %d after %d pages", r.Status, pages)
+				}
+				if tok := r.JSON.(api.ListReply).Continuation; tok != "" {
+					q["continuation"] = tok
+					continue
+				}
+				return
+			}
+		}
+		walk() // fills the cache
+		b.ResetTimer()
+		for b.Loop() {
+			walk()
+		}
+	})
+}
+
+// newApp hands the API the schedule and policies it was configured with: the production
+// wiring, through config.Load, over Azurite.
+func TestNewApp_APIShowsTheConfiguredSchedule(t *testing.T) {
+	srv := azurite.Shared(t)
+	env := map[string]string{
+		"FUNCTIONS_CUSTOMHANDLER_PORT": "7999",
+		config.SettingHostStorage:      srv.ConnectionString(),
+		config.SettingTransport:        "queue",
+		config.SettingSchedule:         "0 30 9 * * 1-5",
+		config.SettingMisfire:          "run-latest",
+		config.SettingStartDeadline:    "20m",
+		config.SettingOverlap:          "allow",
+		config.SettingRunsContainer:    azurite.UniqueName(t, "runs"),
+		config.SettingLeaseContainer:   azurite.UniqueName(t, "leases"),
+		config.SettingWorkQueue:        azurite.UniqueName(t, "work"),
+		config.SettingJob:              "synthetic",
+		config.SettingJobParams:        `{"partitions":2}`,
+	}
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := newApp(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = app.Close(context.Background()) })
+	hs := httptest.NewServer(app.Server)
+	t.Cleanup(hs.Close)
+	out := invokeHTTP(t, hs.URL, FnRuns, goldenHTTP(t, "http-runs-list.json", withQuery("occurrences", "2")))
+	v := out.json(t)
+	if out.Status != http.StatusOK {
+		t.Fatalf("GET /api/runs?occurrences=2: %d %v", out.Status, v)
+	}
+	s := v["schedule"].(map[string]any)
+	if s["expression"] != "0 30 9 * * 1-5" || s["description"] != "at 09:30 UTC, Monday through Friday" || s["overlap"] != "allow" ||
+		s["misfire"] != "run-latest" || s["startingDeadlineSeconds"] != float64(1200) {
+		t.Errorf("schedule = %v", s)
+	}
+	if occ := v["occurrences"].([]any); len(occ) != 2 || occ[0].(map[string]any)["beforeLedger"] != true {
+		t.Errorf("occurrences = %v; want 2 before the (empty) ledger's first run", occ)
 	}
 }

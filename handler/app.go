@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/batonfn/baton/api"
 	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/ledger"
@@ -123,7 +124,7 @@ func newApp(cfg config.Config, logger *slog.Logger) (*App, error) {
 	}
 
 	f := &functions{coord: coord, starter: defaultJobGuard{coord, jobErr}, worker: worker, leader: leader, now: time.Now}
-	register(app.Server, f)
+	register(app.Server, f, withSchedule(schedule, cfg))
 	return app, nil
 }
 
@@ -153,11 +154,11 @@ func newSender(cfg config.Config) (coordinator.Sender, func(context.Context) err
 }
 
 // register wires each function to its implementation.
-func register(s *Server, f *functions) {
+func register(s *Server, f *functions, apiOpts ...func(*api.Config)) {
 	s.Trigger(FnTick, f.tick)
 	s.Trigger(FnWork, f.message(true))
 	s.Trigger(FnWorkQueue, f.message(false))
-	a, err := newAPI(f)
+	a, err := newAPI(f, apiOpts...)
 	if err != nil {
 		// Without a ledger and a leader the HTTP functions cannot answer anything useful.
 		unavailable := func(ctx context.Context, inv *Invocation, req *protocol.HTTPRequest) HTTPReply {
