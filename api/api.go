@@ -35,7 +35,7 @@ type LeaderReader interface {
 
 var (
 	_ Starter      = (*coordinator.Coordinator)(nil)
-	_ Ledger       = (*ledger.Store)(nil)
+	_ Ledger       = ledger.Store(nil)
 	_ LeaderReader = (*coordinator.Leader)(nil)
 )
 

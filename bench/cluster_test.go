@@ -19,6 +19,7 @@ import (
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/internal/devhost"
 	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/blobstore"
 )
 
 // clusterLease is the lease duration of every cluster: the shortest Azure allows.
@@ -29,7 +30,7 @@ const clusterLease = 15 * time.Second
 type cluster struct {
 	srv     *azurite.Server
 	h       *devhost.Host
-	store   *ledger.Store
+	store   *blobstore.Store
 	lock    *coordinator.BlobLock
 	logPath string
 
@@ -103,7 +104,7 @@ func startCluster(b *testing.B, n int, params string, onDisk bool) *cluster {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c.store = ledger.NewStore(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), ledger.StoreOptions{})
+	c.store = blobstore.New(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), blobstore.Options{})
 	c.lock, err = coordinator.NewBlobLock(blobs.ServiceClient().NewContainerClient(cfg.LeaseContainer), cfg.LeaseName,
 		coordinator.BlobLockOptions{Duration: cfg.LeaseDuration, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/blobstore"
 	"github.com/batonfn/baton/work"
 	"github.com/batonfn/baton/work/synthetic"
 )
@@ -45,7 +46,7 @@ func fanIn(b *testing.B, n int) {
 	defer srv.Stop()
 	azuriteStats := azuriteProc(b, srv)
 	var calls counter
-	store := ledger.NewStore(blobClient(b, srv, &calls, false).ServiceClient().NewContainerClient("runs"), ledger.StoreOptions{})
+	store := blobstore.New(blobClient(b, srv, &calls, false).ServiceClient().NewContainerClient("runs"), blobstore.Options{})
 	ctx := ctxFor(b, 15*time.Minute)
 	if err := store.EnsureContainer(ctx); err != nil {
 		b.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/azurite"
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/blobstore"
 	"github.com/batonfn/baton/transport"
 	"github.com/batonfn/baton/work"
 	"github.com/batonfn/baton/work/synthetic"
@@ -133,7 +133,7 @@ func fanOut(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	store := ledger.NewStore(blobs.NewContainerClient("runs"), ledger.StoreOptions{})
+	store := blobstore.New(blobs.NewContainerClient("runs"), blobstore.Options{})
 	jobs := work.NewRegistry()
 	jobs.Register(synthetic.Name, synthetic.New())
 	sender := &timedSender{next: transport.NewQueueSender(q, transport.QueueSenderOptions{})}

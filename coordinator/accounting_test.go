@@ -18,6 +18,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 
 	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/blobstore"
 	"github.com/batonfn/baton/transport"
 	"github.com/batonfn/baton/work"
 )
@@ -220,14 +221,14 @@ func (l *loseResponse) Do(req *policy.Request) (*http.Response, error) {
 }
 
 // storeWith is a ledger over the test's runs container through a client with extra policies.
-func (e *runEnv) storeWith(p ...policy.Policy) *ledger.Store {
+func (e *runEnv) storeWith(p ...policy.Policy) *blobstore.Store {
 	e.t.Helper()
 	blobs, err := e.srv.Storage().NewBlobClient(&azblob.ClientOptions{ClientOptions: policy.ClientOptions{
 		PerRetryPolicies: p, Retry: policy.RetryOptions{RetryDelay: 10 * time.Millisecond, MaxRetries: 2}}})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return ledger.NewStore(blobs.ServiceClient().NewContainerClient(e.runsName), ledger.StoreOptions{})
+	return blobstore.New(blobs.ServiceClient().NewContainerClient(e.runsName), blobstore.Options{})
 }
 
 // A Tick that cannot reach storage for its whole wait fails (so the host logs it) rather than

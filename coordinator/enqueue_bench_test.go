@@ -15,7 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/batonfn/baton/internal/azurite"
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/blobstore"
 	"github.com/batonfn/baton/transport"
 	"github.com/batonfn/baton/work"
 )
@@ -61,7 +61,7 @@ func BenchmarkTick_Enqueue10000(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		c, err := New(Config{Leader: ld, Store: ledger.NewStore(runs, ledger.StoreOptions{}),
+		c, err := New(Config{Leader: ld, Store: blobstore.New(runs, blobstore.Options{}),
 			Sender: transport.NewQueueSender(q, transport.QueueSenderOptions{Parallelism: 32}), Jobs: jobs, Identity: id,
 			Job: "count", Params: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), Schedule: mustScheduleB(b, "0 */5 * * * *"),
 			BatchSize: 500, Logger: slog.New(slog.DiscardHandler)})

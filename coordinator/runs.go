@@ -59,7 +59,7 @@ const (
 // Config wires a Coordinator.
 type Config struct {
 	Leader *Leader
-	Store  *ledger.Store
+	Store  Ledger
 	Sender Sender
 	Jobs   *work.Registry
 	// Finisher aggregates when the leader learns the last result came in before planning ended.

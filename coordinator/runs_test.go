@@ -22,6 +22,7 @@ import (
 
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/blobstore"
 	"github.com/batonfn/baton/transport"
 	"github.com/batonfn/baton/work"
 )
@@ -78,7 +79,7 @@ type runEnv struct {
 	srv      *azurite.Server
 	runsName string
 	leases   *container.Client
-	store    *ledger.Store
+	store    *blobstore.Store
 	queue    *azqueue.QueueClient
 	sender   transport.Sender
 	job      *countJob
@@ -100,7 +101,7 @@ func newRunEnv(t *testing.T) *runEnv {
 		t.Fatal(err)
 	}
 	q := qs.NewQueueClient(azurite.UniqueName(t, "work"))
-	e := &runEnv{t: t, srv: srv, runsName: runsName, leases: newTestContainer(t, nil, nil), store: ledger.NewStore(runs, ledger.StoreOptions{}), queue: q,
+	e := &runEnv{t: t, srv: srv, runsName: runsName, leases: newTestContainer(t, nil, nil), store: blobstore.New(runs, blobstore.Options{}), queue: q,
 		sender: transport.NewQueueSender(q, transport.QueueSenderOptions{}), job: &countJob{}, jobs: work.NewRegistry(), finisher: &countingFinisher{}}
 	e.jobs.Register("count", e.job)
 	t.Cleanup(func() {

@@ -20,6 +20,7 @@ import (
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/internal/devhost"
 	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/blobstore"
 	"github.com/batonfn/baton/protocol"
 	"github.com/batonfn/baton/work"
 )
@@ -54,7 +55,7 @@ type cluster struct {
 	t        *testing.T
 	h        *devhost.Host
 	srv      *azurite.Server
-	store    *ledger.Store
+	store    *blobstore.Store
 	lock     *coordinator.BlobLock
 	queue    *azqueue.QueueClient
 	poison   *azqueue.QueueClient
@@ -156,7 +157,7 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.store = ledger.NewStore(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), ledger.StoreOptions{})
+	c.store = blobstore.New(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), blobstore.Options{})
 	c.lock, err = coordinator.NewBlobLock(blobs.ServiceClient().NewContainerClient(cfg.LeaseContainer), cfg.LeaseName,
 		coordinator.BlobLockOptions{Duration: cfg.LeaseDuration, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

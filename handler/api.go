@@ -30,8 +30,8 @@ func newAPI(f *functions, opts ...func(*api.Config)) (*api.API, error) {
 	case f.coord != nil:
 		cfg.Starter = f.coord
 	}
-	if f.worker != nil && f.worker.Store != nil {
-		cfg.Ledger = f.worker.Store
+	if f.store != nil {
+		cfg.Ledger = f.store
 	}
 	return api.New(cfg)
 }

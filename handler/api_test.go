@@ -26,6 +26,7 @@ import (
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/blobstore"
 	"github.com/batonfn/baton/protocol"
 	"github.com/batonfn/baton/transport"
 	"github.com/batonfn/baton/work"
@@ -37,7 +38,7 @@ import (
 type apiEnv struct {
 	t      testing.TB
 	hs     *httptest.Server
-	store  *ledger.Store
+	store  *blobstore.Store
 	queue  *azqueue.QueueClient
 	leases *coordinatorParts
 	logs   *syncBuffer
@@ -96,7 +97,7 @@ func newAPIEnv(t testing.TB, opts ...envWithoutSchedule) *apiEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := ledger.NewStore(runs, ledger.StoreOptions{})
+	store := blobstore.New(runs, blobstore.Options{})
 	jobs := work.NewRegistry()
 	jobs.Register(synthetic.Name, synthetic.New())
 	worker := &work.Worker{Store: store, Jobs: jobs, Holder: ledger.Holder{App: id.App, Instance: id.Instance, PID: id.PID}, MaxDeliveries: 5, Logger: logger}
@@ -117,7 +118,7 @@ func newAPIEnv(t testing.TB, opts ...envWithoutSchedule) *apiEnv {
 	if len(opts) > 0 {
 		apiOpts = nil
 	}
-	register(s, &functions{coord: coord, worker: worker, leader: leader, now: time.Now}, apiOpts...)
+	register(s, &functions{coord: coord, worker: worker, leader: leader, store: store, now: time.Now}, apiOpts...)
 	hs := httptest.NewServer(s)
 	t.Cleanup(hs.Close)
 	return &apiEnv{t: t, hs: hs, store: store, queue: q, leases: &coordinatorParts{lock: lock}, logs: logs, schedule: schedule}

@@ -15,6 +15,7 @@ import (
 	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/blobstore"
 	"github.com/batonfn/baton/protocol"
 	"github.com/batonfn/baton/transport"
 	"github.com/batonfn/baton/work"
@@ -92,7 +93,7 @@ func newApp(cfg config.Config, logger *slog.Logger) (*App, error) {
 	}
 	app.OnClose(closeSender)
 
-	store := ledger.NewStore(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), ledger.StoreOptions{})
+	store := blobstore.New(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), blobstore.Options{})
 	jobs := registerJobs(blobs)
 	holder := ledger.Holder{App: identity.App, Instance: identity.Instance, PID: identity.PID}
 	worker := &work.Worker{Store: store, Jobs: jobs, Holder: holder, MaxDeliveries: cfg.MaxDeliveries, Logger: logger}
@@ -123,7 +124,7 @@ func newApp(cfg config.Config, logger *slog.Logger) (*App, error) {
 		return nil, err
 	}
 
-	f := &functions{coord: coord, starter: defaultJobGuard{coord, jobErr}, worker: worker, leader: leader, now: time.Now}
+	f := &functions{coord: coord, starter: defaultJobGuard{coord, jobErr}, worker: worker, leader: leader, store: store, now: time.Now}
 	register(app.Server, f, withSchedule(schedule, cfg))
 	return app, nil
 }

@@ -22,7 +22,9 @@ type functions struct {
 	starter api.Starter
 	worker  *work.Worker
 	leader  *coordinator.Leader
-	now     func() time.Time
+	// store is the run ledger the HTTP API reads.
+	store api.Ledger
+	now   func() time.Time
 }
 
 // tick is the Tick function: decode the timer payload, then one attempt at the lease.

@@ -26,6 +26,7 @@ import (
 	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/blobstore"
 	"github.com/batonfn/baton/protocol"
 )
 
@@ -293,7 +294,7 @@ const goldenTimerRun = "tick-20261121t020000z"
 
 // deliverUntilFinal plays the host's queue trigger on the work queue (base64 text, delete on
 // success) until the run's manifest reaches a final state.
-func (h *deployedHandler) deliverUntilFinal(ctx context.Context, q *azqueue.QueueClient, store *ledger.Store, run string) ledger.Manifest {
+func (h *deployedHandler) deliverUntilFinal(ctx context.Context, q *azqueue.QueueClient, store *blobstore.Store, run string) ledger.Manifest {
 	h.t.Helper()
 	poll := time.NewTicker(100 * time.Millisecond)
 	defer poll.Stop()
@@ -342,7 +343,7 @@ func (h *deployedHandler) deliverUntilFinal(ctx context.Context, q *azqueue.Queu
 	}
 }
 
-func runsStore(t *testing.T, srv *azurite.Server) *ledger.Store {
+func runsStore(t *testing.T, srv *azurite.Server) *blobstore.Store {
 	t.Helper()
 	blobs, err := srv.Storage().NewBlobClient(nil)
 	if err != nil {
@@ -352,7 +353,7 @@ func runsStore(t *testing.T, srv *azurite.Server) *ledger.Store {
 	if !ok {
 		t.Fatal("main.bicep: runsContainerName has no literal value")
 	}
-	return ledger.NewStore(blobs.ServiceClient().NewContainerClient(runs), ledger.StoreOptions{})
+	return blobstore.New(blobs.ServiceClient().NewContainerClient(runs), blobstore.Options{})
 }
 
 // TestDeployedDefaults_FirstOccurrenceRuns: `azd up` with nothing set deploys an app whose

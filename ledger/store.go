@@ -2,25 +2,86 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"strconv"
-	"strings"
 	"time"
-
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/appendblob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 )
+
+// Store is the run ledger's contract. ledger/blobstore keeps it in Azure Blob Storage;
+// ledger/ledgertest has an in-memory fake that enforces the same rules, and the contract suite
+// both pass. Packages that use a ledger define the (smaller) interface they need; this one is
+// the whole contract.
+type Store interface {
+	// EnsureContainer creates the ledger's container if it is missing; concurrent callers all
+	// succeed.
+	EnsureContainer(ctx context.Context) error
+
+	// CreateManifest writes a new manifest once; ErrExists when the run already has one.
+	CreateManifest(ctx context.Context, m *Manifest) error
+	// ReadManifest reads a run's manifest; ErrNotFound when there is none.
+	ReadManifest(ctx context.Context, run string) (Manifest, error)
+	// UpdateManifest applies fn to the current manifest and writes it back only if nobody
+	// wrote it in between (retrying on conflicts, ErrConflict when it keeps losing). When
+	// epoch is not NoFence and the manifest's epoch is newer, it fails with ErrFenced without
+	// calling fn. fn may return ErrNoChange to skip the write; the current manifest is
+	// returned either way.
+	UpdateManifest(ctx context.Context, run string, epoch int64, fn func(*Manifest) error) (Manifest, error)
+
+	// PutPlanBatch stores a plan batch once; ErrExists when it is already stored.
+	PutPlanBatch(ctx context.Context, run string, b PlanBatch) error
+	// ReadPlanBatch reads a stored plan batch; ErrNotFound when there is none.
+	ReadPlanBatch(ctx context.Context, run string, batch int) (PlanBatch, error)
+
+	// PutResult records a partition's result once; ErrExists when one is already recorded.
+	PutResult(ctx context.Context, r Result) error
+	// ReadResult reads a partition's result; ErrNotFound when none is recorded.
+	ReadResult(ctx context.Context, run string, index int) (Result, error)
+	// ListResults calls fn with the index of every recorded result, in index order.
+	ListResults(ctx context.Context, run string, fn func(index int) error) error
+
+	// AppendDone records one completion of partition index in its done shard and returns the
+	// completion ordinal within the shard (1 for the first record). Redelivered partitions
+	// may be recorded more than once, so an ordinal says "maybe complete"; ListResults is the
+	// proof.
+	AppendDone(ctx context.Context, run string, index int, epoch int64) (int64, error)
+	// DoneCount returns the number of completion records in a shard (0 if it has none).
+	DoneCount(ctx context.Context, run string, shard int) (int64, error)
+	// ReadDone returns the partition index of every completion record in a shard, in append
+	// order, duplicates included.
+	ReadDone(ctx context.Context, run string, shard int) ([]int, error)
+
+	// ClaimReport creates the report once with the given (in-progress) report; the caller that
+	// gets nil is the one aggregator, others get ErrExists.
+	ClaimReport(ctx context.Context, r Report) (ETag, error)
+	// WriteReport replaces the report if its version is still etag (ErrConflict otherwise).
+	WriteReport(ctx context.Context, r Report, etag ETag) error
+	// ReadReport reads a run's report and its version; ErrNotFound when none exists.
+	ReadReport(ctx context.Context, run string) (Report, ETag, error)
+	// ReadReportBounded reads a report only when it is at most maxBytes long (see ReportRead).
+	ReadReportBounded(ctx context.Context, run string, maxBytes int64) (Report, ReportRead, error)
+
+	// ListRuns calls fn with each run ID, in name order, until fn returns false.
+	ListRuns(ctx context.Context, fn func(run string) bool) error
+
+	// SetActive records the latest started run; ReadActive returns it (ok false when none).
+	SetActive(ctx context.Context, a Active) error
+	ReadActive(ctx context.Context) (a Active, ok bool, err error)
+
+	// PutPending records a fired occurrence in the schedule's inbox (a repeat is a no-op);
+	// ListPending returns the inbox, oldest occurrence first; DeletePending removes an entry
+	// (a missing one is not an error).
+	PutPending(ctx context.Context, p Pending) error
+	ListPending(ctx context.Context) ([]Pending, error)
+	DeletePending(ctx context.Context, run string) error
+
+	// ReadCursor returns the schedule cursor (ok false before the first); AdvanceCursor moves
+	// it forward, never back.
+	ReadCursor(ctx context.Context) (c Cursor, ok bool, err error)
+	AdvanceCursor(ctx context.Context, last time.Time) error
+}
+
+// ETag is the opaque version of a stored record, for conditional writes.
+type ETag string
 
 // DoneRecordSize is the size of one completion record in a done shard.
 const DoneRecordSize = 32
@@ -29,375 +90,112 @@ const DoneRecordSize = 32
 // 50,000 blocks; 20,000 partitions leave room for redelivered appends.
 const DoneShardSize = 20000
 
-// DefaultUpdateRetries bounds ETag-conflict retries of UpdateManifest.
+// DoneShard returns the done shard that records partition index i.
+func DoneShard(i int) int { return i / DoneShardSize }
+
+// DefaultUpdateRetries bounds conflict retries of UpdateManifest.
 const DefaultUpdateRetries = 20
-
-// ErrNoChange may be returned by an UpdateManifest mutation to skip the write.
-var ErrNoChange = errors.New("no change")
-
-// Store is the ledger over one blob container.
-type Store struct {
-	c       *container.Client
-	now     func() time.Time
-	retries int
-}
-
-// StoreOptions tune NewStore; the zero value is fine.
-type StoreOptions struct {
-	// Now is the clock for Updated timestamps (default time.Now).
-	Now func() time.Time
-	// UpdateRetries bounds conflict retries (default DefaultUpdateRetries).
-	UpdateRetries int
-}
-
-// NewStore returns a ledger over container c (see EnsureContainer).
-func NewStore(c *container.Client, opts StoreOptions) *Store {
-	s := &Store{c: c, now: opts.Now, retries: opts.UpdateRetries}
-	if s.now == nil {
-		s.now = time.Now
-	}
-	if s.retries <= 0 {
-		s.retries = DefaultUpdateRetries
-	}
-	return s
-}
-
-// Container returns the underlying container client.
-func (s *Store) Container() *container.Client { return s.c }
-
-// EnsureContainer creates the runs container if it is missing; concurrent callers all succeed.
-func (s *Store) EnsureContainer(ctx context.Context) error {
-	_, err := s.c.Create(ctx, nil)
-	if err == nil || bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
-		return nil
-	}
-	return fmt.Errorf("create runs container: %w", translate(err))
-}
-
-func manifestPath(run string) string        { return run + "/manifest.json" }
-func planPath(run string, b int) string     { return fmt.Sprintf("%s/plan/%06d.json", run, b) }
-func resultPath(run string, i int) string   { return fmt.Sprintf("%s/results/%07d.json", run, i) }
-func resultPrefix(run string) string        { return run + "/results/" }
-func donePath(run string, shard int) string { return fmt.Sprintf("%s/done/%04d", run, shard) }
-func reportPath(run string) string          { return run + "/report.json" }
-
-// translate maps storage errors to the ledger's sentinels, keeping the original in the chain.
-// Failures where the same call may succeed later (no connection, a timeout, throttling, a 5xx)
-// are marked ErrUnavailable so callers can wait out an outage instead of treating it as a
-// verdict.
-func translate(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound):
-		return errors.Join(ErrNotFound, err)
-	case bloberror.HasCode(err, bloberror.BlobAlreadyExists):
-		return errors.Join(ErrExists, err)
-	case bloberror.HasCode(err, bloberror.ConditionNotMet):
-		return errors.Join(errETagMismatch, err)
-	case unavailable(err):
-		return errors.Join(ErrUnavailable, err)
-	}
-	return err
-}
-
-// unavailable reports whether err is a storage failure worth waiting out: the connection
-// failed or timed out, or the service answered 408, 429 or 5xx. The caller's own cancellation
-// is not one.
-func unavailable(err error) bool {
-	if errors.Is(err, context.Canceled) {
-		return false
-	}
-	var re *azcore.ResponseError
-	if errors.As(err, &re) {
-		return re.StatusCode == http.StatusRequestTimeout || re.StatusCode == http.StatusTooManyRequests || re.StatusCode >= 500
-	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return true
-	}
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return true
-	}
-	var oe *net.OpError
-	return errors.As(err, &oe)
-}
-
-var errETagMismatch = errors.New("etag mismatch")
-
-var ifAbsent = &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}}
-
-func ifMatch(etag azcore.ETag) *blob.AccessConditions {
-	return &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag}}
-}
-
-// putJSON uploads v as JSON under the given conditions and returns the new ETag.
-func (s *Store) putJSON(ctx context.Context, path string, v any, cond *blob.AccessConditions) (azcore.ETag, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "", fmt.Errorf("encode %s: %w", path, err)
-	}
-	resp, err := s.c.NewBlockBlobClient(path).UploadBuffer(ctx, b, &blockblob.UploadBufferOptions{
-		AccessConditions: cond,
-		HTTPHeaders:      &blob.HTTPHeaders{BlobContentType: to.Ptr("application/json")},
-	})
-	if err != nil {
-		return "", translate(err)
-	}
-	if resp.ETag == nil {
-		return "", nil
-	}
-	return *resp.ETag, nil
-}
-
-// getJSON downloads path into v and returns its ETag.
-func (s *Store) getJSON(ctx context.Context, path string, v any) (azcore.ETag, error) {
-	resp, err := s.c.NewBlobClient(path).DownloadStream(ctx, nil)
-	if err != nil {
-		return "", translate(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", path, err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return "", fmt.Errorf("decode %s: %w", path, err)
-	}
-	var etag azcore.ETag
-	if resp.ETag != nil {
-		etag = *resp.ETag
-	}
-	return etag, nil
-}
-
-// CreateManifest writes a new manifest once; ErrExists when the run already has one.
-func (s *Store) CreateManifest(ctx context.Context, m *Manifest) error {
-	if err := ValidateRunID(m.RunID); err != nil {
-		return err
-	}
-	m.Version = ManifestVersion
-	if m.Created.IsZero() {
-		m.Created = s.now().UTC()
-	}
-	m.Updated = m.Created
-	if _, err := s.putJSON(ctx, manifestPath(m.RunID), m, ifAbsent); err != nil {
-		return fmt.Errorf("create manifest %s: %w", m.RunID, err)
-	}
-	return nil
-}
-
-// ReadManifest reads a run's manifest; ErrNotFound when there is none.
-func (s *Store) ReadManifest(ctx context.Context, run string) (Manifest, error) {
-	m, _, err := s.readManifest(ctx, run)
-	return m, err
-}
-
-func (s *Store) readManifest(ctx context.Context, run string) (Manifest, azcore.ETag, error) {
-	var m Manifest
-	if err := ValidateRunID(run); err != nil {
-		return m, "", err
-	}
-	etag, err := s.getJSON(ctx, manifestPath(run), &m)
-	if err != nil {
-		return m, "", fmt.Errorf("read manifest %s: %w", run, err)
-	}
-	return m, etag, nil
-}
 
 // NoFence disables the epoch check of UpdateManifest (for workers, which hold no lease).
 const NoFence int64 = -1
 
-// UpdateManifest applies fn to the current manifest and writes it back with the ETag it read,
-// retrying on conflicts. When epoch is not NoFence and the manifest's epoch is newer, it fails
-// with ErrFenced without calling fn. fn may return ErrNoChange to skip the write; the current
-// manifest is returned either way.
-func (s *Store) UpdateManifest(ctx context.Context, run string, epoch int64, fn func(*Manifest) error) (Manifest, error) {
-	for attempt := 0; ; attempt++ {
-		m, etag, err := s.readManifest(ctx, run)
-		if err != nil {
-			return m, err
-		}
-		if epoch != NoFence && m.Epoch > epoch {
-			return m, fmt.Errorf("update manifest %s at epoch %d (run is at %d): %w", run, epoch, m.Epoch, ErrFenced)
-		}
-		if err := fn(&m); errors.Is(err, ErrNoChange) {
-			return m, nil
-		} else if err != nil {
-			return m, err
-		}
-		m.Updated = s.now().UTC()
-		_, err = s.putJSON(ctx, manifestPath(run), &m, ifMatch(etag))
-		if err == nil {
-			return m, nil
-		}
-		if !errors.Is(err, errETagMismatch) {
-			return m, fmt.Errorf("update manifest %s: %w", run, err)
-		}
-		if attempt+1 >= s.retries {
-			return m, fmt.Errorf("update manifest %s: %d attempts: %w", run, attempt+1, ErrConflict)
-		}
-		// Conflicts resolve by re-reading; a short, growing pause spreads contenders out.
-		select {
-		case <-ctx.Done():
-			return m, ctx.Err()
-		case <-time.After(time.Duration(attempt+1) * 5 * time.Millisecond):
-		}
-	}
+// ErrNoChange may be returned by an UpdateManifest mutation to skip the write.
+var ErrNoChange = errors.New("no change")
+
+// Active points at the latest run a leader started.
+type Active struct {
+	Run     string    `json:"run"`
+	Epoch   int64     `json:"epoch"`
+	Started time.Time `json:"started"`
 }
 
-// PutPlanBatch stores a plan batch once; ErrExists when it is already stored.
-func (s *Store) PutPlanBatch(ctx context.Context, run string, b PlanBatch) error {
-	if _, err := s.putJSON(ctx, planPath(run, b.Batch), b, ifAbsent); err != nil {
-		return fmt.Errorf("store plan batch %s/%d: %w", run, b.Batch, err)
-	}
-	return nil
+// Pending is an occurrence that fired while another instance held the lease: the firing
+// instance records it, and whoever holds the lease next decides it. It is the schedule's
+// inbox, so a fired occurrence is never lost because the lease was busy at that moment.
+type Pending struct {
+	Run        string    `json:"run"`
+	Occurrence time.Time `json:"occurrence"`
+	FiredBy    Holder    `json:"firedBy"`
+	FiredAt    time.Time `json:"firedAt"`
+	// BusyWith names the lease holder seen when the occurrence fired.
+	BusyWith string `json:"busyWith,omitempty"`
 }
 
-// ReadPlanBatch reads a stored plan batch.
-func (s *Store) ReadPlanBatch(ctx context.Context, run string, batch int) (PlanBatch, error) {
-	var b PlanBatch
-	if _, err := s.getJSON(ctx, planPath(run, batch), &b); err != nil {
-		return b, fmt.Errorf("read plan batch %s/%d: %w", run, batch, err)
-	}
-	return b, nil
+// Cursor is how far the schedule has been accounted for: every occurrence at or before Last
+// has a record (a run, or a skipped or missed record).
+type Cursor struct {
+	Last    time.Time `json:"last"`
+	Updated time.Time `json:"updated"`
 }
 
-// PutResult records a partition's result once; ErrExists when one is already recorded.
-func (s *Store) PutResult(ctx context.Context, r Result) error {
-	if _, err := s.putJSON(ctx, resultPath(r.Run, r.Index), r, ifAbsent); err != nil {
-		return fmt.Errorf("record result %s/%d: %w", r.Run, r.Index, err)
-	}
-	return nil
+// ReportRead describes a bounded report read (see Store.ReadReportBounded).
+type ReportRead struct {
+	// Size is the stored report's size in bytes.
+	Size int64
+	// Decoded is false when Size exceeded the bound: the body was not read and the Report is
+	// empty.
+	Decoded bool
 }
 
-// ReadResult reads a partition's result; ErrNotFound when none is recorded.
-func (s *Store) ReadResult(ctx context.Context, run string, index int) (Result, error) {
-	var r Result
-	if _, err := s.getJSON(ctx, resultPath(run, index), &r); err != nil {
-		return r, fmt.Errorf("read result %s/%d: %w", run, index, err)
-	}
-	return r, nil
+// StorageError is a failed storage call, in one line: which record, and what storage answered
+// (callers wrap it with what they were doing). Kind is one of the ledger's sentinels (ErrNotFound, ErrExists,
+// ErrConflict, ErrUnavailable) or nil; errors.Is matches it. Cause keeps the storage client's
+// own error for errors.As.
+type StorageError struct {
+	Name   string // the record's name in storage
+	Status int    // HTTP status, 0 when none came back
+	Code   string // storage error code, e.g. BlobNotFound
+	Kind   error
+	Cause  error
 }
 
-// ListResults calls fn with the index of every recorded result, in index order.
-func (s *Store) ListResults(ctx context.Context, run string, fn func(index int) error) error {
-	prefix := resultPrefix(run)
-	pager := s.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
-	for pager.More() {
-		page, err := pager.NextPage(ctx)
-		if err != nil {
-			return fmt.Errorf("list results of %s: %w", run, translate(err))
-		}
-		for _, item := range page.Segment.BlobItems {
-			name := strings.TrimSuffix(strings.TrimPrefix(*item.Name, prefix), ".json")
-			i, err := strconv.Atoi(name)
-			if err != nil {
-				continue // not a result blob
-			}
-			if err := fn(i); err != nil {
-				return err
-			}
-		}
+func (e *StorageError) Error() string {
+	var what string
+	switch {
+	case e.Status != 0 && e.Code != "":
+		what = fmt.Sprintf("%d %s", e.Status, e.Code)
+	case e.Status != 0:
+		what = fmt.Sprint(e.Status)
+	case e.Cause != nil:
+		what = shortCause(e.Cause)
 	}
-	return nil
+	kind := "storage error"
+	if e.Kind != nil {
+		kind = e.Kind.Error()
+	}
+	if e.Name == "" {
+		return fmt.Sprintf("%s (%s)", kind, what)
+	}
+	return fmt.Sprintf("%s: %s (%s)", kind, e.Name, what)
 }
 
-// DoneShard returns the done shard that records partition index i.
-func DoneShard(i int) int { return i / DoneShardSize }
-
-// AppendDone records one completion of partition index in its done shard, creating the shard
-// once if needed, and returns the completion ordinal within the shard (1 for the first record).
-// Redelivered partitions may be recorded more than once.
-func (s *Store) AppendDone(ctx context.Context, run string, index int, epoch int64) (int64, error) {
-	ab := s.c.NewAppendBlobClient(donePath(run, DoneShard(index)))
-	rec := fmt.Sprintf("%012d %018d\n", index, epoch)
-	for created := false; ; {
-		resp, err := ab.AppendBlock(ctx, streaming.NopCloser(strings.NewReader(rec)), nil)
-		if err == nil {
-			if resp.BlobAppendOffset == nil {
-				return 0, fmt.Errorf("append done %s/%d: no append offset in the response", run, index)
-			}
-			off, err := strconv.ParseInt(*resp.BlobAppendOffset, 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("append done %s/%d: offset %q: %w", run, index, *resp.BlobAppendOffset, err)
-			}
-			return off/DoneRecordSize + 1, nil
-		}
-		if !bloberror.HasCode(err, bloberror.BlobNotFound) || created {
-			return 0, fmt.Errorf("append done %s/%d: %w", run, index, translate(err))
-		}
-		// First completion in this shard: create the append blob once. Losing the create race
-		// is fine; the winner's blob is the one we append to.
-		_, cerr := ab.Create(ctx, &appendblob.CreateOptions{AccessConditions: ifAbsent})
-		if cerr != nil && !bloberror.HasCode(cerr, bloberror.BlobAlreadyExists) {
-			return 0, fmt.Errorf("create done shard %s/%d: %w", run, DoneShard(index), translate(cerr))
-		}
-		created = true
+// Unwrap exposes the kind for errors.Is and the cause for errors.As.
+func (e *StorageError) Unwrap() []error {
+	var out []error
+	if e.Kind != nil {
+		out = append(out, e.Kind)
 	}
+	if e.Cause != nil {
+		out = append(out, e.Cause)
+	}
+	return out
 }
 
-// DoneCount returns the number of completion records in a shard (0 if it does not exist).
-func (s *Store) DoneCount(ctx context.Context, run string, shard int) (int64, error) {
-	props, err := s.c.NewBlobClient(donePath(run, shard)).GetProperties(ctx, nil)
-	if bloberror.HasCode(err, bloberror.BlobNotFound) {
-		return 0, nil
+// shortCause is the last line of a cause's text, at most 160 characters: the SDK's transport
+// errors end with the one line that matters.
+func shortCause(err error) string {
+	s := err.Error()
+	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == ' ') {
+		s = s[:len(s)-1]
 	}
-	if err != nil {
-		return 0, fmt.Errorf("done count %s/%d: %w", run, shard, translate(err))
-	}
-	if props.ContentLength == nil {
-		return 0, nil
-	}
-	return *props.ContentLength / DoneRecordSize, nil
-}
-
-// ClaimReport creates report.json once with the given (in-progress) report; the caller that
-// gets nil is the one aggregator. Others get ErrExists.
-func (s *Store) ClaimReport(ctx context.Context, r Report) (azcore.ETag, error) {
-	etag, err := s.putJSON(ctx, reportPath(r.Run), r, ifAbsent)
-	if err != nil {
-		return "", fmt.Errorf("claim report %s: %w", r.Run, err)
-	}
-	return etag, nil
-}
-
-// WriteReport replaces the claimed report, guarded by the ETag the claim returned.
-func (s *Store) WriteReport(ctx context.Context, r Report, etag azcore.ETag) error {
-	if _, err := s.putJSON(ctx, reportPath(r.Run), r, ifMatch(etag)); err != nil {
-		return fmt.Errorf("write report %s: %w", r.Run, err)
-	}
-	return nil
-}
-
-// ReadReport reads a run's report and its ETag; ErrNotFound when none exists.
-func (s *Store) ReadReport(ctx context.Context, run string) (Report, azcore.ETag, error) {
-	var r Report
-	etag, err := s.getJSON(ctx, reportPath(run), &r)
-	if err != nil {
-		return r, "", fmt.Errorf("read report %s: %w", run, err)
-	}
-	return r, etag, nil
-}
-
-// ListRuns calls fn with each run ID in the container, in name order, until fn returns false
-// or the IDs run out.
-func (s *Store) ListRuns(ctx context.Context, fn func(run string) bool) error {
-	pager := s.c.NewListBlobsHierarchyPager("/", nil)
-	for pager.More() {
-		page, err := pager.NextPage(ctx)
-		if err != nil {
-			return fmt.Errorf("list runs: %w", translate(err))
-		}
-		for _, p := range page.Segment.BlobPrefixes {
-			id := strings.TrimSuffix(*p.Name, "/")
-			if ValidateRunID(id) != nil {
-				continue
-			}
-			if !fn(id) {
-				return nil
-			}
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '\n' {
+			s = s[i+1:]
+			break
 		}
 	}
-	return nil
+	if len(s) > 160 {
+		s = s[:157] + "..."
+	}
+	return s
 }

@@ -98,7 +98,7 @@ type fetched struct {
 	err error
 }
 
-func readResults(ctx context.Context, s *ledger.Store, run string, n, conc int) *resultReader {
+func readResults(ctx context.Context, s Ledger, run string, n, conc int) *resultReader {
 	ctx, cancel := context.WithCancel(ctx)
 	rd := &resultReader{ctx: ctx, cancel: cancel, futures: make(chan chan fetched, 4*conc)}
 	sem := make(chan struct{}, conc)

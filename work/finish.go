@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/batonfn/baton/ledger"
 )
 
@@ -107,7 +106,7 @@ const (
 
 // claim makes this worker the run's one aggregator: it creates report.json with an
 // in-progress report, or takes over a stale claim.
-func (w *Worker) claim(ctx context.Context, m *ledger.Manifest) (azcore.ETag, claimOutcome, error) {
+func (w *Worker) claim(ctx context.Context, m *ledger.Manifest) (ledger.ETag, claimOutcome, error) {
 	mine := ledger.Report{Run: m.RunID, Job: m.Job, State: ledger.StateRunning, Partitions: m.Partitions,
 		Aggregator: w.Holder, Claim: newClaimToken(), Created: w.now()}
 	etag, err := w.Store.ClaimReport(ctx, mine)

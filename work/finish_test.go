@@ -16,6 +16,7 @@ import (
 	"github.com/batonfn/baton/internal/azurite"
 
 	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/blobstore"
 	"github.com/batonfn/baton/work"
 	"github.com/batonfn/baton/work/synthetic"
 )
@@ -230,7 +231,7 @@ func TestTryFinish_LostClaimResponseIsRecognisedAsOurs(t *testing.T) {
 	}
 	w := *f.w
 	name := f.cc.URL()[strings.LastIndex(f.cc.URL(), "/")+1:]
-	w.Store = ledger.NewStore(client.ServiceClient().NewContainerClient(name), ledger.StoreOptions{})
+	w.Store = blobstore.New(client.ServiceClient().NewContainerClient(name), blobstore.Options{})
 	done, err := w.TryFinish(f.ctx, "lost-claim")
 	if lose.lost.Load() != 1 {
 		t.Fatal("no claim response was lost: the test proves nothing")

@@ -20,6 +20,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/blobstore"
 	"github.com/batonfn/baton/work"
 	"github.com/batonfn/baton/work/synthetic"
 )
@@ -104,7 +105,7 @@ func (h *logCounter) count(msg string) int {
 type fixture struct {
 	t     testing.TB
 	ctx   context.Context
-	store *ledger.Store
+	store *blobstore.Store
 	cc    *container.Client
 	calls *countPolicy
 	job   *countingJob
@@ -119,7 +120,7 @@ func newFixture(t testing.TB) *fixture {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	cc := client.ServiceClient().NewContainerClient(azurite.UniqueName(t, "runs"))
-	store := ledger.NewStore(cc, ledger.StoreOptions{})
+	store := blobstore.New(cc, blobstore.Options{})
 	if err := store.EnsureContainer(ctx); err != nil {
 		t.Fatal(err)
 	}

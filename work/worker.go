@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/ledger"
 )
 
@@ -27,6 +26,9 @@ const (
 	DefaultReadConcurrency = 16
 	// MaxReportFailures caps the failed partitions listed in a report (the counts are exact).
 	MaxReportFailures = 100
+	// DefaultMaxDeliveries is the queues' default max delivery count (host.json
+	// maxDequeueCount and the Service Bus queue's max delivery count).
+	DefaultMaxDeliveries = 5
 )
 
 // ErrGaveUp is returned by HandlePartition when a partition failed on its last allowed
@@ -45,12 +47,12 @@ type Delivery struct {
 // Worker processes partition messages idempotently and finishes runs exactly once. The zero
 // value of every field except Store and Jobs is usable. A Worker is safe for concurrent use.
 type Worker struct {
-	Store *ledger.Store
+	Store Ledger
 	Jobs  *Registry
 	// Holder identifies this process in results and reports.
 	Holder ledger.Holder
 	// MaxDeliveries is the delivery on which a failing partition is recorded as failed; it
-	// must match the queue's max delivery count (default config.DefaultMaxDeliveries).
+	// must match the queue's max delivery count (default DefaultMaxDeliveries).
 	MaxDeliveries int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -80,7 +82,7 @@ func (w *Worker) maxDeliveries() int {
 	if w.MaxDeliveries > 0 {
 		return w.MaxDeliveries
 	}
-	return config.DefaultMaxDeliveries
+	return DefaultMaxDeliveries
 }
 
 func orDefault[T int | time.Duration](v, d T) T {

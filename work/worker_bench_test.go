@@ -3,6 +3,7 @@ package work_test
 import (
 	"context"
 	"fmt"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/blobstore"
 	"github.com/batonfn/baton/work"
 	"github.com/batonfn/baton/work/synthetic"
 )
@@ -51,19 +53,21 @@ func BenchmarkWorker_StorageCallsPerPartition(b *testing.B) {
 // tryFinishSeed holds a run of 10,000 recorded results, seeded once per benchmark binary.
 var tryFinishSeed struct {
 	once  sync.Once
-	store *ledger.Store
+	store *blobstore.Store
+	cc    *container.Client
 	err   error
 }
 
 const seedPartitions = 10_000
 
-func seedTryFinish(b *testing.B) *ledger.Store {
+func seedTryFinish(b *testing.B) *blobstore.Store {
 	b.Helper()
 	client, _ := countingClient(b)
 	tryFinishSeed.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		store := ledger.NewStore(client.ServiceClient().NewContainerClient(azurite.UniqueName(b, "agg")), ledger.StoreOptions{})
+		tryFinishSeed.cc = client.ServiceClient().NewContainerClient(azurite.UniqueName(b, "agg"))
+		store := blobstore.New(tryFinishSeed.cc, blobstore.Options{})
 		if tryFinishSeed.err = store.EnsureContainer(ctx); tryFinishSeed.err != nil {
 			return
 		}
@@ -114,7 +118,7 @@ func BenchmarkTryFinish_10000(b *testing.B) {
 	jobs.Register(synthetic.Name, synthetic.New())
 	w := &work.Worker{Store: store, Jobs: jobs}
 	reset := func() {
-		if _, err := store.Container().NewBlobClient("agg/report.json").Delete(ctx, nil); err != nil {
+		if _, err := tryFinishSeed.cc.NewBlobClient("agg/report.json").Delete(ctx, nil); err != nil {
 			b.Fatalf("reset report: %v", err)
 		}
 		if _, err := store.UpdateManifest(ctx, "agg", ledger.NoFence, func(m *ledger.Manifest) error {

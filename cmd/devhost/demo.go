@@ -19,7 +19,7 @@ import (
 	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/internal/devhost"
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/blobstore"
 )
 
 // demoLines are the handler messages the demo shows (warnings and errors always show).
@@ -253,7 +253,7 @@ func (d *demo) report(ctx context.Context, h *devhost.Host, run string) (map[str
 	if err != nil {
 		return nil, "", err
 	}
-	store := ledger.NewStore(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), ledger.StoreOptions{})
+	store := blobstore.New(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), blobstore.Options{})
 	rep, _, err := store.ReadReport(ctx, run)
 	if err != nil {
 		return nil, "", fmt.Errorf("read report of %s: %w", run, err)

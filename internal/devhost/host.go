@@ -18,7 +18,7 @@ import (
 
 	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/coordinator"
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/blobstore"
 )
 
 // Options configure a Host. Only AppRoot is required.
@@ -370,7 +370,7 @@ func (h *Host) startProgress() error {
 	if err != nil {
 		return err
 	}
-	h.progress = &progressWatcher{store: ledger.NewStore(svc.NewContainerClient(h.cfg.RunsContainer), ledger.StoreOptions{}), lock: lock}
+	h.progress = &progressWatcher{store: blobstore.New(svc.NewContainerClient(h.cfg.RunsContainer), blobstore.Options{}), lock: lock}
 	h.goTrigger(func(ctx context.Context) { h.watchProgress(ctx, h.progress, h.opts.ProgressInterval) })
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/blobstore"
 )
 
 // Progress is one look at the active run, read from the ledger and the lease blob (never from
@@ -57,7 +58,7 @@ func orDash(s string) string {
 
 // progressWatcher reads the active run's progress.
 type progressWatcher struct {
-	store *ledger.Store
+	store *blobstore.Store
 	lock  *coordinator.BlobLock
 }
 

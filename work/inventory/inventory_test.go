@@ -19,6 +19,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/blobstore"
 	"github.com/batonfn/baton/work"
 	"github.com/batonfn/baton/work/inventory"
 )
@@ -196,7 +197,7 @@ func TestInventory_SeededContainerThroughTheWorker(t *testing.T) {
 	}
 
 	// Run it through the Worker, as the leader would have set it up.
-	runs := ledger.NewStore(client.ServiceClient().NewContainerClient(azurite.UniqueName(t, "runs")), ledger.StoreOptions{})
+	runs := blobstore.New(client.ServiceClient().NewContainerClient(azurite.UniqueName(t, "runs")), blobstore.Options{})
 	if err := runs.EnsureContainer(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package ledger_test
+package ledgertest
 
 import (
 	"encoding/json"
@@ -9,8 +9,8 @@ import (
 	"github.com/batonfn/baton/ledger"
 )
 
-func TestStore_ReadReportBounded(t *testing.T) {
-	s, _ := newStore(t, ledger.StoreOptions{})
+func testReadReportBounded(t *testing.T, newStore Factory) {
+	s := newStore(t, Options{})
 	ctx := testContext(t)
 
 	if _, _, err := s.ReadReportBounded(ctx, "tick-none", 1<<10); !errors.Is(err, ledger.ErrNotFound) {

@@ -1,9 +1,10 @@
-package ledger
+package blobstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/ledger"
 	"io"
 	"strconv"
 	"strings"
@@ -16,7 +17,7 @@ import (
 func (s *Store) ReadDone(ctx context.Context, run string, shard int) ([]int, error) {
 	resp, err := s.c.NewBlobClient(donePath(run, shard)).DownloadStream(ctx, nil)
 	if err != nil {
-		if err = translate(err); errors.Is(err, ErrNotFound) {
+		if err = translate(donePath(run, shard), err); errors.Is(err, ledger.ErrNotFound) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("read done %s/%d: %w", run, shard, err)
@@ -26,8 +27,8 @@ func (s *Store) ReadDone(ctx context.Context, run string, shard int) ([]int, err
 	if err != nil {
 		return nil, fmt.Errorf("read done %s/%d: %w", run, shard, err)
 	}
-	out := make([]int, 0, len(b)/DoneRecordSize)
-	for off := 0; off+DoneRecordSize <= len(b); off += DoneRecordSize {
+	out := make([]int, 0, len(b)/ledger.DoneRecordSize)
+	for off := 0; off+ledger.DoneRecordSize <= len(b); off += ledger.DoneRecordSize {
 		i, err := strconv.Atoi(strings.TrimSpace(string(b[off : off+12])))
 		if err != nil {
 			return nil, fmt.Errorf("read done %s/%d: record at %d: %w", run, shard, off, err)

@@ -1,9 +1,10 @@
-package ledger
+package blobstore
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/batonfn/baton/ledger"
 	"io"
 )
 
@@ -11,28 +12,19 @@ import (
 // ListRuns (names only: one listing call per 5,000 runs) and reads manifests and reports for
 // the page it shows; nothing here writes.
 
-// ReportRead describes a bounded report read (see ReadReportBounded).
-type ReportRead struct {
-	// Size is the stored report's size in bytes.
-	Size int64
-	// Decoded is false when Size exceeded the bound: the body was not downloaded and the
-	// Report is empty.
-	Decoded bool
-}
-
 // ReadReportBounded reads a run's report in one download, but only decodes it when it is at
 // most maxBytes long; a larger one is left unread (its size comes from the response
 // headers, before the body), so a job with a huge aggregate cannot make a status request
-// hold it in memory. ErrNotFound when there is no report.
-func (s *Store) ReadReportBounded(ctx context.Context, run string, maxBytes int64) (Report, ReportRead, error) {
-	var r Report
-	var info ReportRead
-	if err := ValidateRunID(run); err != nil {
+// hold it in memory. ledger.ErrNotFound when there is no report.
+func (s *Store) ReadReportBounded(ctx context.Context, run string, maxBytes int64) (ledger.Report, ledger.ReportRead, error) {
+	var r ledger.Report
+	var info ledger.ReportRead
+	if err := ledger.ValidateRunID(run); err != nil {
 		return r, info, err
 	}
 	resp, err := s.c.NewBlobClient(reportPath(run)).DownloadStream(ctx, nil)
 	if err != nil {
-		return r, info, fmt.Errorf("read report %s: %w", run, translate(err))
+		return r, info, fmt.Errorf("read report %s: %w", run, translate(reportPath(run), err))
 	}
 	defer resp.Body.Close()
 	if resp.ContentLength != nil {

@@ -1,9 +1,10 @@
-package ledger
+package blobstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/ledger"
 	"slices"
 	"strings"
 	"time"
@@ -21,46 +22,34 @@ const (
 
 func pendingPath(run string) string { return pendingPrefix + run + ".json" }
 
-// Pending is an occurrence that fired while another instance held the lease: the firing
-// instance records it here, and whoever holds the lease next decides it. It is the schedule's
-// inbox, so a fired occurrence is never lost because the lease was busy at that moment.
-type Pending struct {
-	Run        string    `json:"run"`
-	Occurrence time.Time `json:"occurrence"`
-	FiredBy    Holder    `json:"firedBy"`
-	FiredAt    time.Time `json:"firedAt"`
-	// BusyWith names the lease holder seen when the occurrence fired.
-	BusyWith string `json:"busyWith,omitempty"`
-}
-
 // PutPending records a fired occurrence in the inbox. Several instances may record the same
 // occurrence; the first record stays and later ones succeed without writing.
-func (s *Store) PutPending(ctx context.Context, p Pending) error {
-	if err := ValidateRunID(p.Run); err != nil {
+func (s *Store) PutPending(ctx context.Context, p ledger.Pending) error {
+	if err := ledger.ValidateRunID(p.Run); err != nil {
 		return err
 	}
-	if _, err := s.putJSON(ctx, pendingPath(p.Run), p, ifAbsent); err != nil && !errors.Is(err, ErrExists) {
+	if _, err := s.putJSON(ctx, pendingPath(p.Run), p, ifAbsent); err != nil && !errors.Is(err, ledger.ErrExists) {
 		return fmt.Errorf("record pending occurrence %s: %w", p.Run, err)
 	}
 	return nil
 }
 
 // ListPending returns the inbox, oldest occurrence first.
-func (s *Store) ListPending(ctx context.Context) ([]Pending, error) {
-	var out []Pending
+func (s *Store) ListPending(ctx context.Context) ([]ledger.Pending, error) {
+	var out []ledger.Pending
 	pager := s.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: to.Ptr(pendingPrefix)})
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("list pending occurrences: %w", translate(err))
+			return nil, fmt.Errorf("list pending occurrences: %w", translate(pendingPrefix, err))
 		}
 		for _, b := range page.Segment.BlobItems {
 			run := strings.TrimSuffix(strings.TrimPrefix(*b.Name, pendingPrefix), ".json")
-			if ValidateRunID(run) != nil {
+			if ledger.ValidateRunID(run) != nil {
 				continue
 			}
-			var p Pending
-			if _, err := s.getJSON(ctx, pendingPath(run), &p); errors.Is(err, ErrNotFound) {
+			var p ledger.Pending
+			if _, err := s.getJSON(ctx, pendingPath(run), &p); errors.Is(err, ledger.ErrNotFound) {
 				continue // decided and removed since the listing
 			} else if err != nil {
 				return nil, fmt.Errorf("read pending occurrence %s: %w", run, err)
@@ -69,34 +58,27 @@ func (s *Store) ListPending(ctx context.Context) ([]Pending, error) {
 		}
 	}
 	// Names sort by run ID, and timer run IDs sort by occurrence; keep that order explicit.
-	slices.SortStableFunc(out, func(a, b Pending) int { return a.Occurrence.Compare(b.Occurrence) })
+	slices.SortStableFunc(out, func(a, b ledger.Pending) int { return a.Occurrence.Compare(b.Occurrence) })
 	return out, nil
 }
 
 // DeletePending removes a decided occurrence from the inbox; a missing entry is not an error.
 func (s *Store) DeletePending(ctx context.Context, run string) error {
-	if err := ValidateRunID(run); err != nil {
+	if err := ledger.ValidateRunID(run); err != nil {
 		return err
 	}
 	if _, err := s.c.NewBlobClient(pendingPath(run)).Delete(ctx, nil); err != nil {
-		if err := translate(err); !errors.Is(err, ErrNotFound) {
+		if err := translate(pendingPath(run), err); !errors.Is(err, ledger.ErrNotFound) {
 			return fmt.Errorf("remove pending occurrence %s: %w", run, err)
 		}
 	}
 	return nil
 }
 
-// Cursor is how far the schedule has been accounted for: every occurrence at or before Last
-// has a record (a run, or a skipped or missed record).
-type Cursor struct {
-	Last    time.Time `json:"last"`
-	Updated time.Time `json:"updated"`
-}
-
 // ReadCursor returns the schedule cursor; ok is false before the first occurrence is decided.
-func (s *Store) ReadCursor(ctx context.Context) (c Cursor, ok bool, err error) {
+func (s *Store) ReadCursor(ctx context.Context) (c ledger.Cursor, ok bool, err error) {
 	if _, err := s.getJSON(ctx, cursorPath, &c); err != nil {
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, ledger.ErrNotFound) {
 			return c, false, nil
 		}
 		return c, false, fmt.Errorf("read schedule cursor: %w", err)
@@ -108,11 +90,11 @@ func (s *Store) ReadCursor(ctx context.Context) (c Cursor, ok bool, err error) {
 func (s *Store) AdvanceCursor(ctx context.Context, last time.Time) error {
 	last = last.UTC()
 	for attempt := 0; ; attempt++ {
-		var cur Cursor
+		var cur ledger.Cursor
 		etag, err := s.getJSON(ctx, cursorPath, &cur)
 		cond := ifAbsent
 		switch {
-		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, ledger.ErrNotFound):
 		case err != nil:
 			return fmt.Errorf("read schedule cursor: %w", err)
 		default:
@@ -121,15 +103,15 @@ func (s *Store) AdvanceCursor(ctx context.Context, last time.Time) error {
 			}
 			cond = ifMatch(etag)
 		}
-		_, err = s.putJSON(ctx, cursorPath, Cursor{Last: last, Updated: s.now().UTC()}, cond)
+		_, err = s.putJSON(ctx, cursorPath, ledger.Cursor{Last: last, Updated: s.now().UTC()}, cond)
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, errETagMismatch) && !errors.Is(err, ErrExists) {
+		if !errors.Is(err, errETagMismatch) && !errors.Is(err, ledger.ErrExists) {
 			return fmt.Errorf("advance schedule cursor: %w", err)
 		}
 		if attempt+1 >= s.retries {
-			return fmt.Errorf("advance schedule cursor: %d attempts: %w", attempt+1, ErrConflict)
+			return fmt.Errorf("advance schedule cursor: %d attempts: %w", attempt+1, ledger.ErrConflict)
 		}
 	}
 }

@@ -1,0 +1,29 @@
+package coordinator
+
+import (
+	"context"
+	"time"
+
+	"github.com/batonfn/baton/ledger"
+)
+
+// Ledger is the part of the run ledger (ledger.Store) the coordinator uses: run records, plan
+// batches, timeout results, the active-run pointer, and the schedule's inbox and cursor.
+type Ledger interface {
+	EnsureContainer(ctx context.Context) error
+	CreateManifest(ctx context.Context, m *ledger.Manifest) error
+	ReadManifest(ctx context.Context, run string) (ledger.Manifest, error)
+	UpdateManifest(ctx context.Context, run string, epoch int64, fn func(*ledger.Manifest) error) (ledger.Manifest, error)
+	PutPlanBatch(ctx context.Context, run string, b ledger.PlanBatch) error
+	ReadPlanBatch(ctx context.Context, run string, batch int) (ledger.PlanBatch, error)
+	PutResult(ctx context.Context, r ledger.Result) error
+	ListResults(ctx context.Context, run string, fn func(index int) error) error
+	AppendDone(ctx context.Context, run string, index int, epoch int64) (int64, error)
+	SetActive(ctx context.Context, a ledger.Active) error
+	ReadActive(ctx context.Context) (ledger.Active, bool, error)
+	PutPending(ctx context.Context, p ledger.Pending) error
+	ListPending(ctx context.Context) ([]ledger.Pending, error)
+	DeletePending(ctx context.Context, run string) error
+	ReadCursor(ctx context.Context) (ledger.Cursor, bool, error)
+	AdvanceCursor(ctx context.Context, last time.Time) error
+}

@@ -1,0 +1,395 @@
+package blobstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/batonfn/baton/ledger"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/appendblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+)
+
+// Store is the ledger over one blob container: ledger.Store on Azure Blob Storage.
+type Store struct {
+	c       *container.Client
+	now     func() time.Time
+	retries int
+}
+
+// Options tune New; the zero value is fine.
+type Options struct {
+	// Now is the clock for Updated timestamps (default time.Now).
+	Now func() time.Time
+	// UpdateRetries bounds conflict retries (default ledger.DefaultUpdateRetries).
+	UpdateRetries int
+}
+
+// New returns a ledger over container c (see EnsureContainer).
+func New(c *container.Client, opts Options) *Store {
+	s := &Store{c: c, now: opts.Now, retries: opts.UpdateRetries}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.retries <= 0 {
+		s.retries = ledger.DefaultUpdateRetries
+	}
+	return s
+}
+
+// EnsureContainer creates the runs container if it is missing; concurrent callers all succeed.
+func (s *Store) EnsureContainer(ctx context.Context) error {
+	_, err := s.c.Create(ctx, nil)
+	if err == nil || bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
+		return nil
+	}
+	return fmt.Errorf("create runs container: %w", translate("", err))
+}
+
+func manifestPath(run string) string        { return run + "/manifest.json" }
+func planPath(run string, b int) string     { return fmt.Sprintf("%s/plan/%06d.json", run, b) }
+func resultPath(run string, i int) string   { return fmt.Sprintf("%s/results/%07d.json", run, i) }
+func resultPrefix(run string) string        { return run + "/results/" }
+func donePath(run string, shard int) string { return fmt.Sprintf("%s/done/%04d", run, shard) }
+func reportPath(run string) string          { return run + "/report.json" }
+
+// translate turns a storage client error into a one-line *ledger.StorageError about the named
+// blob, whose Kind is the ledger's sentinel: ErrNotFound, ErrExists, ErrUnavailable (the same
+// call may succeed later: no connection, a timeout, throttling, a 5xx), errETagMismatch for a
+// failed condition, or nil.
+func translate(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	se := &ledger.StorageError{Name: name, Cause: err}
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		se.Status, se.Code = re.StatusCode, re.ErrorCode
+	}
+	switch {
+	case bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound):
+		se.Kind = ledger.ErrNotFound
+	case bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ContainerAlreadyExists):
+		se.Kind = ledger.ErrExists
+	case bloberror.HasCode(err, bloberror.ConditionNotMet):
+		se.Kind = errETagMismatch
+	case unavailable(err):
+		se.Kind = ledger.ErrUnavailable
+	case errors.Is(err, context.Canceled):
+		return err
+	}
+	return se
+}
+
+// unavailable reports whether err is a storage failure worth waiting out: the connection
+// failed or timed out, or the service answered 408, 429 or 5xx. The caller's own cancellation
+// is not one.
+func unavailable(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		return re.StatusCode == http.StatusRequestTimeout || re.StatusCode == http.StatusTooManyRequests || re.StatusCode >= 500
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	var oe *net.OpError
+	return errors.As(err, &oe)
+}
+
+var errETagMismatch = errors.New("etag mismatch")
+
+var ifAbsent = &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}}
+
+func ifMatch(etag ledger.ETag) *blob.AccessConditions {
+	e := azcore.ETag(etag)
+	return &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &e}}
+}
+
+// putJSON uploads v as JSON under the given conditions and returns the new ledger.ETag.
+func (s *Store) putJSON(ctx context.Context, path string, v any, cond *blob.AccessConditions) (ledger.ETag, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("encode %s: %w", path, err)
+	}
+	resp, err := s.c.NewBlockBlobClient(path).UploadBuffer(ctx, b, &blockblob.UploadBufferOptions{
+		AccessConditions: cond,
+		HTTPHeaders:      &blob.HTTPHeaders{BlobContentType: to.Ptr("application/json")},
+	})
+	if err != nil {
+		return "", translate(path, err)
+	}
+	if resp.ETag == nil {
+		return "", nil
+	}
+	return ledger.ETag(*resp.ETag), nil
+}
+
+// getJSON downloads path into v and returns its ledger.ETag.
+func (s *Store) getJSON(ctx context.Context, path string, v any) (ledger.ETag, error) {
+	resp, err := s.c.NewBlobClient(path).DownloadStream(ctx, nil)
+	if err != nil {
+		return "", translate(path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return "", fmt.Errorf("decode %s: %w", path, err)
+	}
+	var etag ledger.ETag
+	if resp.ETag != nil {
+		etag = ledger.ETag(*resp.ETag)
+	}
+	return etag, nil
+}
+
+// CreateManifest writes a new manifest once; ledger.ErrExists when the run already has one.
+func (s *Store) CreateManifest(ctx context.Context, m *ledger.Manifest) error {
+	if err := ledger.ValidateRunID(m.RunID); err != nil {
+		return err
+	}
+	m.Version = ledger.ManifestVersion
+	if m.Created.IsZero() {
+		m.Created = s.now().UTC()
+	}
+	m.Updated = m.Created
+	if _, err := s.putJSON(ctx, manifestPath(m.RunID), m, ifAbsent); err != nil {
+		return fmt.Errorf("create manifest %s: %w", m.RunID, err)
+	}
+	return nil
+}
+
+// ReadManifest reads a run's manifest; ledger.ErrNotFound when there is none.
+func (s *Store) ReadManifest(ctx context.Context, run string) (ledger.Manifest, error) {
+	m, _, err := s.readManifest(ctx, run)
+	return m, err
+}
+
+func (s *Store) readManifest(ctx context.Context, run string) (ledger.Manifest, ledger.ETag, error) {
+	var m ledger.Manifest
+	if err := ledger.ValidateRunID(run); err != nil {
+		return m, "", err
+	}
+	etag, err := s.getJSON(ctx, manifestPath(run), &m)
+	if err != nil {
+		return m, "", fmt.Errorf("read manifest %s: %w", run, err)
+	}
+	return m, etag, nil
+}
+
+var _ ledger.Store = (*Store)(nil)
+
+// UpdateManifest applies fn to the current manifest and writes it back with the ledger.ETag it read,
+// retrying on conflicts. When epoch is not ledger.NoFence and the manifest's epoch is newer, it fails
+// with ledger.ErrFenced without calling fn. fn may return ledger.ErrNoChange to skip the write; the current
+// manifest is returned either way.
+func (s *Store) UpdateManifest(ctx context.Context, run string, epoch int64, fn func(*ledger.Manifest) error) (ledger.Manifest, error) {
+	for attempt := 0; ; attempt++ {
+		m, etag, err := s.readManifest(ctx, run)
+		if err != nil {
+			return m, err
+		}
+		if epoch != ledger.NoFence && m.Epoch > epoch {
+			return m, fmt.Errorf("update manifest %s at epoch %d (run is at %d): %w", run, epoch, m.Epoch, ledger.ErrFenced)
+		}
+		if err := fn(&m); errors.Is(err, ledger.ErrNoChange) {
+			return m, nil
+		} else if err != nil {
+			return m, err
+		}
+		m.Updated = s.now().UTC()
+		_, err = s.putJSON(ctx, manifestPath(run), &m, ifMatch(etag))
+		if err == nil {
+			return m, nil
+		}
+		if !errors.Is(err, errETagMismatch) {
+			return m, fmt.Errorf("update manifest %s: %w", run, err)
+		}
+		if attempt+1 >= s.retries {
+			return m, fmt.Errorf("update manifest %s: %d attempts: %w", run, attempt+1, ledger.ErrConflict)
+		}
+		// Conflicts resolve by re-reading; a short, growing pause spreads contenders out.
+		select {
+		case <-ctx.Done():
+			return m, ctx.Err()
+		case <-time.After(time.Duration(attempt+1) * 5 * time.Millisecond):
+		}
+	}
+}
+
+// PutPlanBatch stores a plan batch once; ledger.ErrExists when it is already stored.
+func (s *Store) PutPlanBatch(ctx context.Context, run string, b ledger.PlanBatch) error {
+	if _, err := s.putJSON(ctx, planPath(run, b.Batch), b, ifAbsent); err != nil {
+		return fmt.Errorf("store plan batch %s/%d: %w", run, b.Batch, err)
+	}
+	return nil
+}
+
+// ReadPlanBatch reads a stored plan batch.
+func (s *Store) ReadPlanBatch(ctx context.Context, run string, batch int) (ledger.PlanBatch, error) {
+	var b ledger.PlanBatch
+	if _, err := s.getJSON(ctx, planPath(run, batch), &b); err != nil {
+		return b, fmt.Errorf("read plan batch %s/%d: %w", run, batch, err)
+	}
+	return b, nil
+}
+
+// PutResult records a partition's result once; ledger.ErrExists when one is already recorded.
+func (s *Store) PutResult(ctx context.Context, r ledger.Result) error {
+	if _, err := s.putJSON(ctx, resultPath(r.Run, r.Index), r, ifAbsent); err != nil {
+		return fmt.Errorf("record result %s/%d: %w", r.Run, r.Index, err)
+	}
+	return nil
+}
+
+// ReadResult reads a partition's result; ledger.ErrNotFound when none is recorded.
+func (s *Store) ReadResult(ctx context.Context, run string, index int) (ledger.Result, error) {
+	var r ledger.Result
+	if _, err := s.getJSON(ctx, resultPath(run, index), &r); err != nil {
+		return r, fmt.Errorf("read result %s/%d: %w", run, index, err)
+	}
+	return r, nil
+}
+
+// ListResults calls fn with the index of every recorded result, in index order.
+func (s *Store) ListResults(ctx context.Context, run string, fn func(index int) error) error {
+	prefix := resultPrefix(run)
+	pager := s.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("list results of %s: %w", run, translate(prefix, err))
+		}
+		for _, item := range page.Segment.BlobItems {
+			name := strings.TrimSuffix(strings.TrimPrefix(*item.Name, prefix), ".json")
+			i, err := strconv.Atoi(name)
+			if err != nil {
+				continue // not a result blob
+			}
+			if err := fn(i); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// AppendDone records one completion of partition index in its done shard, creating the shard
+// once if needed, and returns the completion ordinal within the shard (1 for the first record).
+// Redelivered partitions may be recorded more than once.
+func (s *Store) AppendDone(ctx context.Context, run string, index int, epoch int64) (int64, error) {
+	ab := s.c.NewAppendBlobClient(donePath(run, ledger.DoneShard(index)))
+	rec := fmt.Sprintf("%012d %018d\n", index, epoch)
+	for created := false; ; {
+		resp, err := ab.AppendBlock(ctx, streaming.NopCloser(strings.NewReader(rec)), nil)
+		if err == nil {
+			if resp.BlobAppendOffset == nil {
+				return 0, fmt.Errorf("append done %s/%d: no append offset in the response", run, index)
+			}
+			off, err := strconv.ParseInt(*resp.BlobAppendOffset, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("append done %s/%d: offset %q: %w", run, index, *resp.BlobAppendOffset, err)
+			}
+			return off/ledger.DoneRecordSize + 1, nil
+		}
+		if !bloberror.HasCode(err, bloberror.BlobNotFound) || created {
+			return 0, fmt.Errorf("append done %s/%d: %w", run, index, translate(donePath(run, ledger.DoneShard(index)), err))
+		}
+		// First completion in this shard: create the append blob once. Losing the create race
+		// is fine; the winner's blob is the one we append to.
+		_, cerr := ab.Create(ctx, &appendblob.CreateOptions{AccessConditions: ifAbsent})
+		if cerr != nil && !bloberror.HasCode(cerr, bloberror.BlobAlreadyExists) {
+			return 0, fmt.Errorf("create done shard %s/%d: %w", run, ledger.DoneShard(index), translate(donePath(run, ledger.DoneShard(index)), cerr))
+		}
+		created = true
+	}
+}
+
+// DoneCount returns the number of completion records in a shard (0 if it does not exist).
+func (s *Store) DoneCount(ctx context.Context, run string, shard int) (int64, error) {
+	props, err := s.c.NewBlobClient(donePath(run, shard)).GetProperties(ctx, nil)
+	if bloberror.HasCode(err, bloberror.BlobNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("done count %s/%d: %w", run, shard, translate(donePath(run, shard), err))
+	}
+	if props.ContentLength == nil {
+		return 0, nil
+	}
+	return *props.ContentLength / ledger.DoneRecordSize, nil
+}
+
+// ClaimReport creates report.json once with the given (in-progress) report; the caller that
+// gets nil is the one aggregator. Others get ledger.ErrExists.
+func (s *Store) ClaimReport(ctx context.Context, r ledger.Report) (ledger.ETag, error) {
+	etag, err := s.putJSON(ctx, reportPath(r.Run), r, ifAbsent)
+	if err != nil {
+		return "", fmt.Errorf("claim report %s: %w", r.Run, err)
+	}
+	return etag, nil
+}
+
+// WriteReport replaces the claimed report, guarded by the ledger.ETag the claim returned.
+func (s *Store) WriteReport(ctx context.Context, r ledger.Report, etag ledger.ETag) error {
+	if _, err := s.putJSON(ctx, reportPath(r.Run), r, ifMatch(etag)); errors.Is(err, errETagMismatch) {
+		return fmt.Errorf("write report %s: %w: %w", r.Run, ledger.ErrConflict, err)
+	} else if err != nil {
+		return fmt.Errorf("write report %s: %w", r.Run, err)
+	}
+	return nil
+}
+
+// ReadReport reads a run's report and its ledger.ETag; ledger.ErrNotFound when none exists.
+func (s *Store) ReadReport(ctx context.Context, run string) (ledger.Report, ledger.ETag, error) {
+	var r ledger.Report
+	etag, err := s.getJSON(ctx, reportPath(run), &r)
+	if err != nil {
+		return r, "", fmt.Errorf("read report %s: %w", run, err)
+	}
+	return r, etag, nil
+}
+
+// ListRuns calls fn with each run ID in the container, in name order, until fn returns false
+// or the IDs run out.
+func (s *Store) ListRuns(ctx context.Context, fn func(run string) bool) error {
+	pager := s.c.NewListBlobsHierarchyPager("/", nil)
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("list runs: %w", translate("", err))
+		}
+		for _, p := range page.Segment.BlobPrefixes {
+			id := strings.TrimSuffix(*p.Name, "/")
+			if ledger.ValidateRunID(id) != nil {
+				continue
+			}
+			if !fn(id) {
+				return nil
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,23 @@
+package work
+
+import (
+	"context"
+
+	"github.com/batonfn/baton/ledger"
+)
+
+// Ledger is the part of the run ledger (ledger.Store) a worker uses: it reads the run record,
+// records results and completions, and claims and writes the report.
+type Ledger interface {
+	ReadManifest(ctx context.Context, run string) (ledger.Manifest, error)
+	UpdateManifest(ctx context.Context, run string, epoch int64, fn func(*ledger.Manifest) error) (ledger.Manifest, error)
+	PutResult(ctx context.Context, r ledger.Result) error
+	ReadResult(ctx context.Context, run string, index int) (ledger.Result, error)
+	ListResults(ctx context.Context, run string, fn func(index int) error) error
+	AppendDone(ctx context.Context, run string, index int, epoch int64) (int64, error)
+	DoneCount(ctx context.Context, run string, shard int) (int64, error)
+	ReadDone(ctx context.Context, run string, shard int) ([]int, error)
+	ClaimReport(ctx context.Context, r ledger.Report) (ledger.ETag, error)
+	WriteReport(ctx context.Context, r ledger.Report, etag ledger.ETag) error
+	ReadReport(ctx context.Context, run string) (ledger.Report, ledger.ETag, error)
+}
