@@ -1,0 +1,134 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/ledgertest"
+	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/work"
+)
+
+// These tests run the coordinator entirely in memory — the ledger fake, the lease fake and a
+// recording sender — and inject storage faults at the ledger seam, so each failure case is
+// fast and deterministic. The same behaviours are proven against Azurite elsewhere.
+
+// memSender records every message sent.
+type memSender struct {
+	mu   sync.Mutex
+	msgs []transport.Message
+}
+
+func (s *memSender) Send(ctx context.Context, msgs []transport.Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.msgs = append(s.msgs, msgs...)
+	return nil
+}
+
+// partitions returns the partition indexes sent, sorted, and how often each was sent.
+func (s *memSender) partitions(t *testing.T) ([]int, map[int]int) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[int]int{}
+	for _, m := range s.msgs {
+		env, err := work.DecodeEnvelope(m.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env.Kind == work.KindPartition {
+			seen[env.Part]++
+		}
+	}
+	idx := make([]int, 0, len(seen))
+	for i := range seen {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	return idx, seen
+}
+
+// memInstance is a coordinator over a fake ledger (wrapped in faults) and a fake lease.
+func memInstance(t *testing.T, store ledger.Store, lock Lock, sender Sender, n int) *Coordinator {
+	t.Helper()
+	id := Identity{App: "mem", Instance: "a", PID: 1}
+	ld, err := NewLeader(LeaderConfig{Lock: lock, Identity: id, LeaseDuration: 15 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := work.NewRegistry()
+	jobs.Register("count", &countJob{})
+	c, err := New(Config{Leader: ld, Store: store, Sender: sender, Jobs: jobs, Finisher: &countingFinisher{}, Identity: id,
+		Job: "count", Params: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), Schedule: mustSchedule(t, "0 */5 * * * *"),
+		BatchSize: 4, RunTimeout: time.Hour, CheckRounds: 2, TickWait: time.Second, Logger: slog.New(slog.DiscardHandler),
+		Now: func() time.Time { return at("2026-11-21T10:05:01Z") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// A write whose response is lost and which the storage client retries (so the retry meets
+// the leader's own write) never derails the run: whichever record it hits, the tick plans the
+// run and every partition is sent exactly once.
+func TestMemory_LostAndRetriedWritesAreRecognised(t *testing.T) {
+	for _, op := range []string{"CreateManifest", "UpdateManifest", "PutPlanBatch", "SetActive", "AdvanceCursor"} {
+		t.Run(op, func(t *testing.T) {
+			const n = 10
+			store := &ledgertest.Faulty{Store: ledgertest.NewFake(ledgertest.Options{}), Decide: ledgertest.FaultOnce(ledgertest.LoseAndRetry, op, "")}
+			sender := &memSender{}
+			c := memInstance(t, store, newFakeLeaseLock(15*time.Second), sender, n)
+			out, err := c.Tick(context.Background(), tick)
+			if err != nil || out.Status != StatusStarted {
+				t.Fatalf("tick: %+v, %v", out, err)
+			}
+			if store.Injected(ledgertest.LoseAndRetry) != 1 {
+				t.Fatalf("no fault was injected into %s: the test proves nothing", op)
+			}
+			m, err := store.ReadManifest(context.Background(), tickRun)
+			if err != nil || !m.PlanDone || m.Partitions != n || m.State != ledger.StateRunning {
+				t.Fatalf("manifest %+v, %v", m, err)
+			}
+			idx, seen := sender.partitions(t)
+			if len(idx) != n {
+				t.Fatalf("sent partitions %v, want 0..%d", idx, n-1)
+			}
+			for i, k := range seen {
+				if k != 1 {
+					t.Errorf("partition %d sent %d times", i, k)
+				}
+			}
+		})
+	}
+}
+
+// A transient failure of any one write before the run exists fails that attempt only: the
+// waiting tick retries, and the occurrence still ends with its run.
+func TestMemory_TransientFailureBeforeTheRunIsRetried(t *testing.T) {
+	for _, op := range []string{"EnsureContainer", "ReadActive", "CreateManifest"} {
+		t.Run(op, func(t *testing.T) {
+			store := &ledgertest.Faulty{Store: ledgertest.NewFake(ledgertest.Options{}), Decide: ledgertest.FaultOnce(ledgertest.Fail, op, "")}
+			sender := &memSender{}
+			c := memInstance(t, store, newFakeLeaseLock(15*time.Second), sender, 3)
+			c.cfg.TickWait = 10 * time.Second
+			out, err := c.Tick(context.Background(), tick)
+			if err != nil || out.Status != StatusStarted {
+				t.Fatalf("tick: %+v, %v", out, err)
+			}
+			if store.Injected(ledgertest.Fail) != 1 {
+				t.Fatalf("no fault was injected into %s", op)
+			}
+			if idx, _ := sender.partitions(t); len(idx) != 3 {
+				t.Fatalf("sent %v", idx)
+			}
+		})
+	}
+}
