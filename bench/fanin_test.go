@@ -53,8 +53,11 @@ func fanIn(b *testing.B, n int) {
 	}
 	jobs := work.NewRegistry()
 	jobs.Register(synthetic.Name, synthetic.New())
-	w := &work.Worker{Store: store, Jobs: jobs, Holder: ledger.Holder{App: "bench", Instance: "worker", PID: os.Getpid()},
-		Logger: slog.New(slog.DiscardHandler)}
+	w, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: ledger.Holder{App: "bench", Instance: "worker", PID: os.Getpid()},
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
 
 	// The manifest as a leader leaves it once every partition is enqueued.
 	const run, batch = "fanin", 250

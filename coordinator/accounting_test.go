@@ -313,7 +313,10 @@ func TestSupervision_OverdueRunTimesOutAndTheScheduleGoesOn(t *testing.T) {
 	e := newRunEnv(t)
 	ctx := testCtx(t)
 	clock := newClock("2026-11-21T10:00:00.3Z")
-	w := &work.Worker{Store: e.store, Jobs: e.jobs, Holder: ledger.Holder{Instance: "w"}, Now: clock.Now}
+	w, err := work.NewWorker(work.WorkerConfig{Store: e.store, Jobs: e.jobs, Holder: ledger.Holder{Instance: "w"}, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
 	in := e.instanceWith("a", nil, func(c *Config) {
 		c.Now, c.Finisher, c.Params, c.RunTimeout = clock.Now, w, json.RawMessage(`{"n":3}`), time.Hour
 	})

@@ -100,7 +100,7 @@ func newAPIEnv(t testing.TB, opts ...envWithoutSchedule) *apiEnv {
 	store := blobstore.New(runs, blobstore.Options{})
 	jobs := work.NewRegistry()
 	jobs.Register(synthetic.Name, synthetic.New())
-	worker := &work.Worker{Store: store, Jobs: jobs, Holder: ledger.Holder{App: id.App, Instance: id.Instance, PID: id.PID}, MaxDeliveries: 5, Logger: logger}
+	worker := mustWorker(t, work.WorkerConfig{Store: store, Jobs: jobs, Holder: ledger.Holder{App: id.App, Instance: id.Instance, PID: id.PID}, MaxDeliveries: 5, Logger: logger})
 	schedule, err := coordinator.ParseSchedule("0 0 3 * * *", os.Getenv)
 	if err != nil {
 		t.Fatal(err)
@@ -842,4 +842,14 @@ func TestNewApp_APIShowsTheConfiguredSchedule(t *testing.T) {
 	if occ := v["occurrences"].([]any); len(occ) != 2 || occ[0].(map[string]any)["beforeLedger"] != true {
 		t.Errorf("occurrences = %v; want 2 before the (empty) ledger's first run", occ)
 	}
+}
+
+// mustWorker builds a worker or fails the test.
+func mustWorker(t testing.TB, cfg work.WorkerConfig) *work.Worker {
+	t.Helper()
+	w, err := work.NewWorker(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }

@@ -96,7 +96,10 @@ func newApp(cfg config.Config, logger *slog.Logger) (*App, error) {
 	store := blobstore.New(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), blobstore.Options{})
 	jobs := registerJobs(blobs)
 	holder := ledger.Holder{App: identity.App, Instance: identity.Instance, PID: identity.PID}
-	worker := &work.Worker{Store: store, Jobs: jobs, Holder: holder, MaxDeliveries: cfg.MaxDeliveries, Logger: logger}
+	worker, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: holder, MaxDeliveries: cfg.MaxDeliveries, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
 
 	schedule, err := coordinator.ParseSchedule(cfg.Schedule, os.Getenv)
 	if err != nil {

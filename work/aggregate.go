@@ -16,10 +16,10 @@ import (
 // is returned as is (transient); a panic in Aggregate, output that is not JSON and a result
 // that names another partition are permanent.
 func (w *Worker) aggregate(ctx context.Context, job Job, m *ledger.Manifest) (ledger.Report, error) {
-	rep := ledger.Report{Run: m.RunID, Job: m.Job, Partitions: m.Partitions, Aggregator: w.Holder}
+	rep := ledger.Report{Run: m.RunID, Job: m.Job, Partitions: m.Partitions, Aggregator: w.cfg.Holder}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rd := readResults(ctx, w.Store, m.RunID, m.Partitions, orDefault(w.ReadConcurrency, DefaultReadConcurrency))
+	rd := readResults(ctx, w.cfg.Store, m.RunID, m.Partitions, w.cfg.ReadConcurrency)
 	defer rd.close()
 
 	var readErr error

@@ -19,7 +19,7 @@ import (
 // an ordinal below the shard's partition count means fewer records than partitions existed
 // when this one was appended, so a later append will see the count reached.
 func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Envelope, log *slog.Logger) error {
-	ord, err := w.Store.AppendDone(rctx, env.Run, env.Part, env.Epoch)
+	ord, err := w.cfg.Store.AppendDone(rctx, env.Run, env.Part, env.Epoch)
 	if err != nil {
 		return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
 	}
@@ -36,7 +36,7 @@ func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Env
 		}
 		// The leader may have finished planning since the manifest was read, and its own
 		// TryFinish may have counted before this append: look again, or nobody finishes.
-		fresh, err := w.Store.ReadManifest(ctx, env.Run)
+		fresh, err := w.cfg.Store.ReadManifest(ctx, env.Run)
 		if err != nil {
 			return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
 		}
@@ -68,7 +68,7 @@ func (w *Worker) allRecorded(ctx context.Context, m *ledger.Manifest, countFirst
 	if countFirst {
 		var inflated []int
 		for s := 0; s*ledger.DoneShardSize < n; s++ {
-			c, err := w.Store.DoneCount(ctx, m.RunID, s)
+			c, err := w.cfg.Store.DoneCount(ctx, m.RunID, s)
 			if err != nil {
 				return false, err
 			}
@@ -80,7 +80,7 @@ func (w *Worker) allRecorded(ctx context.Context, m *ledger.Manifest, countFirst
 			}
 		}
 		for _, s := range inflated {
-			idx, err := w.Store.ReadDone(ctx, m.RunID, s)
+			idx, err := w.cfg.Store.ReadDone(ctx, m.RunID, s)
 			if err != nil {
 				return false, err
 			}
@@ -91,7 +91,7 @@ func (w *Worker) allRecorded(ctx context.Context, m *ledger.Manifest, countFirst
 	}
 	seen := make([]bool, n)
 	have := 0
-	err := w.Store.ListResults(ctx, m.RunID, func(i int) error {
+	err := w.cfg.Store.ListResults(ctx, m.RunID, func(i int) error {
 		if i >= 0 && i < n && !seen[i] {
 			seen[i] = true
 			have++

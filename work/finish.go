@@ -38,17 +38,14 @@ func (w *Worker) TryFinishByListing(ctx context.Context, run string) (finished b
 }
 
 func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool) (bool, error) {
-	if w.Store == nil || w.Jobs == nil {
-		return false, errors.New("work: Worker needs a Store and a Jobs registry")
-	}
-	m, err := w.Store.ReadManifest(ctx, run)
+	m, err := w.cfg.Store.ReadManifest(ctx, run)
 	if err != nil {
 		return false, fmt.Errorf("finish %s: %w", run, err)
 	}
 	if m.State.Final() || !m.PlanDone {
 		return false, nil
 	}
-	job, err := w.Jobs.Lookup(m.Job)
+	job, err := w.cfg.Jobs.Lookup(m.Job)
 	if err != nil {
 		return false, fmt.Errorf("finish %s: %w", run, err)
 	}
@@ -69,10 +66,10 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool) (bo
 	rep, aerr := w.aggregate(ctx, job, &m)
 	if aerr != nil && !errors.Is(aerr, ErrPermanent) {
 		// Release the claim so the next attempt (a redelivery or a check) takes it over at once.
-		release := ledger.Report{Run: run, Job: m.Job, State: ledger.StateRunning, Partitions: m.Partitions, Aggregator: w.Holder}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), orDefault(w.RecordTimeout, DefaultRecordTimeout))
+		release := ledger.Report{Run: run, Job: m.Job, State: ledger.StateRunning, Partitions: m.Partitions, Aggregator: w.cfg.Holder}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.RecordTimeout)
 		defer cancel()
-		if err := w.Store.WriteReport(rctx, release, etag); err != nil {
+		if err := w.cfg.Store.WriteReport(rctx, release, etag); err != nil {
 			log.Warn("could not release the report claim; it is taken over once stale", "err", err)
 		}
 		return false, fmt.Errorf("finish %s: aggregate: %w", run, aerr)
@@ -84,7 +81,7 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool) (bo
 		rep.Aggregate, _ = json.Marshal(map[string]string{"error": aerr.Error()})
 	}
 	rep.Created = w.now()
-	if err := w.Store.WriteReport(ctx, rep, etag); err != nil {
+	if err := w.cfg.Store.WriteReport(ctx, rep, etag); err != nil {
 		return false, fmt.Errorf("finish %s: %w", run, err)
 	}
 	changed, err := w.settle(ctx, rep, reason)
@@ -108,15 +105,15 @@ const (
 // in-progress report, or takes over a stale claim.
 func (w *Worker) claim(ctx context.Context, m *ledger.Manifest) (ledger.ETag, claimOutcome, error) {
 	mine := ledger.Report{Run: m.RunID, Job: m.Job, State: ledger.StateRunning, Partitions: m.Partitions,
-		Aggregator: w.Holder, Claim: newClaimToken(), Created: w.now()}
-	etag, err := w.Store.ClaimReport(ctx, mine)
+		Aggregator: w.cfg.Holder, Claim: newClaimToken(), Created: w.now()}
+	etag, err := w.cfg.Store.ClaimReport(ctx, mine)
 	if err == nil {
 		return etag, claimed, nil
 	}
 	if !errors.Is(err, ledger.ErrExists) {
 		return "", busy, fmt.Errorf("finish %s: %w", m.RunID, err)
 	}
-	cur, curTag, err := w.Store.ReadReport(ctx, m.RunID)
+	cur, curTag, err := w.cfg.Store.ReadReport(ctx, m.RunID)
 	if err != nil {
 		return "", busy, fmt.Errorf("finish %s: %w", m.RunID, err)
 	}
@@ -137,12 +134,12 @@ func (w *Worker) claim(ctx context.Context, m *ledger.Manifest) (ledger.ETag, cl
 		return "", settled, nil
 	}
 	age := mine.Created.Sub(cur.Created)
-	if !cur.Created.IsZero() && age < orDefault(w.StaleClaim, DefaultStaleClaim) {
+	if !cur.Created.IsZero() && age < w.cfg.StaleClaim {
 		return "", busy, nil // someone else is aggregating
 	}
-	if err := w.Store.WriteReport(ctx, mine, curTag); err != nil {
+	if err := w.cfg.Store.WriteReport(ctx, mine, curTag); err != nil {
 		// Most likely another worker took it over first; look before calling it an error.
-		again, _, rerr := w.Store.ReadReport(ctx, m.RunID)
+		again, _, rerr := w.cfg.Store.ReadReport(ctx, m.RunID)
 		if rerr == nil && (again.State.Final() || !again.Created.Equal(cur.Created)) {
 			return "", busy, nil
 		}
@@ -151,7 +148,7 @@ func (w *Worker) claim(ctx context.Context, m *ledger.Manifest) (ledger.ETag, cl
 	// WriteReport does not return the new ETag; read it back. Any later writer needs this
 	// ETag, and a fresh claim is not stale, so what we read is our own claim.
 	// (The token tells it apart from another takeover by this same process.)
-	again, etag, err := w.Store.ReadReport(ctx, m.RunID)
+	again, etag, err := w.cfg.Store.ReadReport(ctx, m.RunID)
 	if err != nil {
 		return "", busy, fmt.Errorf("finish %s: %w", m.RunID, err)
 	}
@@ -177,7 +174,7 @@ func (w *Worker) settle(ctx context.Context, rep ledger.Report, reason string) (
 		finished = w.now()
 	}
 	changed := false
-	_, err := w.Store.UpdateManifest(ctx, rep.Run, ledger.NoFence, func(m *ledger.Manifest) error {
+	_, err := w.cfg.Store.UpdateManifest(ctx, rep.Run, ledger.NoFence, func(m *ledger.Manifest) error {
 		if m.State.Final() {
 			changed = false
 			return ledger.ErrNoChange

@@ -116,7 +116,7 @@ func TestTryFinish_ReportClaims(t *testing.T) {
 					t.Errorf("manifest %s %d/%d finished %v: want the report's partial 3/1 and its time", m.State, m.Succeeded, m.Failed, m.Finished)
 				}
 			default:
-				if m.State != ledger.StateSucceeded || rep.State != ledger.StateSucceeded || rep.Aggregator != f.w.Holder || !rep.Created.Equal(now) {
+				if m.State != ledger.StateSucceeded || rep.State != ledger.StateSucceeded || rep.Aggregator != f.w.Holder() || !rep.Created.Equal(now) {
 					t.Errorf("manifest %s, report %s by %v at %v: want succeeded, aggregated by this worker at %v",
 						m.State, rep.State, rep.Aggregator, rep.Created, now)
 				}
@@ -229,9 +229,10 @@ func TestTryFinish_LostClaimResponseIsRecognisedAsOurs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := *f.w
 	name := f.cc.URL()[strings.LastIndex(f.cc.URL(), "/")+1:]
-	w.Store = blobstore.New(client.ServiceClient().NewContainerClient(name), blobstore.Options{})
+	cfg := f.cfg
+	cfg.Store = blobstore.New(client.ServiceClient().NewContainerClient(name), blobstore.Options{})
+	w := f.newWorker(cfg)
 	done, err := w.TryFinish(f.ctx, "lost-claim")
 	if lose.lost.Load() != 1 {
 		t.Fatal("no claim response was lost: the test proves nothing")

@@ -110,6 +110,7 @@ type fixture struct {
 	calls *countPolicy
 	job   *countingJob
 	w     *work.Worker
+	cfg   work.WorkerConfig
 	logs  *logCounter
 	clock atomic.Pointer[time.Time] // nil: real time
 }
@@ -128,8 +129,9 @@ func newFixture(t testing.TB) *fixture {
 		logs: &logCounter{n: map[string]int{}}}
 	jobs := work.NewRegistry()
 	jobs.Register(synthetic.Name, f.job)
-	f.w = &work.Worker{Store: store, Jobs: jobs, Holder: ledger.Holder{App: "test", Instance: t.Name(), PID: 1},
+	f.cfg = work.WorkerConfig{Store: store, Jobs: jobs, Holder: ledger.Holder{App: "test", Instance: t.Name(), PID: 1},
 		MaxDeliveries: 3, Logger: slog.New(f.logs), Now: f.now}
+	f.w = f.newWorker(f.cfg)
 	return f
 }
 
@@ -236,4 +238,14 @@ func sumSquares(n int, skip ...int) int64 {
 		}
 	}
 	return s
+}
+
+// newWorker builds a worker or fails the test.
+func (f *fixture) newWorker(cfg work.WorkerConfig) *work.Worker {
+	f.t.Helper()
+	w, err := work.NewWorker(cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return w
 }

@@ -44,9 +44,8 @@ type Delivery struct {
 	Count int
 }
 
-// Worker processes partition messages idempotently and finishes runs exactly once. The zero
-// value of every field except Store and Jobs is usable. A Worker is safe for concurrent use.
-type Worker struct {
+// WorkerConfig configures a Worker. Store and Jobs are required; the rest have defaults.
+type WorkerConfig struct {
 	Store Ledger
 	Jobs  *Registry
 	// Holder identifies this process in results and reports.
@@ -64,26 +63,48 @@ type Worker struct {
 	ReadConcurrency int
 }
 
-func (w *Worker) now() time.Time {
-	if w.Now != nil {
-		return w.Now().UTC()
-	}
-	return time.Now().UTC()
+// Worker processes partition messages idempotently and finishes runs exactly once. It is safe
+// for concurrent use.
+type Worker struct {
+	cfg WorkerConfig
 }
 
-func (w *Worker) logger() *slog.Logger {
-	if w.Logger != nil {
-		return w.Logger
+// NewWorker validates cfg and fills in its defaults.
+func NewWorker(cfg WorkerConfig) (*Worker, error) {
+	var errs []error
+	if cfg.Store == nil || cfg.Jobs == nil {
+		errs = append(errs, errors.New("Store and Jobs are required"))
 	}
-	return slog.New(slog.DiscardHandler)
+	if cfg.MaxDeliveries < 0 || cfg.StaleClaim < 0 || cfg.RecordTimeout < 0 || cfg.ReadConcurrency < 0 {
+		errs = append(errs, errors.New("MaxDeliveries, StaleClaim, RecordTimeout and ReadConcurrency must not be negative"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("worker config: %w", err)
+	}
+	cfg.MaxDeliveries = orDefault(cfg.MaxDeliveries, DefaultMaxDeliveries)
+	cfg.StaleClaim = orDefault(cfg.StaleClaim, DefaultStaleClaim)
+	cfg.RecordTimeout = orDefault(cfg.RecordTimeout, DefaultRecordTimeout)
+	cfg.ReadConcurrency = orDefault(cfg.ReadConcurrency, DefaultReadConcurrency)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Worker{cfg: cfg}, nil
 }
 
-func (w *Worker) maxDeliveries() int {
-	if w.MaxDeliveries > 0 {
-		return w.MaxDeliveries
-	}
-	return DefaultMaxDeliveries
-}
+// Holder is the identity this worker writes into results and reports.
+func (w *Worker) Holder() ledger.Holder { return w.cfg.Holder }
+
+// MaxDeliveries is the delivery on which a failing partition is recorded as failed.
+func (w *Worker) MaxDeliveries() int { return w.cfg.MaxDeliveries }
+
+func (w *Worker) now() time.Time { return w.cfg.Now().UTC() }
+
+func (w *Worker) logger() *slog.Logger { return w.cfg.Logger }
+
+func (w *Worker) maxDeliveries() int { return w.cfg.MaxDeliveries }
 
 func orDefault[T int | time.Duration](v, d T) T {
 	if v > 0 {
@@ -110,9 +131,6 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 			err = fmt.Errorf("partition %s/%d: panic: %v", env.Run, env.Part, r)
 		}
 	}()
-	if w.Store == nil || w.Jobs == nil {
-		return errors.New("work: Worker needs a Store and a Jobs registry")
-	}
 	if err := env.Validate(); err != nil {
 		return err
 	}
@@ -123,7 +141,7 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 	log := w.logger().With("run", env.Run, "part", env.Part, "epoch", env.Epoch, "delivery", attempt, "message", d.MessageID)
 
 	// 1. The manifest decides whether the message is current.
-	m, err := w.Store.ReadManifest(ctx, env.Run)
+	m, err := w.cfg.Store.ReadManifest(ctx, env.Run)
 	if errors.Is(err, ledger.ErrNotFound) {
 		// The leader creates the manifest before it enqueues anything.
 		return fmt.Errorf("%w: run %s has no manifest", ErrMalformed, env.Run)
@@ -141,14 +159,14 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 		log.Info("run already finished; partition message dropped", "state", m.State)
 		return nil
 	}
-	job, err := w.Jobs.Lookup(m.Job)
+	job, err := w.cfg.Jobs.Lookup(m.Job)
 	if err != nil {
 		return fmt.Errorf("%w: run %s: %w", ErrMalformed, env.Run, err)
 	}
 
 	// 2. A redelivery may find its result already recorded: only make sure it is counted.
 	if attempt > 1 {
-		_, err := w.Store.ReadResult(ctx, env.Run, env.Part)
+		_, err := w.cfg.Store.ReadResult(ctx, env.Run, env.Part)
 		switch {
 		case err == nil:
 			log.Info("duplicate delivery: result already recorded")
@@ -164,7 +182,7 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 		Run: env.Run, Index: env.Part, Epoch: env.Epoch, Attempt: attempt, Params: m.Params, Payload: env.Payload,
 	})
 	res := ledger.Result{Run: env.Run, Index: env.Part, Epoch: env.Epoch, Attempts: attempt,
-		Worker: w.Holder, Started: started, Finished: w.now()}
+		Worker: w.cfg.Holder, Started: started, Finished: w.now()}
 	gaveUp := false
 	switch {
 	case perr == nil:
@@ -180,9 +198,9 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 		return fmt.Errorf("partition %s/%d, delivery %d of %d: %w", env.Run, env.Part, attempt, w.maxDeliveries(), perr)
 	}
 
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), orDefault(w.RecordTimeout, DefaultRecordTimeout))
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.RecordTimeout)
 	defer cancel()
-	switch err := w.Store.PutResult(rctx, res); {
+	switch err := w.cfg.Store.PutResult(rctx, res); {
 	case errors.Is(err, ledger.ErrExists):
 		// Another delivery recorded the result first; it may have crashed before counting it.
 		// Its outcome stands, so this delivery has nothing to give up on.

@@ -116,7 +116,10 @@ func BenchmarkTryFinish_10000(b *testing.B) {
 	ctx := context.Background()
 	jobs := work.NewRegistry()
 	jobs.Register(synthetic.Name, synthetic.New())
-	w := &work.Worker{Store: store, Jobs: jobs}
+	w, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs})
+	if err != nil {
+		b.Fatal(err)
+	}
 	reset := func() {
 		if _, err := tryFinishSeed.cc.NewBlobClient("agg/report.json").Delete(ctx, nil); err != nil {
 			b.Fatalf("reset report: %v", err)

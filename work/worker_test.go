@@ -156,7 +156,7 @@ func TestWorker_PartitionFailingEveryDelivery(t *testing.T) {
 			f.mustDeliver("poison", i, 1)
 		}
 	}
-	for count := 1; count < f.w.MaxDeliveries; count++ {
+	for count := 1; count < f.w.MaxDeliveries(); count++ {
 		err := f.deliver("poison", bad, count)
 		if err == nil || errors.Is(err, work.ErrGaveUp) || errors.Is(err, work.ErrMalformed) {
 			t.Fatalf("delivery %d: got %v, want a transient error (retry)", count, err)
@@ -165,7 +165,7 @@ func TestWorker_PartitionFailingEveryDelivery(t *testing.T) {
 			t.Fatalf("delivery %d recorded a result before the last delivery", count)
 		}
 	}
-	err := f.deliver("poison", bad, f.w.MaxDeliveries)
+	err := f.deliver("poison", bad, f.w.MaxDeliveries())
 	if !errors.Is(err, work.ErrGaveUp) {
 		t.Fatalf("last delivery: got %v, want ErrGaveUp (the invocation fails; the message dead-letters)", err)
 	}
@@ -173,8 +173,8 @@ func TestWorker_PartitionFailingEveryDelivery(t *testing.T) {
 	if err != nil {
 		t.Fatalf("failure result: %v", err)
 	}
-	if r.OK || r.Attempts != f.w.MaxDeliveries || !strings.Contains(r.Error, "always fails") {
-		t.Errorf("failure result %+v: want ok=false, attempts %d, the job's error", r, f.w.MaxDeliveries)
+	if r.OK || r.Attempts != f.w.MaxDeliveries() || !strings.Contains(r.Error, "always fails") {
+		t.Errorf("failure result %+v: want ok=false, attempts %d, the job's error", r, f.w.MaxDeliveries())
 	}
 	m := f.manifest("poison")
 	if m.State != ledger.StatePartial || m.Succeeded != n-1 || m.Failed != 1 {
@@ -224,7 +224,7 @@ func TestWorker_FailOnceThenSucceed(t *testing.T) {
 			if err == nil {
 				break
 			}
-			if count >= f.w.MaxDeliveries {
+			if count >= f.w.MaxDeliveries() {
 				t.Fatalf("partition %d still failing at delivery %d: %v", i, count, err)
 			}
 		}
@@ -389,7 +389,7 @@ func TestWorker_PanickingJobFailsTheInvocation(t *testing.T) {
 	if err := f.deliver("panic", 0, 1); err == nil || !strings.Contains(err.Error(), "panicked") {
 		t.Fatalf("first delivery: got %v, want an error naming the panic", err)
 	}
-	if err := f.deliver("panic", 0, f.w.MaxDeliveries); !errors.Is(err, work.ErrGaveUp) {
+	if err := f.deliver("panic", 0, f.w.MaxDeliveries()); !errors.Is(err, work.ErrGaveUp) {
 		t.Fatalf("last delivery: got %v, want ErrGaveUp", err)
 	}
 	if r, err := f.store.ReadResult(f.ctx, "panic", 0); err != nil || r.OK || !strings.Contains(r.Error, "job bug") {
@@ -439,7 +439,7 @@ func TestWorker_LastDeliveryPastTheDeadlineStillRecordsTheFailure(t *testing.T) 
 	if got := f.results("slow"); len(got) != 0 {
 		t.Fatalf("results %v after a retryable failure, want none", got)
 	}
-	if err := deliver(f.w.MaxDeliveries); !errors.Is(err, work.ErrGaveUp) {
+	if err := deliver(f.w.MaxDeliveries()); !errors.Is(err, work.ErrGaveUp) {
 		t.Fatalf("last delivery: got %v, want ErrGaveUp", err)
 	}
 	r, err := f.store.ReadResult(f.ctx, "slow", 0)
@@ -448,5 +448,20 @@ func TestWorker_LastDeliveryPastTheDeadlineStillRecordsTheFailure(t *testing.T) 
 	}
 	if c, err := f.store.DoneCount(f.ctx, "slow", 0); c != 1 || err != nil {
 		t.Errorf("done records %d, %v; want 1 (recorded on a context detached from the expired one)", c, err)
+	}
+}
+
+// NewWorker refuses a config it cannot work with, naming what is wrong.
+func TestNewWorker_Validates(t *testing.T) {
+	if _, err := work.NewWorker(work.WorkerConfig{Jobs: work.NewRegistry()}); err == nil || !strings.Contains(err.Error(), "Store") {
+		t.Errorf("no store: %v", err)
+	}
+	f := newFixture(t)
+	if _, err := work.NewWorker(work.WorkerConfig{Store: f.store, Jobs: work.NewRegistry(), MaxDeliveries: -1}); err == nil {
+		t.Error("negative MaxDeliveries accepted")
+	}
+	w, err := work.NewWorker(work.WorkerConfig{Store: f.store, Jobs: work.NewRegistry()})
+	if err != nil || w.MaxDeliveries() != work.DefaultMaxDeliveries {
+		t.Errorf("defaults: %v, MaxDeliveries %d", err, w.MaxDeliveries())
 	}
 }

@@ -211,7 +211,10 @@ func TestInventory_SeededContainerThroughTheWorker(t *testing.T) {
 		Partitions: len(ranges), PlanDone: true, BatchSize: 100}); err != nil {
 		t.Fatal(err)
 	}
-	w := &work.Worker{Store: runs, Jobs: jobs, MaxDeliveries: 3}
+	w, err := work.NewWorker(work.WorkerConfig{Store: runs, Jobs: jobs, MaxDeliveries: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i, r := range ranges {
 		payload, _ := json.Marshal(r)
 		env := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: "inv", Epoch: 1, Part: i, Payload: payload}
