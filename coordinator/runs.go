@@ -395,7 +395,18 @@ func (c *Coordinator) newManifest(spec runSpec, lease Lease) ledger.Manifest {
 		Epoch: lease.Epoch, Leader: holderOf(lease.Holder), Segments: []ledger.Segment{{Epoch: lease.Epoch, From: 0}},
 		Job: spec.job, Params: spec.params, State: ledger.StatePlanning, BatchSize: c.cfg.BatchSize,
 		Created: now, Deadline: now.Add(c.cfg.RunTimeout), Expires: now.Add(c.cfg.RunTimeout),
+		FoldShards: c.foldShards(spec.job),
 	}
+}
+
+// foldShards is how many partial aggregates a run of job folds its results into as they arrive
+// (0 for a job without an associative merge, or an unknown one).
+func (c *Coordinator) foldShards(job string) int {
+	j, err := c.cfg.Jobs.Lookup(job)
+	if err != nil {
+		return 0
+	}
+	return work.FoldShardsFor(j)
 }
 
 // record writes spec's record directly in a final state (skipped, missed, failed) with its

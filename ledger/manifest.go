@@ -95,6 +95,9 @@ type Manifest struct {
 	BatchSize int `json:"batchSize"`
 	// CheckRound counts the re-enqueue rounds the check message has run.
 	CheckRound int `json:"checkRound"`
+	// FoldShards is the number of partial aggregates results are folded into as they arrive
+	// (jobs with an associative merge); 0 means the report reads every result at the end.
+	FoldShards int `json:"foldShards,omitempty"`
 
 	Created  time.Time `json:"created"`
 	Updated  time.Time `json:"updated"`
@@ -207,4 +210,37 @@ type PlanBatch struct {
 	Cursor string `json:"cursor,omitempty"`
 	// Last is true when the planner had nothing after this batch.
 	Last bool `json:"last"`
+}
+
+// Partial is runs/<runID>/partials/<shard>.json: the results of the partitions i with
+// i % FoldShards == Shard folded together as they arrived, so finishing a run reads FoldShards
+// partials instead of every result.
+type Partial struct {
+	Run   string `json:"run"`
+	Shard int    `json:"shard"`
+	// Folded is a bitmap over i / FoldShards of the partitions folded in (a redelivery folds
+	// nothing twice).
+	Folded []byte `json:"folded"`
+	// Count, Failed and TimedOut count the folded results and their failures.
+	Count    int  `json:"count"`
+	Failed   int  `json:"failed"`
+	TimedOut bool `json:"timedOut,omitempty"`
+	// FailedList holds the shard's failed partitions with the lowest indexes (at most the
+	// report's cap), so the union over shards holds the run's lowest.
+	FailedList []FailedPart `json:"failedPartitions,omitempty"`
+	// Aggregate is the job's partial aggregate of the folded successes and failures.
+	Aggregate json.RawMessage `json:"aggregate,omitempty"`
+}
+
+// Has reports whether the partition at position pos (index / FoldShards) is folded in.
+func (p *Partial) Has(pos int) bool {
+	return pos/8 < len(p.Folded) && p.Folded[pos/8]&(1<<(pos%8)) != 0
+}
+
+// Mark records the partition at position pos as folded in.
+func (p *Partial) Mark(pos int) {
+	for len(p.Folded) <= pos/8 {
+		p.Folded = append(p.Folded, 0)
+	}
+	p.Folded[pos/8] |= 1 << (pos % 8)
 }

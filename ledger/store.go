@@ -60,6 +60,12 @@ type Store interface {
 	// ReadReportBounded reads a report only when it is at most maxBytes long (see ReportRead).
 	ReadReportBounded(ctx context.Context, run string, maxBytes int64) (Report, ReportRead, error)
 
+	// ReadPartial reads one partial aggregate and its version; ErrNotFound when none exists.
+	ReadPartial(ctx context.Context, run string, shard int) (Partial, ETag, error)
+	// WritePartial creates a partial once when etag is "" (ErrExists if it exists), else
+	// replaces it only if its version is still etag (ErrConflict otherwise).
+	WritePartial(ctx context.Context, p Partial, etag ETag) error
+
 	// ListRuns calls fn with each run ID, in name order, until fn returns false.
 	ListRuns(ctx context.Context, fn func(run string) bool) error
 

@@ -58,37 +58,51 @@ func shardExpected(n, s int) int64 {
 }
 
 // allRecorded reports whether every partition of the run has a result. The listing of
-// results/ is the proof. With countFirst, cheaper checks run first and stop at the first shard
-// that falls short: each done shard's record count (one HEAD per 20,000 partitions), then,
-// only for a shard holding more records than partitions (redeliveries appended duplicates),
-// its distinct indexes (one download). Without that distinct check, once duplicates pushed a
-// count past the total, every later completion would list the whole run.
+// results/ is the proof. With countFirst, the done counts are checked first (countsComplete).
 func (w *Worker) allRecorded(ctx context.Context, m *ledger.Manifest, countFirst bool) (bool, error) {
-	n := m.Partitions
 	if countFirst {
-		var inflated []int
-		for s := 0; s*ledger.DoneShardSize < n; s++ {
-			c, err := w.cfg.Store.DoneCount(ctx, m.RunID, s)
-			if err != nil {
-				return false, err
-			}
-			switch want := shardExpected(n, s); {
-			case c < want:
-				return false, nil
-			case c > want:
-				inflated = append(inflated, s)
-			}
-		}
-		for _, s := range inflated {
-			idx, err := w.cfg.Store.ReadDone(ctx, m.RunID, s)
-			if err != nil {
-				return false, err
-			}
-			if distinct(idx, s*ledger.DoneShardSize, n) < shardExpected(n, s) {
-				return false, nil
-			}
+		if ok, err := w.countsComplete(ctx, m); err != nil || !ok {
+			return false, err
 		}
 	}
+	return w.listedAll(ctx, m)
+}
+
+// countsComplete is the cheap check that runs before any listing and stops at the first shard
+// that falls short: each done shard's record count (one HEAD per 20,000 partitions), then, only
+// for a shard holding more records than partitions (redeliveries appended duplicates), its
+// distinct indexes (one download). Without that distinct check, once duplicates pushed a count
+// past the total, every later completion would list the whole run.
+func (w *Worker) countsComplete(ctx context.Context, m *ledger.Manifest) (bool, error) {
+	n := m.Partitions
+	var inflated []int
+	for s := 0; s*ledger.DoneShardSize < n; s++ {
+		c, err := w.cfg.Store.DoneCount(ctx, m.RunID, s)
+		if err != nil {
+			return false, err
+		}
+		switch want := shardExpected(n, s); {
+		case c < want:
+			return false, nil
+		case c > want:
+			inflated = append(inflated, s)
+		}
+	}
+	for _, s := range inflated {
+		idx, err := w.cfg.Store.ReadDone(ctx, m.RunID, s)
+		if err != nil {
+			return false, err
+		}
+		if distinct(idx, s*ledger.DoneShardSize, n) < shardExpected(n, s) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// listedAll reports whether the listing of results/ holds every partition.
+func (w *Worker) listedAll(ctx context.Context, m *ledger.Manifest) (bool, error) {
+	n := m.Partitions
 	seen := make([]bool, n)
 	have := 0
 	err := w.cfg.Store.ListResults(ctx, m.RunID, func(i int) error {

@@ -49,7 +49,23 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool) (bo
 	if err != nil {
 		return false, fmt.Errorf("finish %s: %w", run, err)
 	}
-	if ok, err := w.allRecorded(ctx, &m, countFirst); err != nil || !ok {
+	// A folding run proves completeness from its partials (FoldShards reads) instead of
+	// listing every result; results never folded in are listed and read one by one.
+	mj, folding := job.(Merger)
+	folding = folding && m.FoldShards > 0
+	var fo folded
+	ok := true
+	if countFirst {
+		ok, err = w.countsComplete(ctx, &m)
+	}
+	if ok && err == nil && folding {
+		if fo, err = w.readFolded(ctx, &m); err == nil && len(fo.missing(m.Partitions)) > 0 {
+			ok, err = w.listedAll(ctx, &m)
+		}
+	} else if ok && err == nil {
+		ok, err = w.listedAll(ctx, &m)
+	}
+	if err != nil || !ok {
 		if err != nil {
 			err = fmt.Errorf("finish %s: %w", run, err)
 		}
@@ -63,7 +79,13 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool) (bo
 	}
 
 	start := w.now()
-	rep, aerr := w.aggregate(ctx, job, &m)
+	var rep ledger.Report
+	var aerr error
+	if folding && len(fo.missing(m.Partitions)) <= maxUnfoldedReads {
+		rep, aerr = w.aggregateFolded(ctx, mj, &m, fo)
+	} else {
+		rep, aerr = w.aggregate(ctx, job, &m)
+	}
 	if aerr != nil && !errors.Is(aerr, ErrPermanent) {
 		// Release the claim so the next attempt (a redelivery or a check) takes it over at once.
 		release := ledger.Report{Run: run, Job: m.Job, State: ledger.StateRunning, Partitions: m.Partitions, Aggregator: w.cfg.Holder}
@@ -92,6 +114,10 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool) (bo
 		"aggregation", rep.Created.Sub(start).String())
 	return true, nil
 }
+
+// maxUnfoldedReads is how many results a folding finish reads one by one (those never folded
+// in); past it, the concurrent full read is faster.
+const maxUnfoldedReads = 256
 
 type claimOutcome int
 

@@ -20,4 +20,6 @@ type Ledger interface {
 	ClaimReport(ctx context.Context, r ledger.Report) (ledger.ETag, error)
 	WriteReport(ctx context.Context, r ledger.Report, etag ledger.ETag) error
 	ReadReport(ctx context.Context, run string) (ledger.Report, ledger.ETag, error)
+	ReadPartial(ctx context.Context, run string, shard int) (ledger.Partial, ledger.ETag, error)
+	WritePartial(ctx context.Context, p ledger.Partial, etag ledger.ETag) error
 }

@@ -166,10 +166,13 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 
 	// 2. A redelivery may find its result already recorded: only make sure it is counted.
 	if attempt > 1 {
-		_, err := w.cfg.Store.ReadResult(ctx, env.Run, env.Part)
+		r, err := w.cfg.Store.ReadResult(ctx, env.Run, env.Part)
 		switch {
 		case err == nil:
 			log.Info("duplicate delivery: result already recorded")
+			if err := w.fold(ctx, &m, job, r); err != nil {
+				return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
+			}
 			return w.complete(ctx, ctx, &m, env, log)
 		case !errors.Is(err, ledger.ErrNotFound):
 			return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
@@ -200,13 +203,24 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.RecordTimeout)
 	defer cancel()
+	stored := res
 	switch err := w.cfg.Store.PutResult(rctx, res); {
 	case errors.Is(err, ledger.ErrExists):
 		// Another delivery recorded the result first; it may have crashed before counting it.
 		// Its outcome stands, so this delivery has nothing to give up on.
 		log.Info("duplicate delivery: another delivery recorded the result first")
 		gaveUp = false
+		if stored, err = w.cfg.Store.ReadResult(rctx, env.Run, env.Part); err != nil {
+			return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
+		}
 	case err != nil:
+		err = fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
+		if gaveUp {
+			return errors.Join(giveUp(env, attempt, perr), err)
+		}
+		return err
+	}
+	if err := w.fold(rctx, &m, job, stored); err != nil {
 		err = fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
 		if gaveUp {
 			return errors.Join(giveUp(env, attempt, perr), err)

@@ -65,6 +65,9 @@ func resultPath(run string, i int) string   { return fmt.Sprintf("%s/results/%07
 func resultPrefix(run string) string        { return run + "/results/" }
 func donePath(run string, shard int) string { return fmt.Sprintf("%s/done/%04d", run, shard) }
 func reportPath(run string) string          { return run + "/report.json" }
+func partialPath(run string, shard int) string {
+	return fmt.Sprintf("%s/partials/%03d.json", run, shard)
+}
 
 // translate turns a storage client error into a one-line *ledger.StorageError about the named
 // blob, whose Kind is the ledger's sentinel: ErrNotFound, ErrExists, ErrUnavailable (the same
@@ -390,6 +393,37 @@ func (s *Store) ListRuns(ctx context.Context, fn func(run string) bool) error {
 				return nil
 			}
 		}
+	}
+	return nil
+}
+
+// ReadPartial reads one partial aggregate and its ETag; ErrNotFound when none exists.
+func (s *Store) ReadPartial(ctx context.Context, run string, shard int) (ledger.Partial, ledger.ETag, error) {
+	var p ledger.Partial
+	if err := ledger.ValidateRunID(run); err != nil {
+		return p, "", err
+	}
+	etag, err := s.getJSON(ctx, partialPath(run, shard), &p)
+	if err != nil {
+		return p, "", fmt.Errorf("read partial %s/%d: %w", run, shard, err)
+	}
+	return p, etag, nil
+}
+
+// WritePartial creates a partial once (etag "") or replaces it if it is still at etag.
+func (s *Store) WritePartial(ctx context.Context, p ledger.Partial, etag ledger.ETag) error {
+	if err := ledger.ValidateRunID(p.Run); err != nil {
+		return err
+	}
+	cond := ifAbsent
+	if etag != "" {
+		cond = ifMatch(etag)
+	}
+	_, err := s.putJSON(ctx, partialPath(p.Run, p.Shard), p, cond)
+	if errors.Is(err, errETagMismatch) {
+		return fmt.Errorf("write partial %s/%d: %w: %w", p.Run, p.Shard, ledger.ErrConflict, err)
+	} else if err != nil {
+		return fmt.Errorf("write partial %s/%d: %w", p.Run, p.Shard, err)
 	}
 	return nil
 }

@@ -452,6 +452,7 @@ func RunContract(t *testing.T, newStore Factory) {
 		{"ListRuns", testListRuns},
 		{"ReadReportBounded", testReadReportBounded},
 		{"Schedule", testSchedule},
+		{"Partials", testPartials},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore) })
 	}

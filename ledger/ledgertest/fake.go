@@ -60,6 +60,9 @@ func doneName(run string, shard int) string {
 	return fmt.Sprintf("%s/done/%04d", run, shard)
 }
 func pendingName(run string) string { return "_pending/" + run + ".json" }
+func partialName(run string, shard int) string {
+	return fmt.Sprintf("%s/partials/%03d.json", run, shard)
+}
 
 const (
 	activeName = "active.json"
@@ -494,3 +497,25 @@ func etagIf(ok bool, e ledger.ETag) ledger.ETag {
 func isNotFound(err error) bool { return errors.Is(err, ledger.ErrNotFound) }
 func isExists(err error) bool   { return errors.Is(err, ledger.ErrExists) }
 func isConflict(err error) bool { return errors.Is(err, ledger.ErrConflict) }
+
+func (f *Fake) ReadPartial(ctx context.Context, run string, shard int) (ledger.Partial, ledger.ETag, error) {
+	var p ledger.Partial
+	if err := ledger.ValidateRunID(run); err != nil {
+		return p, "", err
+	}
+	etag, _, err := f.get(ctx, partialName(run, shard), &p)
+	if err != nil {
+		return p, "", fmt.Errorf("read partial %s/%d: %w", run, shard, err)
+	}
+	return p, etag, nil
+}
+
+func (f *Fake) WritePartial(ctx context.Context, p ledger.Partial, etag ledger.ETag) error {
+	if err := ledger.ValidateRunID(p.Run); err != nil {
+		return err
+	}
+	if _, err := f.put(ctx, partialName(p.Run, p.Shard), p, etag == "", etag); err != nil {
+		return fmt.Errorf("write partial %s/%d: %w", p.Run, p.Shard, err)
+	}
+	return nil
+}

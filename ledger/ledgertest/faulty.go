@@ -204,3 +204,12 @@ func (f *Faulty) ReadCursor(ctx context.Context) (c ledger.Cursor, ok bool, err 
 func (f *Faulty) AdvanceCursor(ctx context.Context, last time.Time) error {
 	return f.call("AdvanceCursor", "", func() error { return f.Store.AdvanceCursor(ctx, last) })
 }
+
+func (f *Faulty) ReadPartial(ctx context.Context, run string, shard int) (p ledger.Partial, etag ledger.ETag, err error) {
+	err = f.call("ReadPartial", run, func() (e error) { p, etag, e = f.Store.ReadPartial(ctx, run, shard); return })
+	return
+}
+
+func (f *Faulty) WritePartial(ctx context.Context, p ledger.Partial, etag ledger.ETag) error {
+	return f.call("WritePartial", p.Run, func() error { return f.Store.WritePartial(ctx, p, etag) })
+}

@@ -118,3 +118,19 @@ func (*Job) Aggregate(ctx context.Context, run work.RunInfo, results iter.Seq2[l
 	}
 	return json.Marshal(total)
 }
+
+// Merge combines partial aggregates: counts add up and the capped, name-sorted lists merge,
+// so any grouping of the partitions gives the same aggregate.
+func (*Job) Merge(ctx context.Context, run work.RunInfo, parts []json.RawMessage) (json.RawMessage, error) {
+	total := newSummary()
+	total.Partitions = run.Partitions
+	for _, part := range parts {
+		var s Summary
+		if err := json.Unmarshal(part, &s); err != nil {
+			return nil, work.Permanent(fmt.Errorf("inventory: partial aggregate: %w", err))
+		}
+		total.merge(s, MaxListed)
+		total.FailedPartitions += s.FailedPartitions
+	}
+	return json.Marshal(total)
+}

@@ -200,3 +200,21 @@ func (*Job) Aggregate(ctx context.Context, run work.RunInfo, results iter.Seq2[l
 	}
 	return json.Marshal(s)
 }
+
+// Merge adds partial summaries: every field is a count or a sum, so any grouping gives the same
+// total.
+func (*Job) Merge(ctx context.Context, run work.RunInfo, parts []json.RawMessage) (json.RawMessage, error) {
+	total := Summary{Partitions: run.Partitions}
+	for _, part := range parts {
+		var s Summary
+		if err := json.Unmarshal(part, &s); err != nil {
+			return nil, work.Permanent(fmt.Errorf("synthetic: partial aggregate: %w", err))
+		}
+		total.OK += s.OK
+		total.Failed += s.Failed
+		total.SumV += s.SumV
+		total.Attempts += s.Attempts
+		total.Retried += s.Retried
+	}
+	return json.Marshal(total)
+}

@@ -1,0 +1,221 @@
+package work
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/batonfn/baton/ledger"
+)
+
+// Merger is implemented by jobs whose aggregate is associative: the aggregate of a set of
+// results can be built from the aggregates of its parts, in any grouping and order. Their runs
+// fold each result into one of a fixed number of partial aggregates as it arrives, so finishing
+// a run reads those partials instead of every result: the time from the last result to the
+// report does not grow with the run. Jobs without it keep the full read at the end.
+type Merger interface {
+	Job
+	// Merge combines partial aggregates — each made by Aggregate over some of the run's
+	// results, or by an earlier Merge — into one. run carries the run's final partition count
+	// when the report is made (it may be 0 while planning is still going on).
+	Merge(ctx context.Context, run RunInfo, parts []json.RawMessage) (json.RawMessage, error)
+}
+
+// DefaultFoldShards is the number of partial aggregates of a run whose job is a Merger: enough
+// that concurrent workers rarely update the same one, few enough that the report reads them
+// in a fraction of a second.
+const DefaultFoldShards = 32
+
+// FoldShardsFor is the number of partials a run of job folds into (0: no folding).
+func FoldShardsFor(job Job) int {
+	if _, ok := job.(Merger); ok {
+		return DefaultFoldShards
+	}
+	return 0
+}
+
+// maxFoldTries bounds the conditional-update retries of one fold.
+const maxFoldTries = 64
+
+// fold adds result r to its partial aggregate (shard r.Index % FoldShards) with a conditional
+// update, unless it is already folded in: a redelivery folds nothing twice. A crash between
+// recording the result and folding it is repaired by the redelivery, or at the end, where
+// results missing from the partials are read one by one.
+func (w *Worker) fold(ctx context.Context, m *ledger.Manifest, job Job, r ledger.Result) error {
+	mj, ok := job.(Merger)
+	if !ok || m.FoldShards <= 0 {
+		return nil
+	}
+	shard, pos := r.Index%m.FoldShards, r.Index/m.FoldShards
+	info := RunInfo{Run: m.RunID, Job: m.Job, Params: m.Params, Partitions: m.Partitions}
+	one, err := partialOf(ctx, mj, info, r)
+	if err != nil {
+		return err
+	}
+	for try := 0; try < maxFoldTries; try++ {
+		p, etag, err := w.cfg.Store.ReadPartial(ctx, m.RunID, shard)
+		switch {
+		case errors.Is(err, ledger.ErrNotFound):
+			p, etag = ledger.Partial{Run: m.RunID, Shard: shard}, ""
+		case err != nil:
+			return fmt.Errorf("fold %s/%d: %w", m.RunID, r.Index, err)
+		}
+		if p.Has(pos) {
+			return nil
+		}
+		if err := addTo(ctx, mj, info, &p, r, one); err != nil {
+			return err
+		}
+		p.Mark(pos)
+		err = w.cfg.Store.WritePartial(ctx, p, etag)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, ledger.ErrConflict) && !errors.Is(err, ledger.ErrExists) {
+			return fmt.Errorf("fold %s/%d: %w", m.RunID, r.Index, err)
+		}
+	}
+	return fmt.Errorf("fold %s/%d: %d conflicting updates: %w", m.RunID, r.Index, maxFoldTries, ledger.ErrConflict)
+}
+
+// partialOf is the job's aggregate of one result.
+func partialOf(ctx context.Context, j Merger, info RunInfo, r ledger.Result) (json.RawMessage, error) {
+	one := func(yield func(ledger.Result, error) bool) { yield(r, nil) }
+	out, err := runAggregate(ctx, j, info, one)
+	if err != nil {
+		return nil, fmt.Errorf("aggregate partition %d: %w", r.Index, err)
+	}
+	return out, nil
+}
+
+// addTo folds result r (whose own aggregate is one) into p.
+func addTo(ctx context.Context, j Merger, info RunInfo, p *ledger.Partial, r ledger.Result, one json.RawMessage) error {
+	merged := one
+	if len(p.Aggregate) > 0 {
+		var err error
+		if merged, err = runMerge(ctx, j, info, []json.RawMessage{p.Aggregate, one}); err != nil {
+			return err
+		}
+	}
+	p.Aggregate = merged
+	p.Count++
+	if !r.OK {
+		p.Failed++
+		p.TimedOut = p.TimedOut || r.TimedOut
+		p.FailedList = lowest(append(p.FailedList, ledger.FailedPart{Index: r.Index, Error: r.Error}))
+	}
+	return nil
+}
+
+// lowest sorts failures by index and keeps the report's cap of them.
+func lowest(list []ledger.FailedPart) []ledger.FailedPart {
+	slices.SortFunc(list, func(a, b ledger.FailedPart) int { return a.Index - b.Index })
+	list = slices.CompactFunc(list, func(a, b ledger.FailedPart) bool { return a.Index == b.Index })
+	if len(list) > MaxReportFailures {
+		list = list[:MaxReportFailures]
+	}
+	return list
+}
+
+func runMerge(ctx context.Context, j Merger, info RunInfo, parts []json.RawMessage) (out json.RawMessage, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, Permanent(fmt.Errorf("job merge panicked: %v", r))
+		}
+	}()
+	out, err = j.Merge(ctx, info, parts)
+	if err == nil && len(out) > 0 && !json.Valid(out) {
+		err = Permanent(errors.New("job merge output is not JSON"))
+	}
+	return out, err
+}
+
+// folded is what the partials of a run hold, read once for a finish.
+type folded struct {
+	parts []ledger.Partial
+}
+
+// readFolded reads every partial of m (a missing one is empty).
+func (w *Worker) readFolded(ctx context.Context, m *ledger.Manifest) (folded, error) {
+	f := folded{parts: make([]ledger.Partial, m.FoldShards)}
+	for s := range m.FoldShards {
+		p, _, err := w.cfg.Store.ReadPartial(ctx, m.RunID, s)
+		switch {
+		case errors.Is(err, ledger.ErrNotFound):
+			p = ledger.Partial{Run: m.RunID, Shard: s}
+		case err != nil:
+			return f, err
+		}
+		f.parts[s] = p
+	}
+	return f, nil
+}
+
+// missing lists the partitions of 0..n-1 not folded into any partial.
+func (f folded) missing(n int) []int {
+	k := len(f.parts)
+	var out []int
+	for i := range n {
+		if !f.parts[i%k].Has(i / k) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// aggregateFolded builds the report from the partials, reading only the results that were
+// never folded in (their worker crashed between recording and folding). It writes the same
+// report the full read would: counts, the lowest-index failures, and the merged aggregate.
+func (w *Worker) aggregateFolded(ctx context.Context, job Merger, m *ledger.Manifest, f folded) (ledger.Report, error) {
+	rep := ledger.Report{Run: m.RunID, Job: m.Job, Partitions: m.Partitions, Aggregator: w.cfg.Holder}
+	info := RunInfo{Run: m.RunID, Job: m.Job, Params: m.Params, Partitions: m.Partitions}
+	var (
+		aggs     []json.RawMessage
+		failures []ledger.FailedPart
+		timedOut bool
+	)
+	for _, p := range f.parts {
+		if p.Count == 0 {
+			continue
+		}
+		rep.Failed += p.Failed
+		rep.Succeeded += p.Count - p.Failed
+		timedOut = timedOut || p.TimedOut
+		failures = append(failures, p.FailedList...)
+		aggs = append(aggs, p.Aggregate)
+	}
+	for _, i := range f.missing(m.Partitions) {
+		r, err := w.cfg.Store.ReadResult(ctx, m.RunID, i)
+		if err != nil {
+			return rep, fmt.Errorf("read result %d: %w", i, err)
+		}
+		if r.Index != i || r.Run != m.RunID {
+			return rep, Permanent(fmt.Errorf("result %s/%d names run %s partition %d", m.RunID, i, r.Run, r.Index))
+		}
+		p := ledger.Partial{}
+		one, err := partialOf(ctx, job, info, r)
+		if err != nil {
+			return rep, err
+		}
+		if err := addTo(ctx, job, info, &p, r, one); err != nil {
+			return rep, err
+		}
+		rep.Failed += p.Failed
+		rep.Succeeded += p.Count - p.Failed
+		timedOut = timedOut || p.TimedOut
+		failures = append(failures, p.FailedList...)
+		aggs = append(aggs, p.Aggregate)
+	}
+	out, err := runMerge(ctx, job, info, aggs)
+	if err != nil {
+		return rep, err
+	}
+	rep.Aggregate = out
+	if len(failures) > 0 {
+		rep.FailedList = lowest(failures)
+	}
+	rep.State = finalState(rep.Partitions, rep.Failed, timedOut)
+	return rep, nil
+}

@@ -1,0 +1,151 @@
+package work_test
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/work"
+	"github.com/batonfn/baton/work/synthetic"
+)
+
+// mergingWorker is the fixture's worker with the plain synthetic job, which merges partial
+// aggregates (the fixture's counting wrapper hides that).
+func mergingWorker(f *fixture) *work.Worker {
+	jobs := work.NewRegistry()
+	jobs.Register(synthetic.Name, synthetic.New())
+	cfg := f.cfg
+	cfg.Jobs = jobs
+	return f.newWorker(cfg)
+}
+
+// deliverAll hands every partition of run to w in a seeded random order, a fifth of them twice
+// (some of those at the same time), with the given delivery count per partition.
+func deliverAll(t *testing.T, f *fixture, w *work.Worker, run string, n int, seed uint64, count func(i int) int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 1))
+	order := rng.Perm(n)
+	var wg sync.WaitGroup
+	for k, i := range order {
+		env := envelope(run, i, 1)
+		deliver := func() {
+			err := w.HandlePartition(f.ctx, env, work.Delivery{MessageID: env.MessageID(), Count: count(i)})
+			if err != nil && count(i) < w.MaxDeliveries() {
+				t.Errorf("partition %d: %v", i, err)
+			}
+		}
+		if k%5 == 0 {
+			wg.Go(deliver)
+		}
+		deliver()
+	}
+	wg.Wait()
+}
+
+// A folding run (results folded into partial aggregates as they arrive) writes exactly the
+// report the full read writes: counts, state, the failed partitions in index order, and the
+// aggregate, byte for byte.
+func TestFold_ReportEqualsTheFullRead(t *testing.T) {
+	const n = 240
+	f := newFixture(t)
+	w := mergingWorker(f)
+	params := synthetic.Params{Partitions: n, FailAlways: []int{7, 100, 233}, Permanent: []int{50}}
+	count := func(i int) int {
+		if slices.Contains(params.FailAlways, i) {
+			return w.MaxDeliveries() // their last delivery records the failure
+		}
+		return 1 + i%2
+	}
+	f.createRun("folded", params, func(m *ledger.Manifest) { m.FoldShards = work.DefaultFoldShards })
+	f.createRun("full", params)
+	deliverAll(t, f, w, "folded", n, 1, count)
+	deliverAll(t, f, w, "full", n, 2, count)
+
+	folded, _ := f.report("folded")
+	full, _ := f.report("full")
+	if folded.State != ledger.StatePartial || folded.State != full.State || folded.Succeeded != full.Succeeded || folded.Failed != full.Failed {
+		t.Fatalf("folded %s %d/%d, full %s %d/%d", folded.State, folded.Succeeded, folded.Failed, full.State, full.Succeeded, full.Failed)
+	}
+	if !slices.Equal(folded.FailedList, full.FailedList) || len(folded.FailedList) != 4 {
+		t.Errorf("failed lists differ:\nfolded %+v\nfull   %+v", folded.FailedList, full.FailedList)
+	}
+	if string(folded.Aggregate) != string(full.Aggregate) {
+		t.Errorf("aggregates differ:\nfolded %s\nfull   %s", folded.Aggregate, full.Aggregate)
+	}
+	var s synthetic.Summary
+	if err := json.Unmarshal(folded.Aggregate, &s); err != nil || s.SumV != sumSquares(n, 7, 50, 100, 233) || s.Partitions != n {
+		t.Errorf("aggregate %+v, %v", s, err)
+	}
+}
+
+// Results recorded but never folded in (the worker crashed in between) are read one by one at
+// the end, so the report still covers every partition.
+func TestFold_UnfoldedResultsAreReadAtTheEnd(t *testing.T) {
+	const n = 40
+	f := newFixture(t)
+	w := mergingWorker(f)
+	f.createRun("gap", synthetic.Params{Partitions: n}, func(m *ledger.Manifest) { m.FoldShards = work.DefaultFoldShards })
+	for i := range n {
+		if i%9 == 0 { // recorded and counted, but not folded
+			r := ledger.Result{Run: "gap", Index: i, Epoch: 1, OK: true, Attempts: 1, Output: json.RawMessage(`{"i":` + itoa(i) + `,"v":` + itoa(i*i) + `}`)}
+			if err := f.store.PutResult(f.ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.store.AppendDone(f.ctx, "gap", i, 1); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := w.HandlePartition(f.ctx, envelope("gap", i, 1), work.Delivery{Count: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if done, err := w.TryFinish(f.ctx, "gap"); err != nil || !done {
+		// The last delivery may already have finished it.
+		if m := f.manifest("gap"); m.State != ledger.StateSucceeded {
+			t.Fatalf("finish: %v %v, state %s", done, err, m.State)
+		}
+	}
+	_, s := f.report("gap")
+	if s.OK != n || s.SumV != sumSquares(n) {
+		t.Errorf("aggregate %+v: want ok %d, sumV %d", s, n, sumSquares(n))
+	}
+}
+
+// Finishing a folding run costs the same number of storage calls whatever its size: the report
+// reads the partials, not the results.
+func TestFold_FinishCostDoesNotGrowWithTheRun(t *testing.T) {
+	calls := map[int]int64{}
+	for _, n := range []int{64, 640} {
+		f := newFixture(t)
+		w := mergingWorker(f)
+		run := "size-" + itoa(n)
+		f.createRun(run, synthetic.Params{Partitions: n}, func(m *ledger.Manifest) { m.FoldShards = work.DefaultFoldShards })
+		// Process every partition but the last, then count what the last one's finish costs.
+		for i := range n - 1 {
+			if err := w.HandlePartition(f.ctx, envelope(run, i, 1), work.Delivery{Count: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := f.calls.n.Load()
+		if err := w.HandlePartition(f.ctx, envelope(run, n-1, 1), work.Delivery{Count: 1}); err != nil {
+			t.Fatal(err)
+		}
+		calls[n] = f.calls.n.Load() - before
+		if m := f.manifest(run); m.State != ledger.StateSucceeded {
+			t.Fatalf("%s: state %s", run, m.State)
+		}
+	}
+	if calls[640] != calls[64] {
+		t.Errorf("the last partition's calls (incl. the finish): %d at 64 partitions, %d at 640; want equal", calls[64], calls[640])
+	}
+	if calls[640] > work.DefaultFoldShards+15 {
+		t.Errorf("%d calls to finish, want about %d (the partials plus a handful)", calls[640], work.DefaultFoldShards)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
