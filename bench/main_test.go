@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -96,14 +95,9 @@ func repoRoot(tb testing.TB) string {
 	return root
 }
 
-// goTool is the go command of the toolchain running the benchmarks.
-func goTool() string {
-	p := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(p); err == nil {
-		return p
-	}
-	return "go"
-}
+// goTool is the go command of the toolchain running the benchmarks: `go test` puts that
+// toolchain's bin directory first on PATH.
+func goTool() string { return "go" }
 
 // counter counts the requests a storage client sends.
 type counter struct{ n atomic.Int64 }

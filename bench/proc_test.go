@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -108,6 +107,6 @@ func TestListeningInode_SkipsNonListeningSockets(t *testing.T) {
 		t.Errorf("listeningInode = %q, %v; want 222", got, err)
 	}
 	if _, err := listeningInode(path, 10001); err == nil {
-		t.Error(fmt.Sprintf("port 10001 found in %s", path))
+		t.Errorf("port 10001 found in %s", path)
 	}
 }

@@ -97,7 +97,7 @@ func ParseServiceBusConnection(name string, getenv Getenv) (ServiceBusConnection
 	c := ServiceBusConnection{Name: name}
 	if cs := strings.TrimSpace(getenv(name)); cs != "" {
 		if !strings.Contains(cs, "Endpoint=") {
-			return c, fmt.Errorf("%s is not a Service Bus connection string: it needs Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...", name)
+			return c, fmt.Errorf("%s is not a Service Bus connection string: it needs Endpoint=sb://<namespace>.servicebus.windows.net/;SharedAccessKeyName=<policy>;SharedAccessKey=<key>", name)
 		}
 		c.ConnectionString = cs
 		return c, nil
@@ -208,7 +208,7 @@ func ValidateBlobName(name string) error {
 		}
 	}
 	if name == "." || name == ".." {
-		return fmt.Errorf("blob name cannot be . or ..")
+		return fmt.Errorf(`blob name cannot be "." or ".."`)
 	}
 	return nil
 }

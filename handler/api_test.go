@@ -172,10 +172,6 @@ func withHeader(k, v string) func(map[string]any) {
 	return func(req map[string]any) { req["Headers"].(map[string]any)[k] = []any{v} }
 }
 
-func withoutHeader(k string) func(map[string]any) {
-	return func(req map[string]any) { delete(req["Headers"].(map[string]any), k) }
-}
-
 func withQuery(k, v string) func(map[string]any) {
 	return func(req map[string]any) { req["Query"].(map[string]any)[k] = v }
 }

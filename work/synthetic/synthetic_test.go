@@ -165,7 +165,7 @@ func TestFailsOnce_DeterministicAndProportional(t *testing.T) {
 	for _, pct := range []int{0, 5, 50, 100} {
 		n := 0
 		for i := range 10000 {
-			if synthetic.FailsOnce(i, pct) != synthetic.FailsOnce(i, pct) {
+			if first, second := synthetic.FailsOnce(i, pct), synthetic.FailsOnce(i, pct); first != second {
 				t.Fatalf("FailsOnce(%d, %d) is not deterministic", i, pct)
 			}
 			if synthetic.FailsOnce(i, pct) {
