@@ -2,6 +2,8 @@ module github.com/batonfn/baton
 
 go 1.26.8
 
+toolchain go1.26.10
+
 require (
 	github.com/Azure/azure-sdk-for-go/sdk/azcore v1.24.0
 	github.com/Azure/azure-sdk-for-go/sdk/azidentity v1.15.0

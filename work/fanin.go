@@ -57,18 +57,8 @@ func shardExpected(n, s int) int64 {
 	return int64(min(max(n-s*ledger.DoneShardSize, 0), ledger.DoneShardSize))
 }
 
-// allRecorded reports whether every partition of the run has a result. The listing of
-// results/ is the proof. With countFirst, the done counts are checked first (countsComplete).
-func (w *Worker) allRecorded(ctx context.Context, m *ledger.Manifest, countFirst bool) (bool, error) {
-	if countFirst {
-		if ok, err := w.countsComplete(ctx, m); err != nil || !ok {
-			return false, err
-		}
-	}
-	return w.listedAll(ctx, m)
-}
-
-// countsComplete is the cheap check that runs before any listing and stops at the first shard
+// countsComplete is the cheap check that runs before any listing of results/ (the proof that
+// every partition has a result) and stops at the first shard
 // that falls short: each done shard's record count (one HEAD per 20,000 partitions), then, only
 // for a shard holding more records than partitions (redeliveries appended duplicates), its
 // distinct indexes (one download). Without that distinct check, once duplicates pushed a count

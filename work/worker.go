@@ -73,7 +73,7 @@ type Worker struct {
 func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	var errs []error
 	if cfg.Store == nil || cfg.Jobs == nil {
-		errs = append(errs, errors.New("Store and Jobs are required"))
+		errs = append(errs, errors.New("a store and a jobs registry are required"))
 	}
 	if cfg.MaxDeliveries < 0 || cfg.StaleClaim < 0 || cfg.RecordTimeout < 0 || cfg.ReadConcurrency < 0 {
 		errs = append(errs, errors.New("MaxDeliveries, StaleClaim, RecordTimeout and ReadConcurrency must not be negative"))

@@ -453,7 +453,7 @@ func TestWorker_LastDeliveryPastTheDeadlineStillRecordsTheFailure(t *testing.T) 
 
 // NewWorker refuses a config it cannot work with, naming what is wrong.
 func TestNewWorker_Validates(t *testing.T) {
-	if _, err := work.NewWorker(work.WorkerConfig{Jobs: work.NewRegistry()}); err == nil || !strings.Contains(err.Error(), "Store") {
+	if _, err := work.NewWorker(work.WorkerConfig{Jobs: work.NewRegistry()}); err == nil || !strings.Contains(err.Error(), "store") {
 		t.Errorf("no store: %v", err)
 	}
 	f := newFixture(t)
