@@ -37,8 +37,9 @@ type BlobLockOptions struct {
 	// Duration is the lease duration: whole seconds from 15s to 60s, default 30s. Shorter
 	// leases hand over faster after a crash; longer ones tolerate slower storage.
 	Duration time.Duration
-	// AttemptTimeout bounds each storage call (default 5s, less than Duration). Failed calls
-	// are retried with backoff within the caller's budget.
+	// AttemptTimeout bounds each storage call (default a fifth of Duration, at most 5s).
+	// Failed calls are retried with backoff within the caller's budget, so a renewal gets
+	// several tries before the lease could lapse.
 	AttemptTimeout time.Duration
 	// Setting names the connection setting that AccessError tells the operator to check.
 	// Default: "BATON_STORAGE (or AzureWebJobsStorage when unset)".
@@ -86,7 +87,8 @@ func NewBlobLock(c *container.Client, name string, opts BlobLockOptions) (*BlobL
 		errs = append(errs, fmt.Errorf("Duration %s must be a whole number of seconds", opts.Duration))
 	}
 	if opts.AttemptTimeout == 0 {
-		opts.AttemptTimeout = DefaultAttemptTimeout
+		// Short enough that a renewal gets several tries before the lease could lapse.
+		opts.AttemptTimeout = min(DefaultAttemptTimeout, opts.Duration/5)
 	}
 	if opts.AttemptTimeout < 0 || opts.AttemptTimeout >= opts.Duration {
 		errs = append(errs, fmt.Errorf("AttemptTimeout %s must be positive and less than Duration %s", opts.AttemptTimeout, opts.Duration))

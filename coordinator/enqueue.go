@@ -53,6 +53,9 @@ func (c *Coordinator) enqueue(ctx context.Context, lease Lease, beat func(), run
 		return c.failRun(ctx, lease, run, fmt.Sprintf("planning failed: %v", err))
 	}
 	start := c.cfg.Now()
+	var pace pacer
+	var paused time.Duration
+	failedSends := 0
 	for !m.PlanDone {
 		beat()
 		if err := ctx.Err(); err != nil {
@@ -72,11 +75,27 @@ func (c *Coordinator) enqueue(ctx context.Context, lease Lease, beat func(), run
 			return m, err
 		}
 		beat()
-		if err := c.send(ctx, m, b, lease.Epoch, 0); errors.Is(err, errPlanning) {
+		sent := time.Now()
+		err = c.send(ctx, m, b, lease.Epoch, 0)
+		if pause := pace.observe(len(b.Partitions), time.Since(sent), err); pause > 0 {
+			log.Debug("enqueue paced: storage shows strain", "pause", pause.String(), "batch", b.Batch)
+			paused += pause
+			if !pace.wait(ctx, pause, beat) {
+				return m, fmt.Errorf("enqueue %s stopped: %w", run, context.Cause(ctx))
+			}
+		}
+		switch {
+		case errors.Is(err, errPlanning):
 			return c.failRun(ctx, lease, run, err.Error())
-		} else if err != nil {
+		case transport.IsTransient(err) && failedSends < maxFailedSends:
+			// Send the same stored batch again after the pause (same message IDs).
+			failedSends++
+			log.Warn("enqueue: send failed; sending the batch again", "batch", b.Batch, "try", failedSends, "err", err)
+			continue
+		case err != nil:
 			return m, err
 		}
+		failedSends = 0
 		if ctx.Err() != nil { // leadership ended while sending: leave the checkpoint alone
 			return m, fmt.Errorf("enqueue %s stopped: %w", run, context.Cause(ctx))
 		}
@@ -108,7 +127,7 @@ func (c *Coordinator) enqueue(ctx context.Context, lease Lease, beat func(), run
 		}
 	}
 	log.Info("run enqueued", "partitions", m.Partitions, "batches", m.Checkpoint.Batches,
-		"ms", c.cfg.Now().Sub(start).Milliseconds())
+		"ms", c.cfg.Now().Sub(start).Milliseconds(), "pacedMs", paused.Milliseconds())
 	if c.cfg.Finisher != nil {
 		// Workers may have recorded every result before planning ended (or there are no
 		// partitions at all); they could not know the count then, so the leader tries now.
@@ -118,6 +137,10 @@ func (c *Coordinator) enqueue(ctx context.Context, lease Lease, beat func(), run
 	}
 	return m, nil
 }
+
+// maxFailedSends bounds how often in a row the leader sends a batch again after a transient
+// failure before it gives up (the check chain resumes the run later).
+const maxFailedSends = 8
 
 // errPlanning marks a failure of the job's planner (the run fails; retrying will not help).
 var errPlanning = errors.New("planning failed")

@@ -132,3 +132,42 @@ func TestMemory_TransientFailureBeforeTheRunIsRetried(t *testing.T) {
 		})
 	}
 }
+
+// flakySender fails the sends numbered in fail (1-based) with a transient error.
+type flakySender struct {
+	memSender
+	n    int
+	fail map[int]bool
+}
+
+func (s *flakySender) Send(ctx context.Context, msgs []transport.Message) error {
+	s.mu.Lock()
+	s.n++
+	n := s.n
+	s.mu.Unlock()
+	if s.fail[n] {
+		return fmt.Errorf("injected: 503 ServerBusy: %w", transport.ErrTransient)
+	}
+	return s.memSender.Send(ctx, msgs)
+}
+
+// A batch whose send fails transiently (the queue throttled or blinked) is paced and sent
+// again by the same leader: the tick succeeds and every partition goes out once.
+func TestMemory_TransientSendIsPacedAndRetried(t *testing.T) {
+	// Send 1 is the run's first check; 2.. are plan batches of 4.
+	sender := &flakySender{fail: map[int]bool{3: true, 4: true}}
+	c := memInstance(t, ledgertest.NewFake(ledgertest.Options{}), newFakeLeaseLock(15*time.Second), sender, 10)
+	out, err := c.Tick(context.Background(), tick)
+	if err != nil || out.Status != StatusStarted || out.State != ledger.StateRunning {
+		t.Fatalf("tick: %+v, %v", out, err)
+	}
+	idx, seen := sender.partitions(t)
+	if len(idx) != 10 {
+		t.Fatalf("sent %v", idx)
+	}
+	for i, k := range seen {
+		if k != 1 {
+			t.Errorf("partition %d sent %d times", i, k)
+		}
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/batonfn/baton/api"
 	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/coordinator"
@@ -74,7 +76,18 @@ func newApp(cfg config.Config, logger *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	lock, err := coordinator.NewBlobLock(blobs.ServiceClient().NewContainerClient(cfg.LeaseContainer), cfg.LeaseName,
+	// The lease gets a pipeline of its own: its own connections, so a renewal never waits
+	// behind the leader's enqueue or the workers' calls in a shared pool, and no SDK retries,
+	// because the lock retries each call itself with a per-try timeout that leaves several
+	// tries inside the lease.
+	leaseBlobs, err := cfg.Storage.NewBlobClient(&azblob.ClientOptions{ClientOptions: policy.ClientOptions{
+		Transport: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
+		Retry:     policy.RetryOptions{MaxRetries: -1},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	lock, err := coordinator.NewBlobLock(leaseBlobs.ServiceClient().NewContainerClient(cfg.LeaseContainer), cfg.LeaseName,
 		coordinator.BlobLockOptions{Duration: cfg.LeaseDuration, Setting: cfg.Storage.Name, Logger: logger})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,68 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/batonfn/baton/transport"
+)
+
+// The leader paces its enqueue so that it never saturates the storage its own lease lives in:
+// a leader that sends as fast as it can slows every other call, its lease renewals among them,
+// and can starve itself of the lease. The pacer watches each batch's latency per message
+// against the fastest it has seen, and a send that storage throttled or that failed
+// transiently; on strain it waits before the next batch, doubling the pause, and when the
+// latency is back near the baseline it halves the pause away (additive-increase,
+// multiplicative-decrease in reverse: back off fast, recover gradually).
+type pacer struct {
+	baseline time.Duration // the fastest per-message latency seen
+	pause    time.Duration
+}
+
+const (
+	paceStrain   = 4                      // latency above this many baselines is strain
+	paceMinPause = 25 * time.Millisecond  // the first pause on strain
+	paceMaxPause = 2 * time.Second        // pauses never grow past this
+	paceFloor    = 200 * time.Microsecond // below this a baseline is noise
+)
+
+// observe records a batch of n messages that took d to send (err is the send's error) and
+// returns the pause before the next batch.
+func (p *pacer) observe(n int, d time.Duration, err error) time.Duration {
+	strained := errors.Is(err, transport.ErrTransient)
+	if n > 0 && err == nil {
+		per := max(d/time.Duration(n), paceFloor)
+		if p.baseline == 0 || per < p.baseline {
+			p.baseline = per
+		}
+		strained = per > paceStrain*p.baseline
+	}
+	switch {
+	case strained:
+		p.pause = min(max(2*p.pause, paceMinPause), paceMaxPause)
+	case p.pause > 0:
+		p.pause /= 2
+		if p.pause < paceMinPause/2 {
+			p.pause = 0
+		}
+	}
+	return p.pause
+}
+
+// wait pauses for d, reporting progress to the stall watchdog; false if ctx ended first.
+func (p *pacer) wait(ctx context.Context, d time.Duration, beat func()) bool {
+	if d <= 0 {
+		return true
+	}
+	beat()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		beat()
+		return true
+	}
+}

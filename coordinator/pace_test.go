@@ -1,0 +1,53 @@
+package coordinator
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/batonfn/baton/transport"
+)
+
+// The pacer leaves a healthy enqueue alone, backs off when latency per message jumps or storage
+// throttles, never pauses longer than its cap, and recovers once latency is back.
+func TestPacer_BacksOffOnStrainAndRecovers(t *testing.T) {
+	var p pacer
+	for range 5 {
+		if d := p.observe(250, 250*time.Millisecond, nil); d != 0 {
+			t.Fatalf("healthy batches paused %s", d)
+		}
+	}
+	// Latency per message quadruples and more: back off, doubling.
+	var pauses []time.Duration
+	for range 3 {
+		pauses = append(pauses, p.observe(250, 2*time.Second, nil))
+	}
+	if pauses[0] != paceMinPause || pauses[1] != 2*paceMinPause || pauses[2] != 4*paceMinPause {
+		t.Errorf("pauses under strain %v, want %s doubling", pauses, paceMinPause)
+	}
+	// Throttling counts as strain even without a latency figure.
+	if d := p.observe(0, 0, fmt.Errorf("send: %w", transport.ErrTransient)); d != 8*paceMinPause {
+		t.Errorf("after a throttled send: %s", d)
+	}
+	for range 20 {
+		p.observe(250, 10*time.Second, nil)
+	}
+	if p.pause != paceMaxPause {
+		t.Errorf("pause %s, want the cap %s", p.pause, paceMaxPause)
+	}
+	// Back to normal: the pause halves away to nothing.
+	var d time.Duration
+	for range 12 {
+		d = p.observe(250, 250*time.Millisecond, nil)
+	}
+	if d != 0 {
+		t.Errorf("pause after recovery %s, want 0", d)
+	}
+	// A slow baseline is not strain: only a jump against it is.
+	var q pacer
+	for range 5 {
+		if d := q.observe(10, 3*time.Second, nil); d != 0 {
+			t.Fatalf("a uniformly slow store paused %s", d)
+		}
+	}
+}
