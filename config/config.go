@@ -45,6 +45,7 @@ const (
 	SettingRunTimeout      = "BATON_RUN_TIMEOUT"
 	SettingCheckRounds     = "BATON_CHECK_ROUNDS"
 	SettingEnqueueBatch    = "BATON_ENQUEUE_BATCH"
+	SettingSliceBudget     = "BATON_SLICE_BUDGET"
 	SettingLogLevel        = "BATON_LOG_LEVEL"
 	SettingInstanceID      = "BATON_INSTANCE_ID"
 	SettingSiteName        = "WEBSITE_SITE_NAME"
@@ -173,6 +174,10 @@ type Config struct {
 	// RunTimeout is how long after planning a run may take before its missing partitions are
 	// re-enqueued and finally marked failed.
 	RunTimeout time.Duration
+	// SliceBudget is how long one invocation may plan a run before it checkpoints and hands
+	// the rest to a follow-up invocation (a control message), so no step of a run is bounded
+	// by one invocation. 0 (unset) means half the invocation timeout.
+	SliceBudget time.Duration
 	// CheckRounds bounds the re-enqueue rounds of the check message.
 	CheckRounds int
 	// EnqueueBatch is the number of partitions sent and checkpointed together.
@@ -216,6 +221,7 @@ func Load(getenv Getenv) (Config, error) {
 		RunTimeout:       p.duration(SettingRunTimeout, DefaultRunTimeout),
 		CheckRounds:      p.integer(SettingCheckRounds, DefaultCheckRounds, 0, 20),
 		EnqueueBatch:     p.integer(SettingEnqueueBatch, DefaultEnqueueBatch, 1, MaxEnqueueBatch),
+		SliceBudget:      p.duration(SettingSliceBudget, 0),
 		LogLevel:         p.level(),
 	}
 	c.AppName, c.InstanceID = identity(getenv)
@@ -309,6 +315,14 @@ func Load(getenv Getenv) (Config, error) {
 	}
 	if c.FunctionTimeout > 0 && c.FunctionTimeout < 30*time.Second {
 		p.errf("host.json functionTimeout=%s is too short for Baton: use at least 00:00:30", c.FunctionTimeout)
+	}
+	switch it := c.InvocationTimeout(); {
+	case c.SliceBudget < 0 || (it > 0 && c.SliceBudget >= it):
+		p.errf("%s=%s must be positive and shorter than the invocation timeout (%s)", SettingSliceBudget, c.SliceBudget, it)
+	case c.SliceBudget == 0 && it > 0:
+		c.SliceBudget = it / 2
+	case c.SliceBudget == 0:
+		c.SliceBudget = DefaultFunctionTimeout / 2
 	}
 	switch it := c.InvocationTimeout(); {
 	case it > 0 && c.StallTimeout >= it:

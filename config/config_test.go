@@ -67,6 +67,7 @@ func TestLoad_Errors(t *testing.T) {
 		{"run horizon beyond a week", with(base(), SettingRunTimeout, "20h", SettingCheckRounds, "20"), []string{SettingRunTimeout, SettingCheckRounds, "220h", "168h"}},
 		{"stall shorter than renew", with(base(), SettingStallTimeout, "5s"), []string{SettingStallTimeout, "renew interval"}},
 		{"bad overlap", with(base(), SettingOverlap, "queue"), []string{SettingOverlap, `"queue"`, "skip", "allow"}},
+		{"slice budget past the invocation timeout", with(base(), SettingSliceBudget, "1h"), []string{SettingSliceBudget, "invocation timeout"}},
 		{"bad misfire", with(base(), SettingMisfire, "latest"), []string{SettingMisfire, `"latest"`, "skip", "run-latest"}},
 		{"non-positive starting deadline", with(base(), SettingStartDeadline, "0s"), []string{SettingStartDeadline, "positive"}},
 		{"bad transport", with(base(), SettingTransport, "kafka"), []string{SettingTransport, "kafka", "servicebus"}},

@@ -113,6 +113,10 @@ func (c *Coordinator) check(ctx context.Context, env work.Envelope) error {
 		if m.State.Final() {
 			return nil
 		}
+		if !m.PlanDone {
+			// The slice ended at its budget and sent the check that continues it.
+			return nil
+		}
 		return c.scheduleCheck(ctx, env.Run, m.Epoch, next, m.Deadline)
 	}
 

@@ -55,6 +55,7 @@ func (c *Coordinator) enqueue(ctx context.Context, lease Lease, beat func(), run
 	start := c.cfg.Now()
 	var pace pacer
 	var paused time.Duration
+	sliceStart := time.Now()
 	failedSends := 0
 	for !m.PlanDone {
 		beat()
@@ -125,6 +126,15 @@ func (c *Coordinator) enqueue(ctx context.Context, lease Lease, beat func(), run
 		if err != nil {
 			return m, err
 		}
+		if !m.PlanDone && c.cfg.SliceBudget > 0 && time.Since(sliceStart) >= c.cfg.SliceBudget {
+			// No step of a run is bounded by one invocation: hand the rest to a follow-up one.
+			if err := c.scheduleCheck(ctx, run, lease.Epoch, continueRound+m.Checkpoint.Batches, c.cfg.Now()); err != nil {
+				return m, err
+			}
+			log.Info("planning slice ended; a follow-up invocation continues from the checkpoint", "next", m.Checkpoint.Next,
+				"batches", m.Checkpoint.Batches, "slice", time.Since(sliceStart).Round(time.Millisecond).String())
+			return m, nil
+		}
 	}
 	log.Info("run enqueued", "partitions", m.Partitions, "batches", m.Checkpoint.Batches,
 		"ms", c.cfg.Now().Sub(start).Milliseconds(), "pacedMs", paused.Milliseconds())
@@ -137,6 +147,10 @@ func (c *Coordinator) enqueue(ctx context.Context, lease Lease, beat func(), run
 	}
 	return m, nil
 }
+
+// continueRound numbers the checks that continue a sliced planning (continueRound plus the
+// checkpoint's batch count), apart from the check chain's own rounds.
+const continueRound = 1_000_000
 
 // maxFailedSends bounds how often in a row the leader sends a batch again after a transient
 // failure before it gives up (the check chain resumes the run later).

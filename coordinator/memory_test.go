@@ -171,3 +171,75 @@ func TestMemory_TransientSendIsPacedAndRetried(t *testing.T) {
 		}
 	}
 }
+
+// checksSent returns the check envelopes the sender has sent, oldest first.
+func (s *memSender) checksSent(t *testing.T) []work.Envelope {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []work.Envelope
+	for _, m := range s.msgs {
+		env, err := work.DecodeEnvelope(m.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env.Kind == work.KindCheck {
+			out = append(out, env)
+		}
+	}
+	return out
+}
+
+// With a tiny time budget per invocation, planning spans several invocations: each slice
+// checkpoints and sends a check that continues at once, the next slice takes the lease at a
+// newer epoch and goes on from the checkpoint, and every partition is sent exactly once.
+func TestMemory_PlanningInSlices(t *testing.T) {
+	const n = 22
+	sender := &memSender{}
+	store := ledgertest.NewFake(ledgertest.Options{})
+	c := memInstance(t, store, newFakeLeaseLock(15*time.Second), sender, n)
+	c.cfg.SliceBudget = time.Nanosecond // one batch (4 partitions) per slice
+	ctx := context.Background()
+	out, err := c.Tick(ctx, tick)
+	if err != nil || out.Status != StatusStarted {
+		t.Fatalf("tick: %+v, %v", out, err)
+	}
+	slices := 1
+	for handled := 0; ; {
+		m, err := store.ReadManifest(ctx, tickRun)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.PlanDone {
+			if m.Partitions != n || len(m.Segments) != slices {
+				t.Fatalf("planned %d partitions in %d segments, want %d in %d (one per slice)", m.Partitions, len(m.Segments), n, slices)
+			}
+			break
+		}
+		checks := sender.checksSent(t)
+		if handled >= len(checks) {
+			t.Fatalf("planning stopped at %d of %d partitions with no check to continue it", m.Checkpoint.Next, n)
+		}
+		env := checks[len(checks)-1]
+		handled = len(checks)
+		if env.Round < continueRound {
+			t.Fatalf("the last check (round %d) is not a continuation", env.Round)
+		}
+		if err := c.Check(ctx, env, firstDelivery); err != nil {
+			t.Fatalf("continuation check: %v", err)
+		}
+		slices++
+	}
+	if slices < 5 {
+		t.Errorf("%d slices, want one per batch of 4 (at least 5)", slices)
+	}
+	idx, seen := sender.partitions(t)
+	if len(idx) != n {
+		t.Fatalf("sent %v", idx)
+	}
+	for i, k := range seen {
+		if k != 1 {
+			t.Errorf("partition %d sent %d times", i, k)
+		}
+	}
+}

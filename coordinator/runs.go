@@ -84,6 +84,9 @@ type Config struct {
 	// CheckRounds bounds the re-enqueue rounds; after the last, missing partitions are recorded
 	// as failed (default 3).
 	CheckRounds int
+	// SliceBudget bounds how long one leadership plans a run: past it, the leader checkpoints,
+	// sends a check that continues at once, and lets go (0: no bound).
+	SliceBudget time.Duration
 	// MaxDeliveries is the queue's max delivery count: on its last delivery a failing check
 	// acts instead of failing, so the check chain never dies silently (default 5).
 	MaxDeliveries int

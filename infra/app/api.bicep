@@ -99,6 +99,8 @@ var batonSettings = {
   BATON_RUN_TIMEOUT: runTimeout
   BATON_CHECK_ROUNDS: '3'
   BATON_ENQUEUE_BATCH: '250'
+  // Empty: half the invocation timeout (functionTimeout less a margin).
+  BATON_SLICE_BUDGET: ''
   BATON_LOG_LEVEL: logLevel
 }
 
