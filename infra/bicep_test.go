@@ -15,8 +15,9 @@ import (
 )
 
 // Static checks of the Bicep: structure, references between files, and the security
-// properties the issue requires. Each check is a function returning the problems it found, run
-// on the real files (want none) and on small broken inputs (want the problem named).
+// properties the deployment promises (no key-based authentication, no key in the files or
+// their outputs). Each check is a function returning the problems it found, run on the real
+// files (want none) and on small broken inputs (want the problem named).
 
 // moduleProblems lists module references of the file at path whose target does not exist.
 func moduleProblems(s *bicepScan, path string) []string {
@@ -333,7 +334,7 @@ func TestBicep_RoleDefinitionIDs(t *testing.T) {
 			used[name] = true
 		}
 	}
-	// The issue's list: each must be granted somewhere.
+	// The data roles the app needs: each must be granted somewhere.
 	for _, name := range []string{"storageBlobDataOwner", "storageQueueDataContributor", "storageTableDataContributor",
 		"serviceBusDataSender", "serviceBusDataReceiver", "monitoringMetricsPublisher"} {
 		if !used[name] {
