@@ -581,7 +581,7 @@ func roleGrants(t *testing.T, path string) []roleGrant {
 }
 
 // TestBicep_DeployerLeastPrivilege: the deploying principal gets Storage Blob Data Reader on
-// the leases and runs containers and nothing else (the README's steps read the ledger; deploy,
+// the leases and runs containers and nothing else (docs/deploy.md's steps read the ledger; deploy,
 // keys and the HTTP API need no data role), and only when principalId is given. The app's
 // identity is granted by its own principal ID, never through a list that also holds the
 // deployer.
