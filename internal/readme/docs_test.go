@@ -165,8 +165,8 @@ func goPackages(t *testing.T) []string {
 }
 
 // outside matches references to documents that live outside the repository; the repository's
-// code and docs must stand alone.
-var outside = regexp.MustCompile(`shared/|functions-protocol\.md|sdk-azurite-facts\.md|DESIGN\.md|as the issue (asks|says)`)
+// code and docs must stand alone. (Written so that this file does not match it.)
+var outside = regexp.MustCompile(`shared[/]|functions-protocol\.md|sdk-azurite-facts\.md|DESIGN\.md|as the issue (asks|says)`)
 
 func TestDocs_CiteNothingOutsideTheRepository(t *testing.T) {
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -182,9 +182,6 @@ func TestDocs_CiteNothingOutsideTheRepository(t *testing.T) {
 		}
 		if !strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, ".md") {
 			return nil
-		}
-		if filepath.Base(path) == "docs_test.go" && strings.HasSuffix(filepath.Dir(path), filepath.Join("internal", "readme")) {
-			return nil // this file names the patterns
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {
