@@ -8,21 +8,24 @@ import (
 	"github.com/batonfn/baton/internal/readme"
 )
 
-// README.md's HTTP API section (the README's API section) names every error code the API answers with, and
-// the limits it states are the code's.
+// The API reference (docs/api.md) names every error code the API answers with, and the limits
+// it states are the code's.
 func TestDocs_MatchTheCode(t *testing.T) {
-	doc, err := readme.Section("..", "HTTP API")
+	doc, err := readme.File("..", "docs/api.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(doc, "## ") {
-		t.Error("README.md's HTTP API section must open with a ## heading (it merges under the README's title)")
+	if !strings.HasPrefix(doc, "# HTTP API\n") {
+		t.Error("docs/api.md must open with its title, # HTTP API")
+	}
+	if _, closed := readme.Prose(doc); !closed {
+		t.Error("docs/api.md: a code fence is not closed")
 	}
 	for _, code := range []string{CodeBadRequest, CodeInvalidRunID, CodeInvalidLimit, CodeInvalidContinuation, CodeInvalidKey,
 		CodeKeyReused, CodeNotFound, CodeMethodNotAllowed, CodeTooLarge, CodeConflict, CodeUnavailable, CodeStorage, CodeTimeout,
 		CodeInvalidState, CodeInvalidTrigger, CodeInvalidOccurrences} {
 		if !strings.Contains(doc, "`"+code+"`") {
-			t.Errorf("README.md's HTTP API section does not list the error code %q", code)
+			t.Errorf("docs/api.md does not list the error code %q", code)
 		}
 	}
 	for _, want := range []string{"64 KiB", "1–100, default 20", "1–200 printable", "up to 3 s", "5,000 partitions", "20,000 partitions",
@@ -30,13 +33,13 @@ func TestDocs_MatchTheCode(t *testing.T) {
 		"200 manifests from storage", "`occurrences` is not 1–100", "10,000 of them", "sample of 100 partitions", "read for the first 20",
 		"#run=<id>"} {
 		if !strings.Contains(doc, want) {
-			t.Errorf("README.md's HTTP API section does not mention %q", want)
+			t.Errorf("docs/api.md does not mention %q", want)
 		}
 	}
 	if MaxBodyBytes != 64<<10 || DefaultLimit != 20 || MaxLimit != 100 || MaxKeyLength != 200 || DefaultKeyWait.Seconds() != 3 ||
 		ExactProgressLimit != 5000 || MaxReportBytes != 64<<10 || MaxReportReadBytes != 8<<20 || SummaryFailures != 10 ||
 		MaxScanReads != 200 || MaxOccurrences != 100 || maxFinal != 10_000 || MaxWorkerReads != 100 || MaxFailureReads != 20 ||
 		OccurrenceGrace != time.Minute {
-		t.Error("a limit changed: update README.md's HTTP API section and this test")
+		t.Error("a limit changed: update docs/api.md and this test")
 	}
 }

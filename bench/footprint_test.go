@@ -30,8 +30,8 @@ const startTrials = 20
 // invokeRequests is the number of requests per iteration of a BenchmarkHandlerInvoke case.
 const invokeRequests = 10000
 
-// BenchmarkHandlerBinary reports the size of the handler binary: stripped, as the issue
-// sizes it (go build -trimpath -ldflags='-s -w'), and as `make build` builds it (-trimpath).
+// BenchmarkHandlerBinary reports the size of the handler binary: stripped (go build -trimpath
+// -ldflags='-s -w'), and as `make build` builds it (-trimpath).
 func BenchmarkHandlerBinary(b *testing.B) {
 	for b.Loop() {
 		stripped, plain := handlerBinaries(b)

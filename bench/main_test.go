@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 var built struct {
 	once sync.Once
 	dir  string
-	// stripped is built as the issue asks to size it (-trimpath -ldflags='-s -w'); every
+	// stripped is the size-optimised build (-trimpath -ldflags='-s -w'); every
 	// benchmark that runs the handler runs this one. plain is `make build`'s (-trimpath).
 	stripped, plain string
 	took            time.Duration

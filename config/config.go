@@ -20,7 +20,8 @@ import (
 )
 
 // Setting names. The Bicep app settings, local.settings.example.json and the README table use
-// exactly these names; the config contract test keeps them in step.
+// exactly these names; the config contract test (infra) and the README test (internal/readme)
+// keep them in step.
 const (
 	SettingPort            = "FUNCTIONS_CUSTOMHANDLER_PORT"
 	SettingLegacyPort      = "FUNCTIONS_HTTPWORKER_PORT"

@@ -12,7 +12,7 @@ import (
 //
 //	go test -run XXX -bench BlobLock -benchtime 200x ./coordinator/
 //
-// Goal (issue 3): a contested Acquire costs at most 1.5× the GetProperties round trip.
+// Goal: a contested Acquire costs at most 1.5× the GetProperties round trip.
 func BenchmarkBlobLock(b *testing.B) {
 	c := newTestContainer(b, nil, nil)
 	holder := newTestBlobLockOn(b, c)

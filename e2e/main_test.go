@@ -1,6 +1,6 @@
 // Package e2e_test runs the real handler binary as several host instances (internal/devhost)
-// against Azurite and proves the invariants of DESIGN.md from the ledger and from a leadership
-// log, under chaos: killed and paused leaders, killed workers, an Azurite restart, poison
+// against Azurite and proves the invariants (docs/design.md, Invariants) from the ledger and
+// from a leadership log, under chaos: killed and paused leaders, killed workers, an Azurite restart, poison
 // partitions.
 //
 // Environment:

@@ -16,9 +16,9 @@ import (
 
 // hostShim stands in for the Functions host's HTTP front end in tests, for a browser: it
 // serves /api/<route> for the HTTP functions, builds the httpTrigger invocation the host would
-// send (shared/functions-protocol.md §1.6: Url, Method, Query as an object, Headers as string
-// arrays, route Params, Body only when there is one), posts it to the handler, and answers
-// with the `res` output (§2.2), or 500 when the handler fails the invocation, as the host does.
+// send (Url, Method, Query as an object, Headers as string arrays, route Params, Body only
+// when there is one; see docs/design.md, Host protocol), posts it to the handler, and answers
+// with the `res` output, or 500 when the handler fails the invocation, as the host does.
 // It checks no function key, like Core Tools.
 type hostShim struct {
 	t       testing.TB

@@ -15,8 +15,9 @@ import (
 )
 
 // Static checks of the Bicep: structure, references between files, and the security
-// properties the issue requires. Each check is a function returning the problems it found, run
-// on the real files (want none) and on small broken inputs (want the problem named).
+// properties the deployment promises (no key-based authentication, no key in the files or
+// their outputs). Each check is a function returning the problems it found, run on the real
+// files (want none) and on small broken inputs (want the problem named).
 
 // moduleProblems lists module references of the file at path whose target does not exist.
 func moduleProblems(s *bicepScan, path string) []string {
@@ -333,7 +334,7 @@ func TestBicep_RoleDefinitionIDs(t *testing.T) {
 			used[name] = true
 		}
 	}
-	// The issue's list: each must be granted somewhere.
+	// The data roles the app needs: each must be granted somewhere.
 	for _, name := range []string{"storageBlobDataOwner", "storageQueueDataContributor", "storageTableDataContributor",
 		"serviceBusDataSender", "serviceBusDataReceiver", "monitoringMetricsPublisher"} {
 		if !used[name] {
@@ -580,7 +581,7 @@ func roleGrants(t *testing.T, path string) []roleGrant {
 }
 
 // TestBicep_DeployerLeastPrivilege: the deploying principal gets Storage Blob Data Reader on
-// the leases and runs containers and nothing else (the README's steps read the ledger; deploy,
+// the leases and runs containers and nothing else (docs/deploy.md's steps read the ledger; deploy,
 // keys and the HTTP API need no data role), and only when principalId is given. The app's
 // identity is granted by its own principal ID, never through a list that also holds the
 // deployer.

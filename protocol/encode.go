@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// This file builds requests the way the Functions host does (shared/functions-protocol.md §1),
+// This file builds requests the way the Functions host does (docs/design.md, Host protocol),
 // for the local host and for tests. Every helper mirrors one rule of the host's converter.
 
 // EncodeStringData is the host's form of a string trigger value: JSON-encoded twice.

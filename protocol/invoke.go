@@ -185,7 +185,7 @@ func ParseTime(s string) (time.Time, error) {
 }
 
 // HostMetadataKeys lists every metadata key the host sets for the trigger types Baton uses
-// (shared/functions-protocol.md §1.2–1.6). A message body must not have a top-level property
+// (timer, Service Bus, Storage queue and HTTP). A message body must not have a top-level property
 // with any of these names (compared case-insensitively): it would leak into Metadata and
 // overwrite the real value.
 var HostMetadataKeys = []string{

@@ -13,8 +13,8 @@ import (
 	"github.com/batonfn/baton/config"
 )
 
-// Defaults the Functions host applies when host.json leaves a setting out (Storage Queues
-// extension 5.x, shared/functions-protocol.md §2.5 and §3).
+// Defaults the Functions host applies when host.json leaves a setting out (the host and the
+// Storage Queues extension 5.x; see docs/design.md, Host protocol).
 const (
 	DefaultFunctionTimeout    = 30 * time.Minute
 	DefaultRoutePrefix        = "api"

@@ -23,8 +23,8 @@
 //     invokes a random live instance. No function key is needed locally (as with Core Tools).
 //   - serviceBusTrigger is not emulated (there is no local broker); the host says so at start.
 //
-// Every request has the wire form of shared/functions-protocol.md §1 (built with the protocol
-// package's encoders) and every reply is judged as the host judges it (§2): a success only when
+// Every request has the host's wire form (built with the protocol package's encoders; see
+// docs/design.md, Host protocol) and every reply is judged as the host judges it: a success only when
 // the status is 2xx, the Content-Type is JSON and the body is a JSON object. An invocation that
 // outlives functionTimeout kills and restarts its instance's handler, failing everything else in
 // flight there, as the host does. A handler that exits three times within 30 minutes is given up.

@@ -22,7 +22,7 @@ import (
 	"github.com/batonfn/baton/config"
 )
 
-// Process supervision constants, from the host (shared/functions-protocol.md §1.1, §2.4).
+// Process supervision constants, from the Functions host (see docs/design.md, Host protocol).
 const (
 	// ReadyTimeout is how long a new handler has to answer GET / (the host's
 	// InitializationTimeout).

@@ -136,8 +136,8 @@ func (in *Instance) invoke(ctx context.Context, function string, body []byte, de
 	return reply, nil
 }
 
-// Judge applies the host's rules to a handler reply (shared/functions-protocol.md §0.1, §0.8,
-// §2.4): a success needs a 2xx status, a JSON Content-Type and a body that is a JSON object
+// Judge applies the host's rules to a handler reply (see docs/design.md, Host protocol): a
+// success needs a 2xx status, a JSON Content-Type and a body that is a JSON object
 // (Outputs, Logs, ReturnValue; names case-insensitive). Anything else fails the invocation; the
 // error says why and wraps ErrReply.
 func Judge(status int, contentType string, body []byte) (*Reply, error) {

@@ -15,8 +15,8 @@ import (
 	"github.com/batonfn/baton/protocol"
 )
 
-// This file builds invocation requests exactly as shared/functions-protocol.md §1 describes,
-// with the protocol package's encoders; the e2e conformance test compares the results with the
+// This file builds invocation requests exactly as the Functions host does (docs/design.md, Host
+// protocol), with the protocol package's encoders; the e2e conformance test compares the results with the
 // golden payloads in handler/testdata.
 
 // request is an invocation body before encoding.

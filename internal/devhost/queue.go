@@ -17,7 +17,8 @@ import (
 	"github.com/batonfn/baton/config"
 )
 
-// Queue listener constants, from the Storage Queues extension (shared/functions-protocol.md §2.5).
+// Queue listener constants, from the Storage Queues extension 5.x (see docs/design.md, Host
+// protocol).
 const (
 	// MessageLease is the visibility timeout of a message being processed; it is renewed at
 	// half of it while the invocation runs.
