@@ -47,6 +47,7 @@ const (
 	SettingCheckRounds     = "BATON_CHECK_ROUNDS"
 	SettingEnqueueBatch    = "BATON_ENQUEUE_BATCH"
 	SettingSliceBudget     = "BATON_SLICE_BUDGET"
+	SettingMaxBacklog      = "BATON_MAX_BACKLOG"
 	SettingLogLevel        = "BATON_LOG_LEVEL"
 	SettingInstanceID      = "BATON_INSTANCE_ID"
 	SettingSiteName        = "WEBSITE_SITE_NAME"
@@ -71,6 +72,7 @@ const (
 	DefaultRunTimeout      = time.Hour
 	DefaultCheckRounds     = 3
 	DefaultEnqueueBatch    = 250
+	DefaultMaxBacklog      = 50000
 	DefaultFunctionTimeout = 30 * time.Minute
 )
 
@@ -179,6 +181,9 @@ type Config struct {
 	// the rest to a follow-up invocation (a control message), so no step of a run is bounded
 	// by one invocation. 0 (unset) means half the invocation timeout.
 	SliceBudget time.Duration
+	// MaxBacklog bounds the partitions enqueued but not yet done: the leader feeds a large run
+	// to the queue in waves (0: the whole run at once).
+	MaxBacklog int
 	// CheckRounds bounds the re-enqueue rounds of the check message.
 	CheckRounds int
 	// EnqueueBatch is the number of partitions sent and checkpointed together.
@@ -223,6 +228,7 @@ func Load(getenv Getenv) (Config, error) {
 		CheckRounds:      p.integer(SettingCheckRounds, DefaultCheckRounds, 0, 20),
 		EnqueueBatch:     p.integer(SettingEnqueueBatch, DefaultEnqueueBatch, 1, MaxEnqueueBatch),
 		SliceBudget:      p.duration(SettingSliceBudget, 0),
+		MaxBacklog:       p.integer(SettingMaxBacklog, DefaultMaxBacklog, 0, 10_000_000),
 		LogLevel:         p.level(),
 	}
 	c.AppName, c.InstanceID = identity(getenv)

@@ -25,7 +25,14 @@ func (c *Coordinator) resume(ctx context.Context, lease Lease, beat func(), run 
 		if m.Epoch < lease.Epoch {
 			m.Epoch = lease.Epoch
 			m.Leader = holderOf(lease.Holder)
-			m.Segments = append(m.Segments, ledger.Segment{Epoch: lease.Epoch, From: m.Checkpoint.Next})
+			if last := len(m.Segments) - 1; last >= 0 && m.Segments[last].From == m.Checkpoint.Next {
+				// Nothing was checkpointed since the last takeover (a wave or slice that
+				// ended at once): moving that segment to the new epoch fences exactly what
+				// a new segment would, and the manifest does not grow with every slice.
+				m.Segments[last].Epoch = lease.Epoch
+			} else {
+				m.Segments = append(m.Segments, ledger.Segment{Epoch: lease.Epoch, From: m.Checkpoint.Next})
+			}
 		}
 		return nil
 	})
@@ -64,6 +71,17 @@ func (c *Coordinator) enqueue(ctx context.Context, lease Lease, beat func(), run
 		}
 		if c.overdue(m) {
 			return m, c.timeOut(ctx, &lease, m)
+		}
+		if full, err := c.backlogFull(ctx, m); err != nil {
+			return m, err
+		} else if full {
+			at := c.cfg.Now().Add(c.cfg.WavePause)
+			if err := c.scheduleCheck(ctx, run, lease.Epoch, continueRound+m.Checkpoint.Batches, at); err != nil {
+				return m, err
+			}
+			log.Info("backlog full; the next wave goes out later", "next", m.Checkpoint.Next, "maxBacklog", c.cfg.MaxBacklog,
+				"at", at.UTC())
+			return m, nil
 		}
 		b, err := c.planBatch(ctx, job, &m)
 		if err != nil {
@@ -146,6 +164,25 @@ func (c *Coordinator) enqueue(ctx context.Context, lease Lease, beat func(), run
 		}
 	}
 	return m, nil
+}
+
+// backlogFull reports whether the partitions enqueued but not done have reached MaxBacklog:
+// one HEAD per done shard that can hold them.
+func (c *Coordinator) backlogFull(ctx context.Context, m ledger.Manifest) (bool, error) {
+	if c.cfg.MaxBacklog <= 0 || m.Checkpoint.Next < c.cfg.MaxBacklog {
+		return false, nil
+	}
+	var done int64
+	for s := 0; s*ledger.DoneShardSize < m.Checkpoint.Next; s++ {
+		n, err := c.cfg.Store.DoneCount(ctx, m.RunID, s)
+		if err != nil {
+			return false, err
+		}
+		done += n
+	}
+	// Redeliveries can append twice, so done may overcount: the backlog is then a little
+	// larger than the bound, never stuck.
+	return int64(m.Checkpoint.Next)-done >= int64(c.cfg.MaxBacklog), nil
 }
 
 // continueRound numbers the checks that continue a sliced planning (continueRound plus the

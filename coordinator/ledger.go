@@ -19,6 +19,7 @@ type Ledger interface {
 	PutResult(ctx context.Context, r ledger.Result) error
 	ListResults(ctx context.Context, run string, fn func(index int) error) error
 	AppendDone(ctx context.Context, run string, index int, epoch int64) (int64, error)
+	DoneCount(ctx context.Context, run string, shard int) (int64, error)
 	SetActive(ctx context.Context, a ledger.Active) error
 	ReadActive(ctx context.Context) (ledger.Active, bool, error)
 	PutPending(ctx context.Context, p ledger.Pending) error

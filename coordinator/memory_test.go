@@ -243,3 +243,55 @@ func TestMemory_PlanningInSlices(t *testing.T) {
 		}
 	}
 }
+
+// With a bounded backlog the leader feeds the queue in waves: it stops when the partitions
+// enqueued but not done reach MaxBacklog, and a later check sends the next wave once workers
+// have caught up. Never more than the bound plus one batch is outstanding.
+func TestMemory_BacklogFedInWaves(t *testing.T) {
+	const n, backlog = 22, 8
+	sender := &memSender{}
+	store := ledgertest.NewFake(ledgertest.Options{})
+	c := memInstance(t, store, newFakeLeaseLock(15*time.Second), sender, n)
+	c.cfg.MaxBacklog = backlog
+	ctx := context.Background()
+	if _, err := c.Tick(ctx, tick); err != nil {
+		t.Fatal(err)
+	}
+	done := 0
+	waves := 1
+	for {
+		m, err := store.ReadManifest(ctx, tickRun)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if outstanding := m.Checkpoint.Next - done; outstanding > backlog+4 {
+			t.Fatalf("%d partitions outstanding, bound %d plus a batch", outstanding, backlog)
+		}
+		if m.PlanDone {
+			break
+		}
+		if m.Checkpoint.Next-done < backlog {
+			t.Fatalf("the leader stopped at %d enqueued, %d done, below the backlog bound", m.Checkpoint.Next, done)
+		}
+		// Workers finish what is outstanding; the wave check then sends more.
+		for ; done < m.Checkpoint.Next; done++ {
+			if _, err := store.AppendDone(ctx, tickRun, done, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		checks := sender.checksSent(t)
+		if err := c.Check(ctx, checks[len(checks)-1], firstDelivery); err != nil {
+			t.Fatal(err)
+		}
+		waves++
+	}
+	if waves < 3 {
+		t.Errorf("%d waves, want the run fed in several", waves)
+	}
+	if idx, _ := sender.partitions(t); len(idx) != n {
+		t.Fatalf("sent %v", idx)
+	}
+	if m, _ := store.ReadManifest(ctx, tickRun); len(m.Segments) > waves {
+		t.Errorf("%d segments for %d waves", len(m.Segments), waves)
+	}
+}

@@ -87,6 +87,13 @@ type Config struct {
 	// SliceBudget bounds how long one leadership plans a run: past it, the leader checkpoints,
 	// sends a check that continues at once, and lets go (0: no bound).
 	SliceBudget time.Duration
+	// MaxBacklog bounds the partitions enqueued but not yet done: the leader feeds the queue
+	// in waves, ending its slice when the backlog is full and continuing a WavePause later
+	// (0: enqueue the whole run at once). A queue whose every call grows with its depth (as
+	// Azurite's does) stays fast.
+	MaxBacklog int
+	// WavePause is how long after a full backlog the next wave is sent (default 2s).
+	WavePause time.Duration
 	// MaxDeliveries is the queue's max delivery count: on its last delivery a failing check
 	// acts instead of failing, so the check chain never dies silently (default 5).
 	MaxDeliveries int
@@ -161,6 +168,9 @@ func New(cfg Config) (*Coordinator, error) {
 	c := &Coordinator{cfg: cfg, leaseDur: cfg.Leader.cfg.LeaseDuration}
 	if c.cfg.TickWait == 0 {
 		c.cfg.TickWait = c.leaseDur + checkMargin
+	}
+	if c.cfg.WavePause == 0 {
+		c.cfg.WavePause = 2 * time.Second
 	}
 	return c, nil
 }

@@ -135,7 +135,7 @@ func newApp(cfg config.Config, logger *slog.Logger) (*App, error) {
 		Job: cfg.Job, Params: params, JobError: jobErr, Schedule: schedule, AllowOverlap: cfg.Overlap == config.OverlapAllow,
 		BatchSize: cfg.EnqueueBatch, RunTimeout: cfg.RunTimeout, CheckRounds: cfg.CheckRounds, Logger: logger,
 		MaxDeliveries: cfg.MaxDeliveries, Misfire: coordinator.Misfire(cfg.Misfire), StartingDeadline: cfg.StartingDeadline,
-		SliceBudget: cfg.SliceBudget,
+		SliceBudget: cfg.SliceBudget, MaxBacklog: cfg.MaxBacklog,
 	})
 	if err != nil {
 		return nil, err

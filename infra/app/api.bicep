@@ -101,6 +101,7 @@ var batonSettings = {
   BATON_ENQUEUE_BATCH: '250'
   // Empty: half the invocation timeout (functionTimeout less a margin).
   BATON_SLICE_BUDGET: ''
+  BATON_MAX_BACKLOG: '50000'
   BATON_LOG_LEVEL: logLevel
 }
 
