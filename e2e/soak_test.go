@@ -118,6 +118,7 @@ type soakDriver struct {
 	mu     sync.Mutex
 	calls  []soak.ManualCall
 	faults []soak.Fault
+	errs   []error        // the driver's own failures, from its timers
 	pend   sync.WaitGroup // fault ends (SIGCONT, Azurite back) and manual calls in flight
 }
 
@@ -165,6 +166,12 @@ func runSoak(t *testing.T, cfg soakConfig, mode devhost.TimerMode, seed int64) {
 		d.revive(ctx)
 	}
 	d.pend.Wait()
+	d.mu.Lock()
+	errs := d.errs
+	d.mu.Unlock()
+	for _, err := range errs {
+		t.Fatalf("soak driver: %v", err)
+	}
 	d.revive(ctx)
 
 	// 2. The quiet period: the remaining occurrences fire without faults, then every run
@@ -317,7 +324,9 @@ func (d *soakDriver) step(ctx context.Context, s soak.Step) {
 			defer cancel()
 			srv2, err := azurite.Start(sctx, azurite.Options{Dir: d.dir, BlobPort: srv.BlobPort, QueuePort: srv.QueuePort})
 			if err != nil {
-				d.t.Errorf("restart azurite: %v", err)
+				d.mu.Lock()
+				d.errs = append(d.errs, fmt.Errorf("restart azurite: %w", err))
+				d.mu.Unlock()
 				return
 			}
 			d.srvMu.Lock()
@@ -421,6 +430,11 @@ func (d *soakDriver) strikeLeader(ctx context.Context, s soak.Step) {
 				_, pid := in.State()
 				st = strike{in: in, pid: pid, err: hit(in), line: note}
 			})
+			// When the line's strike won the race, it sent before its Do returned.
+			select {
+			case st = <-got:
+			default:
+			}
 		}
 	case <-ctx.Done():
 		unsub()
