@@ -119,8 +119,9 @@ func needsReason(s ledger.State) bool {
 }
 
 // occurrences: every schedule occurrence from the first fire to the last one fired on an
-// instance has exactly one timer record; timer records outside that window must be missed
-// records of real occurrences before it.
+// instance has exactly one timer record. Outside that window a timer record must be a real
+// occurrence: before it, recorded as missed; after it, not later than the end of the soak (a
+// past-due fire of a resumed instance lands on the latest occurrence passed).
 func (c *checker) occurrences() {
 	h := c.h
 	fired := map[time.Time][]string{}
@@ -177,8 +178,12 @@ func (c *checker) occurrences() {
 		switch {
 		case m.Occurrence.IsZero() || err != nil || !prev.Equal(occ) || coordinator.TimerRunID(occ) != id:
 			c.add(VUnexpected, id, "timer record for occurrence %s, which is not a schedule occurrence named by this ID", occ.Format(time.RFC3339))
+		case occ.After(last) && occ.After(h.End):
+			c.add(VUnexpected, id, "timer record for occurrence %s, after the last fired occurrence %s and after the end of the soak", occ.Format(time.RFC3339), last.Format(time.RFC3339))
 		case occ.After(last):
-			c.add(VUnexpected, id, "timer record for occurrence %s, after the last fired occurrence %s", occ.Format(time.RFC3339), last.Format(time.RFC3339))
+			// A past-due fire (an instance resumed after the host's last fire) belongs to the
+			// latest occurrence passed: a real occurrence of the schedule, recorded once.
+			c.timerRecord(id, occ, h.Runs[id])
 		case m.State != ledger.StateMissed:
 			c.add(VUnexpected, id, "occurrence %s before the first fire is recorded as %s, want missed", occ.Format(time.RFC3339), m.State)
 		default:

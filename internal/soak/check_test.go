@@ -156,8 +156,8 @@ func TestCheck_DetectsEachViolation(t *testing.T) {
 		{"a timer record with a manual trigger", VBadRecord, func(h *History) {
 			editRun(h, id0, func(r *Run) { r.Manifest.Trigger = ledger.TriggerManual })
 		}},
-		{"a timer record after the last fired occurrence", VUnexpected, func(h *History) {
-			occ := t0.Add(20 * time.Second)
+		{"a timer record after the end of the soak", VUnexpected, func(h *History) {
+			occ := t0.Add(2 * time.Minute)
 			id := coordinator.TimerRunID(occ)
 			h.Runs[id] = Run{Manifest: ledger.Manifest{RunID: id, Trigger: ledger.TriggerTimer, Occurrence: occ, State: ledger.StateMissed,
 				Reason: "never fired", Created: occ, Deadline: occ}}
@@ -279,6 +279,26 @@ func TestCheck_KilledAggregatorMayNotLog(t *testing.T) {
 	h.Faults = []Fault{{At: t0.Add(2 * time.Second), Kind: FaultKillOther, Instance: "instance-2", PID: 202}}
 	if res := Check(h); len(res.Violations) != 0 {
 		t.Errorf("violations: %v", res.Violations)
+	}
+}
+
+// TestCheck_PastDueRecordAfterLastFire: a resumed instance's past-due fire after the host's
+// last fire records the latest occurrence passed; that is a real occurrence, checked like the
+// others, not an unexpected record.
+func TestCheck_PastDueRecordAfterLastFire(t *testing.T) {
+	h := goodHistory(t)
+	occ := t0.Add(20 * time.Second)
+	id := coordinator.TimerRunID(occ)
+	h.Runs[id] = Run{Manifest: ledger.Manifest{RunID: id, Trigger: ledger.TriggerTimer, Occurrence: occ, State: ledger.StateSkipped,
+		Reason: "busy", Created: occ, Deadline: occ.Add(time.Minute), Finished: occ}}
+	if res := Check(h); len(res.Violations) != 0 {
+		t.Errorf("violations: %v", res.Violations)
+	}
+	r := h.Runs[id]
+	r.Manifest.Reason = ""
+	h.Runs[id] = r
+	if res := Check(h); len(res.Violations) != 1 || res.Violations[0].Kind != VBadRecord {
+		t.Errorf("a past-due skip without a reason: violations %v, want one %s", res.Violations, VBadRecord)
 	}
 }
 
