@@ -295,7 +295,7 @@ func (d *soakDriver) step(ctx context.Context, s soak.Step) {
 	case soak.FaultKillLeader, soak.FaultPause:
 		d.strikeLeader(ctx, s)
 	case soak.FaultKillOther:
-		holder := d.holderInstance(ctx)
+		holder, _ := d.holderInstance(ctx)
 		in := d.pick(s.Pick, func(name string) bool { return name != holder })
 		if in == nil {
 			d.fault(soak.Fault{At: time.Now(), Kind: s.Kind, Note: "no running instance besides the holder; skipped"})
@@ -360,15 +360,16 @@ func (d *soakDriver) pick(p uint64, ok func(name string) bool) *devhost.Instance
 	return cands[p%uint64(len(cands))]
 }
 
-// holderInstance is the instance named by the lease blob while the lease is held ("" if not).
-func (d *soakDriver) holderInstance(ctx context.Context) string {
+// holderInstance is the instance named by the lease blob while the lease is held, and the
+// process that holds it ("", 0 if none).
+func (d *soakDriver) holderInstance(ctx context.Context) (string, int) {
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	st, err := d.c.lock.State(rctx)
 	if err != nil || !st.Held {
-		return ""
+		return "", 0
 	}
-	return st.Holder.Instance
+	return st.Holder.Instance, st.Holder.PID
 }
 
 // strikeLeader kills or pauses the instance that logs s.On next (it has just taken the lease,
@@ -415,11 +416,14 @@ func (d *soakDriver) strikeLeader(ctx context.Context, s soak.Step) {
 		case st = <-got: // struck just as the wait ended
 		default:
 			once.Do(func() {
-				in := d.c.h.Instance(d.holderInstance(ctx))
+				name, holderPID := d.holderInstance(ctx)
+				in := d.c.h.Instance(name)
 				note := "no " + strconv.Quote(s.On) + " line within " + s.Wait.String() + "; "
-				if in == nil || in.Info().State != devhost.StateRunning {
+				// The holder only if its process is the one running there now (a dead
+				// holder's lease outlives it).
+				if in == nil || in.Info().State != devhost.StateRunning || in.Info().PID != holderPID {
 					in = d.pick(s.Pick, nil)
-					note += "hit a running instance"
+					note += "no live holder; hit a running instance"
 				} else {
 					note += "hit the lease holder"
 				}
