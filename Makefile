@@ -28,9 +28,9 @@ vet:
 
 # The dashboard's headless-browser check (handler TestDashboard_Browser) needs Debian's
 # chromium: installed here when missing (as root, e.g. on CI), and required by `make unit`.
-# The e2e package includes the short chaos soak (TestSoak, docs/reliability.md): about 3 minutes
-# when every promise holds, up to about 8 when it finds violations and waits out their bounds;
-# the per-package timeout leaves room for that.
+# The e2e package includes the short chaos soak (TestSoak, docs/reliability.md): about 2.5
+# minutes when every promise holds, about 5 when it finds violations and waits out their
+# bounds; the per-package timeout leaves room for that.
 browser:
 	@bash scripts/ensure-chromium.sh >/dev/null
 

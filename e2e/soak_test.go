@@ -108,7 +108,6 @@ func TestSoak(t *testing.T) {
 type soakDriver struct {
 	t     *testing.T
 	c     *cluster
-	seed  int64
 	dir   string
 	start time.Time
 
@@ -127,7 +126,7 @@ func runSoak(t *testing.T, cfg soakConfig, mode devhost.TimerMode, seed int64) {
 		seed, mode, cfg.occurrences, seed, mode, cfg.occurrences)
 	t.Logf("seed=%d mode=%s occurrences=%d", seed, mode, cfg.occurrences)
 
-	d := &soakDriver{t: t, seed: seed, dir: t.TempDir()}
+	d := &soakDriver{t: t, dir: t.TempDir()}
 	ctx0, cancel0 := context.WithTimeout(context.Background(), 90*time.Second)
 	srv, err := azurite.Start(ctx0, azurite.Options{Dir: d.dir})
 	cancel0()
@@ -227,8 +226,7 @@ func runSoak(t *testing.T, cfg soakConfig, mode devhost.TimerMode, seed int64) {
 		fmt.Fprintf(&out, "fault +%s %s %s %s\n", f.At.Sub(d.start).Round(time.Millisecond), f.Kind, who, f.Note)
 	}
 	res.Print(&out)
-	fmt.Fprint(os.Stderr, out.String())
-	t.Log("\n" + out.String())
+	fmt.Fprint(os.Stderr, out.String()) // as it is, not indented: shown with -v or on failure
 	f := res.Figures
 	figures(t, "seed=%d mode=%s fired=%d firedNowhere=%d timerRecords=%v manualCalls=%d manualRuns=%v faults=%v runs=%d planned=%d partitions=%d epochs=%d violations=%d",
 		seed, mode, f.Fired, f.FiredNowhere, f.TimerStates, f.ManualCalls, f.ManualRuns, f.Faults, f.Runs, f.Planned, f.Partitions, f.Epochs, len(res.Violations))
