@@ -48,6 +48,8 @@ type clusterOpts struct {
 	extra     map[string]string
 	// onInvoke additionally receives every invocation record.
 	onInvoke func(devhost.InvokeRecord)
+	// tweak, when set, adjusts the host options last (e.g. the timer mode).
+	tweak func(*devhost.Options)
 }
 
 // cluster is a running devhost over the real handler, plus the test's own view of storage.
@@ -134,7 +136,7 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 		t.Fatal(err)
 	}
 	c := &cluster{t: t, srv: o.srv, settings: settings, queueNm: queue, logPath: logPath}
-	h, err := devhost.New(devhost.Options{
+	hopts := devhost.Options{
 		AppRoot: repoRoot, Executable: handlerBin, Instances: o.instances,
 		SettingsFile: filepath.Join(repoRoot, "local.settings.example.json"), Settings: settings,
 		HTTPAddr: "127.0.0.1:0", Out: logFile, LogLevel: slog.LevelDebug, HandlerLogLevel: slog.LevelDebug,
@@ -147,7 +149,11 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 				o.onInvoke(r)
 			}
 		},
-	})
+	}
+	if o.tweak != nil {
+		o.tweak(&hopts)
+	}
+	h, err := devhost.New(hopts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
 // Package e2e_test runs the real handler binary as several host instances (internal/devhost)
 // against Azurite and proves the invariants (docs/design.md, Invariants) from the ledger and
-// from a leadership log, under chaos: killed and paused leaders, killed workers, an Azurite restart, poison
-// partitions.
+// from a leadership log, under chaos: killed and paused leaders, killed workers, an Azurite
+// restart, poison partitions; and a seeded chaos soak that mixes them all (TestSoak, runs by
+// default in short).
 //
 // Environment:
 //
@@ -9,6 +10,8 @@
 //	E2E_HANDLER_RACE  build the handler with -race too (slower start-up, catches handler races)
 //	E2E_LOG_DIR       where each test's host log goes (default: a fresh $TMPDIR/baton-e2e-logs-*
 //	                  directory, removed when every test passed)
+//	SOAK_OCCURRENCES, SOAK_SEED, SOAK_MODES
+//	                  the chaos soak (TestSoak, soak_test.go; docs/reliability.md)
 package e2e_test
 
 import (

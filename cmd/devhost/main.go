@@ -94,10 +94,16 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	startAzurite := fs.Bool("azurite", false, "start the pinned Azurite (in memory, free ports) and point AzureWebJobsStorage at it")
 	verbose := fs.Bool("v", false, "show debug lines (handler and devhost)")
 	progress := fs.Duration("progress", time.Second, "progress line interval (0: off)")
+	timer := fs.String("timer", string(devhost.TimerAll), "where a timer occurrence fires: all (every instance, the worst case) | one (one random running instance, as in Azure)")
+	timerSeed := fs.Int64("timer-seed", 0, "seed for -timer one's choice of instance (0: random, logged at start)")
 	set := settingsFlag{}
 	fs.Var(set, "set", "override a setting, KEY=VALUE (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	mode, err := devhost.ParseTimerMode(*timer)
+	if err != nil {
+		return fmt.Errorf("-timer: %w", err)
 	}
 	if *startAzurite {
 		srv, err := azurite.Start(ctx, azurite.Options{})
@@ -118,7 +124,7 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	}
 	h, err := devhost.New(devhost.Options{AppRoot: *app, Executable: *exe, Instances: *n, SettingsFile: *settingsFile,
 		Settings: set, HTTPAddr: *httpAddr, ControlAddr: *control, Out: out, LogLevel: level, HandlerLogLevel: level,
-		ProgressInterval: prog})
+		ProgressInterval: prog, TimerMode: mode, TimerSeed: *timerSeed})
 	if err != nil {
 		return err
 	}

@@ -10,9 +10,12 @@
 // per-instance WEBSITE_INSTANCE_ID, watched, and restarted when it exits. The triggers are
 // emulated per instance, as N real hosts would run them:
 //
-//   - timerTrigger fires on every instance at every occurrence (the worst case a lease must
-//     handle; the real host's singleton lock would pick one), each with a random skew of up to
-//     ±300 ms, so some fire early. IsPastDue is set when a fire is more than a second late.
+//   - timerTrigger, in the default mode (Options.TimerMode "all"), fires on every instance at
+//     every occurrence (the worst case a lease must handle); in mode "one" it fires each
+//     occurrence on one running instance drawn from a seeded RNG (Options.TimerSeed), as
+//     Azure's per-app singleton timer does, and never retries it. Each fire has a random skew
+//     of up to ±300 ms, so some fire early. IsPastDue is set when a fire is more than a second
+//     late.
 //   - queueTrigger: each instance polls the queue (backoff up to maxPollingInterval), dequeues
 //     with a 10-minute visibility renewed while the invocation runs, base64-decodes, invokes
 //     itself, deletes on success, makes the message visible again after visibilityTimeout on
@@ -41,8 +44,8 @@
 // lease blob every second; every handler output line is kept in memory for tests (Lines,
 // WaitLine, Subscribe) and rendered for a terminal.
 //
-// What is not emulated: the host's timer singleton and schedule monitor storage (each instance
-// keeps its own ScheduleStatus), Service Bus, function keys, HTTP forwarding/proxying mode, output
+// What is not emulated: the host's timer singleton lock and schedule monitor storage (mode
+// "one" picks the instance without a lock, and each instance keeps its own ScheduleStatus), Service Bus, function keys, HTTP forwarding/proxying mode, output
 // bindings other than http, retry policies, health-ping restarts, and the host's own logs beyond
 // the few lines that help read a run.
 package devhost

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -59,6 +60,12 @@ type Options struct {
 	TimerSkew time.Duration
 	// MaxTimerFires stops each timer after this many occurrences (0: never).
 	MaxTimerFires int
+	// TimerMode fires each occurrence on every running instance (TimerAll, the default) or on
+	// one random running instance (TimerOne, as Azure's singleton timer does).
+	TimerMode TimerMode
+	// TimerSeed seeds TimerOne's choice of instance: the same seed and the same instance
+	// states give the same choices. 0 picks a random seed (logged at start).
+	TimerSeed int64
 	// OnInvoke is called after every invocation (from many goroutines).
 	OnInvoke func(InvokeRecord)
 	// MaxLogLines bounds the in-memory handler log (default 200,000).
@@ -135,6 +142,14 @@ func New(opts Options) (*Host, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	mode, err := ParseTimerMode(string(opts.TimerMode))
+	if err != nil {
+		return nil, fmt.Errorf("Options.TimerMode: %w", err)
+	}
+	opts.TimerMode = mode
+	if opts.TimerSeed == 0 {
+		opts.TimerSeed = rand.Int64()
 	}
 	app, err := LoadApp(opts.AppRoot)
 	if err != nil {
@@ -301,6 +316,7 @@ func (h *Host) Start(ctx context.Context) error {
 	}
 
 	for _, t := range h.timers {
+		h.log.Info("timer mode", "function", t.fn.Name, "mode", string(h.opts.TimerMode), "seed", h.opts.TimerSeed)
 		h.goTrigger(t.run)
 	}
 	for _, q := range h.queues {

@@ -19,6 +19,55 @@ const DefaultTimerSkew = 300 * time.Millisecond
 // pastDueAfter: a fire later than this after its occurrence is past due.
 const pastDueAfter = time.Second
 
+// TimerMode says on which instances a timer occurrence fires.
+type TimerMode string
+
+const (
+	// TimerAll fires every occurrence on every running instance: the worst case a lease must
+	// handle (several apps, slots or regions sharing one schedule). The default.
+	TimerAll TimerMode = "all"
+	// TimerOne fires every occurrence on one running instance chosen at random (seeded by
+	// Options.TimerSeed), as Azure's per-app singleton timer does. There is no retry: when that
+	// invocation fails, the occurrence is gone. With no running instance it fires nowhere.
+	TimerOne TimerMode = "one"
+)
+
+// TimerModes lists the timer modes.
+var TimerModes = []TimerMode{TimerAll, TimerOne}
+
+// ParseTimerMode reads a timer mode ("" is TimerAll).
+func ParseTimerMode(s string) (TimerMode, error) {
+	switch m := TimerMode(strings.ToLower(strings.TrimSpace(s))); m {
+	case "":
+		return TimerAll, nil
+	case TimerAll, TimerOne:
+		return m, nil
+	}
+	return "", fmt.Errorf("timer mode %q: use %q (every instance) or %q (one random instance, as in Azure)", s, TimerAll, TimerOne)
+}
+
+// timerCandidate is an instance as the timer sees it when an occurrence is due.
+type timerCandidate struct {
+	name  string
+	state State
+}
+
+// pickOne chooses the instance an occurrence fires on in TimerOne mode: a running instance
+// drawn from rng (paused, starting, restarting and failed ones are never chosen); ok is false
+// when none is running.
+func pickOne(rng *rand.Rand, cands []timerCandidate) (name string, ok bool) {
+	var running []string
+	for _, c := range cands {
+		if c.state == StateRunning {
+			running = append(running, c.name)
+		}
+	}
+	if len(running) == 0 {
+		return "", false
+	}
+	return running[rng.IntN(len(running))], true
+}
+
 // TimerFire records one occurrence the devhost fired.
 type TimerFire struct {
 	Function   string
@@ -27,13 +76,16 @@ type TimerFire struct {
 	Instances []string
 }
 
-// timerTrigger fires one timer function on every instance at each occurrence.
+// timerTrigger fires one timer function at each occurrence, on every instance or on one
+// (Options.TimerMode).
 type timerTrigger struct {
 	h        *Host
 	fn       *Function
 	binding  string
 	schedule coordinator.Schedule
 	monitor  bool
+	// rng picks the instance in TimerOne mode; only run uses it.
+	rng *rand.Rand
 
 	mu     sync.Mutex
 	status map[string]*protocol.ScheduleStatus // per instance: what its host's monitor holds
@@ -57,7 +109,11 @@ func newTimerTrigger(h *Host, fn *Function) (*timerTrigger, error) {
 	if v, ok := b.Props["runOnStartup"].(bool); ok && v {
 		h.log.Warn("runOnStartup is not emulated", "function", fn.Name)
 	}
-	return &timerTrigger{h: h, fn: fn, binding: b.Name, schedule: sched, monitor: monitor,
+	// Each timer function draws from its own stream of the seed, so adding a function does
+	// not change another's choices.
+	seed := uint64(h.opts.TimerSeed)
+	rng := rand.New(rand.NewPCG(seed, uint64(len(h.timers))+1))
+	return &timerTrigger{h: h, fn: fn, binding: b.Name, schedule: sched, monitor: monitor, rng: rng,
 		status: map[string]*protocol.ScheduleStatus{}, missed: map[string]time.Time{}}, nil
 }
 
@@ -81,35 +137,71 @@ func (t *timerTrigger) run(ctx context.Context) {
 			}
 		}
 		var targets []string
-		for _, in := range h.instances {
-			if st, _ := in.State(); st == StatePaused {
-				t.mu.Lock()
-				t.missed[in.name] = next
-				t.mu.Unlock()
-				h.log.Info("timer: instance paused; occurrence missed there", "function", t.fn.Name, "instance", in.name)
-				continue
-			}
-			if !in.live() {
-				h.log.Info("timer: instance not running; not fired there", "function", t.fn.Name, "instance", in.name)
-				continue
-			}
-			targets = append(targets, in.name)
-			skew := time.Duration(0)
-			if s := h.opts.TimerSkew; s > 0 {
-				skew = time.Duration(rand.Int64N(int64(2*s+1))) - s
-			}
-			occ := next
-			h.goWork(func(wctx context.Context) { t.fireAt(wctx, in, occ, occ.Add(skew)) })
+		if h.opts.TimerMode == TimerOne {
+			targets = t.fireOne(next)
+		} else {
+			targets = t.fireAll(next)
 		}
 		h.recordFire(TimerFire{Function: t.fn.Name, Occurrence: next, Instances: targets})
 		h.log.Info("timer fired", "function", t.fn.Name, "occurrence", next.UTC().Format(time.RFC3339),
-			"instances", strings.Join(targets, ","))
+			"instances", strings.Join(targets, ","), "mode", string(h.opts.TimerMode))
 		if next, err = t.schedule.Next(next); err != nil {
 			h.log.Error("timer schedule", "function", t.fn.Name, "err", err)
 			return
 		}
 	}
 	h.log.Info("timer: fire limit reached", "function", t.fn.Name, "limit", h.opts.MaxTimerFires)
+}
+
+// fire invokes the timer function on in for occurrence occ, at a random skew from it.
+func (t *timerTrigger) fire(in *Instance, occ time.Time) {
+	skew := time.Duration(0)
+	if s := t.h.opts.TimerSkew; s > 0 {
+		skew = time.Duration(rand.Int64N(int64(2*s+1))) - s
+	}
+	t.h.goWork(func(wctx context.Context) { t.fireAt(wctx, in, occ, occ.Add(skew)) })
+}
+
+// fireAll fires occurrence occ on every running instance and returns them; a paused instance
+// remembers it, to fire it past due on SIGCONT.
+func (t *timerTrigger) fireAll(occ time.Time) []string {
+	h := t.h
+	var targets []string
+	for _, in := range h.instances {
+		if st, _ := in.State(); st == StatePaused {
+			t.mu.Lock()
+			t.missed[in.name] = occ
+			t.mu.Unlock()
+			h.log.Info("timer: instance paused; occurrence missed there", "function", t.fn.Name, "instance", in.name)
+			continue
+		}
+		if !in.live() {
+			h.log.Info("timer: instance not running; not fired there", "function", t.fn.Name, "instance", in.name)
+			continue
+		}
+		targets = append(targets, in.name)
+		t.fire(in, occ)
+	}
+	return targets
+}
+
+// fireOne fires occurrence occ on one running instance (TimerOne) and returns it, or nothing
+// when no instance is running: the occurrence is then not fired at all, as when an app has no
+// instance up.
+func (t *timerTrigger) fireOne(occ time.Time) []string {
+	cands := make([]timerCandidate, 0, len(t.h.instances))
+	for _, in := range t.h.instances {
+		st, _ := in.State()
+		cands = append(cands, timerCandidate{name: in.name, state: st})
+	}
+	name, ok := pickOne(t.rng, cands)
+	if !ok {
+		t.h.log.Warn("timer: no running instance; occurrence not fired", "function", t.fn.Name,
+			"occurrence", occ.UTC().Format(time.RFC3339))
+		return nil
+	}
+	t.fire(t.h.Instance(name), occ)
+	return []string{name}
 }
 
 // fireAt invokes the timer function on in at `at` for occurrence occ.

@@ -1,0 +1,115 @@
+package soak
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// StepManual is a plan step that is a manual start (POST /api/runs), not a fault.
+const StepManual = "manual"
+
+// Step is one thing the driver does, at an offset from the start of the fault phase.
+type Step struct {
+	At   time.Duration
+	Kind string // a fault kind (FaultKinds) or StepManual
+	// Pick chooses among the candidates the driver finds at run time (the instances that are
+	// running, the leader seen): candidates[Pick % len(candidates)]. The decision is the
+	// seed's; what it lands on depends on the system's state.
+	Pick uint64
+	// Hold is how long a pause or an Azurite outage lasts.
+	Hold time.Duration
+	// Wait is how long a leader fault waits for a leader to strike (a "leadership acquired"
+	// or "run created" line, per On) before it falls back to the last known holder.
+	Wait time.Duration
+	On   string
+	// Key and Body are a manual start's Idempotency-Key ("" for none) and body ("" for the
+	// timer's job). A poison step is a manual start too, retried on 409 with its key.
+	Key  string
+	Body string
+}
+
+func (s Step) String() string {
+	out := fmt.Sprintf("+%s %s", s.At.Round(time.Millisecond), s.Kind)
+	switch s.Kind {
+	case StepManual, FaultPoison:
+		out += fmt.Sprintf(" key=%q body=%s", s.Key, s.Body)
+	case FaultPause, FaultAzurite:
+		out += fmt.Sprintf(" hold=%s", s.Hold.Round(time.Millisecond))
+	}
+	if s.On != "" {
+		out += " on=" + s.On
+	}
+	return out
+}
+
+// PlanOptions shape a plan.
+type PlanOptions struct {
+	Seed int64
+	// Span is how long the fault phase lasts; no fault starts after it.
+	Span time.Duration
+	// Lease is BATON_LEASE_DURATION: a pause lasts past it.
+	Lease time.Duration
+}
+
+// Leader-fault triggers: the log line at which the driver strikes.
+const (
+	OnAcquired = "leadership acquired"
+	OnCreated  = "run created"
+)
+
+// NewPlan returns the seed's steps, in time order. Faults never overlap: each starts after the
+// previous one ended (its Hold) and a gap of 2–6 s. Fault kinds are drawn from a shuffled bag
+// of every kind, refilled when empty, so any six consecutive faults cover every kind. Manual
+// starts come every 3–8 s throughout: a third without a key, the rest with one of three keys
+// (so keys repeat), each key always with the same body.
+func NewPlan(o PlanOptions) []Step {
+	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x50a4))
+	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	var steps []Step
+	var bag []string
+	poisons := 0
+	for at := dur(2*time.Second, 5*time.Second); at < o.Span; {
+		if len(bag) == 0 {
+			bag = append([]string(nil), FaultKinds...)
+			rng.Shuffle(len(bag), func(i, j int) { bag[i], bag[j] = bag[j], bag[i] })
+		}
+		s := Step{At: at, Kind: bag[0], Pick: rng.Uint64()}
+		bag = bag[1:]
+		switch s.Kind {
+		case FaultPause:
+			s.Hold = o.Lease + dur(2*time.Second, 5*time.Second)
+		case FaultAzurite:
+			s.Hold = dur(3*time.Second, 8*time.Second)
+		case FaultPoison:
+			poisons++
+			s.Key = fmt.Sprintf("soak-%d-poison-%d", o.Seed, poisons)
+			s.Body = fmt.Sprintf(`{"job":"synthetic","params":{"partitions":4,"workMs":50,"failAlways":[%d]}}`, rng.IntN(4))
+		}
+		if s.Kind == FaultKillLeader || s.Kind == FaultPause {
+			s.On = []string{OnAcquired, OnCreated}[rng.IntN(2)]
+			s.Wait = 8 * time.Second
+		}
+		steps = append(steps, s)
+		at += s.Hold + s.Wait/2 + dur(2*time.Second, 6*time.Second)
+	}
+	bodies := []string{"", `{"job":"synthetic","params":{"partitions":3,"workMs":50}}`}
+	keyBody := map[int]string{}
+	for at := dur(time.Second, 4*time.Second); at < o.Span; at += dur(3*time.Second, 8*time.Second) {
+		s := Step{At: at, Kind: StepManual}
+		if rng.IntN(3) == 0 {
+			s.Body = bodies[rng.IntN(len(bodies))]
+		} else {
+			k := rng.IntN(3)
+			if _, ok := keyBody[k]; !ok {
+				keyBody[k] = bodies[rng.IntN(len(bodies))]
+			}
+			s.Key, s.Body = fmt.Sprintf("soak-%d-key-%d", o.Seed, k), keyBody[k]
+		}
+		steps = append(steps, s)
+	}
+	slices.SortStableFunc(steps, func(a, b Step) int { return cmp.Compare(a.At, b.At) })
+	return steps
+}

@@ -1,0 +1,84 @@
+package soak
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestNewPlan_SeedDecidesEverything: the same seed gives the same plan; another seed another.
+func TestNewPlan_SeedDecidesEverything(t *testing.T) {
+	o := PlanOptions{Seed: 12345, Span: 5 * time.Minute, Lease: 15 * time.Second}
+	a, b := NewPlan(o), NewPlan(o)
+	if !slices.Equal(a, b) {
+		t.Fatalf("seed %d gave two plans:\n%v\n%v", o.Seed, a, b)
+	}
+	o.Seed++
+	if c := NewPlan(o); slices.Equal(a, c) {
+		t.Errorf("seeds %d and %d gave the same plan", o.Seed-1, o.Seed)
+	}
+}
+
+// TestNewPlan_Shape: steps in time order inside the span; faults never overlap and any six
+// consecutive faults cover every kind; pauses outlast the lease; keys repeat with one body
+// each; poison steps carry a key and a failAlways rule.
+func TestNewPlan_Shape(t *testing.T) {
+	const lease = 15 * time.Second
+	for seed := int64(1); seed <= 20; seed++ {
+		steps := NewPlan(PlanOptions{Seed: seed, Span: 5 * time.Minute, Lease: lease})
+		var faults []Step
+		keyBody := map[string]string{}
+		keyUses := map[string]int{}
+		for i, s := range steps {
+			if i > 0 && s.At < steps[i-1].At {
+				t.Fatalf("seed %d: step %d at %s before step %d at %s", seed, i, s.At, i-1, steps[i-1].At)
+			}
+			if s.At >= 5*time.Minute {
+				t.Errorf("seed %d: step %v outside the span", seed, s)
+			}
+			switch s.Kind {
+			case StepManual:
+				if s.Key != "" {
+					if b, ok := keyBody[s.Key]; ok && b != s.Body {
+						t.Errorf("seed %d: key %s sent with bodies %q and %q", seed, s.Key, b, s.Body)
+					}
+					keyBody[s.Key] = s.Body
+					keyUses[s.Key]++
+				}
+			default:
+				faults = append(faults, s)
+			}
+			if s.Kind == FaultPause && s.Hold <= lease {
+				t.Errorf("seed %d: pause of %s does not outlast the %s lease", seed, s.Hold, lease)
+			}
+			if s.Kind == FaultPoison && (s.Key == "" || !contains(s.Body, "failAlways")) {
+				t.Errorf("seed %d: poison step %v", seed, s)
+			}
+		}
+		for i := 1; i < len(faults); i++ {
+			prev := faults[i-1]
+			if faults[i].At < prev.At+prev.Hold {
+				t.Errorf("seed %d: fault %v starts before %v ended", seed, faults[i], prev)
+			}
+		}
+		for i := 0; i+6 <= len(faults); i += 6 {
+			kinds := map[string]bool{}
+			for _, f := range faults[i : i+6] {
+				kinds[f.Kind] = true
+			}
+			if len(kinds) != len(FaultKinds) {
+				t.Errorf("seed %d: faults %d..%d cover %d kinds, want all %d", seed, i, i+5, len(kinds), len(FaultKinds))
+			}
+		}
+		repeated := false
+		for _, n := range keyUses {
+			repeated = repeated || n > 1
+		}
+		if !repeated {
+			t.Errorf("seed %d: no Idempotency-Key is used twice in 5 minutes", seed)
+		}
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
