@@ -21,6 +21,9 @@ import (
 // Unless the run finished, it schedules the next check. Errors fail the invocation so the host
 // delivers the check again.
 func (c *Coordinator) Check(ctx context.Context, env work.Envelope) error {
+	if env.Round == probeRound {
+		return c.probe(ctx, env) // a lease probe or a handover check (handover.go)
+	}
 	m, err := c.cfg.Store.ReadManifest(ctx, env.Run)
 	if errors.Is(err, ledger.ErrNotFound) {
 		// The leader schedules a run's first check before it creates the run, so a leader

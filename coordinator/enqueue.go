@@ -53,6 +53,9 @@ func (c *Coordinator) enqueue(ctx context.Context, lease Lease, beat func(), run
 		return c.failRun(ctx, lease, run, fmt.Sprintf("planning failed: %v", err))
 	}
 	start := c.cfg.Now()
+	if !m.PlanDone {
+		defer c.guard(ctx, lease, run)() // lease probes and handover while planning (handover.go)
+	}
 	for !m.PlanDone {
 		beat()
 		if err := ctx.Err(); err != nil {
@@ -190,7 +193,7 @@ func (c *Coordinator) scheduleCheck(ctx context.Context, run string, epoch int64
 		return err
 	}
 	msg := transport.Message{ID: env.MessageID(), Body: body, Properties: env.Properties(), NotBefore: at}
-	if err := c.cfg.Sender.Send(ctx, []transport.Message{msg}); err != nil {
+	if err := c.control().Send(ctx, []transport.Message{msg}); err != nil {
 		return fmt.Errorf("schedule check %d of %s: %w", round, run, err)
 	}
 	c.log(run, epoch).Info("check scheduled", "round", round, "at", at.UTC())
