@@ -12,6 +12,9 @@ param storageAccountName string
 param workQueueName string
 param serviceBusNamespaceName string
 param serviceBusQueueName string
+
+@description('Name of the control queue (BATON_CONTROL_QUEUE), on Service Bus and in the storage account.')
+param controlQueueName string
 param applicationInsightsName string
 
 @description('Grant the app Azure Service Bus Data Owner on the work queue so the scale controller can read the queue\'s message count (see below).')
@@ -60,6 +63,16 @@ resource poisonQueue 'Microsoft.Storage/storageAccounts/queueServices/queues@202
   name: '${workQueueName}-poison'
 }
 
+resource controlQueue 'Microsoft.Storage/storageAccounts/queueServices/queues@2023-05-01' existing = {
+  parent: queueService
+  name: controlQueueName
+}
+
+resource controlPoisonQueue 'Microsoft.Storage/storageAccounts/queueServices/queues@2023-05-01' existing = {
+  parent: queueService
+  name: '${controlQueueName}-poison'
+}
+
 resource namespace 'Microsoft.ServiceBus/namespaces@2022-10-01-preview' existing = {
   name: serviceBusNamespaceName
 }
@@ -67,6 +80,11 @@ resource namespace 'Microsoft.ServiceBus/namespaces@2022-10-01-preview' existing
 resource sbQueue 'Microsoft.ServiceBus/namespaces/queues@2022-10-01-preview' existing = {
   parent: namespace
   name: serviceBusQueueName
+}
+
+resource sbControlQueue 'Microsoft.ServiceBus/namespaces/queues@2022-10-01-preview' existing = {
+  parent: namespace
+  name: controlQueueName
 }
 
 resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing = {
@@ -132,6 +150,31 @@ resource poisonQueueContributor 'Microsoft.Authorization/roleAssignments@2022-04
   }
 ]
 
+// The same on the control queue and its poison queue (the ControlQueue twin of Control).
+resource controlQueueContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
+  for p in everyone: {
+    name: guid(controlQueue.id, p.id, roles.storageQueueDataContributor)
+    scope: controlQueue
+    properties: {
+      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageQueueDataContributor)
+      principalId: p.id
+      principalType: p.type
+    }
+  }
+]
+
+resource controlPoisonQueueContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
+  for p in everyone: {
+    name: guid(controlPoisonQueue.id, p.id, roles.storageQueueDataContributor)
+    scope: controlPoisonQueue
+    properties: {
+      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageQueueDataContributor)
+      principalId: p.id
+      principalType: p.type
+    }
+  }
+]
+
 // Azure Service Bus Data Sender and Data Receiver on the work queue (not the namespace): the
 // leader sends partition and scheduled check messages, the Work trigger receives, completes,
 // abandons and dead-letters them. Nothing else in the namespace is reachable.
@@ -151,6 +194,33 @@ resource sbReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
   for p in everyone: {
     name: guid(sbQueue.id, p.id, roles.serviceBusDataReceiver)
     scope: sbQueue
+    properties: {
+      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataReceiver)
+      principalId: p.id
+      principalType: p.type
+    }
+  }
+]
+
+// Sender and Receiver on the control queue too: the leader sends checks there and the Control
+// trigger receives them. No Data Owner: a queue holding a few checks per run needs no precise
+// count for scaling.
+resource sbControlSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
+  for p in everyone: {
+    name: guid(sbControlQueue.id, p.id, roles.serviceBusDataSender)
+    scope: sbControlQueue
+    properties: {
+      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataSender)
+      principalId: p.id
+      principalType: p.type
+    }
+  }
+]
+
+resource sbControlReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
+  for p in everyone: {
+    name: guid(sbControlQueue.id, p.id, roles.serviceBusDataReceiver)
+    scope: sbControlQueue
     properties: {
       roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataReceiver)
       principalId: p.id
