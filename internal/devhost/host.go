@@ -65,6 +65,11 @@ type Options struct {
 	MaxLogLines int
 	// Now is the clock for payload times (default time.Now).
 	Now func() time.Time
+	// ControlPollingInterval caps the polling backoff of the queue named by BATON_CONTROL_QUEUE
+	// (default DefaultControlPollingInterval; negative: host.json's maxPollingInterval, as for
+	// every other queue). Checks there are latency-critical: a dead leader's run resumes only
+	// when its lease probe is picked up, and the queue is otherwise idle.
+	ControlPollingInterval time.Duration
 	// SkipConfigCheck skips validating the settings with Baton's config.Load: for a handler
 	// that is not Baton (tests). It also turns the progress line off.
 	SkipConfigCheck bool
@@ -129,6 +134,9 @@ func New(opts Options) (*Host, error) {
 		opts.TimerSkew = DefaultTimerSkew
 	case opts.TimerSkew < 0:
 		opts.TimerSkew = 0
+	}
+	if opts.ControlPollingInterval == 0 {
+		opts.ControlPollingInterval = DefaultControlPollingInterval
 	}
 	if opts.MaxLogLines <= 0 {
 		opts.MaxLogLines = 200_000

@@ -24,6 +24,9 @@ const (
 	MessageLease = 10 * time.Minute
 	// minPollingInterval is the first backoff after an empty poll.
 	minPollingInterval = 100 * time.Millisecond
+	// DefaultControlPollingInterval is the default Options.ControlPollingInterval: the longest
+	// wait between polls of the idle control queue, per instance.
+	DefaultControlPollingInterval = 200 * time.Millisecond
 	// storageRetryBudget bounds the retries of a delete, release or poison move, so a brief
 	// storage outage (an Azurite restart) does not strand a message for its 10-minute lease.
 	storageRetryBudget = 30 * time.Second
@@ -71,8 +74,12 @@ func newQueueTrigger(h *Host, fn *Function) (*queueTrigger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s connection: %w", fn.Name, err)
 	}
+	opts := h.app.Host.Queues
+	if h.cfg.ControlQueue != "" && strings.EqualFold(name, h.cfg.ControlQueue) && h.opts.ControlPollingInterval > 0 {
+		opts.MaxPollingInterval = min(opts.MaxPollingInterval, h.opts.ControlPollingInterval)
+	}
 	return &queueTrigger{h: h, fn: fn, binding: b.Name, name: name, q: svc.NewQueueClient(name),
-		poison: svc.NewQueueClient(name + PoisonSuffix), opts: h.app.Host.Queues}, nil
+		poison: svc.NewQueueClient(name + PoisonSuffix), opts: opts}, nil
 }
 
 // listen is one instance's queue listener: it polls while the instance is running, keeping at
