@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -65,9 +66,25 @@ func lastRenewal(t *testing.T, c *cluster, instance string, epoch int64) time.Ti
 // function resumes the run from the checkpoint before the stopped leader's lease could have
 // lapsed, and the run completes with every partition.
 func TestChaos_TermLeaderMidEnqueue(t *testing.T) {
-	c := startCluster(t, clusterOpts{params: slowEnqueueParams, batch: slowEnqueueBatch})
+	// Slower than slowEnqueue: the enqueue must outlast every instance's tick.
+	const parts = 3000
+	c := startCluster(t, clusterOpts{params: fmt.Sprintf(`{"partitions":%d}`, parts), batch: slowEnqueueBatch})
 	ctx := testCtx(t, 3*time.Minute)
 	run, created := leaderRun(ctx, t, c)
+	// Every instance fires the timer once (within the timer skew); once the other two ticks
+	// have found the lease held and returned, only the handover can bring the run to another
+	// instance. (The leader's own tick returns when its enqueue ends.)
+	if err := waitFor(ctx, 10*time.Millisecond, "the other instances' ticks", func() (bool, error) {
+		n := 0
+		for _, r := range c.Records() {
+			if r.Function == "Tick" && r.Instance != created.Instance {
+				n++
+			}
+		}
+		return n >= 2, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	before := waitMidEnqueue(ctx, t, c, run, 3)
 	epoch := created.Int("epoch")
 	termAt := time.Now()
@@ -105,12 +122,12 @@ func TestChaos_TermLeaderMidEnqueue(t *testing.T) {
 	}
 	ts := checkLeadership(t, c)
 	checkNoPolling(t, c, ts)
-	fig := checkRun(t, c, run, runWant{partitions: slowEnqueueParts, state: ledger.StateSucceeded}, ts)
+	fig := checkRun(t, c, run, runWant{partitions: parts, state: ledger.StateSucceeded}, ts)
 	if len(m.Segments) != 2 || m.Segments[1].From < before.Checkpoint.Next {
 		t.Errorf("segments %v: want the stopped leader's and one takeover from at least its checkpoint %d", m.Segments, before.Checkpoint.Next)
 	}
 	figures(t, "run=%s SIGTERM to %s at checkpoint %d/%d, resumed by %s through ControlQueue %s after the signal, duplicates=%d staleDropped=%d",
-		run, created.Instance, before.Checkpoint.Next, slowEnqueueParts, line.Instance, line.Time.Sub(termAt).Round(time.Millisecond), fig.Duplicates, fig.StaleDropped)
+		run, created.Instance, before.Checkpoint.Next, parts, line.Instance, line.Time.Sub(termAt).Round(time.Millisecond), fig.Duplicates, fig.StaleDropped)
 }
 
 // checkProbeResume asserts that a killed leader's run was resumed by a lease probe through the

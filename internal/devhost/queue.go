@@ -3,6 +3,7 @@ package devhost
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -255,6 +256,16 @@ func (t *queueTrigger) process(ctx context.Context, in *Instance, m *azqueue.Deq
 	receipt = current
 
 	switch {
+	case errors.Is(err, ErrNotReady):
+		// The handler stopped between the poll and the invocation, so the message never
+		// reached it. The real host stops its listeners before its worker exits and never
+		// holds such a message: put it back at once instead of after visibilityTimeout (a
+		// handover check from a stopping leader must not wait behind its own instance).
+		log.Info("instance not running: message returned to the queue at once", "err", firstLine(err.Error()))
+		t.retry(ctx, log, "release", func(c context.Context) error {
+			_, err := t.q.UpdateMessage(c, id, receipt, text, &azqueue.UpdateMessageOptions{VisibilityTimeout: to.Ptr(int32(0))})
+			return err
+		})
 	case err == nil:
 		t.retry(ctx, log, "delete", func(c context.Context) error {
 			_, err := t.q.DeleteMessage(c, id, receipt, nil)
