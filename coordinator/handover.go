@@ -58,21 +58,25 @@ func (c *Coordinator) guard(ctx context.Context, lease Lease, run string) (stop 
 	}
 	c.planning.add(run, lease.Epoch)
 	var wg sync.WaitGroup
-	send := func(renewed time.Time) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeSendTimeout)
-			defer cancel()
-			if err := c.sendProbe(sctx, run, lease.Epoch, renewed); err != nil {
-				c.log(run, lease.Epoch).Warn("lease probe not sent; the check chain still covers the run", "err", err)
-			}
-		}()
+	probe := func(renewed time.Time) {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeSendTimeout)
+		defer cancel()
+		if err := c.sendProbe(sctx, run, lease.Epoch, renewed); err != nil {
+			c.log(run, lease.Epoch).Warn("lease probe not sent; the check chain still covers the run", "err", err)
+		}
 	}
 	// The lease was acquired (or last renewed) before now, so it lapses by now + lease at the
-	// latest when nothing renews it again.
-	send(c.cfg.Now())
-	remove := onRenewal(ctx, send)
+	// latest when nothing renews it again. This first probe is sent before anything is
+	// enqueued, so it is in place even if the leader dies at once (and does not queue behind
+	// the first partitions).
+	probe(c.cfg.Now())
+	remove := onRenewal(ctx, func(renewed time.Time) {
+		wg.Add(1)
+		go func() { // never hold up the renewals
+			defer wg.Done()
+			probe(renewed)
+		}()
+	})
 	return func() {
 		remove()
 		wg.Wait()
@@ -127,6 +131,12 @@ func (c *Coordinator) probe(ctx context.Context, env work.Envelope) error {
 		return nil
 	}
 	out, err := c.resumeAsLeader(ctx, env.Run)
+	if errors.Is(err, ErrHandover) {
+		// This instance is stopping and sent a handover check for the run: that check, not a
+		// redelivery of this one, carries the run on.
+		log.Info("lease probe: handed over while resuming")
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("lease probe of %s: %w", env.Run, err)
 	}

@@ -264,8 +264,9 @@ func TestNextBackoff(t *testing.T) {
 }
 
 // The repo's app under the devhost: both queue functions are discovered from their
-// function.json, and the control queue (BATON_CONTROL_QUEUE) polls at most every
-// ControlPollingInterval while the work queue keeps host.json's maxPollingInterval.
+// function.json, and the control queue (BATON_CONTROL_QUEUE) has one listener for the host
+// polling at most every ControlPollingInterval, while the work queue keeps a listener per
+// instance and host.json's maxPollingInterval.
 func TestNew_ControlQueuePollsFast(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -292,6 +293,9 @@ func TestNew_ControlQueuePollsFast(t *testing.T) {
 		want := tc.want
 		if want == 0 {
 			want = hostMax
+		}
+		if control.shared != (tc.opt >= 0) || work.shared {
+			t.Errorf("option %s: one listener for the host: control %v, work %v", tc.opt, control.shared, work.shared)
 		}
 		if control.name != "baton-control" || control.opts.MaxPollingInterval != want {
 			t.Errorf("option %s: ControlQueue polls %s at most every %s, want baton-control every %s", tc.opt, control.name, control.opts.MaxPollingInterval, want)
