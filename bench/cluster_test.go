@@ -45,6 +45,12 @@ type cluster struct {
 // started through POST /api/runs.
 func startCluster(b *testing.B, n int, params string, onDisk bool) *cluster {
 	b.Helper()
+	return startClusterWith(b, n, params, onDisk, nil)
+}
+
+// startClusterWith is startCluster with extra settings over the defaults.
+func startClusterWith(b *testing.B, n int, params string, onDisk bool, extra map[string]string) *cluster {
+	b.Helper()
 	exe, _ := handlerBinaries(b)
 	opts := azurite.Options{}
 	if onDisk {
@@ -53,22 +59,27 @@ func startCluster(b *testing.B, n int, params string, onDisk bool) *cluster {
 	srv := azurite.Private(b, opts)
 	c := &cluster{srv: srv, invokes: map[string]int{}}
 	settings := map[string]string{
-		config.SettingHostStorage:     srv.ConnectionString(),
-		config.SettingTransport:       string(config.TransportQueue),
-		config.SettingSchedule:        "0 0 0 1 1 *",
-		config.SettingWorkQueue:       shortName("q"),
-		config.SettingLeaseContainer:  shortName("lease"),
-		config.SettingRunsContainer:   shortName("runs"),
-		config.SettingLeaseName:       "baton-leader",
-		config.SettingLeaseDuration:   clusterLease.String(),
-		config.SettingJob:             "synthetic",
-		config.SettingJobParams:       params,
-		config.SettingLogLevel:        "info",
-		"AzureWebJobs.Work.Disabled":  "true",
-		"FUNCTIONS_WORKER_RUNTIME":    "custom",
-		config.SettingStorage:         "",
-		config.SettingSiteName:        "",
-		config.SettingWebsiteInstance: "",
+		config.SettingHostStorage:       srv.ConnectionString(),
+		config.SettingTransport:         string(config.TransportQueue),
+		config.SettingSchedule:          "0 0 0 1 1 *",
+		config.SettingWorkQueue:         shortName("q"),
+		config.SettingControlQueue:      shortName("c"),
+		config.SettingLeaseContainer:    shortName("lease"),
+		config.SettingRunsContainer:     shortName("runs"),
+		config.SettingLeaseName:         "baton-leader",
+		config.SettingLeaseDuration:     clusterLease.String(),
+		config.SettingJob:               "synthetic",
+		config.SettingJobParams:         params,
+		config.SettingLogLevel:          "info",
+		"AzureWebJobs.Work.Disabled":    "true",
+		"AzureWebJobs.Control.Disabled": "true",
+		"FUNCTIONS_WORKER_RUNTIME":      "custom",
+		config.SettingStorage:           "",
+		config.SettingSiteName:          "",
+		config.SettingWebsiteInstance:   "",
+	}
+	for k, v := range extra {
+		settings[k] = v
 	}
 	logDir := filepath.Join(os.TempDir(), "baton-bench")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
@@ -82,7 +93,7 @@ func startCluster(b *testing.B, n int, params string, onDisk bool) *cluster {
 	h, err := devhost.New(devhost.Options{
 		AppRoot: repoRoot(b), Executable: exe, Instances: n,
 		SettingsFile: filepath.Join(repoRoot(b), "local.settings.example.json"), Settings: settings,
-		HTTPAddr: "127.0.0.1:0", Out: logFile, ProgressInterval: -1,
+		HTTPAddr: "127.0.0.1:0", Out: logFile, ProgressInterval: -1, HandlerLogLevel: handlerLogLevel(settings),
 		OnInvoke: func(r devhost.InvokeRecord) {
 			if r.Function != "WorkQueue" {
 				return
@@ -121,6 +132,14 @@ func startCluster(b *testing.B, n int, params string, onDisk bool) *cluster {
 		}
 	})
 	return c
+}
+
+// handlerLogLevel writes the handlers' debug lines to the log file when they log them.
+func handlerLogLevel(settings map[string]string) slog.Level {
+	if settings[config.SettingLogLevel] == "debug" {
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
 }
 
 // close stops the host and its Azurite; safe to call more than once. In-flight invocations

@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/internal/devhost"
+	"github.com/batonfn/baton/ledger"
 )
 
 // handoverTrials is the number of graceful handovers per iteration of BenchmarkHandover.
@@ -126,85 +131,168 @@ func BenchmarkLeaseLapse(b *testing.B) {
 	b.ReportMetric(clusterLease.Seconds(), "lease-s")
 }
 
-// failoverPartitions keeps the leader enqueueing well past the kill in every failover trial.
-const failoverPartitions = 40000
+// Failover chain: one run that never finishes planning during the benchmark, on a 3-instance
+// local host with a 15 s lease, whose leader is stopped again and again mid-enqueue.
+const (
+	failoverKills   = 20     // kill -9s of the leading handler
+	failoverTerms   = 10     // SIGTERMs of the leading handler, after the kills
+	failoverBacklog = 10_000 // partitions in the work queue before the first stop
+	// failoverPartitions keeps the run planning through every stop (about 1,000 enqueued per
+	// second; each leader leads 0.5–5.5 s before it is stopped).
+	failoverPartitions = 300_000
+)
 
-// BenchmarkFailoverCrash kills (SIGKILL) the leading handler process mid-enqueue, at a fixed
-// offset after it created the run, on a 2-instance local host with a 15 s lease, and times
-// from the kill: the lease becoming free (seen by polling it every 10 ms), the next
-// "leadership acquired", and the run's resumption by its check message (the dead-man's switch
-// the leader scheduled at run creation for lease + 5 s). The leader renews every 4–5 s. Killed
-// at 1 s, before its first renewal, its lease lapses at 15 s and the check at 20 s resumes the
-// run: the usual case. Killed at 11 s, after its second renewal, its lease outlives that check,
-// which looks again a lease + 5 s later: the worst case.
-func BenchmarkFailoverCrash(b *testing.B) {
-	for _, at := range []time.Duration{time.Second, 11 * time.Second} {
-		b.Run(fmt.Sprintf("kill-at=%s", at), func(b *testing.B) {
-			for b.Loop() {
-				failoverTrial(b, at, (*devhost.Instance).Kill)
-			}
-		})
-	}
-}
+// resumeLine is what the coordinator logs when a check takes over a run left mid-enqueue.
+const resumeLine = "check: resuming a run its leader left mid-enqueue"
 
-// BenchmarkFailoverGraceful sends SIGTERM to the leading handler 1 s into the enqueue: it
-// releases the lease on the way out; the run resumes when its check message arrives.
-func BenchmarkFailoverGraceful(b *testing.B) {
+// BenchmarkFailover stops the leading handler process mid-enqueue failoverKills times with
+// SIGKILL and then failoverTerms times with SIGTERM, each 0.5–5.5 s (uniformly random, so at
+// every phase of its 4–5 s renew interval) after it took the lease, and times the run's
+// resumption by another instance's check. The work queue has no consumer (WorkQueue is
+// disabled), so it holds the whole backlog — at least failoverBacklog partitions, growing with
+// every leader — while the checks travel on the control queue.
+//
+// Metrics: after-expiry-* is resumed − the killed leader's lease expiry (its last acquire or
+// renewal, as logged once confirmed, + the lease); after-kill-* is resumed − kill; handover-*
+// is resumed − SIGTERM. control-msgs-per-leader-min counts the check messages the leaders
+// scheduled (lease probes, chain checks, handover checks) per minute of enqueueing.
+func BenchmarkFailover(b *testing.B) {
 	for b.Loop() {
-		failoverTrial(b, time.Second, (*devhost.Instance).Term)
+		failoverChain(b)
 	}
 }
 
-// failoverTrial runs one failover on a fresh 2-instance cluster and reports its metrics.
-func failoverTrial(b *testing.B, at time.Duration, stop func(*devhost.Instance) error) {
-	b.Helper()
-	c := startCluster(b, 2, fmt.Sprintf(`{"partitions":%d}`, failoverPartitions), false)
+func failoverChain(b *testing.B) {
+	c := startClusterWith(b, 3, fmt.Sprintf(`{"partitions":%d}`, failoverPartitions), false, map[string]string{
+		config.SettingLogLevel:            "debug", // renewals are logged at debug
+		"AzureWebJobs.WorkQueue.Disabled": "true",
+	})
 	run, _ := c.startRun(b)
 	created := c.waitLine(b, time.Minute, "run created", func(l devhost.LogLine) bool {
 		return l.Msg == "run created" && l.Str("run") == run
 	})
-	leader, epoch := created.Instance, created.Int("epoch")
-	time.Sleep(time.Until(created.Time.Add(at)))
-	m, err := c.store.ReadManifest(ctxFor(b, 10*time.Second), run)
-	if err != nil || m.PlanDone {
-		b.Fatalf("run %s finished enqueueing before the stop (%v): raise failoverPartitions", run, err)
-	}
-	tStop := time.Now()
-	if err := stop(c.h.Instance(leader)); err != nil {
-		b.Fatal(err)
-	}
-	tFree := c.waitLease(b, time.Minute, "free", func(st coordinator.LeaderState) bool { return !st.Held })
-	resumed := c.waitLine(b, 2*time.Minute, "the run resumed by a check", func(l devhost.LogLine) bool {
-		return l.Msg == "check: resuming a run its leader left mid-enqueue" && l.Str("run") == run
+	c.waitManifest(b, run, 2*time.Minute, fmt.Sprintf("%d partitions enqueued", failoverBacklog), func(m ledger.Manifest) bool {
+		return m.Checkpoint.Next >= failoverBacklog
 	})
-	newEpoch := resumed.Int("epoch")
-	acquired := c.waitLine(b, time.Second, "the new leader's acquisition", func(l devhost.LogLine) bool {
-		return l.Msg == "leadership acquired" && l.Int("epoch") == newEpoch
-	})
-	if newEpoch <= epoch {
-		b.Fatalf("resumed under epoch %d, not above the crashed leader's %d", newEpoch, epoch)
-	}
-	// The new leader records its segment in the manifest before enqueueing again.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	leader, epoch, since := created.Instance, created.Int("epoch"), time.Now()
+	start := since
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 13))
+	var afterExpiry, afterKill, handover Samples
+	var backlog []int
+	for i := range failoverKills + failoverTerms {
+		graceful := i >= failoverKills
+		time.Sleep(time.Until(since.Add(500*time.Millisecond + time.Duration(rng.Int64N(int64(5*time.Second))))))
 		m, err := c.store.ReadManifest(ctxFor(b, 10*time.Second), run)
-		if err == nil && m.Epoch >= newEpoch {
-			break
+		if err != nil || m.PlanDone || m.Epoch != epoch {
+			b.Fatalf("stop %d: run %s planDone %v epoch %d (want %d), %v: raise failoverPartitions", i, run, m.PlanDone, m.Epoch, epoch, err)
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("manifest of %s not taken over by epoch %d: %+v, %v", run, newEpoch, m.Epoch, err)
+		backlog = append(backlog, m.Checkpoint.Next)
+		in := c.h.Instance(leader)
+		_, oldPID := in.State()
+		tStop := time.Now()
+		stop := in.Kill
+		if graceful {
+			stop = in.Term
 		}
-		time.Sleep(50 * time.Millisecond)
+		if err := stop(); err != nil {
+			b.Fatal(err)
+		}
+		resumed := c.waitLine(b, 2*time.Minute, "the run resumed by a check", func(l devhost.LogLine) bool {
+			return l.Msg == resumeLine && l.Str("run") == run && l.Int("epoch") > epoch
+		})
+		if graceful {
+			handover.Add(resumed.Time.Sub(tStop))
+		} else {
+			expiry := c.lastConfirmed(b, leader, epoch).Add(clusterLease)
+			afterExpiry.Add(resumed.Time.Sub(expiry))
+			afterKill.Add(resumed.Time.Sub(tStop))
+		}
+		b.Logf("stop %d (%s): %s epoch %d at %d enqueued, %s into its leadership; resumed by %s epoch %d %s after the stop",
+			i+1, map[bool]string{false: "kill -9", true: "SIGTERM"}[graceful], leader, epoch, m.Checkpoint.Next,
+			secs(tStop.Sub(since)), resumed.Instance, resumed.Int("epoch"), secs(resumed.Time.Sub(tStop)))
+		c.waitRunning(b, in, oldPID)
+		leader, epoch, since = resumed.Instance, resumed.Int("epoch"), resumed.Time
 	}
-	checkDue := created.Time.Add(clusterLease + 5*time.Second)
-	b.Logf("run %s: %s (epoch %d) stopped at +%s with %d partitions enqueued; lease free +%s; %s acquired epoch %d +%s; resumed +%s (check due %s after the stop)",
-		run, leader, epoch, secs(tStop.Sub(created.Time)), m.Checkpoint.Next, secs(tFree.Sub(tStop)), acquired.Instance, newEpoch,
-		secs(acquired.Time.Sub(tStop)), secs(resumed.Time.Sub(tStop)), secs(checkDue.Sub(tStop)))
-	b.ReportMetric(tStop.Sub(created.Time).Seconds(), "stop-at-s")
-	b.ReportMetric(tFree.Sub(tStop).Seconds(), "lease-free-s")
-	b.ReportMetric(acquired.Time.Sub(tStop).Seconds(), "new-leader-s")
-	b.ReportMetric(resumed.Time.Sub(tStop).Seconds(), "resumed-s")
+	elapsed := time.Since(start)
+	control := 0
+	for _, l := range c.h.Lines() {
+		if l.Str("run") == run && (l.Msg == "lease probe scheduled" || l.Msg == "check scheduled" ||
+			strings.HasPrefix(l.Msg, "handover: lease released")) {
+			control++
+		}
+	}
+	sort.Ints(backlog)
+	b.Logf("backlog in the work queue at the stops: %d–%d partitions; %d control messages in %s",
+		backlog[0], backlog[len(backlog)-1], control, secs(elapsed))
+	b.ReportMetric(float64(afterExpiry.Len()), "kills")
+	b.ReportMetric(afterExpiry.Percentile(50).Seconds(), "after-expiry-p50-s")
+	b.ReportMetric(afterExpiry.Percentile(95).Seconds(), "after-expiry-p95-s")
+	b.ReportMetric(afterExpiry.Percentile(100).Seconds(), "after-expiry-max-s")
+	b.ReportMetric(afterKill.Percentile(50).Seconds(), "after-kill-p50-s")
+	b.ReportMetric(afterKill.Percentile(95).Seconds(), "after-kill-p95-s")
+	b.ReportMetric(afterKill.Percentile(100).Seconds(), "after-kill-max-s")
+	b.ReportMetric(float64(handover.Len()), "terms")
+	b.ReportMetric(handover.Percentile(50).Seconds(), "handover-p50-s")
+	b.ReportMetric(handover.Percentile(95).Seconds(), "handover-p95-s")
+	b.ReportMetric(float64(backlog[0]), "min-backlog")
+	b.ReportMetric(float64(control)/elapsed.Minutes(), "control-msgs-per-leader-min")
 	b.ReportMetric(clusterLease.Seconds(), "lease-s")
-	b.ReportMetric(resumed.Time.Sub(tStop).Seconds()/clusterLease.Seconds(), "resumed-vs-lease")
 	c.close(b)
+}
+
+// waitManifest polls the run's manifest until cond holds.
+func (c *cluster) waitManifest(b *testing.B, run string, d time.Duration, what string, cond func(ledger.Manifest) bool) ledger.Manifest {
+	b.Helper()
+	ctx := ctxFor(b, d)
+	for {
+		m, err := c.store.ReadManifest(ctx, run)
+		if err == nil && cond(m) {
+			return m
+		}
+		select {
+		case <-ctx.Done():
+			b.Fatalf("run %s: waiting for %s: %v (last %+v, %v; log: %s)", run, what, ctx.Err(), m.Checkpoint, err, c.logPath)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// lastConfirmed is when the leader of epoch on instance last had its lease confirmed: its last
+// renewal line, else its acquisition line (each logged once the storage call returned).
+func (c *cluster) lastConfirmed(b *testing.B, instance string, epoch int64) time.Time {
+	b.Helper()
+	var at time.Time
+	for _, l := range c.h.Lines() {
+		if l.Instance == instance && l.Int("epoch") == epoch && (l.Msg == "lease renewed" || l.Msg == "leadership acquired") && l.Time.After(at) {
+			at = l.Time
+		}
+	}
+	if at.IsZero() {
+		b.Fatalf("no acquisition or renewal of epoch %d by %s in the log %s", epoch, instance, c.logPath)
+	}
+	return at
+}
+
+// waitRunning waits for a stopped instance to run a new process (not oldPID), reviving it
+// when the host gave it up (three exits within its window).
+func (c *cluster) waitRunning(b *testing.B, in *devhost.Instance, oldPID int) {
+	b.Helper()
+	ctx := ctxFor(b, time.Minute)
+	revived := false
+	for {
+		switch st, pid := in.State(); {
+		case st == devhost.StateRunning && pid != oldPID:
+			return
+		case st == devhost.StateFailed && !revived:
+			if err := in.Restart(ctx); err != nil {
+				b.Fatalf("revive %s: %v", in.Name(), err)
+			}
+			revived = true
+		}
+		select {
+		case <-ctx.Done():
+			b.Fatalf("%s did not come back: %v", in.Name(), ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

@@ -32,6 +32,7 @@ const (
 	SettingTransport       = "BATON_TRANSPORT"
 	SettingSchedule        = "BATON_SCHEDULE"
 	SettingWorkQueue       = "BATON_WORK_QUEUE"
+	SettingControlQueue    = "BATON_CONTROL_QUEUE"
 	SettingJob             = "BATON_JOB"
 	SettingJobParams       = "BATON_JOB_PARAMS"
 	SettingLeaseContainer  = "BATON_LEASE_CONTAINER"
@@ -59,6 +60,7 @@ const (
 	DefaultPort            = 8080
 	DefaultTransport       = TransportServiceBus
 	DefaultWorkQueue       = "baton-work"
+	DefaultControlQueue    = "baton-control"
 	DefaultJob             = "synthetic"
 	DefaultLeaseContainer  = "leases"
 	DefaultRunsContainer   = "runs"
@@ -152,6 +154,9 @@ type Config struct {
 	Schedule string
 	// WorkQueue is the queue name on either transport.
 	WorkQueue string
+	// ControlQueue carries check messages (the Control and ControlQueue functions), so they
+	// never wait behind the partition backlog; it must differ from WorkQueue.
+	ControlQueue string
 	// Job is the registered job a timer run executes; JobParams its JSON parameters.
 	Job       string
 	JobParams string
@@ -213,6 +218,7 @@ func Load(getenv Getenv) (Config, error) {
 		Transport:        Transport(strings.ToLower(p.str(SettingTransport, string(DefaultTransport)))),
 		Schedule:         strings.TrimSpace(getenv(SettingSchedule)),
 		WorkQueue:        p.str(SettingWorkQueue, DefaultWorkQueue),
+		ControlQueue:     p.str(SettingControlQueue, DefaultControlQueue),
 		Job:              p.str(SettingJob, DefaultJob),
 		JobParams:        strings.TrimSpace(getenv(SettingJobParams)),
 		LeaseContainer:   p.str(SettingLeaseContainer, DefaultLeaseContainer),
@@ -295,6 +301,11 @@ func Load(getenv Getenv) (Config, error) {
 	}
 	if err := ValidateQueueName(c.WorkQueue); err != nil {
 		p.errf("%s=%q: %v", SettingWorkQueue, c.WorkQueue, err)
+	}
+	if err := ValidateQueueName(c.ControlQueue); err != nil {
+		p.errf("%s=%q: %v", SettingControlQueue, c.ControlQueue, err)
+	} else if strings.EqualFold(c.ControlQueue, c.WorkQueue) {
+		p.errf("%s=%q: must differ from %s (checks must not wait behind the partition backlog)", SettingControlQueue, c.ControlQueue, SettingWorkQueue)
 	}
 	if err := ValidateBlobName(c.LeaseName); err != nil {
 		p.errf("%s=%q: %v", SettingLeaseName, c.LeaseName, err)

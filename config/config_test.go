@@ -37,6 +37,7 @@ func TestLoad_Defaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Port != DefaultPort || c.LeaseDuration != DefaultLeaseDuration || c.WorkQueue != DefaultWorkQueue ||
+		c.ControlQueue != DefaultControlQueue ||
 		c.Overlap != OverlapSkip || c.MaxDeliveries != DefaultMaxDeliveries || c.Job != DefaultJob ||
 		c.FunctionTimeout != DefaultFunctionTimeout || c.AppName != "local" || c.InstanceID == "" {
 		t.Errorf("defaults not applied: %+v", c)
@@ -74,6 +75,8 @@ func TestLoad_Errors(t *testing.T) {
 		{"servicebus without connection", with(base(), SettingTransport, "servicebus"), []string{"ServiceBusConnection is not set", "__fullyQualifiedNamespace"}},
 		{"servicebus namespace with scheme", with(base(), SettingTransport, "servicebus", "ServiceBusConnection__fullyQualifiedNamespace", "sb://x.servicebus.windows.net"), []string{"without scheme"}},
 		{"bad queue name", with(base(), SettingWorkQueue, "Work_Queue"), []string{SettingWorkQueue, "lowercase"}},
+		{"bad control queue name", with(base(), SettingControlQueue, "Control_Queue"), []string{SettingControlQueue, "lowercase"}},
+		{"control queue is the work queue", with(base(), SettingControlQueue, "baton-work"), []string{SettingControlQueue, "must differ from " + SettingWorkQueue}},
 		{"bad container", with(base(), SettingRunsContainer, "r"), []string{SettingRunsContainer, "3-63"}},
 		{"bad lease name", with(base(), SettingLeaseName, "../x"), []string{SettingLeaseName}},
 		{"no schedule", with(base(), SettingSchedule, ""), []string{SettingSchedule, "NCRONTAB"}},

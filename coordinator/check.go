@@ -23,6 +23,9 @@ import (
 // host delivers the check again, except on the last delivery (d.Count reaches MaxDeliveries):
 // then the check acts instead of failing, so the chain never dies silently.
 func (c *Coordinator) Check(ctx context.Context, env work.Envelope, d work.Delivery) error {
+	if env.Round == probeRound {
+		return c.probe(ctx, env) // a lease probe or a handover check (handover.go)
+	}
 	err := c.check(ctx, env)
 	if err == nil || d.Count < c.cfg.MaxDeliveries || ctx.Err() != nil {
 		return err

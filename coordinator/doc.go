@@ -27,6 +27,15 @@
 // When the task returns, the lease is released with a fresh bounded context so the next
 // contender wins at once. Leader.State and Lock.State read the leadership without contending.
 //
+// # Failover of a run mid-enqueue
+//
+// Check messages travel on the control queue (Config.Control), apart from the partitions.
+// Besides each run's chain of checks, a leader enqueueing a run schedules a lease probe when
+// it starts and after every renewal, due when that renewal's lease would lapse; the probe of
+// the last renewal before a crash finds the lease free and resumes the run. A leader stopped
+// gracefully (Coordinator.Handover) releases the lease and sends an immediate check instead.
+// See handover.go.
+//
 // # What is guaranteed
 //
 // Storage grants a lease to one lease ID at a time, so at most one Acquire succeeds while a

@@ -64,6 +64,13 @@ func (c *Coordinator) enqueue(ctx context.Context, lease Lease, beat func(), run
 	var paused time.Duration
 	sliceStart := time.Now()
 	failedSends := 0
+	if !m.PlanDone {
+		// A full backlog ends the slice before it begins (and before any lease probe is sent).
+		if full, err := c.waitForWave(ctx, lease, m); err != nil || full {
+			return m, err
+		}
+		defer c.guard(ctx, lease, run)() // lease probes and handover while planning (handover.go)
+	}
 	for !m.PlanDone {
 		beat()
 		if err := ctx.Err(); err != nil {
@@ -72,16 +79,8 @@ func (c *Coordinator) enqueue(ctx context.Context, lease Lease, beat func(), run
 		if c.overdue(m) {
 			return m, c.timeOut(ctx, &lease, m)
 		}
-		if full, err := c.backlogFull(ctx, m); err != nil {
+		if full, err := c.waitForWave(ctx, lease, m); err != nil || full {
 			return m, err
-		} else if full {
-			at := c.cfg.Now().Add(c.cfg.WavePause)
-			if err := c.scheduleCheck(ctx, run, lease.Epoch, continueRound+m.Checkpoint.Batches, at); err != nil {
-				return m, err
-			}
-			log.Info("backlog full; the next wave goes out later", "next", m.Checkpoint.Next, "maxBacklog", c.cfg.MaxBacklog,
-				"at", at.UTC())
-			return m, nil
 		}
 		b, err := c.planBatch(ctx, job, &m)
 		if err != nil {
@@ -183,6 +182,22 @@ func (c *Coordinator) backlogFull(ctx context.Context, m ledger.Manifest) (bool,
 	// Redeliveries can append twice, so done may overcount: the backlog is then a little
 	// larger than the bound, never stuck.
 	return int64(m.Checkpoint.Next)-done >= int64(c.cfg.MaxBacklog), nil
+}
+
+// waitForWave ends the slice when the backlog is full: a check sends the next wave after
+// WavePause. It reports whether it did.
+func (c *Coordinator) waitForWave(ctx context.Context, lease Lease, m ledger.Manifest) (bool, error) {
+	full, err := c.backlogFull(ctx, m)
+	if err != nil || !full {
+		return false, err
+	}
+	at := c.cfg.Now().Add(c.cfg.WavePause)
+	if err := c.scheduleCheck(ctx, m.RunID, lease.Epoch, continueRound+m.Checkpoint.Batches, at); err != nil {
+		return false, err
+	}
+	c.log(m.RunID, lease.Epoch).Info("backlog full; the next wave goes out later", "next", m.Checkpoint.Next,
+		"maxBacklog", c.cfg.MaxBacklog, "at", at.UTC())
+	return true, nil
 }
 
 // continueRound numbers the checks that continue a sliced planning (continueRound plus the
@@ -291,7 +306,7 @@ func (c *Coordinator) scheduleCheck(ctx context.Context, run string, epoch int64
 		return err
 	}
 	msg := transport.Message{ID: env.MessageID(), Body: body, Properties: env.Properties(), NotBefore: at}
-	if err := c.cfg.Sender.Send(ctx, []transport.Message{msg}); err != nil {
+	if err := c.control().Send(ctx, []transport.Message{msg}); err != nil {
 		return fmt.Errorf("schedule check %d of %s: %w", round, run, err)
 	}
 	c.log(run, epoch).Info("check scheduled", "round", round, "at", at.UTC())

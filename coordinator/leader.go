@@ -69,6 +69,7 @@ type leadership struct {
 	lease  Lease
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed after the release
+	hooks  renewHooks    // called after each successful renewal (see onRenewal)
 }
 
 // errTaskDone is the cancel cause once the task has returned on its own.
@@ -162,6 +163,7 @@ func (l *Leader) RunAsLeader(ctx context.Context, fn func(ctx context.Context, l
 	// 2. Run fn and the keep-alive side by side; either finishing stops the other.
 	runCtx, cancel := context.WithCancelCause(ctx)
 	ld := &leadership{lease: lease, cancel: cancel, done: make(chan struct{})}
+	runCtx = context.WithValue(runCtx, leadershipKey{}, ld)
 	if !l.register(ld) {
 		cancel(ErrLeaderClosed)
 		l.release(log, lease)
@@ -174,7 +176,7 @@ func (l *Leader) RunAsLeader(ctx context.Context, fn func(ctx context.Context, l
 	keepDone := make(chan struct{})
 	go func() {
 		defer close(keepDone)
-		l.keepAlive(runCtx, cancel, log, lease, &lastBeat)
+		l.keepAlive(runCtx, cancel, log, ld, &lastBeat)
 	}()
 	defer func() {
 		// 3. Stop renewing, then release with a fresh context: runCtx is already done.
@@ -198,7 +200,8 @@ func (l *Leader) RunAsLeader(ctx context.Context, fn func(ctx context.Context, l
 
 // keepAlive renews the lease every RenewInterval (jittered) until ctx is done, and cancels
 // ctx with the reason when leadership can no longer be guaranteed.
-func (l *Leader) keepAlive(ctx context.Context, cancel context.CancelCauseFunc, log *slog.Logger, lease Lease, lastBeat *atomic.Int64) {
+func (l *Leader) keepAlive(ctx context.Context, cancel context.CancelCauseFunc, log *slog.Logger, ld *leadership, lastBeat *atomic.Int64) {
+	lease := ld.lease
 	lastRenew := lease.AcquiredAt // sent-before time of the last confirmation
 	next := lastRenew.Add(l.renewWait())
 	for {
@@ -237,6 +240,7 @@ func (l *Leader) keepAlive(ctx context.Context, cancel context.CancelCauseFunc, 
 				return
 			}
 			log.LogAttrs(ctx, slog.LevelDebug, "lease renewed")
+			ld.hooks.call(l.cfg.Now())
 			lastRenew = now
 			next = now.Add(l.renewWait())
 			continue

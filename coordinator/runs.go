@@ -61,7 +61,11 @@ type Config struct {
 	Leader *Leader
 	Store  Ledger
 	Sender Sender
-	Jobs   *work.Registry
+	// Control sends check messages on the control queue, and with it the lease probes and
+	// handover checks that bring failover down to the lease's expiry (handover.go). Nil sends
+	// checks through Sender and no probes.
+	Control Sender
+	Jobs    *work.Registry
 	// Finisher aggregates when the leader learns the last result came in before planning ended.
 	Finisher Finisher
 	Identity Identity
@@ -116,6 +120,7 @@ type Coordinator struct {
 	cfg       Config
 	leaseDur  time.Duration
 	ensuredOK atomic.Bool
+	planning  planningSet // runs this process is enqueueing (handover.go)
 }
 
 // New validates cfg and returns a Coordinator.

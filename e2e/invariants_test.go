@@ -378,8 +378,9 @@ func listRuns(ctx context.Context, c *cluster) ([]string, error) {
 }
 
 // contends lists the functions in which leadership may be contested: the timer, a check
-// message (WorkQueue; Work with Service Bus) and a manual start (Runs).
-var contends = map[string]bool{"Tick": true, "WorkQueue": true, "Work": true, "Runs": true}
+// message (ControlQueue; Control with Service Bus; WorkQueue and Work for checks an older
+// version sent there) and a manual start (Runs).
+var contends = map[string]bool{"Tick": true, "WorkQueue": true, "Work": true, "ControlQueue": true, "Control": true, "Runs": true}
 
 // checkNoPolling proves invariant 6: every acquisition happened inside an invocation of a
 // function that may contend (contends) on the same process; no instance contends on its own.

@@ -28,9 +28,12 @@ const (
 	FnTick      = "Tick"
 	FnWork      = "Work"
 	FnWorkQueue = "WorkQueue"
-	FnRuns      = "Runs"
-	FnLeader    = "Leader"
-	FnDashboard = "Dashboard"
+	// Control and ControlQueue deliver check messages from the control queue.
+	FnControl      = "Control"
+	FnControlQueue = "ControlQueue"
+	FnRuns         = "Runs"
+	FnLeader       = "Leader"
+	FnDashboard    = "Dashboard"
 )
 
 // Binding names used in the function.json files.
@@ -97,14 +100,21 @@ func newApp(cfg config.Config, logger *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Graceful handover: release every lease this process holds before it exits.
-	app.OnClose(leader.ReleaseAll)
+	// Graceful handover: release every lease this process holds before it exits, then send an
+	// immediate check for each run it was enqueueing (before the senders close).
+	var coord *coordinator.Coordinator
+	app.OnClose(func(ctx context.Context) error {
+		if coord != nil {
+			return coord.Handover(ctx)
+		}
+		return leader.ReleaseAll(ctx)
+	})
 
-	sender, closeSender, err := newSender(cfg)
+	sender, control, closeSenders, err := newSenders(cfg)
 	if err != nil {
 		return nil, err
 	}
-	app.OnClose(closeSender)
+	app.OnClose(closeSenders)
 
 	store := blobstore.New(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), blobstore.Options{})
 	jobs := registerJobs(blobs)
@@ -130,8 +140,8 @@ func newApp(cfg config.Config, logger *slog.Logger) (*App, error) {
 		logger.Error("timer job is misconfigured: every occurrence will record a failed run until it is fixed", "err", jobErr,
 			"instance", cfg.InstanceID)
 	}
-	coord, err := coordinator.New(coordinator.Config{
-		Leader: leader, Store: store, Sender: sender, Jobs: jobs, Finisher: worker, Identity: identity,
+	coord, err = coordinator.New(coordinator.Config{
+		Leader: leader, Store: store, Sender: sender, Control: control, Jobs: jobs, Finisher: worker, Identity: identity,
 		Job: cfg.Job, Params: params, JobError: jobErr, Schedule: schedule, AllowOverlap: cfg.Overlap == config.OverlapAllow,
 		BatchSize: cfg.EnqueueBatch, RunTimeout: cfg.RunTimeout, CheckRounds: cfg.CheckRounds, Logger: logger,
 		MaxDeliveries: cfg.MaxDeliveries, Misfire: coordinator.Misfire(cfg.Misfire), StartingDeadline: cfg.StartingDeadline,
@@ -146,28 +156,36 @@ func newApp(cfg config.Config, logger *slog.Logger) (*App, error) {
 	return app, nil
 }
 
-// newSender builds the transport named by BATON_TRANSPORT.
-func newSender(cfg config.Config) (coordinator.Sender, func(context.Context) error, error) {
+// newSenders builds the work-queue and control-queue senders on the transport named by
+// BATON_TRANSPORT (one Service Bus client for both) and the cleanup that closes them.
+func newSenders(cfg config.Config) (work, control coordinator.Sender, closeAll func(context.Context) error, err error) {
 	switch cfg.Transport {
 	case config.TransportQueue:
 		qs, err := cfg.Storage.NewQueueClient(nil)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		s := transport.NewQueueSender(qs.NewQueueClient(cfg.WorkQueue), transport.QueueSenderOptions{})
-		return s, s.Close, nil
+		w := transport.NewQueueSender(qs.NewQueueClient(cfg.WorkQueue), transport.QueueSenderOptions{})
+		c := transport.NewQueueSender(qs.NewQueueClient(cfg.ControlQueue), transport.QueueSenderOptions{})
+		return w, c, func(ctx context.Context) error { return errors.Join(w.Close(ctx), c.Close(ctx)) }, nil
 	default:
 		client, err := cfg.ServiceBus.NewClient(nil)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		sb, err := client.NewSender(cfg.WorkQueue, nil)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: service bus sender for %s: %w", config.SettingServiceBus, cfg.WorkQueue, err)
+		var senders []*transport.ServiceBusSender
+		for _, queue := range []string{cfg.WorkQueue, cfg.ControlQueue} {
+			sb, err := client.NewSender(queue, nil)
+			if err != nil {
+				return nil, nil, nil, errors.Join(fmt.Errorf("%s: service bus sender for %s: %w", config.SettingServiceBus, queue, err),
+					client.Close(context.Background()))
+			}
+			senders = append(senders, transport.NewServiceBusSender(sb, transport.ServiceBusSenderOptions{Queue: queue}))
 		}
-		s := transport.NewServiceBusSender(sb, transport.ServiceBusSenderOptions{Queue: cfg.WorkQueue})
-		closeAll := func(ctx context.Context) error { return errors.Join(s.Close(ctx), client.Close(ctx)) }
-		return s, closeAll, nil
+		closeAll := func(ctx context.Context) error {
+			return errors.Join(senders[0].Close(ctx), senders[1].Close(ctx), client.Close(ctx))
+		}
+		return senders[0], senders[1], closeAll, nil
 	}
 }
 
@@ -176,6 +194,8 @@ func register(s *Server, f *functions, apiOpts ...func(*api.Config)) {
 	s.Trigger(FnTick, f.tick)
 	s.Trigger(FnWork, f.message(true))
 	s.Trigger(FnWorkQueue, f.message(false))
+	s.Trigger(FnControl, f.message(true))
+	s.Trigger(FnControlQueue, f.message(false))
 	a, err := newAPI(f, apiOpts...)
 	if err != nil {
 		// Without a ledger and a leader the HTTP functions cannot answer anything useful.

@@ -60,8 +60,10 @@ func (f *functions) tick(ctx context.Context, inv *Invocation) error {
 	return nil
 }
 
-// message is the Work (Service Bus) and WorkQueue (Storage queue) function: decode the
-// envelope and dispatch by kind. A malformed message fails every delivery with the reason
+// message is the Work and Control (Service Bus) and WorkQueue and ControlQueue (Storage queue)
+// functions: decode the envelope and dispatch by kind, whichever queue it came from (checks
+// travel on the control queue, but one left on the work queue by an older version still
+// works). A malformed message fails every delivery with the reason
 // logged, so the host moves it to the dead-letter or poison queue; nothing is dropped
 // silently.
 func (f *functions) message(serviceBus bool) TriggerFunc {

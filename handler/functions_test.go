@@ -30,6 +30,8 @@ func TestFunctions_MalformedInputs(t *testing.T) {
 		{FnWorkQueue, `{"Data":{"message":"\"{\\\"baton\\\":1,\\\"kind\\\":\\\"partition\\\",\\\"run\\\":\\\"../x\\\",\\\"epoch\\\":1}\""},"Metadata":{"Id":"\"m2\"","DequeueCount":"2"}}`, "run ID"},
 		{FnWork, `{"Data":{"message":"\"{\\\"baton\\\":9}\""},"Metadata":{"MessageId":"\"m3\"","DeliveryCount":"1"}}`, "envelope version"},
 		{FnWork, `{"Data":{"message":42},"Metadata":{"MessageId":"\"m4\"","DeliveryCount":"1"}}`, "want a string"},
+		{FnControlQueue, `{"Data":{"message":"\"{}\""},"Metadata":{"Id":"\"m5\""}}`, "DequeueCount"},
+		{FnControl, `{"Data":{"message":"\"{\\\"baton\\\":9}\""},"Metadata":{"MessageId":"\"m6\"","DeliveryCount":"1"}}`, "envelope version"},
 	}
 	for _, c := range cases {
 		resp, v := post(t, hs.URL+"/"+c.fn, "", []byte(c.body))

@@ -124,6 +124,8 @@ var deploymentContainerName = 'app-package-${take(appName, 32)}-${take(resourceT
 var leaseContainerName = 'leases'
 var runsContainerName = 'runs'
 var workQueueName = 'baton-work'
+// Check messages travel on their own queue, so they never wait behind the partition backlog.
+var controlQueueName = 'baton-control'
 
 resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
   name: '${abbrs.resourcesResourceGroups}${environmentName}'
@@ -169,6 +171,8 @@ module storage 'app/storage.bicep' = {
       // The queue trigger moves a message here after maxDequeueCount failures. Declaring it lets
       // the queue role in app/rbac.bicep be scoped to the two queues, not the whole account.
       '${workQueueName}-poison'
+      controlQueueName
+      '${controlQueueName}-poison'
     ]
   }
 }
@@ -181,6 +185,7 @@ module serviceBus 'app/servicebus.bicep' = {
     location: location
     tags: tags
     queueName: workQueueName
+    controlQueueName: controlQueueName
     maxDeliveryCount: maxDeliveries
     lockDuration: lockDuration
     duplicateDetectionWindow: duplicateDetectionWindow
@@ -223,6 +228,7 @@ module api 'app/api.bicep' = {
     runTimeout: runTimeout
     logLevel: logLevel
     workQueueName: workQueueName
+    controlQueueName: controlQueueName
     leaseContainerName: leaseContainerName
     runsContainerName: runsContainerName
     leaseStorageAccountId: leaseStorageAccountId
@@ -242,6 +248,7 @@ module rbac 'app/rbac.bicep' = {
     runsContainerName: runsContainerName
     serviceBusNamespaceName: serviceBus.outputs.name
     serviceBusQueueName: workQueueName
+    controlQueueName: controlQueueName
     applicationInsightsName: monitoring.outputs.applicationInsightsName
     serviceBusScaleMonitoring: serviceBusScaleMonitoring
   }

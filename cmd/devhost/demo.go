@@ -74,14 +74,15 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 		strings.Join(seeded.WrongMD5, ", "), time.Since(t0).Seconds())
 
 	settings := map[string]string{
-		config.SettingHostStorage:    srv.ConnectionString(),
-		config.SettingTransport:      string(config.TransportQueue),
-		config.SettingSchedule:       *schedule,
-		config.SettingLeaseDuration:  "15s",
-		config.SettingJob:            *job,
-		config.SettingJobParams:      fmt.Sprintf(`{"container":%q,"partitionSize":200}`, container),
-		"AzureWebJobs.Work.Disabled": "true",
-		"FUNCTIONS_WORKER_RUNTIME":   "custom",
+		config.SettingHostStorage:       srv.ConnectionString(),
+		config.SettingTransport:         string(config.TransportQueue),
+		config.SettingSchedule:          *schedule,
+		config.SettingLeaseDuration:     "15s",
+		config.SettingJob:               *job,
+		config.SettingJobParams:         fmt.Sprintf(`{"container":%q,"partitionSize":200}`, container),
+		"AzureWebJobs.Work.Disabled":    "true",
+		"AzureWebJobs.Control.Disabled": "true",
+		"FUNCTIONS_WORKER_RUNTIME":      "custom",
 	}
 	h, err := d.startHost(ctx, *app, *exe, *n, settings)
 	if errors.Is(err, errUnknownJob) {

@@ -44,6 +44,7 @@ param leaseDuration string
 param runTimeout string
 param logLevel string
 param workQueueName string
+param controlQueueName string
 param leaseContainerName string
 param runsContainerName string
 
@@ -76,6 +77,7 @@ var hostSettings = {
   APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
   // Azure uses the Service Bus transport; the Storage-queue twin of Work stays off.
   'AzureWebJobs.WorkQueue.Disabled': 'true'
+  'AzureWebJobs.ControlQueue.Disabled': 'true'
 }
 
 // Baton's own settings (config/config.go). BATON_INSTANCE_ID is deliberately absent: it is a
@@ -84,6 +86,7 @@ var batonSettings = {
   BATON_TRANSPORT: 'servicebus'
   BATON_SCHEDULE: schedule
   BATON_WORK_QUEUE: workQueueName
+  BATON_CONTROL_QUEUE: controlQueueName
   BATON_JOB: job
   BATON_JOB_PARAMS: string(jobParams)
   BATON_LEASE_CONTAINER: leaseContainerName

@@ -16,6 +16,9 @@ param leaseContainerName string
 param runsContainerName string
 param serviceBusNamespaceName string
 param serviceBusQueueName string
+
+@description('Name of the control queue (BATON_CONTROL_QUEUE), on Service Bus and in the storage account.')
+param controlQueueName string
 param applicationInsightsName string
 
 @description('Grant the app Azure Service Bus Data Owner on the work queue so the scale controller can read the queue\'s message count (see below).')
@@ -67,6 +70,16 @@ resource poisonQueue 'Microsoft.Storage/storageAccounts/queueServices/queues@202
   name: '${workQueueName}-poison'
 }
 
+resource controlQueue 'Microsoft.Storage/storageAccounts/queueServices/queues@2023-05-01' existing = {
+  parent: queueService
+  name: controlQueueName
+}
+
+resource controlPoisonQueue 'Microsoft.Storage/storageAccounts/queueServices/queues@2023-05-01' existing = {
+  parent: queueService
+  name: '${controlQueueName}-poison'
+}
+
 resource namespace 'Microsoft.ServiceBus/namespaces@2022-10-01-preview' existing = {
   name: serviceBusNamespaceName
 }
@@ -74,6 +87,11 @@ resource namespace 'Microsoft.ServiceBus/namespaces@2022-10-01-preview' existing
 resource sbQueue 'Microsoft.ServiceBus/namespaces/queues@2022-10-01-preview' existing = {
   parent: namespace
   name: serviceBusQueueName
+}
+
+resource sbControlQueue 'Microsoft.ServiceBus/namespaces/queues@2022-10-01-preview' existing = {
+  parent: namespace
+  name: controlQueueName
 }
 
 resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing = {
@@ -133,6 +151,27 @@ resource poisonQueueContributor 'Microsoft.Authorization/roleAssignments@2022-04
   }
 }
 
+// The same on the control queue and its poison queue (the ControlQueue twin of Control).
+resource controlQueueContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(controlQueue.id, appPrincipalId, roles.storageQueueDataContributor)
+  scope: controlQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageQueueDataContributor)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource controlPoisonQueueContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(controlPoisonQueue.id, appPrincipalId, roles.storageQueueDataContributor)
+  scope: controlPoisonQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageQueueDataContributor)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
 // Azure Service Bus Data Sender and Data Receiver on the work queue (not the namespace): the
 // leader sends partition and scheduled check messages, the Work trigger receives, completes,
 // abandons and dead-letters them. Nothing else in the namespace is reachable.
@@ -149,6 +188,29 @@ resource sbSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
 resource sbReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   name: guid(sbQueue.id, appPrincipalId, roles.serviceBusDataReceiver)
   scope: sbQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataReceiver)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// Sender and Receiver on the control queue too: the leader sends checks there and the Control
+// trigger receives them. No Data Owner: a queue holding a few checks per run needs no precise
+// count for scaling.
+resource sbControlSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(sbControlQueue.id, appPrincipalId, roles.serviceBusDataSender)
+  scope: sbControlQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataSender)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource sbControlReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(sbControlQueue.id, appPrincipalId, roles.serviceBusDataReceiver)
+  scope: sbControlQueue
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataReceiver)
     principalId: appPrincipalId

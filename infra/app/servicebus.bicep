@@ -7,6 +7,9 @@ param tags object = {}
 @description('Name of the work queue (BATON_WORK_QUEUE).')
 param queueName string
 
+@description('Name of the control queue (BATON_CONTROL_QUEUE): check messages only.')
+param controlQueueName string
+
 @description('Deliveries before a message is dead-lettered; equals BATON_MAX_DELIVERIES.')
 @minValue(1)
 @maxValue(100)
@@ -56,9 +59,28 @@ resource queue 'Microsoft.ServiceBus/namespaces/queues@2022-10-01-preview' = {
   }
 }
 
+// The control queue carries the check messages (the runs' dead-man's switch, lease probes and
+// handover checks) with the same guarantees as the work queue: their IDs are deterministic too.
+resource controlQueue 'Microsoft.ServiceBus/namespaces/queues@2022-10-01-preview' = {
+  parent: namespace
+  name: controlQueueName
+  properties: {
+    requiresDuplicateDetection: true
+    duplicateDetectionHistoryTimeWindow: duplicateDetectionWindow
+    maxDeliveryCount: maxDeliveryCount
+    lockDuration: lockDuration
+    defaultMessageTimeToLive: messageTimeToLive
+    deadLetteringOnMessageExpiration: true
+    requiresSession: false
+    enablePartitioning: false
+    maxSizeInMegabytes: 1024
+  }
+}
+
 output name string = namespace.name
 output id string = namespace.id
 // Fully qualified namespace (host name only) for ServiceBusConnection__fullyQualifiedNamespace,
 // taken from the endpoint so it is right in every cloud.
 output host string = split(split(replace(namespace.properties.serviceBusEndpoint, 'https://', ''), ':')[0], '/')[0]
 output queueName string = queue.name
+output controlQueueName string = controlQueue.name

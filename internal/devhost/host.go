@@ -72,6 +72,15 @@ type Options struct {
 	MaxLogLines int
 	// Now is the clock for payload times (default time.Now).
 	Now func() time.Time
+	// ControlPollingInterval: the queue named by BATON_CONTROL_QUEUE is polled by one listener
+	// for the whole host, which hands each message to a random running instance, at least this
+	// often (default DefaultControlPollingInterval; negative: like every other queue, a
+	// listener per instance backing off to host.json's maxPollingInterval). Checks there are
+	// latency-critical — a dead leader's run resumes only when its lease probe is picked up —
+	// while the queue is mostly idle, and every Azurite dequeue scans all the account's
+	// messages (its in-memory store indexes by account first), so per-instance fast polling
+	// would load Azurite in proportion to instances × backlog.
+	ControlPollingInterval time.Duration
 	// SkipConfigCheck skips validating the settings with Baton's config.Load: for a handler
 	// that is not Baton (tests). It also turns the progress line off.
 	SkipConfigCheck bool
@@ -136,6 +145,9 @@ func New(opts Options) (*Host, error) {
 		opts.TimerSkew = DefaultTimerSkew
 	case opts.TimerSkew < 0:
 		opts.TimerSkew = 0
+	}
+	if opts.ControlPollingInterval == 0 {
+		opts.ControlPollingInterval = DefaultControlPollingInterval
 	}
 	if opts.MaxLogLines <= 0 {
 		opts.MaxLogLines = 200_000
@@ -322,7 +334,12 @@ func (h *Host) Start(ctx context.Context) error {
 	for _, q := range h.queues {
 		h.log.Info("queue listener", "function", q.fn.Name, "queue", q.name, "batchSize", q.opts.BatchSize,
 			"newBatchThreshold", q.opts.NewBatchThreshold, "maxDequeueCount", q.opts.MaxDequeueCount,
-			"visibilityTimeout", q.opts.VisibilityTimeout.String(), "maxPollingInterval", q.opts.MaxPollingInterval.String())
+			"visibilityTimeout", q.opts.VisibilityTimeout.String(), "maxPollingInterval", q.opts.MaxPollingInterval.String(),
+			"oneListenerForAllInstances", q.shared)
+		if q.shared {
+			h.goTrigger(q.listenShared)
+			continue
+		}
 		for _, in := range h.instances {
 			h.goTrigger(func(ctx context.Context) { q.listen(ctx, in) })
 		}

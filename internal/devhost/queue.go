@@ -3,6 +3,7 @@ package devhost
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -25,6 +26,9 @@ const (
 	MessageLease = 10 * time.Minute
 	// minPollingInterval is the first backoff after an empty poll.
 	minPollingInterval = 100 * time.Millisecond
+	// DefaultControlPollingInterval is the default Options.ControlPollingInterval: the longest
+	// wait between polls of the idle control queue, per instance.
+	DefaultControlPollingInterval = 250 * time.Millisecond
 	// storageRetryBudget bounds the retries of a delete, release or poison move, so a brief
 	// storage outage (an Azurite restart) does not strand a message for its 10-minute lease.
 	storageRetryBudget = 30 * time.Second
@@ -42,6 +46,9 @@ type queueTrigger struct {
 	q       *azqueue.QueueClient
 	poison  *azqueue.QueueClient
 	opts    QueueOptions
+	// shared: one listener for the whole host (the control queue, see
+	// Options.ControlPollingInterval).
+	shared bool
 
 	poisonOnce sync.Mutex
 	poisonMade bool
@@ -72,8 +79,13 @@ func newQueueTrigger(h *Host, fn *Function) (*queueTrigger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s connection: %w", fn.Name, err)
 	}
+	opts := h.app.Host.Queues
+	shared := h.cfg.ControlQueue != "" && strings.EqualFold(name, h.cfg.ControlQueue) && h.opts.ControlPollingInterval > 0
+	if shared {
+		opts.MaxPollingInterval = min(opts.MaxPollingInterval, h.opts.ControlPollingInterval)
+	}
 	return &queueTrigger{h: h, fn: fn, binding: b.Name, name: name, q: svc.NewQueueClient(name),
-		poison: svc.NewQueueClient(name + PoisonSuffix), opts: h.app.Host.Queues}, nil
+		poison: svc.NewQueueClient(name + PoisonSuffix), opts: opts, shared: shared}, nil
 }
 
 // listen is one instance's queue listener: it polls while the instance is running, keeping at
@@ -156,6 +168,66 @@ func (t *queueTrigger) listen(ctx context.Context, in *Instance) {
 			})
 		}
 	}
+}
+
+// listenShared is the one listener of a shared queue: it polls while any instance is running
+// and hands each message to a random running one.
+func (t *queueTrigger) listenShared(ctx context.Context) {
+	h := t.h
+	backoff := time.Duration(0)
+	lastErr := ""
+	for ctx.Err() == nil {
+		if backoff > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+		}
+		if h.liveInstance() == nil {
+			backoff = minPollingInterval
+			continue
+		}
+		resp, err := t.q.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{
+			NumberOfMessages:  to.Ptr(int32(t.opts.BatchSize)),
+			VisibilityTimeout: to.Ptr(int32(MessageLease / time.Second)),
+		})
+		if err != nil && ctx.Err() != nil {
+			return
+		}
+		if err != nil && !queueerror.HasCode(err, queueerror.QueueNotFound) {
+			if msg := err.Error(); msg != lastErr {
+				h.log.Warn("queue poll failed; backing off", "queue", t.name, "err", firstLine(msg))
+				lastErr = msg
+			}
+		}
+		if err != nil || len(resp.Messages) == 0 {
+			backoff = nextBackoff(backoff, t.opts.MaxPollingInterval)
+			continue
+		}
+		backoff, lastErr = 0, ""
+		for _, m := range resp.Messages {
+			in := h.liveInstance()
+			if in == nil { // every instance stopped since the poll: process reports it and puts it back
+				in = h.instances[rand.IntN(len(h.instances))]
+			}
+			h.goWork(func(wctx context.Context) { t.process(wctx, in, m) })
+		}
+	}
+}
+
+// liveInstance returns a random running instance, or nil.
+func (h *Host) liveInstance() *Instance {
+	var live []*Instance
+	for _, in := range h.instances {
+		if in.live() {
+			live = append(live, in)
+		}
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	return live[rand.IntN(len(live))]
 }
 
 // nextBackoff doubles the polling delay with jitter, from minPollingInterval up to max.
@@ -249,6 +321,16 @@ func (t *queueTrigger) process(ctx context.Context, in *Instance, m *azqueue.Deq
 	receipt = current
 
 	switch {
+	case errors.Is(err, ErrNotReady):
+		// The handler stopped between the poll and the invocation, so the message never
+		// reached it. The real host stops its listeners before its worker exits and never
+		// holds such a message: put it back at once instead of after visibilityTimeout (a
+		// handover check from a stopping leader must not wait behind its own instance).
+		log.Info("instance not running: message returned to the queue at once", "err", firstLine(err.Error()))
+		t.retry(ctx, log, "release", func(c context.Context) error {
+			_, err := t.q.UpdateMessage(c, id, receipt, text, &azqueue.UpdateMessageOptions{VisibilityTimeout: to.Ptr(int32(0))})
+			return err
+		})
 	case err == nil:
 		t.retry(ctx, log, "delete", func(c context.Context) error {
 			_, err := t.q.DeleteMessage(c, id, receipt, nil)

@@ -66,6 +66,7 @@ func TestLoadApp_Repo(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{"Tick": "timerTrigger", "Work": "serviceBusTrigger", "WorkQueue": "queueTrigger",
+		"Control": "serviceBusTrigger", "ControlQueue": "queueTrigger",
 		"Leader": "httpTrigger", "Runs": "httpTrigger"}
 	for name, typ := range want {
 		fn := app.Function(name)
@@ -259,5 +260,48 @@ func TestNextBackoff(t *testing.T) {
 	}
 	if d != 2*time.Second {
 		t.Errorf("backoff settles at %s, want the max 2s", d)
+	}
+}
+
+// The repo's app under the devhost: both queue functions are discovered from their
+// function.json, and the control queue (BATON_CONTROL_QUEUE) has one listener for the host
+// polling at most every ControlPollingInterval, while the work queue keeps a listener per
+// instance and host.json's maxPollingInterval.
+func TestNew_ControlQueuePollsFast(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		opt  time.Duration
+		want time.Duration // 0: host.json's
+	}{{0, DefaultControlPollingInterval}, {50 * time.Millisecond, 50 * time.Millisecond}, {-1, 0}} {
+		h, err := New(Options{AppRoot: filepath.Join("..", ".."), Executable: exe, Environ: []string{},
+			SettingsFile: filepath.Join("..", "..", "local.settings.example.json"), ControlPollingInterval: tc.opt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		byFn := map[string]*queueTrigger{}
+		for _, q := range h.queues {
+			byFn[q.fn.Name] = q
+		}
+		work, control := byFn["WorkQueue"], byFn["ControlQueue"]
+		if work == nil || control == nil {
+			t.Fatalf("queue functions %v, want WorkQueue and ControlQueue", byFn)
+		}
+		hostMax := h.app.Host.Queues.MaxPollingInterval
+		want := tc.want
+		if want == 0 {
+			want = hostMax
+		}
+		if control.shared != (tc.opt >= 0) || work.shared {
+			t.Errorf("option %s: one listener for the host: control %v, work %v", tc.opt, control.shared, work.shared)
+		}
+		if control.name != "baton-control" || control.opts.MaxPollingInterval != want {
+			t.Errorf("option %s: ControlQueue polls %s at most every %s, want baton-control every %s", tc.opt, control.name, control.opts.MaxPollingInterval, want)
+		}
+		if work.name != "baton-work" || work.opts.MaxPollingInterval != hostMax {
+			t.Errorf("option %s: WorkQueue polls %s at most every %s, want baton-work every %s", tc.opt, work.name, work.opts.MaxPollingInterval, hostMax)
+		}
 	}
 }

@@ -1,0 +1,263 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/work"
+)
+
+// Failover at the lease's floor.
+//
+// A leader that dies mid-enqueue stops renewing; its lease lapses at most one lease duration
+// after its last successful renewal. Two kinds of check message, both on the control queue
+// and both outside the run's check chain, bring the next leader in at once:
+//
+//   - a lease probe: whenever a leader that is enqueueing a run starts (or resumes) the enqueue
+//     and after every successful renewal, it schedules a probe for the moment its lease would
+//     lapse if that renewal were its last. While the leader lives, each probe finds the lease
+//     held and does nothing (one lease call); once it dies, the latest probe fires just after
+//     the lease has lapsed and takes over.
+//   - a handover check: a leader that stops gracefully releases its lease and then sends an
+//     immediate check for each run it was enqueueing, so another instance resumes at once.
+//
+// Both are check envelopes with round 0 (chain checks count from 1), each with its own
+// message ID so Service Bus duplicate detection keeps them apart. Neither schedules another
+// check: the chain started with the run stays the backstop. Both need Config.Control: on the
+// work queue they would wait behind the partition backlog and arrive long after the chain's
+// own check, so without a control sender none are sent.
+
+// probeRound is the envelope round of lease probes and handover checks.
+const probeRound = 0
+
+// probeSendTimeout bounds one probe's send, so a slow control queue never holds up a renewal.
+const probeSendTimeout = 10 * time.Second
+
+// control is the sender of check messages: Config.Control, else Config.Sender.
+func (c *Coordinator) control() Sender {
+	if c.cfg.Control != nil {
+		return c.cfg.Control
+	}
+	return c.cfg.Sender
+}
+
+// guard covers an enqueue by this leader: it records the run as being planned here (for
+// Handover), sends a probe for the lease as held now, and one after every renewal until the
+// returned stop is called. stop waits for probes being sent. Probe failures are logged, not
+// returned: the check chain still covers the run.
+func (c *Coordinator) guard(ctx context.Context, lease Lease, run string) (stop func()) {
+	if c.cfg.Control == nil {
+		return func() {}
+	}
+	c.planning.add(run, lease.Epoch)
+	var wg sync.WaitGroup
+	probe := func(renewed time.Time) {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeSendTimeout)
+		defer cancel()
+		if err := c.sendProbe(sctx, run, lease.Epoch, renewed); err != nil {
+			c.log(run, lease.Epoch).Warn("lease probe not sent; the check chain still covers the run", "err", err)
+		}
+	}
+	// The lease was acquired (or last renewed) before now, so it lapses by now + lease at the
+	// latest when nothing renews it again. This first probe is sent before anything is
+	// enqueued, so it is in place even if the leader dies at once (and does not queue behind
+	// the first partitions).
+	probe(c.cfg.Now())
+	remove := onRenewal(ctx, func(renewed time.Time) {
+		wg.Add(1)
+		go func() { // never hold up the renewals
+			defer wg.Done()
+			probe(renewed)
+		}()
+	})
+	return func() {
+		remove()
+		wg.Wait()
+		c.planning.remove(run, lease.Epoch)
+	}
+}
+
+// sendProbe schedules a lease probe for renewed + lease duration: the latest moment at which a
+// lease confirmed by renewed can still be held. renewed is read after the renewal was
+// confirmed, so the probe never fires before that lease lapses on a shared clock; the
+// transports only ever deliver later (the Storage queue rounds the delay up to whole seconds
+// from its own send time, Service Bus activates at or after the scheduled time).
+func (c *Coordinator) sendProbe(ctx context.Context, run string, epoch int64, renewed time.Time) error {
+	at := renewed.Add(c.leaseDur)
+	msg, err := controlMessage(run, epoch, "p"+strconv.FormatInt(at.UnixMilli(), 10), at)
+	if err != nil {
+		return err
+	}
+	if err := c.control().Send(ctx, []transport.Message{msg}); err != nil {
+		return fmt.Errorf("send lease probe of %s: %w", run, err)
+	}
+	c.log(run, epoch).Debug("lease probe scheduled", "at", at.UTC())
+	return nil
+}
+
+// controlMessage builds a round-0 check for run, deliverable at `at` (zero: now), whose message
+// ID carries suffix.
+func controlMessage(run string, epoch int64, suffix string, at time.Time) (transport.Message, error) {
+	env := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindCheck, Run: run, Epoch: epoch, Round: probeRound}
+	body, err := env.Encode()
+	if err != nil {
+		return transport.Message{}, err
+	}
+	return transport.Message{ID: env.MessageID() + "/" + suffix, Body: body, Properties: env.Properties(), NotBefore: at}, nil
+}
+
+// probe handles a round-0 check (a lease probe or a handover check): when the run is still
+// mid-enqueue under the epoch the check was sent for, make one attempt at the lease and resume
+// the run on success. A held lease means its leader is alive (or another instance already took
+// over): nothing to do. It never schedules another check.
+func (c *Coordinator) probe(ctx context.Context, env work.Envelope) error {
+	m, err := c.cfg.Store.ReadManifest(ctx, env.Run)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log := c.log(env.Run, m.Epoch).With("probeEpoch", env.Epoch)
+	if m.PlanDone || m.State.Final() || m.Epoch > env.Epoch {
+		log.Debug("lease probe: the run is enqueued or already taken over; nothing to do", "state", m.State)
+		return nil
+	}
+	out, err := c.resumeAsLeader(ctx, env.Run)
+	if errors.Is(err, ErrHandover) {
+		// This instance is stopping and sent a handover check for the run: that check, not a
+		// redelivery of this one, carries the run on.
+		log.Info("lease probe: handed over while resuming")
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("lease probe of %s: %w", env.Run, err)
+	}
+	if out.Status == StatusHeld {
+		log.Debug("lease probe: lease held; nothing to do", "holder", out.Holder.String(), "holderEpoch", out.HolderEpoch)
+		return nil
+	}
+	log.Warn("lease probe: resumed a run whose leader stopped mid-enqueue", "status", out.Status, "state", out.State,
+		"newEpoch", out.Epoch)
+	return nil
+}
+
+// Handover is the graceful stop of a leader (SIGTERM, scale-in, deploy): it ends every
+// leadership this process holds and releases the leases (Leader.ReleaseAll), then sends an
+// immediate check for each run it was enqueueing, so another instance resumes it at once
+// instead of waiting for a probe. A run whose task did not stop in time keeps its lease until
+// it lapses; its probes cover it then.
+func (c *Coordinator) Handover(ctx context.Context) error {
+	runs := c.planning.snapshot() // empty without Config.Control
+	errs := []error{c.cfg.Leader.ReleaseAll(ctx)}
+	for _, r := range runs {
+		msg, err := controlMessage(r.run, r.epoch, "handover", time.Time{})
+		if err == nil {
+			err = c.control().Send(ctx, []transport.Message{msg})
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("handover check for %s: %w", r.run, err))
+			continue
+		}
+		c.log(r.run, r.epoch).Info("handover: lease released and a check sent so another instance resumes the run")
+	}
+	return errors.Join(errs...)
+}
+
+// planningSet records the runs this process is enqueueing, by epoch.
+type planningSet struct {
+	mu   sync.Mutex
+	runs map[planningRun]int
+}
+
+type planningRun struct {
+	run   string
+	epoch int64
+}
+
+func (p *planningSet) add(run string, epoch int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.runs == nil {
+		p.runs = map[planningRun]int{}
+	}
+	p.runs[planningRun{run, epoch}]++
+}
+
+func (p *planningSet) remove(run string, epoch int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := planningRun{run, epoch}
+	if p.runs[k]--; p.runs[k] <= 0 {
+		delete(p.runs, k)
+	}
+}
+
+func (p *planningSet) snapshot() []planningRun {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]planningRun, 0, len(p.runs))
+	for k := range p.runs {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].run < out[j].run })
+	return out
+}
+
+// leadershipKey finds the running leadership in a task's context.
+type leadershipKey struct{}
+
+// renewHooks are the functions a leadership calls after each successful renewal.
+type renewHooks struct {
+	mu   sync.Mutex
+	next int
+	fns  map[int]func(time.Time)
+}
+
+func (h *renewHooks) add(fn func(time.Time)) func() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.fns == nil {
+		h.fns = map[int]func(time.Time){}
+	}
+	id := h.next
+	h.next++
+	h.fns[id] = fn
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(h.fns, id)
+	}
+}
+
+// call runs every hook with the time the renewal was confirmed.
+func (h *renewHooks) call(at time.Time) {
+	h.mu.Lock()
+	fns := make([]func(time.Time), 0, len(h.fns))
+	for _, fn := range h.fns {
+		fns = append(fns, fn)
+	}
+	h.mu.Unlock()
+	for _, fn := range fns {
+		fn(at)
+	}
+}
+
+// onRenewal registers fn to be called after each successful renewal of the leadership whose
+// task context is ctx (a context passed to a RunAsLeader task, or one derived from it), with
+// the time the renewal was confirmed. It returns the function that unregisters fn; outside a
+// leadership it does nothing.
+func onRenewal(ctx context.Context, fn func(renewed time.Time)) (remove func()) {
+	ld, ok := ctx.Value(leadershipKey{}).(*leadership)
+	if !ok {
+		return func() {}
+	}
+	return ld.hooks.add(fn)
+}

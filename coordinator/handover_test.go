@@ -1,0 +1,406 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+
+	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/work"
+)
+
+// controlEnv is a runEnv with a control queue beside the work queue.
+type controlEnv struct {
+	*runEnv
+	controlQ *azqueue.QueueClient
+	control  transport.Sender
+}
+
+func newControlEnv(t *testing.T) *controlEnv {
+	t.Helper()
+	e := newRunEnv(t)
+	qs, err := azurite.Shared(t).Storage().NewQueueClient(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := qs.NewQueueClient(azurite.UniqueName(t, "control"))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = q.Delete(ctx, nil)
+	})
+	return &controlEnv{runEnv: e, controlQ: q, control: transport.NewQueueSender(q, transport.QueueSenderOptions{})}
+}
+
+// recordingSender records every message it sends, then sends it.
+type recordingSender struct {
+	Sender
+	mu   sync.Mutex
+	sent []transport.Message
+}
+
+func (s *recordingSender) Send(ctx context.Context, msgs []transport.Message) error {
+	s.mu.Lock()
+	s.sent = append(s.sent, msgs...)
+	s.mu.Unlock()
+	return s.Sender.Send(ctx, msgs)
+}
+
+func (s *recordingSender) messages() []transport.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]transport.Message(nil), s.sent...)
+}
+
+// probes returns the round-0 checks among msgs.
+func probes(t *testing.T, msgs []transport.Message) []transport.Message {
+	t.Helper()
+	var out []transport.Message
+	for _, m := range msgs {
+		env, err := work.DecodeEnvelope(m.Body)
+		if err != nil {
+			t.Fatalf("control message %s: %v", m.ID, err)
+		}
+		if env.Kind == work.KindCheck && env.Round == probeRound {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// ctxSender calls before with the send's context on every Send of partitions.
+type ctxSender struct {
+	Sender
+	n      int
+	mu     sync.Mutex
+	before func(ctx context.Context, n int) error
+}
+
+func (s *ctxSender) Send(ctx context.Context, msgs []transport.Message) error {
+	s.mu.Lock()
+	s.n++
+	n := s.n
+	s.mu.Unlock()
+	if err := s.before(ctx, n); err != nil {
+		return err
+	}
+	return s.Sender.Send(ctx, msgs)
+}
+
+// controlInstance is an instance whose checks go to its own recording control sender.
+func (e *controlEnv) controlInstance(name string, n, batch int, sender Sender) (*instance, *recordingSender) {
+	e.t.Helper()
+	rec := &recordingSender{Sender: e.control}
+	in := e.instance(name, n, batch, sender)
+	cfg := in.c.cfg
+	cfg.Control = rec
+	c, err := New(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	in.c = c
+	return in, rec
+}
+
+// delivery is one control message handled by consume.
+type delivery struct {
+	env       work.Envelope
+	workDepth int32     // approximate work-queue depth when the message was delivered
+	resumed   bool      // the manifest's epoch moved up during this check
+	at        time.Time // when the check returned
+	err       error
+}
+
+// consume is a queue trigger for the control queue: it delivers every visible message to
+// in.c.Check, one at a time, until stop reports true or ctx ends, and returns what it did.
+func (e *controlEnv) consume(ctx context.Context, in *instance, run string, stop func([]delivery) bool) []delivery {
+	e.t.Helper()
+	var out []delivery
+	for ctx.Err() == nil && !stop(out) {
+		resp, err := e.controlQ.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{NumberOfMessages: to.Ptr(int32(1)), VisibilityTimeout: to.Ptr(int32(600))})
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			e.t.Fatalf("dequeue control: %v", err)
+		}
+		if len(resp.Messages) == 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond): // the queue trigger's polling interval
+			}
+			continue
+		}
+		m := resp.Messages[0]
+		body, err := base64.StdEncoding.DecodeString(*m.MessageText)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		env, err := work.DecodeEnvelope(body)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		props, err := e.queue.GetProperties(ctx, nil)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		before, _ := e.store.ReadManifest(ctx, run)
+		d := delivery{env: env}
+		if props.ApproximateMessagesCount != nil {
+			d.workDepth = *props.ApproximateMessagesCount
+		}
+		d.err = in.c.Check(ctx, env, firstDelivery)
+		d.at = time.Now()
+		after, _ := e.store.ReadManifest(ctx, run)
+		d.resumed = after.Epoch > before.Epoch
+		out = append(out, d)
+		if _, err := e.controlQ.DeleteMessage(ctx, *m.MessageID, *m.PopReceipt, nil); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// Checks travel on the control sender; partitions alone on the work sender.
+func TestControl_ChecksGoToTheControlSender(t *testing.T) {
+	e := newControlEnv(t)
+	workSender := &recordingSender{Sender: e.sender}
+	a, control := e.controlInstance("a", 12, 5, workSender)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if out, err := a.c.Tick(ctx, tick); err != nil || out.Status != StatusStarted {
+		t.Fatalf("tick: %+v, %v", out, err)
+	}
+	idx, _, checks := partitions(e.drain())
+	if checks != 0 {
+		t.Errorf("%d checks on the work queue, want 0", checks)
+	}
+	wantEach(t, idx, 12)
+	if len(workSender.messages()) != 12 {
+		t.Errorf("work sender sent %d messages, want the 12 partitions", len(workSender.messages()))
+	}
+	var chain, probe int
+	for _, m := range control.messages() {
+		env, err := work.DecodeEnvelope(m.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case env.Kind != work.KindCheck:
+			t.Errorf("control sender sent a %s message", env.Kind)
+		case env.Round == 1:
+			chain++
+		case env.Round == probeRound:
+			probe++
+			// The probe covers the lease as held at the start of the enqueue.
+			if d := time.Until(m.NotBefore); d < testBlobLockDuration-10*time.Second || d > testBlobLockDuration {
+				t.Errorf("probe due in %s, want about one lease (%s) after it was sent", d, testBlobLockDuration)
+			}
+		}
+	}
+	if chain != 1 || probe != 1 {
+		t.Errorf("control sender sent %d chain checks and %d probes, want 1 and 1", chain, probe)
+	}
+}
+
+// A leader killed mid-enqueue (it stops renewing and never releases) after renewing twice is
+// replaced by the probe of its last renewal: the first check to find the lease free is that
+// probe, delivered from the control queue while the work queue still holds the run's
+// backlog, before the run's own chain check could have taken over.
+func TestProbe_KilledLeaderResumedAtLeaseExpiry(t *testing.T) {
+	e := newControlEnv(t)
+	const n, batch, k = 3000, 250, 8 // the leader dies after k batches: k*batch partitions queued
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	killed := errors.New("killed")
+	var a *instance
+	var aControl *recordingSender
+	hook := &ctxSender{Sender: e.sender}
+	hook.before = func(sctx context.Context, sent int) error {
+		if sent <= k {
+			return nil
+		}
+		// Stay alive, mid-enqueue, until the lease has been renewed twice (each renewal sends a
+		// probe), then die without releasing.
+		waitFor(t, 60*time.Second, "two renewals", func() bool { return len(probes(t, aControl.messages())) >= 3 })
+		a.lock.crash.Store(true)
+		return killed
+	}
+	a, aControl = e.controlInstance("a", n, batch, hook)
+	if _, err := a.c.Tick(ctx, tick); !errors.Is(err, killed) {
+		t.Fatalf("killed tick returned %v", err)
+	}
+	m, err := e.store.ReadManifest(ctx, tickRun)
+	if err != nil || m.PlanDone || m.Checkpoint.Next != k*batch {
+		t.Fatalf("after the kill: %+v, %v", m, err)
+	}
+	firstEpoch := m.Epoch
+	sentProbes := probes(t, aControl.messages())
+	last := sentProbes[len(sentProbes)-1]
+	for _, p := range sentProbes {
+		if p.NotBefore.After(last.NotBefore) {
+			last = p
+		}
+	}
+
+	b, bControl := e.controlInstance("b", n, batch, nil)
+	got := e.consume(ctx, b, tickRun, func(ds []delivery) bool { return len(ds) > 0 && ds[len(ds)-1].resumed })
+	if len(got) == 0 || !got[len(got)-1].resumed {
+		t.Fatalf("no control message resumed the run: %+v", got)
+	}
+	for _, d := range got {
+		if d.err != nil {
+			t.Errorf("check %+v failed: %v", d.env, d.err)
+		}
+	}
+	res := got[len(got)-1]
+	if res.env.Round != probeRound || res.env.Epoch != firstEpoch {
+		t.Errorf("resumed by %+v, want a lease probe of epoch %d", res.env, firstEpoch)
+	}
+	// Every earlier probe found the lease held and did nothing, as did the chain check: the
+	// probe that resumed the run is the last one the killed leader sent.
+	delivered := 0
+	for _, d := range got {
+		if d.env.Round == probeRound {
+			delivered++
+		}
+	}
+	if delivered != len(sentProbes) {
+		t.Errorf("run resumed by probe %d; the killed leader sent %d probes, so the last one should have resumed it", delivered, len(sentProbes))
+	}
+	if res.workDepth < k*batch {
+		t.Errorf("work queue held %d messages when the probe was delivered, want the backlog of %d", res.workDepth, k*batch)
+	}
+	if res.at.Before(last.NotBefore) {
+		t.Errorf("resumed at %s, before the last probe was due (%s): the lease could not have lapsed", res.at, last.NotBefore)
+	}
+	m, err = e.store.ReadManifest(ctx, tickRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.PlanDone || m.Partitions != n || m.Epoch <= firstEpoch || m.Segments[len(m.Segments)-1].From != k*batch {
+		t.Errorf("after the resume: planDone %v partitions %d epoch %d (was %d) segments %+v", m.PlanDone, m.Partitions, m.Epoch, firstEpoch, m.Segments)
+	}
+	idx, _, checks := partitions(e.drain())
+	if checks != 0 {
+		t.Errorf("%d checks on the work queue", checks)
+	}
+	wantEach(t, idx, n)
+	if len(probes(t, bControl.messages())) == 0 {
+		t.Error("the resuming leader sent no probe of its own")
+	}
+	t.Logf("resumed by probe %d of %d, %s after the lease lapsed, work queue depth %d", delivered, len(sentProbes),
+		res.at.Sub(last.NotBefore).Round(time.Millisecond), res.workDepth)
+}
+
+// A probe that finds the lease live costs one lease call and sends nothing; a leader that
+// stops gracefully releases the lease and sends an immediate check through which another
+// instance resumes the run at once.
+func TestHandover_GracefulStopResumedAtOnce(t *testing.T) {
+	e := newControlEnv(t)
+	const n, batch, k = 40, 5, 3
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	blocked := make(chan struct{})
+	hook := &ctxSender{Sender: e.sender}
+	hook.before = func(sctx context.Context, sent int) error {
+		if sent <= k {
+			return nil
+		}
+		if sent == k+1 {
+			close(blocked)
+		}
+		<-sctx.Done() // mid-enqueue until leadership ends
+		return sctx.Err()
+	}
+	a, aControl := e.controlInstance("a", n, batch, hook)
+	tickErr := make(chan error, 1)
+	go func() { _, err := a.c.Tick(ctx, tick); tickErr <- err }()
+	select {
+	case <-blocked:
+	case <-ctx.Done():
+		t.Fatal("the leader never got mid-enqueue")
+	}
+	m, err := e.store.ReadManifest(ctx, tickRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstEpoch := m.Epoch
+
+	b, bControl := e.controlInstance("b", n, batch, nil)
+	live := work.Envelope{Version: 1, Kind: work.KindCheck, Run: tickRun, Epoch: firstEpoch, Round: probeRound}
+	if err := b.c.Check(ctx, live, firstDelivery); err != nil {
+		t.Fatalf("probe of a live lease: %v", err)
+	}
+	if m2, _ := e.store.ReadManifest(ctx, tickRun); m2.Epoch != firstEpoch {
+		t.Fatal("a probe took over a live lease")
+	}
+	if len(bControl.messages()) != 0 {
+		t.Errorf("a probe of a live lease sent %d messages, want none", len(bControl.messages()))
+	}
+
+	if err := a.c.Handover(ctx); err != nil {
+		t.Fatalf("handover: %v", err)
+	}
+	if err := <-tickErr; !errors.Is(err, ErrHandover) {
+		t.Errorf("the stopped leader's tick returned %v, want ErrHandover", err)
+	}
+	var handover []transport.Message
+	for _, p := range probes(t, aControl.messages()) {
+		if strings.HasSuffix(p.ID, "/handover") {
+			handover = append(handover, p)
+		}
+	}
+	if len(handover) != 1 || !handover[0].NotBefore.IsZero() {
+		t.Fatalf("handover checks %+v, want one for immediate delivery", handover)
+	}
+	// The lease probes of the stopped leader are not due for a lease yet: the first message
+	// the control queue delivers is the handover check, and it finds the lease free.
+	got := e.consume(ctx, b, tickRun, func(ds []delivery) bool { return len(ds) > 0 })
+	if len(got) != 1 || got[0].err != nil || !got[0].resumed || got[0].env.Epoch != firstEpoch {
+		t.Fatalf("first control delivery %+v, want the handover check resuming the run", got)
+	}
+	m, err = e.store.ReadManifest(ctx, tickRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.PlanDone || m.Partitions != n || m.Epoch <= firstEpoch {
+		t.Errorf("after the handover: %+v", m)
+	}
+	idx, _, _ := partitions(e.drain())
+	wantEach(t, idx, n)
+}
+
+// The leader-side hook: onRenewal is called after each renewal with the confirmation time,
+// and not at all outside a leadership or once removed.
+func TestOnRenewal_CalledAfterEachRenewal(t *testing.T) {
+	e := newRunEnv(t)
+	in := e.instance("a", 1, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	onRenewal(ctx, func(time.Time) { t.Error("hook outside a leadership was called") })()
+	var mu sync.Mutex
+	var times []time.Time
+	err := in.leader.RunAsLeader(ctx, func(ctx context.Context, lease Lease, beat func()) error {
+		remove := onRenewal(ctx, func(at time.Time) { mu.Lock(); times = append(times, at); mu.Unlock() })
+		waitFor(t, 40*time.Second, "two renewals", func() bool { mu.Lock(); defer mu.Unlock(); return len(times) >= 2 })
+		remove()
+		mu.Lock()
+		defer mu.Unlock()
+		if !times[0].After(lease.AcquiredAt) || !times[1].After(times[0]) {
+			t.Errorf("renewal times %v (acquired %s): want increasing, after the acquisition", times, lease.AcquiredAt)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,147 @@
+package e2e_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/batonfn/baton/internal/devhost"
+	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/work"
+)
+
+// resumeLine is what the coordinator logs when a check takes over a run left mid-enqueue.
+const resumeLine = "check: resuming a run its leader left mid-enqueue"
+
+// controlResume finds the line of the check that resumed run and the invocation it came in:
+// it must be a ControlQueue invocation on the same process, carrying a check for run.
+func controlResume(t *testing.T, c *cluster, run string) (devhost.LogLine, devhost.InvokeRecord, work.Envelope) {
+	t.Helper()
+	var line devhost.LogLine
+	found := false
+	for _, l := range c.h.Lines() {
+		if l.Msg == resumeLine && l.Str("run") == run {
+			line, found = l, true
+			break
+		}
+	}
+	if !found {
+		t.Fatalf("no check resumed run %s", run)
+	}
+	const slack = 50 * time.Millisecond
+	var fns []string
+	for _, r := range c.Records() {
+		if r.Instance != line.Instance || r.PID != line.PID || line.Time.Before(r.Started.Add(-slack)) || line.Time.After(r.End.Add(slack)) {
+			continue
+		}
+		fns = append(fns, r.Function)
+		env, _, ok := envelopeOf(r)
+		if r.Function == "ControlQueue" && ok && env.Kind == work.KindCheck && env.Run == run {
+			return line, r, env
+		}
+	}
+	t.Fatalf("the check that resumed %s (%s pid %d at %s) did not come through the ControlQueue function; invocations then: %v",
+		run, line.Instance, line.PID, line.Time.Format(time.StampMilli), fns)
+	return line, devhost.InvokeRecord{}, work.Envelope{}
+}
+
+// lastRenewal is when the leader of epoch on instance last confirmed its lease: its last
+// renewal line, else its acquisition.
+func lastRenewal(t *testing.T, c *cluster, instance string, epoch int64) time.Time {
+	t.Helper()
+	var at time.Time
+	for _, l := range c.h.Lines() {
+		if l.Instance == instance && l.Int("epoch") == epoch && (l.Msg == "lease renewed" || l.Msg == "leadership acquired") && l.Time.After(at) {
+			at = l.Time
+		}
+	}
+	if at.IsZero() {
+		t.Fatalf("no acquisition or renewal of epoch %d on %s", epoch, instance)
+	}
+	return at
+}
+
+// TestChaos_TermLeaderMidEnqueue: SIGTERM the leader while it is enqueueing. It releases the
+// lease and sends an immediate check on the control queue; another instance's ControlQueue
+// function resumes the run from the checkpoint before the stopped leader's lease could have
+// lapsed, and the run completes with every partition.
+func TestChaos_TermLeaderMidEnqueue(t *testing.T) {
+	// Slower than slowEnqueue: the enqueue must outlast every instance's tick.
+	const parts = 3000
+	c := startCluster(t, clusterOpts{params: fmt.Sprintf(`{"partitions":%d}`, parts), batch: slowEnqueueBatch})
+	ctx := testCtx(t, 3*time.Minute)
+	run, created := leaderRun(ctx, t, c)
+	// Every instance fires the timer once (within the timer skew); once the other two ticks
+	// have found the lease held and returned, only the handover can bring the run to another
+	// instance. (The leader's own tick returns when its enqueue ends.)
+	if err := waitFor(ctx, 10*time.Millisecond, "the other instances' ticks", func() (bool, error) {
+		n := 0
+		for _, r := range c.Records() {
+			if r.Function == "Tick" && r.Instance != created.Instance {
+				n++
+			}
+		}
+		return n >= 2, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before := waitMidEnqueue(ctx, t, c, run, 3)
+	epoch := created.Int("epoch")
+	termAt := time.Now()
+	if err := c.h.Instance(created.Instance).Term(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.h.WaitLine(ctx, func(l devhost.LogLine) bool { return l.Msg == resumeLine && l.Str("run") == run }); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.waitFinal(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, rec, env := controlResume(t, c, run)
+	if env.Round != 0 || env.Epoch != epoch {
+		t.Errorf("resumed by %+v, want the handover check (round 0) of epoch %d", env, epoch)
+	}
+	if line.Instance == created.Instance && line.PID == created.PID {
+		t.Errorf("the stopped process resumed its own run")
+	}
+	// Causality: the takeover came before the stopped leader's lease could have lapsed, so
+	// the lease was released, not left to expire.
+	if expiry := lastRenewal(t, c, created.Instance, epoch).Add(leaseDuration); !line.Time.Before(expiry) {
+		t.Errorf("resumed at %s, after the stopped leader's lease would have lapsed (%s): no handover", line.Time.Format(time.StampMilli), expiry.Format(time.StampMilli))
+	}
+	handover := false
+	for _, l := range c.h.Lines() {
+		if l.Msg == "handover: lease released and a check sent so another instance resumes the run" && l.Str("run") == run &&
+			l.Instance == created.Instance && l.Time.Before(rec.Started) {
+			handover = true
+		}
+	}
+	if !handover {
+		t.Error("the stopped leader logged no handover check before the ControlQueue invocation")
+	}
+	ts := checkLeadership(t, c)
+	checkNoPolling(t, c, ts)
+	fig := checkRun(t, c, run, runWant{partitions: parts, state: ledger.StateSucceeded}, ts)
+	if len(m.Segments) != 2 || m.Segments[1].From < before.Checkpoint.Next {
+		t.Errorf("segments %v: want the stopped leader's and one takeover from at least its checkpoint %d", m.Segments, before.Checkpoint.Next)
+	}
+	figures(t, "run=%s SIGTERM to %s at checkpoint %d/%d, resumed by %s through ControlQueue %s after the signal, duplicates=%d staleDropped=%d",
+		run, created.Instance, before.Checkpoint.Next, parts, line.Instance, line.Time.Sub(termAt).Round(time.Millisecond), fig.Duplicates, fig.StaleDropped)
+}
+
+// checkProbeResume asserts that a killed leader's run was resumed by a lease probe through the
+// ControlQueue function, after the lease lapsed, and returns how long after.
+func checkProbeResume(t *testing.T, c *cluster, run string, created devhost.LogLine) time.Duration {
+	t.Helper()
+	epoch := created.Int("epoch")
+	line, _, env := controlResume(t, c, run)
+	if env.Round != 0 || env.Epoch != epoch {
+		t.Errorf("resumed by %+v, want a lease probe (round 0) of epoch %d", env, epoch)
+	}
+	expiry := lastRenewal(t, c, created.Instance, epoch).Add(leaseDuration)
+	if line.Time.Before(expiry.Add(-100 * time.Millisecond)) { // log times vs the lease's: within a request
+		t.Errorf("resumed at %s, before the killed leader's lease lapsed (%s)", line.Time.Format(time.StampMilli), expiry.Format(time.StampMilli))
+	}
+	return line.Time.Sub(expiry)
+}
