@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -28,15 +29,15 @@ type Ledger interface {
 	ReadResult(ctx context.Context, run string, index int) (ledger.Result, error)
 }
 
-// LeaderReader reads the leadership without contending (coordinator.Leader).
+// LeaderReader reads the leadership without contending (election.Leader).
 type LeaderReader interface {
-	State(ctx context.Context) (coordinator.LeaderState, error)
+	State(ctx context.Context) (election.LeaderState, error)
 }
 
 var (
 	_ Starter      = (*coordinator.Coordinator)(nil)
 	_ Ledger       = ledger.Store(nil)
-	_ LeaderReader = (*coordinator.Leader)(nil)
+	_ LeaderReader = (*election.Leader)(nil)
 )
 
 // Defaults and limits.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"sort"
 	"sync"
 	"testing"
@@ -145,11 +146,11 @@ func (s *fakeStarter) StartManual(ctx context.Context, req coordinator.ManualReq
 }
 
 type fakeLeader struct {
-	st  coordinator.LeaderState
+	st  election.LeaderState
 	err error
 }
 
-func (l *fakeLeader) State(ctx context.Context) (coordinator.LeaderState, error) { return l.st, l.err }
+func (l *fakeLeader) State(ctx context.Context) (election.LeaderState, error) { return l.st, l.err }
 
 func newTestAPI(t *testing.T, l *fakeLedger, s Starter, ld *fakeLeader) *API {
 	t.Helper()

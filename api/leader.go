@@ -2,10 +2,10 @@ package api
 
 import (
 	"context"
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/ledger"
 	"net/http"
 	"time"
-
-	"github.com/batonfn/baton/coordinator"
 )
 
 // LeaderReply is GET /api/leader. Every key is always present so clients need no guessing:
@@ -15,9 +15,9 @@ type LeaderReply struct {
 	Held bool `json:"held"`
 	// Holder, Epoch and Since describe the current holder, or the last one when the lease is
 	// free (kept after a release or an expiry).
-	Holder *coordinator.Identity `json:"holder"`
-	Epoch  int64                 `json:"epoch"`
-	Since  *time.Time            `json:"since"`
+	Holder *ledger.Holder `json:"holder"`
+	Epoch  int64          `json:"epoch"`
+	Since  *time.Time     `json:"since"`
 	// ReleasedAt is when that holder released the lease gracefully; null if it has not.
 	ReleasedAt *time.Time `json:"releasedAt"`
 	// LeaseState is storage's lease state: available, leased, expired, breaking or broken;
@@ -40,7 +40,7 @@ func (a *API) Leader(ctx context.Context, r Request) Reply {
 	return jsonReply(http.StatusOK, leaderReply(st))
 }
 
-func leaderReply(st coordinator.LeaderState) LeaderReply {
+func leaderReply(st election.LeaderState) LeaderReply {
 	out := LeaderReply{Held: st.Held, Epoch: st.Epoch, LeaseState: st.LeaseState}
 	if !st.Holder.IsZero() {
 		h := st.Holder

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"net/http"
 	"strings"
 	"testing"
@@ -305,14 +306,14 @@ func TestLeader_Reply(t *testing.T) {
 	since := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
 	cases := []struct {
 		name string
-		st   coordinator.LeaderState
+		st   election.LeaderState
 		want string
 	}{
-		{"never contended", coordinator.LeaderState{},
+		{"never contended", election.LeaderState{},
 			`{"held":false,"holder":null,"epoch":0,"since":null,"releasedAt":null,"leaseState":"none"}`},
-		{"held", coordinator.LeaderState{Held: true, Holder: coordinator.Identity{App: "a", Instance: "i", PID: 2}, Epoch: 7, Since: since, LeaseState: "leased"},
+		{"held", election.LeaderState{Held: true, Holder: ledger.Holder{App: "a", Instance: "i", PID: 2}, Epoch: 7, Since: since, LeaseState: "leased"},
 			`{"held":true,"holder":{"app":"a","instance":"i","pid":2},"epoch":7,"since":"2026-11-21T09:00:00Z","releasedAt":null,"leaseState":"leased"}`},
-		{"released", coordinator.LeaderState{Holder: coordinator.Identity{App: "a", Instance: "i", PID: 2}, Epoch: 7, Since: since, ReleasedAt: since.Add(time.Second), LeaseState: "available"},
+		{"released", election.LeaderState{Holder: ledger.Holder{App: "a", Instance: "i", PID: 2}, Epoch: 7, Since: since, ReleasedAt: since.Add(time.Second), LeaseState: "available"},
 			`{"held":false,"holder":{"app":"a","instance":"i","pid":2},"epoch":7,"since":"2026-11-21T09:00:00Z","releasedAt":"2026-11-21T09:00:01Z","leaseState":"available"}`},
 	}
 	for _, c := range cases {

@@ -57,8 +57,8 @@ type ConflictBody struct {
 
 // ConflictLeader names the lease holder (or the last one) and its epoch.
 type ConflictLeader struct {
-	Holder coordinator.Identity `json:"holder"`
-	Epoch  int64                `json:"epoch"`
+	Holder ledger.Holder `json:"holder"`
+	Epoch  int64         `json:"epoch"`
 }
 
 // decodeStart strictly decodes a POST body: empty or a JSON object with only job and params.

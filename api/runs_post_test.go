@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"net/http"
 	"strings"
 	"testing"
@@ -90,7 +91,7 @@ func post(a *API, body string, headers map[string][]string) Reply {
 }
 
 func TestStartRun_Outcomes(t *testing.T) {
-	holder := coordinator.Identity{App: "app", Instance: "i1", PID: 7}
+	holder := ledger.Holder{App: "app", Instance: "i1", PID: 7}
 	cases := []struct {
 		name       string
 		out        coordinator.Outcome
@@ -143,7 +144,7 @@ func TestStartRun_Outcomes(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := &fakeStarter{fn: func(coordinator.ManualRequest) (coordinator.Outcome, error) { return c.out, c.err }}
-			ld := &fakeLeader{st: coordinator.LeaderState{Holder: holder, Epoch: 4, LeaseState: "available"}}
+			ld := &fakeLeader{st: election.LeaderState{Holder: holder, Epoch: 4, LeaseState: "available"}}
 			a := newTestAPI(t, newFakeLedger(), s, ld)
 			r := post(a, `{"job":"synthetic","params":{"partitions":2}}`, nil)
 			v := decodeReply(t, r)
@@ -211,7 +212,7 @@ func TestStartRun_HeldByTheSameKey_AnswersExisting(t *testing.T) {
 		m := manifest(id, ledger.StateRunning, t0, 2)
 		m.Trigger, m.Params = ledger.TriggerManual, []byte(`{"partitions":2}`)
 		l.put(m)
-		return coordinator.Outcome{Status: coordinator.StatusHeld, Run: id, Holder: coordinator.Identity{App: "a", Instance: "other"}, HolderEpoch: 5}, nil
+		return coordinator.Outcome{Status: coordinator.StatusHeld, Run: id, Holder: ledger.Holder{App: "a", Instance: "other"}, HolderEpoch: 5}, nil
 	}}
 	a := newTestAPI(t, l, s, nil)
 	r := post(a, `{"job":"synthetic","params":{"partitions":2}}`, map[string][]string{"Idempotency-Key": {"k1"}})

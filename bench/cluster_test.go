@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"io"
 	"log/slog"
 	"net/http"
@@ -31,7 +32,7 @@ type cluster struct {
 	srv     *azurite.Server
 	h       *devhost.Host
 	store   *blobstore.Store
-	lock    *coordinator.BlobLock
+	lock    *election.BlobLock
 	logPath string
 
 	mu      sync.Mutex
@@ -116,8 +117,8 @@ func startClusterWith(b *testing.B, n int, params string, onDisk bool, extra map
 		b.Fatal(err)
 	}
 	c.store = blobstore.New(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), blobstore.Options{})
-	c.lock, err = coordinator.NewBlobLock(blobs.ServiceClient().NewContainerClient(cfg.LeaseContainer), cfg.LeaseName,
-		coordinator.BlobLockOptions{Duration: cfg.LeaseDuration, Logger: slog.New(slog.DiscardHandler)})
+	c.lock, err = election.NewBlobLock(blobs.ServiceClient().NewContainerClient(cfg.LeaseContainer), cfg.LeaseName,
+		election.BlobLockOptions{Duration: cfg.LeaseDuration, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func (c *cluster) waitFinal(b *testing.B, run string, d time.Duration) ledger.Ma
 }
 
 // waitLease polls the lease until cond holds and returns when it first did.
-func (c *cluster) waitLease(b *testing.B, d time.Duration, what string, cond func(coordinator.LeaderState) bool) time.Time {
+func (c *cluster) waitLease(b *testing.B, d time.Duration, what string, cond func(election.LeaderState) bool) time.Time {
 	b.Helper()
 	ctx := ctxFor(b, d)
 	for {

@@ -3,13 +3,14 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/ledger"
 	"log/slog"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/azurite"
 )
 
@@ -62,19 +63,19 @@ func BenchmarkElection(b *testing.B) {
 	}
 }
 
-// election is N contenders over one lease blob in a fresh container.
-type election struct {
-	locks []*coordinator.BlobLock
-	ids   []coordinator.Identity
+// contest is N contenders over one lease blob in a fresh container.
+type contest struct {
+	locks []*election.BlobLock
+	ids   []ledger.Holder
 	calls []*counter // each contender's storage requests
 	// probes make one plain GetProperties on the lease blob, each through a contender's client.
 	probes []func() error
 }
 
-func newElection(b *testing.B, n int) *election {
+func newElection(b *testing.B, n int) *contest {
 	b.Helper()
 	name := azurite.UniqueName(b, "elect")
-	e := &election{}
+	e := &contest{}
 	for i := range n {
 		// Each contender is a separate "process": its own client and connections.
 		calls := &counter{}
@@ -85,13 +86,13 @@ func newElection(b *testing.B, n int) *election {
 			_, err := blob.GetProperties(b.Context(), nil)
 			return err
 		})
-		lk, err := coordinator.NewBlobLock(c, "leader", coordinator.BlobLockOptions{
+		lk, err := election.NewBlobLock(c, "leader", election.BlobLockOptions{
 			Duration: 15 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)
 		}
 		e.locks = append(e.locks, lk)
-		e.ids = append(e.ids, coordinator.Identity{App: "bench", Instance: fmt.Sprintf("contender-%d", i), PID: os.Getpid()})
+		e.ids = append(e.ids, ledger.Holder{App: "bench", Instance: fmt.Sprintf("contender-%d", i), PID: os.Getpid()})
 	}
 	b.Cleanup(func() {
 		_, _ = blobClient(b, azurite.Shared(b), nil, false).ServiceClient().NewContainerClient(name).Delete(ctxFor(b, 30*time.Second), nil)
@@ -107,11 +108,11 @@ type roundStats struct {
 
 // round starts every contender's Acquire at once, checks that exactly one won, records the
 // latencies and storage calls of winner and losers (when st is given) and releases.
-func (e *election) round(b *testing.B, st *roundStats) {
+func (e *contest) round(b *testing.B, st *roundStats) {
 	b.Helper()
 	ctx := ctxFor(b, time.Minute)
 	type result struct {
-		lease coordinator.Lease
+		lease election.Lease
 		err   error
 		took  time.Duration
 	}
@@ -134,7 +135,7 @@ func (e *election) round(b *testing.B, st *roundStats) {
 	wg.Wait()
 	won := -1
 	for i, r := range res {
-		var held *coordinator.HeldError
+		var held *election.HeldError
 		switch {
 		case r.err == nil && won >= 0:
 			b.Fatalf("two winners in one round: %s and %s", e.ids[won].Instance, e.ids[i].Instance)
@@ -163,7 +164,7 @@ func (e *election) round(b *testing.B, st *roundStats) {
 }
 
 // roundTrips records calls sequential GetProperties round trips.
-func (e *election) roundTrips(b *testing.B, s *Samples, calls int) {
+func (e *contest) roundTrips(b *testing.B, s *Samples, calls int) {
 	b.Helper()
 	for range calls {
 		t0 := time.Now()
@@ -176,7 +177,7 @@ func (e *election) roundTrips(b *testing.B, s *Samples, calls int) {
 
 // concurrentRoundTrips records rounds of N GetProperties calls issued at once: the round trip
 // under the same queueing the contenders meet in a single-threaded Azurite.
-func (e *election) concurrentRoundTrips(b *testing.B, s *Samples, rounds int) {
+func (e *contest) concurrentRoundTrips(b *testing.B, s *Samples, rounds int) {
 	b.Helper()
 	for range rounds {
 		start := make(chan struct{})

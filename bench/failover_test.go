@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/config"
-	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/internal/devhost"
 	"github.com/batonfn/baton/ledger"
@@ -30,25 +30,25 @@ func BenchmarkHandover(b *testing.B) {
 	var release, handover Samples
 	for b.Loop() {
 		c := blobClient(b, azurite.Shared(b), nil, false).ServiceClient().NewContainerClient(azurite.UniqueName(b, "handover"))
-		newLock := func() *coordinator.BlobLock {
-			lk, err := coordinator.NewBlobLock(c, "leader", coordinator.BlobLockOptions{Duration: clusterLease, Logger: slog.New(slog.DiscardHandler)})
+		newLock := func() *election.BlobLock {
+			lk, err := election.NewBlobLock(c, "leader", election.BlobLockOptions{Duration: clusterLease, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				b.Fatal(err)
 			}
 			return lk
 		}
 		lockA, lockB := newLock(), newLock()
-		idB := coordinator.Identity{App: "bench", Instance: "b", PID: os.Getpid()}
+		idB := ledger.Holder{App: "bench", Instance: "b", PID: os.Getpid()}
 		for i := range handoverTrials + 1 { // the first trial creates the blob and is not counted
 			ctx := ctxFor(b, time.Minute)
-			a, err := coordinator.NewLeader(coordinator.LeaderConfig{Lock: lockA, LeaseDuration: clusterLease,
-				Identity: coordinator.Identity{App: "bench", Instance: "a", PID: os.Getpid()}, Logger: slog.New(slog.DiscardHandler)})
+			a, err := election.NewLeader(election.LeaderConfig{Lock: lockA, LeaseDuration: clusterLease,
+				Identity: ledger.Holder{App: "bench", Instance: "a", PID: os.Getpid()}, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				b.Fatal(err)
 			}
 			acquired, ran := make(chan struct{}), make(chan error, 1)
 			go func() {
-				ran <- a.RunAsLeader(ctx, func(ctx context.Context, _ coordinator.Lease, _ func()) error {
+				ran <- a.RunAsLeader(ctx, func(ctx context.Context, _ election.Lease, _ func()) error {
 					close(acquired)
 					<-ctx.Done()
 					return ctx.Err()
@@ -69,7 +69,7 @@ func BenchmarkHandover(b *testing.B) {
 				b.Fatalf("B's Acquire right after ReleaseAll: %v", err)
 			}
 			t2 := time.Now()
-			if err := <-ran; !errors.Is(err, coordinator.ErrHandover) {
+			if err := <-ran; !errors.Is(err, election.ErrHandover) {
 				b.Fatalf("A's RunAsLeader = %v, want ErrHandover", err)
 			}
 			if err := lockB.Release(ctx, l); err != nil {
@@ -97,25 +97,25 @@ func BenchmarkLeaseLapse(b *testing.B) {
 	var lapse Samples
 	for b.Loop() {
 		c := blobClient(b, azurite.Shared(b), nil, false).ServiceClient().NewContainerClient(azurite.UniqueName(b, "lapse"))
-		newLock := func() *coordinator.BlobLock {
-			lk, err := coordinator.NewBlobLock(c, "leader", coordinator.BlobLockOptions{Duration: clusterLease, Logger: slog.New(slog.DiscardHandler)})
+		newLock := func() *election.BlobLock {
+			lk, err := election.NewBlobLock(c, "leader", election.BlobLockOptions{Duration: clusterLease, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				b.Fatal(err)
 			}
 			return lk
 		}
 		ctx := ctxFor(b, time.Minute)
-		la, err := newLock().Acquire(ctx, coordinator.Identity{App: "bench", Instance: "a", PID: os.Getpid()})
+		la, err := newLock().Acquire(ctx, ledger.Holder{App: "bench", Instance: "a", PID: os.Getpid()})
 		if err != nil {
 			b.Fatal(err)
 		}
 		lockB := newLock()
 		for {
-			_, err := lockB.Acquire(ctx, coordinator.Identity{App: "bench", Instance: "b", PID: os.Getpid()})
+			_, err := lockB.Acquire(ctx, ledger.Holder{App: "bench", Instance: "b", PID: os.Getpid()})
 			if err == nil {
 				break
 			}
-			if !errors.As(err, new(*coordinator.HeldError)) {
+			if !errors.As(err, new(*election.HeldError)) {
 				b.Fatalf("B's Acquire: %v", err)
 			}
 			select {

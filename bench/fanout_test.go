@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/ledger"
 	"log/slog"
 	"os"
 	"sync"
@@ -122,14 +124,14 @@ func fanOut(b *testing.B, n int) {
 	blobs := blobClient(b, srv, &blobCalls, false).ServiceClient()
 	q := queueClient(b, srv, &queueCalls, false).NewQueueClient(azurite.UniqueName(b, "work"))
 	quiet := slog.New(slog.DiscardHandler)
-	id := coordinator.Identity{App: "bench", Instance: "leader", PID: os.Getpid()}
+	id := ledger.Holder{App: "bench", Instance: "leader", PID: os.Getpid()}
 
-	lock, err := coordinator.NewBlobLock(blobs.NewContainerClient("leases"), "baton-leader",
-		coordinator.BlobLockOptions{Duration: clusterLease, Logger: quiet})
+	lock, err := election.NewBlobLock(blobs.NewContainerClient("leases"), "baton-leader",
+		election.BlobLockOptions{Duration: clusterLease, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
-	leader, err := coordinator.NewLeader(coordinator.LeaderConfig{Lock: lock, Identity: id, LeaseDuration: clusterLease, Logger: quiet})
+	leader, err := election.NewLeader(election.LeaderConfig{Lock: lock, Identity: id, LeaseDuration: clusterLease, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}

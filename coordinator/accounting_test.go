@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"iter"
 	"net/http"
 	"strings"
@@ -161,7 +162,7 @@ func TestTick_WaitsForALeaseThatFreesUp(t *testing.T) {
 	release := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- b.leader.RunAsLeader(ctx, func(ctx context.Context, lease Lease, beat func()) error {
+		done <- b.leader.RunAsLeader(ctx, func(ctx context.Context, lease election.Lease, beat func()) error {
 			close(held)
 			<-release
 			return nil

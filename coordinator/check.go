@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"time"
 
 	"github.com/batonfn/baton/ledger"
@@ -61,7 +62,7 @@ func (c *Coordinator) timeOutAnyway(ctx context.Context, m ledger.Manifest) erro
 	if m.PlanDone {
 		return c.timeOut(ctx, nil, m)
 	}
-	return c.asLeader(ctx, func(ctx context.Context, lease Lease, beat func()) error {
+	return c.asLeader(ctx, func(ctx context.Context, lease election.Lease, beat func()) error {
 		return c.timeOut(ctx, &lease, m)
 	})
 }
@@ -88,7 +89,7 @@ func (c *Coordinator) check(ctx context.Context, env work.Envelope) error {
 
 	if c.overdue(m) {
 		err := c.timeOutAnyway(ctx, m)
-		var held *HeldError
+		var held *election.HeldError
 		if err != nil && !errors.As(err, &held) {
 			return err
 		}
@@ -176,13 +177,13 @@ func (c *Coordinator) retryInterval() time.Duration {
 // resumeAsLeader makes one attempt at the lease and, when it wins, resumes the run's enqueue.
 func (c *Coordinator) resumeAsLeader(ctx context.Context, run string) (Outcome, error) {
 	var out Outcome
-	err := c.asLeader(ctx, func(ctx context.Context, lease Lease, beat func()) error {
+	err := c.asLeader(ctx, func(ctx context.Context, lease election.Lease, beat func()) error {
 		c.log(run, lease.Epoch).Warn("check: resuming a run its leader left mid-enqueue")
 		m, err := c.resume(ctx, lease, beat, run)
 		out = Outcome{Status: StatusResumed, Run: run, Epoch: lease.Epoch, State: m.State}
 		return err
 	})
-	var held *HeldError
+	var held *election.HeldError
 	if errors.As(err, &held) {
 		return Outcome{Status: StatusHeld, Run: run, Holder: held.Holder, HolderEpoch: held.Epoch}, nil
 	}
@@ -252,7 +253,7 @@ func (c *Coordinator) recordTimeouts(ctx context.Context, m ledger.Manifest, mis
 	for _, i := range missing {
 		r := ledger.Result{Run: m.RunID, Index: i, Epoch: m.Epoch, OK: false, TimedOut: true,
 			Error:  fmt.Sprintf("timed out: no result by the deadline after %d re-enqueue rounds", m.CheckRound),
-			Worker: holderOf(c.cfg.Identity), Started: now, Finished: now}
+			Worker: c.cfg.Identity, Started: now, Finished: now}
 		if err := c.cfg.Store.PutResult(ctx, r); err != nil && !errors.Is(err, ledger.ErrExists) {
 			return err
 		} else if err == nil {

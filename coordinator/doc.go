@@ -1,9 +1,9 @@
 // Package coordinator decides which instance leads a run and keeps that decision honest.
 //
-// # Leader election
+// # election.Leader election
 //
-// Leadership is the lease on one zero-length blob (BlobLock over leases/<name>). The Lock
-// interface is a try-once mutex: Acquire makes a single attempt and returns *HeldError, naming
+// Leadership is the lease on one zero-length blob (election.BlobLock over leases/<name>). The election.Lock
+// interface is a try-once mutex: Acquire makes a single attempt and returns *election.HeldError, naming
 // the current holder, when someone else leads. Nothing here waits or polls for the lock:
 // instances contest it only when a tick, a manual trigger or a check message arrives.
 //
@@ -25,7 +25,7 @@
 //   - ReleaseAll hands leadership over (SIGTERM).
 //
 // When the task returns, the lease is released with a fresh bounded context so the next
-// contender wins at once. Leader.State and Lock.State read the leadership without contending.
+// contender wins at once. election.Leader.State and election.Lock.State read the leadership without contending.
 //
 // # Failover of a run mid-enqueue
 //
@@ -49,10 +49,10 @@
 //
 // Cancelling a context does not stop code that ignores it, and a process can pause (GC, VM
 // freeze) between checking its context and writing. So leadership alone is not mutual
-// exclusion for side effects: writes must carry Lease.Epoch and readers must reject a write
+// exclusion for side effects: writes must carry election.Lease.Epoch and readers must reject a write
 // whose epoch is older than one they have seen (fencing). Time is measured only on the local
 // clock, from before each request was sent; a clock that runs slow by more than SafetyMargin
-// over one lease duration defeats the local deadline. HeldError's holder is read from storage
+// over one lease duration defeats the local deadline. election.HeldError's holder is read from storage
 // just after the failed attempt; for a few milliseconds after a takeover by a holder that has
 // not yet recorded itself, it can still name the previous holder.
 package coordinator

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"time"
 
 	"github.com/batonfn/baton/ledger"
@@ -17,14 +18,14 @@ var errBatchFull = errors.New("plan batch full")
 
 // resume takes over a run left mid-enqueue: record the takeover (new epoch and a segment
 // starting at the checkpoint, fencing the old leader out), then continue enqueueing.
-func (c *Coordinator) resume(ctx context.Context, lease Lease, beat func(), run string) (ledger.Manifest, error) {
+func (c *Coordinator) resume(ctx context.Context, lease election.Lease, beat func(), run string) (ledger.Manifest, error) {
 	m, err := c.cfg.Store.UpdateManifest(ctx, run, lease.Epoch, func(m *ledger.Manifest) error {
 		if m.PlanDone || m.State.Final() {
 			return ledger.ErrNoChange
 		}
 		if m.Epoch < lease.Epoch {
 			m.Epoch = lease.Epoch
-			m.Leader = holderOf(lease.Holder)
+			m.Leader = lease.Holder
 			if last := len(m.Segments) - 1; last >= 0 && m.Segments[last].From == m.Checkpoint.Next {
 				// Nothing was checkpointed since the last takeover (a wave or slice that
 				// ended at once): moving that segment to the new epoch fences exactly what
@@ -49,7 +50,7 @@ func (c *Coordinator) resume(ctx context.Context, lease Lease, beat func(), run 
 // store the plan batch (create-once; an existing one is reused as is), send it, checkpoint.
 // Each step reports progress to the stall watchdog. It stops at once when leadership ends and
 // never writes the manifest after that: every write is fenced by the lease epoch.
-func (c *Coordinator) enqueue(ctx context.Context, lease Lease, beat func(), run string) (ledger.Manifest, error) {
+func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat func(), run string) (ledger.Manifest, error) {
 	log := c.log(run, lease.Epoch)
 	m, err := c.cfg.Store.ReadManifest(ctx, run)
 	if err != nil {
@@ -186,7 +187,7 @@ func (c *Coordinator) backlogFull(ctx context.Context, m ledger.Manifest) (bool,
 
 // waitForWave ends the slice when the backlog is full: a check sends the next wave after
 // WavePause. It reports whether it did.
-func (c *Coordinator) waitForWave(ctx context.Context, lease Lease, m ledger.Manifest) (bool, error) {
+func (c *Coordinator) waitForWave(ctx context.Context, lease election.Lease, m ledger.Manifest) (bool, error) {
 	full, err := c.backlogFull(ctx, m)
 	if err != nil || !full {
 		return false, err
@@ -314,7 +315,7 @@ func (c *Coordinator) scheduleCheck(ctx context.Context, run string, epoch int64
 }
 
 // failRun records a run that cannot be planned as failed.
-func (c *Coordinator) failRun(ctx context.Context, lease Lease, run, reason string) (ledger.Manifest, error) {
+func (c *Coordinator) failRun(ctx context.Context, lease election.Lease, run, reason string) (ledger.Manifest, error) {
 	c.log(run, lease.Epoch).Error("run failed", "reason", reason)
 	now := c.cfg.Now().UTC()
 	return c.cfg.Store.UpdateManifest(ctx, run, lease.Epoch, func(m *ledger.Manifest) error {

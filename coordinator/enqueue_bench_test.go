@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/ledger"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
@@ -52,12 +54,12 @@ func BenchmarkTick_Enqueue10000(b *testing.B) {
 		q := qs.NewQueueClient(azurite.UniqueName(b, "bwork"))
 		jobs := work.NewRegistry()
 		jobs.Register("count", &countJob{})
-		lock, err := NewBlobLock(leases, "leader", BlobLockOptions{Duration: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		lock, err := election.NewBlobLock(leases, "leader", election.BlobLockOptions{Duration: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)
 		}
-		id := Identity{App: "bench", Instance: "i", PID: 1}
-		ld, err := NewLeader(LeaderConfig{Lock: lock, Identity: id, LeaseDuration: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		id := ledger.Holder{App: "bench", Instance: "i", PID: 1}
+		ld, err := election.NewLeader(election.LeaderConfig{Lock: lock, Identity: id, LeaseDuration: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"sort"
 	"strconv"
 	"sync"
@@ -52,7 +53,7 @@ func (c *Coordinator) control() Sender {
 // Handover), sends a probe for the lease as held now, and one after every renewal until the
 // returned stop is called. stop waits for probes being sent. Probe failures are logged, not
 // returned: the check chain still covers the run.
-func (c *Coordinator) guard(ctx context.Context, lease Lease, run string) (stop func()) {
+func (c *Coordinator) guard(ctx context.Context, lease election.Lease, run string) (stop func()) {
 	if c.cfg.Control == nil {
 		return func() {}
 	}
@@ -70,7 +71,7 @@ func (c *Coordinator) guard(ctx context.Context, lease Lease, run string) (stop 
 	// enqueued, so it is in place even if the leader dies at once (and does not queue behind
 	// the first partitions).
 	probe(c.cfg.Now())
-	remove := onRenewal(ctx, func(renewed time.Time) {
+	remove := election.OnRenewal(ctx, func(renewed time.Time) {
 		wg.Add(1)
 		go func() { // never hold up the renewals
 			defer wg.Done()
@@ -131,7 +132,7 @@ func (c *Coordinator) probe(ctx context.Context, env work.Envelope) error {
 		return nil
 	}
 	out, err := c.resumeAsLeader(ctx, env.Run)
-	if errors.Is(err, ErrHandover) {
+	if errors.Is(err, election.ErrHandover) {
 		// This instance is stopping and sent a handover check for the run: that check, not a
 		// redelivery of this one, carries the run on.
 		log.Info("lease probe: handed over while resuming")
@@ -150,7 +151,7 @@ func (c *Coordinator) probe(ctx context.Context, env work.Envelope) error {
 }
 
 // Handover is the graceful stop of a leader (SIGTERM, scale-in, deploy): it ends every
-// leadership this process holds and releases the leases (Leader.ReleaseAll), then sends an
+// leadership this process holds and releases the leases (election.Leader.ReleaseAll), then sends an
 // immediate check for each run it was enqueueing, so another instance resumes it at once
 // instead of waiting for a probe. A run whose task did not stop in time keeps its lease until
 // it lapses; its probes cover it then.
@@ -209,55 +210,4 @@ func (p *planningSet) snapshot() []planningRun {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].run < out[j].run })
 	return out
-}
-
-// leadershipKey finds the running leadership in a task's context.
-type leadershipKey struct{}
-
-// renewHooks are the functions a leadership calls after each successful renewal.
-type renewHooks struct {
-	mu   sync.Mutex
-	next int
-	fns  map[int]func(time.Time)
-}
-
-func (h *renewHooks) add(fn func(time.Time)) func() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.fns == nil {
-		h.fns = map[int]func(time.Time){}
-	}
-	id := h.next
-	h.next++
-	h.fns[id] = fn
-	return func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		delete(h.fns, id)
-	}
-}
-
-// call runs every hook with the time the renewal was confirmed.
-func (h *renewHooks) call(at time.Time) {
-	h.mu.Lock()
-	fns := make([]func(time.Time), 0, len(h.fns))
-	for _, fn := range h.fns {
-		fns = append(fns, fn)
-	}
-	h.mu.Unlock()
-	for _, fn := range fns {
-		fn(at)
-	}
-}
-
-// onRenewal registers fn to be called after each successful renewal of the leadership whose
-// task context is ctx (a context passed to a RunAsLeader task, or one derived from it), with
-// the time the renewal was confirmed. It returns the function that unregisters fn; outside a
-// leadership it does nothing.
-func onRenewal(ctx context.Context, fn func(renewed time.Time)) (remove func()) {
-	ld, ok := ctx.Value(leadershipKey{}).(*leadership)
-	if !ok {
-		return func() {}
-	}
-	return ld.hooks.add(fn)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"github.com/batonfn/baton/election"
 	"strings"
 	"sync"
 	"testing"
@@ -350,7 +351,7 @@ func TestHandover_GracefulStopResumedAtOnce(t *testing.T) {
 	if err := a.c.Handover(ctx); err != nil {
 		t.Fatalf("handover: %v", err)
 	}
-	if err := <-tickErr; !errors.Is(err, ErrHandover) {
+	if err := <-tickErr; !errors.Is(err, election.ErrHandover) {
 		t.Errorf("the stopped leader's tick returned %v, want ErrHandover", err)
 	}
 	var handover []transport.Message
@@ -386,11 +387,11 @@ func TestOnRenewal_CalledAfterEachRenewal(t *testing.T) {
 	in := e.instance("a", 1, 1, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	onRenewal(ctx, func(time.Time) { t.Error("hook outside a leadership was called") })()
+	election.OnRenewal(ctx, func(time.Time) { t.Error("hook outside a leadership was called") })()
 	var mu sync.Mutex
 	var times []time.Time
-	err := in.leader.RunAsLeader(ctx, func(ctx context.Context, lease Lease, beat func()) error {
-		remove := onRenewal(ctx, func(at time.Time) { mu.Lock(); times = append(times, at); mu.Unlock() })
+	err := in.leader.RunAsLeader(ctx, func(ctx context.Context, lease election.Lease, beat func()) error {
+		remove := election.OnRenewal(ctx, func(at time.Time) { mu.Lock(); times = append(times, at); mu.Unlock() })
 		waitFor(t, 40*time.Second, "two renewals", func() bool { mu.Lock(); defer mu.Unlock(); return len(times) >= 2 })
 		remove()
 		mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"log/slog"
 	"sort"
 	"sync"
@@ -57,10 +58,10 @@ func (s *memSender) partitions(t *testing.T) ([]int, map[int]int) {
 }
 
 // memInstance is a coordinator over a fake ledger (wrapped in faults) and a fake lease.
-func memInstance(t *testing.T, store ledger.Store, lock Lock, sender Sender, n int) *Coordinator {
+func memInstance(t *testing.T, store ledger.Store, lock election.Lock, sender Sender, n int) *Coordinator {
 	t.Helper()
-	id := Identity{App: "mem", Instance: "a", PID: 1}
-	ld, err := NewLeader(LeaderConfig{Lock: lock, Identity: id, LeaseDuration: 15 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	id := ledger.Holder{App: "mem", Instance: "a", PID: 1}
+	ld, err := election.NewLeader(election.LeaderConfig{Lock: lock, Identity: id, LeaseDuration: 15 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestMemory_LostAndRetriedWritesAreRecognised(t *testing.T) {
 			const n = 10
 			store := &ledgertest.Faulty{Store: ledgertest.NewFake(ledgertest.Options{}), Decide: ledgertest.FaultOnce(ledgertest.LoseAndRetry, op, "")}
 			sender := &memSender{}
-			c := memInstance(t, store, newFakeLeaseLock(15*time.Second), sender, n)
+			c := memInstance(t, store, election.NewMemoryLock(15*time.Second), sender, n)
 			out, err := c.Tick(context.Background(), tick)
 			if err != nil || out.Status != StatusStarted {
 				t.Fatalf("tick: %+v, %v", out, err)
@@ -117,7 +118,7 @@ func TestMemory_TransientFailureBeforeTheRunIsRetried(t *testing.T) {
 		t.Run(op, func(t *testing.T) {
 			store := &ledgertest.Faulty{Store: ledgertest.NewFake(ledgertest.Options{}), Decide: ledgertest.FaultOnce(ledgertest.Fail, op, "")}
 			sender := &memSender{}
-			c := memInstance(t, store, newFakeLeaseLock(15*time.Second), sender, 3)
+			c := memInstance(t, store, election.NewMemoryLock(15*time.Second), sender, 3)
 			c.cfg.TickWait = 10 * time.Second
 			out, err := c.Tick(context.Background(), tick)
 			if err != nil || out.Status != StatusStarted {
@@ -156,7 +157,7 @@ func (s *flakySender) Send(ctx context.Context, msgs []transport.Message) error 
 func TestMemory_TransientSendIsPacedAndRetried(t *testing.T) {
 	// Send 1 is the run's first check; 2.. are plan batches of 4.
 	sender := &flakySender{fail: map[int]bool{3: true, 4: true}}
-	c := memInstance(t, ledgertest.NewFake(ledgertest.Options{}), newFakeLeaseLock(15*time.Second), sender, 10)
+	c := memInstance(t, ledgertest.NewFake(ledgertest.Options{}), election.NewMemoryLock(15*time.Second), sender, 10)
 	out, err := c.Tick(context.Background(), tick)
 	if err != nil || out.Status != StatusStarted || out.State != ledger.StateRunning {
 		t.Fatalf("tick: %+v, %v", out, err)
@@ -197,7 +198,7 @@ func TestMemory_PlanningInSlices(t *testing.T) {
 	const n = 22
 	sender := &memSender{}
 	store := ledgertest.NewFake(ledgertest.Options{})
-	c := memInstance(t, store, newFakeLeaseLock(15*time.Second), sender, n)
+	c := memInstance(t, store, election.NewMemoryLock(15*time.Second), sender, n)
 	c.cfg.SliceBudget = time.Nanosecond // one batch (4 partitions) per slice
 	ctx := context.Background()
 	out, err := c.Tick(ctx, tick)
@@ -251,7 +252,7 @@ func TestMemory_BacklogFedInWaves(t *testing.T) {
 	const n, backlog = 22, 8
 	sender := &memSender{}
 	store := ledgertest.NewFake(ledgertest.Options{})
-	c := memInstance(t, store, newFakeLeaseLock(15*time.Second), sender, n)
+	c := memInstance(t, store, election.NewMemoryLock(15*time.Second), sender, n)
 	c.cfg.MaxBacklog = backlog
 	ctx := context.Background()
 	if _, err := c.Tick(ctx, tick); err != nil {

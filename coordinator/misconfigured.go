@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/batonfn/baton/election"
 
 	"github.com/batonfn/baton/ledger"
 )
@@ -17,7 +18,7 @@ const StatusMisconfigured Status = "misconfigured"
 // names the setting to fix. The manifest is created once: ErrExists means another leader (or an
 // earlier delivery of this tick) already recorded it. done is false when the job is fine or the
 // run is not a timer run, and the caller goes on to start the run.
-func (c *Coordinator) misconfigured(ctx context.Context, lease Lease, spec runSpec) (out Outcome, done bool, err error) {
+func (c *Coordinator) misconfigured(ctx context.Context, lease election.Lease, spec runSpec) (out Outcome, done bool, err error) {
 	if c.cfg.JobError == nil || spec.trigger != ledger.TriggerTimer {
 		return Outcome{}, false, nil
 	}

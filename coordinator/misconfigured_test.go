@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/batonfn/baton/election"
 	"log/slog"
 	"strings"
 	"testing"
@@ -16,12 +17,12 @@ import (
 // jobErr as Config.JobError.
 func (e *runEnv) misconfiguredInstance(name string, params string, jobErr error, sender *senderHook) *Coordinator {
 	e.t.Helper()
-	bl, err := NewBlobLock(e.leases, "leader", BlobLockOptions{Duration: testBlobLockDuration, Logger: slog.New(slog.DiscardHandler)})
+	bl, err := election.NewBlobLock(e.leases, "leader", election.BlobLockOptions{Duration: testBlobLockDuration, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	id := Identity{App: "test", Instance: name, PID: 1}
-	ld, err := NewLeader(LeaderConfig{Lock: bl, Identity: id, LeaseDuration: testBlobLockDuration, Logger: slog.New(slog.DiscardHandler)})
+	id := ledger.Holder{App: "test", Instance: name, PID: 1}
+	ld, err := election.NewLeader(election.LeaderConfig{Lock: bl, Identity: id, LeaseDuration: testBlobLockDuration, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -58,7 +59,7 @@ const (
 
 // Config wires a Coordinator.
 type Config struct {
-	Leader *Leader
+	Leader *election.Leader
 	Store  Ledger
 	Sender Sender
 	// Control sends check messages on the control queue, and with it the lease probes and
@@ -68,7 +69,7 @@ type Config struct {
 	Jobs    *work.Registry
 	// Finisher aggregates when the leader learns the last result came in before planning ended.
 	Finisher Finisher
-	Identity Identity
+	Identity ledger.Holder
 	// Job and Params are what a timer run executes (BATON_JOB, BATON_JOB_PARAMS).
 	Job    string
 	Params json.RawMessage
@@ -170,7 +171,7 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	c := &Coordinator{cfg: cfg, leaseDur: cfg.Leader.cfg.LeaseDuration}
+	c := &Coordinator{cfg: cfg, leaseDur: cfg.Leader.LeaseDuration()}
 	if c.cfg.TickWait == 0 {
 		c.cfg.TickWait = c.leaseDur + checkMargin
 	}
@@ -205,7 +206,7 @@ type Outcome struct {
 	Reason string
 	// Holder, HolderEpoch and ActiveRun describe the leader when Status is held, and the run
 	// still in progress when Status is skipped.
-	Holder      Identity
+	Holder      ledger.Holder
 	HolderEpoch int64
 	ActiveRun   string
 }
@@ -281,12 +282,12 @@ var ErrBadRequest = errors.New("bad request")
 // enqueue and schedule the dead-man's-switch check.
 func (c *Coordinator) start(ctx context.Context, spec runSpec) (Outcome, error) {
 	var out Outcome
-	err := c.asLeader(ctx, func(ctx context.Context, lease Lease, beat func()) error {
+	err := c.asLeader(ctx, func(ctx context.Context, lease election.Lease, beat func()) error {
 		var err error
 		out, err = c.decide(ctx, lease, beat, spec)
 		return err
 	})
-	var held *HeldError
+	var held *election.HeldError
 	if errors.As(err, &held) {
 		out = Outcome{Status: StatusHeld, Run: spec.id, Holder: held.Holder, HolderEpoch: held.Epoch}
 		// Tell the caller which run the holder is busy with, when the ledger knows.
@@ -298,12 +299,12 @@ func (c *Coordinator) start(ctx context.Context, spec runSpec) (Outcome, error) 
 	return out, err
 }
 
-// asLeader is the one way this package takes the lease: one attempt (a *HeldError when another
+// asLeader is the one way this package takes the lease: one attempt (a *election.HeldError when another
 // instance holds it), then, under the lease, supervise the active run, do the task, and do the
 // housekeeping every lease holder does before it lets go: decide the occurrences that fired
 // while the lease was busy, and record those that never fired.
-func (c *Coordinator) asLeader(ctx context.Context, task func(ctx context.Context, lease Lease, beat func()) error) error {
-	return c.cfg.Leader.RunAsLeader(ctx, func(ctx context.Context, lease Lease, beat func()) error {
+func (c *Coordinator) asLeader(ctx context.Context, task func(ctx context.Context, lease election.Lease, beat func()) error) error {
+	return c.cfg.Leader.RunAsLeader(ctx, func(ctx context.Context, lease election.Lease, beat func()) error {
 		if err := c.ensureContainer(ctx); err != nil {
 			return err
 		}
@@ -322,7 +323,7 @@ func (c *Coordinator) asLeader(ctx context.Context, task func(ctx context.Contex
 }
 
 // decide opens, resumes or skips the run of spec under the lease.
-func (c *Coordinator) decide(ctx context.Context, lease Lease, beat func(), spec runSpec) (Outcome, error) {
+func (c *Coordinator) decide(ctx context.Context, lease election.Lease, beat func(), spec runSpec) (Outcome, error) {
 	log := c.log(spec.id, lease.Epoch)
 	m, err := c.cfg.Store.ReadManifest(ctx, spec.id)
 	switch {
@@ -386,7 +387,7 @@ func (c *Coordinator) decide(ctx context.Context, lease Lease, beat func(), spec
 		if rerr != nil {
 			return Outcome{}, rerr
 		}
-		if cur.Epoch != lease.Epoch || cur.Leader != holderOf(lease.Holder) {
+		if cur.Epoch != lease.Epoch || cur.Leader != lease.Holder {
 			log.Warn("run created concurrently by another leader", "leaderEpoch", cur.Epoch)
 			return Outcome{Status: StatusExisting, Run: spec.id, Epoch: lease.Epoch, State: cur.State}, nil
 		}
@@ -406,11 +407,11 @@ func (c *Coordinator) decide(ctx context.Context, lease Lease, beat func(), spec
 	return Outcome{Status: StatusStarted, Run: spec.id, Epoch: lease.Epoch, State: m.State}, nil
 }
 
-func (c *Coordinator) newManifest(spec runSpec, lease Lease) ledger.Manifest {
+func (c *Coordinator) newManifest(spec runSpec, lease election.Lease) ledger.Manifest {
 	now := c.cfg.Now().UTC()
 	return ledger.Manifest{
 		RunID: spec.id, Trigger: spec.trigger, Occurrence: spec.occurrence, IdempotencyKey: spec.key,
-		Epoch: lease.Epoch, Leader: holderOf(lease.Holder), Segments: []ledger.Segment{{Epoch: lease.Epoch, From: 0}},
+		Epoch: lease.Epoch, Leader: lease.Holder, Segments: []ledger.Segment{{Epoch: lease.Epoch, From: 0}},
 		Job: spec.job, Params: spec.params, State: ledger.StatePlanning, BatchSize: c.cfg.BatchSize,
 		Created: now, Deadline: now.Add(c.cfg.RunTimeout), Expires: now.Add(c.cfg.RunTimeout),
 		FoldShards: c.foldShards(spec.job),
@@ -429,7 +430,7 @@ func (c *Coordinator) foldShards(job string) int {
 
 // record writes spec's record directly in a final state (skipped, missed, failed) with its
 // reason. A record that already exists stands: every occurrence keeps exactly one.
-func (c *Coordinator) record(ctx context.Context, lease Lease, spec runSpec, state ledger.State, reason string) error {
+func (c *Coordinator) record(ctx context.Context, lease election.Lease, spec runSpec, state ledger.State, reason string) error {
 	m := c.newManifest(spec, lease)
 	m.State, m.Reason, m.Finished = state, reason, m.Created
 	m.Deadline, m.Expires = time.Time{}, time.Time{}
@@ -466,8 +467,4 @@ func (c *Coordinator) ensureContainer(ctx context.Context) error {
 	}
 	c.ensuredOK.Store(true)
 	return nil
-}
-
-func holderOf(i Identity) ledger.Holder {
-	return ledger.Holder{App: i.App, Instance: i.Instance, PID: i.PID}
 }

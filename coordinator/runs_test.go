@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"iter"
 	"log/slog"
 	"sort"
@@ -101,7 +102,7 @@ func newRunEnv(t *testing.T) *runEnv {
 		t.Fatal(err)
 	}
 	q := qs.NewQueueClient(azurite.UniqueName(t, "work"))
-	e := &runEnv{t: t, srv: srv, runsName: runsName, leases: newTestContainer(t, nil, nil), store: blobstore.New(runs, blobstore.Options{}), queue: q,
+	e := &runEnv{t: t, srv: srv, runsName: runsName, leases: newLeaseContainer(t), store: blobstore.New(runs, blobstore.Options{}), queue: q,
 		sender: transport.NewQueueSender(q, transport.QueueSenderOptions{}), job: &countJob{}, jobs: work.NewRegistry(), finisher: &countingFinisher{}}
 	e.jobs.Register("count", e.job)
 	t.Cleanup(func() {
@@ -116,11 +117,11 @@ func newRunEnv(t *testing.T) *runEnv {
 // lockWrapper lets a test crash a leader: with crash set, Release does nothing, as when the
 // process dies holding the lease.
 type lockWrapper struct {
-	Lock
+	election.Lock
 	crash atomic.Bool
 }
 
-func (w *lockWrapper) Release(ctx context.Context, l Lease) error {
+func (w *lockWrapper) Release(ctx context.Context, l election.Lease) error {
 	if w.crash.Load() {
 		return nil
 	}
@@ -147,8 +148,8 @@ func (s *senderHook) Send(ctx context.Context, msgs []transport.Message) error {
 type instance struct {
 	c      *Coordinator
 	lock   *lockWrapper
-	id     Identity
-	leader *Leader
+	id     ledger.Holder
+	leader *election.Leader
 }
 
 func (e *runEnv) instance(name string, n, batch int, sender Sender) *instance {
@@ -161,13 +162,13 @@ func (e *runEnv) instance(name string, n, batch int, sender Sender) *instance {
 // instanceWith builds an instance whose Config mod may change (store, clock, policies...).
 func (e *runEnv) instanceWith(name string, sender Sender, mod func(*Config)) *instance {
 	e.t.Helper()
-	bl, err := NewBlobLock(e.leases, "leader", BlobLockOptions{Duration: testBlobLockDuration, Logger: slog.New(slog.DiscardHandler)})
+	bl, err := election.NewBlobLock(e.leases, "leader", election.BlobLockOptions{Duration: testBlobLockDuration, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	lw := &lockWrapper{Lock: bl}
-	id := Identity{App: "test", Instance: name, PID: 1}
-	ld, err := NewLeader(LeaderConfig{Lock: lw, Identity: id, LeaseDuration: testBlobLockDuration, Logger: slog.New(slog.DiscardHandler)})
+	id := ledger.Holder{App: "test", Instance: name, PID: 1}
+	ld, err := election.NewLeader(election.LeaderConfig{Lock: lw, Identity: id, LeaseDuration: testBlobLockDuration, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -435,7 +436,7 @@ func TestTick_DeposedLeaderWritesNothing(t *testing.T) {
 	}
 	a := e.instance("a", n, batch, hook)
 	_, err := a.c.Tick(ctx, tick)
-	if !errors.Is(err, ledger.ErrFenced) && !errors.Is(err, ErrLeaseLost) {
+	if !errors.Is(err, ledger.ErrFenced) && !errors.Is(err, election.ErrLeaseLost) {
 		t.Fatalf("deposed leader returned %v, want ErrFenced or ErrLeaseLost", err)
 	}
 	final, err := e.store.ReadManifest(ctx, tickRun)

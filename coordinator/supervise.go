@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"time"
 
 	"github.com/batonfn/baton/ledger"
@@ -56,7 +57,7 @@ func (c *Coordinator) overdue(m ledger.Manifest) bool {
 }
 
 // supervise finishes the active run as timed-out when it is overdue. It runs under the lease.
-func (c *Coordinator) supervise(ctx context.Context, lease Lease) error {
+func (c *Coordinator) supervise(ctx context.Context, lease election.Lease) error {
 	_, m, busy, err := c.activeRun(ctx)
 	if err != nil || !busy || !c.overdue(m) {
 		return err
@@ -67,7 +68,7 @@ func (c *Coordinator) supervise(ctx context.Context, lease Lease) error {
 // timeOut finishes an overdue run as timed-out. A run still planning is stopped (under the
 // lease only: lease must be non-nil, and its epoch fences the old planner out); a planned run
 // gets a failure result for each partition without one and is aggregated from what it has.
-func (c *Coordinator) timeOut(ctx context.Context, lease *Lease, m ledger.Manifest) error {
+func (c *Coordinator) timeOut(ctx context.Context, lease *election.Lease, m ledger.Manifest) error {
 	log := c.log(m.RunID, m.Epoch)
 	now := c.cfg.Now().UTC()
 	if !m.PlanDone {

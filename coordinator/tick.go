@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"time"
 
 	"github.com/batonfn/baton/ledger"
@@ -71,7 +72,7 @@ func (c *Coordinator) tick(ctx context.Context, spec runSpec) (Outcome, error) {
 				break
 			}
 			if !recorded {
-				p := ledger.Pending{Run: spec.id, Occurrence: spec.occurrence, FiredBy: holderOf(c.cfg.Identity),
+				p := ledger.Pending{Run: spec.id, Occurrence: spec.occurrence, FiredBy: c.cfg.Identity,
 					FiredAt: c.cfg.Now().UTC(), BusyWith: out.Holder.String()}
 				perr := c.ensureContainer(ctx)
 				if perr == nil {
@@ -118,7 +119,7 @@ func (c *Coordinator) tick(ctx context.Context, spec runSpec) (Outcome, error) {
 
 // housekeep runs under the lease after the holder's own task: decide the occurrences that
 // fired while the lease was busy, then record the ones that never fired.
-func (c *Coordinator) housekeep(ctx context.Context, lease Lease, beat func()) error {
+func (c *Coordinator) housekeep(ctx context.Context, lease election.Lease, beat func()) error {
 	pending, err := c.cfg.Store.ListPending(ctx)
 	if err != nil {
 		return err
@@ -134,7 +135,7 @@ func (c *Coordinator) housekeep(ctx context.Context, lease Lease, beat func()) e
 
 // decidePending decides an occurrence from the inbox and removes the entry. One that a newer
 // occurrence has overtaken is recorded as skipped: the schedule has moved on.
-func (c *Coordinator) decidePending(ctx context.Context, lease Lease, beat func(), p ledger.Pending) error {
+func (c *Coordinator) decidePending(ctx context.Context, lease election.Lease, beat func(), p ledger.Pending) error {
 	spec := runSpec{id: p.Run, trigger: ledger.TriggerTimer, occurrence: p.Occurrence, job: c.cfg.Job, params: c.cfg.Params}
 	if _, err := c.cfg.Store.ReadManifest(ctx, p.Run); errors.Is(err, ledger.ErrNotFound) {
 		latest, err := c.cfg.Schedule.Prev(c.cfg.Now())
@@ -169,7 +170,7 @@ func (c *Coordinator) missedGrace() time.Duration {
 // recordMissed records, from the schedule cursor on, every occurrence older than the grace
 // period that has no record, then moves the cursor. The first lease holder ever starts the
 // cursor at the latest occurrence: a new deployment has no history to miss.
-func (c *Coordinator) recordMissed(ctx context.Context, lease Lease, beat func()) error {
+func (c *Coordinator) recordMissed(ctx context.Context, lease election.Lease, beat func()) error {
 	sched := c.cfg.Schedule
 	if sched.expr == "" {
 		return nil

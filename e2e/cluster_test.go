@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,7 +17,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/batonfn/baton/config"
-	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/internal/devhost"
 	"github.com/batonfn/baton/ledger"
@@ -58,7 +58,7 @@ type cluster struct {
 	h        *devhost.Host
 	srv      *azurite.Server
 	store    *blobstore.Store
-	lock     *coordinator.BlobLock
+	lock     *election.BlobLock
 	queue    *azqueue.QueueClient
 	poison   *azqueue.QueueClient
 	queueNm  string
@@ -166,8 +166,8 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 		t.Fatal(err)
 	}
 	c.store = blobstore.New(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), blobstore.Options{})
-	c.lock, err = coordinator.NewBlobLock(blobs.ServiceClient().NewContainerClient(cfg.LeaseContainer), cfg.LeaseName,
-		coordinator.BlobLockOptions{Duration: cfg.LeaseDuration, Logger: slog.New(slog.DiscardHandler)})
+	c.lock, err = election.NewBlobLock(blobs.ServiceClient().NewContainerClient(cfg.LeaseContainer), cfg.LeaseName,
+		election.BlobLockOptions{Duration: cfg.LeaseDuration, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/devhost"
 	"github.com/batonfn/baton/ledger"
 )
@@ -18,7 +18,7 @@ import (
 // leaseSample is one read of the lease blob, kept when it differs from the previous one.
 type leaseSample struct {
 	At    time.Time
-	State coordinator.LeaderState
+	State election.LeaderState
 }
 
 // leaseSampler reads the lease blob's state and holder record every 50 ms: the storage side
@@ -30,7 +30,7 @@ type leaseSampler struct {
 	done    chan struct{}
 }
 
-func startSampler(lock *coordinator.BlobLock) *leaseSampler {
+func startSampler(lock *election.BlobLock) *leaseSampler {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &leaseSampler{cancel: cancel, done: make(chan struct{})}
 	go func() {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"net/http"
 	"sync"
 	"testing"
@@ -84,6 +85,6 @@ func BenchmarkAPI_ListRuns(b *testing.B) {
 
 type noLeader struct{}
 
-func (noLeader) State(context.Context) (coordinator.LeaderState, error) {
-	return coordinator.LeaderState{}, nil
+func (noLeader) State(context.Context) (election.LeaderState, error) {
+	return election.LeaderState{}, nil
 }

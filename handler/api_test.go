@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"io"
 	"log/slog"
 	"net/http"
@@ -48,7 +49,7 @@ type apiEnv struct {
 
 // coordinatorParts lets a test add a second contender for the same lease.
 type coordinatorParts struct {
-	lock *coordinator.BlobLock
+	lock *election.BlobLock
 }
 
 const testLeaseDuration = 15 * time.Second
@@ -88,19 +89,19 @@ func newAPIEnv(t testing.TB, opts ...envWithoutSchedule) *apiEnv {
 
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	lock, err := coordinator.NewBlobLock(leases, "leader", coordinator.BlobLockOptions{Duration: testLeaseDuration, Logger: logger})
+	lock, err := election.NewBlobLock(leases, "leader", election.BlobLockOptions{Duration: testLeaseDuration, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := coordinator.Identity{App: "baton-test", Instance: "inst-a", PID: 101}
-	leader, err := coordinator.NewLeader(coordinator.LeaderConfig{Lock: lock, Identity: id, LeaseDuration: testLeaseDuration, Logger: logger})
+	id := ledger.Holder{App: "baton-test", Instance: "inst-a", PID: 101}
+	leader, err := election.NewLeader(election.LeaderConfig{Lock: lock, Identity: id, LeaseDuration: testLeaseDuration, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	store := blobstore.New(runs, blobstore.Options{})
 	jobs := work.NewRegistry()
 	jobs.Register(synthetic.Name, synthetic.New())
-	worker := mustWorker(t, work.WorkerConfig{Store: store, Jobs: jobs, Holder: ledger.Holder{App: id.App, Instance: id.Instance, PID: id.PID}, MaxDeliveries: 5, Logger: logger})
+	worker := mustWorker(t, work.WorkerConfig{Store: store, Jobs: jobs, Holder: id, MaxDeliveries: 5, Logger: logger})
 	schedule, err := coordinator.ParseSchedule("0 0 3 * * *", os.Getenv)
 	if err != nil {
 		t.Fatal(err)
@@ -401,15 +402,15 @@ func TestAPI_PostRun_TenConcurrentSameKey_OneRun(t *testing.T) {
 // in progress, a POST gets 409 naming the run.
 func TestAPI_PostRun_Conflicts(t *testing.T) {
 	e := newAPIEnv(t)
-	other, err := coordinator.NewLeader(coordinator.LeaderConfig{Lock: e.leases.lock,
-		Identity: coordinator.Identity{App: "baton-test", Instance: "inst-b", PID: 202}, LeaseDuration: testLeaseDuration,
+	other, err := election.NewLeader(election.LeaderConfig{Lock: e.leases.lock,
+		Identity: ledger.Holder{App: "baton-test", Instance: "inst-b", PID: 202}, LeaseDuration: testLeaseDuration,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	acquired, release, done := make(chan int64, 1), make(chan struct{}), make(chan error, 1)
 	go func() {
-		done <- other.RunAsLeader(context.Background(), func(ctx context.Context, l coordinator.Lease, beat func()) error {
+		done <- other.RunAsLeader(context.Background(), func(ctx context.Context, l election.Lease, beat func()) error {
 			acquired <- l.Epoch
 			select {
 			case <-release:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"log/slog"
 	"net/http"
 	"os"
@@ -73,7 +74,7 @@ func (a *App) Close(ctx context.Context) error {
 // newApp builds the SDK clients (the only place that does) and registers every function.
 func newApp(cfg config.Config, logger *slog.Logger) (*App, error) {
 	app := &App{Server: NewServer(logger.With("instance", cfg.InstanceID), cfg.InvocationTimeout(), newInvocationID)}
-	identity := coordinator.Identity{App: cfg.AppName, Instance: cfg.InstanceID, PID: os.Getpid()}
+	identity := ledger.Holder{App: cfg.AppName, Instance: cfg.InstanceID, PID: os.Getpid()}
 
 	blobs, err := cfg.Storage.NewBlobClient(nil)
 	if err != nil {
@@ -90,12 +91,12 @@ func newApp(cfg config.Config, logger *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	lock, err := coordinator.NewBlobLock(leaseBlobs.ServiceClient().NewContainerClient(cfg.LeaseContainer), cfg.LeaseName,
-		coordinator.BlobLockOptions{Duration: cfg.LeaseDuration, Setting: cfg.Storage.Name, Logger: logger})
+	lock, err := election.NewBlobLock(leaseBlobs.ServiceClient().NewContainerClient(cfg.LeaseContainer), cfg.LeaseName,
+		election.BlobLockOptions{Duration: cfg.LeaseDuration, Setting: cfg.Storage.Name, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
-	leader, err := coordinator.NewLeader(coordinator.LeaderConfig{Lock: lock, Identity: identity,
+	leader, err := election.NewLeader(election.LeaderConfig{Lock: lock, Identity: identity,
 		LeaseDuration: cfg.LeaseDuration, StallTimeout: cfg.StallTimeout, Logger: logger})
 	if err != nil {
 		return nil, err
@@ -118,7 +119,7 @@ func newApp(cfg config.Config, logger *slog.Logger) (*App, error) {
 
 	store := blobstore.New(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), blobstore.Options{})
 	jobs := registerJobs(blobs)
-	holder := ledger.Holder{App: identity.App, Instance: identity.Instance, PID: identity.PID}
+	holder := identity
 	worker, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: holder, MaxDeliveries: cfg.MaxDeliveries, Logger: logger})
 	if err != nil {
 		return nil, err

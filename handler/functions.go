@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"log/slog"
 	"time"
 
@@ -21,7 +22,7 @@ type functions struct {
 	// starter starts manual runs (the coordinator, behind defaultJobGuard); nil means coord.
 	starter api.Starter
 	worker  *work.Worker
-	leader  *coordinator.Leader
+	leader  *election.Leader
 	// store is the run ledger the HTTP API reads.
 	store api.Ledger
 	now   func() time.Time

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"time"
 )
 
@@ -44,11 +45,30 @@ const (
 	TriggerCheck  Trigger = "check"
 )
 
-// Holder names the process that wrote a record: app, instance, pid.
+// Holder names a process: the function app (WEBSITE_SITE_NAME), the instance
+// (WEBSITE_INSTANCE_ID or the host name) and the process id. It is who holds or wants the lease,
+// and who wrote a record.
 type Holder struct {
 	App      string `json:"app"`
 	Instance string `json:"instance"`
 	PID      int    `json:"pid"`
+}
+
+// String is "app/instance/pid".
+func (h Holder) String() string { return h.App + "/" + h.Instance + "/" + strconv.Itoa(h.PID) }
+
+// IsZero reports whether no holder is recorded.
+func (h Holder) IsZero() bool { return h == Holder{} }
+
+// Validate requires the app and the instance.
+func (h Holder) Validate() error {
+	switch {
+	case h.App == "":
+		return errors.New("holder app is required")
+	case h.Instance == "":
+		return errors.New("holder instance is required")
+	}
+	return nil
 }
 
 // Segment records a takeover: from index From on, partitions were (re)enqueued by the leader

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -18,7 +19,6 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/config"
-	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/ledger/blobstore"
 )
 
@@ -398,8 +398,8 @@ func (h *Host) startProgress() error {
 		return err
 	}
 	svc := blobs.ServiceClient()
-	lock, err := coordinator.NewBlobLock(svc.NewContainerClient(h.cfg.LeaseContainer), h.cfg.LeaseName,
-		coordinator.BlobLockOptions{Duration: h.cfg.LeaseDuration, Logger: slog.New(slog.DiscardHandler)})
+	lock, err := election.NewBlobLock(svc.NewContainerClient(h.cfg.LeaseContainer), h.cfg.LeaseName,
+		election.BlobLockOptions{Duration: h.cfg.LeaseDuration, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
 	}

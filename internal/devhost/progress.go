@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"strings"
 	"time"
 
-	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/blobstore"
 )
@@ -24,7 +24,7 @@ type Progress struct {
 	PlanDone             bool
 	Done                 int64
 	Epoch                int64
-	Leader               coordinator.LeaderState
+	Leader               election.LeaderState
 	// Succeeded and Failed are set once the run is final.
 	Succeeded, Failed int
 }
@@ -59,7 +59,7 @@ func orDash(s string) string {
 // progressWatcher reads the active run's progress.
 type progressWatcher struct {
 	store *blobstore.Store
-	lock  *coordinator.BlobLock
+	lock  *election.BlobLock
 }
 
 // read looks at the latest started run; ok is false when no run was ever started.

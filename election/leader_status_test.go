@@ -1,7 +1,8 @@
-package coordinator
+package election
 
 import (
 	"encoding/json"
+	"github.com/batonfn/baton/ledger"
 	"testing"
 	"time"
 )
@@ -14,9 +15,9 @@ func TestLeaderState_JSON(t *testing.T) {
 		want string
 	}{
 		{"never contended", LeaderState{}, `{"held":false,"epoch":0,"leaseState":""}`},
-		{"held", LeaderState{Held: true, Holder: Identity{App: "app", Instance: "i1", PID: 7}, Epoch: 3, Since: since, LeaseState: LeaseStateLeased},
+		{"held", LeaderState{Held: true, Holder: ledger.Holder{App: "app", Instance: "i1", PID: 7}, Epoch: 3, Since: since, LeaseState: LeaseStateLeased},
 			`{"held":true,"holder":{"app":"app","instance":"i1","pid":7},"epoch":3,"since":"2026-11-21T10:00:00Z","leaseState":"leased"}`},
-		{"released", LeaderState{Holder: Identity{App: "app", Instance: "i1", PID: 7}, Epoch: 3, Since: since, ReleasedAt: since.Add(time.Second), LeaseState: LeaseStateAvailable},
+		{"released", LeaderState{Holder: ledger.Holder{App: "app", Instance: "i1", PID: 7}, Epoch: 3, Since: since, ReleasedAt: since.Add(time.Second), LeaseState: LeaseStateAvailable},
 			`{"held":false,"holder":{"app":"app","instance":"i1","pid":7},"epoch":3,"since":"2026-11-21T10:00:00Z","releasedAt":"2026-11-21T10:00:01Z","leaseState":"available"}`},
 	}
 	for _, tt := range tests {
@@ -33,7 +34,7 @@ func TestLeaderState_JSON(t *testing.T) {
 }
 
 func TestIdentity_String(t *testing.T) {
-	if got, want := (Identity{App: "baton", Instance: "host-1", PID: 42}).String(), "baton/host-1/42"; got != want {
+	if got, want := (ledger.Holder{App: "baton", Instance: "host-1", PID: 42}).String(), "baton/host-1/42"; got != want {
 		t.Errorf("String = %q, want %q", got, want)
 	}
 }

@@ -1,9 +1,10 @@
-package coordinator
+package election
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/ledger"
 	"net"
 	"strings"
 	"testing"
@@ -141,7 +142,7 @@ func TestBlobLock_Translate(t *testing.T) {
 }
 
 func TestLeaseMetadata_RoundTrip(t *testing.T) {
-	holder := Identity{App: "my app/é", Instance: "host 7&x=y", PID: 4242}
+	holder := ledger.Holder{App: "my app/é", Instance: "host 7&x=y", PID: 4242}
 	at := time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC)
 	rel := at.Add(time.Minute)
 	md := encodeLeaseMetadata(holder, 17, at, rel)

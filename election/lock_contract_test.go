@@ -1,16 +1,17 @@
-package coordinator
+package election
 
 import (
 	"context"
 	"errors"
+	"github.com/batonfn/baton/ledger"
 	"strconv"
 	"testing"
 	"time"
 )
 
 // testLockIdentity is the identity of contender i in lock tests.
-func testLockIdentity(i int) Identity {
-	return Identity{App: "baton-test", Instance: "instance-" + strconv.Itoa(i), PID: 1000 + i}
+func testLockIdentity(i int) ledger.Holder {
+	return ledger.Holder{App: "baton-test", Instance: "instance-" + strconv.Itoa(i), PID: 1000 + i}
 }
 
 // runLockContract checks the rules every Lock implementation must follow. newLock returns a
@@ -143,7 +144,7 @@ func runLockContract(t *testing.T, newLock func(t *testing.T) Lock) {
 
 	t.Run("identity is required", func(t *testing.T) {
 		lk := newLock(t)
-		_, err := lk.Acquire(ctx, Identity{App: "x"})
+		_, err := lk.Acquire(ctx, ledger.Holder{App: "x"})
 		var held *HeldError
 		if err == nil || errors.As(err, &held) {
 			t.Errorf("Acquire with no instance: got %v, want a validation error", err)
@@ -152,5 +153,5 @@ func runLockContract(t *testing.T, newLock func(t *testing.T) Lock) {
 }
 
 func TestFakeLeaseLock_Contract(t *testing.T) {
-	runLockContract(t, func(t *testing.T) Lock { return newFakeLeaseLock(15 * time.Second) })
+	runLockContract(t, func(t *testing.T) Lock { return NewMemoryLock(15 * time.Second) })
 }

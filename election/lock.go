@@ -1,10 +1,10 @@
-package coordinator
+package election
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"github.com/batonfn/baton/ledger"
 	"time"
 )
 
@@ -14,7 +14,7 @@ import (
 type Lock interface {
 	// Acquire makes ONE attempt to take the lock for holder. It returns *HeldError when
 	// someone else holds it.
-	Acquire(ctx context.Context, holder Identity) (Lease, error)
+	Acquire(ctx context.Context, holder ledger.Holder) (Lease, error)
 	// Renew extends l by its duration. It returns an error wrapping ErrLeaseLost when the
 	// lease is gone or taken; any other error means the outcome is unknown.
 	Renew(ctx context.Context, l Lease) error
@@ -25,38 +25,12 @@ type Lock interface {
 	State(ctx context.Context) (LeaderState, error)
 }
 
-// Identity names a process that holds or wants the lease: the function app (WEBSITE_SITE_NAME),
-// the instance (WEBSITE_INSTANCE_ID or the host name) and the process id.
-type Identity struct {
-	App      string `json:"app"`
-	Instance string `json:"instance"`
-	PID      int    `json:"pid"`
-}
-
-// String is "app/instance/pid".
-func (i Identity) String() string {
-	return i.App + "/" + i.Instance + "/" + strconv.Itoa(i.PID)
-}
-
-// IsZero reports whether no identity is recorded.
-func (i Identity) IsZero() bool { return i == Identity{} }
-
-func (i Identity) validate() error {
-	switch {
-	case i.App == "":
-		return errors.New("Identity.App is required")
-	case i.Instance == "":
-		return errors.New("Identity.Instance is required")
-	}
-	return nil
-}
-
 // Lease is one acquisition of the lock: a plain value, safe to copy.
 type Lease struct {
 	// ID is the storage lease ID, a UUID unique to this acquisition.
 	ID string
 	// Holder is who acquired it.
-	Holder Identity
+	Holder ledger.Holder
 	// Epoch is the fencing token: strictly increasing across acquisitions of the same lock.
 	// Writes made on behalf of this lease should carry it, so that a reader can reject writes
 	// from an older leader.
@@ -73,7 +47,7 @@ type HeldError struct {
 	// Holder, Epoch and Since describe the current holder as recorded in storage. Right after
 	// a takeover by a process that crashed before recording itself they may still describe the
 	// previous holder; Holder is zero when nothing was recorded.
-	Holder Identity
+	Holder ledger.Holder
 	Epoch  int64
 	Since  time.Time
 }

@@ -1,7 +1,8 @@
-package coordinator
+package election
 
 import (
 	"fmt"
+	"github.com/batonfn/baton/ledger"
 	"net/url"
 	"strconv"
 	"strings"
@@ -25,7 +26,7 @@ const (
 
 // leaseRecord is what the lease blob says about its most recent holder.
 type leaseRecord struct {
-	Holder     Identity
+	Holder     ledger.Holder
 	Epoch      int64
 	AcquiredAt time.Time
 	ReleasedAt time.Time
@@ -35,7 +36,7 @@ type leaseRecord struct {
 
 // encodeLeaseMetadata is the blob metadata for a holder. App and instance names are
 // URL-escaped because metadata travels in HTTP headers.
-func encodeLeaseMetadata(holder Identity, epoch int64, acquiredAt, releasedAt time.Time) map[string]*string {
+func encodeLeaseMetadata(holder ledger.Holder, epoch int64, acquiredAt, releasedAt time.Time) map[string]*string {
 	md := map[string]*string{
 		metaEpoch:      to.Ptr(strconv.FormatInt(epoch, 10)),
 		metaApp:        to.Ptr(url.QueryEscape(holder.App)),

@@ -1,9 +1,10 @@
-package coordinator
+package election
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/ledger"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -28,7 +29,7 @@ type LeaderConfig struct {
 	// Lock is the mutex leadership is held through (a *BlobLock in production).
 	Lock Lock
 	// Identity names this process in the lease record and in logs.
-	Identity Identity
+	Identity ledger.Holder
 	// LeaseDuration must equal the lock's lease duration: 15s–60s, default 30s.
 	LeaseDuration time.Duration
 	// RenewInterval is the time between renewals, default a third of LeaseDuration; each wait
@@ -69,7 +70,7 @@ type leadership struct {
 	lease  Lease
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed after the release
-	hooks  renewHooks    // called after each successful renewal (see onRenewal)
+	hooks  renewHooks    // called after each successful renewal (see OnRenewal)
 }
 
 // errTaskDone is the cancel cause once the task has returned on its own.
@@ -83,7 +84,7 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 	if cfg.Lock == nil {
 		add("Lock is required")
 	}
-	if err := cfg.Identity.validate(); err != nil {
+	if err := cfg.Identity.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if cfg.LeaseDuration == 0 {
@@ -130,6 +131,9 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 	}
 	return &Leader{cfg: cfg, active: map[*leadership]struct{}{}}, nil
 }
+
+// LeaseDuration is the duration of the leases this leader holds.
+func (l *Leader) LeaseDuration() time.Duration { return l.cfg.LeaseDuration }
 
 // RunAsLeader makes one attempt to acquire the lock (it never waits: when someone else holds
 // it, it returns *HeldError at once) and then runs fn with a context that is cancelled as soon

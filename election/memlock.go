@@ -1,8 +1,9 @@
-package coordinator
+package election
 
 import (
 	"context"
 	"fmt"
+	"github.com/batonfn/baton/ledger"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,11 +11,12 @@ import (
 	"github.com/google/uuid"
 )
 
-// fakeLeaseLock is an in-memory Lock that enforces the blob lease rules BlobLock relies on:
+// MemoryLock is an in-memory Lock that enforces the blob lease rules BlobLock relies on, for
+// tests of code that leads (here and in other packages):
 // one live lease ID at a time, expiry after the duration, renewal by the holder even after
 // expiry as long as nobody took over (as Azure and Azurite do), ErrLeaseLost for a stale ID,
 // and an epoch bumped on every acquisition. Tests inject failures through the hooks.
-type fakeLeaseLock struct {
+type MemoryLock struct {
 	duration time.Duration
 	now      func() time.Time
 
@@ -22,33 +24,34 @@ type fakeLeaseLock struct {
 	leaseID    string // "" when available or broken
 	expires    time.Time
 	epoch      int64
-	holder     Identity
+	holder     ledger.Holder
 	since      time.Time
 	releasedAt time.Time
 
-	// renewHook, when set, runs before each renewal; a non-nil error fails it.
-	renewHook func(ctx context.Context, l Lease) error
+	// RenewHook, when set, runs before each renewal; a non-nil error fails it.
+	RenewHook func(ctx context.Context, l Lease) error
 
-	renews   atomic.Int64
-	releases atomic.Int64
-	// releaseCtxErr records ctx.Err() as seen by the last Release.
-	releaseCtxErr atomic.Value
+	Renews   atomic.Int64
+	Releases atomic.Int64
+	// ReleaseCtxErr records ctx.Err() as seen by the last Release.
+	ReleaseCtxErr atomic.Value
 }
 
-var _ Lock = (*fakeLeaseLock)(nil)
+var _ Lock = (*MemoryLock)(nil)
 
-func newFakeLeaseLock(d time.Duration) *fakeLeaseLock {
-	return &fakeLeaseLock{duration: d, now: time.Now}
+// NewMemoryLock returns an available lock whose leases last d.
+func NewMemoryLock(d time.Duration) *MemoryLock {
+	return &MemoryLock{duration: d, now: time.Now}
 }
 
-func (f *fakeLeaseLock) Duration() time.Duration { return f.duration }
+func (f *MemoryLock) Duration() time.Duration { return f.duration }
 
-func (f *fakeLeaseLock) liveLocked() bool {
+func (f *MemoryLock) liveLocked() bool {
 	return f.leaseID != "" && f.now().Before(f.expires)
 }
 
-func (f *fakeLeaseLock) Acquire(ctx context.Context, holder Identity) (Lease, error) {
-	if err := holder.validate(); err != nil {
+func (f *MemoryLock) Acquire(ctx context.Context, holder ledger.Holder) (Lease, error) {
+	if err := holder.Validate(); err != nil {
 		return Lease{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -67,9 +70,9 @@ func (f *fakeLeaseLock) Acquire(ctx context.Context, holder Identity) (Lease, er
 	return Lease{ID: f.leaseID, Holder: holder, Epoch: f.epoch, AcquiredAt: now, Duration: f.duration}, nil
 }
 
-func (f *fakeLeaseLock) Renew(ctx context.Context, l Lease) error {
-	f.renews.Add(1)
-	if h := f.renewHook; h != nil {
+func (f *MemoryLock) Renew(ctx context.Context, l Lease) error {
+	f.Renews.Add(1)
+	if h := f.RenewHook; h != nil {
 		if err := h(ctx, l); err != nil {
 			return err
 		}
@@ -86,9 +89,9 @@ func (f *fakeLeaseLock) Renew(ctx context.Context, l Lease) error {
 	return nil
 }
 
-func (f *fakeLeaseLock) Release(ctx context.Context, l Lease) error {
-	f.releases.Add(1)
-	f.releaseCtxErr.Store(fmt.Sprint(ctx.Err()))
+func (f *MemoryLock) Release(ctx context.Context, l Lease) error {
+	f.Releases.Add(1)
+	f.ReleaseCtxErr.Store(fmt.Sprint(ctx.Err()))
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -101,7 +104,7 @@ func (f *fakeLeaseLock) Release(ctx context.Context, l Lease) error {
 	return nil
 }
 
-func (f *fakeLeaseLock) State(ctx context.Context) (LeaderState, error) {
+func (f *MemoryLock) State(ctx context.Context) (LeaderState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := LeaderState{Holder: f.holder, Epoch: f.epoch, Since: f.since, ReleasedAt: f.releasedAt}
@@ -120,8 +123,8 @@ func (f *fakeLeaseLock) State(ctx context.Context) (LeaderState, error) {
 	return s, nil
 }
 
-// breakLease breaks the lease from outside, as BreakLease with a zero break period does.
-func (f *fakeLeaseLock) breakLease() {
+// Break breaks the lease from outside, as BreakLease with a zero break period does.
+func (f *MemoryLock) Break() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.leaseID = ""

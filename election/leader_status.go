@@ -1,4 +1,6 @@
-package coordinator
+package election
+
+import "github.com/batonfn/baton/ledger"
 
 import "time"
 
@@ -21,9 +23,9 @@ type LeaderState struct {
 	Held bool `json:"held"`
 	// Holder, Epoch and Since are the most recent holder's record (kept after it releases or
 	// its lease expires). Zero when no one has ever held the lock.
-	Holder Identity  `json:"holder,omitzero"`
-	Epoch  int64     `json:"epoch"`
-	Since  time.Time `json:"since,omitzero"`
+	Holder ledger.Holder `json:"holder,omitzero"`
+	Epoch  int64         `json:"epoch"`
+	Since  time.Time     `json:"since,omitzero"`
 	// ReleasedAt is when that holder released the lease gracefully; zero if it has not (it
 	// still holds it, or it crashed and the lease expired).
 	ReleasedAt time.Time `json:"releasedAt,omitzero"`

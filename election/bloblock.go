@@ -1,10 +1,11 @@
-package coordinator
+package election
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/ledger"
 	"log/slog"
 	"net/url"
 	"path"
@@ -37,7 +38,7 @@ type BlobLockOptions struct {
 	// Duration is the lease duration: whole seconds from 15s to 60s, default 30s. Shorter
 	// leases hand over faster after a crash; longer ones tolerate slower storage.
 	Duration time.Duration
-	// AttemptTimeout bounds each storage call (default a fifth of Duration, at most 5s).
+	// AttemptTimeout bounds each storage call (default a quarter of Duration, at most 5s).
 	// Failed calls are retried with backoff within the caller's budget, so a renewal gets
 	// several tries before the lease could lapse.
 	AttemptTimeout time.Duration
@@ -88,7 +89,7 @@ func NewBlobLock(c *container.Client, name string, opts BlobLockOptions) (*BlobL
 	}
 	if opts.AttemptTimeout == 0 {
 		// Short enough that a renewal gets several tries before the lease could lapse.
-		opts.AttemptTimeout = min(DefaultAttemptTimeout, opts.Duration/5)
+		opts.AttemptTimeout = min(DefaultAttemptTimeout, opts.Duration/4)
 	}
 	if opts.AttemptTimeout < 0 || opts.AttemptTimeout >= opts.Duration {
 		errs = append(errs, fmt.Errorf("AttemptTimeout %s must be positive and less than Duration %s", opts.AttemptTimeout, opts.Duration))
@@ -124,8 +125,8 @@ func (b *BlobLock) Duration() time.Duration { return b.opts.Duration }
 // epoch+1 and the acquired-at time in the blob's metadata, conditioned on the new lease ID and
 // on the ETag of the record it read, so no two acquisitions can record the same epoch. The
 // whole attempt is bounded by a third of the lease duration.
-func (b *BlobLock) Acquire(ctx context.Context, holder Identity) (Lease, error) {
-	if err := holder.validate(); err != nil {
+func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (Lease, error) {
+	if err := holder.Validate(); err != nil {
 		return Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.opts.Duration/3)

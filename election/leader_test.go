@@ -1,8 +1,9 @@
-package coordinator
+package election
 
 import (
 	"context"
 	"errors"
+	"github.com/batonfn/baton/ledger"
 	"log/slog"
 	"strings"
 	"sync"
@@ -40,11 +41,11 @@ func newTestLeader(t *testing.T, lk Lock, cfg LeaderConfig) (*Leader, *leaderLog
 
 func TestLeader_RenewsEveryThirdWithJitter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lk := newFakeLeaseLock(testLeaseDuration)
+		lk := NewMemoryLock(testLeaseDuration)
 		var mu sync.Mutex
 		var renewals []time.Time
 		var lapsed bool
-		lk.renewHook = func(context.Context, Lease) error {
+		lk.RenewHook = func(context.Context, Lease) error {
 			mu.Lock()
 			defer mu.Unlock()
 			now := time.Now()
@@ -94,10 +95,10 @@ func TestLeader_RenewsEveryThirdWithJitter(t *testing.T) {
 		if len(gaps) < 2 {
 			t.Errorf("renewal gaps %v are all equal, want jitter", gaps)
 		}
-		if got := lk.releases.Load(); got != 1 {
+		if got := lk.Releases.Load(); got != 1 {
 			t.Errorf("%d releases, want 1", got)
 		}
-		if got := lk.releaseCtxErr.Load(); got != "<nil>" {
+		if got := lk.ReleaseCtxErr.Load(); got != "<nil>" {
 			t.Errorf("release context error = %v, want a live context", got)
 		}
 		st, _ := lk.State(t.Context())
@@ -111,7 +112,7 @@ func TestLeader_RenewsEveryThirdWithJitter(t *testing.T) {
 
 func TestLeader_RenewalFailure_CancelsWithinOneInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lk := newFakeLeaseLock(testLeaseDuration)
+		lk := NewMemoryLock(testLeaseDuration)
 		ld, logs := newTestLeader(t, lk, LeaderConfig{})
 
 		var calls atomic.Int32
@@ -130,7 +131,7 @@ func TestLeader_RenewalFailure_CancelsWithinOneInterval(t *testing.T) {
 		lease := <-started
 		time.Sleep(7 * time.Second) // between the first and second renewal
 		brokenAt := time.Now()
-		lk.breakLease()
+		lk.Break()
 		other, err := lk.Acquire(t.Context(), testLockIdentity(2))
 		if err != nil {
 			t.Fatalf("other contender after the break: %v", err)
@@ -156,8 +157,8 @@ func TestLeader_RenewalFailure_CancelsWithinOneInterval(t *testing.T) {
 
 func TestLeader_LocalDeadline_CancelsBeforeExpiryWhenStorageHangs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lk := newFakeLeaseLock(testLeaseDuration)
-		lk.renewHook = func(ctx context.Context, _ Lease) error {
+		lk := NewMemoryLock(testLeaseDuration)
+		lk.RenewHook = func(ctx context.Context, _ Lease) error {
 			<-ctx.Done() // storage never answers; Renew gives up when its budget ends
 			return ctx.Err()
 		}
@@ -179,7 +180,7 @@ func TestLeader_LocalDeadline_CancelsBeforeExpiryWhenStorageHangs(t *testing.T) 
 			t.Errorf("task cancelled at +%s, want at the local deadline +%s",
 				cancelledAt.Sub(lease.AcquiredAt), want.Sub(lease.AcquiredAt))
 		}
-		if n := lk.renews.Load(); n != 1 {
+		if n := lk.Renews.Load(); n != 1 {
 			t.Errorf("%d renewals attempted, want 1 (it hangs until the deadline)", n)
 		}
 	})
@@ -188,10 +189,10 @@ func TestLeader_LocalDeadline_CancelsBeforeExpiryWhenStorageHangs(t *testing.T) 
 func TestLeader_Stall_StopsRenewingAndLetsTheLeaseLapse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const stall = 8 * time.Second
-		lk := newFakeLeaseLock(testLeaseDuration)
+		lk := NewMemoryLock(testLeaseDuration)
 		var mu sync.Mutex
 		var lastRenewal time.Time
-		lk.renewHook = func(context.Context, Lease) error {
+		lk.RenewHook = func(context.Context, Lease) error {
 			mu.Lock()
 			defer mu.Unlock()
 			lastRenewal = time.Now()
@@ -272,7 +273,7 @@ func TestLeader_Stall_StopsRenewingAndLetsTheLeaseLapse(t *testing.T) {
 
 func TestLeader_ReleaseAll_HandsOverAndCloses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lk := newFakeLeaseLock(testLeaseDuration)
+		lk := NewMemoryLock(testLeaseDuration)
 		ld, logs := newTestLeader(t, lk, LeaderConfig{})
 
 		started := make(chan Lease, 1)
@@ -315,7 +316,7 @@ func TestLeader_ReleaseAll_HandsOverAndCloses(t *testing.T) {
 
 func TestLeader_ReleaseAll_KeepsTheLeaseOfATaskThatDoesNotStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lk := newFakeLeaseLock(testLeaseDuration)
+		lk := NewMemoryLock(testLeaseDuration)
 		ld, _ := newTestLeader(t, lk, LeaderConfig{})
 		started := make(chan struct{})
 		unblock := make(chan struct{})
@@ -333,14 +334,14 @@ func TestLeader_ReleaseAll_KeepsTheLeaseOfATaskThatDoesNotStop(t *testing.T) {
 		if err := ld.ReleaseAll(ctx); err == nil || !strings.Contains(err.Error(), "did not stop") {
 			t.Errorf("ReleaseAll = %v, want an error naming the task that did not stop", err)
 		}
-		if n := lk.releases.Load(); n != 0 {
+		if n := lk.Releases.Load(); n != 0 {
 			t.Errorf("%d releases while the task still runs, want 0", n)
 		}
 		close(unblock)
 		if err := <-errc; !errors.Is(err, ErrHandover) {
 			t.Errorf("RunAsLeader = %v, want ErrHandover", err)
 		}
-		if n := lk.releases.Load(); n != 1 {
+		if n := lk.Releases.Load(); n != 1 {
 			t.Errorf("%d releases after the task returned, want 1", n)
 		}
 	})
@@ -348,7 +349,7 @@ func TestLeader_ReleaseAll_KeepsTheLeaseOfATaskThatDoesNotStop(t *testing.T) {
 
 func TestLeader_HeldReturnsAtOnceWithoutRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lk := newFakeLeaseLock(testLeaseDuration)
+		lk := NewMemoryLock(testLeaseDuration)
 		holder := testLockIdentity(9)
 		theirs, err := lk.Acquire(t.Context(), holder)
 		if err != nil {
@@ -367,7 +368,7 @@ func TestLeader_HeldReturnsAtOnceWithoutRunning(t *testing.T) {
 		if d := time.Since(start); d != 0 {
 			t.Errorf("RunAsLeader waited %s, want an immediate answer", d)
 		}
-		if r, rel := lk.renews.Load(), lk.releases.Load(); r != 0 || rel != 0 {
+		if r, rel := lk.Renews.Load(), lk.Releases.Load(); r != 0 || rel != 0 {
 			t.Errorf("%d renewals and %d releases for a lease never held, want none", r, rel)
 		}
 	})
@@ -375,7 +376,7 @@ func TestLeader_HeldReturnsAtOnceWithoutRunning(t *testing.T) {
 
 func TestLeader_ReleasesWithAFreshContextAfterCancellation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lk := newFakeLeaseLock(testLeaseDuration)
+		lk := NewMemoryLock(testLeaseDuration)
 		ld, _ := newTestLeader(t, lk, LeaderConfig{})
 		ctx, cancel := context.WithCancel(t.Context())
 		err := ld.RunAsLeader(ctx, func(ctx context.Context, l Lease, beat func()) error {
@@ -386,7 +387,7 @@ func TestLeader_ReleasesWithAFreshContextAfterCancellation(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("RunAsLeader = %v, want context.Canceled", err)
 		}
-		if got := lk.releaseCtxErr.Load(); got != "<nil>" {
+		if got := lk.ReleaseCtxErr.Load(); got != "<nil>" {
 			t.Errorf("release context error = %v, want a fresh live context", got)
 		}
 		if st, _ := lk.State(t.Context()); st.Held {
@@ -397,7 +398,7 @@ func TestLeader_ReleasesWithAFreshContextAfterCancellation(t *testing.T) {
 
 func TestLeader_ReturnsTheTaskError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lk := newFakeLeaseLock(testLeaseDuration)
+		lk := NewMemoryLock(testLeaseDuration)
 		ld, _ := newTestLeader(t, lk, LeaderConfig{})
 		boom := errors.New("boom")
 		err := ld.RunAsLeader(t.Context(), func(context.Context, Lease, func()) error { return boom })
@@ -411,7 +412,7 @@ func TestLeader_ReturnsTheTaskError(t *testing.T) {
 }
 
 func TestNewLeader_Validation(t *testing.T) {
-	lk := newFakeLeaseLock(30 * time.Second)
+	lk := NewMemoryLock(30 * time.Second)
 	id := testLockIdentity(1)
 	tests := []struct {
 		name    string
@@ -419,11 +420,11 @@ func TestNewLeader_Validation(t *testing.T) {
 		wantErr string // substring; "" means valid
 	}{
 		{"defaults are valid", LeaderConfig{Lock: lk, Identity: id}, ""},
-		{"15s lease with defaults", LeaderConfig{Lock: newFakeLeaseLock(15 * time.Second), Identity: id, LeaseDuration: 15 * time.Second}, ""},
-		{"60s lease with defaults", LeaderConfig{Lock: newFakeLeaseLock(60 * time.Second), Identity: id, LeaseDuration: 60 * time.Second}, ""},
+		{"15s lease with defaults", LeaderConfig{Lock: NewMemoryLock(15 * time.Second), Identity: id, LeaseDuration: 15 * time.Second}, ""},
+		{"60s lease with defaults", LeaderConfig{Lock: NewMemoryLock(60 * time.Second), Identity: id, LeaseDuration: 60 * time.Second}, ""},
 		{"lock is required", LeaderConfig{Identity: id}, "Lock is required"},
-		{"identity instance is required", LeaderConfig{Lock: lk, Identity: Identity{App: "a"}}, "Identity.Instance"},
-		{"identity app is required", LeaderConfig{Lock: lk, Identity: Identity{Instance: "i"}}, "Identity.App"},
+		{"identity instance is required", LeaderConfig{Lock: lk, Identity: ledger.Holder{App: "a"}}, "holder instance"},
+		{"identity app is required", LeaderConfig{Lock: lk, Identity: ledger.Holder{Instance: "i"}}, "holder app"},
 		{"lease shorter than 15s", LeaderConfig{Lock: lk, Identity: id, LeaseDuration: 14 * time.Second}, "LeaseDuration 14s is out of range"},
 		{"lease longer than 60s", LeaderConfig{Lock: lk, Identity: id, LeaseDuration: 61 * time.Second}, "LeaseDuration 1m1s is out of range"},
 		{"lease differs from the lock's", LeaderConfig{Lock: lk, Identity: id, LeaseDuration: 15 * time.Second}, "must equal the lock's lease duration 30s"},

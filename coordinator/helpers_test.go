@@ -1,0 +1,41 @@
+package coordinator
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/batonfn/baton/internal/azurite"
+)
+
+// testBlobLockDuration is the shortest lease storage allows, to keep expiry tests short.
+const testBlobLockDuration = 15 * time.Second
+
+// newLeaseContainer returns a fresh leases container on the shared Azurite, deleted after the
+// test.
+func newLeaseContainer(t testing.TB) *container.Client {
+	t.Helper()
+	cl, err := azurite.Shared(t).Storage().NewBlobClient(nil)
+	if err != nil {
+		t.Fatalf("blob client: %v", err)
+	}
+	c := cl.ServiceClient().NewContainerClient(azurite.UniqueName(t, "lease"))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = c.Delete(ctx, nil)
+	})
+	return c
+}
+
+// waitFor polls cond every 50ms until it holds or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
