@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/bloblease"
+	"github.com/batonfn/baton/internal/azclient"
 	"io"
 	"log/slog"
 	"net/http"
@@ -32,7 +34,7 @@ type cluster struct {
 	srv     *azurite.Server
 	h       *devhost.Host
 	store   *blobstore.Store
-	lock    *election.BlobLock
+	lock    *bloblease.BlobLock
 	logPath string
 
 	mu      sync.Mutex
@@ -112,13 +114,13 @@ func startClusterWith(b *testing.B, n int, params string, onDisk bool, extra map
 	}
 	c.h = h
 	cfg := h.Config()
-	blobs, err := cfg.Storage.NewBlobClient(nil)
+	blobs, err := azclient.Blob(cfg.Storage, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	c.store = blobstore.New(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), blobstore.Options{})
-	c.lock, err = election.NewBlobLock(blobs.ServiceClient().NewContainerClient(cfg.LeaseContainer), cfg.LeaseName,
-		election.BlobLockOptions{Duration: cfg.LeaseDuration, Logger: slog.New(slog.DiscardHandler)})
+	c.lock, err = bloblease.NewBlobLock(blobs.ServiceClient().NewContainerClient(cfg.LeaseContainer), cfg.LeaseName,
+		bloblease.BlobLockOptions{Duration: cfg.LeaseDuration, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/bloblease"
 	"github.com/batonfn/baton/ledger"
 	"log/slog"
 	"os"
@@ -65,7 +66,7 @@ func BenchmarkElection(b *testing.B) {
 
 // contest is N contenders over one lease blob in a fresh container.
 type contest struct {
-	locks []*election.BlobLock
+	locks []*bloblease.BlobLock
 	ids   []ledger.Holder
 	calls []*counter // each contender's storage requests
 	// probes make one plain GetProperties on the lease blob, each through a contender's client.
@@ -86,7 +87,7 @@ func newElection(b *testing.B, n int) *contest {
 			_, err := blob.GetProperties(b.Context(), nil)
 			return err
 		})
-		lk, err := election.NewBlobLock(c, "leader", election.BlobLockOptions{
+		lk, err := bloblease.NewBlobLock(c, "leader", bloblease.BlobLockOptions{
 			Duration: 15 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/bloblease"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -30,8 +31,8 @@ func BenchmarkHandover(b *testing.B) {
 	var release, handover Samples
 	for b.Loop() {
 		c := blobClient(b, azurite.Shared(b), nil, false).ServiceClient().NewContainerClient(azurite.UniqueName(b, "handover"))
-		newLock := func() *election.BlobLock {
-			lk, err := election.NewBlobLock(c, "leader", election.BlobLockOptions{Duration: clusterLease, Logger: slog.New(slog.DiscardHandler)})
+		newLock := func() *bloblease.BlobLock {
+			lk, err := bloblease.NewBlobLock(c, "leader", bloblease.BlobLockOptions{Duration: clusterLease, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -97,8 +98,8 @@ func BenchmarkLeaseLapse(b *testing.B) {
 	var lapse Samples
 	for b.Loop() {
 		c := blobClient(b, azurite.Shared(b), nil, false).ServiceClient().NewContainerClient(azurite.UniqueName(b, "lapse"))
-		newLock := func() *election.BlobLock {
-			lk, err := election.NewBlobLock(c, "leader", election.BlobLockOptions{Duration: clusterLease, Logger: slog.New(slog.DiscardHandler)})
+		newLock := func() *bloblease.BlobLock {
+			lk, err := bloblease.NewBlobLock(c, "leader", bloblease.BlobLockOptions{Duration: clusterLease, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/bloblease"
 	"github.com/batonfn/baton/ledger"
 	"log/slog"
 	"os"
@@ -126,8 +127,8 @@ func fanOut(b *testing.B, n int) {
 	quiet := slog.New(slog.DiscardHandler)
 	id := ledger.Holder{App: "bench", Instance: "leader", PID: os.Getpid()}
 
-	lock, err := election.NewBlobLock(blobs.NewContainerClient("leases"), "baton-leader",
-		election.BlobLockOptions{Duration: clusterLease, Logger: quiet})
+	lock, err := bloblease.NewBlobLock(blobs.NewContainerClient("leases"), "baton-leader",
+		bloblease.BlobLockOptions{Duration: clusterLease, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}

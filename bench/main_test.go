@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/batonfn/baton/internal/azclient"
 	"net/http"
 	"os"
 	"os/exec"
@@ -126,7 +127,7 @@ func clientOptions(c *counter, own bool) azcore.ClientOptions {
 // blobClient is a blob client for srv.
 func blobClient(tb testing.TB, srv *azurite.Server, c *counter, own bool) *azblob.Client {
 	tb.Helper()
-	cl, err := srv.Storage().NewBlobClient(&azblob.ClientOptions{ClientOptions: clientOptions(c, own)})
+	cl, err := azclient.Blob(srv.Storage(), &azblob.ClientOptions{ClientOptions: clientOptions(c, own)})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func blobClient(tb testing.TB, srv *azurite.Server, c *counter, own bool) *azblo
 // queueClient is a queue service client for srv.
 func queueClient(tb testing.TB, srv *azurite.Server, c *counter, own bool) *azqueue.ServiceClient {
 	tb.Helper()
-	cl, err := srv.Storage().NewQueueClient(&azqueue.ClientOptions{ClientOptions: clientOptions(c, own)})
+	cl, err := azclient.Queue(srv.Storage(), &azqueue.ClientOptions{ClientOptions: clientOptions(c, own)})
 	if err != nil {
 		tb.Fatal(err)
 	}

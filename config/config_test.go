@@ -142,8 +142,8 @@ func TestLoad_IdentityConnections(t *testing.T) {
 	if c.AppName != "baton-prod" || c.InstanceID != "abc123" {
 		t.Errorf("identity = %s/%s", c.AppName, c.InstanceID)
 	}
-	if _, err := c.Storage.Credential.TokenCredential(); err != nil {
-		t.Errorf("managed identity credential: %v", err)
+	if !c.Storage.Credential.ManagedIdentity || c.Storage.Credential.ClientID == "" {
+		t.Errorf("credential = %+v, want a user-assigned managed identity", c.Storage.Credential)
 	}
 }
 

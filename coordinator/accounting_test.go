@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/internal/azclient"
 	"iter"
 	"net/http"
 	"strings"
@@ -224,7 +225,7 @@ func (l *loseResponse) Do(req *policy.Request) (*http.Response, error) {
 // storeWith is a ledger over the test's runs container through a client with extra policies.
 func (e *runEnv) storeWith(p ...policy.Policy) *blobstore.Store {
 	e.t.Helper()
-	blobs, err := e.srv.Storage().NewBlobClient(&azblob.ClientOptions{ClientOptions: policy.ClientOptions{
+	blobs, err := azclient.Blob(e.srv.Storage(), &azblob.ClientOptions{ClientOptions: policy.ClientOptions{
 		PerRetryPolicies: p, Retry: policy.RetryOptions{RetryDelay: 10 * time.Millisecond, MaxRetries: 2}}})
 	if err != nil {
 		e.t.Fatal(err)

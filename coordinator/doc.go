@@ -2,7 +2,7 @@
 //
 // # election.Leader election
 //
-// Leadership is the lease on one zero-length blob (election.BlobLock over leases/<name>). The election.Lock
+// Leadership is the lease on one zero-length blob (bloblease.BlobLock over leases/<name>). The election.Lock
 // interface is a try-once mutex: Acquire makes a single attempt and returns *election.HeldError, naming
 // the current holder, when someone else leads. Nothing here waits or polls for the lock:
 // instances contest it only when a tick, a manual trigger or a check message arrives.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/bloblease"
+	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/ledger"
 	"log/slog"
 	"net/http"
@@ -38,11 +40,11 @@ func BenchmarkTick_Enqueue10000(b *testing.B) {
 	const n = 10000
 	srv := azurite.Shared(b)
 	blobCalls, queueCalls := &countPolicy{}, &countPolicy{}
-	blobs, err := srv.Storage().NewBlobClient(&azblob.ClientOptions{ClientOptions: policy.ClientOptions{PerCallPolicies: []policy.Policy{blobCalls}}})
+	blobs, err := azclient.Blob(srv.Storage(), &azblob.ClientOptions{ClientOptions: policy.ClientOptions{PerCallPolicies: []policy.Policy{blobCalls}}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	qs, err := srv.Storage().NewQueueClient(&azqueue.ClientOptions{ClientOptions: policy.ClientOptions{PerCallPolicies: []policy.Policy{queueCalls}}})
+	qs, err := azclient.Queue(srv.Storage(), &azqueue.ClientOptions{ClientOptions: policy.ClientOptions{PerCallPolicies: []policy.Policy{queueCalls}}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -54,7 +56,7 @@ func BenchmarkTick_Enqueue10000(b *testing.B) {
 		q := qs.NewQueueClient(azurite.UniqueName(b, "bwork"))
 		jobs := work.NewRegistry()
 		jobs.Register("count", &countJob{})
-		lock, err := election.NewBlobLock(leases, "leader", election.BlobLockOptions{Duration: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		lock, err := bloblease.NewBlobLock(leases, "leader", bloblease.BlobLockOptions{Duration: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)
 		}

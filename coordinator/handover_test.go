@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/internal/azclient"
 	"strings"
 	"sync"
 	"testing"
@@ -28,7 +29,7 @@ type controlEnv struct {
 func newControlEnv(t *testing.T) *controlEnv {
 	t.Helper()
 	e := newRunEnv(t)
-	qs, err := azurite.Shared(t).Storage().NewQueueClient(nil)
+	qs, err := azclient.Queue(azurite.Shared(t).Storage(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

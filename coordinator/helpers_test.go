@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"github.com/batonfn/baton/internal/azclient"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ const testBlobLockDuration = 15 * time.Second
 // test.
 func newLeaseContainer(t testing.TB) *container.Client {
 	t.Helper()
-	cl, err := azurite.Shared(t).Storage().NewBlobClient(nil)
+	cl, err := azclient.Blob(azurite.Shared(t).Storage(), nil)
 	if err != nil {
 		t.Fatalf("blob client: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/bloblease"
 	"log/slog"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ import (
 // jobErr as Config.JobError.
 func (e *runEnv) misconfiguredInstance(name string, params string, jobErr error, sender *senderHook) *Coordinator {
 	e.t.Helper()
-	bl, err := election.NewBlobLock(e.leases, "leader", election.BlobLockOptions{Duration: testBlobLockDuration, Logger: slog.New(slog.DiscardHandler)})
+	bl, err := bloblease.NewBlobLock(e.leases, "leader", bloblease.BlobLockOptions{Duration: testBlobLockDuration, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		e.t.Fatal(err)
 	}

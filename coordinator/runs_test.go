@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/bloblease"
+	"github.com/batonfn/baton/internal/azclient"
 	"iter"
 	"log/slog"
 	"sort"
@@ -91,13 +93,13 @@ type runEnv struct {
 func newRunEnv(t *testing.T) *runEnv {
 	t.Helper()
 	srv := azurite.Shared(t)
-	blobs, err := srv.Storage().NewBlobClient(nil)
+	blobs, err := azclient.Blob(srv.Storage(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	runsName := azurite.UniqueName(t, "runs")
 	runs := blobs.ServiceClient().NewContainerClient(runsName)
-	qs, err := srv.Storage().NewQueueClient(nil)
+	qs, err := azclient.Queue(srv.Storage(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +164,7 @@ func (e *runEnv) instance(name string, n, batch int, sender Sender) *instance {
 // instanceWith builds an instance whose Config mod may change (store, clock, policies...).
 func (e *runEnv) instanceWith(name string, sender Sender, mod func(*Config)) *instance {
 	e.t.Helper()
-	bl, err := election.NewBlobLock(e.leases, "leader", election.BlobLockOptions{Duration: testBlobLockDuration, Logger: slog.New(slog.DiscardHandler)})
+	bl, err := bloblease.NewBlobLock(e.leases, "leader", bloblease.BlobLockOptions{Duration: testBlobLockDuration, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		e.t.Fatal(err)
 	}

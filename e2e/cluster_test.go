@@ -5,7 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/bloblease"
+	"github.com/batonfn/baton/internal/azclient"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -58,7 +59,7 @@ type cluster struct {
 	h        *devhost.Host
 	srv      *azurite.Server
 	store    *blobstore.Store
-	lock     *election.BlobLock
+	lock     *bloblease.BlobLock
 	queue    *azqueue.QueueClient
 	poison   *azqueue.QueueClient
 	queueNm  string
@@ -161,17 +162,17 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 	}
 	c.h = h
 	cfg := h.Config()
-	blobs, err := cfg.Storage.NewBlobClient(nil)
+	blobs, err := azclient.Blob(cfg.Storage, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.store = blobstore.New(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), blobstore.Options{})
-	c.lock, err = election.NewBlobLock(blobs.ServiceClient().NewContainerClient(cfg.LeaseContainer), cfg.LeaseName,
-		election.BlobLockOptions{Duration: cfg.LeaseDuration, Logger: slog.New(slog.DiscardHandler)})
+	c.lock, err = bloblease.NewBlobLock(blobs.ServiceClient().NewContainerClient(cfg.LeaseContainer), cfg.LeaseName,
+		bloblease.BlobLockOptions{Duration: cfg.LeaseDuration, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	qsvc, err := cfg.Storage.NewQueueClient(nil)
+	qsvc, err := azclient.Queue(cfg.Storage, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/bloblease"
 	"sort"
 	"strings"
 	"sync"
@@ -30,7 +31,7 @@ type leaseSampler struct {
 	done    chan struct{}
 }
 
-func startSampler(lock *election.BlobLock) *leaseSampler {
+func startSampler(lock *bloblease.BlobLock) *leaseSampler {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &leaseSampler{cancel: cancel, done: make(chan struct{})}
 	go func() {

@@ -1,10 +1,11 @@
-package election
+package election_test
 
 import (
 	"context"
 	"errors"
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/electiontest"
 	"github.com/batonfn/baton/ledger"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,47 +20,25 @@ const (
 	testSafetyMargin  = testLeaseDuration / 6 // the default
 )
 
-// newTestLeader builds a Leader over lk with 15 s leases and default timing unless cfg says
-// otherwise; its logs go to the returned recorder.
-func newTestLeader(t *testing.T, lk Lock, cfg LeaderConfig) (*Leader, *leaderLogRecorder) {
-	t.Helper()
-	rec := newLeaderLogRecorder()
-	cfg.Lock = lk
-	if cfg.Identity.IsZero() {
-		cfg.Identity = testLockIdentity(1)
-	}
-	if cfg.LeaseDuration == 0 {
-		cfg.LeaseDuration = testLeaseDuration
-	}
-	cfg.Logger = slog.New(rec)
-	l, err := NewLeader(cfg)
-	if err != nil {
-		t.Fatalf("NewLeader: %v", err)
-	}
-	return l, rec
-}
-
 func TestLeader_RenewsEveryThirdWithJitter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lk := NewMemoryLock(testLeaseDuration)
+		lk := election.NewMemoryLock(testLeaseDuration)
 		var mu sync.Mutex
 		var renewals []time.Time
 		var lapsed bool
-		lk.RenewHook = func(context.Context, Lease) error {
+		lk.RenewHook = func(context.Context, election.Lease) error {
 			mu.Lock()
 			defer mu.Unlock()
 			now := time.Now()
-			lk.mu.Lock()
-			lapsed = lapsed || !now.Before(lk.expires)
-			lk.mu.Unlock()
+			lapsed = lapsed || lk.Lapsed(now)
 			renewals = append(renewals, now)
 			return nil
 		}
-		ld, logs := newTestLeader(t, lk, LeaderConfig{StallTimeout: 30 * time.Second})
+		ld, logs := electiontest.NewLeader(t, lk, election.LeaderConfig{StallTimeout: 30 * time.Second})
 
 		start := time.Now()
-		var lease Lease
-		err := ld.RunAsLeader(t.Context(), func(ctx context.Context, l Lease, beat func()) error {
+		var lease election.Lease
+		err := ld.RunAsLeader(t.Context(), func(ctx context.Context, l election.Lease, beat func()) error {
 			lease = l
 			for range 60 {
 				select {
@@ -105,22 +84,22 @@ func TestLeader_RenewsEveryThirdWithJitter(t *testing.T) {
 		if st.Held {
 			t.Errorf("lease still held after RunAsLeader returned: %+v", st)
 		}
-		requireLeaderLog(t, logs, "leadership acquired", lease)
-		requireLeaderLog(t, logs, "leadership released", lease)
+		electiontest.RequireLog(t, logs, "leadership acquired", lease)
+		electiontest.RequireLog(t, logs, "leadership released", lease)
 	})
 }
 
 func TestLeader_RenewalFailure_CancelsWithinOneInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lk := NewMemoryLock(testLeaseDuration)
-		ld, logs := newTestLeader(t, lk, LeaderConfig{})
+		lk := election.NewMemoryLock(testLeaseDuration)
+		ld, logs := electiontest.NewLeader(t, lk, election.LeaderConfig{})
 
 		var calls atomic.Int32
 		var cancelledAt time.Time
-		started := make(chan Lease, 1)
+		started := make(chan election.Lease, 1)
 		errc := make(chan error, 1)
 		go func() {
-			errc <- ld.RunAsLeader(t.Context(), func(ctx context.Context, l Lease, beat func()) error {
+			errc <- ld.RunAsLeader(t.Context(), func(ctx context.Context, l election.Lease, beat func()) error {
 				calls.Add(1)
 				started <- l
 				<-ctx.Done()
@@ -132,13 +111,13 @@ func TestLeader_RenewalFailure_CancelsWithinOneInterval(t *testing.T) {
 		time.Sleep(7 * time.Second) // between the first and second renewal
 		brokenAt := time.Now()
 		lk.Break()
-		other, err := lk.Acquire(t.Context(), testLockIdentity(2))
+		other, err := lk.Acquire(t.Context(), electiontest.Holder(2))
 		if err != nil {
 			t.Fatalf("other contender after the break: %v", err)
 		}
 
 		err = <-errc
-		if !errors.Is(err, ErrLeaseLost) {
+		if !errors.Is(err, election.ErrLeaseLost) {
 			t.Errorf("RunAsLeader = %v, want ErrLeaseLost", err)
 		}
 		if d := cancelledAt.Sub(brokenAt); d <= 0 || d > testRenewInterval {
@@ -151,29 +130,29 @@ func TestLeader_RenewalFailure_CancelsWithinOneInterval(t *testing.T) {
 		if !st.Held || st.Holder != other.Holder || st.Epoch != lease.Epoch+1 {
 			t.Errorf("State = %+v, want held by %v at epoch %d", st, other.Holder, lease.Epoch+1)
 		}
-		requireLeaderLog(t, logs, "lease renewal failed: leadership lost", lease)
+		electiontest.RequireLog(t, logs, "lease renewal failed: leadership lost", lease)
 	})
 }
 
 func TestLeader_LocalDeadline_CancelsBeforeExpiryWhenStorageHangs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lk := NewMemoryLock(testLeaseDuration)
-		lk.RenewHook = func(ctx context.Context, _ Lease) error {
+		lk := election.NewMemoryLock(testLeaseDuration)
+		lk.RenewHook = func(ctx context.Context, _ election.Lease) error {
 			<-ctx.Done() // storage never answers; Renew gives up when its budget ends
 			return ctx.Err()
 		}
-		ld, _ := newTestLeader(t, lk, LeaderConfig{})
+		ld, _ := electiontest.NewLeader(t, lk, election.LeaderConfig{})
 
-		var lease Lease
+		var lease election.Lease
 		var cancelledAt time.Time
-		err := ld.RunAsLeader(t.Context(), func(ctx context.Context, l Lease, beat func()) error {
+		err := ld.RunAsLeader(t.Context(), func(ctx context.Context, l election.Lease, beat func()) error {
 			lease = l
 			<-ctx.Done()
 			cancelledAt = time.Now()
 			return ctx.Err()
 		})
-		if !errors.Is(err, ErrLeaseLost) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("RunAsLeader = %v, want ErrLeaseLost wrapping the renewal's deadline", err)
+		if !errors.Is(err, election.ErrLeaseLost) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("RunAsLeader = %v, want election.ErrLeaseLost wrapping the renewal's deadline", err)
 		}
 		want := lease.AcquiredAt.Add(testLeaseDuration - testSafetyMargin)
 		if !cancelledAt.Equal(want) {
@@ -189,24 +168,24 @@ func TestLeader_LocalDeadline_CancelsBeforeExpiryWhenStorageHangs(t *testing.T) 
 func TestLeader_Stall_StopsRenewingAndLetsTheLeaseLapse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const stall = 8 * time.Second
-		lk := NewMemoryLock(testLeaseDuration)
+		lk := election.NewMemoryLock(testLeaseDuration)
 		var mu sync.Mutex
 		var lastRenewal time.Time
-		lk.RenewHook = func(context.Context, Lease) error {
+		lk.RenewHook = func(context.Context, election.Lease) error {
 			mu.Lock()
 			defer mu.Unlock()
 			lastRenewal = time.Now()
 			return nil
 		}
-		ld, logs := newTestLeader(t, lk, LeaderConfig{StallTimeout: stall})
+		ld, logs := electiontest.NewLeader(t, lk, election.LeaderConfig{StallTimeout: stall})
 
-		var lease Lease
+		var lease election.Lease
 		var lastBeat, cancelledAt time.Time
 		var cause error
 		unblock := make(chan struct{})
 		errc := make(chan error, 1)
 		go func() {
-			errc <- ld.RunAsLeader(t.Context(), func(ctx context.Context, l Lease, beat func()) error {
+			errc <- ld.RunAsLeader(t.Context(), func(ctx context.Context, l election.Lease, beat func()) error {
 				lease = l
 				context.AfterFunc(ctx, func() { cancelledAt, cause = time.Now(), context.Cause(ctx) })
 				for range 3 {
@@ -220,8 +199,8 @@ func TestLeader_Stall_StopsRenewingAndLetsTheLeaseLapse(t *testing.T) {
 		}()
 
 		// Contend every 100ms, as ticks on other instances would, until someone wins.
-		other := testLockIdentity(2)
-		var won Lease
+		other := electiontest.Holder(2)
+		var won election.Lease
 		for giveUp := time.Now().Add(time.Minute); ; {
 			time.Sleep(100 * time.Millisecond)
 			l, err := lk.Acquire(t.Context(), other)
@@ -229,7 +208,7 @@ func TestLeader_Stall_StopsRenewingAndLetsTheLeaseLapse(t *testing.T) {
 				won = l
 				break
 			}
-			if held := (*HeldError)(nil); !errors.As(err, &held) {
+			if held := (*election.HeldError)(nil); !errors.As(err, &held) {
 				t.Fatalf("contender: %v", err)
 			}
 			if time.Now().After(giveUp) {
@@ -239,7 +218,7 @@ func TestLeader_Stall_StopsRenewingAndLetsTheLeaseLapse(t *testing.T) {
 		}
 		synctest.Wait()
 
-		if !errors.Is(cause, ErrStalled) {
+		if !errors.Is(cause, election.ErrStalled) {
 			t.Errorf("task context cause = %v, want ErrStalled", cause)
 		}
 		if want := lastBeat.Add(stall); !cancelledAt.Equal(want) {
@@ -261,10 +240,10 @@ func TestLeader_Stall_StopsRenewingAndLetsTheLeaseLapse(t *testing.T) {
 		}
 
 		close(unblock)
-		if err := <-errc; !errors.Is(err, ErrStalled) {
+		if err := <-errc; !errors.Is(err, election.ErrStalled) {
 			t.Errorf("RunAsLeader = %v, want ErrStalled", err)
 		}
-		requireLeaderLog(t, logs, "leader task stalled: stopping renewals, lease will lapse", lease)
+		electiontest.RequireLog(t, logs, "leader task stalled: stopping renewals, lease will lapse", lease)
 		if st, _ := lk.State(t.Context()); st.Holder != other || !st.Held {
 			t.Errorf("State = %+v: the stalled leader's late release must not affect the new holder %v", st, other)
 		}
@@ -273,13 +252,13 @@ func TestLeader_Stall_StopsRenewingAndLetsTheLeaseLapse(t *testing.T) {
 
 func TestLeader_ReleaseAll_HandsOverAndCloses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lk := NewMemoryLock(testLeaseDuration)
-		ld, logs := newTestLeader(t, lk, LeaderConfig{})
+		lk := election.NewMemoryLock(testLeaseDuration)
+		ld, logs := electiontest.NewLeader(t, lk, election.LeaderConfig{})
 
-		started := make(chan Lease, 1)
+		started := make(chan election.Lease, 1)
 		errc := make(chan error, 1)
 		go func() {
-			errc <- ld.RunAsLeader(t.Context(), func(ctx context.Context, l Lease, beat func()) error {
+			errc <- ld.RunAsLeader(t.Context(), func(ctx context.Context, l election.Lease, beat func()) error {
 				started <- l
 				<-ctx.Done()
 				return ctx.Err()
@@ -295,34 +274,34 @@ func TestLeader_ReleaseAll_HandsOverAndCloses(t *testing.T) {
 		if err := ld.ReleaseAll(ctx); err != nil {
 			t.Fatalf("ReleaseAll: %v", err)
 		}
-		if err := <-errc; !errors.Is(err, ErrHandover) {
+		if err := <-errc; !errors.Is(err, election.ErrHandover) {
 			t.Errorf("RunAsLeader = %v, want ErrHandover", err)
 		}
 		if got := ld.Held(); len(got) != 0 {
 			t.Errorf("Held after ReleaseAll = %+v, want none", got)
 		}
-		if _, err := lk.Acquire(t.Context(), testLockIdentity(2)); err != nil {
+		if _, err := lk.Acquire(t.Context(), electiontest.Holder(2)); err != nil {
 			t.Errorf("next contender right after ReleaseAll: %v, want it to win at once", err)
 		}
-		if err := ld.RunAsLeader(t.Context(), func(context.Context, Lease, func()) error {
+		if err := ld.RunAsLeader(t.Context(), func(context.Context, election.Lease, func()) error {
 			t.Error("task ran after ReleaseAll")
 			return nil
-		}); !errors.Is(err, ErrLeaderClosed) {
+		}); !errors.Is(err, election.ErrLeaderClosed) {
 			t.Errorf("RunAsLeader after ReleaseAll = %v, want ErrLeaderClosed", err)
 		}
-		requireLeaderLog(t, logs, "leadership released", lease)
+		electiontest.RequireLog(t, logs, "leadership released", lease)
 	})
 }
 
 func TestLeader_ReleaseAll_KeepsTheLeaseOfATaskThatDoesNotStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lk := NewMemoryLock(testLeaseDuration)
-		ld, _ := newTestLeader(t, lk, LeaderConfig{})
+		lk := election.NewMemoryLock(testLeaseDuration)
+		ld, _ := electiontest.NewLeader(t, lk, election.LeaderConfig{})
 		started := make(chan struct{})
 		unblock := make(chan struct{})
 		errc := make(chan error, 1)
 		go func() {
-			errc <- ld.RunAsLeader(t.Context(), func(ctx context.Context, l Lease, beat func()) error {
+			errc <- ld.RunAsLeader(t.Context(), func(ctx context.Context, l election.Lease, beat func()) error {
 				close(started)
 				<-unblock // deaf to ctx
 				return nil
@@ -338,7 +317,7 @@ func TestLeader_ReleaseAll_KeepsTheLeaseOfATaskThatDoesNotStop(t *testing.T) {
 			t.Errorf("%d releases while the task still runs, want 0", n)
 		}
 		close(unblock)
-		if err := <-errc; !errors.Is(err, ErrHandover) {
+		if err := <-errc; !errors.Is(err, election.ErrHandover) {
 			t.Errorf("RunAsLeader = %v, want ErrHandover", err)
 		}
 		if n := lk.Releases.Load(); n != 1 {
@@ -349,21 +328,21 @@ func TestLeader_ReleaseAll_KeepsTheLeaseOfATaskThatDoesNotStop(t *testing.T) {
 
 func TestLeader_HeldReturnsAtOnceWithoutRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lk := NewMemoryLock(testLeaseDuration)
-		holder := testLockIdentity(9)
+		lk := election.NewMemoryLock(testLeaseDuration)
+		holder := electiontest.Holder(9)
 		theirs, err := lk.Acquire(t.Context(), holder)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ld, _ := newTestLeader(t, lk, LeaderConfig{})
+		ld, _ := electiontest.NewLeader(t, lk, election.LeaderConfig{})
 		start := time.Now()
-		err = ld.RunAsLeader(t.Context(), func(context.Context, Lease, func()) error {
+		err = ld.RunAsLeader(t.Context(), func(context.Context, election.Lease, func()) error {
 			t.Error("task ran without the lease")
 			return nil
 		})
-		var held *HeldError
+		var held *election.HeldError
 		if !errors.As(err, &held) || held.Holder != holder || held.Epoch != theirs.Epoch {
-			t.Errorf("RunAsLeader = %v, want *HeldError naming %v epoch %d", err, holder, theirs.Epoch)
+			t.Errorf("RunAsLeader = %v, want *election.HeldError naming %v epoch %d", err, holder, theirs.Epoch)
 		}
 		if d := time.Since(start); d != 0 {
 			t.Errorf("RunAsLeader waited %s, want an immediate answer", d)
@@ -376,10 +355,10 @@ func TestLeader_HeldReturnsAtOnceWithoutRunning(t *testing.T) {
 
 func TestLeader_ReleasesWithAFreshContextAfterCancellation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lk := NewMemoryLock(testLeaseDuration)
-		ld, _ := newTestLeader(t, lk, LeaderConfig{})
+		lk := election.NewMemoryLock(testLeaseDuration)
+		ld, _ := electiontest.NewLeader(t, lk, election.LeaderConfig{})
 		ctx, cancel := context.WithCancel(t.Context())
-		err := ld.RunAsLeader(ctx, func(ctx context.Context, l Lease, beat func()) error {
+		err := ld.RunAsLeader(ctx, func(ctx context.Context, l election.Lease, beat func()) error {
 			cancel()
 			<-ctx.Done()
 			return ctx.Err()
@@ -398,10 +377,10 @@ func TestLeader_ReleasesWithAFreshContextAfterCancellation(t *testing.T) {
 
 func TestLeader_ReturnsTheTaskError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lk := NewMemoryLock(testLeaseDuration)
-		ld, _ := newTestLeader(t, lk, LeaderConfig{})
+		lk := election.NewMemoryLock(testLeaseDuration)
+		ld, _ := electiontest.NewLeader(t, lk, election.LeaderConfig{})
 		boom := errors.New("boom")
-		err := ld.RunAsLeader(t.Context(), func(context.Context, Lease, func()) error { return boom })
+		err := ld.RunAsLeader(t.Context(), func(context.Context, election.Lease, func()) error { return boom })
 		if err != boom {
 			t.Errorf("RunAsLeader = %v, want the task's error unchanged", err)
 		}
@@ -412,34 +391,34 @@ func TestLeader_ReturnsTheTaskError(t *testing.T) {
 }
 
 func TestNewLeader_Validation(t *testing.T) {
-	lk := NewMemoryLock(30 * time.Second)
-	id := testLockIdentity(1)
+	lk := election.NewMemoryLock(30 * time.Second)
+	id := electiontest.Holder(1)
 	tests := []struct {
 		name    string
-		cfg     LeaderConfig
+		cfg     election.LeaderConfig
 		wantErr string // substring; "" means valid
 	}{
-		{"defaults are valid", LeaderConfig{Lock: lk, Identity: id}, ""},
-		{"15s lease with defaults", LeaderConfig{Lock: NewMemoryLock(15 * time.Second), Identity: id, LeaseDuration: 15 * time.Second}, ""},
-		{"60s lease with defaults", LeaderConfig{Lock: NewMemoryLock(60 * time.Second), Identity: id, LeaseDuration: 60 * time.Second}, ""},
-		{"lock is required", LeaderConfig{Identity: id}, "Lock is required"},
-		{"identity instance is required", LeaderConfig{Lock: lk, Identity: ledger.Holder{App: "a"}}, "holder instance"},
-		{"identity app is required", LeaderConfig{Lock: lk, Identity: ledger.Holder{Instance: "i"}}, "holder app"},
-		{"lease shorter than 15s", LeaderConfig{Lock: lk, Identity: id, LeaseDuration: 14 * time.Second}, "LeaseDuration 14s is out of range"},
-		{"lease longer than 60s", LeaderConfig{Lock: lk, Identity: id, LeaseDuration: 61 * time.Second}, "LeaseDuration 1m1s is out of range"},
-		{"lease differs from the lock's", LeaderConfig{Lock: lk, Identity: id, LeaseDuration: 15 * time.Second}, "must equal the lock's lease duration 30s"},
-		{"renew interval too long", LeaderConfig{Lock: lk, Identity: id, RenewInterval: 13 * time.Second}, "RenewInterval 13s must be positive and at most half"},
-		{"renew interval negative", LeaderConfig{Lock: lk, Identity: id, RenewInterval: -time.Second}, "RenewInterval -1s"},
-		{"renew interval at the limit", LeaderConfig{Lock: lk, Identity: id, RenewInterval: 12500 * time.Millisecond}, ""},
-		{"negative safety margin", LeaderConfig{Lock: lk, Identity: id, SafetyMargin: -time.Second}, "SafetyMargin -1s"},
-		{"safety margin of half the lease", LeaderConfig{Lock: lk, Identity: id, SafetyMargin: 15 * time.Second}, "SafetyMargin 15s"},
-		{"stall timeout not longer than renew interval", LeaderConfig{Lock: lk, Identity: id, StallTimeout: 10 * time.Second}, "StallTimeout 10s must be longer than RenewInterval 10s"},
-		{"stall timeout absurdly long", LeaderConfig{Lock: lk, Identity: id, StallTimeout: 25 * time.Hour}, "StallTimeout 25h0m0s"},
-		{"negative release timeout", LeaderConfig{Lock: lk, Identity: id, ReleaseTimeout: -time.Second}, "ReleaseTimeout -1s"},
+		{"defaults are valid", election.LeaderConfig{Lock: lk, Identity: id}, ""},
+		{"15s lease with defaults", election.LeaderConfig{Lock: election.NewMemoryLock(15 * time.Second), Identity: id, LeaseDuration: 15 * time.Second}, ""},
+		{"60s lease with defaults", election.LeaderConfig{Lock: election.NewMemoryLock(60 * time.Second), Identity: id, LeaseDuration: 60 * time.Second}, ""},
+		{"lock is required", election.LeaderConfig{Identity: id}, "Lock is required"},
+		{"identity instance is required", election.LeaderConfig{Lock: lk, Identity: ledger.Holder{App: "a"}}, "holder instance"},
+		{"identity app is required", election.LeaderConfig{Lock: lk, Identity: ledger.Holder{Instance: "i"}}, "holder app"},
+		{"lease shorter than 15s", election.LeaderConfig{Lock: lk, Identity: id, LeaseDuration: 14 * time.Second}, "LeaseDuration 14s is out of range"},
+		{"lease longer than 60s", election.LeaderConfig{Lock: lk, Identity: id, LeaseDuration: 61 * time.Second}, "LeaseDuration 1m1s is out of range"},
+		{"lease differs from the lock's", election.LeaderConfig{Lock: lk, Identity: id, LeaseDuration: 15 * time.Second}, "must equal the lock's lease duration 30s"},
+		{"renew interval too long", election.LeaderConfig{Lock: lk, Identity: id, RenewInterval: 13 * time.Second}, "RenewInterval 13s must be positive and at most half"},
+		{"renew interval negative", election.LeaderConfig{Lock: lk, Identity: id, RenewInterval: -time.Second}, "RenewInterval -1s"},
+		{"renew interval at the limit", election.LeaderConfig{Lock: lk, Identity: id, RenewInterval: 12500 * time.Millisecond}, ""},
+		{"negative safety margin", election.LeaderConfig{Lock: lk, Identity: id, SafetyMargin: -time.Second}, "SafetyMargin -1s"},
+		{"safety margin of half the lease", election.LeaderConfig{Lock: lk, Identity: id, SafetyMargin: 15 * time.Second}, "SafetyMargin 15s"},
+		{"stall timeout not longer than renew interval", election.LeaderConfig{Lock: lk, Identity: id, StallTimeout: 10 * time.Second}, "StallTimeout 10s must be longer than election.RenewInterval 10s"},
+		{"stall timeout absurdly long", election.LeaderConfig{Lock: lk, Identity: id, StallTimeout: 25 * time.Hour}, "StallTimeout 25h0m0s"},
+		{"negative release timeout", election.LeaderConfig{Lock: lk, Identity: id, ReleaseTimeout: -time.Second}, "ReleaseTimeout -1s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := NewLeader(tt.cfg)
+			_, err := election.NewLeader(tt.cfg)
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Errorf("NewLeader: got %v, want no error", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/ledger"
 	"time"
 )
@@ -24,6 +25,13 @@ type Lock interface {
 	// State reads the current leadership without contending for it.
 	State(ctx context.Context) (LeaderState, error)
 }
+
+// Lease durations. Azure Blob leases last 15 to 60 seconds (or forever, which Baton never uses).
+const (
+	DefaultLeaseDuration = config.DefaultLeaseDuration
+	MinLeaseDuration     = config.MinLeaseDuration
+	MaxLeaseDuration     = config.MaxLeaseDuration
+)
 
 // Lease is one acquisition of the lock: a plain value, safe to copy.
 type Lease struct {

@@ -123,6 +123,13 @@ func (f *MemoryLock) State(ctx context.Context) (LeaderState, error) {
 	return s, nil
 }
 
+// Lapsed reports whether, at now, the current lease (if any) has run out.
+func (f *MemoryLock) Lapsed(now time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !now.Before(f.expires)
+}
+
 // Break breaks the lease from outside, as BreakLease with a zero break period does.
 func (f *MemoryLock) Break() {
 	f.mu.Lock()

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/bloblease"
+	"github.com/batonfn/baton/internal/azclient"
 	"io"
 	"log/slog"
 	"net/http"
@@ -49,7 +51,7 @@ type apiEnv struct {
 
 // coordinatorParts lets a test add a second contender for the same lease.
 type coordinatorParts struct {
-	lock *election.BlobLock
+	lock *bloblease.BlobLock
 }
 
 const testLeaseDuration = 15 * time.Second
@@ -61,11 +63,11 @@ type envWithoutSchedule struct{}
 func newAPIEnv(t testing.TB, opts ...envWithoutSchedule) *apiEnv {
 	t.Helper()
 	srv := azurite.Shared(t)
-	blobs, err := srv.Storage().NewBlobClient(nil)
+	blobs, err := azclient.Blob(srv.Storage(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	qs, err := srv.Storage().NewQueueClient(nil)
+	qs, err := azclient.Queue(srv.Storage(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +91,7 @@ func newAPIEnv(t testing.TB, opts ...envWithoutSchedule) *apiEnv {
 
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	lock, err := election.NewBlobLock(leases, "leader", election.BlobLockOptions{Duration: testLeaseDuration, Logger: logger})
+	lock, err := bloblease.NewBlobLock(leases, "leader", bloblease.BlobLockOptions{Duration: testLeaseDuration, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/bloblease"
+	"github.com/batonfn/baton/internal/azclient"
 	"log/slog"
 	"net/http"
 	"os"
@@ -76,7 +78,7 @@ func newApp(cfg config.Config, logger *slog.Logger) (*App, error) {
 	app := &App{Server: NewServer(logger.With("instance", cfg.InstanceID), cfg.InvocationTimeout(), newInvocationID)}
 	identity := ledger.Holder{App: cfg.AppName, Instance: cfg.InstanceID, PID: os.Getpid()}
 
-	blobs, err := cfg.Storage.NewBlobClient(nil)
+	blobs, err := azclient.Blob(cfg.Storage, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -84,15 +86,15 @@ func newApp(cfg config.Config, logger *slog.Logger) (*App, error) {
 	// behind the leader's enqueue or the workers' calls in a shared pool, and no SDK retries,
 	// because the lock retries each call itself with a per-try timeout that leaves several
 	// tries inside the lease.
-	leaseBlobs, err := cfg.Storage.NewBlobClient(&azblob.ClientOptions{ClientOptions: policy.ClientOptions{
+	leaseBlobs, err := azclient.Blob(cfg.Storage, &azblob.ClientOptions{ClientOptions: policy.ClientOptions{
 		Transport: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
 		Retry:     policy.RetryOptions{MaxRetries: -1},
 	}})
 	if err != nil {
 		return nil, err
 	}
-	lock, err := election.NewBlobLock(leaseBlobs.ServiceClient().NewContainerClient(cfg.LeaseContainer), cfg.LeaseName,
-		election.BlobLockOptions{Duration: cfg.LeaseDuration, Setting: cfg.Storage.Name, Logger: logger})
+	lock, err := bloblease.NewBlobLock(leaseBlobs.ServiceClient().NewContainerClient(cfg.LeaseContainer), cfg.LeaseName,
+		bloblease.BlobLockOptions{Duration: cfg.LeaseDuration, Setting: cfg.Storage.Name, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +164,7 @@ func newApp(cfg config.Config, logger *slog.Logger) (*App, error) {
 func newSenders(cfg config.Config) (work, control coordinator.Sender, closeAll func(context.Context) error, err error) {
 	switch cfg.Transport {
 	case config.TransportQueue:
-		qs, err := cfg.Storage.NewQueueClient(nil)
+		qs, err := azclient.Queue(cfg.Storage, nil)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -170,7 +172,7 @@ func newSenders(cfg config.Config) (work, control coordinator.Sender, closeAll f
 		c := transport.NewQueueSender(qs.NewQueueClient(cfg.ControlQueue), transport.QueueSenderOptions{})
 		return w, c, func(ctx context.Context) error { return errors.Join(w.Close(ctx), c.Close(ctx)) }, nil
 	default:
-		client, err := cfg.ServiceBus.NewClient(nil)
+		client, err := azclient.ServiceBus(cfg.ServiceBus, nil)
 		if err != nil {
 			return nil, nil, nil, err
 		}

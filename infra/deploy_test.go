@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/internal/azclient"
 	"io"
 	"net"
 	"net/http"
@@ -145,7 +146,7 @@ func createTemplateResources(t *testing.T, ctx context.Context, srv *azurite.Ser
 		}
 		return s
 	}
-	blobs, err := srv.Storage().NewBlobClient(nil)
+	blobs, err := azclient.Blob(srv.Storage(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func createTemplateResources(t *testing.T, ctx context.Context, srv *azurite.Ser
 			t.Fatalf("create container %s: %v", c, err)
 		}
 	}
-	qs, err := srv.Storage().NewQueueClient(nil)
+	qs, err := azclient.Queue(srv.Storage(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +346,7 @@ func (h *deployedHandler) deliverUntilFinal(ctx context.Context, q *azqueue.Queu
 
 func runsStore(t *testing.T, srv *azurite.Server) *blobstore.Store {
 	t.Helper()
-	blobs, err := srv.Storage().NewBlobClient(nil)
+	blobs, err := azclient.Blob(srv.Storage(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

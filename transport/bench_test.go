@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"github.com/batonfn/baton/internal/azclient"
 	"net/http"
 	"testing"
 
@@ -26,7 +27,7 @@ func BenchmarkQueueSender_Send1000_Parallelism(b *testing.B) {
 		b.Run(fmt.Sprintf("par=%d", par), func(b *testing.B) {
 			tr := http.DefaultTransport.(*http.Transport).Clone()
 			tr.MaxIdleConnsPerHost = par
-			svc, err := azurite.Shared(b).Storage().NewQueueClient(&azqueue.ClientOptions{
+			svc, err := azclient.Queue(azurite.Shared(b).Storage(), &azqueue.ClientOptions{
 				ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: tr}},
 			})
 			if err != nil {

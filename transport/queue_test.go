@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"encoding/base64"
+	"github.com/batonfn/baton/internal/azclient"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 // shared Azurite, deleted in t.Cleanup.
 func newAzuriteQueue(tb testing.TB) *azqueue.QueueClient {
 	tb.Helper()
-	svc, err := azurite.Shared(tb).Storage().NewQueueClient(nil)
+	svc, err := azclient.Queue(azurite.Shared(tb).Storage(), nil)
 	if err != nil {
 		tb.Fatalf("queue client: %v", err)
 	}

@@ -3,6 +3,7 @@ package work_test
 import (
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/internal/azclient"
 	"net/http"
 	"strings"
 	"sync"
@@ -224,7 +225,7 @@ func TestTryFinish_LostClaimResponseIsRecognisedAsOurs(t *testing.T) {
 	f := newFixture(t)
 	f.completeRun("lost-claim", n)
 	lose := &loseClaimResponse{}
-	client, err := azurite.Shared(t).Storage().NewBlobClient(&azblob.ClientOptions{ClientOptions: azcore.ClientOptions{
+	client, err := azclient.Blob(azurite.Shared(t).Storage(), &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{
 		PerRetryPolicies: []policy.Policy{lose}, Retry: policy.RetryOptions{RetryDelay: 10 * time.Millisecond}}})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/internal/azclient"
 	"iter"
 	"log/slog"
 	"net/http"
@@ -40,7 +41,7 @@ func (p *countPolicy) Do(req *policy.Request) (*http.Response, error) {
 func countingClient(tb testing.TB) (*azblob.Client, *countPolicy) {
 	tb.Helper()
 	calls := &countPolicy{}
-	client, err := azurite.Shared(tb).Storage().NewBlobClient(&azblob.ClientOptions{
+	client, err := azclient.Blob(azurite.Shared(tb).Storage(), &azblob.ClientOptions{
 		ClientOptions: azcore.ClientOptions{PerCallPolicies: []policy.Policy{calls}},
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/batonfn/baton/internal/azclient"
 	"io"
 	"log/slog"
 	"net/http"
@@ -250,7 +251,7 @@ func (d *demo) report(ctx context.Context, h *devhost.Host, run string) (map[str
 		}
 	}
 	cfg := h.Config()
-	blobs, err := cfg.Storage.NewBlobClient(nil)
+	blobs, err := azclient.Blob(cfg.Storage, nil)
 	if err != nil {
 		return nil, "", err
 	}

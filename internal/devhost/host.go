@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/bloblease"
+	"github.com/batonfn/baton/internal/azclient"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -393,13 +394,13 @@ func joinPath(prefix, p string) string {
 }
 
 func (h *Host) startProgress() error {
-	blobs, err := h.cfg.Storage.NewBlobClient(nil)
+	blobs, err := azclient.Blob(h.cfg.Storage, nil)
 	if err != nil {
 		return err
 	}
 	svc := blobs.ServiceClient()
-	lock, err := election.NewBlobLock(svc.NewContainerClient(h.cfg.LeaseContainer), h.cfg.LeaseName,
-		election.BlobLockOptions{Duration: h.cfg.LeaseDuration, Logger: slog.New(slog.DiscardHandler)})
+	lock, err := bloblease.NewBlobLock(svc.NewContainerClient(h.cfg.LeaseContainer), h.cfg.LeaseName,
+		bloblease.BlobLockOptions{Duration: h.cfg.LeaseDuration, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/bloblease"
 	"strings"
 	"time"
 
@@ -59,7 +60,7 @@ func orDash(s string) string {
 // progressWatcher reads the active run's progress.
 type progressWatcher struct {
 	store *blobstore.Store
-	lock  *election.BlobLock
+	lock  *bloblease.BlobLock
 }
 
 // read looks at the latest started run; ok is false when no run was ever started.

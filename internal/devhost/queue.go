@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/internal/azclient"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -75,7 +76,7 @@ func newQueueTrigger(h *Host, fn *Function) (*queueTrigger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s connection: %w", fn.Name, err)
 	}
-	svc, err := sc.NewQueueClient(nil)
+	svc, err := azclient.Queue(sc, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s connection: %w", fn.Name, err)
 	}

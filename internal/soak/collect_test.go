@@ -2,6 +2,7 @@ package soak
 
 import (
 	"context"
+	"github.com/batonfn/baton/internal/azclient"
 	"os"
 	"slices"
 	"testing"
@@ -20,7 +21,7 @@ func TestMain(m *testing.M) { os.Exit(azurite.Main(m)) }
 func TestReadLedger(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	client, err := azurite.Shared(t).Storage().NewBlobClient(nil)
+	client, err := azclient.Blob(azurite.Shared(t).Storage(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package blobstore_test
 import (
 	"context"
 	"errors"
+	"github.com/batonfn/baton/internal/azclient"
 	"net/http"
 	"os"
 	"slices"
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) { os.Exit(azurite.Main(m)) }
 func newStore(t testing.TB, opts blobstore.Options) (*blobstore.Store, *container.Client) {
 	t.Helper()
 	srv := azurite.Shared(t)
-	client, err := srv.Storage().NewBlobClient(nil)
+	client, err := azclient.Blob(srv.Storage(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

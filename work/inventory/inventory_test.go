@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/internal/azclient"
 	"reflect"
 	"slices"
 	"sync"
@@ -175,7 +176,7 @@ func planAll(t *testing.T, ctx context.Context, job work.Job, params json.RawMes
 
 func TestInventory_SeededContainerThroughTheWorker(t *testing.T) {
 	ctx := testContext(t)
-	client, err := azurite.Shared(t).Storage().NewBlobClient(nil)
+	client, err := azclient.Blob(azurite.Shared(t).Storage(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +247,7 @@ func TestInventory_SeededContainerThroughTheWorker(t *testing.T) {
 
 func TestInventory_PlanEdges(t *testing.T) {
 	ctx := testContext(t)
-	client, err := azurite.Shared(t).Storage().NewBlobClient(nil)
+	client, err := azclient.Blob(azurite.Shared(t).Storage(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +277,7 @@ func TestInventory_PlanEdges(t *testing.T) {
 }
 
 func TestInventory_ProcessRejectsBadPayloads(t *testing.T) {
-	client, err := azurite.Shared(t).Storage().NewBlobClient(nil)
+	client, err := azclient.Blob(azurite.Shared(t).Storage(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

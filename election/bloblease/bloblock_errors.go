@@ -1,9 +1,10 @@
-package election
+package bloblease
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -38,7 +39,7 @@ func (e *AccessError) Error() string {
 
 func (e *AccessError) Unwrap() error { return e.Err }
 
-// Outcomes of one storage call, as produced by translate. Only ErrLeaseLost, *HeldError and
+// Outcomes of one storage call, as produced by translate. Only election.ErrLeaseLost, *election.HeldError and
 // *AccessError leave this file's callers; the others steer BlobLock's own logic.
 var (
 	errLeasePresent      = errors.New("lease already present")
@@ -78,7 +79,7 @@ func (b *BlobLock) translate(err error) error {
 		bloberror.LeaseIDMissing, bloberror.LeaseNotPresentWithLeaseOperation,
 		bloberror.LeaseNotPresentWithBlobOperation, bloberror.LeaseLost,
 		bloberror.LeaseIsBrokenAndCannotBeRenewed, bloberror.LeaseAlreadyBroken):
-		return fmt.Errorf("%w (%w)", ErrLeaseLost, short)
+		return fmt.Errorf("%w (%w)", election.ErrLeaseLost, short)
 	case bloberror.HasCode(err, bloberror.ConditionNotMet):
 		return fmt.Errorf("%w (%w)", errConditionNotMet, short)
 	case bloberror.HasCode(err, bloberror.BlobNotFound):

@@ -1,9 +1,10 @@
-package election
+package bloblease
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/ledger"
 	"net"
 	"strings"
@@ -59,8 +60,8 @@ func TestNewBlobLock_Validation(t *testing.T) {
 				t.Errorf("NewBlobLock: got %v, want no error", err)
 			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
 				t.Errorf("NewBlobLock: got %v, want an error containing %q", err, tt.wantErr)
-			case err == nil && tt.opts.Duration == 0 && lk.Duration() != DefaultLeaseDuration:
-				t.Errorf("default Duration = %s, want %s", lk.Duration(), DefaultLeaseDuration)
+			case err == nil && tt.opts.Duration == 0 && lk.Duration() != election.DefaultLeaseDuration:
+				t.Errorf("default Duration = %s, want %s", lk.Duration(), election.DefaultLeaseDuration)
 			}
 		})
 	}
@@ -83,11 +84,11 @@ func TestBlobLock_Translate(t *testing.T) {
 	}{
 		{"lease already present", resp(409, "LeaseAlreadyPresent"), errLeasePresent, false},
 		{"lease breaking", resp(409, "LeaseIsBreakingAndCannotBeAcquired"), errLeasePresent, false},
-		{"renew with another's id", resp(409, "LeaseIdMismatchWithLeaseOperation"), ErrLeaseLost, false},
-		{"write with another's id", resp(412, "LeaseIdMismatchWithBlobOperation"), ErrLeaseLost, false},
-		{"write without id", resp(412, "LeaseIdMissing"), ErrLeaseLost, false},
-		{"broken lease", resp(409, "LeaseIsBrokenAndCannotBeRenewed"), ErrLeaseLost, false},
-		{"released lease", resp(409, "LeaseNotPresentWithLeaseOperation"), ErrLeaseLost, false},
+		{"renew with another's id", resp(409, "LeaseIdMismatchWithLeaseOperation"), election.ErrLeaseLost, false},
+		{"write with another's id", resp(412, "LeaseIdMismatchWithBlobOperation"), election.ErrLeaseLost, false},
+		{"write without id", resp(412, "LeaseIdMissing"), election.ErrLeaseLost, false},
+		{"broken lease", resp(409, "LeaseIsBrokenAndCannotBeRenewed"), election.ErrLeaseLost, false},
+		{"released lease", resp(409, "LeaseNotPresentWithLeaseOperation"), election.ErrLeaseLost, false},
 		{"etag moved", resp(412, "ConditionNotMet"), errConditionNotMet, false},
 		{"blob missing", resp(404, "BlobNotFound"), errBlobNotFound, false},
 		{"container missing", resp(404, "ContainerNotFound"), errContainerNotFound, false},
@@ -121,7 +122,7 @@ func TestBlobLock_Translate(t *testing.T) {
 					t.Errorf("translate = %v, want it to match %v", got, tt.want)
 				}
 			default:
-				for _, s := range []error{errLeasePresent, ErrLeaseLost, errConditionNotMet, errBlobNotFound,
+				for _, s := range []error{errLeasePresent, election.ErrLeaseLost, errConditionNotMet, errBlobNotFound,
 					errContainerNotFound, errAlreadyExists, errTransient} {
 					if errors.Is(got, s) {
 						t.Errorf("translate = %v, want no outcome sentinel, got %v", got, s)

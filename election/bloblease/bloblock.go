@@ -1,10 +1,11 @@
-package election
+package bloblease
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/ledger"
 	"log/slog"
 	"net/url"
@@ -24,14 +25,8 @@ import (
 	"github.com/batonfn/baton/config"
 )
 
-// Lease durations. Azure Blob leases last 15 to 60 seconds (or forever, which Baton never uses).
-const (
-	DefaultLeaseDuration = config.DefaultLeaseDuration
-	MinLeaseDuration     = config.MinLeaseDuration
-	MaxLeaseDuration     = config.MaxLeaseDuration
-	// DefaultAttemptTimeout bounds one storage call of a BlobLock.
-	DefaultAttemptTimeout = 5 * time.Second
-)
+// DefaultAttemptTimeout bounds one storage call of a BlobLock.
+const DefaultAttemptTimeout = 5 * time.Second
 
 // BlobLockOptions tune a BlobLock. The zero value is usable.
 type BlobLockOptions struct {
@@ -51,7 +46,7 @@ type BlobLockOptions struct {
 	Logger *slog.Logger
 }
 
-// BlobLock is a Lock over one zero-length blob in a container: holding the blob's lease is
+// BlobLock is a election.Lock over one zero-length blob in a container: holding the blob's lease is
 // holding the lock. The holder's identity, epoch and acquired-at live in the blob's metadata,
 // which only the lease holder can write.
 type BlobLock struct {
@@ -66,7 +61,7 @@ type BlobLock struct {
 	confirmed map[string]time.Time
 }
 
-var _ Lock = (*BlobLock)(nil)
+var _ election.Lock = (*BlobLock)(nil)
 
 // NewBlobLock returns a lock over the blob name in c. The container and the blob are created
 // on first Acquire when missing; no network I/O happens here.
@@ -79,11 +74,11 @@ func NewBlobLock(c *container.Client, name string, opts BlobLockOptions) (*BlobL
 		errs = append(errs, fmt.Errorf("lease name %q: %w", name, err))
 	}
 	if opts.Duration == 0 {
-		opts.Duration = DefaultLeaseDuration
+		opts.Duration = election.DefaultLeaseDuration
 	}
 	switch {
-	case opts.Duration < MinLeaseDuration || opts.Duration > MaxLeaseDuration:
-		errs = append(errs, fmt.Errorf("Duration %s is out of range: Azure Blob leases last %s to %s", opts.Duration, MinLeaseDuration, MaxLeaseDuration))
+	case opts.Duration < election.MinLeaseDuration || opts.Duration > election.MaxLeaseDuration:
+		errs = append(errs, fmt.Errorf("Duration %s is out of range: Azure Blob leases last %s to %s", opts.Duration, election.MinLeaseDuration, election.MaxLeaseDuration))
 	case opts.Duration%time.Second != 0:
 		errs = append(errs, fmt.Errorf("Duration %s must be a whole number of seconds", opts.Duration))
 	}
@@ -120,14 +115,14 @@ func (b *BlobLock) Duration() time.Duration { return b.opts.Duration }
 
 // Acquire makes one attempt to take the lease, creating the container and the blob first
 // when missing (concurrent creators all succeed). It reads the lease blob first: when that
-// shows a live lease, the attempt ends there with *HeldError describing the holder (one round
+// shows a live lease, the attempt ends there with *election.HeldError describing the holder (one round
 // trip, the common case on a busy tick). Otherwise it acquires the lease and records holder,
 // epoch+1 and the acquired-at time in the blob's metadata, conditioned on the new lease ID and
 // on the ETag of the record it read, so no two acquisitions can record the same epoch. The
 // whole attempt is bounded by a third of the lease duration.
-func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (Lease, error) {
+func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (election.Lease, error) {
 	if err := holder.Validate(); err != nil {
-		return Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
+		return election.Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.opts.Duration/3)
 	defer cancel()
@@ -135,27 +130,27 @@ func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (Lease, er
 	id := uuid.NewString()
 	lc, err := lease.NewBlobClient(b.blob, &lease.BlobClientOptions{LeaseID: &id})
 	if err != nil {
-		return Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
+		return election.Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
 	}
 	start := b.opts.Now()
 	var rec leaseRecord
 	for created := false; ; {
-		// 1. Read the record: the holder for HeldError, the epoch and ETag for the winner.
+		// 1. Read the record: the holder for election.HeldError, the epoch and ETag for the winner.
 		rec, err = b.read(ctx)
 		switch {
 		case err == nil:
-			if rec.LeaseState == LeaseStateLeased || rec.LeaseState == LeaseStateBreaking {
-				return Lease{}, b.heldError(ctx, rec, true)
+			if rec.LeaseState == election.LeaseStateLeased || rec.LeaseState == election.LeaseStateBreaking {
+				return election.Lease{}, b.heldError(ctx, rec, true)
 			}
 		case !created && (errors.Is(err, errBlobNotFound) || errors.Is(err, errContainerNotFound)):
 			// First use: create what is missing, then start over once.
 			if err := b.create(ctx, errors.Is(err, errContainerNotFound)); err != nil {
-				return Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
+				return election.Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
 			}
 			created = true
 			continue
 		default:
-			return Lease{}, fmt.Errorf("acquire lease %s: read record: %w", b.name, err)
+			return election.Lease{}, fmt.Errorf("acquire lease %s: read record: %w", b.name, err)
 		}
 
 		// 2. The lease looked free: try to take it. Retries of a lost response reuse the
@@ -167,7 +162,7 @@ func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (Lease, er
 		switch {
 		case err == nil:
 		case errors.Is(err, errLeasePresent):
-			return Lease{}, b.heldError(ctx, rec, false) // someone won since the read
+			return election.Lease{}, b.heldError(ctx, rec, false) // someone won since the read
 		case !created && (errors.Is(err, errBlobNotFound) || errors.Is(err, errContainerNotFound)):
 			continue // deleted since the read: the read will see it missing and create it
 		default:
@@ -176,7 +171,7 @@ func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (Lease, er
 				// everyone until it lapses.
 				b.releaseQuietly(lc)
 			}
-			return Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
+			return election.Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
 		}
 		break
 	}
@@ -185,7 +180,7 @@ func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (Lease, er
 	// bump is the latest one. A mismatch means another holder came and went between our read
 	// and our acquire: re-read (we hold the lease now, so that read is authoritative) and
 	// write again.
-	l := Lease{ID: id, Holder: holder, AcquiredAt: start, Duration: b.opts.Duration}
+	l := election.Lease{ID: id, Holder: holder, AcquiredAt: start, Duration: b.opts.Duration}
 	for try := 0; try < 2; try++ {
 		if try > 0 {
 			if rec, err = b.read(ctx); err != nil {
@@ -208,13 +203,13 @@ func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (Lease, er
 	}
 	if err != nil {
 		b.releaseQuietly(lc)
-		return Lease{}, fmt.Errorf("acquire lease %s: record holder: %w", b.name, err)
+		return election.Lease{}, fmt.Errorf("acquire lease %s: record holder: %w", b.name, err)
 	}
 	b.confirm(id, start)
 	return l, nil
 }
 
-// heldError builds the HeldError for a lost attempt from rec, re-reading it first unless it
+// heldError builds the election.HeldError for a lost attempt from rec, re-reading it first unless it
 // is fresh. A record read just after a takeover may predate the winner's metadata write by a
 // few milliseconds (it then shows no holder, a released one, or no live lease): re-read a few
 // times, 2 ms to 256 ms apart, until it shows a live holder. This is a bounded confirmation
@@ -226,19 +221,19 @@ func (b *BlobLock) heldError(ctx context.Context, rec leaseRecord, fresh bool) e
 	}
 	settled := func() bool {
 		return err == nil && rec.Epoch > 0 && rec.ReleasedAt.IsZero() &&
-			(rec.LeaseState == LeaseStateLeased || rec.LeaseState == LeaseStateBreaking)
+			(rec.LeaseState == election.LeaseStateLeased || rec.LeaseState == election.LeaseStateBreaking)
 	}
 	for wait := 2 * time.Millisecond; !settled() && wait <= 256*time.Millisecond; wait *= 2 {
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return &HeldError{Holder: rec.Holder, Epoch: rec.Epoch, Since: rec.AcquiredAt}
+			return &election.HeldError{Holder: rec.Holder, Epoch: rec.Epoch, Since: rec.AcquiredAt}
 		case <-t.C:
 		}
 		rec, err = b.read(ctx)
 	}
-	return &HeldError{Holder: rec.Holder, Epoch: rec.Epoch, Since: rec.AcquiredAt}
+	return &election.HeldError{Holder: rec.Holder, Epoch: rec.Epoch, Since: rec.AcquiredAt}
 }
 
 // create makes the container (when missing) and the zero-length lease blob. Both are
@@ -269,7 +264,7 @@ func (b *BlobLock) create(ctx context.Context, containerMissing bool) error {
 		return nil
 	case errors.Is(err, errContainerNotFound) && !containerMissing:
 		return b.create(ctx, true) // deleted under us: start over once
-	case errors.Is(err, errAlreadyExists), errors.Is(err, errConditionNotMet), errors.Is(err, ErrLeaseLost):
+	case errors.Is(err, errAlreadyExists), errors.Is(err, errConditionNotMet), errors.Is(err, election.ErrLeaseLost):
 		return nil // someone else created it (and may already hold its lease)
 	default:
 		return fmt.Errorf("create lease blob: %w", err)
@@ -280,7 +275,7 @@ func (b *BlobLock) create(ctx context.Context, containerMissing bool) error {
 // (or ctx) runs out: the budget ends when the lease may have expired, counted from the last
 // successful acquire or renew this BlobLock saw (half a duration for a lease it never saw),
 // and allows at least one try.
-func (b *BlobLock) Renew(ctx context.Context, l Lease) error {
+func (b *BlobLock) Renew(ctx context.Context, l election.Lease) error {
 	lc, err := lease.NewBlobClient(b.blob, &lease.BlobClientOptions{LeaseID: &l.ID})
 	if err != nil {
 		return fmt.Errorf("renew lease %s (epoch %d): %w", b.name, l.Epoch, err)
@@ -304,8 +299,8 @@ func (b *BlobLock) Renew(ctx context.Context, l Lease) error {
 		return nil
 	case errors.Is(err, errBlobNotFound), errors.Is(err, errContainerNotFound):
 		b.forget(l.ID)
-		return fmt.Errorf("renew lease %s (epoch %d): %w: %w", b.name, l.Epoch, ErrLeaseLost, err)
-	case errors.Is(err, ErrLeaseLost):
+		return fmt.Errorf("renew lease %s (epoch %d): %w: %w", b.name, l.Epoch, election.ErrLeaseLost, err)
+	case errors.Is(err, election.ErrLeaseLost):
 		b.forget(l.ID)
 		fallthrough
 	default:
@@ -314,8 +309,8 @@ func (b *BlobLock) Renew(ctx context.Context, l Lease) error {
 }
 
 // Release records the release time in the blob's metadata and releases the lease, so the
-// next contender wins at once. A lease that is already gone gives ErrLeaseLost.
-func (b *BlobLock) Release(ctx context.Context, l Lease) error {
+// next contender wins at once. A lease that is already gone gives election.ErrLeaseLost.
+func (b *BlobLock) Release(ctx context.Context, l election.Lease) error {
 	defer b.forget(l.ID)
 	lc, err := lease.NewBlobClient(b.blob, &lease.BlobClientOptions{LeaseID: &l.ID})
 	if err != nil {
@@ -338,7 +333,7 @@ func (b *BlobLock) Release(ctx context.Context, l Lease) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, errBlobNotFound), errors.Is(err, errContainerNotFound):
-		return fmt.Errorf("release lease %s (epoch %d): %w: %w", b.name, l.Epoch, ErrLeaseLost, err)
+		return fmt.Errorf("release lease %s (epoch %d): %w: %w", b.name, l.Epoch, election.ErrLeaseLost, err)
 	default:
 		return fmt.Errorf("release lease %s (epoch %d): %w", b.name, l.Epoch, err)
 	}
@@ -356,16 +351,16 @@ func (b *BlobLock) releaseQuietly(lc *lease.BlobClient) {
 
 // State reads the lease blob's properties: lease state and the last holder's record. It
 // never takes or changes the lease. A missing container or blob means no one has contended.
-func (b *BlobLock) State(ctx context.Context) (LeaderState, error) {
+func (b *BlobLock) State(ctx context.Context) (election.LeaderState, error) {
 	rec, err := b.read(ctx)
 	switch {
 	case errors.Is(err, errBlobNotFound), errors.Is(err, errContainerNotFound):
-		return LeaderState{}, nil
+		return election.LeaderState{}, nil
 	case err != nil:
-		return LeaderState{}, fmt.Errorf("read lease %s: %w", b.name, err)
+		return election.LeaderState{}, fmt.Errorf("read lease %s: %w", b.name, err)
 	}
-	return LeaderState{
-		Held:       rec.LeaseState == LeaseStateLeased || rec.LeaseState == LeaseStateBreaking,
+	return election.LeaderState{
+		Held:       rec.LeaseState == election.LeaseStateLeased || rec.LeaseState == election.LeaseStateBreaking,
 		Holder:     rec.Holder,
 		Epoch:      rec.Epoch,
 		Since:      rec.AcquiredAt,
@@ -417,7 +412,7 @@ func (b *BlobLock) forget(id string) {
 }
 
 // expiry is the earliest time the lease may expire, as far as this BlobLock knows.
-func (b *BlobLock) expiry(l Lease) time.Time {
+func (b *BlobLock) expiry(l election.Lease) time.Time {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if t, ok := b.confirmed[l.ID]; ok {

@@ -1,24 +1,26 @@
-package election
+// Package electiontest holds what tests of leadership share: the contract every election.Lock
+// must keep (RunLockContract), and a recorder of the leader's log lines.
+package electiontest
 
 import (
 	"context"
 	"errors"
+	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/ledger"
 	"strconv"
 	"testing"
-	"time"
 )
 
-// testLockIdentity is the identity of contender i in lock tests.
-func testLockIdentity(i int) ledger.Holder {
+// Holder is the identity of contender i in lock tests.
+func Holder(i int) ledger.Holder {
 	return ledger.Holder{App: "baton-test", Instance: "instance-" + strconv.Itoa(i), PID: 1000 + i}
 }
 
-// runLockContract checks the rules every Lock implementation must follow. newLock returns a
+// RunLockContract checks the rules every election.Lock implementation must follow. newLock returns a
 // fresh lock that no one has used.
-func runLockContract(t *testing.T, newLock func(t *testing.T) Lock) {
+func RunLockContract(t *testing.T, newLock func(t *testing.T) election.Lock) {
 	ctx := context.Background()
-	a, b := testLockIdentity(1), testLockIdentity(2)
+	a, b := Holder(1), Holder(2)
 
 	t.Run("state of an unused lock is empty", func(t *testing.T) {
 		lk := newLock(t)
@@ -26,7 +28,7 @@ func runLockContract(t *testing.T, newLock func(t *testing.T) Lock) {
 		if err != nil {
 			t.Fatalf("State: %v", err)
 		}
-		if got != (LeaderState{}) {
+		if got != (election.LeaderState{}) {
 			t.Errorf("State = %+v, want zero", got)
 		}
 	})
@@ -44,26 +46,26 @@ func runLockContract(t *testing.T, newLock func(t *testing.T) Lock) {
 		if err != nil {
 			t.Fatalf("State: %v", err)
 		}
-		if !st.Held || st.Holder != a || st.Epoch != 1 || !st.Since.Equal(l.AcquiredAt) || st.LeaseState != LeaseStateLeased {
+		if !st.Held || st.Holder != a || st.Epoch != 1 || !st.Since.Equal(l.AcquiredAt) || st.LeaseState != election.LeaseStateLeased {
 			t.Errorf("State = %+v, want held by %v at epoch 1 since %v, leased", st, a, l.AcquiredAt)
 		}
 	})
 
-	t.Run("second contender gets HeldError naming the holder", func(t *testing.T) {
+	t.Run("second contender gets election.HeldError naming the holder", func(t *testing.T) {
 		lk := newLock(t)
 		l, err := lk.Acquire(ctx, a)
 		if err != nil {
 			t.Fatalf("Acquire a: %v", err)
 		}
 		_, err = lk.Acquire(ctx, b)
-		var held *HeldError
+		var held *election.HeldError
 		if !errors.As(err, &held) {
 			t.Fatalf("Acquire b: got %v, want *HeldError", err)
 		}
 		if held.Holder != a || held.Epoch != l.Epoch || !held.Since.Equal(l.AcquiredAt) {
 			t.Errorf("HeldError = %+v, want holder %v epoch %d since %v", held, a, l.Epoch, l.AcquiredAt)
 		}
-		if errors.Is(err, ErrLeaseLost) {
+		if errors.Is(err, election.ErrLeaseLost) {
 			t.Errorf("HeldError also matches ErrLeaseLost: %v", err)
 		}
 	})
@@ -84,7 +86,7 @@ func runLockContract(t *testing.T, newLock func(t *testing.T) Lock) {
 		if err != nil {
 			t.Fatalf("State: %v", err)
 		}
-		if st.Held || st.Holder != a || st.Epoch != 1 || st.ReleasedAt.IsZero() || st.LeaseState != LeaseStateAvailable {
+		if st.Held || st.Holder != a || st.Epoch != 1 || st.ReleasedAt.IsZero() || st.LeaseState != election.LeaseStateAvailable {
 			t.Errorf("State after release = %+v, want not held, last holder %v epoch 1, released, available", st, a)
 		}
 		lb, err := lk.Acquire(ctx, b)
@@ -119,15 +121,15 @@ func runLockContract(t *testing.T, newLock func(t *testing.T) Lock) {
 		if err != nil {
 			t.Fatalf("Acquire b: %v", err)
 		}
-		if err := lk.Renew(ctx, la); !errors.Is(err, ErrLeaseLost) {
+		if err := lk.Renew(ctx, la); !errors.Is(err, election.ErrLeaseLost) {
 			t.Errorf("Renew of the old lease: got %v, want ErrLeaseLost", err)
 		}
-		if err := lk.Release(ctx, la); !errors.Is(err, ErrLeaseLost) {
+		if err := lk.Release(ctx, la); !errors.Is(err, election.ErrLeaseLost) {
 			t.Errorf("Release of the old lease: got %v, want ErrLeaseLost", err)
 		}
 		forged := lb
 		forged.ID = "00000000-0000-4000-8000-000000000000"
-		if err := lk.Renew(ctx, forged); !errors.Is(err, ErrLeaseLost) {
+		if err := lk.Renew(ctx, forged); !errors.Is(err, election.ErrLeaseLost) {
 			t.Errorf("Renew with a forged ID: got %v, want ErrLeaseLost", err)
 		}
 		if err := lk.Renew(ctx, lb); err != nil {
@@ -145,13 +147,9 @@ func runLockContract(t *testing.T, newLock func(t *testing.T) Lock) {
 	t.Run("identity is required", func(t *testing.T) {
 		lk := newLock(t)
 		_, err := lk.Acquire(ctx, ledger.Holder{App: "x"})
-		var held *HeldError
+		var held *election.HeldError
 		if err == nil || errors.As(err, &held) {
 			t.Errorf("Acquire with no instance: got %v, want a validation error", err)
 		}
 	})
-}
-
-func TestFakeLeaseLock_Contract(t *testing.T) {
-	runLockContract(t, func(t *testing.T) Lock { return NewMemoryLock(15 * time.Second) })
 }

@@ -1,7 +1,12 @@
-package config
+// Package azclient builds the Azure SDK clients from Baton's connection settings (package
+// config): a connection string, or identity-based settings with a managed identity or the
+// default credential chain. It is the one place that turns settings into SDK clients, so the
+// settings stay plain values and the domain packages never link an SDK.
+package azclient
 
 import (
 	"fmt"
+	"github.com/batonfn/baton/config"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
@@ -10,12 +15,12 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 )
 
-// TokenCredential builds the credential an identity-based connection uses: a managed identity
+// Credential builds the credential an identity-based connection uses: a managed identity
 // (user-assigned when a client or resource ID is given) when NAME__credential=managedidentity,
 // else the default chain (environment, workload identity, managed identity, Azure CLI, azd).
 // The Go DefaultAzureCredential takes no client ID, which is why the managed-identity case is
 // built explicitly.
-func (s CredentialSpec) TokenCredential() (azcore.TokenCredential, error) {
+func Credential(s config.CredentialSpec) (azcore.TokenCredential, error) {
 	if s.ManagedIdentity {
 		opts := &azidentity.ManagedIdentityCredentialOptions{}
 		switch {
@@ -30,7 +35,7 @@ func (s CredentialSpec) TokenCredential() (azcore.TokenCredential, error) {
 }
 
 // NewBlobClient builds the blob service client of the connection. No network I/O happens here.
-func (c StorageConnection) NewBlobClient(opts *azblob.ClientOptions) (*azblob.Client, error) {
+func Blob(c config.StorageConnection, opts *azblob.ClientOptions) (*azblob.Client, error) {
 	if c.ConnectionString != "" {
 		cl, err := azblob.NewClientFromConnectionString(c.ConnectionString, opts)
 		if err != nil {
@@ -38,7 +43,7 @@ func (c StorageConnection) NewBlobClient(opts *azblob.ClientOptions) (*azblob.Cl
 		}
 		return cl, nil
 	}
-	cred, err := c.Credential.TokenCredential()
+	cred, err := Credential(c.Credential)
 	if err != nil {
 		return nil, fmt.Errorf("%s: credential: %w", c.Name, err)
 	}
@@ -50,7 +55,7 @@ func (c StorageConnection) NewBlobClient(opts *azblob.ClientOptions) (*azblob.Cl
 }
 
 // NewQueueClient builds the queue service client of the connection.
-func (c StorageConnection) NewQueueClient(opts *azqueue.ClientOptions) (*azqueue.ServiceClient, error) {
+func Queue(c config.StorageConnection, opts *azqueue.ClientOptions) (*azqueue.ServiceClient, error) {
 	if c.ConnectionString != "" {
 		cl, err := azqueue.NewServiceClientFromConnectionString(c.ConnectionString, opts)
 		if err != nil {
@@ -61,7 +66,7 @@ func (c StorageConnection) NewQueueClient(opts *azqueue.ClientOptions) (*azqueue
 	if c.QueueServiceURL == "" {
 		return nil, fmt.Errorf("%s__queueServiceUri is not set: the Storage-queue transport needs it", c.Name)
 	}
-	cred, err := c.Credential.TokenCredential()
+	cred, err := Credential(c.Credential)
 	if err != nil {
 		return nil, fmt.Errorf("%s: credential: %w", c.Name, err)
 	}
@@ -73,7 +78,7 @@ func (c StorageConnection) NewQueueClient(opts *azqueue.ClientOptions) (*azqueue
 }
 
 // NewClient builds the Service Bus client of the connection.
-func (c ServiceBusConnection) NewClient(opts *azservicebus.ClientOptions) (*azservicebus.Client, error) {
+func ServiceBus(c config.ServiceBusConnection, opts *azservicebus.ClientOptions) (*azservicebus.Client, error) {
 	if c.ConnectionString != "" {
 		cl, err := azservicebus.NewClientFromConnectionString(c.ConnectionString, opts)
 		if err != nil {
@@ -81,7 +86,7 @@ func (c ServiceBusConnection) NewClient(opts *azservicebus.ClientOptions) (*azse
 		}
 		return cl, nil
 	}
-	cred, err := c.Credential.TokenCredential()
+	cred, err := Credential(c.Credential)
 	if err != nil {
 		return nil, fmt.Errorf("%s: credential: %w", c.Name, err)
 	}

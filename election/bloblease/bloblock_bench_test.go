@@ -1,7 +1,9 @@
-package election
+package bloblease
 
 import (
 	"errors"
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/electiontest"
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
@@ -17,7 +19,7 @@ func BenchmarkBlobLock(b *testing.B) {
 	c := newTestContainer(b, nil, nil)
 	holder := newTestBlobLockOn(b, c)
 	ctx := b.Context()
-	held, err := holder.Acquire(ctx, testLockIdentity(1))
+	held, err := holder.Acquire(ctx, electiontest.Holder(1))
 	if err != nil {
 		b.Fatalf("Acquire: %v", err)
 	}
@@ -48,8 +50,8 @@ func BenchmarkBlobLock(b *testing.B) {
 		renew(b)
 		contender := newTestBlobLockOn(b, c)
 		for b.Loop() {
-			_, err := contender.Acquire(ctx, testLockIdentity(2))
-			if !errors.As(err, new(*HeldError)) {
+			_, err := contender.Acquire(ctx, electiontest.Holder(2))
+			if !errors.As(err, new(*election.HeldError)) {
 				b.Fatalf("Acquire: got %v, want *HeldError", err)
 			}
 		}
@@ -82,7 +84,7 @@ func BenchmarkBlobLock(b *testing.B) {
 			b.Fatal(err)
 		}
 		for b.Loop() {
-			l, err := lk.Acquire(ctx, testLockIdentity(3))
+			l, err := lk.Acquire(ctx, electiontest.Holder(3))
 			if err != nil {
 				b.Fatalf("Acquire: %v", err)
 			}

@@ -1,8 +1,10 @@
-package election
+package bloblease
 
 import (
 	"context"
 	"errors"
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/electiontest"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -14,15 +16,18 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 )
 
-// These tests run the Leader over a real BlobLock on Azurite, in real time, with 15 s leases.
+// These tests run the election.Leader over a real BlobLock on Azurite, in real time, with 15 s leases.
 // Each is slow (up to ~20 s) and independent, so they run in parallel.
 
-// newTestBlobLeader returns a Leader over lk with 15 s leases; cfg adjusts the timing.
-func newTestBlobLeader(t *testing.T, lk *BlobLock, cfg LeaderConfig) (*Leader, *leaderLogRecorder) {
+// newTestBlobLeader returns a election.Leader over lk with 15 s leases; cfg adjusts the timing.
+func newTestBlobLeader(t *testing.T, lk *BlobLock, cfg election.LeaderConfig) (*election.Leader, *electiontest.LogRecorder) {
 	t.Helper()
 	cfg.LeaseDuration = lk.Duration()
-	return newTestLeader(t, lk, cfg)
+	return electiontest.NewLeader(t, lk, cfg)
 }
+
+// testRenewInterval is the default renew interval of a 15 s lease.
+const testRenewInterval = testBlobLockDuration / 3
 
 // waitFor polls cond every 50ms until it holds or timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
@@ -39,14 +44,14 @@ func TestLeader_Azurite_BrokenLeaseCancelsWithinOneRenewInterval(t *testing.T) {
 	t.Parallel()
 	c := newTestContainer(t, nil, nil)
 	lk, other := newTestBlobLockOn(t, c), newTestBlobLockOn(t, c)
-	ld, logs := newTestBlobLeader(t, lk, LeaderConfig{})
+	ld, logs := newTestBlobLeader(t, lk, election.LeaderConfig{})
 
 	var calls atomic.Int32
 	var cancelledAt atomic.Int64
-	started := make(chan Lease, 1)
+	started := make(chan election.Lease, 1)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- ld.RunAsLeader(t.Context(), func(ctx context.Context, l Lease, beat func()) error {
+		errc <- ld.RunAsLeader(t.Context(), func(ctx context.Context, l election.Lease, beat func()) error {
 			calls.Add(1)
 			started <- l
 			<-ctx.Done()
@@ -54,7 +59,7 @@ func TestLeader_Azurite_BrokenLeaseCancelsWithinOneRenewInterval(t *testing.T) {
 			return ctx.Err()
 		})
 	}()
-	var held Lease
+	var held election.Lease
 	select {
 	case held = <-started:
 	case err := <-errc:
@@ -70,7 +75,7 @@ func TestLeader_Azurite_BrokenLeaseCancelsWithinOneRenewInterval(t *testing.T) {
 	if _, err := bl.BreakLease(t.Context(), &lease.BlobBreakOptions{BreakPeriod: to.Ptr(int32(0))}); err != nil {
 		t.Fatalf("BreakLease: %v", err)
 	}
-	taken, err := other.Acquire(t.Context(), testLockIdentity(2))
+	taken, err := other.Acquire(t.Context(), electiontest.Holder(2))
 	if err != nil {
 		t.Fatalf("other contender after the break: %v", err)
 	}
@@ -81,7 +86,7 @@ func TestLeader_Azurite_BrokenLeaseCancelsWithinOneRenewInterval(t *testing.T) {
 	case <-time.After(2 * testRenewInterval):
 		t.Fatalf("RunAsLeader still running %s after the break", 2*testRenewInterval)
 	}
-	if !errors.Is(runErr, ErrLeaseLost) {
+	if !errors.Is(runErr, election.ErrLeaseLost) {
 		t.Errorf("RunAsLeader = %v, want ErrLeaseLost", runErr)
 	}
 	// One renew interval, plus a little for the renewal's own round trip.
@@ -98,7 +103,7 @@ func TestLeader_Azurite_BrokenLeaseCancelsWithinOneRenewInterval(t *testing.T) {
 	if !st.Held || st.Holder != taken.Holder || st.Epoch != held.Epoch+1 {
 		t.Errorf("State = %+v, want held by %v at epoch %d (the old leader's release must not disturb it)", st, taken.Holder, held.Epoch+1)
 	}
-	requireLeaderLog(t, logs, "lease renewal failed: leadership lost", held)
+	electiontest.RequireLog(t, logs, "lease renewal failed: leadership lost", held)
 }
 
 func TestLeader_Azurite_StalledLeaderLosesTheLease(t *testing.T) {
@@ -106,15 +111,15 @@ func TestLeader_Azurite_StalledLeaderLosesTheLease(t *testing.T) {
 	const stall = 3 * time.Second
 	c := newTestContainer(t, nil, nil)
 	lk, other := newTestBlobLockOn(t, c), newTestBlobLockOn(t, c)
-	ld, logs := newTestBlobLeader(t, lk, LeaderConfig{RenewInterval: 2 * time.Second, StallTimeout: stall})
+	ld, logs := newTestBlobLeader(t, lk, election.LeaderConfig{RenewInterval: 2 * time.Second, StallTimeout: stall})
 
 	var lastBeat, cancelledAt atomic.Int64
 	var cause atomic.Value
-	started := make(chan Lease, 1)
+	started := make(chan election.Lease, 1)
 	unblock := make(chan struct{})
 	errc := make(chan error, 1)
 	go func() {
-		errc <- ld.RunAsLeader(t.Context(), func(ctx context.Context, l Lease, beat func()) error {
+		errc <- ld.RunAsLeader(t.Context(), func(ctx context.Context, l election.Lease, beat func()) error {
 			context.AfterFunc(ctx, func() {
 				cancelledAt.Store(time.Now().UnixNano())
 				cause.Store(context.Cause(ctx))
@@ -129,7 +134,7 @@ func TestLeader_Azurite_StalledLeaderLosesTheLease(t *testing.T) {
 			return nil
 		})
 	}()
-	var held Lease
+	var held election.Lease
 	select {
 	case held = <-started:
 	case err := <-errc:
@@ -137,19 +142,19 @@ func TestLeader_Azurite_StalledLeaderLosesTheLease(t *testing.T) {
 	}
 
 	// Another instance contends every 250 ms until it wins.
-	var won Lease
+	var won election.Lease
 	var refusedAfterStall bool
 	for deadline := time.Now().Add(stall + testBlobLockDuration + 5*time.Second); ; {
 		if time.Now().After(deadline) {
 			close(unblock)
 			t.Fatalf("no one took over from the stalled leader")
 		}
-		l, err := other.Acquire(t.Context(), testLockIdentity(2))
+		l, err := other.Acquire(t.Context(), electiontest.Holder(2))
 		if err == nil {
 			won = l
 			break
 		}
-		if !errors.As(err, new(*HeldError)) {
+		if !errors.As(err, new(*election.HeldError)) {
 			close(unblock)
 			t.Fatalf("contender: %v", err)
 		}
@@ -165,7 +170,7 @@ func TestLeader_Azurite_StalledLeaderLosesTheLease(t *testing.T) {
 		t.Fatalf("task context never cancelled")
 	}
 	stalledAt := time.Unix(0, c0)
-	if got, ok := cause.Load().(error); !ok || !errors.Is(got, ErrStalled) {
+	if got, ok := cause.Load().(error); !ok || !errors.Is(got, election.ErrStalled) {
 		t.Errorf("task context cause = %v, want ErrStalled", cause.Load())
 	}
 	if d := stalledAt.Sub(time.Unix(0, lastBeat.Load())); d < stall || d > stall+time.Second {
@@ -180,10 +185,10 @@ func TestLeader_Azurite_StalledLeaderLosesTheLease(t *testing.T) {
 	if won.Epoch != held.Epoch+1 {
 		t.Errorf("new holder's epoch = %d, want %d", won.Epoch, held.Epoch+1)
 	}
-	if !errors.Is(runErr, ErrStalled) {
+	if !errors.Is(runErr, election.ErrStalled) {
 		t.Errorf("RunAsLeader = %v, want ErrStalled", runErr)
 	}
-	requireLeaderLog(t, logs, "leader task stalled: stopping renewals, lease will lapse", held)
+	electiontest.RequireLog(t, logs, "leader task stalled: stopping renewals, lease will lapse", held)
 }
 
 func TestLeader_Azurite_TransientFaults(t *testing.T) {
@@ -198,7 +203,7 @@ func TestLeader_Azurite_TransientFaults(t *testing.T) {
 	other := newTestBlobLockOn(t, newTestContainerAlias(t, c))
 	// A wide safety margin brings the local deadline (and this test's end) forward: renew
 	// every 2 s, give up 8 s after the last successful renewal.
-	ld, logs := newTestBlobLeader(t, lk, LeaderConfig{RenewInterval: interval, SafetyMargin: 7 * time.Second, StallTimeout: time.Minute})
+	ld, logs := newTestBlobLeader(t, lk, election.LeaderConfig{RenewInterval: interval, SafetyMargin: 7 * time.Second, StallTimeout: time.Minute})
 
 	// Phase 1: every other renewal request fails (503, then a reset).
 	var mu sync.Mutex
@@ -220,10 +225,10 @@ func TestLeader_Azurite_TransientFaults(t *testing.T) {
 	})
 
 	var cancelledAt atomic.Int64
-	started := make(chan Lease, 1)
+	started := make(chan election.Lease, 1)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- ld.RunAsLeader(t.Context(), func(ctx context.Context, l Lease, beat func()) error {
+		errc <- ld.RunAsLeader(t.Context(), func(ctx context.Context, l election.Lease, beat func()) error {
 			started <- l
 			context.AfterFunc(ctx, func() { cancelledAt.Store(time.Now().UnixNano()) })
 			for {
@@ -259,7 +264,7 @@ func TestLeader_Azurite_TransientFaults(t *testing.T) {
 	case <-time.After(testBlobLockDuration + 5*time.Second):
 		t.Fatalf("RunAsLeader did not give up leadership with renewals failing")
 	}
-	if !errors.Is(runErr, ErrLeaseLost) {
+	if !errors.Is(runErr, election.ErrLeaseLost) {
 		t.Errorf("RunAsLeader = %v, want ErrLeaseLost", runErr)
 	}
 	lastPass := time.Unix(0, ft.lastRenewPass.Load())
@@ -267,8 +272,8 @@ func TestLeader_Azurite_TransientFaults(t *testing.T) {
 		t.Errorf("gave up %s after the last successful renewal was sent, want before the %s lease could expire",
 			gaveUp.Sub(lastPass), testBlobLockDuration)
 	}
-	if _, err := other.Acquire(t.Context(), testLockIdentity(2)); err != nil {
+	if _, err := other.Acquire(t.Context(), electiontest.Holder(2)); err != nil {
 		t.Errorf("next contender after the clean give-up: %v, want it to win at once", err)
 	}
-	requireLeaderLog(t, logs, "lease renewal failed: leadership lost", held)
+	electiontest.RequireLog(t, logs, "lease renewal failed: leadership lost", held)
 }

@@ -1,10 +1,13 @@
-package election
+package bloblease
 
 import (
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/electiontest"
+	"github.com/batonfn/baton/internal/azclient"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -45,7 +48,7 @@ func newTestContainer(t testing.TB, transport policy.Transporter, retry *policy.
 	if retry != nil {
 		opts.Retry = *retry
 	}
-	cl, err := srv.Storage().NewBlobClient(opts)
+	cl, err := azclient.Blob(srv.Storage(), opts)
 	if err != nil {
 		t.Fatalf("blob client: %v", err)
 	}
@@ -61,7 +64,7 @@ func newTestContainer(t testing.TB, transport policy.Transporter, retry *policy.
 // newTestContainerAlias returns a plain client (no fault injection) for the same container as c.
 func newTestContainerAlias(t testing.TB, c *container.Client) *container.Client {
 	t.Helper()
-	cl, err := azurite.Shared(t).Storage().NewBlobClient(nil)
+	cl, err := azclient.Blob(azurite.Shared(t).Storage(), nil)
 	if err != nil {
 		t.Fatalf("blob client: %v", err)
 	}
@@ -86,7 +89,7 @@ func newTestBlobLockOn(t testing.TB, c *container.Client) *BlobLock {
 
 func TestBlobLock_Contract(t *testing.T) {
 	t.Parallel()
-	runLockContract(t, func(t *testing.T) Lock { return newTestBlobLock(t) })
+	electiontest.RunLockContract(t, func(t *testing.T) election.Lock { return newTestBlobLock(t) })
 }
 
 func TestBlobLock_Acquire_Race20_OneWins(t *testing.T) {
@@ -99,7 +102,7 @@ func TestBlobLock_Acquire_Race20_OneWins(t *testing.T) {
 	}
 	var (
 		wins    atomic.Int32
-		leases  = make([]Lease, n)
+		leases  = make([]election.Lease, n)
 		errs    = make([]error, n)
 		start   = make(chan struct{})
 		wg      sync.WaitGroup
@@ -109,7 +112,7 @@ func TestBlobLock_Acquire_Race20_OneWins(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			leases[i], errs[i] = locks[i].Acquire(ctx, testLockIdentity(i))
+			leases[i], errs[i] = locks[i].Acquire(ctx, electiontest.Holder(i))
 			if errs[i] == nil {
 				wins.Add(1)
 			}
@@ -127,20 +130,20 @@ func TestBlobLock_Acquire_Race20_OneWins(t *testing.T) {
 		}
 	}
 	w := leases[winners[0]]
-	if w.Epoch != 1 || w.Holder != testLockIdentity(winners[0]) {
+	if w.Epoch != 1 || w.Holder != electiontest.Holder(winners[0]) {
 		t.Errorf("winner lease = %+v, want epoch 1 held by contender %d", w, winners[0])
 	}
 	for i, err := range errs {
 		if i == winners[0] {
 			continue
 		}
-		var held *HeldError
+		var held *election.HeldError
 		if !errors.As(err, &held) {
 			t.Errorf("contender %d: got %v, want *HeldError", i, err)
 			continue
 		}
 		if held.Holder != w.Holder || held.Epoch != w.Epoch || !held.Since.Equal(w.AcquiredAt) {
-			t.Errorf("contender %d: HeldError = %+v, want holder %v epoch %d since %v", i, held, w.Holder, w.Epoch, w.AcquiredAt)
+			t.Errorf("contender %d: election.HeldError = %+v, want holder %v epoch %d since %v", i, held, w.Holder, w.Epoch, w.AcquiredAt)
 		}
 	}
 }
@@ -167,11 +170,11 @@ func TestBlobLock_Epochs_StrictlyIncreaseWithoutOverlap(t *testing.T) {
 	)
 	for w := range contenders {
 		lk := newTestBlobLockOn(t, c)
-		id := testLockIdentity(w)
+		id := electiontest.Holder(w)
 		wg.Go(func() {
 			for count.Load() < acquisitions {
 				l, err := lk.Acquire(ctx, id)
-				if held := (*HeldError)(nil); errors.As(err, &held) {
+				if held := (*election.HeldError)(nil); errors.As(err, &held) {
 					continue
 				}
 				start := time.Now()
@@ -233,26 +236,26 @@ func TestBlobLock_Crash_NoOneAcquiresBeforeExpiry(t *testing.T) {
 	ctx := t.Context()
 
 	sent := time.Now()
-	la, err := crashed.Acquire(ctx, testLockIdentity(1))
+	la, err := crashed.Acquire(ctx, electiontest.Holder(1))
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
 	acquired := time.Now()
 	// The holder "crashes": it never renews or releases.
 
-	var lb Lease
+	var lb election.Lease
 	tries := 0
 	for deadline := acquired.Add(testBlobLockDuration + 5*time.Second); ; {
 		if time.Now().After(deadline) {
 			t.Fatalf("no one acquired within %s of the crash", testBlobLockDuration+5*time.Second)
 		}
 		tries++
-		l, err := next.Acquire(ctx, testLockIdentity(2))
+		l, err := next.Acquire(ctx, electiontest.Holder(2))
 		if err == nil {
 			lb = l
 			break
 		}
-		var held *HeldError
+		var held *election.HeldError
 		if !errors.As(err, &held) {
 			t.Fatalf("contender: %v", err)
 		}
@@ -276,7 +279,7 @@ func TestBlobLock_Crash_NoOneAcquiresBeforeExpiry(t *testing.T) {
 	if lb.Epoch != la.Epoch+1 {
 		t.Errorf("epoch after expiry = %d, want %d", lb.Epoch, la.Epoch+1)
 	}
-	if err := crashed.Renew(ctx, la); !errors.Is(err, ErrLeaseLost) {
+	if err := crashed.Renew(ctx, la); !errors.Is(err, election.ErrLeaseLost) {
 		t.Errorf("crashed holder's late renewal: got %v, want ErrLeaseLost", err)
 	}
 }
@@ -287,17 +290,17 @@ func TestBlobLock_Release_NextContenderWinsAtOnce(t *testing.T) {
 	a, b := newTestBlobLockOn(t, c), newTestBlobLockOn(t, c)
 	ctx := t.Context()
 	for round := range 3 {
-		la, err := a.Acquire(ctx, testLockIdentity(1))
+		la, err := a.Acquire(ctx, electiontest.Holder(1))
 		if err != nil {
 			t.Fatalf("round %d: a.Acquire: %v", round, err)
 		}
-		if _, err := b.Acquire(ctx, testLockIdentity(2)); !errors.As(err, new(*HeldError)) {
+		if _, err := b.Acquire(ctx, electiontest.Holder(2)); !errors.As(err, new(*election.HeldError)) {
 			t.Fatalf("round %d: b.Acquire while a holds: got %v, want *HeldError", round, err)
 		}
 		if err := a.Release(ctx, la); err != nil {
 			t.Fatalf("round %d: Release: %v", round, err)
 		}
-		lb, err := b.Acquire(ctx, testLockIdentity(2))
+		lb, err := b.Acquire(ctx, electiontest.Holder(2))
 		if err != nil {
 			t.Fatalf("round %d: b.Acquire right after release: %v", round, err)
 		}
@@ -329,7 +332,7 @@ func TestBlobLock_Renew_RetriesTransientFaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			l, err := lk.Acquire(t.Context(), testLockIdentity(1))
+			l, err := lk.Acquire(t.Context(), electiontest.Holder(1))
 			if err != nil {
 				t.Fatalf("Acquire: %v", err)
 			}
@@ -379,7 +382,7 @@ func TestBlobLock_Acquire_LostResponses(t *testing.T) {
 				}
 				return faultNone
 			})
-			l, err := lk.Acquire(t.Context(), testLockIdentity(1))
+			l, err := lk.Acquire(t.Context(), electiontest.Holder(1))
 			other := newTestBlobLockOn(t, newTestContainerAlias(t, c))
 			if !tt.wantErr {
 				if err != nil {
@@ -393,10 +396,10 @@ func TestBlobLock_Acquire_LostResponses(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || errors.As(err, new(*HeldError)) {
+			if err == nil || errors.As(err, new(*election.HeldError)) {
 				t.Fatalf("Acquire with every response lost: got %v, lease %+v; want a gave-up error", err, l)
 			}
-			if _, err := other.Acquire(t.Context(), testLockIdentity(2)); err != nil {
+			if _, err := other.Acquire(t.Context(), electiontest.Holder(2)); err != nil {
 				t.Errorf("next contender after the give-up: %v, want the silently granted lease handed back", err)
 			}
 		})
@@ -408,7 +411,7 @@ func TestBlobLock_Renew_GivesUpWithinBudget(t *testing.T) {
 	ft := newTestFaultTransport()
 	// The SDK's default retries (0.8 s, 1.6 s, ... apart) stay on: the budget must bound them.
 	lk := newTestBlobLockOn(t, newTestContainer(t, ft, nil))
-	l, err := lk.Acquire(t.Context(), testLockIdentity(1))
+	l, err := lk.Acquire(t.Context(), electiontest.Holder(1))
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -424,7 +427,7 @@ func TestBlobLock_Renew_GivesUpWithinBudget(t *testing.T) {
 	start := time.Now()
 	err = lk.Renew(ctx, l)
 	took := time.Since(start)
-	if err == nil || errors.Is(err, ErrLeaseLost) || !strings.Contains(err.Error(), "gave up") {
+	if err == nil || errors.Is(err, election.ErrLeaseLost) || !strings.Contains(err.Error(), "gave up") {
 		t.Errorf("Renew against a failing store: got %v, want a gave-up error that is not ErrLeaseLost", err)
 	}
 	if took > budget+1500*time.Millisecond {
@@ -464,7 +467,7 @@ func TestBlobLock_AccessError_NamesTheSetting(t *testing.T) {
 				t.Fatal(err)
 			}
 			for op, call := range map[string]func() error{
-				"Acquire": func() error { _, err := lk.Acquire(t.Context(), testLockIdentity(1)); return err },
+				"Acquire": func() error { _, err := lk.Acquire(t.Context(), electiontest.Holder(1)); return err },
 				"State":   func() error { _, err := lk.State(t.Context()); return err },
 			} {
 				err := call()
