@@ -104,7 +104,7 @@ test: vet unit fuzz
 demo: tools build
 	$(GO) run ./cmd/devhost demo -exe ./$(BIN)
 
-# Benchmarks against Azurite (BENCHMARKS.md; about 12 minutes on 2 cores). Each entry is
+# Benchmarks against Azurite (BENCHMARKS.md; about 17 minutes on 2 cores). Each entry is
 # package:benchmarks:-benchtime, sized to the benchmark's unit of work (documented on it); add new
 # benchmarks here. The raw output goes to BENCH_OUT; the tables printed at the end are the ones in
 # BENCHMARKS.md. Benchmarks never fail on a number, but a benchmark that fails (the system

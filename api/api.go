@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/batonfn/baton/election"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/ledger"
 )
 

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/batonfn/baton/election"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/ledger"
 )
 

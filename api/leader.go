@@ -2,10 +2,11 @@ package api
 
 import (
 	"context"
-	"github.com/batonfn/baton/election"
-	"github.com/batonfn/baton/ledger"
 	"net/http"
 	"time"
+
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/ledger"
 )
 
 // LeaderReply is GET /api/leader. Every key is always present so clients need no guessing:

@@ -5,13 +5,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/batonfn/baton/election"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/ledger"
 )
 

@@ -3,16 +3,16 @@ package bench
 import (
 	"errors"
 	"fmt"
-	"github.com/batonfn/baton/election"
-	"github.com/batonfn/baton/election/bloblease"
-	"github.com/batonfn/baton/ledger"
 	"log/slog"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/bloblease"
 	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/ledger"
 )
 
 // electionRounds is the number of contested rounds per contender count.

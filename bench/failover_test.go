@@ -2,10 +2,9 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/batonfn/baton/election"
-	"github.com/batonfn/baton/election/bloblease"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -15,9 +14,14 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/bloblease"
+	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/internal/devhost"
 	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/work"
 )
 
 // handoverTrials is the number of graceful handovers per iteration of BenchmarkHandover.
@@ -137,10 +141,14 @@ func BenchmarkLeaseLapse(b *testing.B) {
 const (
 	failoverKills   = 20     // kill -9s of the leading handler
 	failoverTerms   = 10     // SIGTERMs of the leading handler, after the kills
-	failoverBacklog = 10_000 // partitions in the work queue before the first stop
-	// failoverPartitions keeps the run planning through every stop (about 1,000 enqueued per
-	// second; each leader leads 0.5–5.5 s before it is stopped).
-	failoverPartitions = 300_000
+	failoverBacklog = 10_000 // partitions waiting in the work queue before the run starts
+	// failoverBatch makes the run's leaders enqueue slowly (a few hundred partitions a second), so
+	// the backlog stays near failoverBacklog: every Azurite dequeue, on any queue of the
+	// account, scans all of its messages, so a backlog growing without bound would measure
+	// Azurite, not Baton.
+	failoverBatch = 2
+	// failoverPartitions keeps the run planning through every stop.
+	failoverPartitions = 100_000
 )
 
 // resumeLine is what the coordinator logs when a check takes over a run left mid-enqueue.
@@ -150,8 +158,8 @@ const resumeLine = "check: resuming a run its leader left mid-enqueue"
 // SIGKILL and then failoverTerms times with SIGTERM, each 0.5–5.5 s (uniformly random, so at
 // every phase of its 4–5 s renew interval) after it took the lease, and times the run's
 // resumption by another instance's check. The work queue has no consumer (WorkQueue is
-// disabled), so it holds the whole backlog — at least failoverBacklog partitions, growing with
-// every leader — while the checks travel on the control queue.
+// disabled): failoverBacklog partitions of another run wait in it from the start, and the
+// run's own partitions pile up behind them, while the checks travel on the control queue.
 //
 // Metrics: after-expiry-* is resumed − the killed leader's lease expiry (its last acquire or
 // renewal, as logged once confirmed, + the lease); after-kill-* is resumed − kill; handover-*
@@ -167,15 +175,14 @@ func failoverChain(b *testing.B) {
 	c := startClusterWith(b, 3, fmt.Sprintf(`{"partitions":%d}`, failoverPartitions), false, map[string]string{
 		config.SettingLogLevel:            "debug", // renewals are logged at debug
 		"AzureWebJobs.WorkQueue.Disabled": "true",
+		config.SettingEnqueueBatch:        fmt.Sprint(failoverBatch),
 	})
+	c.fillWorkQueue(b, failoverBacklog)
 	run, _ := c.startRun(b)
 	created := c.waitLine(b, time.Minute, "run created", func(l devhost.LogLine) bool {
 		return l.Msg == "run created" && l.Str("run") == run
 	})
-	c.waitManifest(b, run, 2*time.Minute, fmt.Sprintf("%d partitions enqueued", failoverBacklog), func(m ledger.Manifest) bool {
-		return m.Checkpoint.Next >= failoverBacklog
-	})
-	leader, epoch, since := created.Instance, created.Int("epoch"), time.Now()
+	leader, epoch, since := created.Instance, created.Int("epoch"), created.Time
 	start := since
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 13))
 	var afterExpiry, afterKill, handover Samples
@@ -187,7 +194,7 @@ func failoverChain(b *testing.B) {
 		if err != nil || m.PlanDone || m.Epoch != epoch {
 			b.Fatalf("stop %d: run %s planDone %v epoch %d (want %d), %v: raise failoverPartitions", i, run, m.PlanDone, m.Epoch, epoch, err)
 		}
-		backlog = append(backlog, m.Checkpoint.Next)
+		backlog = append(backlog, failoverBacklog+m.Checkpoint.Next)
 		in := c.h.Instance(leader)
 		_, oldPID := in.State()
 		tStop := time.Now()
@@ -241,19 +248,30 @@ func failoverChain(b *testing.B) {
 	c.close(b)
 }
 
-// waitManifest polls the run's manifest until cond holds.
-func (c *cluster) waitManifest(b *testing.B, run string, d time.Duration, what string, cond func(ledger.Manifest) bool) ledger.Manifest {
+// fillWorkQueue sends n partition messages of a run nobody processes to the work queue.
+func (c *cluster) fillWorkQueue(b *testing.B, n int) {
 	b.Helper()
-	ctx := ctxFor(b, d)
-	for {
-		m, err := c.store.ReadManifest(ctx, run)
-		if err == nil && cond(m) {
-			return m
+	cfg := c.h.Config()
+	qs, err := azclient.Queue(cfg.Storage, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := transport.NewQueueSender(qs.NewQueueClient(cfg.WorkQueue), transport.QueueSenderOptions{})
+	defer s.Close(context.Background())
+	ctx := ctxFor(b, 5*time.Minute)
+	for first := 0; first < n; first += 500 {
+		var msgs []transport.Message
+		for i := first; i < min(first+500, n); i++ {
+			env := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: "backlog", Epoch: 1, Part: i,
+				Payload: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}
+			body, err := env.Encode()
+			if err != nil {
+				b.Fatal(err)
+			}
+			msgs = append(msgs, transport.Message{ID: env.MessageID(), Body: body})
 		}
-		select {
-		case <-ctx.Done():
-			b.Fatalf("run %s: waiting for %s: %v (last %+v, %v; log: %s)", run, what, ctx.Err(), m.Checkpoint, err, c.logPath)
-		case <-time.After(50 * time.Millisecond):
+		if err := s.Send(ctx, msgs); err != nil {
+			b.Fatalf("fill the work queue: %v", err)
 		}
 	}
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/batonfn/baton/election"
 	"sort"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/transport"
 	"github.com/batonfn/baton/work"

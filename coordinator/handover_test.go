@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"github.com/batonfn/baton/election"
-	"github.com/batonfn/baton/internal/azclient"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +11,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
-
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/transport"
 	"github.com/batonfn/baton/work"

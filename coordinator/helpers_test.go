@@ -2,11 +2,11 @@ package coordinator
 
 import (
 	"context"
-	"github.com/batonfn/baton/internal/azclient"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/internal/azurite"
 )
 

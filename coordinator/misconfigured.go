@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/batonfn/baton/election"
 
+	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/ledger"
 )
 

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/batonfn/baton/election"
-	"github.com/batonfn/baton/election/bloblease"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/bloblease"
 	"github.com/batonfn/baton/ledger"
 )
 

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/batonfn/baton/election"
 	"time"
 
+	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/ledger"
 )
 

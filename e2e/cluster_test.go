@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"github.com/batonfn/baton/election/bloblease"
-	"github.com/batonfn/baton/internal/azclient"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,8 +14,9 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
-
 	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/election/bloblease"
+	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/internal/devhost"
 	"github.com/batonfn/baton/ledger"

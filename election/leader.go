@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/batonfn/baton/ledger"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/ledger"
 )
 
 // Leader defaults.

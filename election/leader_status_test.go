@@ -2,9 +2,10 @@ package election
 
 import (
 	"encoding/json"
-	"github.com/batonfn/baton/ledger"
 	"testing"
 	"time"
+
+	"github.com/batonfn/baton/ledger"
 )
 
 func TestLeaderState_JSON(t *testing.T) {

@@ -3,15 +3,16 @@ package election_test
 import (
 	"context"
 	"errors"
-	"github.com/batonfn/baton/election"
-	"github.com/batonfn/baton/election/electiontest"
-	"github.com/batonfn/baton/ledger"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/electiontest"
+	"github.com/batonfn/baton/ledger"
 )
 
 const (

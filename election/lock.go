@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
 	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/ledger"
-	"time"
 )
 
 // Lock is a try-once mutex with a time-bounded lease. Implementations must make Acquire a

@@ -3,11 +3,11 @@ package election
 import (
 	"context"
 	"fmt"
-	"github.com/batonfn/baton/ledger"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/batonfn/baton/ledger"
 	"github.com/google/uuid"
 )
 

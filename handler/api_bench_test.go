@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/batonfn/baton/election"
 	"net/http"
 	"sync"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/batonfn/baton/api"
 	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/ledger"
 )
 

@@ -7,9 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/batonfn/baton/election"
-	"github.com/batonfn/baton/election/bloblease"
-	"github.com/batonfn/baton/internal/azclient"
 	"io"
 	"log/slog"
 	"net/http"
@@ -23,10 +20,12 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
-
 	"github.com/batonfn/baton/api"
 	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/bloblease"
+	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/blobstore"

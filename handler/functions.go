@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/batonfn/baton/election"
 	"log/slog"
 	"time"
 
 	"github.com/batonfn/baton/api"
 	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/protocol"
 	"github.com/batonfn/baton/transport"

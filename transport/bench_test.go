@@ -2,13 +2,12 @@ package transport
 
 import (
 	"fmt"
-	"github.com/batonfn/baton/internal/azclient"
 	"net/http"
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
-
+	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/internal/azurite"
 )
 

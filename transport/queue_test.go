@@ -3,13 +3,12 @@ package transport
 import (
 	"context"
 	"encoding/base64"
-	"github.com/batonfn/baton/internal/azclient"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
-
+	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/internal/azurite"
 )
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/batonfn/baton/internal/azclient"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,8 +15,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
-
 	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/internal/devhost"
 	"github.com/batonfn/baton/ledger/blobstore"

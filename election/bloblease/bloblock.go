@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/batonfn/baton/election"
-	"github.com/batonfn/baton/ledger"
 	"log/slog"
 	"net/url"
 	"path"
@@ -20,9 +18,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
-	"github.com/google/uuid"
-
 	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/ledger"
+	"github.com/google/uuid"
 )
 
 // DefaultAttemptTimeout bounds one storage call of a BlobLock.

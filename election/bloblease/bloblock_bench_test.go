@@ -2,11 +2,11 @@ package bloblease
 
 import (
 	"errors"
-	"github.com/batonfn/baton/election"
-	"github.com/batonfn/baton/election/electiontest"
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/electiontest"
 )
 
 // BenchmarkBlobLock measures the lock's storage paths against Azurite next to a plain blob

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/batonfn/baton/election"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/batonfn/baton/election"
 )
 
 // AccessError means storage refused Baton's credentials or the account does not exist: a

@@ -2,7 +2,6 @@ package bloblease
 
 import (
 	"fmt"
-	"github.com/batonfn/baton/ledger"
 	"net/url"
 	"strconv"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/batonfn/baton/ledger"
 )
 
 // Metadata keys on the lease blob. Azure metadata names must be C# identifiers (no dashes),

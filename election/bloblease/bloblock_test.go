@@ -5,9 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/batonfn/baton/election"
-	"github.com/batonfn/baton/election/electiontest"
-	"github.com/batonfn/baton/internal/azclient"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -19,12 +16,13 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-
 	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/electiontest"
+	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/internal/azurite"
 )
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/batonfn/baton/election"
-	"github.com/batonfn/baton/ledger"
 	"net"
 	"strings"
 	"testing"
@@ -15,9 +13,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/ledger"
+	"github.com/google/go-cmp/cmp"
 )
 
 // offlineTestContainer is a container client for Azurite's default address; building it does

@@ -3,8 +3,6 @@ package bloblease
 import (
 	"context"
 	"errors"
-	"github.com/batonfn/baton/election"
-	"github.com/batonfn/baton/election/electiontest"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -14,6 +12,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/electiontest"
 )
 
 // These tests run the election.Leader over a real BlobLock on Azurite, in real time, with 15 s leases.

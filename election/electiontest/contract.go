@@ -5,10 +5,11 @@ package electiontest
 import (
 	"context"
 	"errors"
-	"github.com/batonfn/baton/election"
-	"github.com/batonfn/baton/ledger"
 	"strconv"
 	"testing"
+
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/ledger"
 )
 
 // Holder is the identity of contender i in lock tests.

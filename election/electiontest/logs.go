@@ -2,12 +2,13 @@ package electiontest
 
 import (
 	"context"
-	"github.com/batonfn/baton/election"
 	"log/slog"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/batonfn/baton/election"
 )
 
 // LogRecorder is a slog.Handler that keeps every record with its attributes (including

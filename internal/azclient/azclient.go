@@ -6,13 +6,13 @@ package azclient
 
 import (
 	"fmt"
-	"github.com/batonfn/baton/config"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+	"github.com/batonfn/baton/config"
 )
 
 // Credential builds the credential an identity-based connection uses: a managed identity

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/batonfn/baton/election/bloblease"
-	"github.com/batonfn/baton/internal/azclient"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -20,6 +18,8 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/election/bloblease"
+	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/ledger/blobstore"
 )
 

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/batonfn/baton/election"
-	"github.com/batonfn/baton/election/bloblease"
 	"strings"
 	"time"
 
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/election/bloblease"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/blobstore"
 )

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/batonfn/baton/internal/azclient"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -15,8 +14,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
-
 	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/internal/azclient"
 )
 
 // Queue listener constants, from the Storage Queues extension 5.x (see docs/design.md, Host

@@ -2,12 +2,12 @@ package soak
 
 import (
 	"context"
-	"github.com/batonfn/baton/internal/azclient"
 	"os"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/blobstore"

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/batonfn/baton/ledger"
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/batonfn/baton/ledger"
 )
 
 // ReadDone returns the partition index of every completion record in a done shard, in append

@@ -4,8 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/batonfn/baton/ledger"
 	"io"
+
+	"github.com/batonfn/baton/ledger"
 )
 
 // This file holds read-side helpers for the HTTP API (package api). The API lists runs from

@@ -3,7 +3,6 @@ package blobstore_test
 import (
 	"context"
 	"errors"
-	"github.com/batonfn/baton/internal/azclient"
 	"net/http"
 	"os"
 	"slices"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/blobstore"

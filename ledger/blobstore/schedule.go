@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/batonfn/baton/ledger"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/batonfn/baton/ledger"
 )
 
 // The schedule's bookkeeping lives beside the runs under names that can never be run IDs (run
