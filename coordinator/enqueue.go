@@ -129,8 +129,12 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 			if m.Checkpoint.Batches != b.Batch {
 				return fmt.Errorf("checkpoint moved to batch %d under us (want %d): %w", m.Checkpoint.Batches, b.Batch, ledger.ErrFenced)
 			}
-			m.Checkpoint = ledger.Checkpoint{Batches: b.Batch + 1, Next: b.First + len(b.Partitions), Cursor: b.Cursor}
+			m.Checkpoint = ledger.Checkpoint{Batches: b.Batch + 1, Next: b.First + len(b.Partitions), Cursor: b.Cursor,
+				Done: m.Checkpoint.Done}
 			m.State = ledger.StateEnqueuing
+			// A run overdue in planning is one that stopped making progress: every checkpoint
+			// moves its hard deadline a run timeout ahead.
+			m.Expires = now.Add(c.cfg.RunTimeout)
 			if b.Last {
 				m.PlanDone = true
 				m.Partitions = m.Checkpoint.Next
@@ -172,17 +176,41 @@ func (c *Coordinator) backlogFull(ctx context.Context, m ledger.Manifest) (bool,
 	if c.cfg.MaxBacklog <= 0 || m.Checkpoint.Next < c.cfg.MaxBacklog {
 		return false, nil
 	}
+	done, err := c.doneCount(ctx, m)
+	if err != nil {
+		return false, err
+	}
+	// Redeliveries can append twice, so done may overcount: the backlog is then a little
+	// larger than the bound, never stuck.
+	full := int64(m.Checkpoint.Next)-done >= int64(c.cfg.MaxBacklog)
+	if full && done > m.Checkpoint.Done {
+		// Workers are making progress: the run is not stuck, so its hard deadline moves on.
+		now := c.cfg.Now().UTC()
+		if _, err := c.cfg.Store.UpdateManifest(ctx, m.RunID, ledger.NoFence, func(cur *ledger.Manifest) error {
+			if cur.State.Final() || cur.PlanDone || cur.Checkpoint.Done >= done {
+				return ledger.ErrNoChange
+			}
+			cur.Checkpoint.Done = done
+			cur.Expires = now.Add(c.cfg.RunTimeout)
+			return nil
+		}); err != nil {
+			return false, err
+		}
+	}
+	return full, nil
+}
+
+// doneCount sums the done shards' record counts of the partitions enqueued so far.
+func (c *Coordinator) doneCount(ctx context.Context, m ledger.Manifest) (int64, error) {
 	var done int64
 	for s := 0; s*ledger.DoneShardSize < m.Checkpoint.Next; s++ {
 		n, err := c.cfg.Store.DoneCount(ctx, m.RunID, s)
 		if err != nil {
-			return false, err
+			return 0, err
 		}
 		done += n
 	}
-	// Redeliveries can append twice, so done may overcount: the backlog is then a little
-	// larger than the bound, never stuck.
-	return int64(m.Checkpoint.Next)-done >= int64(c.cfg.MaxBacklog), nil
+	return done, nil
 }
 
 // waitForWave ends the slice when the backlog is full: a check sends the next wave after

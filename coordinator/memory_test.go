@@ -296,3 +296,50 @@ func TestMemory_BacklogFedInWaves(t *testing.T) {
 		t.Errorf("%d segments for %d waves", len(m.Segments), waves)
 	}
 }
+
+// clockSender advances a test clock on every send, as a slow planning would take time.
+type clockSender struct {
+	memSender
+	clock *testClock
+	step  time.Duration
+}
+
+func (s *clockSender) Send(ctx context.Context, msgs []transport.Message) error {
+	s.clock.set(s.clock.Now().Add(s.step))
+	return s.memSender.Send(ctx, msgs)
+}
+
+// A planning that keeps making progress is never overdue however long it takes in all (each
+// checkpoint moves its hard deadline on); only one that stops for a whole run timeout is.
+func TestMemory_PlanningOverdueOnlyWhenItStopsProgressing(t *testing.T) {
+	clock := newClock("2026-11-21T10:05:01Z")
+	sender := &clockSender{clock: clock, step: 40 * time.Minute} // six batches: four hours in all
+	store := ledgertest.NewFake(ledgertest.Options{})
+	c := memInstance(t, store, election.NewMemoryLock(15*time.Second), sender, 22)
+	c.cfg.Now = clock.Now
+	out, err := c.Tick(context.Background(), tick)
+	if err != nil || out.State != ledger.StateRunning {
+		t.Fatalf("a slow but steady planning: %+v, %v (want it planned, not timed out)", out, err)
+	}
+
+	// A run whose planning stopped (its leader is gone and nothing resumes it) is overdue a run
+	// timeout after its last checkpoint, and the next lease holder finishes it.
+	stuck := ledger.Manifest{RunID: "manual-stuck", Trigger: ledger.TriggerManual, Epoch: 1, Job: "count",
+		Params: json.RawMessage(`{"n":9}`), State: ledger.StateEnqueuing, BatchSize: 4,
+		Checkpoint: ledger.Checkpoint{Batches: 1, Next: 4}, Created: clock.Now(), Expires: clock.Now().Add(time.Hour)}
+	if err := store.CreateManifest(context.Background(), &stuck); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.SetActive(context.Background(), ledger.Active{Run: stuck.RunID, Epoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	c.cfg.AllowOverlap = true
+	clock.set(clock.Now().Add(2 * time.Hour))
+	if _, err := c.StartManual(context.Background(), ManualRequest{IdempotencyKey: "next"}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := store.ReadManifest(context.Background(), stuck.RunID)
+	if err != nil || m.State != ledger.StateTimedOut || m.Reason == "" {
+		t.Fatalf("stuck planning: %+v, %v; want timed-out with a reason", m, err)
+	}
+}

@@ -13,7 +13,9 @@ import (
 // No run stays non-final for long past its hard deadline (Manifest.Expires), and no run can
 // block later occurrences forever:
 //
-//   - planning must end by Created + RunTimeout;
+//   - planning must keep making progress: each checkpoint (and, while the leader waits for a
+//     wave, each rise in the completion count) moves Expires a RunTimeout ahead, so only a run
+//     whose planning stopped for a whole RunTimeout is overdue;
 //   - once planned, the check chain re-enqueues missing partitions from Deadline = Enqueued +
 //     RunTimeout for CheckRounds rounds, one retryInterval apart, then records the rest as
 //     timed out; Expires adds one more check delay to that;
@@ -75,8 +77,8 @@ func (c *Coordinator) timeOut(ctx context.Context, lease *election.Lease, m ledg
 		if lease == nil {
 			return errors.New("timing out a run that is still planning needs the lease")
 		}
-		reason := fmt.Sprintf("planning did not finish by %s (%s after the run was created)",
-			c.expires(m).UTC().Format(time.RFC3339), c.cfg.RunTimeout)
+		reason := fmt.Sprintf("planning made no progress for %s (stopped at partition %d; deadline %s)",
+			c.cfg.RunTimeout, m.Checkpoint.Next, c.expires(m).UTC().Format(time.RFC3339))
 		_, err := c.cfg.Store.UpdateManifest(ctx, m.RunID, lease.Epoch, func(cur *ledger.Manifest) error {
 			if cur.State.Final() || cur.PlanDone {
 				return ledger.ErrNoChange

@@ -85,6 +85,9 @@ type Checkpoint struct {
 	Batches int    `json:"batches"`
 	Next    int    `json:"next"`
 	Cursor  string `json:"cursor,omitempty"`
+	// Done is the completion count the leader last saw while waiting for a wave (a bounded
+	// backlog): progress there moves the run's hard deadline too.
+	Done int64 `json:"done,omitempty"`
 }
 
 // Manifest is runs/<runID>/manifest.json.
