@@ -21,6 +21,7 @@ import (
 	"github.com/batonfn/baton/internal/devhost"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/transport/storagequeue"
 	"github.com/batonfn/baton/work"
 )
 
@@ -256,7 +257,7 @@ func (c *cluster) fillWorkQueue(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := transport.NewQueueSender(qs.NewQueueClient(cfg.WorkQueue), transport.QueueSenderOptions{})
+	s := storagequeue.NewQueueSender(qs.NewQueueClient(cfg.WorkQueue), storagequeue.QueueSenderOptions{})
 	defer s.Close(context.Background())
 	ctx := ctxFor(b, 5*time.Minute)
 	for first := 0; first < n; first += 500 {

@@ -18,6 +18,7 @@ import (
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/blobstore"
 	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/transport/storagequeue"
 	"github.com/batonfn/baton/work"
 	"github.com/batonfn/baton/work/synthetic"
 )
@@ -139,7 +140,7 @@ func fanOut(b *testing.B, n int) {
 	store := blobstore.New(blobs.NewContainerClient("runs"), blobstore.Options{})
 	jobs := work.NewRegistry()
 	jobs.Register(synthetic.Name, synthetic.New())
-	sender := &timedSender{next: transport.NewQueueSender(q, transport.QueueSenderOptions{})}
+	sender := &timedSender{next: storagequeue.NewQueueSender(q, storagequeue.QueueSenderOptions{})}
 	schedule, err := coordinator.ParseSchedule("0 */5 * * * *", nil)
 	if err != nil {
 		b.Fatal(err)

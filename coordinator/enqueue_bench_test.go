@@ -19,7 +19,7 @@ import (
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/blobstore"
-	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/transport/storagequeue"
 	"github.com/batonfn/baton/work"
 )
 
@@ -65,7 +65,7 @@ func BenchmarkTick_Enqueue10000(b *testing.B) {
 			b.Fatal(err)
 		}
 		c, err := New(Config{Leader: ld, Store: blobstore.New(runs, blobstore.Options{}),
-			Sender: transport.NewQueueSender(q, transport.QueueSenderOptions{Parallelism: 32}), Jobs: jobs, Identity: id,
+			Sender: storagequeue.NewQueueSender(q, storagequeue.QueueSenderOptions{Parallelism: 32}), Jobs: jobs, Identity: id,
 			Job: "count", Params: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), Schedule: mustScheduleB(b, "0 */5 * * * *"),
 			BatchSize: 500, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/transport/storagequeue"
 	"github.com/batonfn/baton/work"
 )
 
@@ -38,7 +39,7 @@ func newControlEnv(t *testing.T) *controlEnv {
 		defer cancel()
 		_, _ = q.Delete(ctx, nil)
 	})
-	return &controlEnv{runEnv: e, controlQ: q, control: transport.NewQueueSender(q, transport.QueueSenderOptions{})}
+	return &controlEnv{runEnv: e, controlQ: q, control: storagequeue.NewQueueSender(q, storagequeue.QueueSenderOptions{})}
 }
 
 // recordingSender records every message it sends, then sends it.

@@ -19,7 +19,7 @@ import (
 	"github.com/batonfn/baton/work"
 )
 
-// Sender sends partition and check messages (transport.QueueSender or ServiceBusSender).
+// Sender sends partition and check messages (storagequeue.QueueSender or ServiceBusSender).
 type Sender interface {
 	Send(ctx context.Context, msgs []transport.Message) error
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/blobstore"
 	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/transport/storagequeue"
 	"github.com/batonfn/baton/work"
 )
 
@@ -104,7 +105,7 @@ func newRunEnv(t *testing.T) *runEnv {
 	}
 	q := qs.NewQueueClient(azurite.UniqueName(t, "work"))
 	e := &runEnv{t: t, srv: srv, runsName: runsName, leases: newLeaseContainer(t), store: blobstore.New(runs, blobstore.Options{}), queue: q,
-		sender: transport.NewQueueSender(q, transport.QueueSenderOptions{}), job: &countJob{}, jobs: work.NewRegistry(), finisher: &countingFinisher{}}
+		sender: storagequeue.NewQueueSender(q, storagequeue.QueueSenderOptions{}), job: &countJob{}, jobs: work.NewRegistry(), finisher: &countingFinisher{}}
 	e.jobs.Register("count", e.job)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

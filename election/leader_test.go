@@ -413,7 +413,7 @@ func TestNewLeader_Validation(t *testing.T) {
 		{"renew interval at the limit", election.LeaderConfig{Lock: lk, Identity: id, RenewInterval: 12500 * time.Millisecond}, ""},
 		{"negative safety margin", election.LeaderConfig{Lock: lk, Identity: id, SafetyMargin: -time.Second}, "SafetyMargin -1s"},
 		{"safety margin of half the lease", election.LeaderConfig{Lock: lk, Identity: id, SafetyMargin: 15 * time.Second}, "SafetyMargin 15s"},
-		{"stall timeout not longer than renew interval", election.LeaderConfig{Lock: lk, Identity: id, StallTimeout: 10 * time.Second}, "StallTimeout 10s must be longer than election.RenewInterval 10s"},
+		{"stall timeout not longer than renew interval", election.LeaderConfig{Lock: lk, Identity: id, StallTimeout: 10 * time.Second}, "StallTimeout 10s must be longer than RenewInterval 10s"},
 		{"stall timeout absurdly long", election.LeaderConfig{Lock: lk, Identity: id, StallTimeout: 25 * time.Hour}, "StallTimeout 25h0m0s"},
 		{"negative release timeout", election.LeaderConfig{Lock: lk, Identity: id, ReleaseTimeout: -time.Second}, "ReleaseTimeout -1s"},
 	}

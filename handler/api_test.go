@@ -30,7 +30,7 @@ import (
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/blobstore"
 	"github.com/batonfn/baton/protocol"
-	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/transport/storagequeue"
 	"github.com/batonfn/baton/work"
 	"github.com/batonfn/baton/work/synthetic"
 )
@@ -108,7 +108,7 @@ func newAPIEnv(t testing.TB, opts ...envWithoutSchedule) *apiEnv {
 		t.Fatal(err)
 	}
 	coord, err := coordinator.New(coordinator.Config{
-		Leader: leader, Store: store, Sender: transport.NewQueueSender(q, transport.QueueSenderOptions{}), Jobs: jobs, Finisher: worker,
+		Leader: leader, Store: store, Sender: storagequeue.NewQueueSender(q, storagequeue.QueueSenderOptions{}), Jobs: jobs, Finisher: worker,
 		Identity: id, Job: synthetic.Name, Params: json.RawMessage(`{"partitions":2}`), Schedule: schedule,
 		BatchSize: 100, RunTimeout: time.Hour, CheckRounds: 1, Logger: logger,
 	})

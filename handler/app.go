@@ -22,7 +22,8 @@ import (
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/blobstore"
 	"github.com/batonfn/baton/protocol"
-	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/transport/servicebus"
+	"github.com/batonfn/baton/transport/storagequeue"
 	"github.com/batonfn/baton/work"
 )
 
@@ -168,22 +169,22 @@ func newSenders(cfg config.Config) (work, control coordinator.Sender, closeAll f
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		w := transport.NewQueueSender(qs.NewQueueClient(cfg.WorkQueue), transport.QueueSenderOptions{})
-		c := transport.NewQueueSender(qs.NewQueueClient(cfg.ControlQueue), transport.QueueSenderOptions{})
+		w := storagequeue.NewQueueSender(qs.NewQueueClient(cfg.WorkQueue), storagequeue.QueueSenderOptions{})
+		c := storagequeue.NewQueueSender(qs.NewQueueClient(cfg.ControlQueue), storagequeue.QueueSenderOptions{})
 		return w, c, func(ctx context.Context) error { return errors.Join(w.Close(ctx), c.Close(ctx)) }, nil
 	default:
 		client, err := azclient.ServiceBus(cfg.ServiceBus, nil)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		var senders []*transport.ServiceBusSender
+		var senders []*servicebus.ServiceBusSender
 		for _, queue := range []string{cfg.WorkQueue, cfg.ControlQueue} {
 			sb, err := client.NewSender(queue, nil)
 			if err != nil {
 				return nil, nil, nil, errors.Join(fmt.Errorf("%s: service bus sender for %s: %w", config.SettingServiceBus, queue, err),
 					client.Close(context.Background()))
 			}
-			senders = append(senders, transport.NewServiceBusSender(sb, transport.ServiceBusSenderOptions{Queue: queue}))
+			senders = append(senders, servicebus.NewServiceBusSender(sb, servicebus.ServiceBusSenderOptions{Queue: queue}))
 		}
 		closeAll := func(ctx context.Context) error {
 			return errors.Join(senders[0].Close(ctx), senders[1].Close(ctx), client.Close(ctx))

@@ -24,11 +24,12 @@ var (
 // not-found failures and context cancellation.
 func IsTransient(err error) bool { return errors.Is(err, ErrTransient) }
 
-// transientError marks err as transient without changing its message.
+// transientError is an error marked transient.
 type transientError struct{ err error }
 
 func (e transientError) Error() string        { return e.err.Error() }
 func (e transientError) Unwrap() error        { return e.err }
 func (e transientError) Is(target error) bool { return target == ErrTransient }
 
-func markTransient(err error) error { return transientError{err} }
+// MarkTransient marks err as transient without changing its message (for adapters).
+func MarkTransient(err error) error { return transientError{err} }

@@ -45,8 +45,8 @@ type Sender interface {
 	Close(ctx context.Context) error
 }
 
-// validate checks the rules shared by every transport.
-func validate(i int, m Message) error {
+// Validate checks the rules shared by every transport for message i of a send.
+func Validate(i int, m Message) error {
 	switch {
 	case m.ID == "":
 		return fmt.Errorf("message %d: empty ID: %w", i, ErrInvalid)

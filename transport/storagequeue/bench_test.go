@@ -1,4 +1,4 @@
-package transport
+package storagequeue
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/transport"
 )
 
 // BenchmarkQueueSender_Send1000 measures one Send of 1,000 small envelopes to a Storage queue
@@ -42,9 +43,9 @@ func BenchmarkQueueSender_Send1000_Parallelism(b *testing.B) {
 func benchSend1000(b *testing.B, q *azqueue.QueueClient, opts QueueSenderOptions) {
 	b.Helper()
 	s := NewQueueSender(q, opts)
-	msgs := make([]Message, 1000)
+	msgs := make([]transport.Message, 1000)
 	for i := range msgs {
-		msgs[i] = Message{
+		msgs[i] = transport.Message{
 			ID:         fmt.Sprintf("bench/%d", i),
 			Body:       fmt.Appendf(nil, `{"v":1,"kind":"partition","run":"bench","epoch":1,"index":%d,"count":1000}`, i),
 			Properties: map[string]string{"run": "bench", "kind": "partition"},

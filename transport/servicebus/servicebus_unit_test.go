@@ -1,4 +1,4 @@
-package transport
+package servicebus
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/transport/transporttest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -19,7 +21,7 @@ func TestToServiceBusMessage(t *testing.T) {
 	hour, tenMin := time.Hour, 10*time.Minute
 	tests := []struct {
 		name       string
-		m          Message
+		m          transport.Message
 		defaultTTL time.Duration
 		wantProps  map[string]any
 		wantSched  *time.Time
@@ -28,35 +30,35 @@ func TestToServiceBusMessage(t *testing.T) {
 	}{
 		{
 			name:      "id, body, properties, no schedule, entity default TTL",
-			m:         Message{ID: "run-1/7", Body: []byte(`{"i":7}`), Properties: map[string]string{"run": "run-1", "epoch": "3", "kind": "partition"}},
+			m:         transport.Message{ID: "run-1/7", Body: []byte(`{"i":7}`), Properties: map[string]string{"run": "run-1", "epoch": "3", "kind": "partition"}},
 			wantProps: map[string]any{"run": "run-1", "epoch": "3", "kind": "partition"},
 		},
 		{
 			name:      "NotBefore becomes ScheduledEnqueueTime in UTC",
-			m:         Message{ID: "run-1/check", Body: []byte(`{}`), NotBefore: at},
+			m:         transport.Message{ID: "run-1/check", Body: []byte(`{}`), NotBefore: at},
 			wantSched: ptr(at.UTC()),
 		},
 		{
 			name:    "message TTL",
-			m:       Message{ID: "run-1/1", TTL: time.Hour},
+			m:       transport.Message{ID: "run-1/1", TTL: time.Hour},
 			wantTTL: &hour,
 		},
 		{
 			name:       "sender default TTL when the message has none",
-			m:          Message{ID: "run-1/1"},
+			m:          transport.Message{ID: "run-1/1"},
 			defaultTTL: tenMin,
 			wantTTL:    &tenMin,
 		},
 		{
 			name:       "message TTL wins over the default",
-			m:          Message{ID: "run-1/1", TTL: time.Hour},
+			m:          transport.Message{ID: "run-1/1", TTL: time.Hour},
 			defaultTTL: tenMin,
 			wantTTL:    &hour,
 		},
-		{name: "empty properties map is no properties", m: Message{ID: "run-1/1", Properties: map[string]string{}}},
-		{name: "empty ID", m: Message{}, wantErr: ErrInvalid},
-		{name: "ID over 128 bytes", m: Message{ID: strings.Repeat("x", 129)}, wantErr: ErrInvalid},
-		{name: "negative TTL", m: Message{ID: "a", TTL: -1}, wantErr: ErrInvalid},
+		{name: "empty properties map is no properties", m: transport.Message{ID: "run-1/1", Properties: map[string]string{}}},
+		{name: "empty ID", m: transport.Message{}, wantErr: transport.ErrInvalid},
+		{name: "ID over 128 bytes", m: transport.Message{ID: strings.Repeat("x", 129)}, wantErr: transport.ErrInvalid},
+		{name: "negative TTL", m: transport.Message{ID: "a", TTL: -1}, wantErr: transport.ErrInvalid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,16 +145,16 @@ func (f *fakeBatches) sendBatch(_ context.Context, b batch) error {
 func (f *fakeBatches) close(context.Context) error { f.closed++; return nil }
 
 // sbMessages returns n messages whose body plus ID cost exactly 100 bytes in a fakeBatch.
-func sbMessages(n int) []Message {
-	msgs := make([]Message, n)
+func sbMessages(n int) []transport.Message {
+	msgs := make([]transport.Message, n)
 	for i := range msgs {
 		id := fmt.Sprintf("r/%03d", i) // 5 bytes
-		msgs[i] = Message{ID: id, Body: []byte(strings.Repeat("b", 95))}
+		msgs[i] = transport.Message{ID: id, Body: []byte(strings.Repeat("b", 95))}
 	}
 	return msgs
 }
 
-func ids(msgs []Message) []string {
+func ids(msgs []transport.Message) []string {
 	out := make([]string, len(msgs))
 	for i, m := range msgs {
 		out[i] = m.ID
@@ -204,7 +206,7 @@ func TestServiceBusSender_Send_TooLargeSendsNothing(t *testing.T) {
 			msgs := sbMessages(10)
 			msgs[at].Body = make([]byte, 300)
 			err := s.Send(t.Context(), msgs)
-			if !errors.Is(err, ErrTooLarge) {
+			if !errors.Is(err, transport.ErrTooLarge) {
 				t.Fatalf("got %v want ErrTooLarge", err)
 			}
 			if !errors.Is(err, azservicebus.ErrMessageTooLarge) {
@@ -213,7 +215,7 @@ func TestServiceBusSender_Send_TooLargeSendsNothing(t *testing.T) {
 			if want := fmt.Sprintf("message %d (id %s, 300-byte body)", at, msgs[at].ID); !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not contain %q", err, want)
 			}
-			if IsTransient(err) {
+			if transport.IsTransient(err) {
 				t.Error("IsTransient: got true want false")
 			}
 			if f.sends != 0 {
@@ -235,7 +237,7 @@ func TestServiceBusSender_Send_BatchErrorStopsAndCounts(t *testing.T) {
 			t.Errorf("error %q does not contain %q", err, want)
 		}
 	}
-	if !IsTransient(err) {
+	if !transport.IsTransient(err) {
 		t.Errorf("IsTransient(%v): got false want true", err)
 	}
 	var sbErr *azservicebus.Error
@@ -256,7 +258,7 @@ func TestServiceBusSender_Send_NewBatchError(t *testing.T) {
 			if !strings.Contains(err.Error(), "new batch") {
 				t.Fatalf("got %v want a new-batch error", err)
 			}
-			if IsTransient(err) {
+			if transport.IsTransient(err) {
 				t.Errorf("IsTransient: got true want false (unauthorized)")
 			}
 			if f.sends != 0 {
@@ -284,15 +286,15 @@ func TestServiceBusSender_Send_NoOpsAndRefusals(t *testing.T) {
 	tests := []struct {
 		name    string
 		ctx     context.Context
-		msgs    []Message
+		msgs    []transport.Message
 		close   bool
 		wantErr error
 	}{
 		{name: "empty send", ctx: t.Context()},
 		{name: "empty send, cancelled context", ctx: cancelled},
 		{name: "cancelled context", ctx: cancelled, msgs: sbMessages(2), wantErr: context.Canceled},
-		{name: "invalid message", ctx: t.Context(), msgs: []Message{{ID: "ok"}, {}}, wantErr: ErrInvalid},
-		{name: "after close", ctx: t.Context(), msgs: sbMessages(2), close: true, wantErr: ErrClosed},
+		{name: "invalid message", ctx: t.Context(), msgs: []transport.Message{{ID: "ok"}, {}}, wantErr: transport.ErrInvalid},
+		{name: "after close", ctx: t.Context(), msgs: sbMessages(2), close: true, wantErr: transport.ErrClosed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -337,7 +339,7 @@ func TestTranslateSBError(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := translateSBError(tc.err)
-			checkTranslated(t, tc.err, got, tc.wantTransient, tc.wantTooLarge)
+			transporttest.CheckTranslated(t, tc.err, got, tc.wantTransient, tc.wantTooLarge)
 		})
 	}
 }
@@ -367,7 +369,7 @@ func TestServiceBusSender_RealSDK_NoBrokerIsTransient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	err = s.Send(ctx, sbMessages(3))
-	if !IsTransient(err) {
+	if !transport.IsTransient(err) {
 		t.Fatalf("got %v want a transient error", err)
 	}
 	var sbErr *azservicebus.Error

@@ -1,10 +1,12 @@
-package transport
+package storagequeue
 
 import (
 	"encoding/base64"
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/batonfn/baton/transport"
 )
 
 const (
@@ -16,7 +18,7 @@ const (
 	// away is delivered at the cap, i.e. early: callers that schedule check messages use
 	// minutes, not weeks.
 	MaxQueueDelay = 7*24*time.Hour - time.Second
-	// DefaultQueueTTL is the Storage queue TTL when neither Message.TTL nor
+	// DefaultQueueTTL is the Storage queue TTL when neither transport.Message.TTL nor
 	// QueueSenderOptions.TTL is set: the service's own default, 7 days.
 	DefaultQueueTTL = 7 * 24 * time.Hour
 )
@@ -36,13 +38,13 @@ type queueRequest struct {
 // the moment the message becomes visible, like Service Bus counts a scheduled message's TTL
 // from its enqueue time, so the service's rule "TTL > visibility timeout" always holds:
 // ttl = visibility + ceil(TTL). A TTL too large for int32 seconds means "never expires" (-1).
-func newQueueRequest(i int, m Message, now time.Time, defaultTTL time.Duration) (queueRequest, error) {
-	if err := validate(i, m); err != nil {
+func newQueueRequest(i int, m transport.Message, now time.Time, defaultTTL time.Duration) (queueRequest, error) {
+	if err := transport.Validate(i, m); err != nil {
 		return queueRequest{}, err
 	}
 	if len(m.Body) > MaxQueueBody {
 		return queueRequest{}, fmt.Errorf("message %d (id %s): body is %d bytes, the Storage queue limit is %d (base64 must fit 64 KiB): %w",
-			i, m.ID, len(m.Body), MaxQueueBody, ErrTooLarge)
+			i, m.ID, len(m.Body), MaxQueueBody, transport.ErrTooLarge)
 	}
 	ttl := m.TTL
 	if ttl == 0 {

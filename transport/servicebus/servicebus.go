@@ -1,4 +1,4 @@
-package transport
+package servicebus
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/batonfn/baton/transport"
 )
 
 // SBSender is the subset of *azservicebus.Sender that ServiceBusSender uses, so that callers
@@ -58,11 +59,11 @@ type ServiceBusSender struct {
 	closed atomic.Bool
 }
 
-var _ Sender = (*ServiceBusSender)(nil)
+var _ transport.Sender = (*ServiceBusSender)(nil)
 
 // NewServiceBusSender sends to a Service Bus queue via azservicebus: batches via NewMessageBatch,
-// split when AddMessage returns ErrMessageTooLarge (a single message too large → ErrTooLarge),
-// MessageID = Message.ID, ContentType application/json, ApplicationProperties from Properties,
+// split when AddMessage returns ErrMessageTooLarge (a single message too large → transport.ErrTooLarge),
+// MessageID = transport.Message.ID, ContentType application/json, ApplicationProperties from Properties,
 // ScheduledEnqueueTime from NotBefore, TimeToLive from TTL. Close closes s.
 func NewServiceBusSender(s SBSender, opts ServiceBusSenderOptions) *ServiceBusSender {
 	return newServiceBusSender(sbBatchAPI{s: s, maxBytes: opts.MaxBatchBytes}, opts)
@@ -78,14 +79,14 @@ func newServiceBusSender(api batchAPI, opts ServiceBusSenderOptions) *ServiceBus
 
 // Send maps every message, packs them all into batches (a new batch whenever the current one
 // is full), then sends the batches in order. Because packing finishes before the first send,
-// ErrTooLarge and ErrInvalid mean nothing was sent. A send error stops at that batch: the
+// ErrTooLarge and transport.ErrInvalid mean nothing was sent. A send error stops at that batch: the
 // earlier batches were accepted, and the error says how many messages that was.
-func (s *ServiceBusSender) Send(ctx context.Context, msgs []Message) error {
+func (s *ServiceBusSender) Send(ctx context.Context, msgs []transport.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
 	if s.closed.Load() {
-		return fmt.Errorf("send %d to queue %s: %w", len(msgs), s.queue, ErrClosed)
+		return fmt.Errorf("send %d to queue %s: %w", len(msgs), s.queue, transport.ErrClosed)
 	}
 	sbMsgs := make([]*azservicebus.Message, len(msgs))
 	for i, m := range msgs {
@@ -115,7 +116,7 @@ func (s *ServiceBusSender) Send(ctx context.Context, msgs []Message) error {
 }
 
 // pack adds msgs in order to as few batches as fit. A message that does not fit in an empty
-// batch is ErrTooLarge.
+// batch is transport.ErrTooLarge.
 func pack(ctx context.Context, api batchAPI, msgs []*azservicebus.Message) ([]batch, error) {
 	var batches []batch
 	cur, err := api.newBatch(ctx)
@@ -141,7 +142,7 @@ func pack(ctx context.Context, api batchAPI, msgs []*azservicebus.Message) ([]ba
 	return batches, nil
 }
 
-// Close closes the underlying azservicebus sender; later Sends return ErrClosed.
+// Close closes the underlying azservicebus sender; later Sends return transport.ErrClosed.
 func (s *ServiceBusSender) Close(ctx context.Context) error {
 	s.closed.Store(true)
 	if err := s.api.close(ctx); err != nil {
@@ -161,13 +162,13 @@ func translateSBError(err error) error {
 		return err
 	}
 	if errors.Is(err, azservicebus.ErrMessageTooLarge) {
-		return fmt.Errorf("%w: %w", ErrTooLarge, err)
+		return fmt.Errorf("%w: %w", transport.ErrTooLarge, err)
 	}
 	var sbErr *azservicebus.Error
 	if errors.As(err, &sbErr) {
 		switch sbErr.Code {
 		case azservicebus.CodeConnectionLost, azservicebus.CodeTimeout:
-			return markTransient(err)
+			return transport.MarkTransient(err)
 		}
 	}
 	return err

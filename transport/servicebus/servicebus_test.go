@@ -1,4 +1,4 @@
-package transport
+package servicebus
 
 import (
 	"context"
@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/transport/transporttest"
 )
 
 // skipNoBroker is the message every broker-backed Service Bus test skips with.
-const skipNoBroker = "SERVICEBUS_CONNECTION_STRING not set: Service Bus contract tests need a broker (e.g. the Service Bus emulator in Docker); see README"
+const skipNoBroker = "SERVICEBUS_CONNECTION_STRING not set: Service Bus transporttest.Contract tests need a broker (e.g. the Service Bus emulator in Docker); see README"
 
-// TestServiceBusSender_Contract runs the contract against a real Service Bus queue (the
+// TestServiceBusSender_Contract runs the transporttest.Contract against a real Service Bus queue (the
 // emulator or Azure) named by SERVICEBUS_QUEUE (default "baton-work"). The queue is shared:
 // each case filters by its own token, and receives in ReceiveAndDelete mode, so leftover
 // messages from other runs are consumed and ignored.
@@ -33,12 +35,12 @@ func TestServiceBusSender_Contract(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = client.Close(context.Background()) })
 
-	runSenderContract(t, contract{
-		maxBody:   200 * 1024,    // fits the 256 KiB Standard/emulator message limit with headers
-		tooLarge:  1024*1024 + 1, // over the largest batch limit (1 MiB, Premium)
-		keepsMeta: true,
-		quiet:     2 * time.Second, // the broker has no "visible now" read; wait a little
-	}, func(t *testing.T) (Sender, func(context.Context) []received) {
+	transporttest.RunSenderContract(t, transporttest.Contract{
+		MaxBody:   200 * 1024,    // fits the 256 KiB Standard/emulator message limit with headers
+		TooLarge:  1024*1024 + 1, // over the largest batch limit (1 MiB, Premium)
+		KeepsMeta: true,
+		Quiet:     2 * time.Second, // the broker has no "visible now" read; wait a little
+	}, func(t *testing.T) (transport.Sender, func(context.Context) []transporttest.Received) {
 		raw, err := client.NewSender(queue, nil)
 		if err != nil {
 			t.Fatalf("sender: %v", err)
@@ -50,7 +52,7 @@ func TestServiceBusSender_Contract(t *testing.T) {
 			t.Fatalf("receiver: %v", err)
 		}
 		t.Cleanup(func() { _ = rcv.Close(context.Background()) })
-		return s, func(ctx context.Context) []received {
+		return s, func(ctx context.Context) []transporttest.Received {
 			t.Helper()
 			ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 			defer cancel()
@@ -58,9 +60,9 @@ func TestServiceBusSender_Contract(t *testing.T) {
 			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("receive: %v", err)
 			}
-			out := make([]received, 0, len(msgs))
+			out := make([]transporttest.Received, 0, len(msgs))
 			for _, m := range msgs {
-				r := received{ID: m.MessageID, Body: m.Body}
+				r := transporttest.Received{ID: m.MessageID, Body: m.Body}
 				if len(m.ApplicationProperties) > 0 {
 					r.Properties = make(map[string]string, len(m.ApplicationProperties))
 					for k, v := range m.ApplicationProperties {

@@ -1,9 +1,10 @@
-package transport
+package servicebus
 
 import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/batonfn/baton/transport"
 )
 
 // ContentTypeJSON is the ContentType of every Service Bus message: bodies are JSON envelopes.
@@ -14,8 +15,8 @@ const ContentTypeJSON = "application/json"
 // application/json, ApplicationProperties = Properties (nil when empty),
 // ScheduledEnqueueTime = NotBefore in UTC (nil when zero), TimeToLive = TTL, else
 // defaultTTL, else nil (the entity's DefaultMessageTimeToLive, which also caps any TTL).
-func toServiceBusMessage(i int, m Message, defaultTTL time.Duration) (*azservicebus.Message, error) {
-	if err := validate(i, m); err != nil {
+func toServiceBusMessage(i int, m transport.Message, defaultTTL time.Duration) (*azservicebus.Message, error) {
+	if err := transport.Validate(i, m); err != nil {
 		return nil, err
 	}
 	id, ct := m.ID, ContentTypeJSON

@@ -1,4 +1,7 @@
-package transport
+// Package transporttest holds the behaviour every transport.Sender must have, as a suite both
+// adapters run (the Storage queue on Azurite always, Service Bus when a broker is configured),
+// and the check of an adapter's error translation.
+package transporttest
 
 import (
 	"bytes"
@@ -13,37 +16,38 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/transport"
 	"github.com/google/go-cmp/cmp"
 )
 
-// received is one message as a receiver saw it.
-type received struct {
+// Received is one message as a receiver saw it.
+type Received struct {
 	ID         string            // "" when the transport does not carry IDs (Storage queue)
 	Body       []byte            // decoded body
 	Properties map[string]string // nil when the transport does not carry them
 }
 
-// contract says what the transport under test can carry.
-type contract struct {
-	maxBody   int           // the largest body the transport must accept
-	tooLarge  int           // a body size the transport must reject with ErrTooLarge
-	keepsMeta bool          // the receiver sees Message.ID and Properties
-	quiet     time.Duration // how long to keep looking before concluding "nothing arrived"
+// Contract says what the transport under test can carry.
+type Contract struct {
+	MaxBody   int           // the largest body the transport must accept
+	TooLarge  int           // a body size the transport must reject with transport.ErrTooLarge
+	KeepsMeta bool          // the receiver sees transport.Message.ID and Properties
+	Quiet     time.Duration // how long to keep looking before concluding "nothing arrived"
 }
 
-// newSenderFunc returns a fresh sender on its own (or a shared, token-filtered) queue, and a
+// NewSenderFunc returns a fresh sender on its own (or a shared, token-filtered) queue, and a
 // receive function that returns, and removes, whatever is deliverable now (possibly nothing).
 // receive is only called from the test goroutine.
-type newSenderFunc func(t *testing.T) (Sender, func(ctx context.Context) []received)
+type NewSenderFunc func(t *testing.T) (transport.Sender, func(ctx context.Context) []Received)
 
-// runSenderContract is the behaviour every Sender must have. Each case uses a random token
+// RunSenderContract is the behaviour every transport.Sender must have. Each case uses a random token
 // in bodies and IDs and ignores messages without it, so it also works on a shared queue.
-func runSenderContract(t *testing.T, c contract, newSender newSenderFunc) {
+func RunSenderContract(t *testing.T, c Contract, newSender NewSenderFunc) {
 	t.Run("single send arrives with the exact body", func(t *testing.T) {
 		s, receive := newSender(t)
 		col := newCollector(t, receive)
 		m := col.message(0, 0)
-		if err := s.Send(t.Context(), []Message{m}); err != nil {
+		if err := s.Send(t.Context(), []transport.Message{m}); err != nil {
 			t.Fatalf("Send: %v", err)
 		}
 		col.waitFor(1, 60*time.Second)
@@ -51,7 +55,7 @@ func runSenderContract(t *testing.T, c contract, newSender newSenderFunc) {
 		if !bytes.Equal(got.Body, m.Body) {
 			t.Fatalf("body: got %q want %q", got.Body, m.Body)
 		}
-		if c.keepsMeta {
+		if c.KeepsMeta {
 			if got.ID != m.ID {
 				t.Errorf("ID: got %q want %q", got.ID, m.ID)
 			}
@@ -64,7 +68,7 @@ func runSenderContract(t *testing.T, c contract, newSender newSenderFunc) {
 	t.Run("1000 messages in one send all arrive", func(t *testing.T) {
 		s, receive := newSender(t)
 		col := newCollector(t, receive)
-		msgs := make([]Message, 1000)
+		msgs := make([]transport.Message, 1000)
 		for i := range msgs {
 			msgs[i] = col.message(i, 0)
 		}
@@ -87,7 +91,7 @@ func runSenderContract(t *testing.T, c contract, newSender newSenderFunc) {
 		col := newCollector(t, receive)
 		m := col.message(0, 0)
 		m.NotBefore = time.Now().Add(2 * time.Second)
-		if err := s.Send(t.Context(), []Message{m}); err != nil {
+		if err := s.Send(t.Context(), []transport.Message{m}); err != nil {
 			t.Fatalf("Send: %v", err)
 		}
 		col.poll()
@@ -113,17 +117,17 @@ func runSenderContract(t *testing.T, c contract, newSender newSenderFunc) {
 		for _, tc := range []struct {
 			name string
 			ctx  context.Context
-			msgs []Message
+			msgs []transport.Message
 		}{
 			{"nil slice", t.Context(), nil},
-			{"empty slice", t.Context(), []Message{}},
+			{"empty slice", t.Context(), []transport.Message{}},
 			{"nil slice, cancelled context", cancelled, nil},
 		} {
 			if err := s.Send(tc.ctx, tc.msgs); err != nil {
 				t.Errorf("%s: got %v want nil", tc.name, err)
 			}
 		}
-		col.expectNothing(c.quiet)
+		col.expectNothing(c.Quiet)
 	})
 
 	t.Run("cancelled context returns an error and sends nothing", func(t *testing.T) {
@@ -131,34 +135,34 @@ func runSenderContract(t *testing.T, c contract, newSender newSenderFunc) {
 		col := newCollector(t, receive)
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		err := s.Send(ctx, []Message{col.message(0, 0), col.message(1, 0), col.message(2, 0)})
+		err := s.Send(ctx, []transport.Message{col.message(0, 0), col.message(1, 0), col.message(2, 0)})
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("got %v want an error wrapping context.Canceled", err)
 		}
-		col.expectNothing(c.quiet)
+		col.expectNothing(c.Quiet)
 	})
 
-	t.Run("too-large body returns ErrTooLarge and sends nothing", func(t *testing.T) {
+	t.Run("too-large body returns transport.ErrTooLarge and sends nothing", func(t *testing.T) {
 		s, receive := newSender(t)
 		col := newCollector(t, receive)
-		err := s.Send(t.Context(), []Message{col.message(0, 0), col.message(1, c.tooLarge)})
-		if !errors.Is(err, ErrTooLarge) {
+		err := s.Send(t.Context(), []transport.Message{col.message(0, 0), col.message(1, c.TooLarge)})
+		if !errors.Is(err, transport.ErrTooLarge) {
 			t.Fatalf("got %v want an error wrapping ErrTooLarge", err)
 		}
-		if IsTransient(err) {
+		if transport.IsTransient(err) {
 			t.Errorf("IsTransient(%v): got true want false", err)
 		}
-		col.expectNothing(c.quiet)
+		col.expectNothing(c.Quiet)
 	})
 
 	t.Run("largest allowed body arrives intact", func(t *testing.T) {
 		s, receive := newSender(t)
 		col := newCollector(t, receive)
-		m := col.message(0, c.maxBody)
-		if len(m.Body) != c.maxBody {
-			t.Fatalf("test bug: body is %d bytes want %d", len(m.Body), c.maxBody)
+		m := col.message(0, c.MaxBody)
+		if len(m.Body) != c.MaxBody {
+			t.Fatalf("test bug: body is %d bytes want %d", len(m.Body), c.MaxBody)
 		}
-		if err := s.Send(t.Context(), []Message{m}); err != nil {
+		if err := s.Send(t.Context(), []transport.Message{m}); err != nil {
 			t.Fatalf("Send of a %d-byte body: %v", len(m.Body), err)
 		}
 		col.waitFor(1, 60*time.Second)
@@ -174,7 +178,7 @@ func runSenderContract(t *testing.T, c contract, newSender newSenderFunc) {
 		errs := make([]error, goroutines)
 		var wg sync.WaitGroup
 		for g := range goroutines {
-			msgs := make([]Message, each)
+			msgs := make([]transport.Message, each)
 			for i := range msgs {
 				msgs[i] = col.message(g*each+i, 0)
 			}
@@ -195,38 +199,38 @@ func runSenderContract(t *testing.T, c contract, newSender newSenderFunc) {
 		if err := s.Close(t.Context()); err != nil {
 			t.Fatalf("Close: %v", err)
 		}
-		if err := s.Send(t.Context(), []Message{col.message(0, 0)}); !errors.Is(err, ErrClosed) {
+		if err := s.Send(t.Context(), []transport.Message{col.message(0, 0)}); !errors.Is(err, transport.ErrClosed) {
 			t.Fatalf("got %v want an error wrapping ErrClosed", err)
 		}
 	})
 }
 
-// collector gathers the received messages that carry its token, keyed by body.
+// collector gathers the Received messages that carry its token, keyed by body.
 type collector struct {
 	t         *testing.T
-	receive   func(context.Context) []received
+	receive   func(context.Context) []Received
 	token     string
-	got       map[string]received
+	got       map[string]Received
 	dups      int
 	firstSeen time.Time
 }
 
-func newCollector(t *testing.T, receive func(context.Context) []received) *collector {
+func newCollector(t *testing.T, receive func(context.Context) []Received) *collector {
 	t.Helper()
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &collector{t: t, receive: receive, token: hex.EncodeToString(b[:]), got: map[string]received{}}
+	return &collector{t: t, receive: receive, token: hex.EncodeToString(b[:]), got: map[string]Received{}}
 }
 
 // message is test message i: a JSON body with the token, characters that need escaping in
 // XML and JSON, and padding up to size bytes when size > 0.
-func (c *collector) message(i, size int) Message {
+func (c *collector) message(i, size int) transport.Message {
 	body := fmt.Sprintf(`{"test":%q,"i":%d,"s":"héllo <&> \"q\" ✓ \u2028","pad":"`, c.token, i)
 	if size > 0 {
 		body += strings.Repeat("x", max(0, size-len(body)-2))
 	}
 	body += `"}`
-	return Message{
+	return transport.Message{
 		ID:         c.token + "/" + strconv.Itoa(i),
 		Body:       []byte(body),
 		Properties: map[string]string{"run": c.token, "kind": "partition", "epoch": "3"},
@@ -259,12 +263,12 @@ func (c *collector) waitFor(n int, timeout time.Duration) {
 		c.poll()
 		if len(c.got) >= n {
 			if len(c.got) > n {
-				c.t.Fatalf("received %d distinct messages want %d", len(c.got), n)
+				c.t.Fatalf("Received %d distinct messages want %d", len(c.got), n)
 			}
 			return
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("after %v: received %d messages want %d", timeout, len(c.got), n)
+			c.t.Fatalf("after %v: Received %d messages want %d", timeout, len(c.got), n)
 		}
 		select {
 		case <-c.t.Context().Done():
@@ -281,7 +285,7 @@ func (c *collector) expectNothing(quiet time.Duration) {
 	for {
 		c.poll()
 		if len(c.got) != 0 {
-			c.t.Fatalf("received %d messages want 0", len(c.got))
+			c.t.Fatalf("Received %d messages want 0", len(c.got))
 		}
 		if !time.Now().Before(deadline) {
 			return

@@ -1,4 +1,4 @@
-package transport
+package storagequeue
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/transport/transporttest"
 )
 
 // newAzuriteQueue returns a client for a queue unique to this test (not created) on the
@@ -31,10 +33,10 @@ func newAzuriteQueue(tb testing.TB) *azqueue.QueueClient {
 
 // dequeueAll dequeues every visible message (hiding it for 10 minutes) and decodes its text
 // as base64, the way the Functions queue trigger does by default. A missing queue is empty.
-func dequeueAll(t *testing.T, q *azqueue.QueueClient) func(context.Context) []received {
-	return func(ctx context.Context) []received {
+func dequeueAll(t *testing.T, q *azqueue.QueueClient) func(context.Context) []transporttest.Received {
+	return func(ctx context.Context) []transporttest.Received {
 		t.Helper()
-		var out []received
+		var out []transporttest.Received
 		for {
 			r, err := q.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{
 				NumberOfMessages:  to32(32),
@@ -54,7 +56,7 @@ func dequeueAll(t *testing.T, q *azqueue.QueueClient) func(context.Context) []re
 				if err != nil {
 					t.Fatalf("message %s: text is not base64, the queue trigger would poison it: %v", *m.MessageID, err)
 				}
-				out = append(out, received{Body: body})
+				out = append(out, transporttest.Received{Body: body})
 			}
 		}
 	}
@@ -63,8 +65,8 @@ func dequeueAll(t *testing.T, q *azqueue.QueueClient) func(context.Context) []re
 func to32(v int32) *int32 { return &v }
 
 func TestQueueSender_Contract(t *testing.T) {
-	runSenderContract(t, contract{maxBody: MaxQueueBody, tooLarge: MaxQueueBody + 1},
-		func(t *testing.T) (Sender, func(context.Context) []received) {
+	transporttest.RunSenderContract(t, transporttest.Contract{MaxBody: MaxQueueBody, TooLarge: MaxQueueBody + 1},
+		func(t *testing.T) (transport.Sender, func(context.Context) []transporttest.Received) {
 			q := newAzuriteQueue(t)
 			return NewQueueSender(q, QueueSenderOptions{}), dequeueAll(t, q)
 		})
@@ -76,7 +78,7 @@ func TestQueueSender_CreatesMissingQueue(t *testing.T) {
 		t.Fatalf("before Send: got %v want QueueNotFound", err)
 	}
 	s := NewQueueSender(q, QueueSenderOptions{})
-	if err := s.Send(t.Context(), []Message{{ID: "r/0", Body: []byte(`{}`)}}); err != nil {
+	if err := s.Send(t.Context(), []transport.Message{{ID: "r/0", Body: []byte(`{}`)}}); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
 	if _, err := q.GetProperties(t.Context(), nil); err != nil {
@@ -87,7 +89,7 @@ func TestQueueSender_CreatesMissingQueue(t *testing.T) {
 func TestQueueSender_RecreatesDeletedQueue(t *testing.T) {
 	q := newAzuriteQueue(t)
 	s := NewQueueSender(q, QueueSenderOptions{})
-	msg := []Message{{ID: "r/0", Body: []byte(`{}`)}}
+	msg := []transport.Message{{ID: "r/0", Body: []byte(`{}`)}}
 	if err := s.Send(t.Context(), msg); err != nil {
 		t.Fatalf("first Send: %v", err)
 	}
@@ -95,7 +97,7 @@ func TestQueueSender_RecreatesDeletedQueue(t *testing.T) {
 		t.Fatalf("Delete: %v", err)
 	}
 	err := s.Send(t.Context(), msg)
-	if !IsTransient(err) || !queueerror.HasCode(err, queueerror.QueueNotFound) {
+	if !transport.IsTransient(err) || !queueerror.HasCode(err, queueerror.QueueNotFound) {
 		t.Fatalf("Send to the deleted queue: got %v want a transient QueueNotFound", err)
 	}
 	if err := s.Send(t.Context(), msg); err != nil {
@@ -106,11 +108,11 @@ func TestQueueSender_RecreatesDeletedQueue(t *testing.T) {
 func TestQueueSender_NoCreate_MissingQueueIsPermanent(t *testing.T) {
 	q := newAzuriteQueue(t)
 	s := NewQueueSender(q, QueueSenderOptions{NoCreate: true})
-	err := s.Send(t.Context(), []Message{{ID: "r/0", Body: []byte(`{}`)}})
+	err := s.Send(t.Context(), []transport.Message{{ID: "r/0", Body: []byte(`{}`)}})
 	if !queueerror.HasCode(err, queueerror.QueueNotFound) {
 		t.Fatalf("got %v want QueueNotFound", err)
 	}
-	if IsTransient(err) {
+	if transport.IsTransient(err) {
 		t.Errorf("IsTransient: got true want false (NoCreate: nothing will create it)")
 	}
 }
@@ -121,8 +123,8 @@ func TestQueueSender_VisibilityAndTTLOnTheWire(t *testing.T) {
 	q := newAzuriteQueue(t)
 	now := time.Now()
 	s := NewQueueSender(q, QueueSenderOptions{Now: func() time.Time { return now }})
-	m := Message{ID: "r/check", Body: []byte(`{"kind":"check"}`), NotBefore: now.Add(1500 * time.Millisecond), TTL: time.Hour}
-	if err := s.Send(t.Context(), []Message{m}); err != nil {
+	m := transport.Message{ID: "r/check", Body: []byte(`{"kind":"check"}`), NotBefore: now.Add(1500 * time.Millisecond), TTL: time.Hour}
+	if err := s.Send(t.Context(), []transport.Message{m}); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
 	// Peek does not see invisible messages, so wait for it and then read the times.

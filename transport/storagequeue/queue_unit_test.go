@@ -1,4 +1,4 @@
-package transport
+package storagequeue
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/transport/transporttest"
 )
 
 func TestNewQueueRequest(t *testing.T) {
@@ -23,31 +25,31 @@ func TestNewQueueRequest(t *testing.T) {
 	week := int32(7 * 24 * 3600)
 	tests := []struct {
 		name           string
-		m              Message
+		m              transport.Message
 		defaultTTL     time.Duration
 		wantVis        int32
 		wantTTL        int32
 		wantErr        error
 		wantErrContain string
 	}{
-		{name: "deliver now, default TTL 7 days", m: Message{ID: "r/1"}, wantVis: 0, wantTTL: week},
-		{name: "NotBefore 1.2 s away rounds up to 2 s, TTL counts from then", m: Message{ID: "r/1", NotBefore: now.Add(1200 * time.Millisecond)}, wantVis: 2, wantTTL: week + 2},
-		{name: "NotBefore exactly 2 s away is 2 s", m: Message{ID: "r/1", NotBefore: now.Add(2 * time.Second)}, wantVis: 2, wantTTL: week + 2},
-		{name: "NotBefore 1 ns away is 1 s", m: Message{ID: "r/1", NotBefore: now.Add(1)}, wantVis: 1, wantTTL: week + 1},
-		{name: "NotBefore in the past is now", m: Message{ID: "r/1", NotBefore: now.Add(-time.Hour)}, wantVis: 0, wantTTL: week},
-		{name: "NotBefore 30 days away is capped at 7 days − 1 s", m: Message{ID: "r/1", NotBefore: now.Add(30 * 24 * time.Hour)}, wantVis: week - 1, wantTTL: 2*week - 1},
-		{name: "message TTL 1 h with visibility 5 s is 1 h + 5 s", m: Message{ID: "r/1", NotBefore: now.Add(5 * time.Second), TTL: time.Hour}, wantVis: 5, wantTTL: 3605},
-		{name: "TTL shorter than visibility still outlives it", m: Message{ID: "r/1", NotBefore: now.Add(100 * time.Second), TTL: 50 * time.Second}, wantVis: 100, wantTTL: 150},
-		{name: "fractional TTL rounds up", m: Message{ID: "r/1", TTL: 1500 * time.Millisecond}, wantVis: 0, wantTTL: 2},
-		{name: "sender default TTL applies when the message has none", m: Message{ID: "r/1"}, defaultTTL: 10 * time.Minute, wantVis: 0, wantTTL: 600},
-		{name: "message TTL wins over the sender default", m: Message{ID: "r/1", TTL: time.Minute}, defaultTTL: 10 * time.Minute, wantVis: 0, wantTTL: 60},
-		{name: "TTL beyond int32 seconds never expires", m: Message{ID: "r/1", TTL: 100 * 365 * 24 * time.Hour}, wantVis: 0, wantTTL: -1},
-		{name: "body of exactly 48 KiB fits", m: Message{ID: "r/1", Body: make([]byte, MaxQueueBody)}, wantVis: 0, wantTTL: week},
-		{name: "body of 48 KiB + 1 is too large", m: Message{ID: "r/1", Body: make([]byte, MaxQueueBody+1)}, wantErr: ErrTooLarge, wantErrContain: "49153 bytes"},
-		{name: "empty ID is invalid", m: Message{}, wantErr: ErrInvalid},
-		{name: "ID over 128 bytes is invalid", m: Message{ID: strings.Repeat("a", 129)}, wantErr: ErrInvalid},
-		{name: "ID of 128 bytes is fine", m: Message{ID: strings.Repeat("a", 128)}, wantVis: 0, wantTTL: week},
-		{name: "negative TTL is invalid", m: Message{ID: "r/1", TTL: -time.Second}, wantErr: ErrInvalid},
+		{name: "deliver now, default TTL 7 days", m: transport.Message{ID: "r/1"}, wantVis: 0, wantTTL: week},
+		{name: "NotBefore 1.2 s away rounds up to 2 s, TTL counts from then", m: transport.Message{ID: "r/1", NotBefore: now.Add(1200 * time.Millisecond)}, wantVis: 2, wantTTL: week + 2},
+		{name: "NotBefore exactly 2 s away is 2 s", m: transport.Message{ID: "r/1", NotBefore: now.Add(2 * time.Second)}, wantVis: 2, wantTTL: week + 2},
+		{name: "NotBefore 1 ns away is 1 s", m: transport.Message{ID: "r/1", NotBefore: now.Add(1)}, wantVis: 1, wantTTL: week + 1},
+		{name: "NotBefore in the past is now", m: transport.Message{ID: "r/1", NotBefore: now.Add(-time.Hour)}, wantVis: 0, wantTTL: week},
+		{name: "NotBefore 30 days away is capped at 7 days − 1 s", m: transport.Message{ID: "r/1", NotBefore: now.Add(30 * 24 * time.Hour)}, wantVis: week - 1, wantTTL: 2*week - 1},
+		{name: "message TTL 1 h with visibility 5 s is 1 h + 5 s", m: transport.Message{ID: "r/1", NotBefore: now.Add(5 * time.Second), TTL: time.Hour}, wantVis: 5, wantTTL: 3605},
+		{name: "TTL shorter than visibility still outlives it", m: transport.Message{ID: "r/1", NotBefore: now.Add(100 * time.Second), TTL: 50 * time.Second}, wantVis: 100, wantTTL: 150},
+		{name: "fractional TTL rounds up", m: transport.Message{ID: "r/1", TTL: 1500 * time.Millisecond}, wantVis: 0, wantTTL: 2},
+		{name: "sender default TTL applies when the message has none", m: transport.Message{ID: "r/1"}, defaultTTL: 10 * time.Minute, wantVis: 0, wantTTL: 600},
+		{name: "message TTL wins over the sender default", m: transport.Message{ID: "r/1", TTL: time.Minute}, defaultTTL: 10 * time.Minute, wantVis: 0, wantTTL: 60},
+		{name: "TTL beyond int32 seconds never expires", m: transport.Message{ID: "r/1", TTL: 100 * 365 * 24 * time.Hour}, wantVis: 0, wantTTL: -1},
+		{name: "body of exactly 48 KiB fits", m: transport.Message{ID: "r/1", Body: make([]byte, MaxQueueBody)}, wantVis: 0, wantTTL: week},
+		{name: "body of 48 KiB + 1 is too large", m: transport.Message{ID: "r/1", Body: make([]byte, MaxQueueBody+1)}, wantErr: transport.ErrTooLarge, wantErrContain: "49153 bytes"},
+		{name: "empty ID is invalid", m: transport.Message{}, wantErr: transport.ErrInvalid},
+		{name: "ID over 128 bytes is invalid", m: transport.Message{ID: strings.Repeat("a", 129)}, wantErr: transport.ErrInvalid},
+		{name: "ID of 128 bytes is fine", m: transport.Message{ID: strings.Repeat("a", 128)}, wantVis: 0, wantTTL: week},
+		{name: "negative TTL is invalid", m: transport.Message{ID: "r/1", TTL: -time.Second}, wantErr: transport.ErrInvalid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,10 +125,10 @@ func (f *fakeQueue) EnqueueMessage(ctx context.Context, content string, o *azque
 	return azqueue.EnqueueMessagesResponse{}, nil
 }
 
-func fakeMessages(n int) []Message {
-	msgs := make([]Message, n)
+func fakeMessages(n int) []transport.Message {
+	msgs := make([]transport.Message, n)
 	for i := range msgs {
-		msgs[i] = Message{ID: fmt.Sprintf("r/%d", i), Body: fmt.Appendf(nil, `{"i":%d}`, i)}
+		msgs[i] = transport.Message{ID: fmt.Sprintf("r/%d", i), Body: fmt.Appendf(nil, `{"i":%d}`, i)}
 	}
 	return msgs
 }
@@ -200,7 +202,7 @@ func TestQueueSender_Send_StopsAtFirstError(t *testing.T) {
 			t.Errorf("error %q does not contain %q", err, want)
 		}
 	}
-	if IsTransient(err) {
+	if transport.IsTransient(err) {
 		t.Errorf("IsTransient: got true want false (403)")
 	}
 	if got := f.calls.Load(); got != 5 {
@@ -222,7 +224,7 @@ func TestQueueSender_Send_ContextCancelledMidway(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v want an error wrapping context.Canceled", err)
 	}
-	if IsTransient(err) {
+	if transport.IsTransient(err) {
 		t.Errorf("IsTransient: got true want false (cancellation is the caller's decision)")
 	}
 	if got := f.calls.Load(); got != 3 {
@@ -235,7 +237,7 @@ func TestQueueSender_Send_ValidatesBeforeSending(t *testing.T) {
 	s := newQueueSender(f, "work", QueueSenderOptions{})
 	msgs := fakeMessages(10)
 	msgs[9].Body = make([]byte, MaxQueueBody+1)
-	if err := s.Send(t.Context(), msgs); !errors.Is(err, ErrTooLarge) {
+	if err := s.Send(t.Context(), msgs); !errors.Is(err, transport.ErrTooLarge) {
 		t.Fatalf("got %v want ErrTooLarge", err)
 	}
 	if f.calls.Load() != 0 || f.creates != 0 {
@@ -247,8 +249,8 @@ func TestQueueSender_Send_MapsEachMessage(t *testing.T) {
 	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	f := &fakeQueue{}
 	s := newQueueSender(f, "work", QueueSenderOptions{Parallelism: 1, Now: func() time.Time { return now }})
-	m := Message{ID: "r/check", Body: []byte(`{"kind":"check"}`), NotBefore: now.Add(90 * time.Second), TTL: time.Minute}
-	if err := s.Send(t.Context(), []Message{m}); err != nil {
+	m := transport.Message{ID: "r/check", Body: []byte(`{"kind":"check"}`), NotBefore: now.Add(90 * time.Second), TTL: time.Minute}
+	if err := s.Send(t.Context(), []transport.Message{m}); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
 	if got, want := f.texts[0], base64.StdEncoding.EncodeToString(m.Body); got != want {
@@ -287,7 +289,7 @@ func TestQueueSender_CreateFailureIsRetriedNextSend(t *testing.T) {
 	}}
 	s := newQueueSender(f, "work", QueueSenderOptions{})
 	err := s.Send(t.Context(), fakeMessages(3))
-	if !IsTransient(err) || !strings.Contains(err.Error(), "create queue") {
+	if !transport.IsTransient(err) || !strings.Contains(err.Error(), "create queue") {
 		t.Fatalf("first Send: got %v want a transient create-queue error", err)
 	}
 	if f.calls.Load() != 0 {
@@ -348,7 +350,7 @@ func TestTranslateQueueError(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := translateQueueError(tc.err)
-			checkTranslated(t, tc.err, got, tc.wantTransient, tc.wantTooLarge)
+			transporttest.CheckTranslated(t, tc.err, got, tc.wantTransient, tc.wantTooLarge)
 			if tc.err != nil && got.Error() != tc.err.Error() && !tc.wantTooLarge {
 				t.Errorf("message changed: got %q want %q", got, tc.err)
 			}

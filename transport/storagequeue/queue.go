@@ -1,4 +1,4 @@
-package transport
+package storagequeue
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
+	"github.com/batonfn/baton/transport"
 )
 
 // DefaultParallelism is the default number of EnqueueMessage calls a QueueSender keeps in
@@ -35,7 +36,7 @@ type QueueSenderOptions struct {
 	// Default DefaultQueueTTL (7 days).
 	TTL time.Duration
 	// NoCreate skips creating the queue before the first send. Set it when the identity may
-	// only send (the "Storage Queue Data Message Sender" role cannot create queues) and the
+	// only send (the "Storage Queue Data transport.Message Sender" role cannot create queues) and the
 	// queue is provisioned by infrastructure.
 	NoCreate bool
 	// Now is the clock that turns NotBefore into a visibility timeout. Default time.Now.
@@ -66,12 +67,12 @@ type QueueSender struct {
 	closed  atomic.Bool
 }
 
-var _ Sender = (*QueueSender)(nil)
+var _ transport.Sender = (*QueueSender)(nil)
 
 // NewQueueSender sends to an Azure Storage queue via azqueue: base64(body) as the Functions queue trigger expects by default,
 // NotBefore → VisibilityTimeout (seconds, rounded up, capped at 7 days - 1s, TTL adjusted so TTL > visibility),
 // bounded parallel sends (Options.Parallelism, default 16) since the queue has no batch API.
-// Creates the queue if missing (once, race-safe). Body larger than 48 KiB raw → error wrapping ErrTooLarge.
+// Creates the queue if missing (once, race-safe). Body larger than 48 KiB raw → error wrapping transport.ErrTooLarge.
 func NewQueueSender(q *azqueue.QueueClient, opts QueueSenderOptions) *QueueSender {
 	return newQueueSender(q, queueName(q.URL()), opts)
 }
@@ -100,15 +101,15 @@ func queueName(rawURL string) string {
 }
 
 // Send enqueues every message, at most Parallelism at a time, and returns after all were
-// accepted. Messages are validated and mapped first, so ErrTooLarge and ErrInvalid mean
+// accepted. Messages are validated and mapped first, so transport.ErrTooLarge and transport.ErrInvalid mean
 // nothing was sent. On the first send error, no further sends start and the error names the
 // message and how many were accepted; the accepted ones stay in the queue.
-func (s *QueueSender) Send(ctx context.Context, msgs []Message) error {
+func (s *QueueSender) Send(ctx context.Context, msgs []transport.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
 	if s.closed.Load() {
-		return fmt.Errorf("send %d to queue %s: %w", len(msgs), s.name, ErrClosed)
+		return fmt.Errorf("send %d to queue %s: %w", len(msgs), s.name, transport.ErrClosed)
 	}
 	// One clock reading for the whole slice: each message is inserted at or after now, so
 	// becomes visible at or after its NotBefore, never before.
@@ -133,7 +134,7 @@ func (s *QueueSender) Send(ctx context.Context, msgs []Message) error {
 	return nil
 }
 
-// Close marks the sender closed; later Sends return ErrClosed. The azqueue client holds no
+// Close marks the sender closed; later Sends return transport.ErrClosed. The azqueue client holds no
 // connection of its own, so there is nothing else to release.
 func (s *QueueSender) Close(context.Context) error {
 	s.closed.Store(true)
@@ -215,7 +216,7 @@ func (s *QueueSender) enqueue(ctx context.Context, r queueRequest) error {
 	if err != nil && s.create && queueerror.HasCode(err, queueerror.QueueNotFound) {
 		// Deleted after we created it: the next Send creates it again, so re-sending works.
 		s.forgetQueue()
-		return markTransient(err)
+		return transport.MarkTransient(err)
 	}
 	return translateQueueError(err)
 }
@@ -230,17 +231,17 @@ func translateQueueError(err error) error {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case queueerror.HasCode(err, queueerror.RequestBodyTooLarge, queueerror.MessageTooLarge):
-		return fmt.Errorf("%w: %w", ErrTooLarge, err)
+		return fmt.Errorf("%w: %w", transport.ErrTooLarge, err)
 	case queueerror.HasCode(err, queueerror.ServerBusy, queueerror.OperationTimedOut,
 		queueerror.InternalError, queueerror.QueueBeingDeleted):
-		return markTransient(err)
+		return transport.MarkTransient(err)
 	}
 	var re *azcore.ResponseError
 	if errors.As(err, &re) {
 		switch re.StatusCode {
 		case http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusInternalServerError,
 			http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-			return markTransient(err)
+			return transport.MarkTransient(err)
 		}
 		return err
 	}
@@ -249,7 +250,7 @@ func translateQueueError(err error) error {
 	if errors.As(err, &opErr) || (errors.As(err, &netErr) && netErr.Timeout()) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return markTransient(err)
+		return transport.MarkTransient(err)
 	}
 	return err
 }
