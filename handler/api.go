@@ -47,11 +47,11 @@ func withSchedule(s coordinator.Schedule, cfg config.Config) func(*api.Config) {
 
 // apiFunc adapts an api endpoint to an HTTP function: the httpTrigger request becomes an
 // api.Request, the api.Reply becomes the `res` output.
-func apiFunc(fn func(context.Context, api.Request) api.Reply) HTTPFunc {
-	return func(ctx context.Context, inv *Invocation, req *protocol.HTTPRequest) HTTPReply {
+func apiFunc(fn func(context.Context, api.Request) api.Reply) httpFunc {
+	return func(ctx context.Context, inv *invocation, req *protocol.HTTPRequest) api.Reply {
 		body, err := req.BodyBytes()
 		if err != nil {
-			return ErrorReply(http.StatusBadRequest, api.CodeBadRequest, err.Error())
+			return errorReply(http.StatusBadRequest, api.CodeBadRequest, err.Error())
 		}
 		r := api.Request{
 			Method:  req.Method,
@@ -62,6 +62,6 @@ func apiFunc(fn func(context.Context, api.Request) api.Reply) HTTPFunc {
 			Logger:  inv.Logger,
 		}
 		out := fn(ctx, r)
-		return HTTPReply{Status: out.Status, Headers: out.Headers, JSON: out.JSON, Raw: out.Raw, ContentType: out.ContentType}
+		return api.Reply{Status: out.Status, Headers: out.Headers, JSON: out.JSON, Raw: out.Raw, ContentType: out.ContentType}
 	}
 }

@@ -59,12 +59,12 @@ func BenchmarkAPI_ListRuns(b *testing.B) {
 	payload := goldenHTTP(b, "http-runs-list.json", withQuery("limit", "20"))
 
 	b.Run("warm", func(b *testing.B) {
-		if out := e.invoke(FnRuns, payload); out.Status != http.StatusOK {
+		if out := e.invoke(fnRuns, payload); out.Status != http.StatusOK {
 			b.Fatalf("GET /api/runs: %d %s", out.Status, out.Body)
 		}
 		b.ResetTimer()
 		for b.Loop() {
-			if out := e.invoke(FnRuns, payload); out.Status != http.StatusOK {
+			if out := e.invoke(fnRuns, payload); out.Status != http.StatusOK {
 				b.Fatalf("GET /api/runs: %d", out.Status)
 			}
 		}

@@ -115,7 +115,7 @@ func newAPIEnv(t testing.TB, opts ...envWithoutSchedule) *apiEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(logger, 2*time.Minute, newInvocationID)
+	s := newServer(logger, 2*time.Minute, newInvocationID)
 	apiOpts := []func(*api.Config){withSchedule(schedule, config.Config{Overlap: config.OverlapSkip, Misfire: config.MisfireSkip, StartingDeadline: time.Hour})}
 	if len(opts) > 0 {
 		apiOpts = nil
@@ -268,10 +268,10 @@ func (e *apiEnv) deliver(max int) {
 			inv := protocol.InvokeRequest{
 				Data: map[string]json.RawMessage{bindingMessage: protocol.EncodeStringData(string(body))},
 				Metadata: map[string]json.RawMessage{"Id": protocol.QuoteMeta(*m.MessageID), "DequeueCount": protocol.IntMeta(1),
-					"sys": protocol.SysMeta(FnWorkQueue, time.Now(), "00000000-0000-4000-8000-000000000000")},
+					"sys": protocol.SysMeta(fnWorkQueue, time.Now(), "00000000-0000-4000-8000-000000000000")},
 			}
 			payload, _ := json.Marshal(inv)
-			req, _ := http.NewRequest(http.MethodPost, e.hs.URL+"/"+FnWorkQueue, bytes.NewReader(payload))
+			req, _ := http.NewRequest(http.MethodPost, e.hs.URL+"/"+fnWorkQueue, bytes.NewReader(payload))
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -304,7 +304,7 @@ func (e *apiEnv) countRuns() int {
 // planning, work and the report.
 func TestAPI_PostRun_AcceptedThenProgressThenReport(t *testing.T) {
 	e := newAPIEnv(t)
-	out := e.invoke(FnRuns, goldenHTTP(t, "http-runs-post.json"))
+	out := e.invoke(fnRuns, goldenHTTP(t, "http-runs-post.json"))
 	v := out.json(t)
 	wantRun := coordinator.ManualRunID("nightly-rerun-42", time.Time{})
 	if out.Status != http.StatusAccepted || v["run"] != wantRun || v["status"] != "started" {
@@ -314,7 +314,7 @@ func TestAPI_PostRun_AcceptedThenProgressThenReport(t *testing.T) {
 		t.Errorf("Location = %q, want /api/runs/%s", loc, wantRun)
 	}
 
-	out = e.invoke(FnRuns, goldenHTTP(t, "http-runs-get.json", withID(wantRun)))
+	out = e.invoke(fnRuns, goldenHTTP(t, "http-runs-get.json", withID(wantRun)))
 	v = out.json(t)
 	p := v["progress"].(map[string]any)
 	if out.Status != http.StatusOK || v["state"] != "running" || v["trigger"] != "manual" || p["total"] != float64(3) ||
@@ -326,7 +326,7 @@ func TestAPI_PostRun_AcceptedThenProgressThenReport(t *testing.T) {
 	}
 
 	e.work()
-	out = e.invoke(FnRuns, goldenHTTP(t, "http-runs-get.json", withID(wantRun)))
+	out = e.invoke(fnRuns, goldenHTTP(t, "http-runs-get.json", withID(wantRun)))
 	v = out.json(t)
 	p = v["progress"].(map[string]any)
 	if v["state"] != "succeeded" || p["succeeded"] != float64(3) || p["percent"] != float64(100) || p["source"] != "manifest" {
@@ -341,7 +341,7 @@ func TestAPI_PostRun_AcceptedThenProgressThenReport(t *testing.T) {
 	}
 
 	// The same key again: the same run, 200 existing, no second run.
-	out = e.invoke(FnRuns, goldenHTTP(t, "http-runs-post.json"))
+	out = e.invoke(fnRuns, goldenHTTP(t, "http-runs-post.json"))
 	v = out.json(t)
 	if out.Status != http.StatusOK || v["run"] != wantRun || v["status"] != "existing" || v["state"] != "succeeded" {
 		t.Errorf("repeat POST: got %d %v, want 200 existing %s", out.Status, v, wantRun)
@@ -365,7 +365,7 @@ func TestAPI_PostRun_TenConcurrentSameKey_OneRun(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			outs[i] = e.invoke(FnRuns, payload)
+			outs[i] = e.invoke(fnRuns, payload)
 		}()
 	}
 	close(start)
@@ -429,7 +429,7 @@ func TestAPI_PostRun_Conflicts(t *testing.T) {
 		t.Fatal("the other instance did not get the lease in time")
 	}
 
-	out := e.invoke(FnRuns, goldenHTTP(t, "http-runs-post-nobody.json"))
+	out := e.invoke(fnRuns, goldenHTTP(t, "http-runs-post-nobody.json"))
 	v := out.json(t)
 	l, _ := v["leader"].(map[string]any)
 	h, _ := l["holder"].(map[string]any)
@@ -437,7 +437,7 @@ func TestAPI_PostRun_Conflicts(t *testing.T) {
 		t.Errorf("POST while held: got %d %v, want 409 naming inst-b at epoch %d", out.Status, v, epoch)
 	}
 
-	lv := e.invoke(FnLeader, goldenHTTP(t, "http-leader.json")).json(t)
+	lv := e.invoke(fnLeader, goldenHTTP(t, "http-leader.json")).json(t)
 	if lv["held"] != true || lv["leaseState"] != "leased" || lv["holder"].(map[string]any)["instance"] != "inst-b" || lv["epoch"] != float64(epoch) || lv["since"] == nil {
 		t.Errorf("leader while held = %v", lv)
 	}
@@ -447,12 +447,12 @@ func TestAPI_PostRun_Conflicts(t *testing.T) {
 	}
 
 	// Now a run starts and stays in progress (no worker runs); a second run is refused.
-	out = e.invoke(FnRuns, goldenHTTP(t, "http-runs-post-nobody.json"))
+	out = e.invoke(fnRuns, goldenHTTP(t, "http-runs-post-nobody.json"))
 	first := out.json(t)
 	if out.Status != http.StatusAccepted {
 		t.Fatalf("POST after release: got %d %v, want 202", out.Status, first)
 	}
-	out = e.invoke(FnRuns, goldenHTTP(t, "http-runs-post-nobody.json"))
+	out = e.invoke(fnRuns, goldenHTTP(t, "http-runs-post-nobody.json"))
 	v = out.json(t)
 	if out.Status != http.StatusConflict || errCode(v) != "conflict" || v["activeRun"] != first["run"] || v["leader"] == nil {
 		t.Errorf("POST while %v runs: got %d %v, want 409 with activeRun and leader", first["run"], out.Status, v)
@@ -472,27 +472,27 @@ func TestAPI_BadInputs(t *testing.T) {
 		status  int
 		code    string
 	}{
-		{"traversal", FnRuns, goldenHTTP(t, "http-runs-get.json", withID("../leases/leader")), 400, "invalid_run_id"},
-		{"dot dot", FnRuns, goldenHTTP(t, "http-runs-get.json", withID("..")), 400, "invalid_run_id"},
-		{"encoded dot dot", FnRuns, goldenHTTP(t, "http-runs-get.json", withID("%2e%2e")), 400, "invalid_run_id"},
-		{"encoded slash", FnRuns, goldenHTTP(t, "http-runs-get.json", withID("..%2Fleases")), 400, "invalid_run_id"},
-		{"slash", FnRuns, goldenHTTP(t, "http-runs-get.json", withID("tick-1/manifest.json")), 400, "invalid_run_id"},
-		{"backslash", FnRuns, goldenHTTP(t, "http-runs-get.json", withID(`..\leases`)), 400, "invalid_run_id"},
-		{"uppercase", FnRuns, goldenHTTP(t, "http-runs-get.json", withID("TICK-20261121T100000Z")), 400, "invalid_run_id"},
-		{"too long", FnRuns, goldenHTTP(t, "http-runs-get.json", withID(long)), 400, "invalid_run_id"},
-		{"unknown run", FnRuns, goldenHTTP(t, "http-runs-get.json", withID("tick-20991231t000000z")), 404, "not_found"},
-		{"oversize body", FnRuns, goldenHTTP(t, "http-runs-post.json", withBody(`{"job":"synthetic","params":{"pad":"`+strings.Repeat("x", 70<<10)+`"}}`)), 413, "payload_too_large"},
-		{"unknown field", FnRuns, goldenHTTP(t, "http-runs-post.json", withBody(`{"job":"synthetic","parms":{}}`)), 400, "bad_request"},
-		{"not JSON", FnRuns, goldenHTTP(t, "http-runs-post.json", withBody(`job=synthetic`)), 400, "bad_request"},
-		{"unknown job", FnRuns, goldenHTTP(t, "http-runs-post.json", withBody(`{"job":"nope"}`)), 400, "bad_request"},
-		{"bad params", FnRuns, goldenHTTP(t, "http-runs-post.json", withBody(`{"job":"synthetic","params":{"partitions":0}}`)), 400, "bad_request"},
-		{"key too long", FnRuns, goldenHTTP(t, "http-runs-post.json", withHeader("Idempotency-Key", strings.Repeat("k", 201))), 400, "invalid_idempotency_key"},
-		{"bad limit", FnRuns, goldenHTTP(t, "http-runs-list.json", withQuery("limit", "1000")), 400, "invalid_limit"},
-		{"bad continuation", FnRuns, goldenHTTP(t, "http-runs-list.json", withQuery("continuation", "Li4vbGVhc2Vz")), 400, "invalid_continuation"},
-		{"DELETE runs", FnRuns, goldenHTTP(t, "http-runs-list.json", withMethod("DELETE")), 405, "method_not_allowed"},
-		{"POST a run ID", FnRuns, goldenHTTP(t, "http-runs-get.json", withMethod("POST")), 405, "method_not_allowed"},
-		{"POST leader", FnLeader, goldenHTTP(t, "http-leader.json", withMethod("POST")), 405, "method_not_allowed"},
-		{"PUT dashboard", FnDashboard, goldenHTTP(t, "http-dashboard.json", withMethod("PUT")), 405, "method_not_allowed"},
+		{"traversal", fnRuns, goldenHTTP(t, "http-runs-get.json", withID("../leases/leader")), 400, "invalid_run_id"},
+		{"dot dot", fnRuns, goldenHTTP(t, "http-runs-get.json", withID("..")), 400, "invalid_run_id"},
+		{"encoded dot dot", fnRuns, goldenHTTP(t, "http-runs-get.json", withID("%2e%2e")), 400, "invalid_run_id"},
+		{"encoded slash", fnRuns, goldenHTTP(t, "http-runs-get.json", withID("..%2Fleases")), 400, "invalid_run_id"},
+		{"slash", fnRuns, goldenHTTP(t, "http-runs-get.json", withID("tick-1/manifest.json")), 400, "invalid_run_id"},
+		{"backslash", fnRuns, goldenHTTP(t, "http-runs-get.json", withID(`..\leases`)), 400, "invalid_run_id"},
+		{"uppercase", fnRuns, goldenHTTP(t, "http-runs-get.json", withID("TICK-20261121T100000Z")), 400, "invalid_run_id"},
+		{"too long", fnRuns, goldenHTTP(t, "http-runs-get.json", withID(long)), 400, "invalid_run_id"},
+		{"unknown run", fnRuns, goldenHTTP(t, "http-runs-get.json", withID("tick-20991231t000000z")), 404, "not_found"},
+		{"oversize body", fnRuns, goldenHTTP(t, "http-runs-post.json", withBody(`{"job":"synthetic","params":{"pad":"`+strings.Repeat("x", 70<<10)+`"}}`)), 413, "payload_too_large"},
+		{"unknown field", fnRuns, goldenHTTP(t, "http-runs-post.json", withBody(`{"job":"synthetic","parms":{}}`)), 400, "bad_request"},
+		{"not JSON", fnRuns, goldenHTTP(t, "http-runs-post.json", withBody(`job=synthetic`)), 400, "bad_request"},
+		{"unknown job", fnRuns, goldenHTTP(t, "http-runs-post.json", withBody(`{"job":"nope"}`)), 400, "bad_request"},
+		{"bad params", fnRuns, goldenHTTP(t, "http-runs-post.json", withBody(`{"job":"synthetic","params":{"partitions":0}}`)), 400, "bad_request"},
+		{"key too long", fnRuns, goldenHTTP(t, "http-runs-post.json", withHeader("Idempotency-Key", strings.Repeat("k", 201))), 400, "invalid_idempotency_key"},
+		{"bad limit", fnRuns, goldenHTTP(t, "http-runs-list.json", withQuery("limit", "1000")), 400, "invalid_limit"},
+		{"bad continuation", fnRuns, goldenHTTP(t, "http-runs-list.json", withQuery("continuation", "Li4vbGVhc2Vz")), 400, "invalid_continuation"},
+		{"DELETE runs", fnRuns, goldenHTTP(t, "http-runs-list.json", withMethod("DELETE")), 405, "method_not_allowed"},
+		{"POST a run ID", fnRuns, goldenHTTP(t, "http-runs-get.json", withMethod("POST")), 405, "method_not_allowed"},
+		{"POST leader", fnLeader, goldenHTTP(t, "http-leader.json", withMethod("POST")), 405, "method_not_allowed"},
+		{"PUT dashboard", fnDashboard, goldenHTTP(t, "http-dashboard.json", withMethod("PUT")), 405, "method_not_allowed"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -513,11 +513,11 @@ func TestAPI_BadInputs(t *testing.T) {
 
 func TestAPI_ListAndLeader_Golden(t *testing.T) {
 	e := newAPIEnv(t)
-	lv := e.invoke(FnLeader, goldenHTTP(t, "http-leader.json")).json(t)
+	lv := e.invoke(fnLeader, goldenHTTP(t, "http-leader.json")).json(t)
 	if lv["held"] != false || lv["holder"] != nil || lv["leaseState"] != "none" || lv["epoch"] != float64(0) {
 		t.Errorf("leader before anyone contended = %v", lv)
 	}
-	out := e.invoke(FnRuns, goldenHTTP(t, "http-runs-list.json"))
+	out := e.invoke(fnRuns, goldenHTTP(t, "http-runs-list.json"))
 	if v := out.json(t); out.Status != http.StatusOK || len(v["runs"].([]any)) != 0 {
 		t.Fatalf("empty listing: %d %v", out.Status, v)
 	}
@@ -525,7 +525,7 @@ func TestAPI_ListAndLeader_Golden(t *testing.T) {
 	// Three runs: each finishes before the next starts (the overlap policy would skip it).
 	var ids []string
 	for i := range 3 {
-		out := e.invoke(FnRuns, goldenHTTP(t, "http-runs-post.json", withHeader("Idempotency-Key", fmt.Sprintf("list-%d", i)),
+		out := e.invoke(fnRuns, goldenHTTP(t, "http-runs-post.json", withHeader("Idempotency-Key", fmt.Sprintf("list-%d", i)),
 			withBody(`{"job":"synthetic","params":{"partitions":1}}`)))
 		v := out.json(t)
 		if out.Status != http.StatusAccepted {
@@ -542,7 +542,7 @@ func TestAPI_ListAndLeader_Golden(t *testing.T) {
 		if tok != "" {
 			edits = append(edits, withQuery("continuation", tok))
 		}
-		out := e.invoke(FnRuns, goldenHTTP(t, "http-runs-list.json", edits...))
+		out := e.invoke(fnRuns, goldenHTTP(t, "http-runs-list.json", edits...))
 		v := out.json(t)
 		runs := v["runs"].([]any)
 		if out.Status != http.StatusOK || len(runs) > 2 {
@@ -564,7 +564,7 @@ func TestAPI_ListAndLeader_Golden(t *testing.T) {
 		t.Errorf("listing = %v, want newest first %v", got, ids)
 	}
 
-	lv = e.invoke(FnLeader, goldenHTTP(t, "http-leader.json")).json(t)
+	lv = e.invoke(fnLeader, goldenHTTP(t, "http-leader.json")).json(t)
 	h, _ := lv["holder"].(map[string]any)
 	if lv["held"] != false || lv["leaseState"] != "available" || h["instance"] != "inst-a" || lv["epoch"].(float64) < 3 || lv["since"] == nil || lv["releasedAt"] == nil {
 		t.Errorf("leader after three runs = %v", lv)
@@ -573,7 +573,7 @@ func TestAPI_ListAndLeader_Golden(t *testing.T) {
 
 func TestAPI_Dashboard_Golden(t *testing.T) {
 	e := newAPIEnv(t)
-	out := e.invoke(FnDashboard, goldenHTTP(t, "http-dashboard.json"))
+	out := e.invoke(fnDashboard, goldenHTTP(t, "http-dashboard.json"))
 	if out.Status != http.StatusOK || !strings.HasPrefix(out.Headers["Content-Type"], "text/html") {
 		t.Fatalf("got %d %v", out.Status, out.Headers)
 	}
@@ -584,7 +584,7 @@ func TestAPI_Dashboard_Golden(t *testing.T) {
 
 // Every function folder has a route in the handler, of the right kind and binding name.
 func TestFunctionFolders_AreRegistered(t *testing.T) {
-	s := NewServer(slog.New(slog.DiscardHandler), time.Second, newInvocationID)
+	s := newServer(slog.New(slog.DiscardHandler), time.Second, newInvocationID)
 	register(s, &functions{now: time.Now})
 	dirs, err := filepath.Glob(filepath.Join("..", "*", "function.json"))
 	if err != nil || len(dirs) == 0 {
@@ -625,7 +625,7 @@ func TestFunctionFolders_AreRegistered(t *testing.T) {
 func TestAPI_RunsQuery_FiltersOccurrencesDetail(t *testing.T) {
 	e := newAPIEnv(t)
 	ctx := testCtx(t)
-	out := e.invoke(FnRuns, goldenHTTP(t, "http-runs-post.json", withHeader("Idempotency-Key", "query-params"),
+	out := e.invoke(fnRuns, goldenHTTP(t, "http-runs-post.json", withHeader("Idempotency-Key", "query-params"),
 		withBody(`{"job":"synthetic","params":{"partitions":5,"permanent":[1]}}`)))
 	v := out.json(t)
 	if out.Status != http.StatusAccepted {
@@ -654,7 +654,7 @@ func TestAPI_RunsQuery_FiltersOccurrencesDetail(t *testing.T) {
 	}
 
 	list := func(edits ...func(map[string]any)) (int, map[string]any) {
-		out := e.invoke(FnRuns, goldenHTTP(t, "http-runs-list.json", edits...))
+		out := e.invoke(fnRuns, goldenHTTP(t, "http-runs-list.json", edits...))
 		return out.Status, out.json(t)
 	}
 	ids := func(v map[string]any) []string {
@@ -707,7 +707,7 @@ func TestAPI_RunsQuery_FiltersOccurrencesDetail(t *testing.T) {
 	}
 
 	// The manual run's detail: five partitions by inst-a, partition 1 failed with its attempts.
-	out = e.invoke(FnRuns, goldenHTTP(t, "http-runs-get.json", withID(manual)))
+	out = e.invoke(fnRuns, goldenHTTP(t, "http-runs-get.json", withID(manual)))
 	d := out.json(t)
 	if out.Status != http.StatusOK || d["state"] != "partial" {
 		t.Fatalf("GET %s: %d %v", manual, out.Status, d)
@@ -731,7 +731,7 @@ func TestAPI_RunsQuery_FiltersOccurrencesDetail(t *testing.T) {
 		{"state", "finished", "invalid_state"}, {"trigger", "check", "invalid_trigger"},
 		{"occurrences", "0", "invalid_occurrences"}, {"occurrences", "1000", "invalid_occurrences"}, {"occurrences", "x", "invalid_occurrences"},
 	} {
-		out := e.invoke(FnRuns, goldenHTTP(t, "http-runs-list.json", withQuery(c.k, c.v)))
+		out := e.invoke(fnRuns, goldenHTTP(t, "http-runs-list.json", withQuery(c.k, c.v)))
 		if v := out.json(t); out.Status != http.StatusBadRequest || errCode(v) != c.code {
 			t.Errorf("%s=%s: %d %v, want 400 %s", c.k, c.v, out.Status, v, c.code)
 		}
@@ -749,12 +749,12 @@ func BenchmarkAPI_ListRuns_Dashboard(b *testing.B) {
 	seedFinishedRuns(b, e, 1000)
 	refresh := goldenHTTP(b, "http-runs-list.json", withQuery("limit", "20"), withQuery("occurrences", "30"))
 	b.Run("refresh", func(b *testing.B) {
-		if out := e.invoke(FnRuns, refresh); out.Status != http.StatusOK {
+		if out := e.invoke(fnRuns, refresh); out.Status != http.StatusOK {
 			b.Fatalf("GET /api/runs: %d %s", out.Status, out.Body)
 		}
 		b.ResetTimer()
 		for b.Loop() {
-			if out := e.invoke(FnRuns, refresh); out.Status != http.StatusOK {
+			if out := e.invoke(fnRuns, refresh); out.Status != http.StatusOK {
 				b.Fatalf("GET /api/runs: %d", out.Status)
 			}
 		}
@@ -825,9 +825,9 @@ func TestNewApp_APIShowsTheConfiguredSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = app.Close(context.Background()) })
-	hs := httptest.NewServer(app.Server)
+	hs := httptest.NewServer(app.server)
 	t.Cleanup(hs.Close)
-	out := invokeHTTP(t, hs.URL, FnRuns, goldenHTTP(t, "http-runs-list.json", withQuery("occurrences", "2")))
+	out := invokeHTTP(t, hs.URL, fnRuns, goldenHTTP(t, "http-runs-list.json", withQuery("occurrences", "2")))
 	v := out.json(t)
 	if out.Status != http.StatusOK {
 		t.Fatalf("GET /api/runs?occurrences=2: %d %v", out.Status, v)

@@ -29,15 +29,15 @@ import (
 
 // Function names: the folder names holding each function.json.
 const (
-	FnTick      = "Tick"
-	FnWork      = "Work"
-	FnWorkQueue = "WorkQueue"
+	fnTick      = "Tick"
+	fnWork      = "Work"
+	fnWorkQueue = "WorkQueue"
 	// Control and ControlQueue deliver check messages from the control queue.
-	FnControl      = "Control"
-	FnControlQueue = "ControlQueue"
-	FnRuns         = "Runs"
-	FnLeader       = "Leader"
-	FnDashboard    = "Dashboard"
+	fnControl      = "Control"
+	fnControlQueue = "ControlQueue"
+	fnRuns         = "Runs"
+	fnLeader       = "Leader"
+	fnDashboard    = "Dashboard"
 )
 
 // Binding names used in the function.json files.
@@ -47,23 +47,23 @@ const (
 	bindingRequest = "req"
 )
 
-// App is the wired handler: the routes and the cleanups to run at shutdown.
-type App struct {
-	Server *Server
+// wiring is the wired handler: the routes and the cleanups to run at shutdown.
+type wiring struct {
+	server *server
 
 	mu       sync.Mutex
 	cleanups []func(context.Context) error
 }
 
-// OnClose registers a cleanup to run at shutdown, in registration order.
-func (a *App) OnClose(fn func(context.Context) error) {
+// onClose registers a cleanup to run at shutdown, in registration order.
+func (a *wiring) onClose(fn func(context.Context) error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.cleanups = append(a.cleanups, fn)
 }
 
 // Close runs every cleanup within ctx and joins their errors.
-func (a *App) Close(ctx context.Context) error {
+func (a *wiring) Close(ctx context.Context) error {
 	a.mu.Lock()
 	fns := append([]func(context.Context) error(nil), a.cleanups...)
 	a.mu.Unlock()
@@ -75,8 +75,8 @@ func (a *App) Close(ctx context.Context) error {
 }
 
 // newApp builds the SDK clients (the only place that does) and registers every function.
-func newApp(cfg config.Config, logger *slog.Logger) (*App, error) {
-	app := &App{Server: NewServer(logger.With("instance", cfg.InstanceID), cfg.InvocationTimeout(), newInvocationID)}
+func newApp(cfg config.Config, logger *slog.Logger) (*wiring, error) {
+	app := &wiring{server: newServer(logger.With("instance", cfg.InstanceID), cfg.InvocationTimeout(), newInvocationID)}
 	identity := ledger.Holder{App: cfg.AppName, Instance: cfg.InstanceID, PID: os.Getpid()}
 
 	blobs, err := azclient.Blob(cfg.Storage, nil)
@@ -107,7 +107,7 @@ func newApp(cfg config.Config, logger *slog.Logger) (*App, error) {
 	// Graceful handover: release every lease this process holds before it exits, then send an
 	// immediate check for each run it was enqueueing (before the senders close).
 	var coord *coordinator.Coordinator
-	app.OnClose(func(ctx context.Context) error {
+	app.onClose(func(ctx context.Context) error {
 		if coord != nil {
 			return coord.Handover(ctx)
 		}
@@ -118,7 +118,7 @@ func newApp(cfg config.Config, logger *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	app.OnClose(closeSenders)
+	app.onClose(closeSenders)
 
 	store := blobstore.New(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), blobstore.Options{})
 	jobs := registerJobs(blobs)
@@ -156,7 +156,7 @@ func newApp(cfg config.Config, logger *slog.Logger) (*App, error) {
 	}
 
 	f := &functions{coord: coord, starter: defaultJobGuard{coord, jobErr}, worker: worker, leader: leader, store: store, now: time.Now}
-	register(app.Server, f, withSchedule(schedule, cfg))
+	register(app.server, f, withSchedule(schedule, cfg))
 	return app, nil
 }
 
@@ -194,24 +194,24 @@ func newSenders(cfg config.Config) (work, control coordinator.Sender, closeAll f
 }
 
 // register wires each function to its implementation.
-func register(s *Server, f *functions, apiOpts ...func(*api.Config)) {
-	s.Trigger(FnTick, f.tick)
-	s.Trigger(FnWork, f.message(true))
-	s.Trigger(FnWorkQueue, f.message(false))
-	s.Trigger(FnControl, f.message(true))
-	s.Trigger(FnControlQueue, f.message(false))
+func register(s *server, f *functions, apiOpts ...func(*api.Config)) {
+	s.addTrigger(fnTick, f.tick)
+	s.addTrigger(fnWork, f.message(true))
+	s.addTrigger(fnWorkQueue, f.message(false))
+	s.addTrigger(fnControl, f.message(true))
+	s.addTrigger(fnControlQueue, f.message(false))
 	a, err := newAPI(f, apiOpts...)
 	if err != nil {
 		// Without a ledger and a leader the HTTP functions cannot answer anything useful.
-		unavailable := func(ctx context.Context, inv *Invocation, req *protocol.HTTPRequest) HTTPReply {
-			return ErrorReply(http.StatusServiceUnavailable, "unavailable", inv.Function+" is not configured: "+err.Error())
+		unavailable := func(ctx context.Context, inv *invocation, req *protocol.HTTPRequest) api.Reply {
+			return errorReply(http.StatusServiceUnavailable, "unavailable", inv.Function+" is not configured: "+err.Error())
 		}
-		for _, fn := range []string{FnRuns, FnLeader, FnDashboard} {
-			s.HTTP(fn, bindingRequest, unavailable)
+		for _, fn := range []string{fnRuns, fnLeader, fnDashboard} {
+			s.addHTTP(fn, bindingRequest, unavailable)
 		}
 		return
 	}
-	s.HTTP(FnRuns, bindingRequest, apiFunc(a.Runs))
-	s.HTTP(FnLeader, bindingRequest, apiFunc(a.Leader))
-	s.HTTP(FnDashboard, bindingRequest, apiFunc(a.Dashboard))
+	s.addHTTP(fnRuns, bindingRequest, apiFunc(a.Runs))
+	s.addHTTP(fnLeader, bindingRequest, apiFunc(a.Leader))
+	s.addHTTP(fnDashboard, bindingRequest, apiFunc(a.Dashboard))
 }

@@ -84,7 +84,7 @@ func TestDashboard_Browser(t *testing.T) {
 	shim := newHostShim(t, e.hs.URL)
 
 	start := func(key string, parts int) string {
-		out := e.invoke(FnRuns, goldenHTTP(t, "http-runs-post.json", withHeader("Idempotency-Key", key),
+		out := e.invoke(fnRuns, goldenHTTP(t, "http-runs-post.json", withHeader("Idempotency-Key", key),
 			withBody(fmt.Sprintf(`{"job":"synthetic","params":{"partitions":%d}}`, parts))))
 		v := out.json(t)
 		if out.Status != http.StatusAccepted {
@@ -176,7 +176,7 @@ func TestDashboard_Browser_WithoutSchedule(t *testing.T) {
 	browser := chromium(t)
 	e := newAPIEnv(t, envWithoutSchedule{})
 	shim := newHostShim(t, e.hs.URL)
-	out := e.invoke(FnRuns, goldenHTTP(t, "http-runs-post.json", withHeader("Idempotency-Key", "no-schedule")))
+	out := e.invoke(fnRuns, goldenHTTP(t, "http-runs-post.json", withHeader("Idempotency-Key", "no-schedule")))
 	v := out.json(t)
 	if out.Status != http.StatusAccepted {
 		t.Fatalf("POST: %d %v", out.Status, v)

@@ -29,7 +29,7 @@ type functions struct {
 }
 
 // tick is the Tick function: decode the timer payload, then one attempt at the lease.
-func (f *functions) tick(ctx context.Context, inv *Invocation) error {
+func (f *functions) tick(ctx context.Context, inv *invocation) error {
 	raw, ok := inv.Request.Data[bindingTimer]
 	if !ok {
 		return badInput(fmt.Errorf("invocation has no Data.%s (the timerTrigger binding)", bindingTimer))
@@ -67,8 +67,8 @@ func (f *functions) tick(ctx context.Context, inv *Invocation) error {
 // works). A malformed message fails every delivery with the reason
 // logged, so the host moves it to the dead-letter or poison queue; nothing is dropped
 // silently.
-func (f *functions) message(serviceBus bool) TriggerFunc {
-	return func(ctx context.Context, inv *Invocation) error {
+func (f *functions) message(serviceBus bool) triggerFunc {
+	return func(ctx context.Context, inv *invocation) error {
 		raw, ok := inv.Request.Data[bindingMessage]
 		if !ok {
 			return badInput(fmt.Errorf("invocation has no Data.%s (the trigger binding)", bindingMessage))

@@ -22,16 +22,16 @@ func TestFunctions_MalformedInputs(t *testing.T) {
 	cases := []struct {
 		fn, body, wantLog string
 	}{
-		{FnTick, `{"Data":{"timer":"not an object"},"Metadata":{}}`, "timer data is not a JSON object"},
-		{FnTick, `{"Data":{"other":{}},"Metadata":{}}`, "no Data.timer"},
-		{FnTick, `{"Data":{"timer":{"ScheduleStatus":{"Next":"tomorrow"}}},"Metadata":{}}`, "not RFC 3339"},
-		{FnWorkQueue, `{"Data":{"message":"\"{}\""},"Metadata":{"Id":"\"m1\""}}`, "DequeueCount"},
-		{FnWorkQueue, `{"Data":{"message":"\"not json\""},"Metadata":{"Id":"\"m1\"","DequeueCount":"1"}}`, "malformed message"},
-		{FnWorkQueue, `{"Data":{"message":"\"{\\\"baton\\\":1,\\\"kind\\\":\\\"partition\\\",\\\"run\\\":\\\"../x\\\",\\\"epoch\\\":1}\""},"Metadata":{"Id":"\"m2\"","DequeueCount":"2"}}`, "run ID"},
-		{FnWork, `{"Data":{"message":"\"{\\\"baton\\\":9}\""},"Metadata":{"MessageId":"\"m3\"","DeliveryCount":"1"}}`, "envelope version"},
-		{FnWork, `{"Data":{"message":42},"Metadata":{"MessageId":"\"m4\"","DeliveryCount":"1"}}`, "want a string"},
-		{FnControlQueue, `{"Data":{"message":"\"{}\""},"Metadata":{"Id":"\"m5\""}}`, "DequeueCount"},
-		{FnControl, `{"Data":{"message":"\"{\\\"baton\\\":9}\""},"Metadata":{"MessageId":"\"m6\"","DeliveryCount":"1"}}`, "envelope version"},
+		{fnTick, `{"Data":{"timer":"not an object"},"Metadata":{}}`, "timer data is not a JSON object"},
+		{fnTick, `{"Data":{"other":{}},"Metadata":{}}`, "no Data.timer"},
+		{fnTick, `{"Data":{"timer":{"ScheduleStatus":{"Next":"tomorrow"}}},"Metadata":{}}`, "not RFC 3339"},
+		{fnWorkQueue, `{"Data":{"message":"\"{}\""},"Metadata":{"Id":"\"m1\""}}`, "DequeueCount"},
+		{fnWorkQueue, `{"Data":{"message":"\"not json\""},"Metadata":{"Id":"\"m1\"","DequeueCount":"1"}}`, "malformed message"},
+		{fnWorkQueue, `{"Data":{"message":"\"{\\\"baton\\\":1,\\\"kind\\\":\\\"partition\\\",\\\"run\\\":\\\"../x\\\",\\\"epoch\\\":1}\""},"Metadata":{"Id":"\"m2\"","DequeueCount":"2"}}`, "run ID"},
+		{fnWork, `{"Data":{"message":"\"{\\\"baton\\\":9}\""},"Metadata":{"MessageId":"\"m3\"","DeliveryCount":"1"}}`, "envelope version"},
+		{fnWork, `{"Data":{"message":42},"Metadata":{"MessageId":"\"m4\"","DeliveryCount":"1"}}`, "want a string"},
+		{fnControlQueue, `{"Data":{"message":"\"{}\""},"Metadata":{"Id":"\"m5\""}}`, "DequeueCount"},
+		{fnControl, `{"Data":{"message":"\"{\\\"baton\\\":9}\""},"Metadata":{"MessageId":"\"m6\"","DeliveryCount":"1"}}`, "envelope version"},
 	}
 	for _, c := range cases {
 		resp, v := post(t, hs.URL+"/"+c.fn, "", []byte(c.body))

@@ -58,8 +58,8 @@ func TestGolden_Timer(t *testing.T) {
 					t.Errorf("Last = %v, want %v", ti.ScheduleStatus.Last, c.wantLast)
 				}
 			}
-			if got := req.Sys().MethodName; got != FnTick {
-				t.Errorf("sys.MethodName = %q, want %q", got, FnTick)
+			if got := req.Sys().MethodName; got != fnTick {
+				t.Errorf("sys.MethodName = %q, want %q", got, fnTick)
 			}
 			if _, err := protocol.ParseTime(req.Sys().UtcNow); err != nil {
 				t.Errorf("sys.UtcNow: %v", err)

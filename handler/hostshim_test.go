@@ -51,13 +51,13 @@ func route(path string) (fn string, params map[string]any, ok bool) {
 	}
 	switch {
 	case rest == "runs":
-		return FnRuns, map[string]any{}, true
+		return fnRuns, map[string]any{}, true
 	case strings.HasPrefix(rest, "runs/") && !strings.Contains(rest[len("runs/"):], "/"):
-		return FnRuns, map[string]any{routeParamID: rest[len("runs/"):]}, true
+		return fnRuns, map[string]any{routeParamID: rest[len("runs/"):]}, true
 	case rest == "leader":
-		return FnLeader, nil, true
+		return fnLeader, nil, true
 	case rest == "dashboard":
-		return FnDashboard, nil, true
+		return fnDashboard, nil, true
 	}
 	return "", nil, false
 }

@@ -14,15 +14,15 @@ import (
 
 // Job names selectable with BATON_JOB or a manual run's "job".
 const (
-	JobSynthetic = "synthetic"
-	JobInventory = "inventory"
+	jobSynthetic = "synthetic"
+	jobInventory = "inventory"
 )
 
 // registerJobs builds the job registry: every built-in job, by name.
 func registerJobs(blobs *azblob.Client) *work.Registry {
 	r := work.NewRegistry()
-	r.Register(JobSynthetic, synthetic.New())
-	r.Register(JobInventory, inventory.New(blobs))
+	r.Register(jobSynthetic, synthetic.New())
+	r.Register(jobInventory, inventory.New(blobs))
 	return r
 }
 

@@ -21,11 +21,11 @@ func TestJobError_NamesTheSetting(t *testing.T) {
 		want        []string
 	}{
 		{"invntory", "", []string{config.SettingJob, `"invntory"`, "inventory", "synthetic"}},
-		{JobInventory, "", []string{config.SettingJobParams + " is not set", config.SettingJob + "=inventory", "JSON object"}},
-		{JobInventory, "{}", []string{config.SettingJobParams, config.SettingJob + "=inventory", "container"}},
-		{JobSynthetic, `{"partitions":`, []string{config.SettingJobParams, `{\"partitions\":`}},
-		{JobSynthetic, `{"partitions":0}`, []string{config.SettingJobParams, "partitions 0"}},
-		{JobSynthetic, `[1]`, []string{config.SettingJobParams, "JSON object"}},
+		{jobInventory, "", []string{config.SettingJobParams + " is not set", config.SettingJob + "=inventory", "JSON object"}},
+		{jobInventory, "{}", []string{config.SettingJobParams, config.SettingJob + "=inventory", "container"}},
+		{jobSynthetic, `{"partitions":`, []string{config.SettingJobParams, `{\"partitions\":`}},
+		{jobSynthetic, `{"partitions":0}`, []string{config.SettingJobParams, "partitions 0"}},
+		{jobSynthetic, `[1]`, []string{config.SettingJobParams, "JSON object"}},
 	} {
 		err := jobError(jobs, c.job, c.params)
 		if err == nil {
@@ -60,7 +60,7 @@ func TestDefaultJobGuard(t *testing.T) {
 	if !errors.Is(err, coordinator.ErrBadRequest) || !strings.Contains(err.Error(), config.SettingJobParams) || calls != 0 {
 		t.Errorf("default job: %v (calls %d), want ErrBadRequest naming %s", err, calls, config.SettingJobParams)
 	}
-	if _, err := g.StartManual(context.Background(), coordinator.ManualRequest{Job: JobSynthetic}); err != nil || calls != 1 {
+	if _, err := g.StartManual(context.Background(), coordinator.ManualRequest{Job: jobSynthetic}); err != nil || calls != 1 {
 		t.Errorf("explicit job: %v (calls %d)", err, calls)
 	}
 	ok := defaultJobGuard{Starter: next}

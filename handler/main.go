@@ -56,13 +56,13 @@ func main() {
 
 // run serves until ctx is cancelled, then runs the app's cleanups (lease release first, so the
 // next contender wins at once) and drains in-flight requests, each within shutdownBudget.
-func run(ctx context.Context, cfg config.Config, logger *slog.Logger, app *App) error {
+func run(ctx context.Context, cfg config.Config, logger *slog.Logger, app *wiring) error {
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return fmt.Errorf("listen on %s=%d: %w", config.SettingPort, cfg.Port, err)
 	}
 	srv := &http.Server{
-		Handler:           app.Server,
+		Handler:           app.server,
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}

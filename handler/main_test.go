@@ -25,9 +25,9 @@ func TestRun_ShutdownRunsCleanupsThenStops(t *testing.T) {
 	l.Close()
 
 	logger := slog.New(slog.DiscardHandler)
-	app := &App{Server: NewServer(logger, time.Second, newInvocationID)}
+	app := &wiring{server: newServer(logger, time.Second, newInvocationID)}
 	var cleaned atomic.Int32
-	app.OnClose(func(ctx context.Context) error {
+	app.onClose(func(ctx context.Context) error {
 		if _, ok := ctx.Deadline(); !ok {
 			t.Error("cleanup context has no deadline")
 		}
@@ -72,7 +72,7 @@ func TestRun_PortInUse(t *testing.T) {
 	}
 	defer l.Close()
 	port := l.Addr().(*net.TCPAddr).Port
-	app := &App{Server: NewServer(slog.New(slog.DiscardHandler), time.Second, newInvocationID)}
+	app := &wiring{server: newServer(slog.New(slog.DiscardHandler), time.Second, newInvocationID)}
 	err = run(context.Background(), config.Config{Port: port}, slog.New(slog.DiscardHandler), app)
 	if err == nil {
 		t.Fatal("run on a busy port returned nil")

@@ -12,11 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonfn/baton/api"
 	"github.com/batonfn/baton/protocol"
 )
 
-// Invocation is one call from the host to a function.
-type Invocation struct {
+// invocation is one call from the host to a function.
+type invocation struct {
 	// ID is the host's invocation ID (X-Azure-Functions-InvocationId), or a generated one.
 	ID string
 	// Function is the function (folder) name.
@@ -26,60 +27,40 @@ type Invocation struct {
 	Logger *slog.Logger
 }
 
-// TriggerFunc runs a non-HTTP function (timer, Service Bus, queue). A nil error completes the
+// triggerFunc runs a non-HTTP function (timer, Service Bus, queue). A nil error completes the
 // invocation; an error fails it, so the host retries or dead-letters the message (a timer is
 // not retried). Wrap input errors with badInput so they are answered 400.
-type TriggerFunc func(ctx context.Context, inv *Invocation) error
+type triggerFunc func(ctx context.Context, inv *invocation) error
 
-// HTTPFunc runs an HTTP-triggered function. Its reply travels in the `res` output binding.
-type HTTPFunc func(ctx context.Context, inv *Invocation, req *protocol.HTTPRequest) HTTPReply
+// httpFunc runs an HTTP-triggered function. Its reply travels in the `res` output binding.
+type httpFunc func(ctx context.Context, inv *invocation, req *protocol.HTTPRequest) api.Reply
 
-// HTTPReply is an HTTP function's answer: a status and a value encoded as JSON (or raw bytes
-// with a content type, for the dashboard page).
-type HTTPReply struct {
-	Status      int
-	Headers     map[string]string
-	JSON        any
-	Raw         []byte
-	ContentType string
-}
-
-// Server routes the host's invocations: GET / for readiness, POST /<Function> per function.
-type Server struct {
+// server routes the host's invocations: GET / for readiness, POST /<Function> per function.
+type server struct {
 	logger   *slog.Logger
 	timeout  time.Duration
-	triggers map[string]TriggerFunc
+	triggers map[string]triggerFunc
 	http     map[string]httpRoute
 	newID    func() string
 }
 
 type httpRoute struct {
 	binding string // name of the httpTrigger binding in Data
-	fn      HTTPFunc
+	fn      httpFunc
 }
 
-// NewServer returns a server with no functions; register them with Trigger and HTTP. timeout
+// newServer returns a server with no functions; register them with Trigger and HTTP. timeout
 // is the per-invocation deadline (0: none).
-func NewServer(logger *slog.Logger, timeout time.Duration, newID func() string) *Server {
-	return &Server{logger: logger, timeout: timeout, triggers: map[string]TriggerFunc{}, http: map[string]httpRoute{}, newID: newID}
+func newServer(logger *slog.Logger, timeout time.Duration, newID func() string) *server {
+	return &server{logger: logger, timeout: timeout, triggers: map[string]triggerFunc{}, http: map[string]httpRoute{}, newID: newID}
 }
 
-// Trigger registers a non-HTTP function.
-func (s *Server) Trigger(name string, fn TriggerFunc) { s.triggers[name] = fn }
+// addTrigger registers a non-HTTP function.
+func (s *server) addTrigger(name string, fn triggerFunc) { s.triggers[name] = fn }
 
-// HTTP registers an HTTP function whose trigger binding is named binding.
-func (s *Server) HTTP(name, binding string, fn HTTPFunc) {
+// addHTTP registers an HTTP function whose trigger binding is named binding.
+func (s *server) addHTTP(name, binding string, fn httpFunc) {
 	s.http[name] = httpRoute{binding: binding, fn: fn}
-}
-
-// errorBody is every error reply: {"error": {"code", "message"}}.
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
 }
 
 // inputError marks an error caused by the request itself (HTTP 400, never retried usefully).
@@ -91,11 +72,8 @@ func (e *inputError) Unwrap() error { return e.err }
 // badInput marks err as the caller's fault.
 func badInput(err error) error { return &inputError{err: err} }
 
-// errNotImplemented answers 501 for functions whose capability is not built yet.
-var errNotImplemented = errors.New("not implemented")
-
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/" {
 		// The host's readiness and health probe: any answer means ready.
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
@@ -119,7 +97,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id = s.newID()
 	}
 	logger := s.logger.With("function", name, "invocation", id)
-	inv := &Invocation{ID: id, Function: name, Logger: logger}
+	inv := &invocation{ID: id, Function: name, Logger: logger}
 
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, protocol.MaxRequestBytes))
 	if err != nil {
@@ -163,7 +141,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, protocol.InvokeResponse{Outputs: map[string]any{}, Logs: []string{}})
 }
 
-func (s *Server) serveHTTPFunction(ctx context.Context, w http.ResponseWriter, inv *Invocation, route httpRoute) {
+func (s *server) serveHTTPFunction(ctx context.Context, w http.ResponseWriter, inv *invocation, route httpRoute) {
 	raw, ok := inv.Request.Data[route.binding]
 	if !ok {
 		err := fmt.Errorf("invocation request has no Data.%s (the httpTrigger binding)", route.binding)
@@ -178,17 +156,17 @@ func (s *Server) serveHTTPFunction(ctx context.Context, w http.ResponseWriter, i
 		return
 	}
 	reply := route.fn(ctx, inv, req)
-	res, err := reply.output()
+	res, err := output(reply)
 	if err != nil {
 		inv.Logger.Error("encode http reply", "err", err)
-		res, _ = ErrorReply(http.StatusInternalServerError, "internal", "could not encode the reply").output()
+		res, _ = output(errorReply(http.StatusInternalServerError, "internal", "could not encode the reply"))
 	}
 	inv.Logger.Debug("http function answered", "method", req.Method, "status", res.StatusCode)
 	writeJSON(w, http.StatusOK, protocol.InvokeResponse{Outputs: map[string]any{"res": res}, Logs: []string{}})
 }
 
 // output turns a reply into the `res` binding value.
-func (r HTTPReply) output() (protocol.HTTPResponse, error) {
+func output(r api.Reply) (protocol.HTTPResponse, error) {
 	res := protocol.HTTPResponse{StatusCode: r.Status, Headers: map[string]string{}}
 	if res.StatusCode == 0 {
 		res.StatusCode = http.StatusOK
@@ -211,12 +189,9 @@ func (r HTTPReply) output() (protocol.HTTPResponse, error) {
 	return res, nil
 }
 
-// JSONReply is a JSON HTTP reply.
-func JSONReply(status int, v any) HTTPReply { return HTTPReply{Status: status, JSON: v} }
-
-// ErrorReply is the JSON error reply {"error": {"code", "message"}}.
-func ErrorReply(status int, code, message string) HTTPReply {
-	return HTTPReply{Status: status, JSON: errorBody{Error: errorDetail{Code: code, Message: message}}}
+// errorReply is the JSON error reply {"error": {"code", "message"}}.
+func errorReply(status int, code, message string) api.Reply {
+	return api.Reply{Status: status, JSON: api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: message}}}
 }
 
 // classify maps a function error to the status that fails the invocation.
@@ -225,8 +200,6 @@ func classify(err error) (int, string) {
 	switch {
 	case errors.As(err, &in):
 		return http.StatusBadRequest, "bad_request"
-	case errors.Is(err, errNotImplemented):
-		return http.StatusNotImplemented, "not_implemented"
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout, "timeout"
 	default:
@@ -235,7 +208,7 @@ func classify(err error) (int, string) {
 }
 
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	writeJSON(w, status, errorBody{Error: errorDetail{Code: code, Message: message}})
+	writeJSON(w, status, api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: message}})
 }
 
 // writeJSON always sets Content-Type: application/json; the host cannot read a reply without it.

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/api"
 	"github.com/batonfn/baton/protocol"
 )
 
@@ -38,11 +39,11 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func newTestServer(t *testing.T) (*Server, *httptest.Server, *syncBuffer) {
+func newTestServer(t *testing.T) (*server, *httptest.Server, *syncBuffer) {
 	t.Helper()
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s := NewServer(logger, 5*time.Second, func() string { return "generated-id" })
+	s := newServer(logger, 5*time.Second, func() string { return "generated-id" })
 	hs := httptest.NewServer(s)
 	t.Cleanup(hs.Close)
 	return s, hs, logs
@@ -111,7 +112,7 @@ func TestServer_UnknownFunction_404JSON(t *testing.T) {
 
 func TestServer_WrongMethod_405(t *testing.T) {
 	s, hs, _ := newTestServer(t)
-	s.Trigger("Tick", func(context.Context, *Invocation) error { return nil })
+	s.addTrigger("Tick", func(context.Context, *invocation) error { return nil })
 	resp, err := http.Get(hs.URL + "/Tick")
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +126,7 @@ func TestServer_WrongMethod_405(t *testing.T) {
 func TestServer_MalformedBody_400AndLogged(t *testing.T) {
 	s, hs, logs := newTestServer(t)
 	called := false
-	s.Trigger("Tick", func(context.Context, *Invocation) error { called = true; return nil })
+	s.addTrigger("Tick", func(context.Context, *invocation) error { called = true; return nil })
 	for _, body := range []string{``, `{`, `[]`, `{"Metadata":{}}`, `{"Data":"x"}`} {
 		resp, v := post(t, hs.URL+"/Tick", "inv-bad", []byte(body))
 		if resp.StatusCode != http.StatusBadRequest || errorCode(v) != "bad_request" {
@@ -142,8 +143,8 @@ func TestServer_MalformedBody_400AndLogged(t *testing.T) {
 
 func TestServer_Panic_500AndKeepsServing(t *testing.T) {
 	s, hs, logs := newTestServer(t)
-	s.Trigger("Boom", func(context.Context, *Invocation) error { panic("kaboom") })
-	s.Trigger("Fine", func(context.Context, *Invocation) error { return nil })
+	s.addTrigger("Boom", func(context.Context, *invocation) error { panic("kaboom") })
+	s.addTrigger("Fine", func(context.Context, *invocation) error { return nil })
 	resp, v := post(t, hs.URL+"/Boom", "inv-panic", golden(t, "timer.json"))
 	if resp.StatusCode != http.StatusInternalServerError || errorCode(v) != "panic" {
 		t.Fatalf("got %d %v, want 500 panic", resp.StatusCode, v)
@@ -168,13 +169,12 @@ func TestServer_TriggerErrors_MapToStatus(t *testing.T) {
 		code string
 	}{
 		{badInput(errors.New("bad envelope")), 400, "bad_request"},
-		{fmt.Errorf("wrapped: %w", errNotImplemented), 501, "not_implemented"},
 		{context.DeadlineExceeded, 504, "timeout"},
 		{errors.New("storage down"), 500, "failed"},
 	}
 	for i, c := range cases {
 		name := fmt.Sprintf("F%d", i)
-		s.Trigger(name, func(context.Context, *Invocation) error { return c.err })
+		s.addTrigger(name, func(context.Context, *invocation) error { return c.err })
 		resp, v := post(t, hs.URL+"/"+name, "", golden(t, "queue.json"))
 		if resp.StatusCode != c.want || errorCode(v) != c.code {
 			t.Errorf("%v: got %d %v, want %d %s", c.err, resp.StatusCode, v, c.want, c.code)
@@ -186,7 +186,7 @@ func TestServer_InvocationIDAndDeadline(t *testing.T) {
 	s, hs, logs := newTestServer(t)
 	var gotID string
 	var hasDeadline bool
-	s.Trigger("Tick", func(ctx context.Context, inv *Invocation) error {
+	s.addTrigger("Tick", func(ctx context.Context, inv *invocation) error {
 		gotID = inv.ID
 		_, hasDeadline = ctx.Deadline()
 		inv.Logger.Info("hello from the function")
@@ -213,11 +213,11 @@ func TestServer_InvocationIDAndDeadline(t *testing.T) {
 
 func TestServer_HTTPFunction_ResOutput(t *testing.T) {
 	s, hs, _ := newTestServer(t)
-	s.HTTP("Runs", bindingRequest, func(ctx context.Context, inv *Invocation, req *protocol.HTTPRequest) HTTPReply {
+	s.addHTTP("Runs", bindingRequest, func(ctx context.Context, inv *invocation, req *protocol.HTTPRequest) api.Reply {
 		if req.Param("id") == "" {
-			return ErrorReply(http.StatusBadRequest, "missing_id", "id is required")
+			return errorReply(http.StatusBadRequest, "missing_id", "id is required")
 		}
-		return JSONReply(http.StatusOK, map[string]string{"id": req.Param("id")})
+		return api.Reply{Status: http.StatusOK, JSON: map[string]string{"id": req.Param("id")}}
 	})
 	resp, v := post(t, hs.URL+"/Runs", "", golden(t, "http-get.json"))
 	if resp.StatusCode != http.StatusOK {

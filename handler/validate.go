@@ -10,9 +10,9 @@ import (
 	"github.com/batonfn/baton/coordinator"
 )
 
-// TemplateSchedule is infra/main.bicep's default BATON_SCHEDULE (hourly). Every other setting
+// templateSchedule is infra/main.bicep's default BATON_SCHEDULE (hourly). Every other setting
 // the template deploys by default equals config's default, which the infra tests check.
-const TemplateSchedule = "0 0 * * * *"
+const templateSchedule = "0 0 * * * *"
 
 // envSettings are the settings `azd env set` can change: the ones infra/main.parameters.json
 // maps from the azd environment into the template.
@@ -36,7 +36,7 @@ func validate(getenv config.Getenv, stdout, stderr io.Writer) int {
 		config.SettingHostStorage + "__credential":             "managedidentity",
 		config.SettingServiceBus + "__fullyQualifiedNamespace": "namespace.servicebus.windows.net",
 		config.SettingServiceBus + "__credential":              "managedidentity",
-		config.SettingSchedule:                                 TemplateSchedule,
+		config.SettingSchedule:                                 templateSchedule,
 		config.SettingAppRoot:                                  getenv(config.SettingAppRoot),
 		config.SettingInstanceID:                               "validate",
 	}
