@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/batonfn/baton/config"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -32,19 +33,10 @@ type Finisher interface {
 	TryFinishByListing(ctx context.Context, run string) (bool, error)
 }
 
-// Defaults for Config.
-const (
-	DefaultBatchSize   = 250
-	DefaultRunTimeout  = time.Hour
-	DefaultCheckRounds = 3
-	// checkMargin is added to the lease duration for the first check: by then a dead leader's
-	// lease has certainly expired.
-	checkMargin = 5 * time.Second
-	// DefaultMaxDeliveries is the delivery count on which a check stops failing and acts.
-	DefaultMaxDeliveries = 5
-	// DefaultStartingDeadline bounds how late MisfireRunLatest still starts a missed occurrence.
-	DefaultStartingDeadline = 10 * time.Minute
-)
+// checkMargin is added to the lease duration for the first check: by then a dead leader's
+// lease has certainly expired. (The defaults of Config's fields are the settings' defaults, in
+// package config: one home for each.)
+const checkMargin = config.CheckMargin
 
 // Misfire is the policy for occurrences that never fired.
 type Misfire string
@@ -136,19 +128,19 @@ func New(cfg Config) (*Coordinator, error) {
 		}
 	}
 	if cfg.BatchSize == 0 {
-		cfg.BatchSize = DefaultBatchSize
+		cfg.BatchSize = config.DefaultEnqueueBatch
 	}
 	if cfg.BatchSize < 1 || cfg.BatchSize > 5000 {
 		errs = append(errs, fmt.Errorf("BatchSize %d must be 1-5000", cfg.BatchSize))
 	}
 	if cfg.RunTimeout == 0 {
-		cfg.RunTimeout = DefaultRunTimeout
+		cfg.RunTimeout = config.DefaultRunTimeout
 	}
 	if cfg.CheckRounds < 0 {
 		errs = append(errs, fmt.Errorf("CheckRounds %d must not be negative", cfg.CheckRounds))
 	}
 	if cfg.MaxDeliveries == 0 {
-		cfg.MaxDeliveries = DefaultMaxDeliveries
+		cfg.MaxDeliveries = config.DefaultMaxDeliveries
 	}
 	if cfg.Misfire == "" {
 		cfg.Misfire = MisfireSkip
@@ -157,7 +149,7 @@ func New(cfg Config) (*Coordinator, error) {
 		errs = append(errs, fmt.Errorf("Misfire %q must be %q or %q", cfg.Misfire, MisfireSkip, MisfireRunLatest))
 	}
 	if cfg.StartingDeadline == 0 {
-		cfg.StartingDeadline = DefaultStartingDeadline
+		cfg.StartingDeadline = config.DefaultStartDeadline
 	}
 	if cfg.MaxDeliveries < 1 || cfg.StartingDeadline < 0 || cfg.TickWait < 0 {
 		errs = append(errs, fmt.Errorf("MaxDeliveries %d, StartingDeadline %s and TickWait %s must be positive", cfg.MaxDeliveries, cfg.StartingDeadline, cfg.TickWait))

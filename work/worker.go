@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/ledger"
 )
 
@@ -26,9 +27,6 @@ const (
 	DefaultReadConcurrency = 16
 	// MaxReportFailures caps the failed partitions listed in a report (the counts are exact).
 	MaxReportFailures = 100
-	// DefaultMaxDeliveries is the queues' default max delivery count (host.json
-	// maxDequeueCount and the Service Bus queue's max delivery count).
-	DefaultMaxDeliveries = 5
 )
 
 // ErrGaveUp is returned by HandlePartition when a partition failed on its last allowed
@@ -51,7 +49,7 @@ type WorkerConfig struct {
 	// Holder identifies this process in results and reports.
 	Holder ledger.Holder
 	// MaxDeliveries is the delivery on which a failing partition is recorded as failed; it
-	// must match the queue's max delivery count (default DefaultMaxDeliveries).
+	// must match the queue's max delivery count (default config.DefaultMaxDeliveries).
 	MaxDeliveries int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -81,7 +79,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("worker config: %w", err)
 	}
-	cfg.MaxDeliveries = orDefault(cfg.MaxDeliveries, DefaultMaxDeliveries)
+	cfg.MaxDeliveries = orDefault(cfg.MaxDeliveries, config.DefaultMaxDeliveries)
 	cfg.StaleClaim = orDefault(cfg.StaleClaim, DefaultStaleClaim)
 	cfg.RecordTimeout = orDefault(cfg.RecordTimeout, DefaultRecordTimeout)
 	cfg.ReadConcurrency = orDefault(cfg.ReadConcurrency, DefaultReadConcurrency)

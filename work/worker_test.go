@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/work"
 	"github.com/batonfn/baton/work/synthetic"
@@ -461,7 +462,7 @@ func TestNewWorker_Validates(t *testing.T) {
 		t.Error("negative MaxDeliveries accepted")
 	}
 	w, err := work.NewWorker(work.WorkerConfig{Store: f.store, Jobs: work.NewRegistry()})
-	if err != nil || w.MaxDeliveries() != work.DefaultMaxDeliveries {
+	if err != nil || w.MaxDeliveries() != config.DefaultMaxDeliveries {
 		t.Errorf("defaults: %v, MaxDeliveries %d", err, w.MaxDeliveries())
 	}
 }

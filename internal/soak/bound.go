@@ -1,10 +1,14 @@
 package soak
 
-import "time"
+import (
+	"time"
+
+	"github.com/batonfn/baton/config"
+)
 
 // CheckMargin is the coordinator's delay beyond the lease duration for a check message: a
 // check is due lease + CheckMargin after it is scheduled.
-const CheckMargin = 5 * time.Second
+const CheckMargin = config.CheckMargin
 
 // DefaultSlack is what the checker adds to FinalBound for its own sake (log and storage
 // timestamps, a busy machine).
@@ -16,4 +20,14 @@ const DefaultSlack = 30 * time.Second
 // it). It is the one place the documented bound is computed, so it can be tightened later.
 func FinalBound(deadline time.Time, lease time.Duration) time.Time {
 	return deadline.Add(lease + 2*(lease+CheckMargin))
+}
+
+// DocumentedBound is the bound docs/design.md promises for a run with a hard deadline
+// (Manifest.Expires): final by Expires plus one check delay while checks flow. A manifest
+// without Expires falls back to FinalBound of its deadline.
+func DocumentedBound(expires, deadline time.Time, lease time.Duration) time.Time {
+	if expires.IsZero() {
+		return FinalBound(deadline, lease)
+	}
+	return expires.Add(lease + CheckMargin)
 }

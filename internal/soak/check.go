@@ -411,7 +411,7 @@ func (c *checker) killed(instance string, pid int) bool {
 	return false
 }
 
-// bound: final by FinalBound + slack.
+// bound: final by the documented bound (DocumentedBound) + slack.
 func (c *checker) bound(id string, m ledger.Manifest) {
 	if m.Deadline.IsZero() {
 		if !m.State.Final() {
@@ -419,14 +419,15 @@ func (c *checker) bound(id string, m ledger.Manifest) {
 		}
 		return
 	}
-	limit := FinalBound(m.Deadline, c.h.LeaseDuration).Add(c.slack)
+	bound := DocumentedBound(m.Expires, m.Deadline, c.h.LeaseDuration)
+	limit := bound.Add(c.slack)
 	switch {
 	case !m.State.Final():
 		c.add(VNotFinal, id, "still %s at %s; deadline %s, bound %s (+%s slack)", m.State, c.h.End.UTC().Format(time.TimeOnly),
-			m.Deadline.UTC().Format(time.TimeOnly), FinalBound(m.Deadline, c.h.LeaseDuration).UTC().Format(time.TimeOnly), c.slack)
+			m.Deadline.UTC().Format(time.TimeOnly), bound.UTC().Format(time.TimeOnly), c.slack)
 	case !m.Finished.IsZero() && m.Finished.After(limit):
 		c.add(VNotFinal, id, "%s at %s, %s after its bound %s (+%s slack)", m.State, m.Finished.UTC().Format(time.TimeOnly),
-			m.Finished.Sub(limit).Round(time.Millisecond), FinalBound(m.Deadline, c.h.LeaseDuration).UTC().Format(time.TimeOnly), c.slack)
+			m.Finished.Sub(limit).Round(time.Millisecond), bound.UTC().Format(time.TimeOnly), c.slack)
 	}
 }
 

@@ -309,3 +309,14 @@ func TestFinalBound(t *testing.T) {
 		t.Errorf("FinalBound = %s, want %s", got, want)
 	}
 }
+
+// The documented bound is the hard deadline plus one check delay; without one, FinalBound.
+func TestDocumentedBound(t *testing.T) {
+	exp := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	if got, want := DocumentedBound(exp, exp.Add(-time.Hour), 15*time.Second), exp.Add(20*time.Second); !got.Equal(want) {
+		t.Errorf("DocumentedBound = %s, want %s", got, want)
+	}
+	if got, want := DocumentedBound(time.Time{}, exp, 15*time.Second), FinalBound(exp, 15*time.Second); !got.Equal(want) {
+		t.Errorf("without Expires: %s, want %s", got, want)
+	}
+}
