@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,9 +16,9 @@ import (
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/election/bloblease"
-	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/internal/devhost"
+	"github.com/batonfn/baton/internal/devhost/devhosttest"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/blobstore"
 )
@@ -37,6 +35,7 @@ type cluster struct {
 	lock    *bloblease.BlobLock
 	logPath string
 
+	hc      *devhosttest.Cluster
 	mu      sync.Mutex
 	invokes map[string]int // WorkQueue invocations (partitions and checks) per instance
 	failed  int
@@ -62,74 +61,34 @@ func startClusterWith(b *testing.B, n int, params string, onDisk bool, extra map
 	srv := azurite.Private(b, opts)
 	c := &cluster{srv: srv, invokes: map[string]int{}}
 	settings := map[string]string{
-		config.SettingHostStorage:       srv.ConnectionString(),
-		config.SettingTransport:         string(config.TransportQueue),
-		config.SettingSchedule:          "0 0 0 1 1 *",
-		config.SettingWorkQueue:         shortName("q"),
-		config.SettingControlQueue:      shortName("c"),
-		config.SettingLeaseContainer:    shortName("lease"),
-		config.SettingRunsContainer:     shortName("runs"),
-		config.SettingLeaseName:         "baton-leader",
-		config.SettingLeaseDuration:     clusterLease.String(),
-		config.SettingJob:               "synthetic",
-		config.SettingJobParams:         params,
-		config.SettingLogLevel:          "info",
-		"AzureWebJobs.Work.Disabled":    "true",
-		"AzureWebJobs.Control.Disabled": "true",
-		"FUNCTIONS_WORKER_RUNTIME":      "custom",
-		config.SettingStorage:           "",
-		config.SettingSiteName:          "",
-		config.SettingWebsiteInstance:   "",
+		config.SettingSchedule:      "0 0 0 1 1 *",
+		config.SettingLeaseDuration: clusterLease.String(),
+		config.SettingJobParams:     params,
+		config.SettingLogLevel:      "info",
 	}
 	for k, v := range extra {
 		settings[k] = v
 	}
-	logDir := filepath.Join(os.TempDir(), "baton-bench")
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		b.Fatal(err)
-	}
-	c.logPath = filepath.Join(logDir, strings.NewReplacer("/", "_", "=", "-").Replace(b.Name())+".log")
-	logFile, err := os.Create(c.logPath)
-	if err != nil {
-		b.Fatal(err)
-	}
-	h, err := devhost.New(devhost.Options{
-		AppRoot: repoRoot(b), Executable: exe, Instances: n,
-		SettingsFile: filepath.Join(repoRoot(b), "local.settings.example.json"), Settings: settings,
-		HTTPAddr: "127.0.0.1:0", Out: logFile, ProgressInterval: -1, HandlerLogLevel: handlerLogLevel(settings),
-		OnInvoke: func(r devhost.InvokeRecord) {
-			if r.Function != "WorkQueue" {
-				return
+	c.logPath = filepath.Join(os.TempDir(), "baton-bench", strings.NewReplacer("/", "_", "=", "-").Replace(b.Name())+".log")
+	hc := devhosttest.Start(b, devhosttest.Options{AppRoot: repoRoot(b), Executable: exe, Server: srv, Instances: n,
+		Settings: settings, LogPath: c.logPath,
+		Host: func(hopts *devhost.Options) {
+			hopts.ProgressInterval, hopts.HandlerLogLevel = -1, handlerLogLevel(settings)
+			hopts.OnInvoke = func(r devhost.InvokeRecord) {
+				if r.Function != "WorkQueue" {
+					return
+				}
+				c.mu.Lock()
+				c.invokes[r.Instance]++
+				if r.Err != nil {
+					c.failed++
+				}
+				c.mu.Unlock()
 			}
-			c.mu.Lock()
-			c.invokes[r.Instance]++
-			if r.Err != nil {
-				c.failed++
-			}
-			c.mu.Unlock()
-		},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	c.h = h
-	cfg := h.Config()
-	blobs, err := azclient.Blob(cfg.Storage, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	c.store = blobstore.New(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), blobstore.Options{})
-	c.lock, err = bloblease.NewBlobLock(blobs.ServiceClient().NewContainerClient(cfg.LeaseContainer), cfg.LeaseName,
-		bloblease.BlobLockOptions{Duration: cfg.LeaseDuration, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := h.Start(ctxFor(b, 2*time.Minute)); err != nil {
-		b.Fatalf("start the host: %v (log: %s)", err, c.logPath)
-	}
+		}})
+	c.hc, c.h, c.store, c.lock = hc, hc.Host, hc.Store, hc.Lock
 	b.Cleanup(func() {
 		c.close(b)
-		_ = logFile.Close()
 		if b.Failed() {
 			b.Logf("host log: %s", c.logPath)
 		}
@@ -148,7 +107,7 @@ func handlerLogLevel(settings map[string]string) slog.Level {
 // close stops the host and its Azurite; safe to call more than once. In-flight invocations
 // get a few seconds (a failover trial leaves a run mid-flight); then the handlers are killed.
 func (c *cluster) close(b *testing.B) {
-	_ = c.h.Close(ctxFor(b, 3*time.Second))
+	_ = c.hc.Close()
 	c.srv.Stop()
 }
 
@@ -239,11 +198,7 @@ func (c *cluster) invocations() (map[string]int, int) {
 }
 
 // shortName is a container or queue name unique to this run, short enough for "-poison".
-func shortName(prefix string) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return prefix + "-" + hex.EncodeToString(b[:])
-}
+func shortName(prefix string) string { return devhosttest.ShortName(prefix) }
 
 // secs formats d in seconds with two decimals, for logs.
 func secs(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }

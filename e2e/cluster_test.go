@@ -2,8 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -19,6 +17,7 @@ import (
 	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/internal/devhost"
+	"github.com/batonfn/baton/internal/devhost/devhosttest"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/blobstore"
 	"github.com/batonfn/baton/protocol"
@@ -66,7 +65,7 @@ type cluster struct {
 	sampler  *leaseSampler
 	logPath  string
 
-	logFile  *os.File
+	hc       *devhosttest.Cluster
 	stopOnce sync.Once
 
 	mu      sync.Mutex
@@ -74,11 +73,7 @@ type cluster struct {
 }
 
 // shortName is a container or queue name unique to this test, short enough for "-poison".
-func shortName(prefix string) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return prefix + "-" + hex.EncodeToString(b[:])
-}
+func shortName(prefix string) string { return devhosttest.ShortName(prefix) }
 
 func startCluster(t *testing.T, o clusterOpts) *cluster {
 	t.Helper()
@@ -103,87 +98,46 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 	if o.srv == nil {
 		o.srv = azurite.Shared(t)
 	}
-	queue := shortName("q")
+	queue := devhosttest.ShortName("q")
 	settings := map[string]string{
-		config.SettingHostStorage:       o.srv.ConnectionString(),
-		config.SettingTransport:         string(config.TransportQueue),
-		config.SettingSchedule:          o.schedule,
-		config.SettingWorkQueue:         queue,
-		config.SettingControlQueue:      shortName("c"),
-		config.SettingLeaseContainer:    shortName("lease"),
-		config.SettingRunsContainer:     shortName("runs"),
-		config.SettingLeaseName:         "baton-leader",
-		config.SettingLeaseDuration:     leaseDuration.String(),
-		config.SettingRunTimeout:        "1m",
-		config.SettingJob:               "synthetic",
-		config.SettingJobParams:         o.params,
-		config.SettingEnqueueBatch:      fmt.Sprint(o.batch),
-		config.SettingLogLevel:          "debug",
-		config.SettingOverlap:           string(config.OverlapSkip),
-		config.SettingMaxDeliveries:     fmt.Sprint(maxDequeue),
-		"AzureWebJobs.Work.Disabled":    "true",
-		"AzureWebJobs.Control.Disabled": "true",
-		"FUNCTIONS_WORKER_RUNTIME":      "custom",
-		config.SettingStorage:           "",
-		config.SettingSiteName:          "",
-		config.SettingWebsiteInstance:   "",
+		config.SettingSchedule:      o.schedule,
+		config.SettingWorkQueue:     queue,
+		config.SettingLeaseDuration: leaseDuration.String(),
+		config.SettingRunTimeout:    "1m",
+		config.SettingJobParams:     o.params,
+		config.SettingEnqueueBatch:  fmt.Sprint(o.batch),
+		config.SettingLogLevel:      "debug",
+		config.SettingOverlap:       string(config.OverlapSkip),
+		config.SettingMaxDeliveries: fmt.Sprint(maxDequeue),
 	}
 	for k, v := range o.extra {
 		settings[k] = v
 	}
-
 	logPath := filepath.Join(logDir, strings.ReplaceAll(t.Name(), "/", "_")+".log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &cluster{t: t, srv: o.srv, settings: settings, queueNm: queue, logPath: logPath}
-	hopts := devhost.Options{
-		AppRoot: repoRoot, Executable: handlerBin, Instances: o.instances,
-		SettingsFile: filepath.Join(repoRoot, "local.settings.example.json"), Settings: settings,
-		HTTPAddr: "127.0.0.1:0", Out: logFile, LogLevel: slog.LevelDebug, HandlerLogLevel: slog.LevelDebug,
-		MaxTimerFires: o.maxFires,
-		OnInvoke: func(r devhost.InvokeRecord) {
-			c.mu.Lock()
-			c.records = append(c.records, r)
-			c.mu.Unlock()
-			if o.onInvoke != nil {
-				o.onInvoke(r)
+	c := &cluster{t: t, srv: o.srv, queueNm: queue, logPath: logPath}
+	hc := devhosttest.Start(t, devhosttest.Options{AppRoot: repoRoot, Executable: handlerBin, Server: o.srv,
+		Instances: o.instances, Settings: settings, LogPath: logPath,
+		Host: func(hopts *devhost.Options) {
+			hopts.LogLevel, hopts.HandlerLogLevel, hopts.MaxTimerFires = slog.LevelDebug, slog.LevelDebug, o.maxFires
+			hopts.OnInvoke = func(r devhost.InvokeRecord) {
+				c.mu.Lock()
+				c.records = append(c.records, r)
+				c.mu.Unlock()
+				if o.onInvoke != nil {
+					o.onInvoke(r)
+				}
 			}
-		},
-	}
-	if o.tweak != nil {
-		o.tweak(&hopts)
-	}
-	h, err := devhost.New(hopts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.h = h
-	cfg := h.Config()
-	blobs, err := azclient.Blob(cfg.Storage, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.store = blobstore.New(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), blobstore.Options{})
-	c.lock, err = bloblease.NewBlobLock(blobs.ServiceClient().NewContainerClient(cfg.LeaseContainer), cfg.LeaseName,
-		bloblease.BlobLockOptions{Duration: cfg.LeaseDuration, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	qsvc, err := azclient.Queue(cfg.Storage, nil)
+			if o.tweak != nil {
+				o.tweak(hopts)
+			}
+		}})
+	c.hc, c.h, c.settings, c.store, c.lock = hc, hc.Host, hc.Settings, hc.Store, hc.Lock
+	qsvc, err := azclient.Queue(c.h.Config().Storage, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.queue, c.poison = qsvc.NewQueueClient(queue), qsvc.NewQueueClient(queue+devhost.PoisonSuffix)
-
 	c.sampler = startSampler(c.lock)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := h.Start(ctx); err != nil {
-		t.Fatalf("start the host: %v (log: %s)", err, logPath)
-	}
-	c.logFile = logFile
 	t.Cleanup(c.shutdown)
 	return c
 }
@@ -192,13 +146,10 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 // themselves.
 func (c *cluster) shutdown() {
 	c.stopOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := c.h.Close(ctx); err != nil {
+		if err := c.hc.Close(); err != nil {
 			c.t.Errorf("stop the host: %v", err)
 		}
 		c.sampler.stop()
-		_ = c.logFile.Close()
 		for _, l := range c.h.Lines() {
 			if strings.Contains(l.Raw, "WARNING: DATA RACE") || strings.HasPrefix(l.Raw, "panic:") {
 				c.t.Errorf("%s (pid %d) reported: %s (see %s)", l.Instance, l.PID, l.Raw, c.logPath)
