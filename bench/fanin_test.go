@@ -53,7 +53,7 @@ func fanIn(b *testing.B, n int) {
 	}
 	jobs := work.NewRegistry()
 	jobs.Register(synthetic.Name, synthetic.New())
-	w, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: ledger.Holder{App: "bench", Instance: "worker", PID: os.Getpid()},
+	w, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: ledger.Holder{App: "bench", Instance: "worker", PID: os.Getpid()}, MaxDeliveries: 5,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)

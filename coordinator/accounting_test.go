@@ -314,7 +314,7 @@ func TestSupervision_OverdueRunTimesOutAndTheScheduleGoesOn(t *testing.T) {
 	e := newRunEnv(t)
 	ctx := testCtx(t)
 	clock := newClock("2026-11-21T10:00:00.3Z")
-	w, err := work.NewWorker(work.WorkerConfig{Store: e.store, Jobs: e.jobs, Holder: ledger.Holder{Instance: "w"}, Now: clock.Now})
+	w, err := work.NewWorker(work.WorkerConfig{Store: e.store, Jobs: e.jobs, Holder: ledger.Holder{Instance: "w"}, Now: clock.Now, MaxDeliveries: 5})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/ledger"
 )
 
@@ -49,7 +48,7 @@ type WorkerConfig struct {
 	// Holder identifies this process in results and reports.
 	Holder ledger.Holder
 	// MaxDeliveries is the delivery on which a failing partition is recorded as failed; it
-	// must match the queue's max delivery count (default config.DefaultMaxDeliveries).
+	// must match the queue's max delivery count (BATON_MAX_DELIVERIES). Required.
 	MaxDeliveries int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -73,13 +72,15 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Store == nil || cfg.Jobs == nil {
 		errs = append(errs, errors.New("a store and a jobs registry are required"))
 	}
-	if cfg.MaxDeliveries < 0 || cfg.StaleClaim < 0 || cfg.RecordTimeout < 0 || cfg.ReadConcurrency < 0 {
-		errs = append(errs, errors.New("MaxDeliveries, StaleClaim, RecordTimeout and ReadConcurrency must not be negative"))
+	if cfg.MaxDeliveries < 1 {
+		errs = append(errs, fmt.Errorf("MaxDeliveries %d: want the queue's max delivery count, at least 1", cfg.MaxDeliveries))
+	}
+	if cfg.StaleClaim < 0 || cfg.RecordTimeout < 0 || cfg.ReadConcurrency < 0 {
+		errs = append(errs, errors.New("StaleClaim, RecordTimeout and ReadConcurrency must not be negative"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("worker config: %w", err)
 	}
-	cfg.MaxDeliveries = orDefault(cfg.MaxDeliveries, config.DefaultMaxDeliveries)
 	cfg.StaleClaim = orDefault(cfg.StaleClaim, DefaultStaleClaim)
 	cfg.RecordTimeout = orDefault(cfg.RecordTimeout, DefaultRecordTimeout)
 	cfg.ReadConcurrency = orDefault(cfg.ReadConcurrency, DefaultReadConcurrency)

@@ -116,7 +116,7 @@ func BenchmarkTryFinish_10000(b *testing.B) {
 	ctx := context.Background()
 	jobs := work.NewRegistry()
 	jobs.Register(synthetic.Name, synthetic.New())
-	w, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs})
+	w, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, MaxDeliveries: 5})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/work"
 	"github.com/batonfn/baton/work/synthetic"
@@ -461,8 +460,11 @@ func TestNewWorker_Validates(t *testing.T) {
 	if _, err := work.NewWorker(work.WorkerConfig{Store: f.store, Jobs: work.NewRegistry(), MaxDeliveries: -1}); err == nil {
 		t.Error("negative MaxDeliveries accepted")
 	}
-	w, err := work.NewWorker(work.WorkerConfig{Store: f.store, Jobs: work.NewRegistry()})
-	if err != nil || w.MaxDeliveries() != config.DefaultMaxDeliveries {
-		t.Errorf("defaults: %v, MaxDeliveries %d", err, w.MaxDeliveries())
+	if _, err := work.NewWorker(work.WorkerConfig{Store: f.store, Jobs: work.NewRegistry()}); err == nil || !strings.Contains(err.Error(), "MaxDeliveries") {
+		t.Errorf("no MaxDeliveries: %v, want an error naming it", err)
+	}
+	w, err := work.NewWorker(work.WorkerConfig{Store: f.store, Jobs: work.NewRegistry(), MaxDeliveries: 4})
+	if err != nil || w.MaxDeliveries() != 4 {
+		t.Errorf("valid config: %v, MaxDeliveries %d", err, w.MaxDeliveries())
 	}
 }

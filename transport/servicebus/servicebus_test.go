@@ -14,7 +14,7 @@ import (
 )
 
 // skipNoBroker is the message every broker-backed Service Bus test skips with.
-const skipNoBroker = "SERVICEBUS_CONNECTION_STRING not set: Service Bus transporttest.Contract tests need a broker (e.g. the Service Bus emulator in Docker); see README"
+const skipNoBroker = "SERVICEBUS_CONNECTION_STRING not set: the Service Bus contract tests need a broker (e.g. the Service Bus emulator in Docker); see docs/deploy.md"
 
 // TestServiceBusSender_Contract runs the transporttest.Contract against a real Service Bus queue (the
 // emulator or Azure) named by SERVICEBUS_QUEUE (default "baton-work"). The queue is shared:
