@@ -14,7 +14,6 @@ import (
 
 	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/coordinator"
-	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/election/bloblease"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/internal/devhost"
@@ -165,23 +164,6 @@ func (c *cluster) waitFinal(b *testing.B, run string, d time.Duration) ledger.Ma
 		case <-ctx.Done():
 			b.Fatalf("run %s not final after %s (state %s, %d/%d done; log: %s)", run, d, m.State, m.Succeeded, m.Partitions, c.logPath)
 		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// waitLease polls the lease until cond holds and returns when it first did.
-func (c *cluster) waitLease(b *testing.B, d time.Duration, what string, cond func(election.LeaderState) bool) time.Time {
-	b.Helper()
-	ctx := ctxFor(b, d)
-	for {
-		st, err := c.lock.State(ctx)
-		if err == nil && cond(st) {
-			return time.Now()
-		}
-		select {
-		case <-ctx.Done():
-			b.Fatalf("waiting for the lease to be %s: %v (last %+v, err %v)", what, ctx.Err(), st, err)
-		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }

@@ -120,7 +120,7 @@ type Coordinator struct {
 func New(cfg Config) (*Coordinator, error) {
 	var errs []error
 	if cfg.Leader == nil || cfg.Store == nil || cfg.Sender == nil || cfg.Jobs == nil {
-		errs = append(errs, errors.New("Leader, Store, Sender and Jobs are required"))
+		errs = append(errs, errors.New("a leader, a store, a sender and a jobs registry are required"))
 	}
 	if cfg.Job != "" && cfg.Jobs != nil && cfg.JobError == nil {
 		if err := cfg.Jobs.ValidateParams(cfg.Job, cfg.Params); err != nil {

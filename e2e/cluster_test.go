@@ -72,9 +72,6 @@ type cluster struct {
 	records []devhost.InvokeRecord
 }
 
-// shortName is a container or queue name unique to this test, short enough for "-poison".
-func shortName(prefix string) string { return devhosttest.ShortName(prefix) }
-
 func startCluster(t *testing.T, o clusterOpts) *cluster {
 	t.Helper()
 	if o.instances == 0 {
