@@ -267,6 +267,15 @@ func (c *Coordinator) StartManual(ctx context.Context, req ManualRequest) (Outco
 	return out, err
 }
 
+// errNoLease marks an attempt that could not reach the lease at all (storage failed before
+// anything was decided): nothing was done under it.
+var errNoLease = errors.New("could not contend for the lease")
+
+func isHeld(err error) bool {
+	var held *election.HeldError
+	return errors.As(err, &held)
+}
+
 // ErrBadRequest marks a manual request the caller must fix.
 var ErrBadRequest = errors.New("bad request")
 
@@ -274,11 +283,16 @@ var ErrBadRequest = errors.New("bad request")
 // enqueue and schedule the dead-man's-switch check.
 func (c *Coordinator) start(ctx context.Context, spec runSpec) (Outcome, error) {
 	var out Outcome
+	led := false
 	err := c.asLeader(ctx, func(ctx context.Context, lease election.Lease, beat func()) error {
+		led = true
 		var err error
 		out, err = c.decide(ctx, lease, beat, spec)
 		return err
 	})
+	if err != nil && !led && !isHeld(err) {
+		return out, fmt.Errorf("%w: %w", errNoLease, err)
+	}
 	var held *election.HeldError
 	if errors.As(err, &held) {
 		out = Outcome{Status: StatusHeld, Run: spec.id, Holder: held.Holder, HolderEpoch: held.Epoch}

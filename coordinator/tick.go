@@ -87,9 +87,14 @@ func (c *Coordinator) tick(ctx context.Context, spec runSpec) (Outcome, error) {
 					"holderEpoch", out.HolderEpoch, "activeRun", out.ActiveRun, "wait", c.cfg.TickWait.String())
 			}
 		default:
-			// A run that exists is accounted for (its check chain resumes it): report the
-			// failure. Without one, storage failed before the occurrence was recorded: retry.
-			if _, rerr := c.cfg.Store.ReadManifest(ctx, spec.id); rerr == nil {
+			// A run that exists is accounted for (its check chain resumes it). When this
+			// attempt led and failed, report the failure; when it never reached the lease,
+			// another instance decided the occurrence and there is nothing to report. Without a
+			// run, storage failed before the occurrence was recorded: retry.
+			if m, rerr := c.cfg.Store.ReadManifest(ctx, spec.id); rerr == nil {
+				if errors.Is(err, errNoLease) {
+					return Outcome{Status: StatusExisting, Run: spec.id, State: m.State}, nil
+				}
 				return out, err
 			}
 			lastErr = err
