@@ -38,9 +38,12 @@ const (
 	soakPeriod     = 5 * time.Second
 	soakInstances  = 5
 	soakRunTimeout = time.Minute // the shortest config accepts
-	// soakQuiet is how many occurrences fire after the faults stop (fault-free ticks that
-	// record what the faults left missed).
-	soakQuiet = 3
+	// soakQuiet is how many occurrences fire after the faults stop: fault-free ticks that
+	// record what the faults left missed. An occurrence is recorded missed only once it is older
+	// than the coordinator's grace (the Tick's wait for the lease plus margins, 32 s with a 15 s
+	// lease), and the last fault (a leader paused for up to 20 s) may freeze the very Tick that
+	// fired it; 12 occurrences (60 s) leave a lead after both.
+	soakQuiet = 12
 	// soakTimerParams: partitions that fail their first delivery now and then.
 	soakTimerParams = `{"partitions":4,"workMs":100,"failOncePercent":20}`
 	// soakShortOccurrences is the default occurrence count inside make test.

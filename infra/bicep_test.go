@@ -514,7 +514,7 @@ func TestBicep_Job(t *testing.T) {
 	sort.Strings(got)
 	jobsSrc := readFile(t, filepath.Join(repoRoot(t), "handler", "jobs.go"))
 	var want []string
-	for _, c := range regexp.MustCompile(`(?m)^\s*Job\w+\s*=\s*"(\w+)"`).FindAllStringSubmatch(jobsSrc, -1) {
+	for _, c := range regexp.MustCompile(`(?m)^\s*[jJ]ob[A-Z]\w*\s*=\s*"(\w+)"`).FindAllStringSubmatch(jobsSrc, -1) {
 		want = append(want, c[1])
 	}
 	sort.Strings(want)
