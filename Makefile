@@ -8,7 +8,7 @@ BIN     ?= baton
 # Fuzz time per target in `make test` (CI); raise it for a longer local hunt.
 FUZZTIME ?= 5s
 
-.PHONY: all build tools browser test vet vulncheck unit fuzz demo bench soak clean
+.PHONY: all build tools browser test vet vulncheck unit fuzz demo bench bench-scale soak clean
 
 all: build
 
@@ -117,7 +117,7 @@ BENCH_RUNS = \
 	./work/:TryFinish_10000:1x \
 	./transport/:QueueSender:3x \
 	./handler/:API_ListRuns:10x \
-	./bench/:.:1x
+	./bench/:^Benchmark[^S]:1x
 bench: tools
 	@mkdir -p $(dir $(BENCH_OUT))
 	@$(GO) run ./bench/cmd/benchtable machine | tee $(BENCH_OUT)
@@ -129,6 +129,25 @@ bench: tools
 			| tee -a $(BENCH_OUT); \
 	done
 	@echo; $(GO) run ./bench/cmd/benchtable $(BENCH_OUT)
+
+# Runs of any size (BENCHMARKS.md): BenchmarkScale, one synthetic no-op run of 10,000 and one of
+# 100,000 partitions end to end on 4 handler instances through a call-counting proxy, with a
+# progress line every 10 s; not part of `make bench`. About 25-40 minutes on a loaded 2-core
+# machine, nearly all of it the 100,000 run. BENCH_SCALE_SIZES=100000 runs one size only. The
+# raw output goes to BENCH_SCALE_OUT.
+BENCH_SCALE_OUT ?= dist/bench-scale.txt
+BENCH_SCALE_SIZES ?= 10000,100000
+BENCH_SCALE_RUNS = ./bench/:^BenchmarkScale$$:1x
+bench-scale: tools
+	@mkdir -p $(dir $(BENCH_SCALE_OUT))
+	@$(GO) run ./bench/cmd/benchtable machine | tee $(BENCH_SCALE_OUT)
+	@for spec in $(BENCH_SCALE_RUNS); do \
+		pkg=$${spec%%:*}; rest=$${spec#*:}; re=$${rest%%:*}; bt=$${rest##*:}; \
+		echo "BENCH_SCALE_SIZES=$(BENCH_SCALE_SIZES) go test -run '^\$$' -bench '$$re' -benchtime $$bt -count=1 -timeout 0 $$pkg" | tee -a $(BENCH_SCALE_OUT); \
+		{ BENCH_SCALE_SIZES=$(BENCH_SCALE_SIZES) $(GO) test -run '^$$' -bench "$$re" -benchtime $$bt -count=1 -timeout 0 $$pkg 2>&1; echo "exit status $$?"; } \
+			| tee -a $(BENCH_SCALE_OUT); \
+	done
+	@echo; $(GO) run ./bench/cmd/benchtable $(BENCH_SCALE_OUT)
 
 # The long chaos soak (docs/reliability.md): SOAK_OCCURRENCES occurrences under random faults in
 # each timer mode (all, one), then the history checker. The seed is random unless SOAK_SEED is

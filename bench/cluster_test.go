@@ -34,9 +34,14 @@ type cluster struct {
 	lock    *coordinator.BlobLock
 	logPath string
 
-	mu      sync.Mutex
-	invokes map[string]int // WorkQueue invocations (partitions and checks) per instance
-	failed  int
+	// proxy, when the cluster was started with one, sees every storage call of the handlers
+	// and of the local host.
+	proxy *storageProxy
+
+	mu       sync.Mutex
+	invokes  map[string]int // WorkQueue invocations (partitions and checks) per instance
+	failed   int
+	failedBy map[string]int // failed invocations per function
 }
 
 // startCluster starts n instances whose timer job is synthetic with params, against an
@@ -51,15 +56,37 @@ func startCluster(b *testing.B, n int, params string, onDisk bool) *cluster {
 // startClusterWith is startCluster with extra settings over the defaults.
 func startClusterWith(b *testing.B, n int, params string, onDisk bool, extra map[string]string) *cluster {
 	b.Helper()
+	return startClusterOpts(b, clusterOptions{instances: n, params: params, onDisk: onDisk, extra: extra})
+}
+
+// clusterOptions configure startClusterOpts.
+type clusterOptions struct {
+	instances int
+	params    string
+	onDisk    bool
+	extra     map[string]string
+	// proxied puts a storageProxy between the cluster and Azurite (c.proxy).
+	proxied bool
+}
+
+// startClusterOpts starts a cluster as configured by o.
+func startClusterOpts(b *testing.B, o clusterOptions) *cluster {
+	b.Helper()
+	n, params, onDisk, extra := o.instances, o.params, o.onDisk, o.extra
 	exe, _ := handlerBinaries(b)
 	opts := azurite.Options{}
 	if onDisk {
 		opts.Dir = b.TempDir()
 	}
 	srv := azurite.Private(b, opts)
-	c := &cluster{srv: srv, invokes: map[string]int{}}
+	c := &cluster{srv: srv, invokes: map[string]int{}, failedBy: map[string]int{}}
+	conn := srv.ConnectionString()
+	if o.proxied {
+		c.proxy = startStorageProxy(b, srv)
+		conn = c.proxy.connectionString(srv)
+	}
 	settings := map[string]string{
-		config.SettingHostStorage:       srv.ConnectionString(),
+		config.SettingHostStorage:       conn,
 		config.SettingTransport:         string(config.TransportQueue),
 		config.SettingSchedule:          "0 0 0 1 1 *",
 		config.SettingWorkQueue:         shortName("q"),
@@ -95,6 +122,11 @@ func startClusterWith(b *testing.B, n int, params string, onDisk bool, extra map
 		SettingsFile: filepath.Join(repoRoot(b), "local.settings.example.json"), Settings: settings,
 		HTTPAddr: "127.0.0.1:0", Out: logFile, ProgressInterval: -1, HandlerLogLevel: handlerLogLevel(settings),
 		OnInvoke: func(r devhost.InvokeRecord) {
+			if r.Err != nil {
+				c.mu.Lock()
+				c.failedBy[r.Function]++
+				c.mu.Unlock()
+			}
 			if r.Function != "WorkQueue" {
 				return
 			}
@@ -111,7 +143,8 @@ func startClusterWith(b *testing.B, n int, params string, onDisk bool, extra map
 	}
 	c.h = h
 	cfg := h.Config()
-	blobs, err := cfg.Storage.NewBlobClient(nil)
+	// The benchmark's own reads go to Azurite directly: a proxy counts only the cluster's calls.
+	blobs, err := srv.Storage().NewBlobClient(nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -233,6 +266,17 @@ func (c *cluster) invocations() (map[string]int, int) {
 		out[k] = v
 	}
 	return out, c.failed
+}
+
+// failures returns the failed invocations per function so far.
+func (c *cluster) failures() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.failedBy))
+	for k, v := range c.failedBy {
+		out[k] = v
+	}
+	return out
 }
 
 // shortName is a container or queue name unique to this run, short enough for "-poison".
