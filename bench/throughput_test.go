@@ -1,0 +1,243 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+
+	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/blobstore"
+	"github.com/batonfn/baton/work"
+)
+
+// Sizes of BenchmarkThroughput: each end-to-end run, the backlog bound of its wave runs,
+// and how many partitions' worth of calls the raw measurement replays at each depth.
+const (
+	throughputPartitions = 3000
+	throughputBacklog    = 1000
+	rawUnits             = 1500
+	rawConcurrency       = 32 // two instances' queue-trigger batches in flight
+)
+
+// rawCallsPerPartition is the critical path of one partition as the raw measurement replays
+// it (the call mix an end-to-end run shows at the proxy, BenchmarkScale's table): the leader's
+// enqueue; the host's dequeue (one per 16 messages) and delete; the worker's two manifest
+// reads (the delivery's and the fold's), its result create, the fold's partial read and
+// conditional write, and its done append.
+const rawCallsPerPartition = 1 + 1.0/16 + 1 + 2 + 1 + 2 + 1
+
+// rawRate is Azurite's measured rate for that call mix at one queue depth.
+type rawRate struct {
+	depth        int
+	callsPerSec  float64 // every call, conflicts retried included
+	callsPerUnit float64 // measured (≥ rawCallsPerPartition when partial writes conflict)
+}
+
+// limit is the partitions per second Azurite could serve at that rate: raw rate ÷ calls per
+// partition on the critical path.
+func (r rawRate) limit() float64 { return r.callsPerSec / rawCallsPerPartition }
+
+// BenchmarkThroughput sets end-to-end throughput against what the storage allows, in one run:
+//
+//  1. raw/depth=D: on a fresh Azurite persisted on disk (as the end-to-end runs use), through
+//     the same counting proxy, rawConcurrency goroutines replay rawUnits partitions' worth of
+//     the calls one partition makes on the critical path (rawCallsPerPartition: enqueue,
+//     dequeue of 16, delete, two manifest reads, result create, partial read and ETag write,
+//     done append) with the queue kept at depth D: the wave runs' backlog bound (1,000) and
+//     the up-front runs' whole run (3,000). limit = raw calls/s ÷ calls per partition.
+//  2. waves/instances=K and upfront/instances=K: a synthetic no-op run of 3,000 partitions on
+//     K = 1, 2, 4 handler instances with BATON_MAX_BACKLOG=1000 (waves) and 0 (everything up
+//     front), as BenchmarkScale runs them.
+//
+// Metrics of the raw steps: raw-calls/s, calls/partition (as replayed), limit-partitions/s.
+// Of the runs: partitions/s, %-of-limit (against the raw rate at the run's backlog depth),
+// calls/partition (everything the cluster did, at the proxy), and BenchmarkScale's others.
+func BenchmarkThroughput(b *testing.B) {
+	raws := map[int]rawRate{}
+	for _, depth := range []int{throughputBacklog, throughputPartitions} {
+		b.Run(fmt.Sprintf("raw/depth=%d", depth), func(b *testing.B) {
+			for b.Loop() {
+				r := measureRaw(b, depth)
+				raws[depth] = r
+				b.ReportMetric(r.callsPerSec, "raw-calls/s")
+				b.ReportMetric(r.callsPerUnit, "calls/partition")
+				b.ReportMetric(r.limit(), "limit-partitions/s")
+			}
+		})
+	}
+	for _, mode := range []struct {
+		name    string
+		backlog int
+		depth   int
+	}{{"waves", throughputBacklog, throughputBacklog}, {"upfront", 0, throughputPartitions}} {
+		for _, k := range []int{1, 2, 4} {
+			b.Run(fmt.Sprintf("%s/instances=%d", mode.name, k), func(b *testing.B) {
+				raw, ok := raws[mode.depth]
+				if !ok {
+					b.Skipf("no raw rate at depth %d (run the raw step first)", mode.depth)
+				}
+				for b.Loop() {
+					r := scaledRun(b, scaleSpec{partitions: throughputPartitions, instances: k, backlog: mode.backlog, timeout: 15 * time.Minute})
+					r.report(b, throughputPartitions)
+					rate := float64(throughputPartitions) / r.elapsed.Seconds()
+					b.ReportMetric(raw.limit(), "limit-partitions/s")
+					b.ReportMetric(100*rate/raw.limit(), "%-of-limit")
+					misbehaved(b, r)
+				}
+			})
+		}
+	}
+}
+
+// measureRaw replays rawUnits partitions' critical-path calls at queue depth depth.
+func measureRaw(b *testing.B, depth int) rawRate {
+	b.Helper()
+	srv := azurite.Private(b, azurite.Options{Dir: b.TempDir()})
+	defer srv.Stop()
+	proxy := startStorageProxy(b, srv)
+	conn := config.StorageConnection{Name: config.SettingHostStorage, ConnectionString: proxy.connectionString(srv)}
+	blobs, err := conn.NewBlobClient(&azblob.ClientOptions{ClientOptions: clientOptions(nil, true)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	queues, err := conn.NewQueueClient(&azqueue.ClientOptions{ClientOptions: clientOptions(nil, true)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := ctxFor(b, 15*time.Minute)
+	store := blobstore.New(blobs.ServiceClient().NewContainerClient("runs"), blobstore.Options{})
+	if err := store.EnsureContainer(ctx); err != nil {
+		b.Fatal(err)
+	}
+	q := queues.NewQueueClient("work")
+	if _, err := q.Create(ctx, nil); err != nil {
+		b.Fatal(err)
+	}
+	const run = "raw"
+	params, _ := json.Marshal(map[string]int{"partitions": rawUnits})
+	if err := store.CreateManifest(ctx, &ledger.Manifest{RunID: run, Trigger: ledger.TriggerManual, Epoch: 1,
+		Segments: []ledger.Segment{{Epoch: 1}}, Job: "synthetic", Params: params, State: ledger.StateRunning,
+		Partitions: rawUnits, PlanDone: true, FoldShards: work.DefaultFoldShards, Created: time.Now().UTC()}); err != nil {
+		b.Fatal(err)
+	}
+	msg := func(i int) string {
+		return fmt.Sprintf(`{"v":1,"kind":"partition","run":"raw","epoch":1,"part":%d,"payload":{"i":%d}}`, i, i)
+	}
+	// Fill the queue to the depth, 16 at a time.
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for i := next.Add(1); i <= int64(depth); i = next.Add(1) {
+				if _, err := q.EnqueueMessage(ctx, msg(-int(i)), nil); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if b.Failed() {
+		return rawRate{}
+	}
+	proxy.snapshot()
+
+	// One unit is one partition's critical path; each goroutine dequeues 16 at a time and
+	// deletes one message per unit, and every unit enqueues one, so the depth holds.
+	next.Store(0)
+	errs := make(chan error, rawConcurrency)
+	start := time.Now()
+	for range rawConcurrency {
+		wg.Go(func() {
+			var held []*azqueue.DequeuedMessage
+			fail := func(err error) { errs <- err }
+			for i := int(next.Add(1) - 1); i < rawUnits; i = int(next.Add(1) - 1) {
+				if _, err := q.EnqueueMessage(ctx, msg(i), nil); err != nil {
+					fail(err)
+					return
+				}
+				if len(held) == 0 {
+					resp, err := q.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{NumberOfMessages: to.Ptr(int32(16)),
+						VisibilityTimeout: to.Ptr(int32(600))})
+					if err != nil {
+						fail(err)
+						return
+					}
+					held = resp.Messages
+				}
+				for range 2 {
+					if _, err := store.ReadManifest(ctx, run); err != nil {
+						fail(err)
+						return
+					}
+				}
+				out, _ := json.Marshal(map[string]int64{"i": int64(i), "v": int64(i) * int64(i)})
+				if err := store.PutResult(ctx, ledger.Result{Run: run, Index: i, Epoch: 1, OK: true, Attempts: 1, Output: out,
+					Finished: time.Now().UTC()}); err != nil {
+					fail(err)
+					return
+				}
+				if err := rawFold(ctx, store, run, i); err != nil {
+					fail(err)
+					return
+				}
+				if _, err := store.AppendDone(ctx, run, i, 1); err != nil {
+					fail(err)
+					return
+				}
+				if len(held) > 0 {
+					m := held[0]
+					held = held[1:]
+					if _, err := q.DeleteMessage(ctx, *m.MessageID, *m.PopReceipt, nil); err != nil {
+						fail(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	counts, _, _ := proxy.snapshot()
+	total, table := callsTable(counts, rawUnits)
+	b.Logf("depth %d: %d partitions' critical-path calls in %s, %d calls (%.0f/s):%s", depth, rawUnits,
+		wall.Round(time.Millisecond), total, float64(total)/wall.Seconds(), table)
+	return rawRate{depth: depth, callsPerSec: float64(total) / wall.Seconds(), callsPerUnit: float64(total) / rawUnits}
+}
+
+// rawFold is the fold's storage calls: read the partial, mark the partition, write it back
+// with the ETag read, again on a conflict.
+func rawFold(ctx context.Context, store *blobstore.Store, run string, i int) error {
+	shard, pos := i%work.DefaultFoldShards, i/work.DefaultFoldShards
+	for {
+		p, etag, err := store.ReadPartial(ctx, run, shard)
+		switch {
+		case errors.Is(err, ledger.ErrNotFound):
+			p, etag = ledger.Partial{Run: run, Shard: shard}, ""
+		case err != nil:
+			return err
+		}
+		p.Mark(pos)
+		p.Count++
+		p.Aggregate = json.RawMessage(fmt.Sprintf(`{"partitions":%d,"ok":%d}`, rawUnits, p.Count))
+		err = store.WritePartial(ctx, p, etag)
+		if err == nil || (!errors.Is(err, ledger.ErrConflict) && !errors.Is(err, ledger.ErrExists)) {
+			return err
+		}
+	}
+}
