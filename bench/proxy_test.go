@@ -151,7 +151,8 @@ func blobPart(path string) string {
 	}
 }
 
-// callsTable formats counts per partition, largest first, for logs.
+// callsTable formats counts per partition, largest first, on one line (a benchmark's log is
+// cut after ten lines unless -v).
 func callsTable(counts map[string]int64, partitions int) (total int64, lines string) {
 	kinds := make([]string, 0, len(counts))
 	for k, v := range counts {
@@ -161,7 +162,7 @@ func callsTable(counts map[string]int64, partitions int) (total int64, lines str
 	slices.SortFunc(kinds, func(a, b string) int { return int(counts[b] - counts[a]) })
 	var sb strings.Builder
 	for _, k := range kinds {
-		fmt.Fprintf(&sb, "\n  %-28s %9d  %.4f/partition", k, counts[k], float64(counts[k])/float64(partitions))
+		fmt.Fprintf(&sb, " %s %d (%.4f);", k, counts[k], float64(counts[k])/float64(partitions))
 	}
 	return total, sb.String()
 }
