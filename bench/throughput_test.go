@@ -29,6 +29,9 @@ const (
 	throughputPartitions = 3000
 	throughputBacklog    = 1000
 	rawUnits             = 1500
+	// throughputLive is the backlog these runs actually hold: here the leader's enqueue is
+	// slower than the workers, who keep the queue down to about one plan batch.
+	throughputLive = 250
 	// rawConcurrency is at least what the largest cluster keeps in flight (the leader's 16 sends
 	// and 4 instances' 16 deliveries), so the replay saturates Azurite as a run would.
 	rawConcurrency = 96
@@ -44,13 +47,26 @@ const rawCallsPerPartition = 1 + 1.0/16 + 1 + 2 + 1 + 2 + 1
 // rawRate is Azurite's measured rate for that call mix at one queue depth.
 type rawRate struct {
 	depth        int
-	callsPerSec  float64 // every call, conflicts retried included
+	callsPerSec  float64 // every call, conflicts retried included, over the wall time
 	callsPerUnit float64 // measured (≥ rawCallsPerPartition when partial writes conflict)
+	// cpuPerCall is Azurite's CPU time per call. Azurite runs its JavaScript on one thread, so
+	// 1 s ÷ cpuPerCall is the most calls per second it can serve: the raw rate at saturation,
+	// whatever else the machine is doing.
+	cpuPerCall time.Duration
 }
 
-// limit is the partitions per second Azurite could serve at that rate: raw rate ÷ calls per
-// partition on the critical path.
-func (r rawRate) limit() float64 { return r.callsPerSec / rawCallsPerPartition }
+// rawCallsPerSec is the raw rate at saturation: one core of Azurite ÷ its CPU per call (the wall
+// rate when the CPU was not read).
+func (r rawRate) rawCallsPerSec() float64 {
+	if r.cpuPerCall <= 0 {
+		return r.callsPerSec
+	}
+	return float64(time.Second) / float64(r.cpuPerCall)
+}
+
+// limit is the partitions per second Azurite could serve: raw rate ÷ calls per partition on
+// the critical path.
+func (r rawRate) limit() float64 { return r.rawCallsPerSec() / rawCallsPerPartition }
 
 // BenchmarkThroughput sets end-to-end throughput against what the storage allows, in one run:
 //
@@ -58,23 +74,31 @@ func (r rawRate) limit() float64 { return r.callsPerSec / rawCallsPerPartition }
 //     (calls counted by an azcore policy), rawConcurrency goroutines replay rawUnits partitions' worth of
 //     the calls one partition makes on the critical path (rawCallsPerPartition: enqueue,
 //     dequeue of 16, delete, two manifest reads, result create, partial read and ETag write,
-//     done append) with the queue kept at depth D: the wave runs' backlog bound (1,000) and
-//     the up-front runs' whole run (3,000). limit = raw calls/s ÷ calls per partition.
+//     done append) with the queue kept at depth D: 250, the backlog these runs actually hold
+//     (the workers keep up with the leader's enqueue, about one plan batch behind); the wave
+//     runs' backlog bound (1,000); and the up-front runs' whole run (3,000). Azurite runs on one thread, so its raw rate is one
+//     core ÷ its CPU time per call (read from /proc): what it serves at saturation, however
+//     loaded the machine or slow the one client process. limit = raw calls/s ÷ calls per
+//     partition on the critical path.
 //  2. waves/instances=K and upfront/instances=K: a synthetic no-op run of 3,000 partitions on
 //     K = 1, 2, 4 handler instances with BATON_MAX_BACKLOG=1000 (waves) and 0 (everything up
 //     front), as BenchmarkScale runs them.
 //
-// Metrics of the raw steps: raw-calls/s, calls/partition (as replayed), limit-partitions/s.
-// Of the runs: partitions/s, %-of-limit (against the raw rate at the run's backlog depth),
+// Metrics of the raw steps: azurite-cpu-ms/call, raw-calls/s (at saturation), wall-calls/s (as
+// replayed on this machine), calls/partition (as replayed), limit-partitions/s.
+// Of the runs: partitions/s, %-of-limit (against the limit at depth 250, what the runs hold),
+// %-of-limit-at-bound (against the limit at the backlog bound: 1,000 or 3,000),
 // calls/partition (everything the cluster did, at the proxy), and BenchmarkScale's others.
 func BenchmarkThroughput(b *testing.B) {
 	raws := map[int]rawRate{}
-	for _, depth := range []int{throughputBacklog, throughputPartitions} {
+	for _, depth := range []int{throughputLive, throughputBacklog, throughputPartitions} {
 		b.Run(fmt.Sprintf("raw/depth=%d", depth), func(b *testing.B) {
 			for b.Loop() {
 				r := measureRaw(b, depth)
 				raws[depth] = r
-				b.ReportMetric(r.callsPerSec, "raw-calls/s")
+				b.ReportMetric(r.callsPerSec, "wall-calls/s")
+				b.ReportMetric(float64(r.cpuPerCall.Microseconds())/1000, "azurite-cpu-ms/call")
+				b.ReportMetric(r.rawCallsPerSec(), "raw-calls/s")
 				b.ReportMetric(r.callsPerUnit, "calls/partition")
 				b.ReportMetric(r.limit(), "limit-partitions/s")
 			}
@@ -87,9 +111,10 @@ func BenchmarkThroughput(b *testing.B) {
 	}{{"waves", throughputBacklog, throughputBacklog}, {"upfront", 0, throughputPartitions}} {
 		for _, k := range []int{1, 2, 4} {
 			b.Run(fmt.Sprintf("%s/instances=%d", mode.name, k), func(b *testing.B) {
-				raw, ok := raws[mode.depth]
-				if !ok {
-					b.Skipf("no raw rate at depth %d (run the raw step first)", mode.depth)
+				raw, ok := raws[throughputLive]
+				bound, okBound := raws[mode.depth]
+				if !ok || !okBound {
+					b.Skipf("no raw rate at depth %d and %d (run the raw steps first)", throughputLive, mode.depth)
 				}
 				for b.Loop() {
 					r := scaledRun(b, scaleSpec{partitions: throughputPartitions, instances: k, backlog: mode.backlog, timeout: 15 * time.Minute})
@@ -97,6 +122,7 @@ func BenchmarkThroughput(b *testing.B) {
 					rate := float64(throughputPartitions) / r.elapsed.Seconds()
 					b.ReportMetric(raw.limit(), "limit-partitions/s")
 					b.ReportMetric(100*rate/raw.limit(), "%-of-limit")
+					b.ReportMetric(100*rate/bound.limit(), "%-of-limit-at-bound")
 					misbehaved(b, r)
 				}
 			})
@@ -165,6 +191,8 @@ func measureRaw(b *testing.B, depth int) rawRate {
 		return rawRate{}
 	}
 	calls.n.Store(0)
+	azuriteStats := azuriteProc(b, srv)
+	az0 := azuriteStats()
 
 	// One unit is one partition's critical path; each goroutine dequeues 16 at a time and
 	// deletes one message per unit, and every unit enqueues one, so the depth holds.
@@ -222,14 +250,19 @@ func measureRaw(b *testing.B, depth int) rawRate {
 	}
 	wg.Wait()
 	wall := time.Since(start)
+	az1 := azuriteStats()
 	close(errs)
 	if err := <-errs; err != nil {
 		b.Fatal(err)
 	}
 	total := calls.n.Load()
-	b.Logf("depth %d: %d partitions' critical-path calls in %s, %d calls (%.0f/s)", depth, rawUnits,
-		wall.Round(time.Millisecond), total, float64(total)/wall.Seconds())
-	return rawRate{depth: depth, callsPerSec: float64(total) / wall.Seconds(), callsPerUnit: float64(total) / rawUnits}
+	r := rawRate{depth: depth, callsPerSec: float64(total) / wall.Seconds(), callsPerUnit: float64(total) / rawUnits}
+	if cpu := az1.CPU - az0.CPU; cpu > 0 {
+		r.cpuPerCall = cpu / time.Duration(total)
+	}
+	b.Logf("depth %d: %d partitions' critical-path calls in %s, %d calls (%.0f/s); Azurite CPU %s per call (%.0f%% of a core)",
+		depth, rawUnits, wall.Round(time.Millisecond), total, r.callsPerSec, r.cpuPerCall, cpuShare(az1.CPU-az0.CPU, wall))
+	return r
 }
 
 // rawFold is the fold's storage calls: read the partial, mark the partition, write it back
