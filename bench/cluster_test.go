@@ -34,10 +34,15 @@ type cluster struct {
 	lock    *bloblease.BlobLock
 	logPath string
 
-	hc      *devhosttest.Cluster
-	mu      sync.Mutex
-	invokes map[string]int // WorkQueue invocations (partitions and checks) per instance
-	failed  int
+	hc *devhosttest.Cluster
+	// proxy, when the cluster was started with one, sees every storage call of the handlers
+	// and of the local host.
+	proxy *storageProxy
+
+	mu       sync.Mutex
+	invokes  map[string]int // WorkQueue invocations (partitions and checks) per instance
+	failed   int
+	failedBy map[string]int // failed invocations per function
 }
 
 // startCluster starts n instances whose timer job is synthetic with params, against an
@@ -52,14 +57,37 @@ func startCluster(b *testing.B, n int, params string, onDisk bool) *cluster {
 // startClusterWith is startCluster with extra settings over the defaults.
 func startClusterWith(b *testing.B, n int, params string, onDisk bool, extra map[string]string) *cluster {
 	b.Helper()
+	return startClusterOpts(b, clusterOptions{instances: n, params: params, onDisk: onDisk, extra: extra})
+}
+
+// clusterOptions configure startClusterOpts.
+type clusterOptions struct {
+	instances int
+	params    string
+	onDisk    bool
+	extra     map[string]string
+	// proxied puts a storageProxy between the cluster and Azurite (c.proxy).
+	proxied bool
+}
+
+// startClusterOpts starts a cluster as configured by o.
+func startClusterOpts(b *testing.B, o clusterOptions) *cluster {
+	b.Helper()
+	n, params, onDisk, extra := o.instances, o.params, o.onDisk, o.extra
 	exe, _ := handlerBinaries(b)
 	opts := azurite.Options{}
 	if onDisk {
 		opts.Dir = b.TempDir()
 	}
 	srv := azurite.Private(b, opts)
-	c := &cluster{srv: srv, invokes: map[string]int{}}
+	c := &cluster{srv: srv, invokes: map[string]int{}, failedBy: map[string]int{}}
+	conn := srv.ConnectionString()
+	if o.proxied {
+		c.proxy = startStorageProxy(b, srv)
+		conn = c.proxy.connectionString(srv)
+	}
 	settings := map[string]string{
+		config.SettingHostStorage:   conn,
 		config.SettingSchedule:      "0 0 0 1 1 *",
 		config.SettingLeaseDuration: clusterLease.String(),
 		config.SettingJobParams:     params,
@@ -74,6 +102,11 @@ func startClusterWith(b *testing.B, n int, params string, onDisk bool, extra map
 		Host: func(hopts *devhost.Options) {
 			hopts.ProgressInterval, hopts.HandlerLogLevel = -1, handlerLogLevel(settings)
 			hopts.OnInvoke = func(r devhost.InvokeRecord) {
+				if r.Err != nil {
+					c.mu.Lock()
+					c.failedBy[r.Function]++
+					c.mu.Unlock()
+				}
 				if r.Function != "WorkQueue" {
 					return
 				}
@@ -177,6 +210,17 @@ func (c *cluster) invocations() (map[string]int, int) {
 		out[k] = v
 	}
 	return out, c.failed
+}
+
+// failures returns the failed invocations per function so far.
+func (c *cluster) failures() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.failedBy))
+	for k, v := range c.failedBy {
+		out[k] = v
+	}
+	return out
 }
 
 // shortName is a container or queue name unique to this run, short enough for "-poison".

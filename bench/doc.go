@@ -20,6 +20,17 @@
 //     no-op invocation under concurrent load.
 //   - BenchmarkAzuriteQueueDepth: what the emulator's queue calls cost with 100 and 10,000
 //     messages waiting, which bounds the end-to-end figures.
+//   - BenchmarkReportLatency: last result → report.json at 1,000, 10,000 and 100,000
+//     partitions, from the 32 folded partials and by the full read, on the same stored results,
+//     with the aggregating process's calls, allocations and peak RSS.
+//   - BenchmarkThroughput: Azurite's raw rate for the calls one partition makes on the critical
+//     path, at the queue depth a run creates, then end-to-end runs on 1, 2 and 4 instances with
+//     and without waves, as a percentage of the limit that rate gives.
+//   - BenchmarkLeaseUnderLoad: a 10,000-partition run on 3 instances with everything enqueued
+//     up front; fails if the leader loses its lease or any invocation fails.
+//   - BenchmarkScale (`make bench-scale`, not `make bench`): 10,000 and 100,000 partitions on 4
+//     instances with progress, calls per partition (a counting proxy between the cluster and
+//     Azurite), report latency and peak RSS.
 //
 // Benchmarks never fail on a number. They fail only when the system misbehaves (two winners
 // in one election round, a run that does not finish), since then the figure would be wrong.

@@ -139,3 +139,12 @@ func listeningInode(path string, port int) (string, error) {
 	}
 	return "", fmt.Errorf("no socket listens on port %d in %s", port, path)
 }
+
+// ResetPeakRSS sets pid's VmHWM back to its current RSS (writes 5 to /proc/<pid>/clear_refs,
+// Linux 4.0+), so a later ReadProc's PeakRSS covers only what happened in between.
+func ResetPeakRSS(pid int) error {
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+		return fmt.Errorf("reset peak rss of %d: %w", pid, err)
+	}
+	return nil
+}

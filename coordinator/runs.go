@@ -8,12 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/batonfn/baton/config"
 	"log/slog"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/transport"

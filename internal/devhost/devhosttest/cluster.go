@@ -107,8 +107,10 @@ func Start(tb testing.TB, opts Options) *Cluster {
 		tb.Fatal(err)
 	}
 	c.Host = h
+	// The test's own view goes to Azurite directly, even when the cluster's storage setting
+	// points elsewhere (a counting proxy): it sees the same containers.
 	cfg := h.Config()
-	blobs, err := azclient.Blob(cfg.Storage, nil)
+	blobs, err := azclient.Blob(opts.Server.Storage(), nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

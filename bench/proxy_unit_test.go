@@ -1,0 +1,52 @@
+package bench
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+func TestCallKind(t *testing.T) {
+	for _, tc := range []struct {
+		method, target string
+		header         map[string]string
+		queue          bool
+		want           string
+	}{
+		{http.MethodPost, "/devstoreaccount1/q-1/messages?messagettl=-1", nil, true, "queue enqueue"},
+		{http.MethodGet, "/devstoreaccount1/q-1/messages?numofmessages=16", nil, true, "queue dequeue"},
+		{http.MethodDelete, "/devstoreaccount1/q-1/messages/abc?popreceipt=x", nil, true, "queue delete"},
+		{http.MethodPut, "/devstoreaccount1/q-1/messages/abc?popreceipt=x", nil, true, "queue update"},
+		{http.MethodPut, "/devstoreaccount1/q-1", nil, true, "queue PUT other"},
+		{http.MethodGet, "/devstoreaccount1/runs-1/manual-abc/manifest.json", nil, false, "blob GET manifest"},
+		{http.MethodPut, "/devstoreaccount1/runs-1/manual-abc/report.json", nil, false, "blob PUT report"},
+		{http.MethodPut, "/devstoreaccount1/runs-1/manual-abc/results/17.json", nil, false, "blob PUT result"},
+		{http.MethodGet, "/devstoreaccount1/runs-1/manual-abc/partials/3.json", nil, false, "blob GET partial"},
+		{http.MethodPut, "/devstoreaccount1/runs-1/manual-abc/plan/0.json", nil, false, "blob PUT plan"},
+		{http.MethodPut, "/devstoreaccount1/runs-1/manual-abc/done/0?comp=appendblock", nil, false, "blob append done"},
+		{http.MethodHead, "/devstoreaccount1/runs-1/manual-abc/done/0", nil, false, "blob HEAD done"},
+		{http.MethodGet, "/devstoreaccount1/runs-1/active.json", nil, false, "blob GET active.json"},
+		{http.MethodGet, "/devstoreaccount1/runs-1?restype=container&comp=list&prefix=x", nil, false, "blob list"},
+		{http.MethodPut, "/devstoreaccount1/lease-1/baton-leader?comp=lease", map[string]string{"x-ms-lease-action": "renew"}, false, "blob lease renew"},
+		{http.MethodPut, "/devstoreaccount1/lease-1/baton-leader?comp=metadata", nil, false, "blob PUT metadata baton-leader"},
+		{http.MethodPut, "/devstoreaccount1/runs-1?restype=container", nil, false, "blob PUT container"},
+	} {
+		r := httptest.NewRequest(tc.method, tc.target, nil)
+		for k, v := range tc.header {
+			r.Header.Set(k, v)
+		}
+		if got := callKind(r, tc.queue); got != tc.want {
+			t.Errorf("callKind(%s %s) = %q, want %q", tc.method, tc.target, got, tc.want)
+		}
+	}
+}
+
+func TestCallsTable(t *testing.T) {
+	total, line := callsTable(map[string]int64{"queue enqueue": 10, "blob GET manifest": 20}, 10)
+	if total != 30 {
+		t.Errorf("total = %d, want 30", total)
+	}
+	if want := " blob GET manifest 20 (2.0000); queue enqueue 10 (1.0000);"; line != want {
+		t.Errorf("line = %q, want %q", line, want)
+	}
+}
