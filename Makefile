@@ -111,11 +111,11 @@ demo: tools build
 # misbehaved) fails the target after every entry ran.
 BENCH_OUT ?= dist/bench.txt
 BENCH_RUNS = \
-	./coordinator/:BlobLock:200x \
+	./election/bloblease/:BlobLock:200x \
 	./coordinator/:Tick_Enqueue10000:1x \
 	./work/:Worker_StorageCallsPerPartition:2000x \
 	./work/:TryFinish_10000:1x \
-	./transport/:QueueSender:3x \
+	./transport/storagequeue/:QueueSender:3x \
 	./handler/:API_ListRuns:10x \
 	./bench/:.!^Benchmark\(Scale\|Throughput\)$$:1x
 bench: tools
