@@ -50,6 +50,9 @@ type Figures struct {
 	Planned      int            // runs that planned
 	Partitions   int            // partitions over planned runs
 	Epochs       int            // leaderships
+	// LeasesLostToRestart counts leases of killed holders that an Azurite restart lost before
+	// they lapsed (an emulator artifact, reported but not a violation).
+	LeasesLostToRestart int
 }
 
 // Result is the checker's verdict.

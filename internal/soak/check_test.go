@@ -320,3 +320,48 @@ func TestDocumentedBound(t *testing.T) {
 		t.Errorf("without Expires: %s, want %s", got, want)
 	}
 }
+
+// TestCheck_LeaseLostToAnAzuriteRestart: Azurite does not keep a lease across a restart, so a
+// killed holder's lease can be taken before it would have lapsed; with the holder dead and a
+// restart in between that is counted, not a violation. Without the restart, or with the holder
+// alive, it is two leaders.
+func TestCheck_LeaseLostToAnAzuriteRestart(t *testing.T) {
+	overlap := func(h *History) {
+		// instance-4 takes epoch 9 half a second after epoch 3 (instance-1, t0+10 s) was taken.
+		h.Lines = append(h.Lines, line(t0.Add(10500*time.Millisecond), "instance-4", 404, "leadership acquired",
+			map[string]any{"epoch": float64(9), "holder": holder("instance-4", 404)}))
+		var keep []devhost.LogLine
+		for _, l := range h.Lines { // epoch 3's holder never released: it was killed
+			if !(l.Msg == "leadership released" && l.Int("epoch") == 3) {
+				keep = append(keep, l)
+			}
+		}
+		h.Lines = keep
+	}
+	kill := Fault{At: t0.Add(10100 * time.Millisecond), Kind: FaultKillLeader, Instance: "instance-1", PID: 101}
+	restart := Fault{At: t0.Add(10200 * time.Millisecond), Kind: FaultAzurite, Until: t0.Add(10400 * time.Millisecond)}
+
+	h := goodHistory(t)
+	overlap(&h)
+	h.Faults = []Fault{kill, restart}
+	if res := Check(h); len(res.Violations) != 0 || res.Figures.LeasesLostToRestart != 1 {
+		t.Errorf("killed holder, Azurite restarted: violations %v, lost leases %d; want none and 1", res.Violations, res.Figures.LeasesLostToRestart)
+	}
+	for name, faults := range map[string][]Fault{"no restart": {kill}, "holder alive": {restart}} {
+		h := goodHistory(t)
+		overlap(&h)
+		h.Faults = faults
+		if res := Check(h); !hasKind(res.Violations, VLeadership) {
+			t.Errorf("%s: violations %v, want two leaders reported", name, res.Violations)
+		}
+	}
+}
+
+func hasKind(vs []Violation, kind string) bool {
+	for _, v := range vs {
+		if v.Kind == kind {
+			return true
+		}
+	}
+	return false
+}

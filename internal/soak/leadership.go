@@ -93,6 +93,13 @@ func (c *checker) leadership() {
 				tn.Holder, tn.Acquired.Format(time.StampMilli), prev.Epoch, prev.Holder, prev.Acquired.Format(time.StampMilli))
 		}
 		if end := prev.ValidUntil(c.h.LeaseDuration); end.After(tn.Acquired.Add(LogTolerance)) {
+			if c.lostToEmulatorRestart(prev, tn) {
+				// Azurite restarted (disk persistence) while the earlier lease was held, and
+				// its lease did not survive the restart; its holder was already dead, so no
+				// two processes acted as leaders. Real storage does not lose leases.
+				c.fig.LeasesLostToRestart++
+				continue
+			}
 			c.add(VLeadership, "epoch "+itoa(tn.Epoch), "acquired by %s at %s while epoch %d (%s) was valid until %s: two leaders",
 				tn.Holder, tn.Acquired.Format(time.StampMilli), prev.Epoch, prev.Holder, end.Format(time.StampMilli))
 		}
@@ -117,3 +124,20 @@ func (c *checker) leadership() {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// lostToEmulatorRestart reports whether prev's lease was lost to an Azurite restart rather
+// than overlapped by tn: prev's process had been killed (kill -9 or SIGTERM) before tn
+// acquired, and storage was restarted between prev's acquisition and tn's.
+func (c *checker) lostToEmulatorRestart(prev, tn Tenure) bool {
+	killed, restarted := false, false
+	for _, f := range c.h.Faults {
+		switch {
+		case (f.Kind == FaultKillLeader || f.Kind == FaultKillOther || f.Kind == FaultTerm) &&
+			f.Instance == prev.Instance && f.PID == prev.PID && f.At.Before(tn.Acquired):
+			killed = true
+		case f.Kind == FaultAzurite && f.At.After(prev.Acquired) && f.At.Before(tn.Acquired):
+			restarted = true
+		}
+	}
+	return killed && restarted
+}
