@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"strings"
 	"sync"
@@ -27,6 +28,20 @@ func Main(m *testing.M) int {
 		shared.srv.Stop()
 	}
 	return code
+}
+
+// MainWaiting is Main for packages whose Azurite tests mostly wait (for 15 s leases to
+// lapse) rather than use CPU: unless -parallel is given, up to 4 such tests overlap, more than
+// GOMAXPROCS (2 on the CI machine) would allow, which keeps the package's time near its
+// longest test.
+func MainWaiting(m *testing.M) int {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", "4")
+	}
+	return Main(m)
 }
 
 // Shared returns the package's Azurite, starting it on first use. It fails the test (never
