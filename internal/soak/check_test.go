@@ -347,6 +347,15 @@ func TestCheck_LeaseLostToAnAzuriteRestart(t *testing.T) {
 	if res := Check(h); len(res.Violations) != 0 || res.Figures.LeasesLostToRestart != 1 {
 		t.Errorf("killed holder, Azurite restarted: violations %v, lost leases %d; want none and 1", res.Violations, res.Figures.LeasesLostToRestart)
 	}
+	// A live holder that noticed the loss and stopped within a renew interval counts too.
+	h = goodHistory(t)
+	overlap(&h)
+	h.Lines = append(h.Lines, line(t0.Add(12*time.Second), "instance-1", 101, "lease renewal failed: leadership lost",
+		map[string]any{"epoch": float64(3), "holder": holder("instance-1", 101)}))
+	h.Faults = []Fault{restart}
+	if res := Check(h); len(res.Violations) != 0 || res.Figures.LeasesLostToRestart != 1 {
+		t.Errorf("live holder stopping in time: violations %v, lost leases %d", res.Violations, res.Figures.LeasesLostToRestart)
+	}
 	for name, faults := range map[string][]Fault{"no restart": {kill}, "holder alive": {restart}} {
 		h := goodHistory(t)
 		overlap(&h)

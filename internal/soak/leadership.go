@@ -95,8 +95,9 @@ func (c *checker) leadership() {
 		if end := prev.ValidUntil(c.h.LeaseDuration); end.After(tn.Acquired.Add(LogTolerance)) {
 			if c.lostToEmulatorRestart(prev, tn) {
 				// Azurite restarted (disk persistence) while the earlier lease was held, and
-				// its lease did not survive the restart; its holder was already dead, so no
-				// two processes acted as leaders. Real storage does not lose leases.
+				// its lease did not survive the restart; its holder was dead, or stopped within
+				// a renew interval as a deposed leader must (its writes are fenced by epoch).
+				// Real storage does not lose leases.
 				c.fig.LeasesLostToRestart++
 				continue
 			}
@@ -126,10 +127,19 @@ func (c *checker) leadership() {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // lostToEmulatorRestart reports whether prev's lease was lost to an Azurite restart rather
-// than overlapped by tn: prev's process had been killed (kill -9 or SIGTERM) before tn
-// acquired, and storage was restarted between prev's acquisition and tn's.
+// than overlapped by tn: storage was restarted between prev's acquisition and tn's, and prev's
+// holder either had been killed (kill -9 or SIGTERM) before tn acquired, or noticed the loss
+// and stopped within one renew interval of tn's acquisition (what a leader must do whenever
+// it loses its lease).
 func (c *checker) lostToEmulatorRestart(prev, tn Tenure) bool {
 	killed, restarted := false, false
+	stopBy := tn.Acquired.Add(c.h.LeaseDuration/3 + LogTolerance)
+	for _, l := range c.h.Lines {
+		if l.Msg == "lease renewal failed: leadership lost" && l.Int("epoch") == prev.Epoch &&
+			l.Instance == prev.Instance && l.PID == prev.PID && !l.Time.After(stopBy) {
+			killed = true // stopped in time: as good as gone
+		}
+	}
 	for _, f := range c.h.Faults {
 		switch {
 		case (f.Kind == FaultKillLeader || f.Kind == FaultKillOther || f.Kind == FaultTerm) &&
