@@ -1,12 +1,10 @@
 package coordinator
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/internal/azurite"
 )
 
@@ -15,20 +13,7 @@ const testBlobLockDuration = 15 * time.Second
 
 // newLeaseContainer returns a fresh leases container on the shared Azurite, deleted after the
 // test.
-func newLeaseContainer(t testing.TB) *container.Client {
-	t.Helper()
-	cl, err := azclient.Blob(azurite.Shared(t).Storage(), nil)
-	if err != nil {
-		t.Fatalf("blob client: %v", err)
-	}
-	c := cl.ServiceClient().NewContainerClient(azurite.UniqueName(t, "lease"))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = c.Delete(ctx, nil)
-	})
-	return c
-}
+func newLeaseContainer(t testing.TB) *container.Client { return azurite.NewContainer(t, "lease", nil) }
 
 // waitFor polls cond every 50ms until it holds or timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {

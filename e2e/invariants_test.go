@@ -13,6 +13,7 @@ import (
 	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/election/bloblease"
 	"github.com/batonfn/baton/internal/devhost"
+	"github.com/batonfn/baton/internal/soak"
 	"github.com/batonfn/baton/ledger"
 )
 
@@ -79,71 +80,16 @@ func (s *leaseSampler) waitEpoch(ctx context.Context, above int64) (leaseSample,
 	return got, err
 }
 
-// tenure is one leadership as the handlers' own log lines tell it.
-type tenure struct {
-	Epoch    int64
-	Holder   string // app/instance/pid
-	Instance string
-	PID      int
-	Acquired time.Time
-	// LastConfirm is the last acquire or successful renewal; Released is set on a graceful
-	// release, Lost when the holder noticed it lost the lease.
-	LastConfirm time.Time
-	Released    time.Time
-	Lost        time.Time
-	LostMsg     string
-}
+// tenure is one leadership as the handlers' own log lines tell it (internal/soak reads them).
+type tenure = soak.Tenure
 
-// ValidUntil is when the lease of this tenure stopped being valid at the latest.
-func (t tenure) ValidUntil() time.Time {
-	end := t.LastConfirm.Add(leaseDuration)
-	if !t.Released.IsZero() && t.Released.Before(end) {
-		end = t.Released
-	}
-	return end
-}
-
-// tenures builds the leadership log from the handler lines.
+// tenures builds the leadership log from the handler lines; an epoch acquired twice is an error.
 func tenures(lines []devhost.LogLine) ([]tenure, error) {
-	byEpoch := map[int64]*tenure{}
-	var order []int64
-	for _, l := range lines {
-		epoch := l.Int("epoch")
-		holder := l.Str("holder")
-		switch l.Msg {
-		case "leadership acquired":
-			if _, dup := byEpoch[epoch]; dup {
-				return nil, fmt.Errorf("epoch %d acquired twice: by %s and %s", epoch, byEpoch[epoch].Holder, holder)
-			}
-			byEpoch[epoch] = &tenure{Epoch: epoch, Holder: holder, Instance: l.Instance, PID: l.PID, Acquired: l.Time, LastConfirm: l.Time}
-			order = append(order, epoch)
-			continue
-		}
-		tn := byEpoch[epoch]
-		if tn == nil || tn.Holder != holder {
-			continue
-		}
-		switch {
-		case l.Msg == "lease renewed":
-			tn.LastConfirm = l.Time
-		case l.Msg == "leadership released":
-			tn.Released = l.Time
-		case l.Msg == "leadership ended: lease already gone at release":
-			if tn.Lost.IsZero() {
-				tn.Lost, tn.LostMsg = l.Time, l.Msg
-			}
-		case strings.HasPrefix(l.Msg, "lease renewal failed"), strings.HasPrefix(l.Msg, "leadership lost"),
-			strings.HasPrefix(l.Msg, "leader task stalled"):
-			if tn.Lost.IsZero() {
-				tn.Lost, tn.LostMsg = l.Time, l.Msg
-			}
-		}
+	ts, dup := soak.Tenures(lines)
+	if len(dup) > 0 {
+		return nil, fmt.Errorf("an epoch was acquired twice: %s", strings.Join(dup, "; "))
 	}
-	out := make([]tenure, 0, len(order))
-	for _, e := range order {
-		out = append(out, *byEpoch[e])
-	}
-	return out, nil
+	return ts, nil
 }
 
 // checkLeadership proves invariant 1 from both sides: the handlers' own log (every epoch
@@ -168,7 +114,7 @@ func checkLeadership(t *testing.T, c *cluster) []tenure {
 			t.Errorf("invariant 1: epoch %d acquired at %s after epoch %d (%s): epochs must rise", tn.Epoch,
 				tn.Acquired.Format(time.StampMilli), prev.Epoch, prev.Acquired.Format(time.StampMilli))
 		}
-		if end := prev.ValidUntil(); end.After(tn.Acquired.Add(tolerance)) {
+		if end := prev.ValidUntil(leaseDuration); end.After(tn.Acquired.Add(tolerance)) {
 			t.Errorf("invariant 1: epoch %d (%s) valid until %s, but epoch %d (%s) acquired at %s: two valid holders",
 				prev.Epoch, prev.Holder, end.Format(time.StampMilli), tn.Epoch, tn.Holder, tn.Acquired.Format(time.StampMilli))
 		}

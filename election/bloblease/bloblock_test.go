@@ -38,7 +38,6 @@ const testBlobLockDuration = 15 * time.Second
 // retry options.
 func newTestContainer(t testing.TB, transport policy.Transporter, retry *policy.RetryOptions) *container.Client {
 	t.Helper()
-	srv := azurite.Shared(t)
 	opts := &azblob.ClientOptions{}
 	if transport != nil {
 		opts.Transport = transport
@@ -46,17 +45,7 @@ func newTestContainer(t testing.TB, transport policy.Transporter, retry *policy.
 	if retry != nil {
 		opts.Retry = *retry
 	}
-	cl, err := azclient.Blob(srv.Storage(), opts)
-	if err != nil {
-		t.Fatalf("blob client: %v", err)
-	}
-	c := cl.ServiceClient().NewContainerClient(azurite.UniqueName(t, "lease"))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = c.Delete(ctx, nil)
-	})
-	return c
+	return azurite.NewContainer(t, "lease", opts)
 }
 
 // newTestContainerAlias returns a plain client (no fault injection) for the same container as c.

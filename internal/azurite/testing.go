@@ -10,6 +10,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/batonfn/baton/internal/azclient"
 )
 
 // shared is one Azurite per test binary, started on first use and stopped by Main.
@@ -95,4 +100,22 @@ func UniqueName(tb testing.TB, prefix string) string {
 	}
 	out := fmt.Sprintf("%s-%s-%s", prefix, name, suffix)
 	return strings.ReplaceAll(out, "--", "-")
+}
+
+// NewContainer returns a client for a fresh, uniquely named container on the shared Azurite
+// (not created: the code under test creates it), deleted when the test ends. opts may replace
+// the transport or the retry options (fault injection); nil takes the defaults.
+func NewContainer(tb testing.TB, prefix string, opts *azblob.ClientOptions) *container.Client {
+	tb.Helper()
+	cl, err := azclient.Blob(Shared(tb).Storage(), opts)
+	if err != nil {
+		tb.Fatalf("blob client: %v", err)
+	}
+	c := cl.ServiceClient().NewContainerClient(UniqueName(tb, prefix))
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = c.Delete(ctx, nil)
+	})
+	return c
 }

@@ -19,9 +19,12 @@ type Tenure struct {
 	Instance string
 	PID      int
 	Acquired time.Time
-	// LastConfirm is the acquisition or the last logged renewal; Released a graceful release.
+	// LastConfirm is the acquisition or the last logged renewal; Released a graceful release;
+	// Lost is when the holder noticed it had lost the lease (LostMsg says how).
 	LastConfirm time.Time
 	Released    time.Time
+	Lost        time.Time
+	LostMsg     string
 }
 
 // ValidUntil is the latest time this tenure's lease can have been valid.
@@ -34,7 +37,8 @@ func (t Tenure) ValidUntil(lease time.Duration) time.Time {
 }
 
 // Tenures builds the leadership log from handler lines ("leadership acquired", "lease
-// renewed", "leadership released"), in order of acquisition. dup lists epochs logged as
+// renewed", "leadership released", and the lines of a holder that lost its lease), in order of
+// acquisition. dup lists epochs logged as
 // acquired more than once (by any holder).
 func Tenures(lines []devhost.LogLine) (ts []Tenure, dup []string) {
 	byEpoch := map[int64]*Tenure{}
@@ -59,6 +63,12 @@ func Tenures(lines []devhost.LogLine) (ts []Tenure, dup []string) {
 			}
 		case l.Msg == "leadership released":
 			tn.Released = l.Time
+		case l.Msg == "leadership ended: lease already gone at release",
+			strings.HasPrefix(l.Msg, "lease renewal failed"), strings.HasPrefix(l.Msg, "leadership lost"),
+			strings.HasPrefix(l.Msg, "leader task stalled"):
+			if tn.Lost.IsZero() {
+				tn.Lost, tn.LostMsg = l.Time, l.Msg
+			}
 		}
 	}
 	for _, tn := range byEpoch {
@@ -132,14 +142,9 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // and stopped within one renew interval of tn's acquisition (what a leader must do whenever
 // it loses its lease).
 func (c *checker) lostToEmulatorRestart(prev, tn Tenure) bool {
-	killed, restarted := false, false
-	stopBy := tn.Acquired.Add(c.h.LeaseDuration/3 + LogTolerance)
-	for _, l := range c.h.Lines {
-		if l.Msg == "lease renewal failed: leadership lost" && l.Int("epoch") == prev.Epoch &&
-			l.Instance == prev.Instance && l.PID == prev.PID && !l.Time.After(stopBy) {
-			killed = true // stopped in time: as good as gone
-		}
-	}
+	// Stopped in time (within a renew interval of tn's acquisition): as good as gone.
+	killed := !prev.Lost.IsZero() && !prev.Lost.After(tn.Acquired.Add(c.h.LeaseDuration/3+LogTolerance))
+	restarted := false
 	for _, f := range c.h.Faults {
 		switch {
 		case (f.Kind == FaultKillLeader || f.Kind == FaultKillOther || f.Kind == FaultTerm) &&
