@@ -141,7 +141,7 @@ func BenchmarkLeaseLapse(b *testing.B) {
 // local host with a 15 s lease, whose leader is stopped again and again mid-enqueue.
 const (
 	failoverKills   = 20     // kill -9s of the leading handler
-	failoverTerms   = 10     // SIGTERMs of the leading handler, after the kills
+	failoverTerms   = 10     // SIGTERMs of the leading handler: every third stop
 	failoverBacklog = 10_000 // partitions waiting in the work queue before the run starts
 	// failoverBatch makes the run's leaders enqueue slowly (a few hundred partitions a second), so
 	// the backlog stays near failoverBacklog: every Azurite dequeue, on any queue of the
@@ -156,7 +156,8 @@ const (
 const resumeLine = "check: resuming a run its leader left mid-enqueue"
 
 // BenchmarkFailover stops the leading handler process mid-enqueue failoverKills times with
-// SIGKILL and then failoverTerms times with SIGTERM, each 0.5–5.5 s (uniformly random, so at
+// SIGKILL and failoverTerms times with SIGTERM, interleaved (kill, kill, SIGTERM, ...) so that
+// both kinds meet the same range of backlogs, each 0.5–5.5 s (uniformly random, so at
 // every phase of its 4–5 s renew interval) after it took the lease, and times the run's
 // resumption by another instance's check. The work queue has no consumer (WorkQueue is
 // disabled): failoverBacklog partitions of another run wait in it from the start, and the
@@ -177,6 +178,9 @@ func failoverChain(b *testing.B) {
 		config.SettingLogLevel:            "debug", // renewals are logged at debug
 		"AzureWebJobs.WorkQueue.Disabled": "true",
 		config.SettingEnqueueBatch:        fmt.Sprint(failoverBatch),
+		// No waves: with nobody working the queue, a capped backlog would end each leadership
+		// at the cap (release, wave check) instead of keeping the run mid-enqueue.
+		config.SettingMaxBacklog: "0",
 	})
 	c.fillWorkQueue(b, failoverBacklog)
 	run, _ := c.startRun(b)
@@ -189,7 +193,7 @@ func failoverChain(b *testing.B) {
 	var afterExpiry, afterKill, handover Samples
 	var backlog []int
 	for i := range failoverKills + failoverTerms {
-		graceful := i >= failoverKills
+		graceful := i%3 == 2
 		time.Sleep(time.Until(since.Add(500*time.Millisecond + time.Duration(rng.Int64N(int64(5*time.Second))))))
 		m, err := c.store.ReadManifest(ctxFor(b, 10*time.Second), run)
 		if err != nil || m.PlanDone || m.Epoch != epoch {
@@ -226,7 +230,7 @@ func failoverChain(b *testing.B) {
 	control := 0
 	for _, l := range c.h.Lines() {
 		if l.Str("run") == run && (l.Msg == "lease probe scheduled" || l.Msg == "check scheduled" ||
-			strings.HasPrefix(l.Msg, "handover: lease released")) {
+			strings.HasPrefix(l.Msg, "handover: check sent")) {
 			control++
 		}
 	}

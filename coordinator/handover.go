@@ -53,6 +53,12 @@ func (c *Coordinator) control() Sender {
 // Handover), sends a probe for the lease as held now, and one after every renewal until the
 // returned stop is called. stop waits for probes being sent. Probe failures are logged, not
 // returned: the check chain still covers the run.
+//
+// When the enqueue ends because the invocation running it was cancelled or timed out (the
+// host gave up on it, or is shutting down and aborts its requests), stop also sends a
+// handover check: the lease is released as soon as the task returns, so another instance can
+// go on at once rather than at the next probe. Handover sends its own checks, and a lost or
+// stalled lease is not released, so neither sends one here.
 func (c *Coordinator) guard(ctx context.Context, lease election.Lease, run string) (stop func()) {
 	if c.cfg.Control == nil {
 		return func() {}
@@ -82,6 +88,16 @@ func (c *Coordinator) guard(ctx context.Context, lease election.Lease, run strin
 		remove()
 		wg.Wait()
 		c.planning.remove(run, lease.Epoch)
+		cause := context.Cause(ctx)
+		if ctx.Err() == nil || errors.Is(cause, election.ErrHandover) || errors.Is(cause, election.ErrLeaseLost) ||
+			errors.Is(cause, election.ErrStalled) {
+			return
+		}
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeSendTimeout)
+		defer cancel()
+		for _, err := range c.sendHandovers(sctx, []planningRun{{run, lease.Epoch}}, cause) {
+			c.log(run, lease.Epoch).Warn("handover check not sent; the lease probes cover the run", "err", err)
+		}
 	}
 }
 
@@ -92,7 +108,7 @@ func (c *Coordinator) guard(ctx context.Context, lease election.Lease, run strin
 // from its own send time, Service Bus activates at or after the scheduled time).
 func (c *Coordinator) sendProbe(ctx context.Context, run string, epoch int64, renewed time.Time) error {
 	at := renewed.Add(c.leaseDur)
-	msg, err := controlMessage(run, epoch, "p"+strconv.FormatInt(at.UnixMilli(), 10), at)
+	msg, err := controlMessage(run, epoch, "p"+strconv.FormatInt(at.UnixMilli(), 10), at, false)
 	if err != nil {
 		return err
 	}
@@ -104,9 +120,9 @@ func (c *Coordinator) sendProbe(ctx context.Context, run string, epoch int64, re
 }
 
 // controlMessage builds a round-0 check for run, deliverable at `at` (zero: now), whose message
-// ID carries suffix.
-func controlMessage(run string, epoch int64, suffix string, at time.Time) (transport.Message, error) {
-	env := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindCheck, Run: run, Epoch: epoch, Round: probeRound}
+// ID carries suffix; handover marks a handover check.
+func controlMessage(run string, epoch int64, suffix string, at time.Time, handover bool) (transport.Message, error) {
+	env := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindCheck, Run: run, Epoch: epoch, Round: probeRound, Handover: handover}
 	body, err := env.Encode()
 	if err != nil {
 		return transport.Message{}, err
@@ -115,9 +131,12 @@ func controlMessage(run string, epoch int64, suffix string, at time.Time) (trans
 }
 
 // probe handles a round-0 check (a lease probe or a handover check): when the run is still
-// mid-enqueue under the epoch the check was sent for, make one attempt at the lease and resume
-// the run on success. A held lease means its leader is alive (or another instance already took
-// over): nothing to do. It never schedules another check.
+// mid-enqueue under the epoch the check was sent for, try the lease and resume the run on
+// success. A lease probe makes one attempt: a held lease means its leader is alive (or another
+// instance already took over), and a later probe covers it. A handover check was sent while
+// its leader was still stopping, so it keeps trying every handoverPoll while that leader's
+// epoch holds the lease, for at most one lease duration: by then the lease was released or
+// has lapsed. Neither schedules another check.
 func (c *Coordinator) probe(ctx context.Context, env work.Envelope) error {
 	m, err := c.cfg.Store.ReadManifest(ctx, env.Run)
 	if errors.Is(err, ledger.ErrNotFound) {
@@ -126,40 +145,76 @@ func (c *Coordinator) probe(ctx context.Context, env work.Envelope) error {
 	if err != nil {
 		return err
 	}
-	log := c.log(env.Run, m.Epoch).With("probeEpoch", env.Epoch)
+	log := c.log(env.Run, m.Epoch).With("probeEpoch", env.Epoch, "handover", env.Handover)
 	if m.PlanDone || m.State.Final() || m.Epoch > env.Epoch {
 		log.Debug("lease probe: the run is enqueued or already taken over; nothing to do", "state", m.State)
 		return nil
 	}
-	out, err := c.resumeAsLeader(ctx, env.Run)
-	if errors.Is(err, election.ErrHandover) {
-		// This instance is stopping and sent a handover check for the run: that check, not a
-		// redelivery of this one, carries the run on.
-		log.Info("lease probe: handed over while resuming")
-		return nil
+	until := c.cfg.Now().Add(c.leaseDur)
+	for attempt := 1; ; attempt++ {
+		out, err := c.resumeAsLeader(ctx, env.Run)
+		if errors.Is(err, election.ErrHandover) {
+			// This instance is stopping and sent a handover check for the run: that check, not a
+			// redelivery of this one, carries the run on.
+			log.Info("lease probe: handed over while resuming")
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("lease probe of %s: %w", env.Run, err)
+		}
+		if out.Status != StatusHeld {
+			log.Warn("lease probe: resumed a run whose leader stopped mid-enqueue", "status", out.Status, "state", out.State,
+				"newEpoch", out.Epoch, "attempts", attempt)
+			return nil
+		}
+		if !env.Handover || out.HolderEpoch > env.Epoch || !c.cfg.Now().Before(until) {
+			log.Debug("lease probe: lease held; nothing to do", "holder", out.Holder.String(), "holderEpoch", out.HolderEpoch,
+				"attempts", attempt)
+			return nil
+		}
+		poll := handoverPoll
+		if attempt > handoverFastAttempts { // the task is slow to stop, or its lease will lapse
+			poll *= 10
+		}
+		t := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("handover check of %s: waiting for the lease: %w", env.Run, ctx.Err())
+		case <-t.C:
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("lease probe of %s: %w", env.Run, err)
-	}
-	if out.Status == StatusHeld {
-		log.Debug("lease probe: lease held; nothing to do", "holder", out.Holder.String(), "holderEpoch", out.HolderEpoch)
-		return nil
-	}
-	log.Warn("lease probe: resumed a run whose leader stopped mid-enqueue", "status", out.Status, "state", out.State,
-		"newEpoch", out.Epoch)
-	return nil
 }
 
-// Handover is the graceful stop of a leader (SIGTERM, scale-in, deploy): it ends every
-// leadership this process holds and releases the leases (election.Leader.ReleaseAll), then sends an
-// immediate check for each run it was enqueueing, so another instance resumes it at once
-// instead of waiting for a probe. A run whose task did not stop in time keeps its lease until
-// it lapses; its probes cover it then.
+// handoverPoll is how often a handover check tries a lease its stopping leader still holds
+// (one lease read each) for its first handoverFastAttempts tries, about the two seconds a
+// leader may take to stop; ten times less often after that.
+const (
+	handoverPoll         = 50 * time.Millisecond
+	handoverFastAttempts = 40
+)
+
+// Handover is the graceful stop of a leader (the handler's SIGTERM): it ends every
+// leadership this process holds and releases the leases (election.Leader.ReleaseAll), and
+// sends an immediate handover check for each run it was enqueueing. The checks go out while
+// the tasks stop, not after: the instance a check reaches waits for the release (probe), so
+// the run resumes one lease read after the release instead of a send and a delivery later. A
+// run whose task did not stop in time keeps its lease until it lapses; the handover check
+// waits that long, and the lease probes cover it too.
 func (c *Coordinator) Handover(ctx context.Context) error {
 	runs := c.planning.snapshot() // empty without Config.Control
+	sent := make(chan []error, 1)
+	go func() { sent <- c.sendHandovers(ctx, runs, election.ErrHandover) }()
 	errs := []error{c.cfg.Leader.ReleaseAll(ctx)}
+	errs = append(errs, <-sent...)
+	return errors.Join(errs...)
+}
+
+// sendHandovers sends one handover check per run, each at once; why is logged.
+func (c *Coordinator) sendHandovers(ctx context.Context, runs []planningRun, why error) []error {
+	var errs []error
 	for _, r := range runs {
-		msg, err := controlMessage(r.run, r.epoch, "handover", time.Time{})
+		msg, err := controlMessage(r.run, r.epoch, "handover", time.Time{}, true)
 		if err == nil {
 			err = c.control().Send(ctx, []transport.Message{msg})
 		}
@@ -167,9 +222,10 @@ func (c *Coordinator) Handover(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("handover check for %s: %w", r.run, err))
 			continue
 		}
-		c.log(r.run, r.epoch).Info("handover: lease released and a check sent so another instance resumes the run")
+		c.log(r.run, r.epoch).Info("handover: check sent; another instance resumes the run once the lease is released",
+			"why", why.Error())
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // planningSet records the runs this process is enqueueing, by epoch.

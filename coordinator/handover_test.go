@@ -381,6 +381,149 @@ func TestHandover_GracefulStopResumedAtOnce(t *testing.T) {
 	wantEach(t, idx, n)
 }
 
+// A leader that is slow to stop: its handover check goes out before its task has stopped, and
+// the instance the check reaches waits for the release instead of finding the lease held and
+// giving up. On the old order (release, then send) no check is sent while the task is stuck,
+// and on a probe that gives up on a held lease the run is not resumed.
+func TestHandover_CheckSentBeforeTheReleaseWaitsForIt(t *testing.T) {
+	e := newControlEnv(t)
+	const n, batch, k = 40, 5, 3
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	blocked, letGo := make(chan struct{}), make(chan struct{})
+	hook := &ctxSender{Sender: e.sender}
+	hook.before = func(sctx context.Context, sent int) error {
+		if sent <= k {
+			return nil
+		}
+		if sent == k+1 {
+			close(blocked)
+		}
+		<-sctx.Done() // mid-enqueue until leadership ends...
+		<-letGo       // ...and slow to stop after that
+		return sctx.Err()
+	}
+	a, aControl := e.controlInstance("a", n, batch, hook)
+	tickErr := make(chan error, 1)
+	go func() { _, err := a.c.Tick(ctx, tick); tickErr <- err }()
+	select {
+	case <-blocked:
+	case <-ctx.Done():
+		t.Fatal("the leader never got mid-enqueue")
+	}
+	m, err := e.store.ReadManifest(ctx, tickRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstEpoch := m.Epoch
+
+	handoverErr := make(chan error, 1)
+	go func() { handoverErr <- a.c.Handover(ctx) }()
+	var check work.Envelope
+	waitFor(t, time.Minute, "a handover check sent while the task is still stopping", func() bool {
+		for _, p := range probes(t, aControl.messages()) {
+			if strings.HasSuffix(p.ID, "/handover") {
+				env, err := work.DecodeEnvelope(p.Body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				check = env
+				return true
+			}
+		}
+		return false
+	})
+	if !check.Handover || check.Epoch != firstEpoch || check.Round != probeRound {
+		t.Fatalf("handover check %+v, want a round-0 handover check of epoch %d", check, firstEpoch)
+	}
+
+	b, _ := e.controlInstance("b", n, batch, nil)
+	checked := make(chan error, 1)
+	go func() { checked <- b.c.Check(ctx, check, firstDelivery) }()
+	waitFor(t, time.Minute, "the check to find the stopping leader's lease held", func() bool { return b.lock.held.Load() > 0 })
+	select {
+	case err := <-checked:
+		t.Fatalf("the handover check returned (%v) while the stopping leader still held the lease", err)
+	default:
+	}
+	close(letGo)
+	if err := <-handoverErr; err != nil {
+		t.Fatalf("handover: %v", err)
+	}
+	if err := <-tickErr; !errors.Is(err, election.ErrHandover) {
+		t.Errorf("the stopped leader's tick returned %v, want ErrHandover", err)
+	}
+	if err := <-checked; err != nil {
+		t.Fatalf("handover check: %v", err)
+	}
+	m, err = e.store.ReadManifest(ctx, tickRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.PlanDone || m.Partitions != n || m.Epoch <= firstEpoch || m.Leader.Instance != "b" {
+		t.Errorf("after the handover: %+v, want the run enqueued by b", m)
+	}
+	idx, _, _ := partitions(e.drain())
+	wantEach(t, idx, n)
+}
+
+// A leader whose invocation is cancelled mid-enqueue (the host gave up on it or is shutting
+// down) releases its lease as it returns; it also sends a handover check, so another instance
+// goes on at once instead of at the next lease probe.
+func TestHandover_CancelledInvocationHandsOver(t *testing.T) {
+	e := newControlEnv(t)
+	const n, batch, k = 40, 5, 3
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	blocked := make(chan struct{})
+	hook := &ctxSender{Sender: e.sender}
+	hook.before = func(sctx context.Context, sent int) error {
+		if sent <= k {
+			return nil
+		}
+		if sent == k+1 {
+			close(blocked)
+		}
+		<-sctx.Done()
+		return sctx.Err()
+	}
+	a, aControl := e.controlInstance("a", n, batch, hook)
+	invocation, abort := context.WithCancel(ctx)
+	tickErr := make(chan error, 1)
+	go func() { _, err := a.c.Tick(invocation, tick); tickErr <- err }()
+	select {
+	case <-blocked:
+	case <-ctx.Done():
+		t.Fatal("the leader never got mid-enqueue")
+	}
+	m, err := e.store.ReadManifest(ctx, tickRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstEpoch := m.Epoch
+	abort()
+	<-tickErr // the occurrence is recorded (the run exists), whatever the tick answers
+	var handover []transport.Message
+	for _, p := range probes(t, aControl.messages()) {
+		if strings.HasSuffix(p.ID, "/handover") {
+			handover = append(handover, p)
+		}
+	}
+	if len(handover) != 1 || !handover[0].NotBefore.IsZero() {
+		t.Fatalf("handover checks %+v, want one for immediate delivery", handover)
+	}
+	b, _ := e.controlInstance("b", n, batch, nil)
+	got := e.consume(ctx, b, tickRun, func(ds []delivery) bool { return len(ds) > 0 })
+	if len(got) != 1 || got[0].err != nil || !got[0].resumed || !got[0].env.Handover || got[0].env.Epoch != firstEpoch {
+		t.Fatalf("first control delivery %+v, want the handover check resuming the run", got)
+	}
+	if m, err = e.store.ReadManifest(ctx, tickRun); err != nil || !m.PlanDone || m.Partitions != n || m.Epoch <= firstEpoch {
+		t.Errorf("after the handover: %+v, %v", m, err)
+	}
+	idx, _, _ := partitions(e.drain())
+	wantEach(t, idx, n)
+}
+
 // The leader-side hook: onRenewal is called after each renewal with the confirmation time,
 // and not at all outside a leadership or once removed.
 func TestOnRenewal_CalledAfterEachRenewal(t *testing.T) {

@@ -121,6 +121,15 @@ func newRunEnv(t *testing.T) *runEnv {
 type lockWrapper struct {
 	election.Lock
 	crash atomic.Bool
+	held  atomic.Int32 // Acquire calls that found the lease held
+}
+
+func (w *lockWrapper) Acquire(ctx context.Context, id ledger.Holder) (election.Lease, error) {
+	l, err := w.Lock.Acquire(ctx, id)
+	if errors.As(err, new(*election.HeldError)) {
+		w.held.Add(1)
+	}
+	return l, err
 }
 
 func (w *lockWrapper) Release(ctx context.Context, l election.Lease) error {

@@ -99,8 +99,8 @@ func TestChaos_TermLeaderMidEnqueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	line, rec, env := controlResume(t, c, run)
-	if env.Round != 0 || env.Epoch != epoch {
-		t.Errorf("resumed by %+v, want the handover check (round 0) of epoch %d", env, epoch)
+	if env.Round != 0 || env.Epoch != epoch || !env.Handover {
+		t.Errorf("resumed by %+v, want the handover check (round 0, handover) of epoch %d", env, epoch)
 	}
 	if line.Instance == created.Instance && line.PID == created.PID {
 		t.Errorf("the stopped process resumed its own run")
@@ -112,7 +112,7 @@ func TestChaos_TermLeaderMidEnqueue(t *testing.T) {
 	}
 	handover := false
 	for _, l := range c.h.Lines() {
-		if l.Msg == "handover: lease released and a check sent so another instance resumes the run" && l.Str("run") == run &&
+		if l.Msg == "handover: check sent; another instance resumes the run once the lease is released" && l.Str("run") == run &&
 			l.Instance == created.Instance && l.Time.Before(rec.Started) {
 			handover = true
 		}
@@ -136,7 +136,7 @@ func checkProbeResume(t *testing.T, c *cluster, run string, created devhost.LogL
 	t.Helper()
 	epoch := created.Int("epoch")
 	line, _, env := controlResume(t, c, run)
-	if env.Round != 0 || env.Epoch != epoch {
+	if env.Round != 0 || env.Epoch != epoch || env.Handover {
 		t.Errorf("resumed by %+v, want a lease probe (round 0) of epoch %d", env, epoch)
 	}
 	expiry := lastRenewal(t, c, created.Instance, epoch).Add(leaseDuration)

@@ -44,8 +44,12 @@ type Envelope struct {
 	// authoritative.
 	Parts int `json:"parts"`
 	// Round numbers re-enqueue rounds (partition) or check rounds (check).
-	Round   int             `json:"round,omitempty"`
-	Payload json.RawMessage `json:"payload,omitempty"`
+	Round int `json:"round,omitempty"`
+	// Handover marks the check a stopping leader sends for a run it was enqueueing (a check
+	// of round 0 only): the instance it reaches waits for the lease to be released instead of
+	// giving up on a lease that is still held.
+	Handover bool            `json:"handover,omitempty"`
+	Payload  json.RawMessage `json:"payload,omitempty"`
 }
 
 // ErrMalformed marks a message that can never be processed: it should be dead-lettered.
@@ -94,6 +98,9 @@ func (e Envelope) Validate() error {
 	}
 	switch e.Kind {
 	case KindPartition:
+		if e.Handover {
+			return bad("a partition message is no handover check")
+		}
 		if e.Part < 0 || (e.Parts > 0 && e.Part >= e.Parts) {
 			return bad("part %d out of range [0, %d)", e.Part, e.Parts)
 		}
@@ -106,6 +113,9 @@ func (e Envelope) Validate() error {
 	case KindCheck:
 		if e.Part != 0 || len(e.Payload) != 0 {
 			return bad("a check message carries no part or payload")
+		}
+		if e.Handover && e.Round != 0 {
+			return bad("a handover check has round 0, not %d", e.Round)
 		}
 	default:
 		return bad("kind %q, want %q or %q", e.Kind, KindPartition, KindCheck)

@@ -27,7 +27,8 @@ func validPartition() Envelope {
 }
 
 func TestEnvelope_RoundTrip(t *testing.T) {
-	for _, e := range []Envelope{validPartition(), {Version: 1, Kind: KindCheck, Run: "manual-x", Epoch: 1, Round: 2}} {
+	for _, e := range []Envelope{validPartition(), {Version: 1, Kind: KindCheck, Run: "manual-x", Epoch: 1, Round: 2},
+		{Version: 1, Kind: KindCheck, Run: "manual-x", Epoch: 4, Handover: true}} {
 		b, err := e.Encode()
 		if err != nil {
 			t.Fatal(err)
@@ -44,21 +45,23 @@ func TestEnvelope_RoundTrip(t *testing.T) {
 
 func TestDecodeEnvelope_Rejects(t *testing.T) {
 	cases := map[string]string{
-		"not json":        `nope`,
-		"array":           `[]`,
-		"unknown field":   `{"baton":1,"kind":"check","run":"r1","epoch":1,"Id":"x"}`,
-		"wrong version":   `{"baton":2,"kind":"check","run":"r1","epoch":1}`,
-		"no version":      `{"kind":"check","run":"r1","epoch":1}`,
-		"bad kind":        `{"baton":1,"kind":"delete","run":"r1","epoch":1}`,
-		"traversal run":   `{"baton":1,"kind":"check","run":"../r1","epoch":1}`,
-		"upper run":       `{"baton":1,"kind":"check","run":"R1","epoch":1}`,
-		"zero epoch":      `{"baton":1,"kind":"check","run":"r1","epoch":0}`,
-		"negative part":   `{"baton":1,"kind":"partition","run":"r1","epoch":1,"part":-1}`,
-		"part >= parts":   `{"baton":1,"kind":"partition","run":"r1","epoch":1,"part":5,"parts":5}`,
-		"check with part": `{"baton":1,"kind":"check","run":"r1","epoch":1,"part":3}`,
-		"trailing":        `{"baton":1,"kind":"check","run":"r1","epoch":1}{}`,
-		"epoch as string": `{"baton":1,"kind":"check","run":"r1","epoch":"1"}`,
-		"oversize":        `{"baton":1,"kind":"partition","run":"r1","epoch":1,"payload":"` + strings.Repeat("x", MaxEnvelopeBytes) + `"}`,
+		"not json":           `nope`,
+		"array":              `[]`,
+		"unknown field":      `{"baton":1,"kind":"check","run":"r1","epoch":1,"Id":"x"}`,
+		"wrong version":      `{"baton":2,"kind":"check","run":"r1","epoch":1}`,
+		"no version":         `{"kind":"check","run":"r1","epoch":1}`,
+		"bad kind":           `{"baton":1,"kind":"delete","run":"r1","epoch":1}`,
+		"traversal run":      `{"baton":1,"kind":"check","run":"../r1","epoch":1}`,
+		"upper run":          `{"baton":1,"kind":"check","run":"R1","epoch":1}`,
+		"zero epoch":         `{"baton":1,"kind":"check","run":"r1","epoch":0}`,
+		"negative part":      `{"baton":1,"kind":"partition","run":"r1","epoch":1,"part":-1}`,
+		"part >= parts":      `{"baton":1,"kind":"partition","run":"r1","epoch":1,"part":5,"parts":5}`,
+		"check with part":    `{"baton":1,"kind":"check","run":"r1","epoch":1,"part":3}`,
+		"handover round":     `{"baton":1,"kind":"check","run":"r1","epoch":1,"round":2,"handover":true}`,
+		"handover partition": `{"baton":1,"kind":"partition","run":"r1","epoch":1,"handover":true}`,
+		"trailing":           `{"baton":1,"kind":"check","run":"r1","epoch":1}{}`,
+		"epoch as string":    `{"baton":1,"kind":"check","run":"r1","epoch":"1"}`,
+		"oversize":           `{"baton":1,"kind":"partition","run":"r1","epoch":1,"payload":"` + strings.Repeat("x", MaxEnvelopeBytes) + `"}`,
 	}
 	for name, body := range cases {
 		t.Run(name, func(t *testing.T) {

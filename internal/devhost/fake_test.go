@@ -89,6 +89,10 @@ func fakeHandler() {
 	srv := &http.Server{Addr: "127.0.0.1:" + os.Getenv("FUNCTIONS_CUSTOMHANDLER_PORT"), Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
+		// FAKE_TERM_LINGER: keep serving that long after SIGTERM, as a handler handing over does.
+		if d, err := time.ParseDuration(os.Getenv("FAKE_TERM_LINGER")); err == nil {
+			time.Sleep(d)
+		}
 		c, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = srv.Shutdown(c)

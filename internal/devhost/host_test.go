@@ -271,6 +271,42 @@ func TestHost_PauseRoutesAround(t *testing.T) {
 	}
 }
 
+// TestHost_TermDrains: an instance sent SIGTERM gets no new invocations while it finishes
+// what it has (the Functions host stops a stopping instance's listeners); its next process does.
+func TestHost_TermDrains(t *testing.T) {
+	h := startFake(t, fakeApp(t, false), 2, map[string]string{"FAKE_TERM_LINGER": "3s"}, nil)
+	ctx := testCtx(t, time.Minute)
+	in := h.Instance("instance-1")
+	_, pid := in.State()
+	if err := h.Do(ctx, "instance-1", ActionTerm); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 8; i++ {
+		resp, body := get(t, "GET", h.HTTPURL()+"/api/echo/p", "", nil)
+		if got := resp.Header.Get("X-Instance"); got != "instance-2" {
+			t.Fatalf("call %d answered by %q (status %d: %s), want instance-2 while instance-1 stops", i, got, resp.StatusCode, body)
+		}
+	}
+	// The calls above came while instance-1's process was still serving (it lingers 3 s).
+	if st, p := in.State(); st != StateStopping || p != pid {
+		t.Fatalf("after the calls: %s pid %d, want stopping pid %d", st, p, pid)
+	}
+	if err := in.WaitState(ctx, StateRunning); err != nil {
+		t.Fatal(err)
+	}
+	if _, p := in.State(); p == pid {
+		t.Fatalf("running again with the old pid %d", p)
+	}
+	seen := false
+	for i := 0; i < 40 && !seen; i++ {
+		resp, _ := get(t, "GET", h.HTTPURL()+"/api/echo/p", "", nil)
+		seen = resp.Header.Get("X-Instance") == "instance-1"
+	}
+	if !seen {
+		t.Error("instance-1's new process got none of 40 calls")
+	}
+}
+
 // TestHost_TimerFiresOnEveryInstance: each occurrence fires on every instance, within the
 // skew, with the TimerInfo the host sends.
 func TestHost_TimerFiresOnEveryInstance(t *testing.T) {

@@ -45,6 +45,7 @@ const (
 	StateStarting   State = "starting"   // process started, not yet answering GET /
 	StateRunning    State = "running"    // ready; receives invocations
 	StatePaused     State = "paused"     // SIGSTOPped: receives nothing new
+	StateStopping   State = "stopping"   // SIGTERMed: finishes what it has, receives nothing new
 	StateRestarting State = "restarting" // exited; a new process starts shortly
 	StateFailed     State = "failed"     // exited MaxExits times within ExitWindow: given up
 	StateStopped    State = "stopped"    // the host is closed
@@ -432,6 +433,11 @@ func (in *Instance) chaos(sig syscall.Signal) error {
 	if in.state == StatePaused && sig != syscall.SIGKILL {
 		_ = syscall.Kill(pid, syscall.SIGCONT) // let a paused process see the signal
 	}
+	if sig == syscall.SIGTERM && (in.state == StateRunning || in.state == StatePaused) {
+		// As the Functions host drains an instance that is shutting down: its listeners
+		// stop, so no new message or timer reaches it while it finishes what it has.
+		in.setState(StateStopping)
+	}
 	in.mu.Unlock()
 	in.h.log.Warn("chaos: "+sigName(sig), "instance", in.name, "pid", pid)
 	return nil
@@ -459,6 +465,9 @@ func (in *Instance) Restart(ctx context.Context) error {
 	_ = syscall.Kill(pid, syscall.SIGTERM)
 	if in.state == StatePaused {
 		_ = syscall.Kill(pid, syscall.SIGCONT)
+	}
+	if in.state == StateRunning || in.state == StatePaused {
+		in.setState(StateStopping)
 	}
 	in.mu.Unlock()
 	in.h.log.Warn("restart requested", "instance", in.name, "pid", pid)

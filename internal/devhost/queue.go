@@ -184,7 +184,7 @@ func (t *queueTrigger) listenShared(ctx context.Context) {
 			case <-time.After(backoff):
 			}
 		}
-		if h.liveInstance() == nil {
+		if h.pickInstance() == nil {
 			backoff = minPollingInterval
 			continue
 		}
@@ -207,27 +207,13 @@ func (t *queueTrigger) listenShared(ctx context.Context) {
 		}
 		backoff, lastErr = 0, ""
 		for _, m := range resp.Messages {
-			in := h.liveInstance()
+			in := h.pickInstance()
 			if in == nil { // every instance stopped since the poll: process reports it and puts it back
 				in = h.instances[rand.IntN(len(h.instances))]
 			}
 			h.goWork(func(wctx context.Context) { t.process(wctx, in, m) })
 		}
 	}
-}
-
-// liveInstance returns a random running instance, or nil.
-func (h *Host) liveInstance() *Instance {
-	var live []*Instance
-	for _, in := range h.instances {
-		if in.live() {
-			live = append(live, in)
-		}
-	}
-	if len(live) == 0 {
-		return nil
-	}
-	return live[rand.IntN(len(live))]
 }
 
 // nextBackoff doubles the polling delay with jitter, from minPollingInterval up to max.
