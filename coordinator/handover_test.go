@@ -303,14 +303,23 @@ func TestProbe_KilledLeaderResumedAtLeaseExpiry(t *testing.T) {
 		res.at.Sub(last.NotBefore).Round(time.Millisecond), res.workDepth)
 }
 
-// A probe that finds the lease live costs one lease call and sends nothing; a leader that
-// stops gracefully releases the lease and sends an immediate check through which another
-// instance resumes the run at once.
-func TestHandover_GracefulStopResumedAtOnce(t *testing.T) {
-	e := newControlEnv(t)
-	const n, batch, k = 40, 5, 3
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+// midEnqueue is a leader "a" stuck mid-enqueue after its first sends of a run of
+// handoverParts partitions.
+type midEnqueue struct {
+	a          *instance
+	control    *recordingSender // a's control messages
+	tickErr    chan error       // what a's Tick returned
+	firstEpoch int64
+}
+
+const handoverParts, handoverBatch = 40, 5
+
+// startMidEnqueue starts a's Tick under invocation and returns once a is mid-enqueue: its
+// next send waits until its leadership ends, and then until stopped is closed (nil: not at
+// all), as a task that is slow to stop.
+func startMidEnqueue(ctx context.Context, t *testing.T, e *controlEnv, invocation context.Context, stopped chan struct{}) midEnqueue {
+	t.Helper()
+	const k = 3
 	blocked := make(chan struct{})
 	hook := &ctxSender{Sender: e.sender}
 	hook.before = func(sctx context.Context, sent int) error {
@@ -321,11 +330,14 @@ func TestHandover_GracefulStopResumedAtOnce(t *testing.T) {
 			close(blocked)
 		}
 		<-sctx.Done() // mid-enqueue until leadership ends
+		if stopped != nil {
+			<-stopped
+		}
 		return sctx.Err()
 	}
-	a, aControl := e.controlInstance("a", n, batch, hook)
+	a, aControl := e.controlInstance("a", handoverParts, handoverBatch, hook)
 	tickErr := make(chan error, 1)
-	go func() { _, err := a.c.Tick(ctx, tick); tickErr <- err }()
+	go func() { _, err := a.c.Tick(invocation, tick); tickErr <- err }()
 	select {
 	case <-blocked:
 	case <-ctx.Done():
@@ -335,7 +347,43 @@ func TestHandover_GracefulStopResumedAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	firstEpoch := m.Epoch
+	return midEnqueue{a: a, control: aControl, tickErr: tickErr, firstEpoch: m.Epoch}
+}
+
+// wantTakenOver checks that the run of startMidEnqueue was enqueued whole under a newer epoch
+// than firstEpoch (by leader, when set).
+func wantTakenOver(ctx context.Context, t *testing.T, e *controlEnv, firstEpoch int64, leader string) {
+	t.Helper()
+	m, err := e.store.ReadManifest(ctx, tickRun)
+	if err != nil || !m.PlanDone || m.Partitions != handoverParts || m.Epoch <= firstEpoch || (leader != "" && m.Leader.Instance != leader) {
+		t.Errorf("after the handover: %+v, %v; want the run enqueued under an epoch after %d (by %q)", m, err, firstEpoch, leader)
+	}
+	idx, _, _ := partitions(e.drain())
+	wantEach(t, idx, handoverParts)
+}
+
+// handoverChecks returns the handover checks among msgs.
+func handoverChecks(t *testing.T, msgs []transport.Message) []transport.Message {
+	t.Helper()
+	var out []transport.Message
+	for _, p := range probes(t, msgs) {
+		if strings.HasSuffix(p.ID, "/handover") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// A probe that finds the lease live costs one lease call and sends nothing; a leader that
+// stops gracefully releases the lease and sends an immediate check through which another
+// instance resumes the run at once.
+func TestHandover_GracefulStopResumedAtOnce(t *testing.T) {
+	e := newControlEnv(t)
+	const n, batch = handoverParts, handoverBatch
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	me := startMidEnqueue(ctx, t, e, ctx, nil)
+	a, aControl, tickErr, firstEpoch := me.a, me.control, me.tickErr, me.firstEpoch
 
 	b, bControl := e.controlInstance("b", n, batch, nil)
 	live := work.Envelope{Version: 1, Kind: work.KindCheck, Run: tickRun, Epoch: firstEpoch, Round: probeRound}
@@ -355,13 +403,7 @@ func TestHandover_GracefulStopResumedAtOnce(t *testing.T) {
 	if err := <-tickErr; !errors.Is(err, election.ErrHandover) {
 		t.Errorf("the stopped leader's tick returned %v, want ErrHandover", err)
 	}
-	var handover []transport.Message
-	for _, p := range probes(t, aControl.messages()) {
-		if strings.HasSuffix(p.ID, "/handover") {
-			handover = append(handover, p)
-		}
-	}
-	if len(handover) != 1 || !handover[0].NotBefore.IsZero() {
+	if handover := handoverChecks(t, aControl.messages()); len(handover) != 1 || !handover[0].NotBefore.IsZero() {
 		t.Fatalf("handover checks %+v, want one for immediate delivery", handover)
 	}
 	// The lease probes of the stopped leader are not due for a lease yet: the first message
@@ -370,15 +412,7 @@ func TestHandover_GracefulStopResumedAtOnce(t *testing.T) {
 	if len(got) != 1 || got[0].err != nil || !got[0].resumed || got[0].env.Epoch != firstEpoch {
 		t.Fatalf("first control delivery %+v, want the handover check resuming the run", got)
 	}
-	m, err = e.store.ReadManifest(ctx, tickRun)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !m.PlanDone || m.Partitions != n || m.Epoch <= firstEpoch {
-		t.Errorf("after the handover: %+v", m)
-	}
-	idx, _, _ := partitions(e.drain())
-	wantEach(t, idx, n)
+	wantTakenOver(ctx, t, e, firstEpoch, "")
 }
 
 // A leader that is slow to stop: its handover check goes out before its task has stopped, and
@@ -387,51 +421,27 @@ func TestHandover_GracefulStopResumedAtOnce(t *testing.T) {
 // and on a probe that gives up on a held lease the run is not resumed.
 func TestHandover_CheckSentBeforeTheReleaseWaitsForIt(t *testing.T) {
 	e := newControlEnv(t)
-	const n, batch, k = 40, 5, 3
+	const n, batch = handoverParts, handoverBatch
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	blocked, letGo := make(chan struct{}), make(chan struct{})
-	hook := &ctxSender{Sender: e.sender}
-	hook.before = func(sctx context.Context, sent int) error {
-		if sent <= k {
-			return nil
-		}
-		if sent == k+1 {
-			close(blocked)
-		}
-		<-sctx.Done() // mid-enqueue until leadership ends...
-		<-letGo       // ...and slow to stop after that
-		return sctx.Err()
-	}
-	a, aControl := e.controlInstance("a", n, batch, hook)
-	tickErr := make(chan error, 1)
-	go func() { _, err := a.c.Tick(ctx, tick); tickErr <- err }()
-	select {
-	case <-blocked:
-	case <-ctx.Done():
-		t.Fatal("the leader never got mid-enqueue")
-	}
-	m, err := e.store.ReadManifest(ctx, tickRun)
-	if err != nil {
-		t.Fatal(err)
-	}
-	firstEpoch := m.Epoch
+	letGo := make(chan struct{})
+	me := startMidEnqueue(ctx, t, e, ctx, letGo)
+	a, aControl, tickErr, firstEpoch := me.a, me.control, me.tickErr, me.firstEpoch
 
 	handoverErr := make(chan error, 1)
 	go func() { handoverErr <- a.c.Handover(ctx) }()
 	var check work.Envelope
 	waitFor(t, time.Minute, "a handover check sent while the task is still stopping", func() bool {
-		for _, p := range probes(t, aControl.messages()) {
-			if strings.HasSuffix(p.ID, "/handover") {
-				env, err := work.DecodeEnvelope(p.Body)
-				if err != nil {
-					t.Fatal(err)
-				}
-				check = env
-				return true
-			}
+		h := handoverChecks(t, aControl.messages())
+		if len(h) == 0 {
+			return false
 		}
-		return false
+		env, err := work.DecodeEnvelope(h[0].Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check = env
+		return true
 	})
 	if !check.Handover || check.Epoch != firstEpoch || check.Round != probeRound {
 		t.Fatalf("handover check %+v, want a round-0 handover check of epoch %d", check, firstEpoch)
@@ -456,15 +466,7 @@ func TestHandover_CheckSentBeforeTheReleaseWaitsForIt(t *testing.T) {
 	if err := <-checked; err != nil {
 		t.Fatalf("handover check: %v", err)
 	}
-	m, err = e.store.ReadManifest(ctx, tickRun)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !m.PlanDone || m.Partitions != n || m.Epoch <= firstEpoch || m.Leader.Instance != "b" {
-		t.Errorf("after the handover: %+v, want the run enqueued by b", m)
-	}
-	idx, _, _ := partitions(e.drain())
-	wantEach(t, idx, n)
+	wantTakenOver(ctx, t, e, firstEpoch, "b")
 }
 
 // A leader whose invocation is cancelled mid-enqueue (the host gave up on it or is shutting
@@ -472,44 +474,15 @@ func TestHandover_CheckSentBeforeTheReleaseWaitsForIt(t *testing.T) {
 // goes on at once instead of at the next lease probe.
 func TestHandover_CancelledInvocationHandsOver(t *testing.T) {
 	e := newControlEnv(t)
-	const n, batch, k = 40, 5, 3
+	const n, batch = handoverParts, handoverBatch
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	blocked := make(chan struct{})
-	hook := &ctxSender{Sender: e.sender}
-	hook.before = func(sctx context.Context, sent int) error {
-		if sent <= k {
-			return nil
-		}
-		if sent == k+1 {
-			close(blocked)
-		}
-		<-sctx.Done()
-		return sctx.Err()
-	}
-	a, aControl := e.controlInstance("a", n, batch, hook)
 	invocation, abort := context.WithCancel(ctx)
-	tickErr := make(chan error, 1)
-	go func() { _, err := a.c.Tick(invocation, tick); tickErr <- err }()
-	select {
-	case <-blocked:
-	case <-ctx.Done():
-		t.Fatal("the leader never got mid-enqueue")
-	}
-	m, err := e.store.ReadManifest(ctx, tickRun)
-	if err != nil {
-		t.Fatal(err)
-	}
-	firstEpoch := m.Epoch
+	me := startMidEnqueue(ctx, t, e, invocation, nil)
+	aControl, tickErr, firstEpoch := me.control, me.tickErr, me.firstEpoch
 	abort()
 	<-tickErr // the occurrence is recorded (the run exists), whatever the tick answers
-	var handover []transport.Message
-	for _, p := range probes(t, aControl.messages()) {
-		if strings.HasSuffix(p.ID, "/handover") {
-			handover = append(handover, p)
-		}
-	}
-	if len(handover) != 1 || !handover[0].NotBefore.IsZero() {
+	if handover := handoverChecks(t, aControl.messages()); len(handover) != 1 || !handover[0].NotBefore.IsZero() {
 		t.Fatalf("handover checks %+v, want one for immediate delivery", handover)
 	}
 	b, _ := e.controlInstance("b", n, batch, nil)
@@ -517,11 +490,7 @@ func TestHandover_CancelledInvocationHandsOver(t *testing.T) {
 	if len(got) != 1 || got[0].err != nil || !got[0].resumed || !got[0].env.Handover || got[0].env.Epoch != firstEpoch {
 		t.Fatalf("first control delivery %+v, want the handover check resuming the run", got)
 	}
-	if m, err = e.store.ReadManifest(ctx, tickRun); err != nil || !m.PlanDone || m.Partitions != n || m.Epoch <= firstEpoch {
-		t.Errorf("after the handover: %+v, %v", m, err)
-	}
-	idx, _, _ := partitions(e.drain())
-	wantEach(t, idx, n)
+	wantTakenOver(ctx, t, e, firstEpoch, "")
 }
 
 // The leader-side hook: onRenewal is called after each renewal with the confirmation time,
