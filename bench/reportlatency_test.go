@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/blobstore"
 	"github.com/batonfn/baton/work"
@@ -68,7 +69,7 @@ func reportLatency(b *testing.B, n int) {
 	job := synthetic.New()
 	jobs.Register(synthetic.Name, job)
 	w, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: ledger.Holder{App: "bench", Instance: "aggregator", PID: os.Getpid()},
-		Logger: slog.New(slog.DiscardHandler)})
+		MaxDeliveries: config.DefaultMaxDeliveries, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
