@@ -32,9 +32,10 @@ type BlobLockOptions struct {
 	// Duration is the lease duration: whole seconds from 15s to 60s, default 30s. Shorter
 	// leases hand over faster after a crash; longer ones tolerate slower storage.
 	Duration time.Duration
-	// AttemptTimeout bounds each storage call (default a quarter of Duration, at most 5s).
-	// Failed calls are retried with backoff within the caller's budget, so a renewal gets
-	// several tries before the lease could lapse.
+	// AttemptTimeout bounds the first try of each storage call (default a quarter of
+	// Duration, at most 5s); each retry gets twice as long as the try before. Failed calls
+	// are retried with backoff within the caller's budget, so a renewal gets several tries
+	// before the lease could lapse, and a slow but live store still gets to answer.
 	AttemptTimeout time.Duration
 	// Setting names the connection setting that AccessError tells the operator to check.
 	// Default: "BATON_STORAGE (or AzureWebJobsStorage when unset)".

@@ -106,12 +106,17 @@ const (
 )
 
 // do runs one storage call, translated, retrying transient failures with backoff until ctx
-// ends. Each try gets at most AttemptTimeout, so the SDK's own retries (seconds apart) cannot
-// outlast the caller's budget.
+// ends. The first try gets AttemptTimeout and each retry twice the one before (always within
+// ctx's budget). A try cut short does not stop the request: storage still serves it, so against
+// a saturated account (an emulator with one thread, a busy partition) a fixed per-try timeout
+// below the service's current latency would fail every try of a renewal that would have
+// succeeded, and each retry would queue one more request behind the load. A growing timeout
+// still retries a dead connection quickly, and lets a slow answer arrive.
 func (b *BlobLock) do(ctx context.Context, op string, call func(context.Context) error) error {
 	backoff := retryBackoffMin
-	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, b.opts.AttemptTimeout)
+	tryTimeout := b.opts.AttemptTimeout
+	for attempt := 1; ; attempt, tryTimeout = attempt+1, tryTimeout*2 {
+		actx, cancel := context.WithTimeout(ctx, tryTimeout)
 		err := b.translate(call(actx))
 		cancel()
 		if err == nil || !errors.Is(err, errTransient) {

@@ -1,6 +1,7 @@
 package bloblease
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ const (
 	faultReset = -1 // connection reset by peer
 	faultHang  = -2 // no answer until the request's context ends
 	faultLost  = -3 // the request reaches storage but the response is lost (reset)
+	faultSlow  = -4 // storage serves the request, but its answer arrives only after slowBy
 	// any value >= 500 answers with that status and code ServerBusy/InternalError
 )
 
@@ -26,6 +28,7 @@ const (
 // client unless its rule injects a fault. It counts renew requests that got through.
 type testFaultTransport struct {
 	client *http.Client
+	slowBy time.Duration // the latency of a faultSlow request
 
 	mu   sync.Mutex
 	rule func(req *http.Request) int
@@ -67,6 +70,27 @@ func (f *testFaultTransport) Do(req *http.Request) (*http.Response, error) {
 			resp.Body.Close()
 		}
 		return nil, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+	case kind == faultSlow:
+		// A saturated store: the request is served (as the emulator serves a request whose
+		// client gave up), and the answer comes late.
+		f.faults.Add(1)
+		sent := time.Now()
+		resp, err := f.client.Do(req.WithContext(context.WithoutCancel(req.Context())))
+		if err != nil {
+			return nil, err
+		}
+		t := time.NewTimer(time.Until(sent.Add(f.slowBy)))
+		defer t.Stop()
+		select {
+		case <-req.Context().Done():
+			resp.Body.Close()
+			return nil, req.Context().Err()
+		case <-t.C:
+		}
+		if isTestRenewRequest(req) {
+			f.renewsPassed.Add(1)
+		}
+		return resp, nil
 	case kind >= 500:
 		f.faults.Add(1)
 		code := "InternalError"

@@ -339,6 +339,39 @@ func TestBlobLock_Renew_RetriesTransientFaults(t *testing.T) {
 	}
 }
 
+// TestBlobLock_Renew_SlowStore: when every answer takes longer than AttemptTimeout (storage
+// saturated by the run's own workers), the retries' growing timeouts let one renewal through
+// within the budget instead of cutting every try short.
+func TestBlobLock_Renew_SlowStore(t *testing.T) {
+	t.Parallel()
+	ft := newTestFaultTransport()
+	ft.slowBy = 1600 * time.Millisecond
+	c := newTestContainer(t, ft, &policy.RetryOptions{MaxRetries: -1})
+	lk, err := NewBlobLock(c, "leader", BlobLockOptions{Duration: testBlobLockDuration, AttemptTimeout: time.Second, Logger: quietTestLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := lk.Acquire(t.Context(), electiontest.Holder(1))
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	ft.setRule(func(req *http.Request) int {
+		if isTestRenewRequest(req) {
+			return faultSlow
+		}
+		return faultNone
+	})
+	// The leader's budget for one renewal: the lease less its safety margin, counted from now.
+	ctx, cancel := context.WithTimeout(t.Context(), testBlobLockDuration-testBlobLockDuration/6)
+	defer cancel()
+	if err := lk.Renew(ctx, l); err != nil {
+		t.Fatalf("Renew against a store answering in %s (attempt timeout 1s): %v", ft.slowBy, err)
+	}
+	if got := ft.renewsPassed.Load(); got < 1 {
+		t.Errorf("%d renewals answered, want at least 1", got)
+	}
+}
+
 func TestBlobLock_Acquire_LostResponses(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
