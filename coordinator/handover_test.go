@@ -505,7 +505,16 @@ func TestOnRenewal_CalledAfterEachRenewal(t *testing.T) {
 	var times []time.Time
 	err := in.leader.RunAsLeader(ctx, func(ctx context.Context, lease election.Lease, beat func()) error {
 		remove := election.OnRenewal(ctx, func(at time.Time) { mu.Lock(); times = append(times, at); mu.Unlock() })
-		waitFor(t, 40*time.Second, "two renewals", func() bool { mu.Lock(); defer mu.Unlock(); return len(times) >= 2 })
+		// Two renewals are due within about 10 s of a 15 s lease; a renewal that fails ends the
+		// leadership, and the test says why rather than waiting out its deadline.
+		waitFor(t, 40*time.Second, "two renewals", func() bool {
+			if ctx.Err() != nil {
+				t.Fatalf("leadership ended before two renewals: %v", context.Cause(ctx))
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			return len(times) >= 2
+		})
 		remove()
 		mu.Lock()
 		defer mu.Unlock()
