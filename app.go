@@ -74,6 +74,11 @@ func (a *App) register(name string, job Job, opts []JobOption) error {
 	if _, err := a.jobs.Lookup(name); err == nil {
 		return fail("name", ErrDuplicateJob)
 	}
+	if c, ok := job.(interface{ check() error }); ok {
+		if err := c.check(); err != nil {
+			return fail("job", err)
+		}
+	}
 	spec := jobSpec{job: job}
 	for _, o := range opts {
 		if o == nil {

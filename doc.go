@@ -19,6 +19,9 @@
 // partitions), Process may run more than once for a partition and must give the same result,
 // Aggregate is a pure function of the results, and a Merge is associative.
 //
+// A job is either a Job (JSON in and out, the raw interface) or built with TypedJob from
+// functions over Go types, with the JSON handled by Baton and unknown params refused.
+//
 // Mistakes are errors, never panics: Register returns a *RegistrationError naming the job and
 // the field, and Main and Run refuse to start while any registration failed, listing every
 // problem at once.

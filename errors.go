@@ -12,7 +12,7 @@ var (
 	ErrInvalidName = errors.New("invalid job name")
 	// ErrDuplicateJob: a job name is registered twice.
 	ErrDuplicateJob = errors.New("job already registered")
-	// ErrNilJob: a nil Job, or a job option that is nil.
+	// ErrNilJob: a nil Job, a TypedJob missing a function, or a job option that is nil.
 	ErrNilJob = errors.New("nil job")
 	// ErrInvalidParams: a job's default params are not a JSON object its ParamsValidator accepts.
 	ErrInvalidParams = errors.New("invalid params")

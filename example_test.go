@@ -130,3 +130,77 @@ func ExampleApp_Err() {
 	// baton: job "Nightly": name: invalid job name: want 1-63 characters of a-z, 0-9, '-' and '_', starting with a letter
 	// baton: job "export": job: nil job
 }
+
+// A typed job: Go types for params, payloads, outputs and the report; Baton does the JSON and
+// refuses unknown params.
+func ExampleTypedJob() {
+	type params struct {
+		Words []string `json:"words"`
+	}
+	plan := func(ctx context.Context, p params, cursor string, emit func(word string, next string) error) error {
+		start := 0
+		if cursor != "" {
+			fmt.Sscan(cursor, &start)
+		}
+		for i := start; i < len(p.Words); i++ {
+			if err := emit(p.Words[i], fmt.Sprint(i+1)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	process := func(ctx context.Context, part baton.Part[params, string]) (int, error) {
+		return len(part.Payload), nil
+	}
+	aggregate := func(ctx context.Context, run baton.RunOf[params], results iter.Seq2[baton.Outcome[int], error]) (int, error) {
+		letters := 0
+		for r, err := range results {
+			if err != nil {
+				return 0, err
+			}
+			letters += r.Output
+		}
+		return letters, nil
+	}
+	job := baton.TypedJob(plan, process, aggregate)
+
+	fmt.Println(job.ValidateParams(json.RawMessage(`{"wrods":["a"]}`)))
+	app := baton.New()
+	fmt.Println(app.Register("letters", job, baton.WithDefaultParams(`{"words":["baton"]}`)))
+	// Output:
+	// params: json: unknown field "wrods"
+	// <nil>
+}
+
+// WithMerge adds an associative merge of aggregates, so Baton folds results as they arrive.
+func ExampleTyped_WithMerge() {
+	type params struct{}
+	job := baton.TypedJob(
+		func(ctx context.Context, p params, cursor string, emit func(int, string) error) error {
+			if cursor == "" {
+				return emit(1, "done")
+			}
+			return nil
+		},
+		func(ctx context.Context, part baton.Part[params, int]) (int, error) { return part.Payload, nil },
+		func(ctx context.Context, run baton.RunOf[params], results iter.Seq2[baton.Outcome[int], error]) (int, error) {
+			sum := 0
+			for r, err := range results {
+				if err != nil {
+					return 0, err
+				}
+				sum += r.Output
+			}
+			return sum, nil
+		},
+	).WithMerge(func(ctx context.Context, run baton.RunOf[params], parts []int) (int, error) {
+		sum := 0
+		for _, p := range parts {
+			sum += p
+		}
+		return sum, nil
+	})
+	_, isMerger := job.(baton.Merger)
+	fmt.Println(isMerger)
+	// Output: true
+}
