@@ -1,9 +1,10 @@
 package baton
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
+
+	jsonparams "github.com/batonfn/baton/internal/params"
 )
 
 // JobOption configures one registration (see Register). A bad option is a *RegistrationError
@@ -24,39 +25,13 @@ type jobSpec struct {
 // such a run gets no params.
 func WithDefaultParams(params any) JobOption {
 	return func(s *jobSpec) error {
-		raw, err := toJSON(params)
+		raw, err := jsonparams.Object(params)
 		if err != nil {
 			return &RegistrationError{Field: "params", Err: fmt.Errorf("%w: %w", ErrInvalidParams, err)}
 		}
 		s.params = raw
 		return nil
 	}
-}
-
-// toJSON encodes v, taking raw JSON (json.RawMessage, []byte, string) as it is, and requires
-// a JSON object.
-func toJSON(v any) (json.RawMessage, error) {
-	var raw []byte
-	switch v := v.(type) {
-	case json.RawMessage:
-		raw = v
-	case []byte:
-		raw = v
-	case string:
-		raw = []byte(v)
-	default:
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, err
-		}
-		raw = b
-	}
-	raw = bytes.TrimSpace(raw)
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
-		return nil, fmt.Errorf("want a JSON object, got %.80q", raw)
-	}
-	return json.RawMessage(raw), nil
 }
 
 // check validates the registration as its options left it.
