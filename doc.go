@@ -17,7 +17,8 @@
 // result; the report is aggregated once, after every partition has a result. What a job must
 // guarantee in return: planning is deterministic (the same params and cursor give the same
 // partitions), Process may run more than once for a partition and must give the same result,
-// Aggregate is a pure function of the results, and a Merge is associative.
+// Aggregate is a pure function of the results, and a Merge is associative. Package batontest
+// checks all of these in a job author's own tests.
 //
 // A job is either a Job (JSON in and out, the raw interface) or built with TypedJob from
 // functions over Go types, with the JSON handled by Baton and unknown params refused.

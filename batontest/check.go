@@ -172,7 +172,7 @@ func (c *checker) checkPlan() {
 		c.errorf("plan", "planning from the start a second time: %v", err)
 		return
 	}
-	if i, diff := firstDiff(c.parts, again); diff != "" {
+	if i, diff := firstDiff(c.parts, again, 0); diff != "" {
 		c.errorf("plan is not deterministic", "partition %d: %s (the same params must give the same partitions)", i, diff)
 		return
 	}
@@ -201,26 +201,28 @@ func (c *checker) checkResume(i int) {
 		c.errorf("plan resume", "planning from the cursor after partition %d (%q): %v", i, cursor, err)
 		return
 	}
-	if j, diff := firstDiff(c.parts[i+1:], tail); diff != "" {
-		c.errorf("plan resume", "planning from the cursor after partition %d (%q): partition %d: %s", i, cursor, i+1+j, diff)
+	if j, diff := firstDiff(c.parts[i+1:], tail, i+1); diff != "" {
+		c.errorf("plan resume", "planning from the cursor after partition %d (%q): partition %d: %s", i, cursor, j, diff)
 	}
 }
 
-// firstDiff compares two plans, returning the index of the first difference and what it is.
-func firstDiff(want, got []planned) (int, string) {
+// firstDiff compares two plans whose first partition has index offset, returning the index
+// of the first difference and what it is.
+func firstDiff(want, got []planned, offset int) (int, string) {
 	for j := range min(len(want), len(got)) {
 		if !sameJSON(want[j].payload, got[j].payload) {
-			return j, fmt.Sprintf("payload %s, want %s", got[j].payload, want[j].payload)
+			return offset + j, fmt.Sprintf("payload %s, want %s", got[j].payload, want[j].payload)
 		}
 		if want[j].next != got[j].next {
-			return j, fmt.Sprintf("cursor %q, want %q", got[j].next, want[j].next)
+			return offset + j, fmt.Sprintf("cursor %q, want %q", got[j].next, want[j].next)
 		}
 	}
+	end := offset + len(want) // the index after the last partition
 	switch {
 	case len(got) > len(want):
-		return len(want), fmt.Sprintf("planned, but there should be only %d partitions", len(want))
+		return end, fmt.Sprintf("planned, but planning from the start ends with partition %d", end-1)
 	case len(got) < len(want):
-		return len(got), fmt.Sprintf("missing: planning ended after %d partitions, want %d", len(got), len(want))
+		return offset + len(got), fmt.Sprintf("missing: planning ended before it, but planning from the start goes on to partition %d", end-1)
 	}
 	return 0, ""
 }
