@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+
 	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/work"
@@ -96,6 +98,7 @@ func TestResolveTimerJob(t *testing.T) {
 		wantJob, wantPar string
 	}{
 		{"only job, its defaults", one, nil, "export", `{"partitions":3}`},
+		{"only job, params {} as Bicep deploys them", one, map[string]string{config.SettingJobParams: `{}`}, "export", `{"partitions":3}`},
 		{"only job, params set", one, map[string]string{config.SettingJobParams: `{"partitions":9}`}, "export", `{"partitions":9}`},
 		{"BATON_JOB wins", one, map[string]string{config.SettingJob: "other"}, "other", ""},
 		{"default job registered", builtinJobs(), nil, config.DefaultJob, config.DefaultJobParams},
@@ -132,5 +135,30 @@ func TestDefaultJobGuard_DefaultParams(t *testing.T) {
 		if string(got[i].Params) != w {
 			t.Errorf("request %d: params %s, want %s", i, got[i].Params, w)
 		}
+	}
+}
+
+// storageJob records the client it was handed.
+type storageJob struct {
+	work.Job
+	got *azblob.Client
+}
+
+func (j *storageJob) UseStorage(c *azblob.Client) { j.got = c }
+
+// Every job that asks for the app's storage gets the client, before any invocation.
+func TestBindStorage(t *testing.T) {
+	client, err := azblob.NewClientWithNoCredential("http://127.0.0.1:1/devstoreaccount1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := work.NewRegistry()
+	a, b := &storageJob{Job: synthetic.New()}, &storageJob{Job: synthetic.New()}
+	jobs.Register("a", a)
+	jobs.Register("b", b)
+	jobs.Register(synthetic.Name, synthetic.New())
+	bindStorage(jobs, client)
+	if a.got != client || b.got != client {
+		t.Errorf("UseStorage got %p and %p, want %p", a.got, b.got, client)
 	}
 }
