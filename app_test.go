@@ -13,11 +13,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/election/electiontest"
 	"github.com/batonfn/baton/internal/azurite"
 )
 
@@ -178,8 +178,8 @@ func TestRun_ServesUntilCancelled(t *testing.T) {
 		config.SettingWorkQueue:      azurite.UniqueName(t, "work"),
 		config.SettingControlQueue:   azurite.UniqueName(t, "control"),
 	}
-	logs := &lockedBuffer{}
-	app := New(WithSettings(func(k string) string { return env[k] }), WithLogger(slog.New(slog.NewJSONHandler(logs, nil))))
+	logs := electiontest.NewLogRecorder()
+	app := New(WithSettings(func(k string) string { return env[k] }), WithLogger(slog.New(logs)))
 	if err := app.Register("export", rawJob{}); err != nil {
 		t.Fatal(err)
 	}
@@ -215,25 +215,7 @@ func TestRun_ServesUntilCancelled(t *testing.T) {
 		t.Fatal("Run did not return after cancel")
 	}
 	// The app's own job is the timer's job: BATON_JOB is unset and it is the only one.
-	if !strings.Contains(logs.String(), `"msg":"handler listening"`) || !strings.Contains(logs.String(), `"job":"export"`) {
-		t.Errorf("the handler did not log listening with job export:\n%s", logs.String())
+	if rec, ok := logs.Find("handler listening"); !ok || rec.Attrs["job"] != "export" {
+		t.Errorf("the handler logged listening %v (found %v), want job export", rec.Attrs, ok)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for the handler's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
