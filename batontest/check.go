@@ -132,6 +132,7 @@ func (c *checker) check(params any) Report {
 	c.checkOutOfOrder(ref, refResults)
 	c.checkFailedAttempt(refResults)
 	c.checkMerge(refResults)
+	c.checkFailedPartition(refResults)
 	c.checkPermanent()
 	return ref
 }

@@ -75,6 +75,8 @@ type counter struct {
 	ordered     bool // Merge keeps the order it saw (order-sensitive)
 	offByOne    bool // Merge adds one (differs from Aggregate)
 	refuseMerge bool // Merge fails
+	// aggregate
+	failOnFailure bool // Aggregate refuses a failed result
 }
 
 type counterParams struct {
@@ -156,6 +158,9 @@ func (c *counter) Aggregate(ctx context.Context, run baton.RunInfo, results iter
 			return nil, err
 		}
 		var o counterOut
+		if !r.OK && c.failOnFailure {
+			return nil, fmt.Errorf("partition %d has no output", r.Index)
+		}
 		if !r.OK || json.Unmarshal(r.Output, &o) != nil {
 			continue
 		}
@@ -244,6 +249,7 @@ func TestCheck_EachBrokenPropertyFails(t *testing.T) {
 		{"order-sensitive merge, end to end", &counter{mergeable: true, ordered: true}, `{"n":70}`, []string{"out of order", "aggregate"}, 100},
 		{"merge differs from aggregate", &counter{mergeable: true, offByOne: true}, `{"n":4}`, []string{"merge", "Aggregate of all of them"}, 0},
 		{"merge fails", &counter{mergeable: true, refuseMerge: true}, `{"n":4}`, []string{"merge", "cannot merge"}, 0},
+		{"aggregate refuses a failed partition", &counter{failOnFailure: true}, `{"n":2}`, []string{"failed partition", "partition 0", "has no output"}, 0},
 		{"transient error on a bad payload", &counter{transientBad: true}, `{"n":2}`, []string{"permanent errors", "partition 0", "not marked permanent"}, 0},
 		{"params that plan nothing", &counter{}, `{"n":0}`, []string{"plan", "no partitions"}, 0},
 		{"params that are not an object", &counter{}, `[1]`, []string{"params", "JSON object"}, 0},

@@ -24,6 +24,8 @@
 //     same output on its retry;
 //   - merge: for a Merger, merging is associative and order-insensitive, and folding the
 //     results one by one gives what aggregating them all at once gives;
+//   - failed partition: Aggregate copes with a partition recorded as failed (its last delivery
+//     failed, or the run's deadline passed): a failure is data in the report;
 //   - permanent errors: a payload the job cannot read is refused with an error marked
 //     permanent (baton.Permanent), not one the host would retry until it dead-letters.
 //
