@@ -80,7 +80,7 @@ vulncheck:
 	fix=$$(echo "$$out" | sed -n 's/^ *Fixed in: .*@//p' | sort -V | tail -n 1); \
 	echo "NOTICE: govulncheck: the standard library of $$($(GO) env GOVERSION) has the known vulnerabilities above reached by this code, all fixed in $$fix: build with that Go or newer (VULNCHECK_STDLIB=fail makes this fail vet)"
 
-# The dashboard's headless-browser check (handler TestDashboard_Browser) needs Debian's
+# The dashboard's headless-browser check (internal/app TestDashboard_Browser) needs Debian's
 # chromium: installed here when missing (as root, e.g. on CI), and required by `make unit`.
 # The e2e package includes the short chaos soak (TestSoak, docs/reliability.md): about 2.5
 # minutes when every promise holds, about 5 when it finds violations and waits out their
@@ -116,7 +116,7 @@ BENCH_RUNS = \
 	./work/:Worker_StorageCallsPerPartition:2000x \
 	./work/:TryFinish_10000:1x \
 	./transport/storagequeue/:QueueSender:3x \
-	./handler/:API_ListRuns:10x \
+	./internal/app/:API_ListRuns:10x \
 	./bench/:.!^Benchmark\(Scale\|Throughput\)$$:1x
 bench: tools
 	@mkdir -p $(dir $(BENCH_OUT))

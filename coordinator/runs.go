@@ -103,7 +103,8 @@ type Config struct {
 	// leader's lease lapses within it).
 	TickWait time.Duration
 	// Now is the clock (default time.Now).
-	Now    func() time.Time
+	Now func() time.Time
+	// Logger receives the run's story (default: discarded).
 	Logger *slog.Logger
 }
 
@@ -161,7 +162,7 @@ func New(cfg Config) (*Coordinator, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Coordinator{cfg: cfg, leaseDur: cfg.Leader.LeaseDuration()}
 	if c.cfg.TickWait == 0 {

@@ -108,7 +108,7 @@ type payload struct {
 
 func loadGolden(t *testing.T, name string) payload {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot, "handler", "testdata", name))
+	b, err := os.ReadFile(filepath.Join(repoRoot, "internal", "app", "testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func compareForms(t *testing.T, what string, golden, got map[string]string, igno
 
 // TestConformance_PayloadsMatchGoldens captures the requests the devhost sends to the real
 // handler for a timer fire, a queue message and HTTP calls, and checks each against the golden
-// payloads in handler/testdata: the same keys with the same wire forms (double-encoded data,
+// payloads in internal/app/testdata: the same keys with the same wire forms (double-encoded data,
 // quoted strings, stringified integers, +00:00 times, sys with a 7-digit UtcNow, leaked body
 // properties), the invocation headers, and that the protocol package decodes them. Every
 // invocation must also be a success as the host judges replies.

@@ -49,7 +49,7 @@ type LeaderConfig struct {
 	// Now is the clock (default time.Now). It must move with the runtime's timers; tests use
 	// testing/synctest rather than a hand-driven clock.
 	Now func() time.Time
-	// Logger receives acquire, renew failure, loss, stall and release (default slog.Default()).
+	// Logger receives acquire, renew failure, loss, stall and release (default: discarded).
 	Logger *slog.Logger
 }
 
@@ -127,7 +127,7 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Leader{cfg: cfg, active: map[*leadership]struct{}{}}, nil
 }

@@ -265,7 +265,7 @@ func (h *deployedHandler) invoke(fn string, payload []byte) (int, []byte) {
 // invokeHTTP invokes an HTTP function with a golden httpTrigger payload and returns its `res`.
 func (h *deployedHandler) invokeHTTP(fn, golden string) protocol.HTTPResponse {
 	h.t.Helper()
-	status, body := h.invoke(fn, []byte(readFile(h.t, filepath.Join(repoRoot(h.t), "handler", "testdata", golden))))
+	status, body := h.invoke(fn, []byte(readFile(h.t, filepath.Join(repoRoot(h.t), "internal", "app", "testdata", golden))))
 	if status != http.StatusOK {
 		h.t.Fatalf("POST /%s: handler answered %d %s", fn, status, body)
 	}
@@ -284,7 +284,7 @@ func (h *deployedHandler) invokeHTTP(fn, golden string) protocol.HTTPResponse {
 // occurrence of the default hourly schedule).
 func (h *deployedHandler) tick() {
 	h.t.Helper()
-	status, body := h.invoke("Tick", []byte(readFile(h.t, filepath.Join(repoRoot(h.t), "handler", "testdata", "timer.json"))))
+	status, body := h.invoke("Tick", []byte(readFile(h.t, filepath.Join(repoRoot(h.t), "internal", "app", "testdata", "timer.json"))))
 	if status != http.StatusOK {
 		h.t.Fatalf("Tick: handler answered %d %s\nhandler output:\n%s", status, body, h.out)
 	}

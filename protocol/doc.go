@@ -3,7 +3,7 @@
 // trigger payloads for timer, Service Bus, Storage queue and HTTP functions.
 //
 // The shapes are the host's (docs/design.md, Host protocol), and the golden payloads in
-// handler/testdata pin them. The surprises this package absorbs so that callers do not have to:
+// internal/app/testdata pin them. The surprises this package absorbs so that callers do not have to:
 //
 //   - String trigger data arrives JSON-encoded twice ("\"text\""); some producers send it once.
 //     [DecodeMessage] accepts both.

@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// goldenSeeds adds every captured-shape payload in handler/testdata to the corpus.
+// goldenSeeds adds every captured-shape payload in internal/app/testdata to the corpus.
 func goldenSeeds(f *testing.F) [][]byte {
 	f.Helper()
-	files, _ := filepath.Glob(filepath.Join("..", "handler", "testdata", "*.json"))
+	files, _ := filepath.Glob(filepath.Join("..", "internal", "app", "testdata", "*.json"))
 	var out [][]byte
 	for _, file := range files {
 		b, err := os.ReadFile(file)

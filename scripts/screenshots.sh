@@ -13,5 +13,5 @@ mkdir -p "$out"
 cd "$root"
 make -s tools
 bash scripts/ensure-chromium.sh >/dev/null
-BATON_REQUIRE_BROWSER=1 BATON_SCREENSHOTS="$out" go test -count=1 -run '^TestDashboard_Operator$' ./handler
+BATON_REQUIRE_BROWSER=1 BATON_SCREENSHOTS="$out" go test -count=1 -run '^TestDashboard_Operator$' ./internal/app
 ls -1 "$out"/*.png

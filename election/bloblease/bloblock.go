@@ -42,7 +42,7 @@ type BlobLockOptions struct {
 	Setting string
 	// Now is the clock (default time.Now). It must move with the runtime's timers.
 	Now func() time.Time
-	// Logger receives retries and blob creation (default slog.Default()).
+	// Logger receives retries and blob creation (default: discarded).
 	Logger *slog.Logger
 }
 
@@ -99,7 +99,7 @@ func NewBlobLock(c *container.Client, name string, opts BlobLockOptions) (*BlobL
 		opts.Now = time.Now
 	}
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &BlobLock{
 		container: c,

@@ -17,7 +17,7 @@ import (
 
 // This file builds invocation requests exactly as the Functions host does (docs/design.md, Host
 // protocol), with the protocol package's encoders; the e2e conformance test compares the results with the
-// golden payloads in handler/testdata.
+// golden payloads in internal/app/testdata.
 
 // request is an invocation body before encoding.
 type request struct {

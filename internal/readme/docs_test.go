@@ -31,7 +31,7 @@ func TestReadme_StaysShort(t *testing.T) {
 		t.Errorf("README.md is %d bytes, over its %d-byte budget: move reference material to docs/", len(doc), maxReadme)
 	}
 	for _, want := range []string{"make demo", "make test", "cmd/devhost", "func start", "docs/api.md", "docs/deploy.md",
-		"docs/design.md", "docs/reliability.md"} {
+		"docs/design.md", "docs/reliability.md", "docs/jobs.md"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("README.md does not mention %q", want)
 		}

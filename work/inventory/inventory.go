@@ -67,8 +67,17 @@ type Job struct {
 	client *azblob.Client
 }
 
-// New returns the inventory job reading through client.
+// New returns the inventory job reading through client. With a nil client the job reads the
+// app's storage account, which the app hands it at start-up (UseStorage).
 func New(client *azblob.Client) work.Job { return &Job{client: client} }
+
+// UseStorage gives a job built without a client the app's storage account; a job built with
+// a client keeps it. Baton calls it once at start-up, before any invocation.
+func (j *Job) UseStorage(client *azblob.Client) {
+	if j.client == nil {
+		j.client = client
+	}
+}
 
 var (
 	_ work.Job             = (*Job)(nil)

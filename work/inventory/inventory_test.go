@@ -175,14 +175,7 @@ func planAll(t *testing.T, ctx context.Context, job work.Job, params json.RawMes
 }
 
 func TestInventory_SeededContainerThroughTheWorker(t *testing.T) {
-	ctx := testContext(t)
-	client, err := azclient.Blob(azurite.Shared(t).Storage(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cont := azurite.UniqueName(t, "inv")
-	spec := seedSpec()
-	seed(t, ctx, client, cont, spec)
+	ctx, client, cont, spec := seededContainer(t)
 	job := inventory.New(client)
 	params := json.RawMessage(fmt.Sprintf(`{"container":%q,"prefix":"data/","partitionSize":64}`, cont))
 

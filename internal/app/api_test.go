@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bytes"
@@ -586,7 +586,7 @@ func TestAPI_Dashboard_Golden(t *testing.T) {
 func TestFunctionFolders_AreRegistered(t *testing.T) {
 	s := newServer(slog.New(slog.DiscardHandler), time.Second, newInvocationID)
 	register(s, &functions{now: time.Now})
-	dirs, err := filepath.Glob(filepath.Join("..", "*", "function.json"))
+	dirs, err := filepath.Glob(filepath.Join("..", "..", "*", "function.json"))
 	if err != nil || len(dirs) == 0 {
 		t.Fatalf("no function.json found: %v", err)
 	}
@@ -820,7 +820,7 @@ func TestNewApp_APIShowsTheConfiguredSchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := newApp(cfg, slog.New(slog.DiscardHandler))
+	app, err := newApp(cfg, slog.New(slog.DiscardHandler), Options{Jobs: builtinJobs(), Getenv: func(k string) string { return env[k] }})
 	if err != nil {
 		t.Fatal(err)
 	}

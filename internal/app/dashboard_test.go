@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bufio"
@@ -205,7 +205,7 @@ func TestEnsureChromiumScript(t *testing.T) {
 	if err != nil {
 		t.Skip("no chmod")
 	}
-	script, err := filepath.Abs(filepath.Join("..", "scripts", "ensure-chromium.sh"))
+	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "ensure-chromium.sh"))
 	if err != nil {
 		t.Fatal(err)
 	}

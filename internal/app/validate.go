@@ -1,9 +1,7 @@
-package main
+package app
 
 import (
 	"fmt"
-	"io"
-	"os"
 	"strings"
 
 	"github.com/batonfn/baton/config"
@@ -21,14 +19,15 @@ var envSettings = []string{
 	config.SettingStartDeadline, config.SettingLeaseDuration, config.SettingRunTimeout, config.SettingLogLevel,
 }
 
-// validate is `baton validate`, run by azd's preprovision hook on the developer's machine
+// validate is `<exe> validate`, run by azd's preprovision hook on the developer's machine
 // before anything is provisioned. It checks the azd environment's Baton settings with the
 // handler's own start-up checks (config.Load, the schedule, the timer job's params), so a bad
 // value fails `azd up`/`azd provision` with the handler's message instead of reaching Azure.
 // Settings only the template knows (connections) get stand-ins; an unset setting takes the
 // template's default. FUNCTIONS_APP_ROOT_PATH (default: the current folder) locates host.json.
 // It returns the process exit code.
-func validate(getenv config.Getenv, stdout, stderr io.Writer) int {
+func validate(o Options) int {
+	getenv, stdout, stderr := o.Getenv, o.Stdout, o.Stderr
 	env := map[string]string{
 		config.SettingTransport:                                string(config.TransportServiceBus),
 		config.SettingHostStorage + "__blobServiceUri":         "https://account.blob.core.windows.net",
@@ -45,15 +44,18 @@ func validate(getenv config.Getenv, stdout, stderr io.Writer) int {
 			env[name] = v
 		}
 	}
-	cfg, err := config.Load(func(k string) string { return env[k] })
+	lookup := func(k string) string { return env[k] }
+	cfg, err := config.Load(lookup)
+	o.Getenv = lookup
+	resolveTimerJob(&cfg, o)
 	var problems []string
 	if err != nil {
 		problems = append(problems, strings.Split(err.Error(), "\n")...)
 	}
-	if _, err := coordinator.ParseSchedule(env[config.SettingSchedule], func(k string) string { return env[k] }); err != nil {
+	if _, err := coordinator.ParseSchedule(env[config.SettingSchedule], lookup); err != nil {
 		problems = append(problems, fmt.Sprintf("%s: %v", config.SettingSchedule, err))
 	}
-	if err := jobError(registerJobs(nil), cfg.Job, cfg.JobParams); err != nil {
+	if err := jobError(o.Jobs, cfg.Job, cfg.JobParams); err != nil {
 		problems = append(problems, err.Error())
 	}
 	if len(problems) > 0 {
@@ -66,16 +68,4 @@ func validate(getenv config.Getenv, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "baton validate: ok: %s=%s %s=%s %s=%s\n", config.SettingSchedule, cfg.Schedule,
 		config.SettingJob, cfg.Job, config.SettingJobParams, cfg.JobParams)
 	return 0
-}
-
-// subcommand runs a subcommand named in args, reporting whether there was one.
-func subcommand(args []string) (code int, ok bool) {
-	if len(args) < 2 {
-		return 0, false
-	}
-	switch args[1] {
-	case "validate":
-		return validate(os.Getenv, os.Stdout, os.Stderr), true
-	}
-	return 0, false
 }

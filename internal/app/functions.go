@@ -1,7 +1,8 @@
-package main
+package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -151,15 +152,20 @@ func waitOutOutage(ctx context.Context, log *slog.Logger, fn func(context.Contex
 }
 
 // defaultJobGuard refuses a manual run of the default (timer) job while that job is
-// misconfigured, with the error that names the setting; runs that name their own job pass.
+// misconfigured, with the error that names the setting; runs that name their own job pass, and
+// get that job's default params when they give none.
 type defaultJobGuard struct {
 	api.Starter
-	jobErr error
+	jobErr   error
+	defaults map[string]json.RawMessage
 }
 
 func (g defaultJobGuard) StartManual(ctx context.Context, req coordinator.ManualRequest) (coordinator.Outcome, error) {
 	if req.Job == "" && g.jobErr != nil {
 		return coordinator.Outcome{}, fmt.Errorf("%w: the default job is misconfigured: %w", coordinator.ErrBadRequest, g.jobErr)
+	}
+	if req.Job != "" && len(req.Params) == 0 {
+		req.Params = g.defaults[req.Job]
 	}
 	return g.Starter.StartManual(ctx, req)
 }

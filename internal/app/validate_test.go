@@ -1,7 +1,8 @@
-package main
+package app
 
 import (
 	"bytes"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,12 +13,12 @@ import (
 // value with the handler's own message naming the setting.
 func TestValidate(t *testing.T) {
 	run := func(kv ...string) (int, string) {
-		env := map[string]string{config.SettingAppRoot: ".."} // the repo's host.json
+		env := map[string]string{config.SettingAppRoot: filepath.Join("..", "..")} // the repo's host.json
 		for i := 0; i+1 < len(kv); i += 2 {
 			env[kv[i]] = kv[i+1]
 		}
 		var out, errb bytes.Buffer
-		code := validate(func(k string) string { return env[k] }, &out, &errb)
+		code := validate(Options{Jobs: builtinJobs(), Getenv: func(k string) string { return env[k] }, Stdout: &out, Stderr: &errb})
 		return code, out.String() + errb.String()
 	}
 	if code, out := run(); code != 0 || !strings.Contains(out, "BATON_JOB=synthetic") || !strings.Contains(out, config.DefaultJobParams) {

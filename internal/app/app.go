@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -74,8 +74,12 @@ func (a *wiring) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// newApp builds the SDK clients (the only place that does) and registers every function.
-func newApp(cfg config.Config, logger *slog.Logger) (*wiring, error) {
+// newApp builds the SDK clients (the only place that does), hands the app's storage to the jobs
+// that use it, and registers every function. cfg.Job and cfg.JobParams are the timer job as
+// resolveTimerJob settled them.
+func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) {
+	o = o.withDefaults()
+	jobs := o.Jobs
 	app := &wiring{server: newServer(logger.With("instance", cfg.InstanceID), cfg.InvocationTimeout(), newInvocationID)}
 	identity := ledger.Holder{App: cfg.AppName, Instance: cfg.InstanceID, PID: os.Getpid()}
 
@@ -121,14 +125,14 @@ func newApp(cfg config.Config, logger *slog.Logger) (*wiring, error) {
 	app.onClose(closeSenders)
 
 	store := blobstore.New(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), blobstore.Options{})
-	jobs := registerJobs(blobs)
+	bindStorage(jobs, blobs)
 	holder := identity
 	worker, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: holder, MaxDeliveries: cfg.MaxDeliveries, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
 
-	schedule, err := coordinator.ParseSchedule(cfg.Schedule, os.Getenv)
+	schedule, err := coordinator.ParseSchedule(cfg.Schedule, o.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", config.SettingSchedule, err)
 	}
@@ -155,7 +159,7 @@ func newApp(cfg config.Config, logger *slog.Logger) (*wiring, error) {
 		return nil, err
 	}
 
-	f := &functions{coord: coord, starter: defaultJobGuard{coord, jobErr}, worker: worker, leader: leader, store: store, now: time.Now}
+	f := &functions{coord: coord, starter: defaultJobGuard{Starter: coord, jobErr: jobErr, defaults: o.DefaultParams}, worker: worker, leader: leader, store: store, now: time.Now}
 	register(app.server, f, withSchedule(schedule, cfg))
 	return app, nil
 }

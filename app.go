@@ -1,0 +1,148 @@
+package baton
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"regexp"
+	"syscall"
+
+	"github.com/batonfn/baton/internal/app"
+	"github.com/batonfn/baton/work"
+)
+
+// App is a Baton app: the jobs it registered and how it runs. Build it with New, register the
+// jobs, then call Main (or Run). An App is not safe for concurrent registration.
+type App struct {
+	jobs     *work.Registry
+	defaults map[string]json.RawMessage
+	problems []error
+	logger   *slog.Logger
+	getenv   func(string) string
+}
+
+// Option configures an App.
+type Option func(*App)
+
+// WithLogger sends every line of the handler to logger. Default: JSON lines on standard
+// output at BATON_LOG_LEVEL (the Functions host collects standard output).
+func WithLogger(logger *slog.Logger) Option { return func(a *App) { a.logger = logger } }
+
+// WithSettings reads the app settings through getenv instead of the environment (tests, or an
+// app that keeps its settings elsewhere). Default: os.Getenv.
+func WithSettings(getenv func(string) string) Option { return func(a *App) { a.getenv = getenv } }
+
+// New returns an App with no jobs.
+func New(opts ...Option) *App {
+	a := &App{jobs: work.NewRegistry(), defaults: map[string]json.RawMessage{}}
+	for _, o := range opts {
+		if o != nil {
+			o(a)
+		}
+	}
+	return a
+}
+
+// jobName is what a job may be called: it appears in BATON_JOB, manual runs and the ledger.
+var jobName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+
+// Register adds job under name, for the timer (BATON_JOB) and for manual runs. A bad
+// registration — an invalid or duplicate name, a nil job, an invalid option — returns a
+// *RegistrationError naming the job and the field, and Main and Run will refuse to start; the
+// job is not registered.
+func (a *App) Register(name string, job Job, opts ...JobOption) error {
+	err := a.register(name, job, opts)
+	if err != nil {
+		a.problems = append(a.problems, err)
+	}
+	return err
+}
+
+func (a *App) register(name string, job Job, opts []JobOption) error {
+	fail := func(field string, err error) error { return &RegistrationError{Job: name, Field: field, Err: err} }
+	switch {
+	case !jobName.MatchString(name):
+		return fail("name", fmt.Errorf("%w: want 1-63 characters of a-z, 0-9, '-' and '_', starting with a letter", ErrInvalidName))
+	case job == nil:
+		return fail("job", ErrNilJob)
+	}
+	if _, err := a.jobs.Lookup(name); err == nil {
+		return fail("name", ErrDuplicateJob)
+	}
+	if c, ok := job.(interface{ check() error }); ok {
+		if err := c.check(); err != nil {
+			return fail("job", err)
+		}
+	}
+	spec := jobSpec{job: job}
+	for _, o := range opts {
+		if o == nil {
+			return fail("option", fmt.Errorf("%w: a job option is nil", ErrNilJob))
+		}
+		if err := o(&spec); err != nil {
+			var re *RegistrationError
+			if errors.As(err, &re) {
+				re.Job = name
+				return re
+			}
+			return fail("option", err)
+		}
+	}
+	if err := spec.check(); err != nil {
+		return fail(spec.field, err)
+	}
+	a.jobs.Register(name, job)
+	if spec.params != nil {
+		a.defaults[name] = spec.params
+	}
+	return nil
+}
+
+// Err reports every failed registration so far, joined (nil when there is none). Each is a
+// *RegistrationError.
+func (a *App) Err() error { return errors.Join(a.problems...) }
+
+// Run serves the Functions host until ctx is cancelled, then hands its leases over and
+// drains in-flight invocations. It returns at once with Err when a registration failed, or
+// with an error wrapping ErrSettings when the settings are invalid; nil after a clean stop.
+// Main is Run for a process.
+func (a *App) Run(ctx context.Context) error {
+	if err := a.Err(); err != nil {
+		return err
+	}
+	return app.Serve(ctx, a.options(os.Stdout, os.Stderr))
+}
+
+// ErrSettings marks a start-up that Run refused because of the app's settings (a BATON_*
+// setting or a connection); the error names each setting to fix.
+var ErrSettings = app.ErrSettings
+
+// Main runs the app as the custom handler process and exits: it serves until SIGTERM or
+// Ctrl-C (see Run), or, when the first argument is "validate", checks the app's settings
+// without serving (azd's preprovision hook runs it). It exits 2, with every problem on
+// standard error, when a registration failed or the settings are invalid.
+func (a *App) Main() {
+	os.Exit(a.main(os.Args, os.Stdout, os.Stderr))
+}
+
+func (a *App) main(args []string, stdout, stderr io.Writer) int {
+	if len(a.problems) > 0 {
+		fmt.Fprintf(stderr, "baton: cannot start: %d job registration(s) failed:\n", len(a.problems))
+		for _, p := range a.problems {
+			fmt.Fprintf(stderr, "  %v\n", p)
+		}
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return app.Main(ctx, args, a.options(stdout, stderr))
+}
+
+func (a *App) options(stdout, stderr io.Writer) app.Options {
+	return app.Options{Jobs: a.jobs, DefaultParams: a.defaults, Logger: a.logger, Getenv: a.getenv, Stdout: stdout, Stderr: stderr}
+}

@@ -1,0 +1,221 @@
+package baton
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/election/electiontest"
+	"github.com/batonfn/baton/internal/azurite"
+)
+
+func TestMain(m *testing.M) { os.Exit(azurite.Main(m)) }
+
+// rawJob is the smallest raw Job: one partition, output echoes the payload.
+type rawJob struct{}
+
+func (rawJob) Plan(ctx context.Context, params json.RawMessage, cursor string, emit func(json.RawMessage, string) error) error {
+	if cursor != "" {
+		return nil
+	}
+	return emit(json.RawMessage(`{"n":1}`), "1")
+}
+
+func (rawJob) Process(ctx context.Context, p Partition) (json.RawMessage, error) {
+	return p.Payload, nil
+}
+
+func (rawJob) Aggregate(ctx context.Context, run RunInfo, results iter.Seq2[Result, error]) (json.RawMessage, error) {
+	return json.RawMessage(`{}`), nil
+}
+
+// strictJob accepts only params {"limit": n} with n > 0.
+type strictJob struct{ rawJob }
+
+func (strictJob) ValidateParams(params json.RawMessage) error {
+	var p struct{ Limit int }
+	if err := json.Unmarshal(params, &p); err != nil || p.Limit <= 0 {
+		return errors.New("limit must be a positive number")
+	}
+	return nil
+}
+
+// Every registration mistake is a *RegistrationError naming the job and the field, with its
+// sentinel; the app remembers each one.
+func TestRegister_MistakesAreTypedErrors(t *testing.T) {
+	app := New()
+	if err := app.Register("export", rawJob{}); err != nil {
+		t.Fatalf("valid registration: %v", err)
+	}
+	cases := []struct {
+		name     string
+		job      Job
+		opts     []JobOption
+		field    string
+		sentinel error
+	}{
+		{"", rawJob{}, nil, "name", ErrInvalidName},
+		{"Export", rawJob{}, nil, "name", ErrInvalidName},
+		{"nightly export", rawJob{}, nil, "name", ErrInvalidName},
+		{strings.Repeat("a", 64), rawJob{}, nil, "name", ErrInvalidName},
+		{"export", rawJob{}, nil, "name", ErrDuplicateJob},
+		{"nothing", nil, nil, "job", ErrNilJob},
+		{"nilopt", rawJob{}, []JobOption{nil}, "option", ErrNilJob},
+		{"array", rawJob{}, []JobOption{WithDefaultParams(`[1]`)}, "params", ErrInvalidParams},
+		{"unencodable", rawJob{}, []JobOption{WithDefaultParams(func() {})}, "params", ErrInvalidParams},
+		{"strict", strictJob{}, []JobOption{WithDefaultParams(map[string]int{"limit": 0})}, "params", ErrInvalidParams},
+	}
+	for _, c := range cases {
+		err := app.Register(c.name, c.job, c.opts...)
+		var re *RegistrationError
+		if !errors.As(err, &re) {
+			t.Errorf("Register(%q): %v, want a *RegistrationError", c.name, err)
+			continue
+		}
+		if re.Job != c.name || re.Field != c.field || !errors.Is(err, c.sentinel) {
+			t.Errorf("Register(%q) = %+v, want job %q field %q wrapping %v", c.name, re, c.name, c.field, c.sentinel)
+		}
+		if !strings.Contains(err.Error(), fmt.Sprintf("%q", c.name)) {
+			t.Errorf("Register(%q): message %q does not name the job", c.name, err)
+		}
+	}
+	joined := app.Err()
+	for _, c := range cases {
+		if !strings.Contains(joined.Error(), fmt.Sprintf("job %q", c.name)) {
+			t.Errorf("Err() does not list %q: %v", c.name, joined)
+		}
+	}
+	if err := app.Register("strict", strictJob{}, WithDefaultParams(json.RawMessage(`{"limit":3}`))); err != nil {
+		t.Errorf("a refused registration must not reserve its name: %v", err)
+	}
+}
+
+// Run and Main refuse to start while any registration failed, and Main lists every problem.
+func TestMainAndRun_RefuseFailedRegistrations(t *testing.T) {
+	app := New(WithSettings(func(string) string { return "" }))
+	_ = app.Register("", rawJob{})
+	_ = app.Register("b", nil)
+	err := app.Run(context.Background())
+	var re *RegistrationError
+	if !errors.As(err, &re) || !errors.Is(err, ErrNilJob) || !errors.Is(err, ErrInvalidName) {
+		t.Fatalf("Run: %v, want both registration errors", err)
+	}
+	var out, errb bytes.Buffer
+	code := app.main([]string{"baton"}, &out, &errb)
+	if code != 2 || !strings.Contains(errb.String(), `job ""`) || !strings.Contains(errb.String(), `job "b"`) {
+		t.Errorf("main: exit %d, stderr %q; want 2 listing both problems", code, errb.String())
+	}
+}
+
+// Run with invalid settings returns at once with ErrSettings naming the setting.
+func TestRun_InvalidSettings(t *testing.T) {
+	app := New(WithSettings(func(k string) string {
+		if k == config.SettingLeaseDuration {
+			return "forever"
+		}
+		return ""
+	}))
+	_ = app.Register("export", rawJob{})
+	err := app.Run(context.Background())
+	if !errors.Is(err, ErrSettings) || !strings.Contains(err.Error(), config.SettingLeaseDuration) {
+		t.Errorf("Run: %v, want ErrSettings naming %s", err, config.SettingLeaseDuration)
+	}
+}
+
+// `validate` checks an app's own job: with BATON_JOB unset the only registered job is the
+// timer's job, with its default params; bad default params never get this far.
+func TestMain_ValidateUsesTheAppsJobs(t *testing.T) {
+	env := map[string]string{config.SettingAppRoot: "."}
+	app := New(WithSettings(func(k string) string { return env[k] }))
+	if err := app.Register("export", strictJob{}, WithDefaultParams(`{"limit":5}`)); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := app.main([]string{"baton", "validate"}, &out, &errb); code != 0 {
+		t.Fatalf("validate: exit %d: %s%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), `BATON_JOB=export BATON_JOB_PARAMS={"limit":5}`) {
+		t.Errorf("validate: %q, want the app's job and its default params", out.String())
+	}
+	env[config.SettingJobParams] = `{"limit":-1}`
+	out.Reset()
+	errb.Reset()
+	if code := app.main([]string{"baton", "validate"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "limit must be a positive number") {
+		t.Errorf("validate with bad params: exit %d: %s", code, errb.String())
+	}
+}
+
+// Run serves an app's own job over Azurite: the host's readiness probe is answered, and
+// cancelling the context stops it cleanly.
+func TestRun_ServesUntilCancelled(t *testing.T) {
+	srv := azurite.Shared(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	env := map[string]string{
+		config.SettingPort:           strconv.Itoa(port),
+		config.SettingHostStorage:    srv.ConnectionString(),
+		config.SettingTransport:      string(config.TransportQueue),
+		config.SettingAppRoot:        ".",
+		config.SettingSchedule:       "0 0 3 * * *",
+		config.SettingRunsContainer:  azurite.UniqueName(t, "runs"),
+		config.SettingLeaseContainer: azurite.UniqueName(t, "leases"),
+		config.SettingWorkQueue:      azurite.UniqueName(t, "work"),
+		config.SettingControlQueue:   azurite.UniqueName(t, "control"),
+	}
+	logs := electiontest.NewLogRecorder()
+	app := New(WithSettings(func(k string) string { return env[k] }), WithLogger(slog.New(logs)))
+	if err := app.Register("export", rawJob{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned before serving: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the app never became ready: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond) // readiness poll, as the host does
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after cancel: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not return after cancel")
+	}
+	// The app's own job is the timer's job: BATON_JOB is unset and it is the only one.
+	if rec, ok := logs.Find("handler listening"); !ok || rec.Attrs["job"] != "export" {
+		t.Errorf("the handler logged listening %v (found %v), want job export", rec.Attrs, ok)
+	}
+}

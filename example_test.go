@@ -1,0 +1,206 @@
+package baton_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"os"
+
+	"github.com/batonfn/baton"
+)
+
+// countdown is a raw Job: params {"from": n} plan n partitions, each outputs its number, and
+// the report is their sum.
+type countdown struct{}
+
+func (countdown) Plan(ctx context.Context, params json.RawMessage, cursor string, emit func(json.RawMessage, string) error) error {
+	var p struct{ From int }
+	if err := json.Unmarshal(params, &p); err != nil {
+		return baton.Permanent(err)
+	}
+	var start int
+	if cursor != "" {
+		if _, err := fmt.Sscan(cursor, &start); err != nil {
+			return baton.Permanent(err)
+		}
+	}
+	for i := start; i < p.From; i++ {
+		if err := emit(json.RawMessage(fmt.Sprint(i)), fmt.Sprint(i+1)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (countdown) Process(ctx context.Context, p baton.Partition) (json.RawMessage, error) {
+	return p.Payload, nil
+}
+
+func (countdown) Aggregate(ctx context.Context, run baton.RunInfo, results iter.Seq2[baton.Result, error]) (json.RawMessage, error) {
+	sum := 0
+	for r, err := range results {
+		if err != nil {
+			return nil, err
+		}
+		var n int
+		if r.OK && json.Unmarshal(r.Output, &n) == nil {
+			sum += n
+		}
+	}
+	return json.Marshal(sum)
+}
+
+// An app registers its jobs by name and hands over to Main.
+func ExampleNew() {
+	app := baton.New(baton.WithLogger(slog.New(slog.NewJSONHandler(os.Stdout, nil))))
+	if err := app.Register("countdown", countdown{}); err != nil {
+		fmt.Println(err)
+	}
+	fmt.Println(app.Err())
+	// Output: <nil>
+}
+
+// A bad registration is an error naming the job and the field; Main would refuse to start.
+func ExampleApp_Register() {
+	app := baton.New()
+	_ = app.Register("countdown", countdown{})
+	err := app.Register("countdown", countdown{})
+
+	var re *baton.RegistrationError
+	if errors.As(err, &re) {
+		fmt.Println(re.Job, re.Field, errors.Is(err, baton.ErrDuplicateJob))
+	}
+	fmt.Println(err)
+	// Output:
+	// countdown name true
+	// baton: job "countdown": name: job already registered
+}
+
+// Default params are checked at registration: here the JSON is not an object.
+func ExampleWithDefaultParams() {
+	app := baton.New()
+	err := app.Register("countdown", countdown{}, baton.WithDefaultParams(`[10]`))
+	fmt.Println(errors.Is(err, baton.ErrInvalidParams))
+	fmt.Println(app.Register("countdown", countdown{}, baton.WithDefaultParams(map[string]int{"from": 10})))
+	// Output:
+	// true
+	// <nil>
+}
+
+// Main is the whole of a main function: it reads the settings, serves the Functions host and
+// exits with a message naming what is wrong when it cannot start.
+func ExampleApp_Main() {
+	app := baton.New()
+	_ = app.Register("countdown", countdown{})
+	app.Main()
+}
+
+// Run is Main without the process: it returns instead of exiting. Here the settings are
+// invalid, so it returns at once.
+func ExampleApp_Run() {
+	app := baton.New(baton.WithSettings(func(name string) string {
+		if name == "BATON_RUN_TIMEOUT" {
+			return "a week"
+		}
+		return ""
+	}))
+	_ = app.Register("countdown", countdown{})
+	err := app.Run(context.Background())
+	fmt.Println(errors.Is(err, baton.ErrSettings))
+	// Output: true
+}
+
+// Permanent marks an error that retrying cannot fix: the partition fails at once.
+func ExamplePermanent() {
+	err := baton.Permanent(errors.New("row 7: not a number"))
+	fmt.Println(errors.Is(err, baton.ErrPermanent))
+	// Output: true
+}
+
+// Err lists every failed registration at once.
+func ExampleApp_Err() {
+	app := baton.New()
+	_ = app.Register("Nightly", countdown{})
+	_ = app.Register("export", nil)
+	fmt.Println(app.Err())
+	// Output:
+	// baton: job "Nightly": name: invalid job name: want 1-63 characters of a-z, 0-9, '-' and '_', starting with a letter
+	// baton: job "export": job: nil job
+}
+
+// A typed job: Go types for params, payloads, outputs and the report; Baton does the JSON and
+// refuses unknown params.
+func ExampleTypedJob() {
+	type params struct {
+		Words []string `json:"words"`
+	}
+	plan := func(ctx context.Context, p params, cursor string, emit func(word string, next string) error) error {
+		start := 0
+		if cursor != "" {
+			fmt.Sscan(cursor, &start)
+		}
+		for i := start; i < len(p.Words); i++ {
+			if err := emit(p.Words[i], fmt.Sprint(i+1)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	process := func(ctx context.Context, part baton.Part[params, string]) (int, error) {
+		return len(part.Payload), nil
+	}
+	aggregate := func(ctx context.Context, run baton.RunOf[params], results iter.Seq2[baton.Outcome[int], error]) (int, error) {
+		letters := 0
+		for r, err := range results {
+			if err != nil {
+				return 0, err
+			}
+			letters += r.Output
+		}
+		return letters, nil
+	}
+	job := baton.TypedJob(plan, process, aggregate)
+
+	fmt.Println(job.ValidateParams(json.RawMessage(`{"wrods":["a"]}`)))
+	app := baton.New()
+	fmt.Println(app.Register("letters", job, baton.WithDefaultParams(`{"words":["baton"]}`)))
+	// Output:
+	// params: json: unknown field "wrods"
+	// <nil>
+}
+
+// WithMerge adds an associative merge of aggregates, so Baton folds results as they arrive.
+func ExampleTyped_WithMerge() {
+	type params struct{}
+	job := baton.TypedJob(
+		func(ctx context.Context, p params, cursor string, emit func(int, string) error) error {
+			if cursor == "" {
+				return emit(1, "done")
+			}
+			return nil
+		},
+		func(ctx context.Context, part baton.Part[params, int]) (int, error) { return part.Payload, nil },
+		func(ctx context.Context, run baton.RunOf[params], results iter.Seq2[baton.Outcome[int], error]) (int, error) {
+			sum := 0
+			for r, err := range results {
+				if err != nil {
+					return 0, err
+				}
+				sum += r.Output
+			}
+			return sum, nil
+		},
+	).WithMerge(func(ctx context.Context, run baton.RunOf[params], parts []int) (int, error) {
+		sum := 0
+		for _, p := range parts {
+			sum += p
+		}
+		return sum, nil
+	})
+	_, isMerger := job.(baton.Merger)
+	fmt.Println(isMerger)
+	// Output: true
+}
