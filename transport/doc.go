@@ -26,10 +26,20 @@
 // Validation happens before anything is sent: an empty or overlong ID (ErrInvalid), a
 // negative TTL (ErrInvalid) or a body that cannot fit (ErrTooLarge) fails the whole Send
 // with nothing sent. Sending an empty slice is a no-op. Errors are classified once per
-// adapter: IsTransient (errors.Is(err, ErrTransient)) is true when re-sending later may
-// succeed (connection lost, timeout, server busy, 408/429/5xx); validation, auth, not-found
-// and context cancellation are not transient. The SDK errors stay in the chain for
-// errors.As.
+// adapter, into one of these classes:
+//
+//   - throttled (IsThrottled, and IsTransient too): the service asked the sender to slow
+//     down: Service Bus server-busy (which azservicebus retries itself and then returns as a
+//     raw *amqp.Error) or a quota reached (a full entity: dead letters count too), Storage
+//     ServerBusy, 429 or 503. Back off, then send the same messages again;
+//   - transient (IsTransient): a blip: connection or link lost, timeout, 408/5xx;
+//   - ErrTooLarge: the message does not fit (the SDK's batch check or the broker's
+//     message-size-exceeded);
+//   - ErrClosed: the sender (or the SDK's link under it) was closed;
+//   - permanent (no marker): validation (ErrInvalid), auth, entity not found or disabled,
+//     context cancellation, anything unknown.
+//
+// The SDK errors stay in the chain for errors.As.
 //
 // # Service Bus (ServiceBusSender)
 //
