@@ -68,6 +68,17 @@
 // Properties are ignored: put everything the worker needs in the body. The queue is created
 // before the first Send (once per sender; an existing queue is fine) unless NoCreate is set.
 //
+// # Dead letters (DeadLetterQueue)
+//
+// A message no invocation could handle within its delivery budget is moved aside: to the
+// Service Bus queue's dead-letter subqueue (also on expiry), or by the Functions queue
+// trigger to "<queue>-poison". DeadLetterQueue counts, peeks and purges them with the rights
+// the app already has to receive: DeadLetterQueue in transport/servicebus peeks the subqueue
+// (a bounded count, "at least N" beyond it; with the broker's reason and description) and
+// purges it in ReceiveAndDelete mode; PoisonQueue in transport/storagequeue reads the poison
+// queue's approximate message count, peeks up to 32 and clears it. Dead letters count
+// against a Service Bus entity's size quota, and a full entity refuses every send.
+//
 // # Not guaranteed
 //
 //   - Ordering: the Storage queue sends in parallel and neither service orders redeliveries.
