@@ -1,7 +1,8 @@
 // Command baton is the Azure Functions custom handler: a web server on
 // FUNCTIONS_CUSTOMHANDLER_PORT that the Functions host (or the local devhost) calls with one
 // POST per invocation. `baton validate` instead checks the Baton settings of an azd environment
-// with the same checks and exits (azd's preprovision hook runs it). It only wires things together: config, logging, SDK clients, the routes
+// with the same checks and exits (azd's preprovision hook runs it); `baton deadletters` counts,
+// shows and purges the queues' dead letters. It only wires things together: config, logging, SDK clients, the routes
 // and graceful shutdown; coordinator and work hold the logic.
 package main
 

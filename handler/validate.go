@@ -76,6 +76,8 @@ func subcommand(args []string) (code int, ok bool) {
 	switch args[1] {
 	case "validate":
 		return validate(os.Getenv, os.Stdout, os.Stderr), true
+	case "deadletters":
+		return deadLettersMain(args[1:]), true
 	}
 	return 0, false
 }

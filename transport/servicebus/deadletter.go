@@ -14,8 +14,9 @@ import (
 // Defaults of DeadLetterQueueOptions.
 const (
 	// DefaultMaxDeadLetterCount is how many dead letters Count peeks before it answers
-	// "at least": 1,000 messages, four peeks of 250.
-	DefaultMaxDeadLetterCount = 1000
+	// "at least". A peek costs a Standard namespace one credit per message (of its 1,000 a
+	// second), so the default keeps a count to at most 101 credits.
+	DefaultMaxDeadLetterCount = 100
 	// DefaultPurgeWait is how long Purge waits for another message before it concludes that
 	// the dead-letter subqueue is empty.
 	DefaultPurgeWait = 2 * time.Second

@@ -75,12 +75,13 @@ func TestDeadLetterQueue_Count(t *testing.T) {
 		want      transport.DeadLetterCount
 		wantPeeks []int
 	}{
-		{"empty", 0, 0, transport.DeadLetterCount{Queue: "work"}, []int{250}},
-		{"a few", 7, 0, transport.DeadLetterCount{Queue: "work", Count: 7}, []int{250, 250}},
-		{"several pages", 600, 0, transport.DeadLetterCount{Queue: "work", Count: 600}, []int{250, 250, 250, 250}},
+		{"empty", 0, 0, transport.DeadLetterCount{Queue: "work"}, []int{101}},
+		{"a few", 7, 0, transport.DeadLetterCount{Queue: "work", Count: 7}, []int{101, 94}},
+		{"a few under the default limit", 60, 0, transport.DeadLetterCount{Queue: "work", Count: 60}, []int{101, 41}},
 		{"exactly the limit", 5, 5, transport.DeadLetterCount{Queue: "work", Count: 5}, []int{6, 1}},
 		{"over the limit", 9, 5, transport.DeadLetterCount{Queue: "work", Count: 5, AtLeast: true}, []int{6}},
-		{"over the default limit", 1200, 0, transport.DeadLetterCount{Queue: "work", Count: 1000, AtLeast: true}, []int{250, 250, 250, 250, 1}},
+		{"over the default limit", 1200, 0, transport.DeadLetterCount{Queue: "work", Count: 100, AtLeast: true}, []int{101}},
+		{"several pages under a high limit", 1200, 2000, transport.DeadLetterCount{Queue: "work", Count: 1200}, []int{250, 250, 250, 250, 250, 250}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,13 +22,7 @@ func newPoisonQueue(t *testing.T) (*PoisonQueue, *azqueue.QueueClient) {
 		t.Fatalf("queue client: %v", err)
 	}
 	name := azurite.UniqueName(t, "q")
-	raw := svc.NewQueueClient(name + PoisonSuffix)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = raw.Delete(ctx, nil)
-	})
-	return NewPoisonQueue(svc, name), raw
+	return NewPoisonQueue(svc, name), azurite.NewQueue(t, name+PoisonSuffix)
 }
 
 // A queue that never poisoned anything has no poison queue: it counts as empty, and peeking
