@@ -46,6 +46,9 @@ type DeadLetterQueueOptions struct {
 
 // DeadLetterQueue reads and purges a Service Bus queue's dead-letter subqueue with a
 // receiver: peeks to count and inspect (no lock, nothing removed), ReceiveAndDelete to purge.
+// Although the receiver is in ReceiveAndDelete mode, counting and peeking delete nothing:
+// azservicebus attaches the link without credit and issues credit only in ReceiveMessages,
+// which only Purge calls.
 // It needs the Listen right (Azure Service Bus Data Receiver), which the Functions trigger
 // needs anyway; the exact count from the management API would need Manage (Data Owner). A
 // peek is a receive operation: on a Standard namespace it costs credits like any other, so
