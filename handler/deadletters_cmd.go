@@ -76,6 +76,9 @@ func deadLetters(ctx context.Context, args []string, getenv config.Getenv, out i
 	if err != nil {
 		return err
 	}
+	if sub == "purge" && *queue == "" {
+		return fmt.Errorf("purge needs -queue: name the queue whose dead letters to delete (%s or %s)", cfg.WorkQueue, cfg.ControlQueue)
+	}
 	queues, err := deadletter.Open(cfg)
 	if err != nil {
 		return err
@@ -99,16 +102,13 @@ func deadLetters(ctx context.Context, args []string, getenv config.Getenv, out i
 	case "peek":
 		return peekDeadLetters(ctx, picked, *n, out)
 	}
-	if *queue == "" {
-		return fmt.Errorf("purge needs -queue: name the queue whose dead letters to delete (%s or %s)", cfg.WorkQueue, cfg.ControlQueue)
-	}
 	purged, err := picked[0].Purge(ctx)
 	fmt.Fprintf(out, "purged %d dead letters of queue %s\n", purged, *queue)
 	return err
 }
 
-// deadLetterSettings reads the settings the dead-letter commands need, with the app's defaults and
-// names (a subset of config.Load, which also wants the schedule and the job).
+// deadLetterSettings reads the settings the dead-letter commands need, with the app's
+// defaults and names (a subset of config.Load, which also wants the schedule and the job).
 func deadLetterSettings(getenv config.Getenv) (config.Config, error) {
 	or := func(name, def string) string {
 		if v := strings.TrimSpace(getenv(name)); v != "" {
