@@ -94,13 +94,17 @@ type Config struct {
 	Logger *slog.Logger
 	// Schedule is the timer's schedule and policies; nil answers ?occurrences= with 503.
 	Schedule *ScheduleConfig
+	// DeadLetters are the queues whose dead letters GET /api/leader counts (the work and
+	// control queues); none: the reply lists none.
+	DeadLetters []DeadLetterCounter
 }
 
 // API serves the endpoints. It is safe for concurrent use.
 type API struct {
-	cfg     Config
-	created *createdCache
-	final   *finalCache
+	cfg         Config
+	created     *createdCache
+	final       *finalCache
+	deadLetters deadLetterCache
 }
 
 // New validates cfg and returns an API.

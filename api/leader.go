@@ -24,6 +24,10 @@ type LeaderReply struct {
 	// LeaseState is storage's lease state: available, leased, expired, breaking or broken;
 	// "none" when the lease blob does not exist yet (no one has contended).
 	LeaseState string `json:"leaseState"`
+	// DeadLetters counts the messages each queue gave up on (Service Bus dead-letter
+	// subqueue, Storage poison queue), counted at most every DeadLetterCacheTTL; an empty
+	// list when the API was given no queues.
+	DeadLetters []DeadLetterReply `json:"deadLetters"`
 }
 
 // LeaseStateNone is LeaderReply.LeaseState before anyone contended.
@@ -38,7 +42,9 @@ func (a *API) Leader(ctx context.Context, r Request) Reply {
 	if err != nil {
 		return a.storageError(r, "read the lease", err)
 	}
-	return jsonReply(http.StatusOK, leaderReply(st))
+	out := leaderReply(st)
+	out.DeadLetters = a.deadLetters.counts(ctx, a.cfg.DeadLetters, a.cfg.Now)
+	return jsonReply(http.StatusOK, out)
 }
 
 func leaderReply(st election.LeaderState) LeaderReply {

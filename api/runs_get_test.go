@@ -310,11 +310,11 @@ func TestLeader_Reply(t *testing.T) {
 		want string
 	}{
 		{"never contended", election.LeaderState{},
-			`{"held":false,"holder":null,"epoch":0,"since":null,"releasedAt":null,"leaseState":"none"}`},
+			`{"held":false,"holder":null,"epoch":0,"since":null,"releasedAt":null,"leaseState":"none","deadLetters":[]}`},
 		{"held", election.LeaderState{Held: true, Holder: ledger.Holder{App: "a", Instance: "i", PID: 2}, Epoch: 7, Since: since, LeaseState: "leased"},
-			`{"held":true,"holder":{"app":"a","instance":"i","pid":2},"epoch":7,"since":"2026-11-21T09:00:00Z","releasedAt":null,"leaseState":"leased"}`},
+			`{"held":true,"holder":{"app":"a","instance":"i","pid":2},"epoch":7,"since":"2026-11-21T09:00:00Z","releasedAt":null,"leaseState":"leased","deadLetters":[]}`},
 		{"released", election.LeaderState{Holder: ledger.Holder{App: "a", Instance: "i", PID: 2}, Epoch: 7, Since: since, ReleasedAt: since.Add(time.Second), LeaseState: "available"},
-			`{"held":false,"holder":{"app":"a","instance":"i","pid":2},"epoch":7,"since":"2026-11-21T09:00:00Z","releasedAt":"2026-11-21T09:00:01Z","leaseState":"available"}`},
+			`{"held":false,"holder":{"app":"a","instance":"i","pid":2},"epoch":7,"since":"2026-11-21T09:00:00Z","releasedAt":"2026-11-21T09:00:01Z","leaseState":"available","deadLetters":[]}`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/batonfn/baton/election"
@@ -211,10 +213,23 @@ func (c *Coordinator) missing(ctx context.Context, m ledger.Manifest) ([]int, er
 	return out, nil
 }
 
-// reenqueue claims the next re-enqueue round (a CAS on the manifest, so duplicate checks do
-// not both send) and sends just the missing partitions from their stored plan batches.
+// reenqueue spends the next re-enqueue round (m.CheckRound+1) on the missing partitions:
+// send them from their stored plan batches, then claim the round in the manifest (a CAS, so a
+// duplicate check that reads the manifest after the claim does not send again).
+//
+// Sending before claiming makes a failure between the two harmless. A send that fails part
+// way (the second plan batch of three, say) leaves the round unclaimed and the deadline
+// passed, so the check's retry (the invocation keeps its message through a transport outage,
+// or the host delivers it again) sends the whole round again at once, with the same message
+// IDs, and the round is spent only when every missing partition went out. A claim that fails
+// after the sends only makes the retry repeat them. The price is that two copies of one check
+// running at the same moment can both send the round: the same message IDs, which Service Bus
+// duplicate detection drops and the workers' one-result rule absorbs on the Storage queue.
 func (c *Coordinator) reenqueue(ctx context.Context, m ledger.Manifest, missing []int, next int, retryAt time.Time) error {
 	round := m.CheckRound + 1
+	if err := c.sendMissing(ctx, m, missing, round); err != nil {
+		return fmt.Errorf("re-enqueue round %d of %s: %w", round, m.RunID, err)
+	}
 	claimed := false
 	m, err := c.cfg.Store.UpdateManifest(ctx, m.RunID, ledger.NoFence, func(cur *ledger.Manifest) error {
 		if cur.CheckRound != round-1 || cur.State.Final() {
@@ -229,22 +244,28 @@ func (c *Coordinator) reenqueue(ctx context.Context, m ledger.Manifest, missing 
 		return err
 	}
 	if claimed {
-		byBatch := map[int][]int{}
-		for _, i := range missing {
-			byBatch[m.BatchOf(i)] = append(byBatch[m.BatchOf(i)], i)
-		}
-		for b, idx := range byBatch {
-			pb, err := c.cfg.Store.ReadPlanBatch(ctx, m.RunID, b)
-			if err != nil {
-				return err
-			}
-			if err := c.send(ctx, m, pb, m.Epoch, round, idx...); err != nil {
-				return err
-			}
-		}
 		c.log(m.RunID, m.Epoch).Warn("check: re-enqueued missing partitions", "missing", len(missing), "round", round)
 	}
 	return c.scheduleCheck(ctx, m.RunID, m.Epoch, next, m.Deadline)
+}
+
+// sendMissing sends the missing partitions as re-enqueue round `round`, one send per plan
+// batch, in batch order.
+func (c *Coordinator) sendMissing(ctx context.Context, m ledger.Manifest, missing []int, round int) error {
+	byBatch := map[int][]int{}
+	for _, i := range missing {
+		byBatch[m.BatchOf(i)] = append(byBatch[m.BatchOf(i)], i)
+	}
+	for _, b := range slices.Sorted(maps.Keys(byBatch)) {
+		pb, err := c.cfg.Store.ReadPlanBatch(ctx, m.RunID, b)
+		if err != nil {
+			return err
+		}
+		if err := c.send(ctx, m, pb, m.Epoch, round, byBatch[b]...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // recordTimeouts records a failed result for every missing partition, so the run can finish.

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/batonfn/baton/transport"
@@ -11,10 +10,12 @@ import (
 // The leader paces its enqueue so that it never saturates the storage its own lease lives in:
 // a leader that sends as fast as it can slows every other call, its lease renewals among them,
 // and can starve itself of the lease. The pacer watches each batch's latency per message
-// against the fastest it has seen, and a send that storage throttled or that failed
-// transiently; on strain it waits before the next batch, doubling the pause, and when the
-// latency is back near the baseline it halves the pause away (additive-increase,
-// multiplicative-decrease in reverse: back off fast, recover gradually).
+// against the fastest it has seen, and a send that failed transiently; on strain it waits
+// before the next batch, doubling the pause, and when the latency is back near the baseline
+// it halves the pause away (additive-increase, multiplicative-decrease in reverse: back off
+// fast, recover gradually). A send the queue throttled (transport.ErrThrottled: Service Bus
+// server-busy or a quota, Storage ServerBusy) goes straight to the longest pause: the service
+// has said it is over its limit, and the SDK has already retried it for seconds.
 type pacer struct {
 	baseline time.Duration // the fastest per-message latency seen
 	pause    time.Duration
@@ -30,7 +31,7 @@ const (
 // observe records a batch of n messages that took d to send (err is the send's error) and
 // returns the pause before the next batch.
 func (p *pacer) observe(n int, d time.Duration, err error) time.Duration {
-	strained := errors.Is(err, transport.ErrTransient)
+	strained := transport.IsTransient(err)
 	if n > 0 && err == nil {
 		per := max(d/time.Duration(n), paceFloor)
 		if p.baseline == 0 || per < p.baseline {
@@ -39,6 +40,8 @@ func (p *pacer) observe(n int, d time.Duration, err error) time.Duration {
 		strained = per > paceStrain*p.baseline
 	}
 	switch {
+	case transport.IsThrottled(err):
+		p.pause = paceMaxPause
 	case strained:
 		p.pause = min(max(2*p.pause, paceMinPause), paceMaxPause)
 	case p.pause > 0:

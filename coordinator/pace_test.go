@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -49,5 +50,27 @@ func TestPacer_BacksOffOnStrainAndRecovers(t *testing.T) {
 		if d := q.observe(10, 3*time.Second, nil); d != 0 {
 			t.Fatalf("a uniformly slow store paused %s", d)
 		}
+	}
+}
+
+// A send the queue throttled (after the SDK's own retries) goes straight to the longest pause,
+// where a transient blip starts at the shortest; either way the pause recovers afterwards.
+func TestPacer_ThrottledSendPausesLongest(t *testing.T) {
+	throttled := fmt.Errorf("send batch 2 of 4: %w", transport.MarkThrottled(errors.New("com.microsoft:server-busy")))
+	var p pacer
+	p.observe(250, 250*time.Millisecond, nil)
+	if d := p.observe(0, 0, throttled); d != paceMaxPause {
+		t.Errorf("pause after a throttled send: got %s want %s", d, paceMaxPause)
+	}
+	var q pacer
+	if d := q.observe(0, 0, transport.MarkTransient(errors.New("connection reset"))); d != paceMinPause {
+		t.Errorf("pause after a transient blip: got %s want %s", d, paceMinPause)
+	}
+	var d time.Duration
+	for range 12 {
+		d = p.observe(250, 250*time.Millisecond, nil)
+	}
+	if d != 0 {
+		t.Errorf("pause after recovery from throttling: got %s want 0", d)
 	}
 }

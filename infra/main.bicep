@@ -98,7 +98,7 @@ param duplicateDetectionWindow string = 'PT1H'
 @description('Time to live of a work message (ISO 8601); an expired message is dead-lettered, not lost.')
 param messageTimeToLive string = 'P1D'
 
-@description('Give the app Azure Service Bus Data Owner on the work queue so Flex Consumption scales the Work function on the real message count (see app/rbac.bicep). false: Sender and Receiver only, with peek-based scaling estimates.')
+@description('Give the app Azure Service Bus Data Owner on the work and control queues so Flex Consumption scales the Work and Control functions on the real message counts (see app/rbac.bicep). false: Sender and Receiver only, with peek-based scaling estimates.')
 param serviceBusScaleMonitoring bool = true
 
 @description('Resource ID of an existing storage account whose leases and runs containers this app should share (multi-region: every app of one schedule points at the same account). Empty: use this deployment\'s own account.')

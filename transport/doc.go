@@ -26,10 +26,20 @@
 // Validation happens before anything is sent: an empty or overlong ID (ErrInvalid), a
 // negative TTL (ErrInvalid) or a body that cannot fit (ErrTooLarge) fails the whole Send
 // with nothing sent. Sending an empty slice is a no-op. Errors are classified once per
-// adapter: IsTransient (errors.Is(err, ErrTransient)) is true when re-sending later may
-// succeed (connection lost, timeout, server busy, 408/429/5xx); validation, auth, not-found
-// and context cancellation are not transient. The SDK errors stay in the chain for
-// errors.As.
+// adapter, into one of these classes:
+//
+//   - throttled (IsThrottled, and IsTransient too): the service asked the sender to slow
+//     down: Service Bus server-busy (which azservicebus retries itself and then returns as a
+//     raw *amqp.Error) or a quota reached (a full entity: dead letters count too), Storage
+//     ServerBusy, 429 or 503. Back off, then send the same messages again;
+//   - transient (IsTransient): a blip: connection or link lost, timeout, 408/5xx;
+//   - ErrTooLarge: the message does not fit (the SDK's batch check or the broker's
+//     message-size-exceeded);
+//   - ErrClosed: the sender (or the SDK's link under it) was closed;
+//   - permanent (no marker): validation (ErrInvalid), auth, entity not found or disabled,
+//     context cancellation, anything unknown.
+//
+// The SDK errors stay in the chain for errors.As.
 //
 // # Service Bus (ServiceBusSender)
 //
@@ -57,6 +67,17 @@
 // process's clock and applied by the service's clock: a skew between them shifts delivery.
 // Properties are ignored: put everything the worker needs in the body. The queue is created
 // before the first Send (once per sender; an existing queue is fine) unless NoCreate is set.
+//
+// # Dead letters (DeadLetterQueue)
+//
+// A message no invocation could handle within its delivery budget is moved aside: to the
+// Service Bus queue's dead-letter subqueue (also on expiry), or by the Functions queue
+// trigger to "<queue>-poison". DeadLetterQueue counts, peeks and purges them with the rights
+// the app already has to receive: DeadLetterQueue in transport/servicebus peeks the subqueue
+// (a bounded count, "at least N" beyond it; with the broker's reason and description) and
+// purges it in ReceiveAndDelete mode; PoisonQueue in transport/storagequeue reads the poison
+// queue's approximate message count, peeks up to 32 and clears it. Dead letters count
+// against a Service Bus entity's size quota, and a full entity refuses every send.
 //
 // # Not guaranteed
 //

@@ -21,7 +21,7 @@ param serviceBusQueueName string
 param controlQueueName string
 param applicationInsightsName string
 
-@description('Grant the app Azure Service Bus Data Owner on the work queue so the scale controller can read the queue\'s message count (see below).')
+@description('Grant the app Azure Service Bus Data Owner on the work and control queues so the scale controller can read each queue\'s message count (see below).')
 param serviceBusScaleMonitoring bool = true
 
 // Built-in role definition IDs (the same in every tenant).
@@ -196,8 +196,7 @@ resource sbReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
 }
 
 // Sender and Receiver on the control queue too: the leader sends checks there and the Control
-// trigger receives them. No Data Owner: a queue holding a few checks per run needs no precise
-// count for scaling.
+// trigger receives them.
 resource sbControlSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   name: guid(sbControlQueue.id, appPrincipalId, roles.serviceBusDataSender)
   scope: sbControlQueue
@@ -218,16 +217,28 @@ resource sbControlReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' 
   }
 }
 
-// Azure Service Bus Data Owner on the work queue, for the app only. Why: scaling decisions for
-// the Service Bus trigger read the queue's runtime properties (active message count), a
-// management operation that needs the Manage right, which only Data Owner carries among the
-// data roles. Without it the extension silently falls back to a less accurate peek-based
-// estimate, so a burst of partitions scales out late. Scoped to this one queue, it cannot touch
-// any other entity. Set serviceBusScaleMonitoring=false to trade scaling accuracy for the
-// smaller grant.
+// Azure Service Bus Data Owner on the work and control queues, for the app only. Why:
+// target-based scaling of a Service Bus trigger reads the queue's runtime properties (active
+// message count), a management operation that needs the Manage right, which only Data Owner
+// carries among the data roles. Without it the extension silently falls back to a less
+// accurate peek-based estimate, so a burst of partitions scales out late, and the Control
+// function (a trigger of its own, scaled on its own queue) loses target-based scaling: checks,
+// lease probes and handovers then wait for an instance the scale controller did not start for
+// them. Each grant is scoped to its one queue and cannot touch any other entity. Set
+// serviceBusScaleMonitoring=false to trade scaling accuracy for the smaller grants.
 resource sbOwner 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (serviceBusScaleMonitoring) {
   name: guid(sbQueue.id, appPrincipalId, roles.serviceBusDataOwner)
   scope: sbQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataOwner)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource sbControlOwner 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (serviceBusScaleMonitoring) {
+  name: guid(sbControlQueue.id, appPrincipalId, roles.serviceBusDataOwner)
+  scope: sbControlQueue
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataOwner)
     principalId: appPrincipalId

@@ -801,32 +801,14 @@ func BenchmarkAPI_ListRuns_Dashboard(b *testing.B) {
 // newApp hands the API the schedule and policies it was configured with: the production
 // wiring, through config.Load, over Azurite.
 func TestNewApp_APIShowsTheConfiguredSchedule(t *testing.T) {
-	srv := azurite.Shared(t)
-	env := map[string]string{
-		"FUNCTIONS_CUSTOMHANDLER_PORT": "7999",
-		config.SettingHostStorage:      srv.ConnectionString(),
-		config.SettingTransport:        "queue",
-		config.SettingSchedule:         "0 30 9 * * 1-5",
-		config.SettingMisfire:          "run-latest",
-		config.SettingStartDeadline:    "20m",
-		config.SettingOverlap:          "allow",
-		config.SettingRunsContainer:    azurite.UniqueName(t, "runs"),
-		config.SettingLeaseContainer:   azurite.UniqueName(t, "leases"),
-		config.SettingWorkQueue:        azurite.UniqueName(t, "work"),
-		config.SettingJob:              "synthetic",
-		config.SettingJobParams:        `{"partitions":2}`,
-	}
-	cfg, err := config.Load(func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	app, err := newApp(cfg, slog.New(slog.DiscardHandler), Options{Jobs: builtinJobs(), Getenv: func(k string) string { return env[k] }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = app.Close(context.Background()) })
-	hs := httptest.NewServer(app.server)
-	t.Cleanup(hs.Close)
+	hs := newTestApp(t, map[string]string{
+		config.SettingSchedule:      "0 30 9 * * 1-5",
+		config.SettingMisfire:       "run-latest",
+		config.SettingStartDeadline: "20m",
+		config.SettingOverlap:       "allow",
+		config.SettingJob:           "synthetic",
+		config.SettingJobParams:     `{"partitions":2}`,
+	})
 	out := invokeHTTP(t, hs.URL, fnRuns, goldenHTTP(t, "http-runs-list.json", withQuery("occurrences", "2")))
 	v := out.json(t)
 	if out.Status != http.StatusOK {

@@ -19,6 +19,7 @@ import (
 	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/election/bloblease"
 	"github.com/batonfn/baton/internal/azclient"
+	"github.com/batonfn/baton/internal/deadletter"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/blobstore"
 	"github.com/batonfn/baton/protocol"
@@ -159,8 +160,14 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 		return nil, err
 	}
 
+	deadLetters, err := deadletter.Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	app.onClose(deadLetters.Close)
+
 	f := &functions{coord: coord, starter: defaultJobGuard{Starter: coord, jobErr: jobErr, defaults: o.DefaultParams}, worker: worker, leader: leader, store: store, now: time.Now}
-	register(app.server, f, withSchedule(schedule, cfg))
+	register(app.server, f, withSchedule(schedule, cfg), withDeadLetters(deadLetters.List))
 	return app, nil
 }
 

@@ -62,13 +62,19 @@ func (o Options) withDefaults() Options {
 // ErrSettings marks a start-up refused because of the app's settings.
 var ErrSettings = errors.New("invalid settings")
 
-// Main runs the process for args (os.Args): `validate` checks the settings, anything else
-// serves until ctx is cancelled. It returns the exit code: 0 after a clean stop, 2 for bad
+// Main runs the process for args (os.Args): `validate` checks the settings, `deadletters`
+// counts, shows or purges the queues' dead letters, anything else serves until ctx is
+// cancelled. It returns the exit code: 0 after a clean stop, 2 for bad
 // settings, 1 for any other failure.
 func Main(ctx context.Context, args []string, o Options) int {
 	o = o.withDefaults()
-	if len(args) > 1 && args[1] == "validate" {
-		return validate(o)
+	if len(args) > 1 {
+		switch args[1] {
+		case "validate":
+			return validate(o)
+		case "deadletters":
+			return deadLettersMain(ctx, args[1:], o)
+		}
 	}
 	err := Serve(ctx, o)
 	switch {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/batonfn/baton/internal/azclient"
 )
@@ -118,4 +119,21 @@ func NewContainer(tb testing.TB, prefix string, opts *azblob.ClientOptions) *con
 		_, _ = c.Delete(ctx, nil)
 	})
 	return c
+}
+
+// NewQueue returns a client for the queue called name on the shared Azurite (not created),
+// deleted when the test ends.
+func NewQueue(tb testing.TB, name string) *azqueue.QueueClient {
+	tb.Helper()
+	svc, err := azclient.Queue(Shared(tb).Storage(), nil)
+	if err != nil {
+		tb.Fatalf("queue client: %v", err)
+	}
+	q := svc.NewQueueClient(name)
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = q.Delete(ctx, nil)
+	})
+	return q
 }

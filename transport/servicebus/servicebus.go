@@ -151,29 +151,6 @@ func (s *ServiceBusSender) Close(ctx context.Context) error {
 	return nil
 }
 
-// translateSBError is the one place azservicebus errors are classified: ErrMessageTooLarge →
-// ErrTooLarge; codes connlost and timeout → transient; unauthorized, notfound, closed,
-// locklost, context cancellation and anything unknown are returned unmarked (permanent).
-func translateSBError(err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	if errors.Is(err, azservicebus.ErrMessageTooLarge) {
-		return fmt.Errorf("%w: %w", transport.ErrTooLarge, err)
-	}
-	var sbErr *azservicebus.Error
-	if errors.As(err, &sbErr) {
-		switch sbErr.Code {
-		case azservicebus.CodeConnectionLost, azservicebus.CodeTimeout:
-			return transport.MarkTransient(err)
-		}
-	}
-	return err
-}
-
 // sbBatchAPI adapts an SBSender to batchAPI.
 type sbBatchAPI struct {
 	s        SBSender

@@ -16,19 +16,27 @@ import (
 // skipNoBroker is the message every broker-backed Service Bus test skips with.
 const skipNoBroker = "SERVICEBUS_CONNECTION_STRING not set: the Service Bus contract tests need a broker (e.g. the Service Bus emulator in Docker); see docs/deploy.md"
 
+// brokerEnv returns the broker's connection string and the queue to use
+// (SERVICEBUS_QUEUE, default "baton-work"), and skips the test when there is no broker.
+func brokerEnv(t *testing.T) (connectionString, queue string) {
+	t.Helper()
+	connectionString = os.Getenv("SERVICEBUS_CONNECTION_STRING")
+	if connectionString == "" {
+		t.Skip(skipNoBroker)
+	}
+	queue = os.Getenv("SERVICEBUS_QUEUE")
+	if queue == "" {
+		queue = "baton-work"
+	}
+	return connectionString, queue
+}
+
 // TestServiceBusSender_Contract runs the transporttest.Contract against a real Service Bus queue (the
 // emulator or Azure) named by SERVICEBUS_QUEUE (default "baton-work"). The queue is shared:
 // each case filters by its own token, and receives in ReceiveAndDelete mode, so leftover
 // messages from other runs are consumed and ignored.
 func TestServiceBusSender_Contract(t *testing.T) {
-	cs := os.Getenv("SERVICEBUS_CONNECTION_STRING")
-	if cs == "" {
-		t.Skip(skipNoBroker)
-	}
-	queue := os.Getenv("SERVICEBUS_QUEUE")
-	if queue == "" {
-		queue = "baton-work"
-	}
+	cs, queue := brokerEnv(t)
 	client, err := azservicebus.NewClientFromConnectionString(cs, nil)
 	if err != nil {
 		t.Fatalf("service bus client: %v", err)

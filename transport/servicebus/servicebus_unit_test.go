@@ -11,7 +11,6 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/batonfn/baton/transport"
-	"github.com/batonfn/baton/transport/transporttest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -315,31 +314,6 @@ func TestServiceBusSender_Send_NoOpsAndRefusals(t *testing.T) {
 			if f.newCalls != 0 || f.sends != 0 {
 				t.Errorf("calls: got %d newBatch, %d send want none", f.newCalls, f.sends)
 			}
-		})
-	}
-}
-
-func TestTranslateSBError(t *testing.T) {
-	tests := []struct {
-		name          string
-		err           error
-		wantTransient bool
-		wantTooLarge  bool
-	}{
-		{"nil", nil, false, false},
-		{"connection lost", &azservicebus.Error{Code: azservicebus.CodeConnectionLost}, true, false},
-		{"timeout", &azservicebus.Error{Code: azservicebus.CodeTimeout}, true, false},
-		{"unauthorized", &azservicebus.Error{Code: azservicebus.CodeUnauthorizedAccess}, false, false},
-		{"not found", &azservicebus.Error{Code: azservicebus.CodeNotFound}, false, false},
-		{"closed", &azservicebus.Error{Code: azservicebus.CodeClosed}, false, false},
-		{"message too large", azservicebus.ErrMessageTooLarge, false, true},
-		{"context cancelled", fmt.Errorf("send: %w", context.Canceled), false, false},
-		{"unknown", errors.New("boom"), false, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got := translateSBError(tc.err)
-			transporttest.CheckTranslated(t, tc.err, got, tc.wantTransient, tc.wantTooLarge)
 		})
 	}
 }

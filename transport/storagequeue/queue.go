@@ -222,8 +222,9 @@ func (s *QueueSender) enqueue(ctx context.Context, r queueRequest) error {
 }
 
 // translateQueueError is the one place azqueue errors are classified: RequestBodyTooLarge →
-// ErrTooLarge; busy, timeout, 408/429/5xx and connection failures → transient; everything
-// else (auth, 4xx, context cancellation) is returned unmarked, i.e. permanent.
+// ErrTooLarge; ServerBusy, 429 and 503 (the account's throttling) → throttled; timeout,
+// 408/5xx and connection failures → transient; everything else (auth, 4xx, context
+// cancellation) is returned unmarked, i.e. permanent.
 func translateQueueError(err error) error {
 	switch {
 	case err == nil:
@@ -232,15 +233,17 @@ func translateQueueError(err error) error {
 		return err
 	case queueerror.HasCode(err, queueerror.RequestBodyTooLarge, queueerror.MessageTooLarge):
 		return fmt.Errorf("%w: %w", transport.ErrTooLarge, err)
-	case queueerror.HasCode(err, queueerror.ServerBusy, queueerror.OperationTimedOut,
-		queueerror.InternalError, queueerror.QueueBeingDeleted):
+	case queueerror.HasCode(err, queueerror.ServerBusy):
+		return transport.MarkThrottled(err)
+	case queueerror.HasCode(err, queueerror.OperationTimedOut, queueerror.InternalError, queueerror.QueueBeingDeleted):
 		return transport.MarkTransient(err)
 	}
 	var re *azcore.ResponseError
 	if errors.As(err, &re) {
 		switch re.StatusCode {
-		case http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusInternalServerError,
-			http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+			return transport.MarkThrottled(err)
+		case http.StatusRequestTimeout, http.StatusInternalServerError, http.StatusBadGateway, http.StatusGatewayTimeout:
 			return transport.MarkTransient(err)
 		}
 		return err

@@ -324,34 +324,34 @@ func TestQueueSender_NoCreate(t *testing.T) {
 
 func TestTranslateQueueError(t *testing.T) {
 	tests := []struct {
-		name          string
-		err           error
-		wantTransient bool
-		wantTooLarge  bool
+		name string
+		err  error
+		want transporttest.Class
 	}{
-		{"nil", nil, false, false},
-		{"server busy", responseError(503, "ServerBusy"), true, false},
-		{"operation timed out", responseError(500, "OperationTimedOut"), true, false},
-		{"internal error", responseError(500, "InternalError"), true, false},
-		{"queue being deleted", responseError(409, "QueueBeingDeleted"), true, false},
-		{"429 without a code", responseError(429, ""), true, false},
-		{"502", responseError(502, ""), true, false},
-		{"408", responseError(408, ""), true, false},
-		{"403 auth", responseError(403, "AuthorizationPermissionMismatch"), false, false},
-		{"404 queue not found", responseError(404, "QueueNotFound"), false, false},
-		{"400 out of range", responseError(400, "OutOfRangeQueryParameterValue"), false, false},
-		{"413 body too large", responseError(413, "RequestBodyTooLarge"), false, true},
-		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, true, false},
-		{"connection reset", fmt.Errorf("read: %w", syscall.ECONNRESET), true, false},
-		{"context cancelled", fmt.Errorf("do: %w", context.Canceled), false, false},
-		{"deadline exceeded", context.DeadlineExceeded, false, false},
-		{"unknown", errors.New("boom"), false, false},
+		{"nil", nil, ""},
+		{"server busy", responseError(503, "ServerBusy"), transporttest.Throttled},
+		{"503 without a code", responseError(503, ""), transporttest.Throttled},
+		{"429 without a code", responseError(429, ""), transporttest.Throttled},
+		{"operation timed out", responseError(500, "OperationTimedOut"), transporttest.Transient},
+		{"internal error", responseError(500, "InternalError"), transporttest.Transient},
+		{"queue being deleted", responseError(409, "QueueBeingDeleted"), transporttest.Transient},
+		{"502", responseError(502, ""), transporttest.Transient},
+		{"408", responseError(408, ""), transporttest.Transient},
+		{"403 auth", responseError(403, "AuthorizationPermissionMismatch"), transporttest.Permanent},
+		{"404 queue not found", responseError(404, "QueueNotFound"), transporttest.Permanent},
+		{"400 out of range", responseError(400, "OutOfRangeQueryParameterValue"), transporttest.Permanent},
+		{"413 body too large", responseError(413, "RequestBodyTooLarge"), transporttest.TooLarge},
+		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, transporttest.Transient},
+		{"connection reset", fmt.Errorf("read: %w", syscall.ECONNRESET), transporttest.Transient},
+		{"context cancelled", fmt.Errorf("do: %w", context.Canceled), transporttest.Permanent},
+		{"deadline exceeded", context.DeadlineExceeded, transporttest.Permanent},
+		{"unknown", errors.New("boom"), transporttest.Permanent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := translateQueueError(tc.err)
-			transporttest.CheckTranslated(t, tc.err, got, tc.wantTransient, tc.wantTooLarge)
-			if tc.err != nil && got.Error() != tc.err.Error() && !tc.wantTooLarge {
+			transporttest.CheckTranslated(t, tc.err, got, tc.want)
+			if tc.err != nil && got.Error() != tc.err.Error() && tc.want != transporttest.TooLarge {
 				t.Errorf("message changed: got %q want %q", got, tc.err)
 			}
 		})
