@@ -68,6 +68,10 @@ type clusterOptions struct {
 	extra     map[string]string
 	// proxied puts a storageProxy between the cluster and Azurite (c.proxy).
 	proxied bool
+	// schedule, when set, replaces the once-a-year schedule, and the timer fires at most
+	// maxFires occurrences (0: no limit).
+	schedule string
+	maxFires int
 }
 
 // startClusterOpts starts a cluster as configured by o.
@@ -93,6 +97,9 @@ func startClusterOpts(b *testing.B, o clusterOptions) *cluster {
 		config.SettingJobParams:     params,
 		config.SettingLogLevel:      "info",
 	}
+	if o.schedule != "" {
+		settings[config.SettingSchedule] = o.schedule
+	}
 	for k, v := range extra {
 		settings[k] = v
 	}
@@ -101,6 +108,7 @@ func startClusterOpts(b *testing.B, o clusterOptions) *cluster {
 		Settings: settings, LogPath: c.logPath,
 		Host: func(hopts *devhost.Options) {
 			hopts.ProgressInterval, hopts.HandlerLogLevel = -1, handlerLogLevel(settings)
+			hopts.MaxTimerFires = o.maxFires
 			hopts.OnInvoke = func(r devhost.InvokeRecord) {
 				if r.Err != nil {
 					c.mu.Lock()
@@ -141,6 +149,19 @@ func handlerLogLevel(settings map[string]string) slog.Level {
 func (c *cluster) close(b *testing.B) {
 	_ = c.hc.Close()
 	c.srv.Stop()
+}
+
+// timerRun waits for the timer's first occurrence and returns its run ID; the channel says
+// nothing more (a Tick has no caller to answer) and is closed.
+func (c *cluster) timerRun(b *testing.B, timeout time.Duration) (string, <-chan error) {
+	b.Helper()
+	fires, err := c.h.WaitFires(ctxFor(b, timeout), 1)
+	if err != nil {
+		b.Fatalf("the timer did not fire: %v", err)
+	}
+	done := make(chan error)
+	close(done)
+	return coordinator.TimerRunID(fires[0].Occurrence), done
 }
 
 // startRun POSTs /api/runs with an Idempotency-Key and returns the run ID without waiting
