@@ -6,7 +6,7 @@
 //
 // Environment:
 //
-//	E2E_OCCURRENCES   occurrences in TestRuns_OnePerOccurrence (default 20)
+//	E2E_OCCURRENCES   occurrences in TestRuns_OnePerOccurrence (default 10)
 //	E2E_HANDLER_RACE  build the handler with -race too (slower start-up, catches handler races)
 //	E2E_LOG_DIR       where each test's host log goes (default: a fresh $TMPDIR/baton-e2e-logs-*
 //	                  directory, removed when every test passed)

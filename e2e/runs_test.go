@@ -12,11 +12,13 @@ import (
 	"github.com/batonfn/baton/ledger"
 )
 
+// occurrences is TestRuns_OnePerOccurrence's length: E2E_OCCURRENCES, default 10 (50 s of
+// schedule, 50 Ticks on 5 instances).
 func occurrences() int {
 	if n, err := strconv.Atoi(os.Getenv("E2E_OCCURRENCES")); err == nil && n > 0 {
 		return n
 	}
-	return 20
+	return 10
 }
 
 // TestRuns_OnePerOccurrence: 5 instances, every timer fire on every instance, N consecutive
