@@ -17,10 +17,11 @@ build:
 	CGO_ENABLED=0 GOOS=$(GOOS) GOARCH=$(GOARCH) $(GO) build -trimpath -o $(BIN) ./handler
 
 # npm writes node_modules/.package-lock.json on install: reinstall only when the lock changes.
+# --ignore-scripts: no package's install script runs (Azurite needs none).
 tools: node_modules/.package-lock.json
 node_modules/.package-lock.json: package.json package-lock.json
 	@command -v npm >/dev/null || { echo "npm not found: install Node.js 20+ and npm (e.g. apt-get install -y nodejs npm)"; exit 1; }
-	npm ci --no-audit --no-fund --loglevel=error
+	npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 
 # vet: the static gate `make test` runs first; with warm caches it takes about 10 s on 2 cores, most
 # of it govulncheck's call-graph analysis (the first staticcheck run on a cold cache takes ~30 s):

@@ -43,3 +43,21 @@ func TestMakefile_VulncheckFailsWithoutDatabase(t *testing.T) {
 		})
 	}
 }
+
+// TestMakefile_NpmRunsNoInstallScripts: the tools install runs no package's install scripts
+// (Azurite works without them; internal/azurite's tests start the installed one).
+func TestMakefile_NpmRunsNoInstallScripts(t *testing.T) {
+	mk := readFile(t, filepath.Join(repoRoot(t), "Makefile"))
+	n := 0
+	for _, line := range strings.Split(mk, "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "npm" && (f[1] == "ci" || f[1] == "install") {
+			n++
+			if !strings.Contains(line, "--ignore-scripts") {
+				t.Errorf("Makefile: %q runs install scripts; add --ignore-scripts", strings.TrimSpace(line))
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("Makefile: no npm ci line found; the tools target installs Azurite with one")
+	}
+}
