@@ -153,20 +153,49 @@ func TestDashboard_Browser(t *testing.T) {
 		t.Errorf("the leader (baton-test/inst-a/101) is not shown")
 	}
 
-	// Every API call the page made carried its query string, and it called both endpoints.
+	// Every API call the page made sent the key as the x-functions-key header and in no URL,
+	// and it called both endpoints.
 	var sawRuns, sawLeader bool
-	browserRequests := shim.requests()[before:]
-	for _, uri := range browserRequests {
-		if strings.HasPrefix(uri, "/api/runs") || strings.HasPrefix(uri, "/api/leader") {
-			if !strings.Contains(uri, "code="+key) {
-				t.Errorf("page fetched %s without its ?code=", uri)
-			}
-			sawRuns = sawRuns || strings.HasPrefix(uri, "/api/runs?")
-			sawLeader = sawLeader || strings.HasPrefix(uri, "/api/leader?")
+	browserRequests, keys := shim.requests()[before:], shim.functionKeys()[before:]
+	for i, uri := range browserRequests {
+		if strings.HasPrefix(uri, "/api/dashboard") {
+			continue // the page itself, opened with ?code= as Azure links it
 		}
+		if strings.Contains(uri, key) || strings.Contains(uri, "code=") {
+			t.Errorf("page fetched %s: the key is in the URL", uri)
+		}
+		if keys[i] != key {
+			t.Errorf("page fetched %s with x-functions-key %q, want %q", uri, keys[i], key)
+		}
+		sawRuns = sawRuns || strings.HasPrefix(uri, "/api/runs?")
+		sawLeader = sawLeader || strings.HasPrefix(uri, "/api/leader")
 	}
 	if !sawRuns || !sawLeader {
 		t.Errorf("page requests %v: want /api/runs and /api/leader", browserRequests)
+	}
+	checkLinksWithoutKey(t, dom, shim.srv.URL+"/api/dashboard", key)
+}
+
+// checkLinksWithoutKey: no link on the page carries the key, and the links to runs are built
+// on the address bar as the page left it (so it no longer holds ?code=).
+func checkLinksWithoutKey(t *testing.T, dom, pageURL, key string) {
+	t.Helper()
+	hrefs := regexp.MustCompile(`\bhref="([^"]*)"`).FindAllStringSubmatch(dom, -1)
+	runLinks := 0
+	for _, m := range hrefs {
+		href := html.UnescapeString(m[1])
+		if strings.Contains(href, key) || strings.Contains(href, "code=") {
+			t.Errorf("link %s carries the key", href)
+		}
+		if strings.Contains(href, "run=") {
+			runLinks++
+			if !strings.HasPrefix(href, pageURL+"#") {
+				t.Errorf("link to a run %s, want %s#… (the address bar without the key)", href, pageURL)
+			}
+		}
+	}
+	if runLinks == 0 {
+		t.Errorf("no link to a run on the page; the check proves nothing:\n%s", dom)
 	}
 }
 
