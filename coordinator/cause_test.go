@@ -24,7 +24,7 @@ func TestStartManual_StorageErrorStoredShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.jobs.Register("inventory", inventory.New(blobs))
+	e.jobs.Register("inventory", inventory.New(blobs, inventory.Options{}))
 	var logs bytes.Buffer
 	in := e.instanceWith("a", nil, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

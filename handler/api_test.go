@@ -801,32 +801,8 @@ func BenchmarkAPI_ListRuns_Dashboard(b *testing.B) {
 // newApp hands the API the schedule and policies it was configured with: the production
 // wiring, through config.Load, over Azurite.
 func TestNewApp_APIShowsTheConfiguredSchedule(t *testing.T) {
-	srv := azurite.Shared(t)
-	env := map[string]string{
-		"FUNCTIONS_CUSTOMHANDLER_PORT": "7999",
-		config.SettingHostStorage:      srv.ConnectionString(),
-		config.SettingTransport:        "queue",
-		config.SettingSchedule:         "0 30 9 * * 1-5",
-		config.SettingMisfire:          "run-latest",
-		config.SettingStartDeadline:    "20m",
-		config.SettingOverlap:          "allow",
-		config.SettingRunsContainer:    azurite.UniqueName(t, "runs"),
-		config.SettingLeaseContainer:   azurite.UniqueName(t, "leases"),
-		config.SettingWorkQueue:        azurite.UniqueName(t, "work"),
-		config.SettingJob:              "synthetic",
-		config.SettingJobParams:        `{"partitions":2}`,
-	}
-	cfg, err := config.Load(func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	app, err := newApp(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = app.Close(context.Background()) })
-	hs := httptest.NewServer(app.server)
-	t.Cleanup(hs.Close)
+	hs := newLocalApp(t, config.SettingSchedule, "0 30 9 * * 1-5", config.SettingMisfire, "run-latest",
+		config.SettingStartDeadline, "20m", config.SettingOverlap, "allow")
 	out := invokeHTTP(t, hs.URL, fnRuns, goldenHTTP(t, "http-runs-list.json", withQuery("occurrences", "2")))
 	v := out.json(t)
 	if out.Status != http.StatusOK {
@@ -839,6 +815,73 @@ func TestNewApp_APIShowsTheConfiguredSchedule(t *testing.T) {
 	}
 	if occ := v["occurrences"].([]any); len(occ) != 2 || occ[0].(map[string]any)["beforeLedger"] != true {
 		t.Errorf("occurrences = %v; want 2 before the (empty) ledger's first run", occ)
+	}
+}
+
+// newLocalApp builds the production wiring through config.Load over Azurite, with the settings
+// given as name, value pairs over a local default, and serves it.
+func newLocalApp(t *testing.T, settings ...string) *httptest.Server {
+	t.Helper()
+	srv := azurite.Shared(t)
+	env := map[string]string{
+		"FUNCTIONS_CUSTOMHANDLER_PORT": "7999",
+		config.SettingHostStorage:      srv.ConnectionString(),
+		config.SettingTransport:        "queue",
+		config.SettingSchedule:         "0 0 3 * * *",
+		config.SettingRunsContainer:    azurite.UniqueName(t, "runs"),
+		config.SettingLeaseContainer:   azurite.UniqueName(t, "leases"),
+		config.SettingWorkQueue:        azurite.UniqueName(t, "work"),
+		config.SettingJob:              "synthetic",
+		config.SettingJobParams:        `{"partitions":2}`,
+	}
+	for i := 0; i+1 < len(settings); i += 2 {
+		env[settings[i]] = settings[i+1]
+	}
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := newApp(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = app.Close(context.Background()) })
+	hs := httptest.NewServer(app.server)
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+// A manual run is refused with 400 and a message that says why when it names a job the app
+// does not allow by hand, an inventory of the app's own containers or the host's, or synthetic
+// params over the app's caps; what the settings allow starts.
+func TestNewApp_ManualRunPolicy(t *testing.T) {
+	runs := azurite.UniqueName(t, "runs")
+	hs := newLocalApp(t, config.SettingRunsContainer, runs, config.SettingManualJobs, "synthetic",
+		config.SettingSyntheticMax, "50", config.SettingSyntheticWork, "100")
+	for _, c := range []struct {
+		name, body string
+		status     int
+		want       string
+	}{
+		{"inventory is not allowed by hand", `{"job":"inventory","params":{"container":"data"}}`, http.StatusBadRequest, config.SettingManualJobs},
+		{"over the partition cap", `{"job":"synthetic","params":{"partitions":51}}`, http.StatusBadRequest, "cap of 50"},
+		{"over the work cap", `{"job":"synthetic","params":{"partitions":1,"workMs":101}}`, http.StatusBadRequest, "cap of 100"},
+		{"within the caps", `{"job":"synthetic","params":{"partitions":50,"workMs":100}}`, http.StatusAccepted, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := invokeHTTP(t, hs.URL, fnRuns, goldenHTTP(t, "http-runs-post.json", withBody(c.body)))
+			if out.Status != c.status || !strings.Contains(out.Body, c.want) {
+				t.Errorf("POST %s: %d %s, want %d saying %q", c.body, out.Status, out.Body, c.status, c.want)
+			}
+		})
+	}
+	all := newLocalApp(t, config.SettingRunsContainer, runs)
+	for _, container := range []string{runs, "azure-webjobs-secrets"} {
+		body := `{"job":"inventory","params":{"container":"` + container + `"}}`
+		out := invokeHTTP(t, all.URL, fnRuns, goldenHTTP(t, "http-runs-post.json", withBody(body)))
+		if out.Status != http.StatusBadRequest || !strings.Contains(out.Body, "reserved container") {
+			t.Errorf("POST %s: %d %s, want 400: reserved container", body, out.Status, out.Body)
+		}
 	}
 }
 

@@ -121,7 +121,13 @@ func newApp(cfg config.Config, logger *slog.Logger) (*wiring, error) {
 	app.onClose(closeSenders)
 
 	store := blobstore.New(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), blobstore.Options{})
-	jobs := registerJobs(blobs)
+	var invBlobs *azblob.Client
+	if cfg.Inventory != nil {
+		if invBlobs, err = azclient.Blob(*cfg.Inventory, nil); err != nil {
+			return nil, fmt.Errorf("%s: %w", config.SettingInventory, err)
+		}
+	}
+	jobs := registerJobs(cfg, invBlobs)
 	holder := identity
 	worker, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: holder, MaxDeliveries: cfg.MaxDeliveries, Logger: logger})
 	if err != nil {
@@ -155,7 +161,8 @@ func newApp(cfg config.Config, logger *slog.Logger) (*wiring, error) {
 		return nil, err
 	}
 
-	f := &functions{coord: coord, starter: defaultJobGuard{coord, jobErr}, worker: worker, leader: leader, store: store, now: time.Now}
+	starter := manualGuard{Starter: coord, jobErr: jobErr, timerJob: cfg.Job, allowed: cfg.ManualJobs}
+	f := &functions{coord: coord, starter: starter, worker: worker, leader: leader, store: store, now: time.Now}
 	register(app.server, f, withSchedule(schedule, cfg))
 	return app, nil
 }

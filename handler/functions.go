@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/batonfn/baton/api"
+	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/ledger"
@@ -150,16 +153,23 @@ func waitOutOutage(ctx context.Context, log *slog.Logger, fn func(context.Contex
 	}
 }
 
-// defaultJobGuard refuses a manual run of the default (timer) job while that job is
-// misconfigured, with the error that names the setting; runs that name their own job pass.
-type defaultJobGuard struct {
+// manualGuard is the app's policy on manual runs: a run of the default (timer) job is refused
+// while that job is misconfigured, with the error that names the setting; a run naming another
+// job must name one BATON_MANUAL_JOBS allows (allowed; empty allows all). Both answer 400.
+type manualGuard struct {
 	api.Starter
-	jobErr error
+	jobErr   error
+	timerJob string
+	allowed  []string
 }
 
-func (g defaultJobGuard) StartManual(ctx context.Context, req coordinator.ManualRequest) (coordinator.Outcome, error) {
+func (g manualGuard) StartManual(ctx context.Context, req coordinator.ManualRequest) (coordinator.Outcome, error) {
 	if req.Job == "" && g.jobErr != nil {
 		return coordinator.Outcome{}, fmt.Errorf("%w: the default job is misconfigured: %w", coordinator.ErrBadRequest, g.jobErr)
+	}
+	if req.Job != "" && req.Job != g.timerJob && len(g.allowed) > 0 && !slices.Contains(g.allowed, req.Job) {
+		return coordinator.Outcome{}, fmt.Errorf("%w: job %q cannot be started by hand here: %s allows %s and the timer job %s",
+			coordinator.ErrBadRequest, req.Job, config.SettingManualJobs, strings.Join(g.allowed, ", "), g.timerJob)
 	}
 	return g.Starter.StartManual(ctx, req)
 }

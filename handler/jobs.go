@@ -18,11 +18,18 @@ const (
 	jobInventory = "inventory"
 )
 
-// registerJobs builds the job registry: every built-in job, by name.
-func registerJobs(blobs *azblob.Client) *work.Registry {
+// registerJobs builds the job registry: every built-in job, by name, with cfg's caps on
+// synthetic. inventory reads through inv, the account of cfg.Inventory (with none configured it
+// refuses every run, naming the setting), and never this app's leases and runs containers.
+func registerJobs(cfg config.Config, inv *azblob.Client) *work.Registry {
 	r := work.NewRegistry()
-	r.Register(jobSynthetic, synthetic.New())
-	r.Register(jobInventory, inventory.New(blobs))
+	r.Register(jobSynthetic, synthetic.NewCapped(synthetic.Caps{MaxPartitions: cfg.SyntheticMax, MaxWorkMs: cfg.SyntheticWorkMs}))
+	opts := inventory.Options{Reserved: []string{cfg.LeaseContainer, cfg.RunsContainer}}
+	if cfg.Inventory == nil {
+		opts.Unavailable = fmt.Errorf("inventory has no storage to read: set %s to the name of a storage connection for the account to inventory",
+			config.SettingInventory)
+	}
+	r.Register(jobInventory, inventory.New(inv, opts))
 	return r
 }
 

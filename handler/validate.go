@@ -53,7 +53,12 @@ func validate(getenv config.Getenv, stdout, stderr io.Writer) int {
 	if _, err := coordinator.ParseSchedule(env[config.SettingSchedule], func(k string) string { return env[k] }); err != nil {
 		problems = append(problems, fmt.Sprintf("%s: %v", config.SettingSchedule, err))
 	}
-	if err := jobError(registerJobs(nil), cfg.Job, cfg.JobParams); err != nil {
+	// The inventory connection is the operator's to add (docs/deploy.md): a stand-in, like the
+	// template's connections, so that only the params are judged here.
+	if cfg.Inventory == nil {
+		cfg.Inventory = &config.StorageConnection{Name: "stand-in"}
+	}
+	if err := jobError(registerJobs(cfg, nil), cfg.Job, cfg.JobParams); err != nil {
 		problems = append(problems, err.Error())
 	}
 	if len(problems) > 0 {
