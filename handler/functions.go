@@ -22,7 +22,7 @@ import (
 // functions holds what the function bodies call.
 type functions struct {
 	coord *coordinator.Coordinator
-	// starter starts manual runs (the coordinator, behind defaultJobGuard); nil means coord.
+	// starter starts manual runs (the coordinator, behind manualGuard); nil means coord.
 	starter api.Starter
 	worker  *work.Worker
 	leader  *election.Leader
