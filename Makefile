@@ -17,10 +17,11 @@ build:
 	CGO_ENABLED=0 GOOS=$(GOOS) GOARCH=$(GOARCH) $(GO) build -trimpath -o $(BIN) ./handler
 
 # npm writes node_modules/.package-lock.json on install: reinstall only when the lock changes.
+# --ignore-scripts: no package's install script runs (Azurite needs none).
 tools: node_modules/.package-lock.json
 node_modules/.package-lock.json: package.json package-lock.json
 	@command -v npm >/dev/null || { echo "npm not found: install Node.js 20+ and npm (e.g. apt-get install -y nodejs npm)"; exit 1; }
-	npm ci --no-audit --no-fund --loglevel=error
+	npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 
 # vet: the static gate `make test` runs first; with warm caches it takes about 10 s on 2 cores, most
 # of it govulncheck's call-graph analysis (the first staticcheck run on a cold cache takes ~30 s):
@@ -42,8 +43,8 @@ vet:
 # Bump: go list -m -f '{{.Version}}' golang.org/x/vulndb@latest. GOVULNDB=https://vuln.go.dev
 # scans against the live database instead. A vulnerability reached in a required module fails;
 # one in the standard library fails only with VULNCHECK_STDLIB=fail, else prints a notice: its
-# fix is a newer Go toolchain, which the machine provides, not the module. If the database
-# module cannot be downloaded, a one-line notice replaces the scan.
+# fix is a newer Go toolchain, which the machine provides, not the module. A database that
+# cannot be downloaded or read fails the check: no scan is no proof.
 VULNDB_VERSION ?= v0.0.0-20261105234957-e22db6528018
 VULNDB_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/baton-vulndb
 GOVULNDB ?=
@@ -54,8 +55,8 @@ vulncheck:
 		dir='$(VULNDB_CACHE)/$(VULNDB_VERSION)'; \
 		if [ ! -f "$$dir/index/db.json" ]; then \
 			if ! err=$$($(GO) mod download golang.org/x/vulndb@$(VULNDB_VERSION) 2>&1); then \
-				echo "NOTICE: govulncheck skipped: golang.org/x/vulndb@$(VULNDB_VERSION) cannot be downloaded: $$(echo "$$err" | head -n 1)"; \
-				exit 0; \
+				echo "govulncheck: golang.org/x/vulndb@$(VULNDB_VERSION) cannot be downloaded, so nothing was scanned: $$(echo "$$err" | head -n 1)"; \
+				exit 1; \
 			fi; \
 			src=$$($(GO) list -m -f '{{.Dir}}' golang.org/x/vulndb@$(VULNDB_VERSION)) || exit 1; \
 			echo "indexing golang.org/x/vulndb@$(VULNDB_VERSION) into $$dir"; \

@@ -1,8 +1,6 @@
 package baton
 
 import (
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
-
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/work"
 )
@@ -30,14 +28,6 @@ type Merger = work.Merger
 // ParamsValidator is implemented by jobs that check params up front, so a bad BATON_JOB_PARAMS
 // or a manual run with bad params is refused at once, with the reason.
 type ParamsValidator = work.ParamsValidator
-
-// StorageUser is implemented by jobs that read or write the app's storage account (the one
-// holding Baton's ledger: BATON_STORAGE, else AzureWebJobsStorage). Main calls UseStorage once,
-// after loading the settings and before any invocation, with a client built from that
-// connection (a connection string, or managed identity).
-type StorageUser interface {
-	UseStorage(client *azblob.Client)
-}
 
 // ErrPermanent marks a job error that retrying cannot fix: the partition is recorded as failed
 // at once instead of being delivered again.

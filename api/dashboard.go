@@ -38,8 +38,9 @@ func inlineHash(page []byte, open, close string) string {
 // Dashboard serves GET /api/dashboard: one self-contained HTML page that shows the schedule
 // and its recent occurrences, the leader, the runs (filtered, paged) and a run's detail at
 // #run=<id>, and starts a run (Run now); it refreshes itself every few seconds by fetching
-// runs and leader beside its own URL, with its own query string (so ?code=<key> works in
-// Azure).
+// runs and leader beside its own URL. In Azure it is opened with ?code=<function key>: the page
+// takes the key out of the address bar and sends it as the x-functions-key header, so no link
+// or request URL it makes carries the key.
 func (a *API) Dashboard(ctx context.Context, r Request) Reply {
 	if r.Method != http.MethodGet {
 		return methodNotAllowed(http.MethodGet)

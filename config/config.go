@@ -35,6 +35,10 @@ const (
 	SettingControlQueue    = "BATON_CONTROL_QUEUE"
 	SettingJob             = "BATON_JOB"
 	SettingJobParams       = "BATON_JOB_PARAMS"
+	SettingManualJobs      = "BATON_MANUAL_JOBS"
+	SettingSyntheticMax    = "BATON_SYNTHETIC_MAX_PARTITIONS"
+	SettingSyntheticWork   = "BATON_SYNTHETIC_MAX_WORK_MS"
+	SettingInventory       = "BATON_INVENTORY_STORAGE"
 	SettingLeaseContainer  = "BATON_LEASE_CONTAINER"
 	SettingRunsContainer   = "BATON_RUNS_CONTAINER"
 	SettingLeaseName       = "BATON_LEASE_NAME"
@@ -76,6 +80,10 @@ const (
 	DefaultEnqueueBatch    = 250
 	DefaultMaxBacklog      = 50000
 	DefaultFunctionTimeout = 30 * time.Minute
+	// DefaultSyntheticMax and DefaultSyntheticWorkMs are the synthetic job's own limits (a
+	// million partitions of up to ten minutes): a load generator locally. Deployments cap both.
+	DefaultSyntheticMax    = 1_000_000
+	DefaultSyntheticWorkMs = 600_000
 )
 
 // DefaultJobParams are the timer job's params when BATON_JOB is the default job (synthetic) and
@@ -160,6 +168,20 @@ type Config struct {
 	// Job is the registered job a timer run executes; JobParams its JSON parameters.
 	Job       string
 	JobParams string
+	// ManualJobs lists the jobs a manual run (POST /api/runs) may start (BATON_MANUAL_JOBS,
+	// comma-separated); empty allows every registered job. A manual run of the timer job
+	// without a "job" is always allowed.
+	ManualJobs []string
+	// SyntheticMax and SyntheticWorkMs cap the synthetic job's partitions and per-partition
+	// work (BATON_SYNTHETIC_MAX_PARTITIONS, BATON_SYNTHETIC_MAX_WORK_MS), for every run of it;
+	// defaults DefaultSyntheticMax and DefaultSyntheticWorkMs.
+	SyntheticMax    int
+	SyntheticWorkMs int
+	// Inventory is the storage account the inventory job reads (BATON_INVENTORY_STORAGE names
+	// the connection). Unset, it is Storage when that is a connection string (local runs on
+	// Azurite), else nil: in Azure the job reads only an account the operator names, never the
+	// host's storage through the app's identity.
+	Inventory *StorageConnection
 	// LeaseContainer, RunsContainer and LeaseName place the lease blob and the run ledger.
 	LeaseContainer string
 	RunsContainer  string
@@ -235,6 +257,9 @@ func Load(getenv Getenv) (Config, error) {
 		EnqueueBatch:     p.integer(SettingEnqueueBatch, DefaultEnqueueBatch, 1, MaxEnqueueBatch),
 		SliceBudget:      p.duration(SettingSliceBudget, 0),
 		MaxBacklog:       p.integer(SettingMaxBacklog, DefaultMaxBacklog, 0, 10_000_000),
+		ManualJobs:       p.list(SettingManualJobs),
+		SyntheticMax:     p.integer(SettingSyntheticMax, DefaultSyntheticMax, 1, DefaultSyntheticMax),
+		SyntheticWorkMs:  p.integer(SettingSyntheticWork, DefaultSyntheticWorkMs, 0, DefaultSyntheticWorkMs),
 		LogLevel:         p.level(),
 	}
 	c.AppName, c.InstanceID = identity(getenv)
@@ -246,6 +271,13 @@ func Load(getenv Getenv) (Config, error) {
 	storage, err := ParseStorageConnection(storageName, getenv)
 	p.add(err)
 	c.Storage = storage
+	if name := p.str(SettingInventory, ""); name != "" {
+		inv, err := ParseStorageConnection(name, getenv)
+		p.add(err)
+		c.Inventory = &inv
+	} else if storage.ConnectionString != "" {
+		c.Inventory = &storage
+	}
 
 	switch c.Transport {
 	case TransportServiceBus:
@@ -447,6 +479,17 @@ func (p *parser) duration(name string, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+// list reads a comma-separated list, dropping empty items.
+func (p *parser) list(name string) []string {
+	var out []string
+	for _, s := range strings.Split(p.get(name), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func (p *parser) integer(name string, def, lo, hi int) int {

@@ -295,3 +295,70 @@ func TestLoad_LockRenewalCoversFunctionTimeout(t *testing.T) {
 		t.Errorf("queue transport: %v", err)
 	}
 }
+
+// The inventory job reads through its own connection: locally (a connection string, Azurite)
+// Baton's storage by default; with identity-based storage (Azure) nothing unless
+// BATON_INVENTORY_STORAGE names a connection.
+func TestLoad_InventoryStorage(t *testing.T) {
+	identity := map[string]string{
+		SettingSchedule: "0 0 2 * * *", SettingAppRoot: "/nonexistent", SettingTransport: "queue",
+		"AzureWebJobsStorage__blobServiceUri":  "https://host.blob.core.windows.net",
+		"AzureWebJobsStorage__queueServiceUri": "https://host.queue.core.windows.net",
+		"AzureWebJobsStorage__credential":      "managedidentity",
+	}
+	cases := []struct {
+		name    string
+		env     map[string]string
+		wantURL string // "" : no inventory connection
+		wantErr string
+	}{
+		{"local: Baton's storage", base(), "http://127.0.0.1:10000/devstoreaccount1", ""},
+		{"Azure: none unless named", identity, "", ""},
+		{"Azure: the named connection", with(identity, SettingInventory, "InventoryStorage",
+			"InventoryStorage__blobServiceUri", "https://data.blob.core.windows.net", "InventoryStorage__credential", "managedidentity"),
+			"https://data.blob.core.windows.net", ""},
+		{"a named connection that is not set", with(base(), SettingInventory, "Nope"), "", "Nope is not set"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(env(tc.env))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			if c.Inventory != nil {
+				got = c.Inventory.BlobServiceURL + c.Inventory.ConnectionString
+			}
+			if (tc.wantURL == "") != (got == "") || !strings.Contains(got, tc.wantURL) {
+				t.Errorf("inventory connection %q, want %q", got, tc.wantURL)
+			}
+		})
+	}
+}
+
+func TestLoad_ManualJobsAndSyntheticCaps(t *testing.T) {
+	c, err := Load(env(base()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.ManualJobs) != 0 || c.SyntheticMax != DefaultSyntheticMax || c.SyntheticWorkMs != DefaultSyntheticWorkMs {
+		t.Errorf("defaults: manual %v, synthetic caps %d/%d", c.ManualJobs, c.SyntheticMax, c.SyntheticWorkMs)
+	}
+	c, err = Load(env(with(base(), SettingManualJobs, " synthetic, ,inventory ", SettingSyntheticMax, "1000", SettingSyntheticWork, "30000")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.ManualJobs, "|") != "synthetic|inventory" || c.SyntheticMax != 1000 || c.SyntheticWorkMs != 30000 {
+		t.Errorf("manual %v, synthetic caps %d/%d", c.ManualJobs, c.SyntheticMax, c.SyntheticWorkMs)
+	}
+	_, err = Load(env(with(base(), SettingSyntheticMax, "0", SettingSyntheticWork, "700000")))
+	if err == nil || !strings.Contains(err.Error(), SettingSyntheticMax) || !strings.Contains(err.Error(), SettingSyntheticWork) {
+		t.Errorf("out-of-range caps: %v, want both settings named", err)
+	}
+}

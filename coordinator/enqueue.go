@@ -58,7 +58,7 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 	}
 	job, err := c.cfg.Jobs.Lookup(m.Job)
 	if err != nil {
-		return c.failRun(ctx, lease, run, fmt.Sprintf("planning failed: %v", err))
+		return c.failRun(ctx, lease, run, fmt.Errorf("planning failed: %w", err))
 	}
 	start := c.cfg.Now()
 	var pace pacer
@@ -89,7 +89,7 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 				return m, fmt.Errorf("enqueue %s stopped: %w", run, context.Cause(ctx))
 			}
 			if errors.Is(err, errPlanning) {
-				return c.failRun(ctx, lease, run, err.Error())
+				return c.failRun(ctx, lease, run, err)
 			}
 			return m, err
 		}
@@ -105,7 +105,7 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 		}
 		switch {
 		case errors.Is(err, errPlanning):
-			return c.failRun(ctx, lease, run, err.Error())
+			return c.failRun(ctx, lease, run, err)
 		case transport.IsTransient(err) && failedSends < maxFailedSends:
 			// Send the same stored batch again after the pause (same message IDs).
 			failedSends++
@@ -342,9 +342,11 @@ func (c *Coordinator) scheduleCheck(ctx context.Context, run string, epoch int64
 	return nil
 }
 
-// failRun records a run that cannot be planned as failed.
-func (c *Coordinator) failRun(ctx context.Context, lease election.Lease, run, reason string) (ledger.Manifest, error) {
-	c.log(run, lease.Epoch).Error("run failed", "reason", reason)
+// failRun records a run that cannot be planned as failed, with cause's short form as its
+// reason (ledger.Cause: the ledger is readable with a function key); the log gets all of it.
+func (c *Coordinator) failRun(ctx context.Context, lease election.Lease, run string, cause error) (ledger.Manifest, error) {
+	reason := ledger.Cause(cause)
+	c.log(run, lease.Epoch).Error("run failed", "reason", reason, "err", cause)
 	now := c.cfg.Now().UTC()
 	return c.cfg.Store.UpdateManifest(ctx, run, lease.Epoch, func(m *ledger.Manifest) error {
 		m.State, m.Reason, m.Finished = ledger.StateFailed, reason, now

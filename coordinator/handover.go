@@ -140,6 +140,9 @@ func controlMessage(run string, epoch int64, suffix string, at time.Time, handov
 func (c *Coordinator) probe(ctx context.Context, env work.Envelope) error {
 	m, err := c.cfg.Store.ReadManifest(ctx, env.Run)
 	if errors.Is(err, ledger.ErrNotFound) {
+		// Baton sends probes only for runs it created, so this one was deleted, or the message
+		// was not Baton's: either way worth a line, never a retry.
+		c.log(env.Run, env.Epoch).Warn("lease probe: no such run; dropping the check", "handover", env.Handover)
 		return nil
 	}
 	if err != nil {

@@ -1,11 +1,13 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -341,5 +343,31 @@ func TestMemory_PlanningOverdueOnlyWhenItStopsProgressing(t *testing.T) {
 	m, err := store.ReadManifest(context.Background(), stuck.RunID)
 	if err != nil || m.State != ledger.StateTimedOut || m.Reason == "" {
 		t.Fatalf("stuck planning: %+v, %v; want timed-out with a reason", m, err)
+	}
+}
+
+// A lease probe or a handover check for a run the ledger does not hold is dropped (there is
+// nothing to resume), and says so in the log.
+func TestMemory_ProbeForUnknownRunIsLogged(t *testing.T) {
+	for _, handover := range []bool{false, true} {
+		t.Run(fmt.Sprintf("handover=%v", handover), func(t *testing.T) {
+			var logs bytes.Buffer
+			c := memInstance(t, ledgertest.NewFake(ledgertest.Options{}), election.NewMemoryLock(15*time.Second), &memSender{}, 1)
+			c.cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+			env := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindCheck, Run: "manual-gone", Epoch: 3, Round: probeRound, Handover: handover}
+			if err := c.Check(context.Background(), env, work.Delivery{Count: 1}); err != nil {
+				t.Fatalf("Check: %v, want nil (nothing to retry)", err)
+			}
+			var line struct {
+				Level, Msg, Run string
+				Handover        bool
+			}
+			if err := json.Unmarshal(logs.Bytes(), &line); err != nil {
+				t.Fatalf("want one JSON log line, got %q: %v", logs.String(), err)
+			}
+			if line.Level != "WARN" || line.Run != env.Run || line.Handover != handover || !strings.Contains(line.Msg, "no such run") {
+				t.Errorf("log line %+v, want a warning naming run %s", line, env.Run)
+			}
+		})
 	}
 }

@@ -12,10 +12,11 @@ const (
 	jobInventory = "inventory"
 )
 
-// registerJobs registers every built-in job, by name. The inventory job reads the app's own
-// storage account, which Baton hands it at start-up. A failed registration makes Main refuse
-// to start, listing it.
+// registerJobs registers every built-in job, by name. Baton configures them from its own
+// settings at start-up: inventory reads the account of BATON_INVENTORY_STORAGE (never the app's
+// own storage), synthetic runs are capped by BATON_SYNTHETIC_MAX_*. A failed registration makes
+// Main refuse to start, listing it.
 func registerJobs(app *baton.App) {
 	_ = app.Register(jobSynthetic, synthetic.New())
-	_ = app.Register(jobInventory, inventory.New(nil))
+	_ = app.Register(jobInventory, inventory.New(nil, inventory.Options{}))
 }

@@ -262,20 +262,33 @@ func (h *deployedHandler) invoke(fn string, payload []byte) (int, []byte) {
 	return resp.StatusCode, body
 }
 
-// invokeHTTP invokes an HTTP function with a golden httpTrigger payload and returns its `res`.
-func (h *deployedHandler) invokeHTTP(fn, golden string) protocol.HTTPResponse {
+// invokeHTTP invokes an HTTP function with a golden httpTrigger payload and returns its `res`;
+// a non-empty body replaces the payload's request body.
+func (h *deployedHandler) invokeHTTP(fn, golden string, body ...string) protocol.HTTPResponse {
 	h.t.Helper()
-	status, body := h.invoke(fn, []byte(readFile(h.t, filepath.Join(repoRoot(h.t), "internal", "app", "testdata", golden))))
+	payload := []byte(readFile(h.t, filepath.Join(repoRoot(h.t), "internal", "app", "testdata", golden)))
+	if len(body) > 0 {
+		var ir map[string]map[string]map[string]any
+		if err := json.Unmarshal(payload, &ir); err != nil {
+			h.t.Fatal(err)
+		}
+		ir["Data"]["req"]["Body"] = body[0]
+		var err error
+		if payload, err = json.Marshal(ir); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	status, resBody := h.invoke(fn, payload)
 	if status != http.StatusOK {
-		h.t.Fatalf("POST /%s: handler answered %d %s", fn, status, body)
+		h.t.Fatalf("POST /%s: handler answered %d %s", fn, status, resBody)
 	}
 	var ir struct {
 		Outputs struct {
 			Res *protocol.HTTPResponse `json:"res"`
 		}
 	}
-	if err := json.Unmarshal(body, &ir); err != nil || ir.Outputs.Res == nil {
-		h.t.Fatalf("POST /%s: no Outputs.res in %s (%v)", fn, body, err)
+	if err := json.Unmarshal(resBody, &ir); err != nil || ir.Outputs.Res == nil {
+		h.t.Fatalf("POST /%s: no Outputs.res in %s (%v)", fn, resBody, err)
 	}
 	return *ir.Outputs.Res
 }
@@ -371,6 +384,17 @@ func TestDeployedDefaults_FirstOccurrenceRuns(t *testing.T) {
 	if m.State != ledger.StateSucceeded || m.Trigger != ledger.TriggerTimer || m.Job != env[config.SettingJob] || m.Partitions == 0 {
 		t.Fatalf("run %s: state %s, trigger %s, job %s, %d partitions (reason %q); want a succeeded timer run of the default job",
 			m.RunID, m.State, m.Trigger, m.Job, m.Partitions, m.Reason)
+	}
+
+	// A function key starts only the timer job by hand, within the synthetic caps.
+	for _, c := range []struct{ body, want string }{
+		{`{"job":"inventory","params":{"container":"data"}}`, config.SettingManualJobs},
+		{`{"job":"synthetic","params":{"partitions":1000000}}`, "cap of"},
+		{`{"job":"synthetic","params":{"partitions":1,"workMs":600000}}`, "cap of"},
+	} {
+		if res := h.invokeHTTP("Runs", "http-runs-post.json", c.body); res.StatusCode != http.StatusBadRequest || !strings.Contains(res.Body, c.want) {
+			t.Errorf("manual run %s: %d %s, want 400 saying %q", c.body, res.StatusCode, res.Body, c.want)
+		}
 	}
 }
 

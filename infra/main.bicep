@@ -106,6 +106,11 @@ param leaseStorageAccountId string = ''
 
 var abbrs = loadJsonContent('./abbreviations.json')
 
+// The transport app/api.bicep deploys is Service Bus (BATON_TRANSPORT=servicebus). The Storage
+// queues and their roles exist only for the Storage-queue transport: set this to true together
+// with BATON_TRANSPORT=queue there, never one without the other.
+var storageQueueTransport = false
+
 // host.json is the one source of the delivery limit. The queue trigger reads its
 // maxDequeueCount; the Service Bus queue's maxDeliveryCount and BATON_MAX_DELIVERIES take the
 // same number from it here, so no parameter can disagree (the handler refuses to start when
@@ -166,14 +171,14 @@ module storage 'app/storage.bicep' = {
       leaseContainerName
       runsContainerName
     ]
-    queueNames: [
+    queueNames: storageQueueTransport ? [
       workQueueName
       // The queue trigger moves a message here after maxDequeueCount failures. Declaring it lets
       // the queue role in app/rbac.bicep be scoped to the two queues, not the whole account.
       '${workQueueName}-poison'
       controlQueueName
       '${controlQueueName}-poison'
-    ]
+    ] : []
   }
 }
 
@@ -251,6 +256,7 @@ module rbac 'app/rbac.bicep' = {
     controlQueueName: controlQueueName
     applicationInsightsName: monitoring.outputs.applicationInsightsName
     serviceBusScaleMonitoring: serviceBusScaleMonitoring
+    storageQueueTransport: storageQueueTransport
   }
 }
 

@@ -2,11 +2,13 @@ package infra_test
 
 import (
 	"debug/elf"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -170,12 +172,103 @@ func TestPackageScript_Refuses(t *testing.T) {
 	}
 }
 
+// localGo is the version of the machine's Go (GOTOOLCHAIN=local), as major, minor, patch.
+func localGo(t *testing.T) [3]int {
+	t.Helper()
+	cmd := exec.Command("go", "env", "GOVERSION")
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go env GOVERSION: %v", err)
+	}
+	return goVersion(t, strings.TrimSpace(string(out)))
+}
+
+func goVersion(t *testing.T, s string) [3]int {
+	t.Helper()
+	m := regexp.MustCompile(`^go(\d+)\.(\d+)(?:\.(\d+))?`).FindStringSubmatch(s)
+	if m == nil {
+		t.Fatalf("%q is not a Go version", s)
+	}
+	var v [3]int
+	for i := range v {
+		v[i], _ = strconv.Atoi(m[i+1])
+	}
+	return v
+}
+
+func older(a, b [3]int) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
+}
+
+// repoGoTooOld reports whether the machine's Go is older than go.mod's toolchain line, in
+// which case package.sh must refuse the repository (GOTOOLCHAIN=local keeps go from fetching).
+// It checks that refusal, so a caller returns at once.
+func repoGoTooOld(t *testing.T, out string, err error) bool {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^toolchain (go\S+)`).FindStringSubmatch(readFile(t, filepath.Join(repoRoot(t), "go.mod")))
+	if m == nil || !older(localGo(t), goVersion(t, m[1])) {
+		return false
+	}
+	if err == nil || !strings.Contains(out, "is older than "+m[1]) {
+		t.Errorf("the machine's Go is older than go.mod's %s, yet package.sh did not refuse it: %v\n%s", m[1], err, out)
+	}
+	return true
+}
+
+// TestPackageScript_GoVersion: the package is built only by a Go at least as new as go.mod's
+// toolchain line (else its go line), compared as numbers (go1.26.10 is newer than go1.26.8).
+func TestPackageScript_GoVersion(t *testing.T) {
+	have := localGo(t)
+	cases := []struct {
+		name, goMod string
+		refused     bool
+	}{
+		{"the same toolchain", fmt.Sprintf("go 1.22\n\ntoolchain go%d.%d.%d\n", have[0], have[1], have[2]), false},
+		{"an older toolchain", "go 1.21\n\ntoolchain go1.21.0\n", false},
+		{"no toolchain line, an old go line", "go 1.22\n", false},
+		{"a newer patch with more digits", fmt.Sprintf("go 1.22\n\ntoolchain go%d.%d.%d\n", have[0], have[1], have[2]+10), true},
+		{"a newer minor", fmt.Sprintf("go 1.22\n\ntoolchain go%d.%d.0\n", have[0], have[1]+1), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			src := t.TempDir()
+			writeFiles(t, src, map[string]string{
+				"go.mod":             "module example.com/app\n\n" + tc.goMod,
+				"handler/main.go":    "package main\n\nfunc main() {}\n",
+				"host.json":          `{"version": "2.0"}`,
+				"Tick/function.json": `{"bindings": []}`,
+			})
+			dist := filepath.Join(t.TempDir(), "dist")
+			out, err := runPackage(t, map[string]string{"SOURCE_DIR": src, "DIST_DIR": dist})
+			switch {
+			case tc.refused && (err == nil || !strings.Contains(out, "which go.mod asks for") || !strings.Contains(out, "GOTOOLCHAIN=")):
+				t.Errorf("got err=%v output:\n%s\nwant a refusal naming both versions and GOTOOLCHAIN", err, out)
+			case tc.refused:
+				if _, err := os.Stat(filepath.Join(dist, "baton")); err == nil {
+					t.Error("a refused package still holds a binary")
+				}
+			case err != nil:
+				t.Errorf("package.sh: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
 // TestPackageScript_Repo packages the repository itself: the real handler, host.json and
 // every function folder found at the root.
 func TestPackageScript_Repo(t *testing.T) {
 	root := repoRoot(t)
 	dist := filepath.Join(t.TempDir(), "dist")
 	out, err := runPackage(t, map[string]string{"DIST_DIR": dist})
+	if repoGoTooOld(t, out, err) {
+		return
+	}
 	if err != nil {
 		// Only a handler that does not compile yet is a reason to skip; say so plainly.
 		build := exec.Command("go", "build", "-o", os.DevNull, "./handler")
@@ -226,7 +319,8 @@ func TestPackageScript_PowerShellTwin(t *testing.T) {
 	for _, name := range []string{"package.sh", "package.ps1"} {
 		text := readFile(t, filepath.Join(root, "scripts", name))
 		for _, want := range []string{"GOOS", "'linux'", "GOARCH", "amd64", "CGO_ENABLED", "'0'", "-trimpath", "-s -w",
-			"SOURCE_DIR", "DIST_DIR", "GO_PACKAGE", "./handler", "host.json", "function.json", "local.settings.json", "baton"} {
+			"SOURCE_DIR", "DIST_DIR", "GO_PACKAGE", "./handler", "host.json", "function.json", "local.settings.json", "baton",
+			"env GOVERSION", "toolchain", "which go.mod asks for", "GOTOOLCHAIN=auto"} {
 			if name == "package.sh" {
 				want = strings.Trim(want, "'")
 			}
@@ -280,6 +374,9 @@ func TestPackageScript_AnyCurrentFolder(t *testing.T) {
 	// A cross-compilation target left in the caller's environment must not leak into the build.
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOTOOLCHAIN=local", "DIST_DIR="+dist, "GOOS=windows", "GOARCH=arm64", "CGO_ENABLED=1")
 	out, err := cmd.CombinedOutput()
+	if repoGoTooOld(t, string(out), err) {
+		return
+	}
 	if err != nil {
 		t.Fatalf("package.sh from %s: %v\n%s", elsewhere, err, out)
 	}

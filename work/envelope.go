@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"reflect"
 	"strings"
 
 	"github.com/batonfn/baton/ledger"
@@ -62,18 +64,66 @@ func DecodeEnvelope(body []byte) (Envelope, error) {
 	if len(body) > MaxEnvelopeBytes {
 		return e, fmt.Errorf("%w: %d bytes exceeds the %d-byte limit", ErrMalformed, len(body), MaxEnvelopeBytes)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&e); err != nil {
+	// encoding/json alone would match names in any case, let a repeated key's last value win and
+	// ignore what follows the object: a body that two readers could read differently is refused.
+	if err := checkObjectKeys(body, envelopeFields); err != nil {
 		return e, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	if dec.More() {
-		return e, fmt.Errorf("%w: trailing data after the JSON object", ErrMalformed)
+	if err := json.Unmarshal(body, &e); err != nil {
+		return e, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	if err := e.Validate(); err != nil {
 		return e, err
 	}
 	return e, nil
+}
+
+// envelopeFields are Envelope's JSON names, read from its tags.
+var envelopeFields = func() map[string]bool {
+	names := map[string]bool{}
+	t := reflect.TypeFor[Envelope]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		names[name] = true
+	}
+	return names
+}()
+
+// checkObjectKeys reports an error unless body is exactly one JSON object (surrounding white
+// space aside) whose keys are all in fields, spelled exactly, each at most once.
+func checkObjectKeys(body []byte, fields map[string]bool) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil {
+		return err
+	} else if tok != json.Delim('{') {
+		return fmt.Errorf("want a JSON object, got %v", tok)
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key := tok.(string) // inside an object, More is followed by a key
+		switch {
+		case !fields[key]:
+			return fmt.Errorf("unknown field %q (names are case-sensitive)", key)
+		case seen[key]:
+			return fmt.Errorf("field %q appears twice", key)
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return fmt.Errorf("field %q: %w", key, err)
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the JSON object")
+	}
+	return nil
 }
 
 // Validate checks every field; errors wrap ErrMalformed.

@@ -60,6 +60,14 @@ func TestDecodeEnvelope_Rejects(t *testing.T) {
 		"handover round":     `{"baton":1,"kind":"check","run":"r1","epoch":1,"round":2,"handover":true}`,
 		"handover partition": `{"baton":1,"kind":"partition","run":"r1","epoch":1,"handover":true}`,
 		"trailing":           `{"baton":1,"kind":"check","run":"r1","epoch":1}{}`,
+		"trailing brace":     `{"baton":1,"kind":"check","run":"r1","epoch":1}}`,
+		"trailing bracket":   `{"baton":1,"kind":"check","run":"r1","epoch":1}]`,
+		"trailing word":      `{"baton":1,"kind":"check","run":"r1","epoch":1} x`,
+		"name in upper case": `{"baton":1,"kind":"check","Run":"r1","epoch":1}`,
+		"name in mixed case": `{"baton":1,"KIND":"check","run":"r1","epoch":1}`,
+		"duplicate key":      `{"baton":1,"kind":"check","run":"r1","epoch":1,"epoch":2}`,
+		"duplicate run":      `{"baton":1,"kind":"check","run":"r1","run":"r2","epoch":1}`,
+		"unterminated":       `{"baton":1,"kind":"check","run":"r1","epoch":1`,
 		"epoch as string":    `{"baton":1,"kind":"check","run":"r1","epoch":"1"}`,
 		"oversize":           `{"baton":1,"kind":"partition","run":"r1","epoch":1,"payload":"` + strings.Repeat("x", MaxEnvelopeBytes) + `"}`,
 	}
@@ -111,4 +119,16 @@ func FuzzDecodeEnvelope(f *testing.F) {
 			t.Fatalf("re-decode: %+v, %v; want %+v", again, err, e)
 		}
 	})
+}
+
+func TestDecodeEnvelope_AcceptsWhiteSpaceAndAnyPayload(t *testing.T) {
+	// The strict key check covers the envelope only: the job's payload is its own business.
+	body := " \n{\"baton\":1,\"kind\":\"partition\",\"run\":\"r1\",\"epoch\":1,\"payload\":{\"A\":1,\"a\":2,\"a\":3}}\r\n"
+	e, err := DecodeEnvelope([]byte(body))
+	if err != nil {
+		t.Fatalf("DecodeEnvelope: %v", err)
+	}
+	if got, want := string(e.Payload), `{"A":1,"a":2,"a":3}`; got != want {
+		t.Errorf("payload = %s, want %s", got, want)
+	}
 }

@@ -99,8 +99,9 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool) (bo
 	reason := ""
 	if aerr != nil {
 		// The job says aggregating these results can never work: the run failed.
-		rep.State, reason = ledger.StateFailed, "aggregate: "+aerr.Error()
-		rep.Aggregate, _ = json.Marshal(map[string]string{"error": aerr.Error()})
+		log.Error("aggregation failed permanently; the run failed", "err", aerr)
+		rep.State, reason = ledger.StateFailed, "aggregate: "+ledger.Cause(aerr)
+		rep.Aggregate, _ = json.Marshal(map[string]string{"error": ledger.Cause(aerr)})
 	}
 	rep.Created = w.now()
 	if err := w.cfg.Store.WriteReport(ctx, rep, etag); err != nil {

@@ -191,10 +191,10 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 		res.OK, res.Output = true, out
 	case errors.Is(perr, ErrPermanent):
 		log.Warn("partition failed permanently; recording the failure", "err", perr)
-		res.Error = perr.Error()
+		res.Error = ledger.Cause(perr) // the full error is in the log line above
 	case attempt >= w.maxDeliveries():
 		log.Error("partition failed on its last delivery; recording the failure", "err", perr, "maxDeliveries", w.maxDeliveries())
-		res.Error, gaveUp = perr.Error(), true
+		res.Error, gaveUp = ledger.Cause(perr), true
 	default:
 		log.Warn("partition failed; the host will retry", "err", perr, "maxDeliveries", w.maxDeliveries())
 		return fmt.Errorf("partition %s/%d, delivery %d of %d: %w", env.Run, env.Part, attempt, w.maxDeliveries(), perr)

@@ -824,6 +824,40 @@ func TestNewApp_APIShowsTheConfiguredSchedule(t *testing.T) {
 	}
 }
 
+// A manual run is refused with 400 and a message that says why when it names a job the app
+// does not allow by hand, an inventory of the app's own containers or the host's, or synthetic
+// params over the app's caps; what the settings allow starts.
+func TestNewApp_ManualRunPolicy(t *testing.T) {
+	runs := azurite.UniqueName(t, "runs")
+	hs := newTestApp(t, map[string]string{config.SettingRunsContainer: runs, config.SettingManualJobs: "synthetic",
+		config.SettingSyntheticMax: "50", config.SettingSyntheticWork: "100"})
+	for _, c := range []struct {
+		name, body string
+		status     int
+		want       string
+	}{
+		{"inventory is not allowed by hand", `{"job":"inventory","params":{"container":"data"}}`, http.StatusBadRequest, config.SettingManualJobs},
+		{"over the partition cap", `{"job":"synthetic","params":{"partitions":51}}`, http.StatusBadRequest, "cap of 50"},
+		{"over the work cap", `{"job":"synthetic","params":{"partitions":1,"workMs":101}}`, http.StatusBadRequest, "cap of 100"},
+		{"within the caps", `{"job":"synthetic","params":{"partitions":50,"workMs":100}}`, http.StatusAccepted, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := invokeHTTP(t, hs.URL, fnRuns, goldenHTTP(t, "http-runs-post.json", withBody(c.body)))
+			if out.Status != c.status || !strings.Contains(out.Body, c.want) {
+				t.Errorf("POST %s: %d %s, want %d saying %q", c.body, out.Status, out.Body, c.status, c.want)
+			}
+		})
+	}
+	all := newTestApp(t, map[string]string{config.SettingRunsContainer: runs})
+	for _, container := range []string{runs, "azure-webjobs-secrets"} {
+		body := `{"job":"inventory","params":{"container":"` + container + `"}}`
+		out := invokeHTTP(t, all.URL, fnRuns, goldenHTTP(t, "http-runs-post.json", withBody(body)))
+		if out.Status != http.StatusBadRequest || !strings.Contains(out.Body, "reserved container") {
+			t.Errorf("POST %s: %d %s, want 400: reserved container", body, out.Status, out.Body)
+		}
+	}
+}
+
 // mustWorker builds a worker or fails the test.
 func mustWorker(t testing.TB, cfg work.WorkerConfig) *work.Worker {
 	t.Helper()

@@ -126,7 +126,13 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 	app.onClose(closeSenders)
 
 	store := blobstore.New(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), blobstore.Options{})
-	bindStorage(jobs, blobs)
+	var invBlobs *azblob.Client
+	if cfg.Inventory != nil {
+		if invBlobs, err = azclient.Blob(*cfg.Inventory, nil); err != nil {
+			return nil, fmt.Errorf("%s: %w", config.SettingInventory, err)
+		}
+	}
+	configureBuiltins(jobs, cfg, invBlobs)
 	holder := identity
 	worker, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: holder, MaxDeliveries: cfg.MaxDeliveries, Logger: logger})
 	if err != nil {
@@ -166,7 +172,8 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 	}
 	app.onClose(deadLetters.Close)
 
-	f := &functions{coord: coord, starter: defaultJobGuard{Starter: coord, jobErr: jobErr, defaults: o.DefaultParams}, worker: worker, leader: leader, store: store, now: time.Now}
+	starter := manualGuard{Starter: coord, jobErr: jobErr, timerJob: cfg.Job, allowed: cfg.ManualJobs, defaults: o.DefaultParams}
+	f := &functions{coord: coord, starter: starter, worker: worker, leader: leader, store: store, now: time.Now}
 	register(app.server, f, withSchedule(schedule, cfg), withDeadLetters(deadLetters.List))
 	return app, nil
 }

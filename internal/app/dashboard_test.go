@@ -76,8 +76,8 @@ func rowAttrs(dom, run string) (map[string]string, string, bool) {
 
 // The dashboard in a real browser: served through a stand-in for the host, over a ledger
 // seeded by real runs (one finished, one three partitions of seven in), it shows both runs
-// with the state and percentage the API reports, and the leader; its fetches carry the page's
-// own query string (the function key in Azure).
+// with the state and percentage the API reports, and the leader; opened with ?code=<key>, it
+// sends the key as the x-functions-key header and puts it in no request URL and no link.
 func TestDashboard_Browser(t *testing.T) {
 	browser := chromium(t)
 	e := newAPIEnv(t)
@@ -153,20 +153,49 @@ func TestDashboard_Browser(t *testing.T) {
 		t.Errorf("the leader (baton-test/inst-a/101) is not shown")
 	}
 
-	// Every API call the page made carried its query string, and it called both endpoints.
+	// Every API call the page made sent the key as the x-functions-key header and in no URL,
+	// and it called both endpoints.
 	var sawRuns, sawLeader bool
-	browserRequests := shim.requests()[before:]
-	for _, uri := range browserRequests {
-		if strings.HasPrefix(uri, "/api/runs") || strings.HasPrefix(uri, "/api/leader") {
-			if !strings.Contains(uri, "code="+key) {
-				t.Errorf("page fetched %s without its ?code=", uri)
-			}
-			sawRuns = sawRuns || strings.HasPrefix(uri, "/api/runs?")
-			sawLeader = sawLeader || strings.HasPrefix(uri, "/api/leader?")
+	browserRequests, keys := shim.requests()[before:], shim.functionKeys()[before:]
+	for i, uri := range browserRequests {
+		if strings.HasPrefix(uri, "/api/dashboard") {
+			continue // the page itself, opened with ?code= as Azure links it
 		}
+		if strings.Contains(uri, key) || strings.Contains(uri, "code=") {
+			t.Errorf("page fetched %s: the key is in the URL", uri)
+		}
+		if keys[i] != key {
+			t.Errorf("page fetched %s with x-functions-key %q, want %q", uri, keys[i], key)
+		}
+		sawRuns = sawRuns || strings.HasPrefix(uri, "/api/runs?")
+		sawLeader = sawLeader || strings.HasPrefix(uri, "/api/leader")
 	}
 	if !sawRuns || !sawLeader {
 		t.Errorf("page requests %v: want /api/runs and /api/leader", browserRequests)
+	}
+	checkLinksWithoutKey(t, dom, shim.srv.URL+"/api/dashboard", key)
+}
+
+// checkLinksWithoutKey: no link on the page carries the key, and the links to runs are built
+// on the address bar as the page left it (so it no longer holds ?code=).
+func checkLinksWithoutKey(t *testing.T, dom, pageURL, key string) {
+	t.Helper()
+	hrefs := regexp.MustCompile(`\bhref="([^"]*)"`).FindAllStringSubmatch(dom, -1)
+	runLinks := 0
+	for _, m := range hrefs {
+		href := html.UnescapeString(m[1])
+		if strings.Contains(href, key) || strings.Contains(href, "code=") {
+			t.Errorf("link %s carries the key", href)
+		}
+		if strings.Contains(href, "run=") {
+			runLinks++
+			if !strings.HasPrefix(href, pageURL+"#") {
+				t.Errorf("link to a run %s, want %s#… (the address bar without the key)", href, pageURL)
+			}
+		}
+	}
+	if runLinks == 0 {
+		t.Errorf("no link to a run on the page; the check proves nothing:\n%s", dom)
 	}
 }
 
@@ -774,11 +803,27 @@ func TestDashboard_Operator(t *testing.T) {
 		}
 	}
 
-	// Every API call the page made carried its ?code=, the POSTs included.
-	for _, uri := range shim.requests() {
+	// The key left the address bar, and no link on the page (resolved, as a copy would take it)
+	// carries it.
+	var seen struct {
+		Location string
+		Links    []string
+	}
+	b.eval(`({location: location.href, links: Array.from(document.querySelectorAll("a[href]")).map(a => a.href)})`, &seen)
+	if strings.Contains(seen.Location, key) || len(seen.Links) == 0 {
+		t.Errorf("address bar %s (want it without the key), %d links", seen.Location, len(seen.Links))
+	}
+	for _, href := range seen.Links {
+		if strings.Contains(href, key) {
+			t.Errorf("link %s carries the key", href)
+		}
+	}
+	// Every API call the page made sent the key as a header and in no URL, the POSTs included.
+	keys := shim.functionKeys()
+	for i, uri := range shim.requests() {
 		if strings.HasPrefix(uri, "/api/runs") || strings.HasPrefix(uri, "/api/leader") {
-			if !strings.Contains(uri, "code="+key) {
-				t.Errorf("page fetched %s without its ?code=", uri)
+			if strings.Contains(uri, key) || keys[i] != key {
+				t.Errorf("page fetched %s with x-functions-key %q: want the key %q in the header only", uri, keys[i], key)
 			}
 		}
 	}

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/batonfn/baton/api"
+	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/ledger"
@@ -20,7 +23,7 @@ import (
 // functions holds what the function bodies call.
 type functions struct {
 	coord *coordinator.Coordinator
-	// starter starts manual runs (the coordinator, behind defaultJobGuard); nil means coord.
+	// starter starts manual runs (the coordinator, behind manualGuard); nil means coord.
 	starter api.Starter
 	worker  *work.Worker
 	leader  *election.Leader
@@ -151,18 +154,25 @@ func waitOutOutage(ctx context.Context, log *slog.Logger, fn func(context.Contex
 	}
 }
 
-// defaultJobGuard refuses a manual run of the default (timer) job while that job is
-// misconfigured, with the error that names the setting; runs that name their own job pass, and
-// get that job's default params when they give none.
-type defaultJobGuard struct {
+// manualGuard is the app's policy on manual runs: a run of the default (timer) job is refused
+// while that job is misconfigured, with the error that names the setting; a run naming another
+// job must name one BATON_MANUAL_JOBS allows (allowed; empty allows all). Both answer 400. A run
+// that names its job and gives no params gets the job's default params.
+type manualGuard struct {
 	api.Starter
 	jobErr   error
+	timerJob string
+	allowed  []string
 	defaults map[string]json.RawMessage
 }
 
-func (g defaultJobGuard) StartManual(ctx context.Context, req coordinator.ManualRequest) (coordinator.Outcome, error) {
+func (g manualGuard) StartManual(ctx context.Context, req coordinator.ManualRequest) (coordinator.Outcome, error) {
 	if req.Job == "" && g.jobErr != nil {
 		return coordinator.Outcome{}, fmt.Errorf("%w: the default job is misconfigured: %w", coordinator.ErrBadRequest, g.jobErr)
+	}
+	if req.Job != "" && req.Job != g.timerJob && len(g.allowed) > 0 && !slices.Contains(g.allowed, req.Job) {
+		return coordinator.Outcome{}, fmt.Errorf("%w: job %q cannot be started by hand here: %s allows %s and the timer job %s",
+			coordinator.ErrBadRequest, req.Job, config.SettingManualJobs, strings.Join(g.allowed, ", "), g.timerJob)
 	}
 	if req.Job != "" && len(req.Params) == 0 {
 		req.Params = g.defaults[req.Job]

@@ -27,6 +27,7 @@ type hostShim struct {
 
 	mu   sync.Mutex
 	seen []string // request URIs, in order
+	keys []string // each request's x-functions-key header, in the same order
 }
 
 func newHostShim(t testing.TB, handlerURL string) *hostShim {
@@ -40,6 +41,13 @@ func (h *hostShim) requests() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]string(nil), h.seen...)
+}
+
+// functionKeys returns the x-functions-key header of each request, in the order of requests.
+func (h *hostShim) functionKeys() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.keys...)
 }
 
 // route maps a path under /api/ to a function and its route parameters (function.json routes:
@@ -65,6 +73,7 @@ func route(path string) (fn string, params map[string]any, ok bool) {
 func (h *hostShim) serve(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	h.seen = append(h.seen, r.URL.RequestURI())
+	h.keys = append(h.keys, r.Header.Get("x-functions-key"))
 	h.mu.Unlock()
 	fn, params, ok := route(r.URL.Path)
 	if !ok {

@@ -9,22 +9,31 @@ import (
 
 	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/work"
+	"github.com/batonfn/baton/work/inventory"
+	"github.com/batonfn/baton/work/synthetic"
 )
 
-// storageUser is a job that reads the app's storage account (the root package documents it
-// as baton.StorageUser).
-type storageUser interface {
-	UseStorage(client *azblob.Client)
-}
-
-// bindStorage hands the app's blob client to every job that asks for it, before any
-// invocation.
-func bindStorage(jobs *work.Registry, blobs *azblob.Client) {
+// configureBuiltins applies Baton's settings for its built-in jobs to the instances an app
+// registered, before any invocation: the caps on synthetic, and the account inventory reads
+// (inv, from BATON_INVENTORY_STORAGE; never the app's own storage) with the app's leases and
+// runs containers refused. Without BATON_INVENTORY_STORAGE inventory refuses every run, naming
+// the setting.
+func configureBuiltins(jobs *work.Registry, cfg config.Config, inv *azblob.Client) {
 	for _, name := range jobs.Names() {
-		if j, err := jobs.Lookup(name); err == nil {
-			if u, ok := j.(storageUser); ok {
-				u.UseStorage(blobs)
+		j, err := jobs.Lookup(name)
+		if err != nil {
+			continue
+		}
+		switch j := j.(type) {
+		case *synthetic.Job:
+			j.Configure(synthetic.Caps{MaxPartitions: cfg.SyntheticMax, MaxWorkMs: cfg.SyntheticWorkMs})
+		case *inventory.Job:
+			opts := inventory.Options{Reserved: []string{cfg.LeaseContainer, cfg.RunsContainer}}
+			if cfg.Inventory == nil {
+				opts.Unavailable = fmt.Errorf("inventory has no storage to read: set %s to the name of a storage connection for the account to inventory",
+					config.SettingInventory)
 			}
+			j.Configure(inv, opts)
 		}
 	}
 }

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
-
 	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/work"
@@ -22,7 +20,7 @@ import (
 func builtinJobs() *work.Registry {
 	r := work.NewRegistry()
 	r.Register(synthetic.Name, synthetic.New())
-	r.Register(inventory.Name, inventory.New(nil))
+	r.Register(inventory.Name, inventory.New(nil, inventory.Options{}))
 	return r
 }
 
@@ -71,7 +69,7 @@ func TestDefaultJobGuard(t *testing.T) {
 		return coordinator.Outcome{Status: coordinator.StatusStarted}, nil
 	})
 	jobErr := errors.New(config.SettingJobParams + ` is not valid`)
-	g := defaultJobGuard{Starter: next, jobErr: jobErr}
+	g := manualGuard{Starter: next, jobErr: jobErr}
 	_, err := g.StartManual(context.Background(), coordinator.ManualRequest{})
 	if !errors.Is(err, coordinator.ErrBadRequest) || !strings.Contains(err.Error(), config.SettingJobParams) || calls != 0 {
 		t.Errorf("default job: %v (calls %d), want ErrBadRequest naming %s", err, calls, config.SettingJobParams)
@@ -79,7 +77,7 @@ func TestDefaultJobGuard(t *testing.T) {
 	if _, err := g.StartManual(context.Background(), coordinator.ManualRequest{Job: synthetic.Name}); err != nil || calls != 1 {
 		t.Errorf("explicit job: %v (calls %d)", err, calls)
 	}
-	ok := defaultJobGuard{Starter: next}
+	ok := manualGuard{Starter: next}
 	if _, err := ok.StartManual(context.Background(), coordinator.ManualRequest{}); err != nil || calls != 2 {
 		t.Errorf("valid default job: %v (calls %d)", err, calls)
 	}
@@ -124,7 +122,7 @@ func TestDefaultJobGuard_DefaultParams(t *testing.T) {
 		got = append(got, req)
 		return coordinator.Outcome{}, nil
 	})
-	g := defaultJobGuard{Starter: next, defaults: map[string]json.RawMessage{"export": json.RawMessage(`{"a":1}`)}}
+	g := manualGuard{Starter: next, defaults: map[string]json.RawMessage{"export": json.RawMessage(`{"a":1}`)}}
 	for _, req := range []coordinator.ManualRequest{{Job: "export"}, {Job: "export", Params: json.RawMessage(`{"a":2}`)}, {}} {
 		if _, err := g.StartManual(context.Background(), req); err != nil {
 			t.Fatal(err)
@@ -138,27 +136,84 @@ func TestDefaultJobGuard_DefaultParams(t *testing.T) {
 	}
 }
 
-// storageJob records the client it was handed.
-type storageJob struct {
-	work.Job
-	got *azblob.Client
-}
-
-func (j *storageJob) UseStorage(c *azblob.Client) { j.got = c }
-
-// Every job that asks for the app's storage gets the client, before any invocation.
-func TestBindStorage(t *testing.T) {
-	client, err := azblob.NewClientWithNoCredential("http://127.0.0.1:1/devstoreaccount1", nil)
+// localConfig is the configuration of a local app on Azurite, with the defaults.
+func localConfig(t *testing.T) config.Config {
+	t.Helper()
+	env := map[string]string{config.SettingHostStorage: "UseDevelopmentStorage=true", config.SettingTransport: "queue",
+		config.SettingSchedule: "0 */5 * * * *", config.SettingAppRoot: "/nonexistent-app-root"}
+	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs := work.NewRegistry()
-	a, b := &storageJob{Job: synthetic.New()}, &storageJob{Job: synthetic.New()}
-	jobs.Register("a", a)
-	jobs.Register("b", b)
-	jobs.Register(synthetic.Name, synthetic.New())
-	bindStorage(jobs, client)
-	if a.got != client || b.got != client {
-		t.Errorf("UseStorage got %p and %p, want %p", a.got, b.got, client)
+	return cfg
+}
+
+// BATON_MANUAL_JOBS limits the jobs a manual run may name; the timer job always passes, by
+// name or by default.
+func TestManualGuard_AllowList(t *testing.T) {
+	calls := 0
+	next := starterFunc(func(context.Context, coordinator.ManualRequest) (coordinator.Outcome, error) {
+		calls++
+		return coordinator.Outcome{Status: coordinator.StatusStarted}, nil
+	})
+	g := manualGuard{Starter: next, timerJob: synthetic.Name, allowed: []string{"report"}}
+	for _, c := range []struct {
+		job string
+		ok  bool
+	}{{"", true}, {synthetic.Name, true}, {"report", true}, {inventory.Name, false}} {
+		before := calls
+		_, err := g.StartManual(context.Background(), coordinator.ManualRequest{Job: c.job})
+		switch {
+		case c.ok && (err != nil || calls != before+1):
+			t.Errorf("job %q: %v, want it started", c.job, err)
+		case !c.ok && (!errors.Is(err, coordinator.ErrBadRequest) || !strings.Contains(err.Error(), config.SettingManualJobs) || calls != before):
+			t.Errorf("job %q: %v, want ErrBadRequest naming %s and no start", c.job, err, config.SettingManualJobs)
+		}
+	}
+	all := manualGuard{Starter: next, timerJob: synthetic.Name}
+	if _, err := all.StartManual(context.Background(), coordinator.ManualRequest{Job: inventory.Name}); err != nil {
+		t.Errorf("no allow-list: %v, want every job allowed", err)
+	}
+}
+
+// Baton configures the built-in jobs an app registered from its settings: inventory never reads
+// Baton's own containers or the host's, and with no connection of its own (as in Azure by
+// default) reads nothing; synthetic keeps to the configured caps.
+func TestConfigureBuiltins_Refusals(t *testing.T) {
+	local := localConfig(t)
+	capped := local
+	capped.SyntheticMax, capped.SyntheticWorkMs = 100, 1000
+	azure := local
+	azure.Inventory = nil
+	cases := []struct {
+		name   string
+		cfg    config.Config
+		job    string
+		params string
+		want   string // "" : accepted
+	}{
+		{"a user container", local, inventory.Name, `{"container":"data"}`, ""},
+		{"the runs container", local, inventory.Name, `{"container":"runs"}`, "this app's own"},
+		{"the leases container", local, inventory.Name, `{"container":"leases"}`, "this app's own"},
+		{"the function keys", local, inventory.Name, `{"container":"azure-webjobs-secrets"}`, "azure-webjobs-"},
+		{"the host's locks", local, inventory.Name, `{"container":"azure-webjobs-hosts"}`, "azure-webjobs-"},
+		{"the deployment package", local, inventory.Name, `{"container":"app-package-baton-1234567"}`, "app-package-"},
+		{"no inventory connection", azure, inventory.Name, `{"container":"data"}`, config.SettingInventory},
+		{"synthetic within its caps", capped, synthetic.Name, `{"partitions":100,"workMs":1000}`, ""},
+		{"synthetic over the partition cap", capped, synthetic.Name, `{"partitions":101}`, "cap of 100"},
+		{"synthetic over the work cap", capped, synthetic.Name, `{"partitions":1,"workMs":1001}`, "cap of 1000"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			jobs := builtinJobs()
+			configureBuiltins(jobs, c.cfg, nil)
+			err := jobs.ValidateParams(c.job, json.RawMessage(c.params))
+			if c.want == "" && err != nil {
+				t.Errorf("%s %s: %v, want accepted", c.job, c.params, err)
+			}
+			if c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+				t.Errorf("%s %s: %v, want an error saying %q", c.job, c.params, err, c.want)
+			}
+		})
 	}
 }

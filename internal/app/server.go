@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -100,6 +102,15 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	inv := &invocation{ID: id, Function: name, Logger: logger}
 
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, protocol.MaxRequestBytes))
+	var tooLarge *http.MaxBytesError
+	if isHTTP && errors.As(err, &tooLarge) {
+		// The host wraps the caller's body in the invocation request: the caller sent too much,
+		// and hears so as a 413 of its own rather than the 500 a failed invocation becomes.
+		logger.Warn("http request too large", "limit", tooLarge.Limit)
+		s.reply(w, inv, errorReply(http.StatusRequestEntityTooLarge, api.CodeTooLarge,
+			fmt.Sprintf("the request exceeds %d bytes", tooLarge.Limit)))
+		return
+	}
 	if err != nil {
 		logger.Warn("invocation request unreadable", "err", err)
 		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("read invocation request: %v", err))
@@ -155,14 +166,26 @@ func (s *server) serveHTTPFunction(ctx context.Context, w http.ResponseWriter, i
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	reply := route.fn(ctx, inv, req)
-	res, err := output(reply)
+	res := s.reply(w, inv, route.fn(ctx, inv, req))
+	inv.Logger.Debug("http function answered", "method", req.Method, "status", res.StatusCode)
+}
+
+// reply answers an HTTP function's invocation with r as its `res` output.
+func (s *server) reply(w http.ResponseWriter, inv *invocation, r api.Reply) protocol.HTTPResponse {
+	res, err := output(r)
 	if err != nil {
 		inv.Logger.Error("encode http reply", "err", err)
 		res, _ = output(errorReply(http.StatusInternalServerError, "internal", "could not encode the reply"))
 	}
-	inv.Logger.Debug("http function answered", "method", req.Method, "status", res.StatusCode)
 	writeJSON(w, http.StatusOK, protocol.InvokeResponse{Outputs: map[string]any{"res": res}, Logs: []string{}})
+	return res
+}
+
+// defaultHeaders go on every HTTP reply unless the function set its own: replies carry run
+// state that a shared cache must not keep, and a JSON body must never be sniffed as HTML.
+var defaultHeaders = map[string]string{
+	"Cache-Control":          "no-store",
+	"X-Content-Type-Options": "nosniff",
 }
 
 // output turns a reply into the `res` binding value.
@@ -173,6 +196,11 @@ func output(r api.Reply) (protocol.HTTPResponse, error) {
 	}
 	for k, v := range r.Headers {
 		res.Headers[k] = v
+	}
+	for k, v := range defaultHeaders {
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(r.Headers)), func(h string) bool { return strings.EqualFold(h, k) }) {
+			res.Headers[k] = v
+		}
 	}
 	switch {
 	case r.Raw != nil:

@@ -242,3 +242,64 @@ func TestServer_HTTPFunction_ResOutput(t *testing.T) {
 		t.Errorf("timer payload to an HTTP function: %d %v, want 400", resp.StatusCode, v)
 	}
 }
+
+func TestServer_HTTPFunction_NoStoreNoSniff(t *testing.T) {
+	s, hs, _ := newTestServer(t)
+	s.addHTTP("Runs", bindingRequest, func(ctx context.Context, inv *invocation, req *protocol.HTTPRequest) api.Reply {
+		if req.Param("id") != "" {
+			return api.Reply{Status: http.StatusOK, JSON: map[string]string{"id": req.Param("id")}}
+		}
+		// A function's own choice wins, whatever the case of its header name.
+		return api.Reply{Status: http.StatusOK, Headers: map[string]string{"cache-control": "max-age=60"}, JSON: map[string]string{}}
+	})
+	for _, tc := range []struct {
+		name, golden, header, want string
+	}{
+		{"a JSON reply is not stored", "http-get.json", "Cache-Control", "no-store"},
+		{"a JSON reply is not sniffed", "http-get.json", "X-Content-Type-Options", "nosniff"},
+		{"the function's own Cache-Control is kept", "http-post.json", "cache-control", "max-age=60"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, v := post(t, hs.URL+"/Runs", "", golden(t, tc.golden))
+			headers := v["Outputs"].(map[string]any)["res"].(map[string]any)["headers"].(map[string]any)
+			if got := headers[tc.header]; got != tc.want {
+				t.Errorf("res.headers[%s] = %v, want %q (all: %v)", tc.header, got, tc.want, headers)
+			}
+			if tc.header == "cache-control" && headers["Cache-Control"] != nil {
+				t.Errorf("res.headers has both cache-control and Cache-Control: %v", headers)
+			}
+		})
+	}
+}
+
+func TestServer_HTTPFunction_BodyTooLarge_413(t *testing.T) {
+	s, hs, logs := newTestServer(t)
+	called := false
+	s.addHTTP("Runs", bindingRequest, func(ctx context.Context, inv *invocation, req *protocol.HTTPRequest) api.Reply {
+		called = true
+		return api.Reply{Status: http.StatusOK}
+	})
+	big := strings.Repeat("x", protocol.MaxRequestBytes)
+	payload, err := json.Marshal(map[string]any{"Data": map[string]any{bindingRequest: map[string]any{"Method": "POST", "Body": big}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, v := post(t, hs.URL+"/Runs", "", payload)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("invocation status %d %v, want 200 carrying the 413 in res", resp.StatusCode, v)
+	}
+	res := v["Outputs"].(map[string]any)["res"].(map[string]any)
+	if res["statusCode"] != float64(http.StatusRequestEntityTooLarge) {
+		t.Errorf("res.statusCode = %v, want 413", res["statusCode"])
+	}
+	var body api.ErrorBody
+	if err := json.Unmarshal([]byte(res["body"].(string)), &body); err != nil || body.Error.Code != api.CodeTooLarge {
+		t.Errorf("res.body = %v (%v), want a JSON error with code %s", res["body"], err, api.CodeTooLarge)
+	}
+	if called {
+		t.Error("the function ran on a truncated request")
+	}
+	if !strings.Contains(logs.String(), "http request too large") {
+		t.Errorf("no log line for the refused request: %s", logs)
+	}
+}

@@ -55,6 +55,12 @@ func validate(o Options) int {
 	if _, err := coordinator.ParseSchedule(env[config.SettingSchedule], lookup); err != nil {
 		problems = append(problems, fmt.Sprintf("%s: %v", config.SettingSchedule, err))
 	}
+	// The inventory connection is the operator's to add (docs/deploy.md): a stand-in, like the
+	// template's connections, so that only the params are judged here.
+	if cfg.Inventory == nil {
+		cfg.Inventory = &config.StorageConnection{Name: "stand-in"}
+	}
+	configureBuiltins(o.Jobs, cfg, nil)
 	if err := jobError(o.Jobs, cfg.Job, cfg.JobParams); err != nil {
 		problems = append(problems, err.Error())
 	}

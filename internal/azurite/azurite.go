@@ -77,10 +77,10 @@ func Binary() (string, error) {
 	}
 	bin := filepath.Join(root, "node_modules", ".bin", "azurite")
 	if _, err := os.Stat(bin); err != nil {
-		return "", fmt.Errorf("azurite is not installed at %s: run `npm ci` in %s (make test does this; it needs Node.js 20+ and npm)", bin, root)
+		return "", fmt.Errorf("azurite is not installed at %s: run `make tools` (npm ci --ignore-scripts) in %s (make test does this; it needs Node.js 20+ and npm)", bin, root)
 	}
 	if _, err := exec.LookPath("node"); err != nil {
-		return "", fmt.Errorf("node is not on PATH: install Node.js 20+ (e.g. apt-get install -y nodejs npm), then run `npm ci` in %s", root)
+		return "", fmt.Errorf("node is not on PATH: install Node.js 20+ (e.g. apt-get install -y nodejs npm), then run `make tools` in %s", root)
 	}
 	return bin, nil
 }

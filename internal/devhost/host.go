@@ -409,13 +409,14 @@ func (h *Host) startProgress() error {
 	return nil
 }
 
-// serve listens on addr and serves handler; it returns the base URL.
+// serve listens on addr and serves handler to local callers only (localOnly); it returns the
+// base URL.
 func serve(addr string, handler http.Handler) (string, *http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: localOnly(handler), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return "http://" + ln.Addr().String(), srv, nil
 }

@@ -31,7 +31,7 @@ func TestReadme_StaysShort(t *testing.T) {
 		t.Errorf("README.md is %d bytes, over its %d-byte budget: move reference material to docs/", len(doc), maxReadme)
 	}
 	for _, want := range []string{"make demo", "make test", "cmd/devhost", "func start", "docs/api.md", "docs/deploy.md",
-		"docs/design.md", "docs/reliability.md", "docs/jobs.md"} {
+		"docs/design.md", "docs/reliability.md", "docs/jobs.md", "docs/configuration.md"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("README.md does not mention %q", want)
 		}
@@ -42,10 +42,10 @@ func TestReadme_StaysShort(t *testing.T) {
 // the README's table leaves them out.
 var hostInternal = map[string]bool{"FUNCTIONS_HTTPWORKER_PORT": true, "FUNCTIONS_APP_ROOT_PATH": true}
 
-// The configuration table names every setting the code reads (the Setting* constants of
-// config/config.go), each in a row of its own or shared with its sibling.
+// The configuration table (docs/configuration.md) names every setting the code reads (the
+// Setting* constants of config/config.go), each in a row of its own or shared with its sibling.
 func TestReadme_ConfigurationTableListsEverySetting(t *testing.T) {
-	section, err := readme.Section(root, "Configuration")
+	section, err := readme.SectionOf(root, "docs/configuration.md", "Settings")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestReadme_ConfigurationTableListsEverySetting(t *testing.T) {
 	}
 	for _, s := range settings {
 		if !hostInternal[s] && !rows[s] {
-			t.Errorf("README.md's configuration table has no row for %s", s)
+			t.Errorf("docs/configuration.md's table has no row for %s", s)
 		}
 	}
 }
@@ -197,5 +197,39 @@ func TestDocs_CiteNothingOutsideTheRepository(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// docs/security.md backs its statements with tests by name: each one it names exists, so a
+// renamed or deleted test shows up here instead of leaving the claim unbacked.
+func TestSecurity_NamedTestsExist(t *testing.T) {
+	doc, err := readme.File(root, "docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defined := map[string]bool{}
+	for _, pkg := range goPackages(t) {
+		files, err := filepath.Glob(filepath.Join(root, filepath.FromSlash(pkg), "*_test.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range regexp.MustCompile(`(?m)^func (Test\w+)\(`).FindAllStringSubmatch(string(b), -1) {
+				defined[m[1]] = true
+			}
+		}
+	}
+	named := regexp.MustCompile("`(Test\\w+)`").FindAllStringSubmatch(doc, -1)
+	if len(named) < 10 {
+		t.Fatalf("docs/security.md names %d tests; the parser found too few", len(named))
+	}
+	for _, m := range named {
+		if !defined[m[1]] {
+			t.Errorf("docs/security.md names %s, which no test file defines", m[1])
+		}
 	}
 }

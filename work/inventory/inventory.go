@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
@@ -62,20 +64,47 @@ type Range struct {
 	Last  string `json:"last"`
 }
 
+// ReservedPrefixes are the container name prefixes the job refuses whatever its Options: the
+// Functions host's own containers (azure-webjobs-secrets holds the function keys,
+// azure-webjobs-hosts the timer and listener locks) and the Flex Consumption deployment package
+// (app-package-…, as the portal and Baton's template name it).
+var ReservedPrefixes = []string{"azure-webjobs-", "app-package-"}
+
+// ErrReserved marks params naming a container the job refuses to read.
+var ErrReserved = errors.New("reserved container")
+
+// Options configure the job. The zero value refuses only ReservedPrefixes.
+type Options struct {
+	// Reserved are more container names the job refuses, typically the app's own: the leases
+	// and runs containers. A run over them would copy blob names into its report.
+	Reserved []string
+	// Unavailable, when set, is why the job cannot read anything (no storage connection is
+	// configured for it): every run is refused with it after its params are checked.
+	Unavailable error
+}
+
 // Job is the inventory job over one storage account.
 type Job struct {
 	client *azblob.Client
+	opts   Options
 }
 
-// New returns the inventory job reading through client. With a nil client the job reads the
-// app's storage account, which the app hands it at start-up (UseStorage).
-func New(client *azblob.Client) work.Job { return &Job{client: client} }
+// New returns the inventory job reading through client with opts. With a nil client the job
+// reads the account Baton's app configures at start-up (Configure: the connection named by
+// BATON_INVENTORY_STORAGE), and refuses every run while none is configured.
+func New(client *azblob.Client, opts Options) work.Job { return &Job{client: client, opts: opts} }
 
-// UseStorage gives a job built without a client the app's storage account; a job built with
-// a client keeps it. Baton calls it once at start-up, before any invocation.
-func (j *Job) UseStorage(client *azblob.Client) {
+// Configure applies Baton's app settings, once at start-up before any invocation: client is the
+// account to read (a job built with a client keeps its own), and opts' Reserved containers are
+// refused besides the job's own; opts.Unavailable, when set, refuses every run of a job that has
+// no client.
+func (j *Job) Configure(client *azblob.Client, opts Options) {
 	if j.client == nil {
 		j.client = client
+	}
+	j.opts.Reserved = append(slices.Clone(j.opts.Reserved), opts.Reserved...)
+	if j.client == nil && j.opts.Unavailable == nil {
+		j.opts.Unavailable = opts.Unavailable
 	}
 }
 
@@ -84,15 +113,35 @@ var (
 	_ work.ParamsValidator = (*Job)(nil)
 )
 
-// ValidateParams implements work.ParamsValidator.
-func (*Job) ValidateParams(params json.RawMessage) error {
-	_, err := ParseParams(params)
+// ValidateParams implements work.ParamsValidator: the params must parse, name no reserved
+// container, and the job must have storage to read.
+func (j *Job) ValidateParams(params json.RawMessage) error {
+	_, err := j.params(params)
 	return err
+}
+
+func (j *Job) params(raw json.RawMessage) (Params, error) {
+	p, err := ParseParams(raw)
+	if err != nil {
+		return p, err
+	}
+	for _, prefix := range ReservedPrefixes {
+		if strings.HasPrefix(p.Container, prefix) {
+			return p, fmt.Errorf("params: container %q: %w (the Functions host's %s… containers are never inventoried)", p.Container, ErrReserved, prefix)
+		}
+	}
+	if slices.Contains(j.opts.Reserved, p.Container) {
+		return p, fmt.Errorf("params: container %q: %w (it is this app's own)", p.Container, ErrReserved)
+	}
+	if j.opts.Unavailable != nil {
+		return p, j.opts.Unavailable
+	}
+	return p, nil
 }
 
 // Plan lists the names after cursor and emits ranges of PartitionSize names.
 func (j *Job) Plan(ctx context.Context, params json.RawMessage, cursor string, emit func(json.RawMessage, string) error) error {
-	p, err := ParseParams(params)
+	p, err := j.params(params)
 	if err != nil {
 		return err
 	}

@@ -176,7 +176,7 @@ func planAll(t *testing.T, ctx context.Context, job work.Job, params json.RawMes
 
 func TestInventory_SeededContainerThroughTheWorker(t *testing.T) {
 	ctx, client, cont, spec := seededContainer(t)
-	job := inventory.New(client)
+	job := inventory.New(client, inventory.Options{})
 	params := json.RawMessage(fmt.Sprintf(`{"container":%q,"prefix":"data/","partitionSize":64}`, cont))
 
 	// Plan: ceil(300/64) = 5 contiguous ranges; resuming from a cursor gives the rest.
@@ -246,7 +246,7 @@ func TestInventory_PlanEdges(t *testing.T) {
 	}
 	cont := azurite.UniqueName(t, "inv")
 	seed(t, ctx, client, cont, nil) // only "data" and "other/x"
-	job := inventory.New(client)
+	job := inventory.New(client, inventory.Options{})
 	for _, tc := range []struct {
 		name   string
 		params string
@@ -274,7 +274,7 @@ func TestInventory_ProcessRejectsBadPayloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job := inventory.New(client)
+	job := inventory.New(client, inventory.Options{})
 	for _, p := range []string{`{}`, `{"after":"b","last":"a"}`, `{"after":"a","last":"a"}`, `{"last":"a","extra":1}`, `[]`, `null`} {
 		_, err := job.Process(context.Background(), work.Partition{Params: json.RawMessage(`{"container":"abc"}`), Payload: json.RawMessage(p)})
 		if !errors.Is(err, work.ErrPermanent) {
@@ -321,7 +321,7 @@ func TestAggregate_CapsAndSortsTheLists(t *testing.T) {
 		rs = append(rs, ledger.Result{Index: p, OK: true, Output: out})
 	}
 	rs = append(rs, ledger.Result{Index: parts, OK: false, Error: "gave up"})
-	out, err := inventory.New(nil).Aggregate(context.Background(), work.RunInfo{Partitions: parts + 1},
+	out, err := inventory.New(nil, inventory.Options{}).Aggregate(context.Background(), work.RunInfo{Partitions: parts + 1},
 		func(yield func(ledger.Result, error) bool) {
 			for _, r := range rs {
 				if !yield(r, nil) {

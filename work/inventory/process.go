@@ -24,7 +24,7 @@ const checkConcurrency = 8
 // partition (it is retried); a blob that is gone counts as vanished; any other refusal to
 // read a blob (archived, forbidden, …) lists it as unreadable.
 func (j *Job) Process(ctx context.Context, part work.Partition) (json.RawMessage, error) {
-	p, err := ParseParams(part.Params)
+	p, err := j.params(part.Params) // a run planned before a container became reserved reads nothing either
 	if err != nil {
 		return nil, work.Permanent(err)
 	}

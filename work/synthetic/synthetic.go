@@ -93,26 +93,70 @@ type Summary struct {
 	Retried  int `json:"retried"`
 }
 
-// Job is the synthetic job.
-type Job struct{}
+// Caps bound a deployment's synthetic runs below the package limits, so that whoever may start
+// a run cannot have the app burn compute for days. Zero fields leave the package limit.
+type Caps struct {
+	// MaxPartitions caps params.partitions (at most MaxPartitions).
+	MaxPartitions int
+	// MaxWorkMs caps params.workMs, the work time of each partition (at most MaxWorkMs).
+	MaxWorkMs int
+}
 
-// New returns the synthetic job.
+// Job is the synthetic job.
+type Job struct{ caps Caps }
+
+// New returns the synthetic job with the package limits only.
 func New() *Job { return &Job{} }
+
+// NewCapped returns the synthetic job whose runs must also fit caps.
+func NewCapped(caps Caps) *Job { return &Job{caps: caps} }
+
+// Configure applies the caps of Baton's app settings (BATON_SYNTHETIC_MAX_PARTITIONS,
+// BATON_SYNTHETIC_MAX_WORK_MS), once at start-up before any invocation; a cap the job was built
+// with (NewCapped) stays when it is the tighter one.
+func (j *Job) Configure(caps Caps) {
+	j.caps.MaxPartitions = tighter(j.caps.MaxPartitions, caps.MaxPartitions)
+	j.caps.MaxWorkMs = tighter(j.caps.MaxWorkMs, caps.MaxWorkMs)
+}
+
+// tighter is the smaller of two caps, where zero means none.
+func tighter(a, b int) int {
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	}
+	return min(a, b)
+}
 
 var (
 	_ work.Job             = (*Job)(nil)
 	_ work.ParamsValidator = (*Job)(nil)
 )
 
-// ValidateParams implements work.ParamsValidator.
-func (*Job) ValidateParams(params json.RawMessage) error {
-	_, err := ParseParams(params)
+// ValidateParams implements work.ParamsValidator: the package limits and the job's caps.
+func (j *Job) ValidateParams(params json.RawMessage) error {
+	_, err := j.params(params)
 	return err
 }
 
+func (j *Job) params(raw json.RawMessage) (Params, error) {
+	p, err := ParseParams(raw)
+	switch {
+	case err != nil:
+		return p, err
+	case j.caps.MaxPartitions > 0 && p.Partitions > j.caps.MaxPartitions:
+		return p, fmt.Errorf("params: partitions %d is over this app's cap of %d", p.Partitions, j.caps.MaxPartitions)
+	case j.caps.MaxWorkMs > 0 && p.WorkMs > j.caps.MaxWorkMs:
+		return p, fmt.Errorf("params: workMs %d is over this app's cap of %d", p.WorkMs, j.caps.MaxWorkMs)
+	}
+	return p, nil
+}
+
 // Plan emits partitions cursor..N-1; the cursor is the next index in decimal.
-func (*Job) Plan(ctx context.Context, params json.RawMessage, cursor string, emit func(json.RawMessage, string) error) error {
-	p, err := ParseParams(params)
+func (j *Job) Plan(ctx context.Context, params json.RawMessage, cursor string, emit func(json.RawMessage, string) error) error {
+	p, err := j.params(params)
 	if err != nil {
 		return err
 	}
