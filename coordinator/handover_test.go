@@ -340,6 +340,8 @@ func startMidEnqueue(ctx context.Context, t *testing.T, e *controlEnv, invocatio
 	go func() { _, err := a.c.Tick(invocation, tick); tickErr <- err }()
 	select {
 	case <-blocked:
+	case err := <-tickErr:
+		t.Fatalf("the leader's Tick returned before it got mid-enqueue: %v", err)
 	case <-ctx.Done():
 		t.Fatal("the leader never got mid-enqueue")
 	}
