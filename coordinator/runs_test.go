@@ -197,10 +197,12 @@ func (e *runEnv) instanceWith(name string, sender Sender, mod func(*Config)) *in
 	return &instance{c: c, lock: lw, id: id, leader: ld}
 }
 
-// drain dequeues every visible message and returns the envelopes.
+// drain dequeues every visible message and returns the envelopes. It deletes each message with
+// a call of its own, so its deadline is generous: the package's tests share one Azurite, which a
+// loaded 2-core machine can slow to a few calls a second.
 func (e *runEnv) drain() []work.Envelope {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out []work.Envelope
 	for {
