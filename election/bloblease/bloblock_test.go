@@ -300,6 +300,23 @@ func TestBlobLock_Release_NextContenderWinsAtOnce(t *testing.T) {
 	}
 }
 
+// acquiredBehindFaults returns a lock whose calls go through ft, with SDK retries off (the
+// BlobLock's own retry loop must absorb the faults) and a 1 s first try, and the lease it
+// acquired.
+func acquiredBehindFaults(t *testing.T, ft *testFaultTransport) (*BlobLock, election.Lease) {
+	t.Helper()
+	c := newTestContainer(t, ft, &policy.RetryOptions{MaxRetries: -1})
+	lk, err := NewBlobLock(c, "leader", BlobLockOptions{Duration: testBlobLockDuration, AttemptTimeout: time.Second, Logger: quietTestLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := lk.Acquire(t.Context(), electiontest.Holder(1))
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	return lk, l
+}
+
 func TestBlobLock_Renew_RetriesTransientFaults(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -313,16 +330,7 @@ func TestBlobLock_Renew_RetriesTransientFaults(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			ft := newTestFaultTransport()
-			// SDK retries off: the BlobLock's own retry loop must absorb the faults.
-			c := newTestContainer(t, ft, &policy.RetryOptions{MaxRetries: -1})
-			lk, err := NewBlobLock(c, "leader", BlobLockOptions{Duration: testBlobLockDuration, AttemptTimeout: time.Second, Logger: quietTestLogger})
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := lk.Acquire(t.Context(), electiontest.Holder(1))
-			if err != nil {
-				t.Fatalf("Acquire: %v", err)
-			}
+			lk, l := acquiredBehindFaults(t, ft)
 			ft.setRule(failFirstRenewals(tt.faults...))
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
@@ -346,15 +354,7 @@ func TestBlobLock_Renew_SlowStore(t *testing.T) {
 	t.Parallel()
 	ft := newTestFaultTransport()
 	ft.slowBy = 1600 * time.Millisecond
-	c := newTestContainer(t, ft, &policy.RetryOptions{MaxRetries: -1})
-	lk, err := NewBlobLock(c, "leader", BlobLockOptions{Duration: testBlobLockDuration, AttemptTimeout: time.Second, Logger: quietTestLogger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := lk.Acquire(t.Context(), electiontest.Holder(1))
-	if err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
+	lk, l := acquiredBehindFaults(t, ft)
 	ft.setRule(func(req *http.Request) int {
 		if isTestRenewRequest(req) {
 			return faultSlow
