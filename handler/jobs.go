@@ -26,8 +26,8 @@ func registerJobs(cfg config.Config, inv *azblob.Client) *work.Registry {
 	r.Register(jobSynthetic, synthetic.NewCapped(synthetic.Caps{MaxPartitions: cfg.SyntheticMax, MaxWorkMs: cfg.SyntheticWorkMs}))
 	opts := inventory.Options{Reserved: []string{cfg.LeaseContainer, cfg.RunsContainer}}
 	if cfg.Inventory == nil {
-		opts.Unavailable = fmt.Errorf("inventory has no storage to read: set %s to the name of a storage connection for the account to inventory",
-			config.SettingInventory)
+		opts.Unavailable = fmt.Errorf("inventory has no storage to read: set %s to the name of a storage connection for the account to inventory "+
+			"(deployed with azd: azd env set AZURE_INVENTORY_STORAGE_ACCOUNT_ID)", config.SettingInventory)
 	}
 	r.Register(jobInventory, inventory.New(inv, opts))
 	return r
