@@ -43,6 +43,8 @@ const (
 // optionalSettings are read by the code and may be left unset in both files.
 var optionalSettings = map[string]where{
 	config.SettingStorage: anywhere, // a second account for leases and runs (multi-region)
+	// The account the inventory job reads: only when the operator names one (Azure), else none.
+	config.SettingInventory: anywhere,
 	// A fixed instance name for local runs; in Azure it would give every instance one identity.
 	config.SettingInstanceID: localOnly,
 }
@@ -276,8 +278,10 @@ func contractProblems(c contract, f settingsFile) []string {
 	for n, k := range c.connections {
 		connections[n] = k
 	}
-	if name := f.values[config.SettingStorage]; name != "" {
-		connections[name] = "storage"
+	for _, setting := range []string{config.SettingStorage, config.SettingInventory} {
+		if name := f.values[setting]; name != "" {
+			connections[name] = "storage"
+		}
 	}
 	transport := strings.ToLower(f.values[config.SettingTransport])
 	isPlatform := map[string]bool{}

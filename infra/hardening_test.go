@@ -87,3 +87,42 @@ func TestBicep_RunsSoftDelete(t *testing.T) {
 		}
 	}
 }
+
+// TestBicep_InventoryReadsOnlyWhatItIsGiven: the inventory job's connection exists only when
+// an account is named, and the app gets Storage Blob Data Reader on the named containers of
+// that account and nothing else there.
+func TestBicep_InventoryReadsOnlyWhatItIsGiven(t *testing.T) {
+	grants := roleGrants(t, "app/inventory-reader.bicep")
+	if len(grants) == 0 {
+		t.Fatal("app/inventory-reader.bicep grants nothing")
+	}
+	for _, g := range grants {
+		if g.role != "storageBlobDataReader" || g.principal != "appPrincipalId" || !strings.HasPrefix(g.scope, "containers[") {
+			t.Errorf("app/inventory-reader.bicep: %s gives %s %s on %s, want the app Storage Blob Data Reader on a named container",
+				g.symbol, g.principal, g.role, g.scope)
+		}
+	}
+	api := scanFile(t, "app/api.bicep")
+	objects := api.settingsObjects()
+	found := false
+	for name, entries := range objects {
+		for _, e := range entries {
+			if e.Key == config.SettingInventory {
+				found = true
+				if name != "inventorySettings" {
+					t.Errorf("app/api.bicep: %s is set in %s, want it only in inventorySettings", e.Key, name)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Errorf("app/api.bicep never sets %s", config.SettingInventory)
+	}
+	if !regexp.MustCompile(`empty\(inventoryStorageAccountId\)\s*\?\s*\{\}\s*:\s*inventorySettings`).MatchString(api.code) {
+		t.Error("app/api.bicep: inventorySettings must apply only when inventoryStorageAccountId is set")
+	}
+	main := scanFile(t, "main.bicep")
+	if !regexp.MustCompile(`module inventoryReader 'app/inventory-reader.bicep' = if \(inventoryShared\)`).MatchString(main.code) {
+		t.Error("main.bicep: the inventory grants must be deployed only when an inventory account is named")
+	}
+}

@@ -30,8 +30,8 @@ func configureBuiltins(jobs *work.Registry, cfg config.Config, inv *azblob.Clien
 		case *inventory.Job:
 			opts := inventory.Options{Reserved: []string{cfg.LeaseContainer, cfg.RunsContainer}}
 			if cfg.Inventory == nil {
-				opts.Unavailable = fmt.Errorf("inventory has no storage to read: set %s to the name of a storage connection for the account to inventory",
-					config.SettingInventory)
+				opts.Unavailable = fmt.Errorf("inventory has no storage to read: set %s to the name of a storage connection for the account to inventory "+
+					"(deployed with azd: azd env set AZURE_INVENTORY_STORAGE_ACCOUNT_ID)", config.SettingInventory)
 			}
 			j.Configure(inv, opts)
 		}

@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"time"
 
@@ -198,7 +196,7 @@ func output(r api.Reply) (protocol.HTTPResponse, error) {
 		res.Headers[k] = v
 	}
 	for k, v := range defaultHeaders {
-		if !slices.ContainsFunc(slices.Collect(maps.Keys(r.Headers)), func(h string) bool { return strings.EqualFold(h, k) }) {
+		if !hasHeader(r.Headers, k) {
 			res.Headers[k] = v
 		}
 	}
@@ -215,6 +213,16 @@ func output(r api.Reply) (protocol.HTTPResponse, error) {
 		res.Headers["Content-Type"] = "application/json"
 	}
 	return res, nil
+}
+
+// hasHeader reports whether headers has name, in any case.
+func hasHeader(headers map[string]string, name string) bool {
+	for k := range headers {
+		if strings.EqualFold(k, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // errorReply is the JSON error reply {"error": {"code", "message"}}.
