@@ -10,15 +10,23 @@ import (
 // The leader paces its enqueue so that it never saturates the storage its own lease lives in:
 // a leader that sends as fast as it can slows every other call, its lease renewals among them,
 // and can starve itself of the lease. The pacer watches each batch's latency per message
-// against the fastest it has seen, and a send that failed transiently; on strain it waits
+// against the fastest of the last paceWindow batches, and a send that failed transiently; on strain it waits
 // before the next batch, doubling the pause, and when the latency is back near the baseline
 // it halves the pause away (additive-increase, multiplicative-decrease in reverse: back off
 // fast, recover gradually). A send the queue throttled (transport.ErrThrottled: Service Bus
 // server-busy or a quota, Storage ServerBusy) goes straight to the longest pause: the service
 // has said it is over its limit, and the SDK has already retried it for seconds.
+//
+// The baseline is the fastest of the recent batches, not of the whole run: a store that has
+// become slower for good (a busier account, a machine with other work) is the new normal after
+// paceWindow batches, and only a jump against it is strain. Against the fastest batch ever, a
+// long run on a busy machine would count every batch as strain and pause the longest before
+// each one.
 type pacer struct {
-	baseline time.Duration // the fastest per-message latency seen
-	pause    time.Duration
+	recent [paceWindow]time.Duration // per-message latencies of the last batches, a ring
+	next   int                       // where the next latency goes in recent
+	seen   int                       // latencies recorded, up to paceWindow
+	pause  time.Duration
 }
 
 const (
@@ -26,6 +34,7 @@ const (
 	paceMinPause = 25 * time.Millisecond  // the first pause on strain
 	paceMaxPause = 2 * time.Second        // pauses never grow past this
 	paceFloor    = 200 * time.Microsecond // below this a baseline is noise
+	paceWindow   = 32                     // batches the baseline is the fastest of
 )
 
 // observe records a batch of n messages that took d to send (err is the send's error) and
@@ -34,10 +43,10 @@ func (p *pacer) observe(n int, d time.Duration, err error) time.Duration {
 	strained := transport.IsTransient(err)
 	if n > 0 && err == nil {
 		per := max(d/time.Duration(n), paceFloor)
-		if p.baseline == 0 || per < p.baseline {
-			p.baseline = per
-		}
-		strained = per > paceStrain*p.baseline
+		strained = per > paceStrain*p.baseline(per)
+		p.recent[p.next] = per
+		p.next = (p.next + 1) % paceWindow
+		p.seen = min(p.seen+1, paceWindow)
 	}
 	switch {
 	case transport.IsThrottled(err):
@@ -51,6 +60,15 @@ func (p *pacer) observe(n int, d time.Duration, err error) time.Duration {
 		}
 	}
 	return p.pause
+}
+
+// baseline is the fastest per-message latency among the recent batches and per.
+func (p *pacer) baseline(per time.Duration) time.Duration {
+	b := per
+	for _, l := range p.recent[:p.seen] {
+		b = min(b, l)
+	}
+	return b
 }
 
 // wait pauses for d, reporting progress to the stall watchdog; false if ctx ended first.

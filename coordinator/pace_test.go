@@ -53,6 +53,35 @@ func TestPacer_BacksOffOnStrainAndRecovers(t *testing.T) {
 	}
 }
 
+// A store that became slower for good is strain only until the baseline has seen it for a
+// window of batches: then the enqueue goes on without pauses, and a jump against the new normal
+// is strain again.
+func TestPacer_SlowerForGoodBecomesTheBaseline(t *testing.T) {
+	var p pacer
+	for range 10 {
+		p.observe(4, 20*time.Millisecond, nil)
+	}
+	paused := 0
+	var d time.Duration
+	for range 2 * paceWindow {
+		if d = p.observe(4, 200*time.Millisecond, nil); d > 0 {
+			paused++
+		}
+	}
+	if paused == 0 {
+		t.Error("a tenfold slower store never paused the enqueue")
+	}
+	if d != 0 {
+		t.Errorf("pause %s after %d batches at the new latency, want none: the slower store is the new baseline", d, 2*paceWindow)
+	}
+	if paused > paceWindow+12 {
+		t.Errorf("paused before %d of %d batches at a steady latency, want the pauses to end once the window has seen it", paused, 2*paceWindow)
+	}
+	if d := p.observe(4, 2*time.Second, nil); d != paceMinPause {
+		t.Errorf("a jump against the new baseline paused %s, want %s", d, paceMinPause)
+	}
+}
+
 // A send the queue throttled (after the SDK's own retries) goes straight to the longest pause,
 // where a transient blip starts at the shortest; either way the pause recovers afterwards.
 func TestPacer_ThrottledSendPausesLongest(t *testing.T) {
