@@ -171,9 +171,11 @@ func (d *demo) run(ctx context.Context, h *devhost.Host, seeded seedResult) erro
 	if _, err := h.WaitFires(ctx, 1); err != nil {
 		return err
 	}
-	// The election: one "won" per instance that got the lease first for this occurrence, a
-	// "lost" for each that found it held.
-	won, err := h.WaitLine(ctx, func(l devhost.LogLine) bool { return l.Msg == "tick won the election" })
+	// The election: the instance whose Tick took the lease first creates the run; a Tick that
+	// found the lease held logs "lost", or waits for it and then finds the run already there.
+	// (Each Tick logs its outcome when it returns, and the winner's returns last, once it has
+	// planned the run: its line is not the first "won" line.)
+	won, err := h.WaitLine(ctx, func(l devhost.LogLine) bool { return l.Msg == "run created" && l.Str("trigger") == "timer" })
 	if err != nil {
 		return fmt.Errorf("no instance won the election: %w", err)
 	}
@@ -209,7 +211,7 @@ func (d *demo) run(ctx context.Context, h *devhost.Host, seeded seedResult) erro
 		}
 	}
 	d.say("Election summary for %s:", run)
-	d.say("  won:  %s, epoch %s, status %s", won.Instance, won.Str("epoch"), won.Str("status"))
+	d.say("  won:  %s, epoch %s: created the run and planned it", won.Instance, won.Str("epoch"))
 	for _, s := range lost {
 		d.say("  lost: %s", s)
 	}
