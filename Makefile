@@ -102,7 +102,7 @@ fuzz:
 test: vet unit fuzz
 
 demo: tools build
-	$(GO) run ./cmd/devhost demo -exe ./$(BIN)
+	$(GO) run ./cmd/devhost demo -exe ./$(BIN) -job inventory
 
 # Benchmarks against Azurite (BENCHMARKS.md; about 25 minutes on 2 cores). Each entry is
 # package:benchmarks[!skipped]:-benchtime, sized to the benchmark's unit of work (documented on

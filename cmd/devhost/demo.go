@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -32,12 +33,14 @@ var demoLines = map[string]bool{
 func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	app := fs.String("app", ".", "function app folder")
-	exe := fs.String("exe", "", "handler binary (default: host.json defaultExecutablePath)")
+	exe := fs.String("exe", "", "handler binary to run as is (default: build -pkg into host.json's defaultExecutablePath)")
+	pkg := fs.String("pkg", ".", "main package of the app, built when -exe is not given")
 	n := fs.Int("n", 3, "number of host instances")
-	blobs := fs.Int("blobs", 3000, "blobs to seed")
-	bad := fs.Int("bad", 7, "seeded blobs with a wrong Content-MD5")
+	blobs := fs.Int("blobs", 3000, "blobs to seed (-job inventory)")
+	bad := fs.Int("bad", 7, "seeded blobs with a wrong Content-MD5 (-job inventory)")
 	schedule := fs.String("schedule", "*/15 * * * * *", "Tick schedule (six-field NCRONTAB)")
-	job := fs.String("job", "inventory", "job to run (falls back to synthetic when the handler does not know it)")
+	job := fs.String("job", "", "job to run (default: the settings file's BATON_JOB); inventory seeds a container for it, and falls back to synthetic when the handler does not know it")
+	params := fs.String("params", "", "the job's params, JSON (default: the settings file's BATON_JOB_PARAMS)")
 	verbose := fs.Bool("v", false, "show every handler line")
 	limit := fs.Duration("timeout", 110*time.Second, "give up after this long")
 	if err := fs.Parse(args); err != nil {
@@ -46,6 +49,10 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, *limit)
 	defer cancel()
 	d := &demo{out: out, start: time.Now(), verbose: *verbose}
+	handler, err := handlerBinary(ctx, *app, *exe, *pkg, out)
+	if err != nil {
+		return err
+	}
 
 	d.say("Starting the pinned Azurite (npm package in node_modules; in memory, free ports)…")
 	srv, err := azurite.Start(ctx, azurite.Options{})
@@ -58,38 +65,36 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	}()
 	d.say("Azurite ready: blob 127.0.0.1:%d, queue 127.0.0.1:%d.", srv.BlobPort, srv.QueuePort)
 
-	const container = "demo-data"
-	client, err := azblob.NewClientFromConnectionString(srv.ConnectionString(), &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{
-		Transport: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}}})
-	if err != nil {
-		return err
-	}
-	t0 := time.Now()
-	seeded, err := seed(ctx, client, container, *blobs, *bad)
-	if err != nil {
-		return err
-	}
-	d.say("Seeded %s: %d blobs, %d bytes (%s), Content-MD5 set on all, wrong on %d: %s (%.1fs).",
-		container, seeded.Blobs, seeded.Bytes, countsText(seeded.ByType), len(seeded.WrongMD5),
-		strings.Join(seeded.WrongMD5, ", "), time.Since(t0).Seconds())
-
 	settings := map[string]string{
 		config.SettingHostStorage:       srv.ConnectionString(),
 		config.SettingTransport:         string(config.TransportQueue),
 		config.SettingSchedule:          *schedule,
 		config.SettingLeaseDuration:     "15s",
-		config.SettingJob:               *job,
-		config.SettingJobParams:         fmt.Sprintf(`{"container":%q,"partitionSize":200}`, container),
 		"AzureWebJobs.Work.Disabled":    "true",
 		"AzureWebJobs.Control.Disabled": "true",
 		"FUNCTIONS_WORKER_RUNTIME":      "custom",
 	}
-	h, err := d.startHost(ctx, *app, *exe, *n, settings)
-	if errors.Is(err, errUnknownJob) {
+	if *job != "" {
+		settings[config.SettingJob] = *job
+	}
+	if *params != "" {
+		settings[config.SettingJobParams] = *params
+	}
+	var seeded seedResult
+	if *job == "inventory" {
+		if seeded, err = d.seedInventory(ctx, srv, *blobs, *bad); err != nil {
+			return err
+		}
+		if *params == "" {
+			settings[config.SettingJobParams] = fmt.Sprintf(`{"container":%q,"partitionSize":200}`, demoContainer)
+		}
+	}
+	h, err := d.startHost(ctx, *app, handler, *n, settings)
+	if errors.Is(err, errUnknownJob) && *job == "inventory" {
 		d.say("The handler does not register the %q job yet (%v): running the synthetic job instead (200 partitions of 15 ms).", *job, err)
 		settings[config.SettingJob] = "synthetic"
 		settings[config.SettingJobParams] = `{"partitions":200,"workMs":15}`
-		h, err = d.startHost(ctx, *app, *exe, *n, settings)
+		h, err = d.startHost(ctx, *app, handler, *n, settings)
 	}
 	if err != nil {
 		return err
@@ -104,6 +109,29 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}()
 	return d.run(ctx, h, seeded)
+}
+
+// demoContainer is the container the inventory demo seeds and lists.
+const demoContainer = "demo-data"
+
+// seedInventory fills demoContainer with blobs for the inventory job, bad of them with a wrong
+// Content-MD5.
+func (d *demo) seedInventory(ctx context.Context, srv *azurite.Server, blobs, bad int) (seedResult, error) {
+	const container = demoContainer
+	client, err := azblob.NewClientFromConnectionString(srv.ConnectionString(), &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{
+		Transport: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}}})
+	if err != nil {
+		return seedResult{}, err
+	}
+	t0 := time.Now()
+	seeded, err := seed(ctx, client, container, blobs, bad)
+	if err != nil {
+		return seedResult{}, err
+	}
+	d.say("Seeded %s: %d blobs, %d bytes (%s), Content-MD5 set on all, wrong on %d: %s (%.1fs).",
+		container, seeded.Blobs, seeded.Bytes, countsText(seeded.ByType), len(seeded.WrongMD5),
+		strings.Join(seeded.WrongMD5, ", "), time.Since(t0).Seconds())
+	return seeded, nil
 }
 
 type demo struct {
@@ -151,8 +179,9 @@ func (d *demo) startHost(ctx context.Context, app, exe string, n int, settings m
 	if err != nil {
 		return nil, err
 	}
-	d.say("Starting %d instances of %s (schedule %q, lease %s, job %s %s).", n, "the handler", settings[config.SettingSchedule],
-		settings[config.SettingLeaseDuration], settings[config.SettingJob], settings[config.SettingJobParams])
+	cfg := h.Config()
+	d.say("Starting %d instances of %s (schedule %q, lease %s, job %s %s).", n, filepath.Base(exe), cfg.Schedule,
+		cfg.LeaseDuration, cfg.Job, cfg.JobParams)
 	// One handler first: a bad setting shows once instead of three times per instance.
 	if err := h.Preflight(ctx); err != nil {
 		if strings.Contains(err.Error(), "unknown job") {
