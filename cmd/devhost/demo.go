@@ -42,17 +42,18 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	job := fs.String("job", "", "job to run (default: the settings file's BATON_JOB); inventory seeds a container for it, and falls back to synthetic when the handler does not know it")
 	params := fs.String("params", "", "the job's params, JSON (default: the settings file's BATON_JOB_PARAMS)")
 	verbose := fs.Bool("v", false, "show every handler line")
-	limit := fs.Duration("timeout", 110*time.Second, "give up after this long")
+	limit := fs.Duration("timeout", 110*time.Second, "give up after this long (after the build)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	// The build comes first: -timeout bounds the demo, not a cold build of the app.
+	handler, err := handlerBinary(ctx, *app, *exe, *pkg, out)
+	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, *limit)
 	defer cancel()
 	d := &demo{out: out, start: time.Now(), verbose: *verbose}
-	handler, err := handlerBinary(ctx, *app, *exe, *pkg, out)
-	if err != nil {
-		return err
-	}
 
 	d.say("Starting the pinned Azurite (npm package in node_modules; in memory, free ports)…")
 	srv, err := azurite.Start(ctx, azurite.Options{})
@@ -179,9 +180,12 @@ func (d *demo) startHost(ctx context.Context, app, exe string, n int, settings m
 	if err != nil {
 		return nil, err
 	}
-	cfg := h.Config()
-	d.say("Starting %d instances of %s (schedule %q, lease %s, job %s %s).", n, filepath.Base(exe), cfg.Schedule,
-		cfg.LeaseDuration, cfg.Job, cfg.JobParams)
+	job := "the settings file's BATON_JOB (unset: the app's only job)"
+	if j := settings[config.SettingJob]; j != "" {
+		job = j + " " + settings[config.SettingJobParams]
+	}
+	d.say("Starting %d instances of %s (schedule %q, lease %s, job %s).", n, filepath.Base(exe), settings[config.SettingSchedule],
+		settings[config.SettingLeaseDuration], job)
 	// One handler first: a bad setting shows once instead of three times per instance.
 	if err := h.Preflight(ctx); err != nil {
 		if strings.Contains(err.Error(), "unknown job") {
