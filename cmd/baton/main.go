@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 
@@ -104,7 +103,7 @@ func initCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
 	module := fs.String("module", "", "the app's Go module path (required)")
 	name := fs.String("name", "", "the app's name: binary, azd project, Azure resource prefix (default: the module path's last element)")
-	replace := fs.String("replace", "", "a local checkout of Baton for go.mod's replace directive (required when this baton is not a released version)")
+	replace := fs.String("replace", "", "a local checkout of Baton for go.mod's replace directive, absolute or relative to <dir> (required when this baton is not a released version)")
 	tidy := fs.Bool("tidy", true, "run go mod tidy in the new app")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -112,11 +111,7 @@ func initCmd(ctx context.Context, args []string, out io.Writer) error {
 	v := version()
 	p := scaffold.Params{Module: *module, Name: *name}
 	if *replace != "" {
-		abs, err := filepath.Abs(*replace)
-		if err != nil {
-			return err
-		}
-		p.Replace = abs
+		p.Replace = *replace
 	} else if strings.HasPrefix(v, "v") {
 		p.BatonVersion = v
 	} else {

@@ -25,6 +25,9 @@ type Manifest struct {
 // Init writes the app described by p into dir, which must not exist or be empty, with a manifest
 // naming version as the writer. It returns the paths written.
 func Init(dir string, p Params, version string) ([]string, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	files, err := Render(p)
 	if err != nil {
 		return nil, err

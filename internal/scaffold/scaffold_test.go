@@ -264,6 +264,9 @@ func TestCheck(t *testing.T) {
 	if d, err := Check(dir); err != nil || len(d) != 0 {
 		t.Fatalf("Check of a fresh app: %v, %v; want no drift", d, err)
 	}
+	if m := readManifest(t, dir); m.App.Name != "nightly" || m.App.Module != "example.com/team/nightly" {
+		t.Errorf("manifest app %+v, want the module and the name it was rendered with", m.App)
+	}
 	write(t, dir, "main.go", "package main\n\nfunc main() {}\n")
 	if d, err := Check(dir); err != nil || len(d) != 0 {
 		t.Errorf("Check after editing main.go (the user's): %v, %v; want no drift", d, err)
