@@ -291,3 +291,31 @@ func TestCheck(t *testing.T) {
 		t.Errorf("Check reported %v, want %v", d, want)
 	}
 }
+
+// TestTemplates_AreTheDocs: the app init writes is the one docs/jobs.md walks through: every
+// declaration of main.go and primes.go (comments aside) stands in the guide as written.
+func TestTemplates_AreTheDocs(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "jobs.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := render(t, Params{Module: "example.com/team/nightly"})
+	for _, name := range []string{"main.go", "primes.go", "primes_test.go"} {
+		src := string(files[name].Content)
+		for _, decl := range strings.Split(src, "\n\n") {
+			var code []string
+			for _, line := range strings.Split(decl, "\n") {
+				if !strings.HasPrefix(strings.TrimSpace(line), "//") {
+					code = append(code, line)
+				}
+			}
+			block := strings.Join(code, "\n")
+			if !strings.HasPrefix(block, "func ") && !strings.HasPrefix(block, "type ") {
+				continue // package clause and imports
+			}
+			if !strings.Contains(string(doc), block) {
+				t.Errorf("%s: this declaration is not in docs/jobs.md as written:\n%s", name, block)
+			}
+		}
+	}
+}
