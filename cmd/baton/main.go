@@ -81,8 +81,8 @@ func version() string {
 	if !ok {
 		return "(devel)"
 	}
-	if info.Main.Path == scaffold.BatonModule {
-		return info.Main.Version
+	if info.Main.Path == scaffold.BatonModule && info.Main.Version != scaffold.PlaceholderVersion {
+		return info.Main.Version // go run …/cmd/baton@v, or go tool baton (the required version)
 	}
 	for _, d := range info.Deps {
 		if d.Path == scaffold.BatonModule {

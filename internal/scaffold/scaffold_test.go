@@ -72,6 +72,23 @@ func TestRender(t *testing.T) {
 			}
 		}
 	}
+	for path, first := range map[string]string{
+		"infra/main.bicep":    "// " + Marker + "\n",
+		"infra/app/api.bicep": "// " + Marker + "\n",
+		"scripts/package.sh":  "#!/bin/sh\n# " + Marker + "\n",
+		"scripts/package.ps1": "# " + Marker + "\n",
+		"azure.yaml":          "# yaml-language-server: $schema=https://raw.githubusercontent.com/Azure/azure-dev/main/schemas/v1.0/azure.yaml.json\n# " + Marker + "\n",
+		"Makefile":            "# " + Marker + "\n",
+	} {
+		if !strings.HasPrefix(string(files[path].Content), first) {
+			t.Errorf("%s does not start with the generated marker: %.120q", path, files[path].Content)
+		}
+	}
+	for path, f := range files {
+		if !f.Generated && strings.Contains(string(f.Content), Marker) {
+			t.Errorf("%s is the user's but carries the generated marker", path)
+		}
+	}
 	if files["scripts/package.sh"].Mode&0o111 == 0 {
 		t.Error("scripts/package.sh is not executable")
 	}
