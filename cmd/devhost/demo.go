@@ -43,6 +43,7 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	params := fs.String("params", "", "the job's params, JSON (default: the settings file's BATON_JOB_PARAMS)")
 	verbose := fs.Bool("v", false, "show every handler line")
 	limit := fs.Duration("timeout", 110*time.Second, "give up after this long (after the build)")
+	control := fs.String("control", DefaultControlAddr, "address of the loopback control endpoint (\"\": none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -53,7 +54,7 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *limit)
 	defer cancel()
-	d := &demo{out: out, start: time.Now(), verbose: *verbose}
+	d := &demo{out: out, start: time.Now(), verbose: *verbose, control: *control}
 
 	d.say("Starting the pinned Azurite (npm package in node_modules; in memory, free ports)…")
 	srv, err := azurite.Start(ctx, azurite.Options{})
@@ -139,6 +140,7 @@ type demo struct {
 	out     io.Writer
 	start   time.Time
 	verbose bool
+	control string // the control endpoint's address
 }
 
 // errUnknownJob: the handler refused to start because it does not know the job.
@@ -168,7 +170,7 @@ func (d *demo) startHost(ctx context.Context, app, exe string, n int, settings m
 	}
 	h, err := devhost.New(devhost.Options{
 		AppRoot: app, Executable: exe, Instances: n, Settings: settings,
-		HTTPAddr: "127.0.0.1:0", ControlAddr: DefaultControlAddr, Out: d.out, LogLevel: level, HandlerLogLevel: level,
+		HTTPAddr: "127.0.0.1:0", ControlAddr: d.control, Out: d.out, LogLevel: level, HandlerLogLevel: level,
 		HandlerFilter: func(l devhost.LogLine) bool {
 			if l.Instance == "preflight" {
 				return d.verbose

@@ -43,7 +43,7 @@ const PlaceholderVersion = "v0.0.0-00010101000000-000000000000"
 // BatonModule is the module path an app requires.
 const BatonModule = "github.com/batonfn/baton"
 
-// Params describe the app. Module and Name are required.
+// Params describe the app. Module is required.
 type Params struct {
 	// Module is the app's Go module path (e.g. github.com/you/nightly).
 	Module string `json:"module"`
