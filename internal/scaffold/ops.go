@@ -90,9 +90,10 @@ func Sync(dir, version string) (SyncReport, error) {
 			return rep, err
 		case listed && err != nil:
 			rep.Skipped = append(rep.Skipped, Skip{f.Path, "deleted (restore it from git, or delete its entry from " + ManifestPath + ")"})
+		case listed && bytes.Equal(cur, f.Content):
+			m.Files[f.Path] = Hash(cur) // already what this version writes, however it got there
 		case listed && Hash(cur) != recorded:
 			rep.Skipped = append(rep.Skipped, Skip{f.Path, "edited since Baton wrote it (compare with `go tool baton check`)"})
-		case listed && bytes.Equal(cur, f.Content):
 		case listed:
 			if err := writeFile(dir, f); err != nil {
 				return rep, err

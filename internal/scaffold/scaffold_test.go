@@ -235,6 +235,10 @@ func TestSync(t *testing.T) {
 	write(t, dir, "Gone/function.json", `{"gone":true}`)
 	m.Files["Gone/function.json"] = Hash([]byte(`{"gone":true}`))
 	writeManifestT(t, dir, m)
+	// A file the user brought by hand to what this version writes: in step, not skipped.
+	m = readManifest(t, dir)
+	m.Files["Leader/function.json"] = Hash([]byte("what an older Baton wrote"))
+	writeManifestT(t, dir, m)
 	// The user's edits: a generated file and their own main.go.
 	const edited = `{"version":"2.0","mine":true}`
 	write(t, dir, "host.json", edited)
