@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -43,6 +44,8 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	params := fs.String("params", "", "the job's params, JSON (default: the settings file's BATON_JOB_PARAMS)")
 	verbose := fs.Bool("v", false, "show every handler line")
 	limit := fs.Duration("timeout", 110*time.Second, "give up after this long (after the build)")
+	seedFrom := seedDirs{}
+	fs.Var(seedFrom, "seed", "upload the files under DIR into CONTAINER of the started Azurite first, CONTAINER=DIR (repeatable)")
 	control := fs.String("control", DefaultControlAddr, "address of the loopback control endpoint (\"\": none)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -75,6 +78,20 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 		"AzureWebJobs.Work.Disabled":    "true",
 		"AzureWebJobs.Control.Disabled": "true",
 		"FUNCTIONS_WORKER_RUNTIME":      "custom",
+	}
+	if err := toStartedAzurite(*app, "", srv.ConnectionString(), settings); err != nil {
+		return err
+	}
+	if len(seedFrom) > 0 {
+		client, err := azblob.NewClientFromConnectionString(srv.ConnectionString(), nil)
+		if err != nil {
+			return err
+		}
+		n, err := uploadDirs(ctx, client, seedFrom)
+		if err != nil {
+			return err
+		}
+		d.say("Seeded %d files: %s.", n, seedFrom)
 	}
 	if *job != "" {
 		settings[config.SettingJob] = *job
@@ -182,9 +199,9 @@ func (d *demo) startHost(ctx context.Context, app, exe string, n int, settings m
 	if err != nil {
 		return nil, err
 	}
-	job := "the settings file's BATON_JOB (unset: the app's only job)"
-	if j := settings[config.SettingJob]; j != "" {
-		job = j + " " + settings[config.SettingJobParams]
+	job := "the app's only job (BATON_JOB unset)"
+	if all, err := devhost.LoadSettings(app, "", os.Environ(), settings); err == nil && all.Get(config.SettingJob) != "" {
+		job = all.Get(config.SettingJob) + " " + all.Get(config.SettingJobParams)
 	}
 	d.say("Starting %d instances of %s (schedule %q, lease %s, job %s).", n, filepath.Base(exe), settings[config.SettingSchedule],
 		settings[config.SettingLeaseDuration], job)
@@ -326,6 +343,11 @@ func (d *demo) summarise(rep map[string]any, seeded seedResult) {
 		}
 	}
 	d.say("  aggregate: %s", strings.Join(scalars, " "))
+	for _, k := range keys {
+		if line, ok := numbersText(agg[k]); ok {
+			d.say("  %s: %s", k, line)
+		}
+	}
 	if byCT, ok := agg["byContentType"].(map[string]any); ok {
 		cts := make([]string, 0, len(byCT))
 		for k := range byCT {
@@ -354,6 +376,25 @@ func (d *demo) summarise(rep map[string]any, seeded seedResult) {
 	} else {
 		d.say("  ✗ the seeded wrong ones were: %s", strings.Join(seeded.WrongMD5, ", "))
 	}
+}
+
+// numbersText renders an object whose values are all numbers (totals per key) as
+// "key=value …", sorted by key.
+func numbersText(v any) (string, bool) {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) == 0 {
+		return "", false
+	}
+	parts := make([]string, 0, len(m))
+	for k, x := range m {
+		f, ok := x.(float64)
+		if !ok {
+			return "", false
+		}
+		parts = append(parts, fmt.Sprintf("%s=%v", k, f))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " "), true
 }
 
 func holderText(v any) string {

@@ -26,7 +26,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/internal/devhost"
 )
@@ -98,7 +97,7 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	settingsFile := fs.String("settings", "", "settings file (default local.settings.json, else local.settings.example.json)")
 	httpAddr := fs.String("http", "127.0.0.1:7071", "address of the HTTP front (/api/...)")
 	control := fs.String("control", DefaultControlAddr, "address of the loopback control endpoint")
-	startAzurite := fs.Bool("azurite", false, "start the pinned Azurite (in memory, free ports) and point AzureWebJobsStorage at it")
+	startAzurite := fs.Bool("azurite", false, "start the pinned Azurite (in memory, free ports) and point AzureWebJobsStorage, and every setting that is UseDevelopmentStorage=true, at it")
 	verbose := fs.Bool("v", false, "show debug lines (handler and devhost)")
 	progress := fs.Duration("progress", time.Second, "progress line interval (0: off)")
 	timer := fs.String("timer", string(devhost.TimerAll), "where a timer occurrence fires: all (every instance, the worst case) | one (one random running instance, as in Azure)")
@@ -122,7 +121,9 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		defer srv.Stop()
-		set[config.SettingHostStorage] = srv.ConnectionString()
+		if err := toStartedAzurite(*app, *settingsFile, srv.ConnectionString(), set); err != nil {
+			return err
+		}
 		fmt.Fprintf(out, "azurite: blob 127.0.0.1:%d, queue 127.0.0.1:%d (in memory)\n", srv.BlobPort, srv.QueuePort)
 	}
 	level := slog.LevelInfo
