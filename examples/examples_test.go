@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +16,7 @@ import (
 	"github.com/batonfn/baton/internal/devhost"
 	"github.com/batonfn/baton/internal/devhost/devhosttest"
 	"github.com/batonfn/baton/internal/scaffold"
+	"github.com/batonfn/baton/internal/scaffold/scaffoldtest"
 	"github.com/batonfn/baton/ledger"
 )
 
@@ -44,12 +43,7 @@ func TestCSVTotals_MatchesScaffold(t *testing.T) {
 func buildExample(t *testing.T, ctx context.Context, dir string) string {
 	t.Helper()
 	exe := filepath.Join(t.TempDir(), filepath.Base(dir))
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", exe, ".")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", dir, err, out)
-	}
+	scaffoldtest.Go(t, ctx, dir, "build", "-o", exe, ".")
 	return exe
 }
 

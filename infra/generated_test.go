@@ -2,14 +2,12 @@ package infra_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/internal/azurite"
-	"github.com/batonfn/baton/internal/scaffold"
+	"github.com/batonfn/baton/internal/scaffold/scaffoldtest"
 	"github.com/batonfn/baton/ledger"
 )
 
@@ -25,10 +23,7 @@ func TestDeployedDefaults_GeneratedApp(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*deployTestTimeout)
 	defer cancel()
-	app := filepath.Join(t.TempDir(), "nightly")
-	if _, err := scaffold.Init(app, scaffold.Params{Module: "example.com/team/nightly", Replace: batonRoot}, "(test)"); err != nil {
-		t.Fatal(err)
-	}
+	app := scaffoldtest.App(t, "example.com/team/nightly")
 	hc := struct {
 		CustomHandler struct {
 			Description struct {
@@ -38,14 +33,7 @@ func TestDeployedDefaults_GeneratedApp(t *testing.T) {
 	}{}
 	readJSON(t, filepath.Join(app, "host.json"), &hc)
 	exe := filepath.Join(app, hc.CustomHandler.Description.DefaultExecutablePath)
-	for _, args := range [][]string{{"mod", "tidy"}, {"build", "-o", exe, "."}} {
-		cmd := exec.CommandContext(ctx, "go", args...)
-		cmd.Dir = app
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %v in the generated app: %v\n%s", args, err, out)
-		}
-	}
+	scaffoldtest.Go(t, ctx, app, "build", "-o", exe, ".")
 	srv := azurite.Private(t, azurite.Options{}) // Baton's pinned Azurite, found from here
 	t.Chdir(filepath.Join(app, "infra"))         // the helpers read main.bicep and app/ from the current folder
 	q := createTemplateResources(t, ctx, srv)

@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/internal/scaffold"
+	"github.com/batonfn/baton/internal/scaffold/scaffoldtest"
 )
 
 // TestDemo_AnyApp: in the folder of an app written by baton init, demo builds that app (not
@@ -20,25 +19,13 @@ func TestDemo_AnyApp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates, builds and runs an app")
 	}
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := filepath.Join(t.TempDir(), "nightly")
-	if _, err := scaffold.Init(app, scaffold.Params{Module: "example.com/team/nightly", Replace: root}, "(test)"); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("GOFLAGS", "-mod=mod") // the new app's go.sum is written by its first build
+	app := scaffoldtest.App(t, "example.com/team/nightly")
+	t.Setenv("GOFLAGS", "-mod=mod") // demo's own go build of the new app
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	tidy := exec.CommandContext(ctx, "go", "mod", "tidy")
-	tidy.Dir = app
-	if out, err := tidy.CombinedOutput(); err != nil {
-		t.Fatalf("go mod tidy in the new app: %v\n%s", err, out)
-	}
 
 	var out strings.Builder
-	err = demoCmd(ctx, []string{"-app", app, "-n", "2", "-schedule", "*/2 * * * * *", "-control", "", "-params", `{"below":20000,"chunk":1000}`, "-timeout", "3m"}, &out)
+	err := demoCmd(ctx, []string{"-app", app, "-n", "2", "-schedule", "*/2 * * * * *", "-control", "", "-params", `{"below":20000,"chunk":1000}`, "-timeout", "3m"}, &out)
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
