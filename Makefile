@@ -8,7 +8,7 @@ BIN     ?= baton
 # Fuzz time per target in `make test` (CI); raise it for a longer local hunt.
 FUZZTIME ?= 5s
 
-.PHONY: all build tools browser test vet vulncheck unit fuzz demo bench bench-scale soak clean
+.PHONY: all build tools browser test vet vulncheck unit fuzz examples demo bench bench-scale soak clean
 
 all: build
 
@@ -100,10 +100,20 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg; \
 	done
 
-test: vet unit fuzz
+# The example apps (examples/*/, each its own module written by `baton init`): build, vet, their
+# own tests (batontest) and `go tool baton check` (their generated files are what this Baton
+# writes). `make unit` runs each end to end under the local host (package examples).
+EXAMPLES := $(patsubst %/go.mod,%,$(wildcard examples/*/go.mod))
+examples:
+	@set -e; for d in $(EXAMPLES); do \
+		echo "example $$d"; \
+		(cd $$d && $(GO) build -o /dev/null . && $(GO) vet ./... && $(GO) test -count=1 ./... && $(GO) tool baton check); \
+	done
+
+test: vet unit fuzz examples
 
 demo: tools build
-	$(GO) run ./cmd/devhost demo -exe ./$(BIN)
+	$(GO) run ./cmd/devhost demo -exe ./$(BIN) -job inventory
 
 # Benchmarks against Azurite (BENCHMARKS.md; about 25 minutes on 2 cores). Each entry is
 # package:benchmarks[!skipped]:-benchtime, sized to the benchmark's unit of work (documented on

@@ -52,6 +52,16 @@ import (
 // deployTestTimeout bounds each end-to-end test; generous, because the machine is shared.
 const deployTestTimeout = 3 * time.Minute
 
+// batonRoot is this repository's root, for the golden payloads even while a test works in the
+// infra/ folder of an app written by the scaffold (t.Chdir).
+var batonRoot = func() string {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		panic(err)
+	}
+	return root
+}()
+
 // handlerBuild is the handler binary, built once per test binary.
 var handlerBuild struct {
 	once sync.Once
@@ -205,7 +215,13 @@ func freeLoopbackPort(t *testing.T) int {
 // answers GET /, failing with its output if it exits first.
 func startHandler(t *testing.T, ctx context.Context, env map[string]string) *deployedHandler {
 	t.Helper()
-	cmd := exec.Command(handlerBinary(t))
+	return startBinary(t, ctx, handlerBinary(t), env)
+}
+
+// startBinary is startHandler for any app's handler binary.
+func startBinary(t *testing.T, ctx context.Context, exe string, env map[string]string) *deployedHandler {
+	t.Helper()
+	cmd := exec.Command(exe)
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
@@ -266,7 +282,7 @@ func (h *deployedHandler) invoke(fn string, payload []byte) (int, []byte) {
 // a non-empty body replaces the payload's request body.
 func (h *deployedHandler) invokeHTTP(fn, golden string, body ...string) protocol.HTTPResponse {
 	h.t.Helper()
-	payload := []byte(readFile(h.t, filepath.Join(repoRoot(h.t), "internal", "app", "testdata", golden)))
+	payload := []byte(readFile(h.t, filepath.Join(batonRoot, "internal", "app", "testdata", golden)))
 	if len(body) > 0 {
 		var ir map[string]map[string]map[string]any
 		if err := json.Unmarshal(payload, &ir); err != nil {
@@ -297,7 +313,7 @@ func (h *deployedHandler) invokeHTTP(fn, golden string, body ...string) protocol
 // occurrence of the default hourly schedule).
 func (h *deployedHandler) tick() {
 	h.t.Helper()
-	status, body := h.invoke("Tick", []byte(readFile(h.t, filepath.Join(repoRoot(h.t), "internal", "app", "testdata", "timer.json"))))
+	status, body := h.invoke("Tick", []byte(readFile(h.t, filepath.Join(batonRoot, "internal", "app", "testdata", "timer.json"))))
 	if status != http.StatusOK {
 		h.t.Fatalf("Tick: handler answered %d %s\nhandler output:\n%s", status, body, h.out)
 	}

@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -32,20 +34,30 @@ var demoLines = map[string]bool{
 func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	app := fs.String("app", ".", "function app folder")
-	exe := fs.String("exe", "", "handler binary (default: host.json defaultExecutablePath)")
+	exe := fs.String("exe", "", "handler binary to run as is (default: build -pkg into host.json's defaultExecutablePath)")
+	pkg := fs.String("pkg", ".", "main package of the app, built when -exe is not given")
 	n := fs.Int("n", 3, "number of host instances")
-	blobs := fs.Int("blobs", 3000, "blobs to seed")
-	bad := fs.Int("bad", 7, "seeded blobs with a wrong Content-MD5")
+	blobs := fs.Int("blobs", 3000, "blobs to seed (-job inventory)")
+	bad := fs.Int("bad", 7, "seeded blobs with a wrong Content-MD5 (-job inventory)")
 	schedule := fs.String("schedule", "*/15 * * * * *", "Tick schedule (six-field NCRONTAB)")
-	job := fs.String("job", "inventory", "job to run (falls back to synthetic when the handler does not know it)")
+	job := fs.String("job", "", "job to run (default: the settings file's BATON_JOB); inventory seeds a container for it, and falls back to synthetic when the handler does not know it")
+	params := fs.String("params", "", "the job's params, JSON (default: the settings file's BATON_JOB_PARAMS)")
 	verbose := fs.Bool("v", false, "show every handler line")
-	limit := fs.Duration("timeout", 110*time.Second, "give up after this long")
+	limit := fs.Duration("timeout", 110*time.Second, "give up after this long (after the build)")
+	seedFrom := seedDirs{}
+	fs.Var(seedFrom, "seed", "upload the files under DIR into CONTAINER of the started Azurite first, CONTAINER=DIR (repeatable)")
+	control := fs.String("control", DefaultControlAddr, "address of the loopback control endpoint (\"\": none)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	// The build comes first: -timeout bounds the demo, not a cold build of the app.
+	handler, err := handlerBinary(ctx, *app, *exe, *pkg, out)
+	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, *limit)
 	defer cancel()
-	d := &demo{out: out, start: time.Now(), verbose: *verbose}
+	d := &demo{out: out, start: time.Now(), verbose: *verbose, control: *control}
 
 	d.say("Starting the pinned Azurite (npm package in node_modules; in memory, free ports)…")
 	srv, err := azurite.Start(ctx, azurite.Options{})
@@ -58,38 +70,50 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	}()
 	d.say("Azurite ready: blob 127.0.0.1:%d, queue 127.0.0.1:%d.", srv.BlobPort, srv.QueuePort)
 
-	const container = "demo-data"
-	client, err := azblob.NewClientFromConnectionString(srv.ConnectionString(), &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{
-		Transport: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}}})
-	if err != nil {
-		return err
-	}
-	t0 := time.Now()
-	seeded, err := seed(ctx, client, container, *blobs, *bad)
-	if err != nil {
-		return err
-	}
-	d.say("Seeded %s: %d blobs, %d bytes (%s), Content-MD5 set on all, wrong on %d: %s (%.1fs).",
-		container, seeded.Blobs, seeded.Bytes, countsText(seeded.ByType), len(seeded.WrongMD5),
-		strings.Join(seeded.WrongMD5, ", "), time.Since(t0).Seconds())
-
 	settings := map[string]string{
 		config.SettingHostStorage:       srv.ConnectionString(),
 		config.SettingTransport:         string(config.TransportQueue),
 		config.SettingSchedule:          *schedule,
 		config.SettingLeaseDuration:     "15s",
-		config.SettingJob:               *job,
-		config.SettingJobParams:         fmt.Sprintf(`{"container":%q,"partitionSize":200}`, container),
 		"AzureWebJobs.Work.Disabled":    "true",
 		"AzureWebJobs.Control.Disabled": "true",
 		"FUNCTIONS_WORKER_RUNTIME":      "custom",
 	}
-	h, err := d.startHost(ctx, *app, *exe, *n, settings)
-	if errors.Is(err, errUnknownJob) {
+	if err := toStartedAzurite(*app, "", srv.ConnectionString(), settings); err != nil {
+		return err
+	}
+	if len(seedFrom) > 0 {
+		client, err := azblob.NewClientFromConnectionString(srv.ConnectionString(), nil)
+		if err != nil {
+			return err
+		}
+		n, err := uploadDirs(ctx, client, seedFrom)
+		if err != nil {
+			return err
+		}
+		d.say("Seeded %d files: %s.", n, seedFrom)
+	}
+	if *job != "" {
+		settings[config.SettingJob] = *job
+	}
+	if *params != "" {
+		settings[config.SettingJobParams] = *params
+	}
+	var seeded seedResult
+	if *job == "inventory" {
+		if seeded, err = d.seedInventory(ctx, srv, *blobs, *bad); err != nil {
+			return err
+		}
+		if *params == "" {
+			settings[config.SettingJobParams] = fmt.Sprintf(`{"container":%q,"partitionSize":200}`, demoContainer)
+		}
+	}
+	h, err := d.startHost(ctx, *app, handler, *n, settings)
+	if errors.Is(err, errUnknownJob) && *job == "inventory" {
 		d.say("The handler does not register the %q job yet (%v): running the synthetic job instead (200 partitions of 15 ms).", *job, err)
 		settings[config.SettingJob] = "synthetic"
 		settings[config.SettingJobParams] = `{"partitions":200,"workMs":15}`
-		h, err = d.startHost(ctx, *app, *exe, *n, settings)
+		h, err = d.startHost(ctx, *app, handler, *n, settings)
 	}
 	if err != nil {
 		return err
@@ -106,10 +130,34 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	return d.run(ctx, h, seeded)
 }
 
+// demoContainer is the container the inventory demo seeds and lists.
+const demoContainer = "demo-data"
+
+// seedInventory fills demoContainer with blobs for the inventory job, bad of them with a wrong
+// Content-MD5.
+func (d *demo) seedInventory(ctx context.Context, srv *azurite.Server, blobs, bad int) (seedResult, error) {
+	const container = demoContainer
+	client, err := azblob.NewClientFromConnectionString(srv.ConnectionString(), &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{
+		Transport: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}}})
+	if err != nil {
+		return seedResult{}, err
+	}
+	t0 := time.Now()
+	seeded, err := seed(ctx, client, container, blobs, bad)
+	if err != nil {
+		return seedResult{}, err
+	}
+	d.say("Seeded %s: %d blobs, %d bytes (%s), Content-MD5 set on all, wrong on %d: %s (%.1fs).",
+		container, seeded.Blobs, seeded.Bytes, countsText(seeded.ByType), len(seeded.WrongMD5),
+		strings.Join(seeded.WrongMD5, ", "), time.Since(t0).Seconds())
+	return seeded, nil
+}
+
 type demo struct {
 	out     io.Writer
 	start   time.Time
 	verbose bool
+	control string // the control endpoint's address
 }
 
 // errUnknownJob: the handler refused to start because it does not know the job.
@@ -139,7 +187,7 @@ func (d *demo) startHost(ctx context.Context, app, exe string, n int, settings m
 	}
 	h, err := devhost.New(devhost.Options{
 		AppRoot: app, Executable: exe, Instances: n, Settings: settings,
-		HTTPAddr: "127.0.0.1:0", ControlAddr: DefaultControlAddr, Out: d.out, LogLevel: level, HandlerLogLevel: level,
+		HTTPAddr: "127.0.0.1:0", ControlAddr: d.control, Out: d.out, LogLevel: level, HandlerLogLevel: level,
 		HandlerFilter: func(l devhost.LogLine) bool {
 			if l.Instance == "preflight" {
 				return d.verbose
@@ -151,8 +199,12 @@ func (d *demo) startHost(ctx context.Context, app, exe string, n int, settings m
 	if err != nil {
 		return nil, err
 	}
-	d.say("Starting %d instances of %s (schedule %q, lease %s, job %s %s).", n, "the handler", settings[config.SettingSchedule],
-		settings[config.SettingLeaseDuration], settings[config.SettingJob], settings[config.SettingJobParams])
+	job := "the app's only job (BATON_JOB unset)"
+	if all, err := devhost.LoadSettings(app, "", os.Environ(), settings); err == nil && all.Get(config.SettingJob) != "" {
+		job = all.Get(config.SettingJob) + " " + all.Get(config.SettingJobParams)
+	}
+	d.say("Starting %d instances of %s (schedule %q, lease %s, job %s).", n, filepath.Base(exe), settings[config.SettingSchedule],
+		settings[config.SettingLeaseDuration], job)
 	// One handler first: a bad setting shows once instead of three times per instance.
 	if err := h.Preflight(ctx); err != nil {
 		if strings.Contains(err.Error(), "unknown job") {
@@ -293,6 +345,11 @@ func (d *demo) summarise(rep map[string]any, seeded seedResult) {
 		}
 	}
 	d.say("  aggregate: %s", strings.Join(scalars, " "))
+	for _, k := range keys {
+		if line, ok := numbersText(agg[k]); ok {
+			d.say("  %s: %s", k, line)
+		}
+	}
 	if byCT, ok := agg["byContentType"].(map[string]any); ok {
 		cts := make([]string, 0, len(byCT))
 		for k := range byCT {
@@ -321,6 +378,25 @@ func (d *demo) summarise(rep map[string]any, seeded seedResult) {
 	} else {
 		d.say("  ✗ the seeded wrong ones were: %s", strings.Join(seeded.WrongMD5, ", "))
 	}
+}
+
+// numbersText renders an object whose values are all numbers (totals per key) as
+// "key=value …", sorted by key.
+func numbersText(v any) (string, bool) {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) == 0 {
+		return "", false
+	}
+	parts := make([]string, 0, len(m))
+	for k, x := range m {
+		f, ok := x.(float64)
+		if !ok {
+			return "", false
+		}
+		parts = append(parts, fmt.Sprintf("%s=%v", k, f))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " "), true
 }
 
 func holderText(v any) string {

@@ -1,6 +1,10 @@
 // Command devhost runs a Functions app locally as several host instances against Azurite: the
 // stand-in for the Functions host that `make demo` and the end-to-end tests use (see package
-// internal/devhost for what it emulates).
+// internal/devhost for what it emulates). It serves any Baton app: in the app's folder (host.json
+// and the function folders), `run` and `demo` first build the main package there (-pkg, default
+// the folder itself) into the binary host.json's defaultExecutablePath names, unless -exe gives a
+// binary. In an app that pins it (`tool github.com/batonfn/baton/cmd/devhost` in go.mod) it runs
+// as `go tool devhost`; Azurite comes from the app's own node_modules (npm ci).
 //
 //	devhost [run] [flags]            run the app until Ctrl-C
 //	devhost demo [flags]             the self-contained demo (make demo)
@@ -22,7 +26,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/internal/devhost"
 )
@@ -61,9 +64,11 @@ func main() {
 func usage(w io.Writer) {
 	fmt.Fprint(w, `devhost — a local multi-instance stand-in for the Azure Functions host
 
-  devhost [run] [flags]   run the app (host.json + */function.json) as N instances until Ctrl-C
-  devhost demo [flags]    start Azurite, seed a container, run 3 instances through one
-                          inventory run, print the election, progress and report, stop
+  devhost [run] [flags]   build the app in the folder, run it (host.json + */function.json)
+                          as N instances until Ctrl-C
+  devhost demo [flags]    build the app, start Azurite, run 3 instances through one run of
+                          its job (-job inventory seeds a container first), print the
+                          election, progress and report, stop
   devhost ctl [flags] list | inflight | <instance> kill|term|stop|cont|restart
 
 Run "devhost <command> -h" for the flags of a command.
@@ -87,11 +92,12 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	app := fs.String("app", ".", "function app folder (host.json and the function folders)")
 	n := fs.Int("n", 3, "number of host instances")
-	exe := fs.String("exe", "", "handler binary (default: host.json defaultExecutablePath)")
+	exe := fs.String("exe", "", "handler binary to run as is (default: build -pkg into host.json's defaultExecutablePath)")
+	pkg := fs.String("pkg", ".", "main package of the app, built when -exe is not given")
 	settingsFile := fs.String("settings", "", "settings file (default local.settings.json, else local.settings.example.json)")
 	httpAddr := fs.String("http", "127.0.0.1:7071", "address of the HTTP front (/api/...)")
 	control := fs.String("control", DefaultControlAddr, "address of the loopback control endpoint")
-	startAzurite := fs.Bool("azurite", false, "start the pinned Azurite (in memory, free ports) and point AzureWebJobsStorage at it")
+	startAzurite := fs.Bool("azurite", false, "start the pinned Azurite (in memory, free ports) and point AzureWebJobsStorage, and every setting that is UseDevelopmentStorage=true, at it")
 	verbose := fs.Bool("v", false, "show debug lines (handler and devhost)")
 	progress := fs.Duration("progress", time.Second, "progress line interval (0: off)")
 	timer := fs.String("timer", string(devhost.TimerAll), "where a timer occurrence fires: all (every instance, the worst case) | one (one random running instance, as in Azure)")
@@ -105,13 +111,19 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("-timer: %w", err)
 	}
+	handler, err := handlerBinary(ctx, *app, *exe, *pkg, out)
+	if err != nil {
+		return err
+	}
 	if *startAzurite {
 		srv, err := azurite.Start(ctx, azurite.Options{})
 		if err != nil {
 			return err
 		}
 		defer srv.Stop()
-		set[config.SettingHostStorage] = srv.ConnectionString()
+		if err := toStartedAzurite(*app, *settingsFile, srv.ConnectionString(), set); err != nil {
+			return err
+		}
 		fmt.Fprintf(out, "azurite: blob 127.0.0.1:%d, queue 127.0.0.1:%d (in memory)\n", srv.BlobPort, srv.QueuePort)
 	}
 	level := slog.LevelInfo
@@ -122,7 +134,7 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	if prog <= 0 {
 		prog = -1
 	}
-	h, err := devhost.New(devhost.Options{AppRoot: *app, Executable: *exe, Instances: *n, SettingsFile: *settingsFile,
+	h, err := devhost.New(devhost.Options{AppRoot: *app, Executable: handler, Instances: *n, SettingsFile: *settingsFile,
 		Settings: set, HTTPAddr: *httpAddr, ControlAddr: *control, Out: out, LogLevel: level, HandlerLogLevel: level,
 		ProgressInterval: prog, TimerMode: mode, TimerSeed: *timerSeed})
 	if err != nil {
@@ -136,6 +148,16 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	return h.Close(cctx)
+}
+
+// handlerBinary is the custom handler to run: exe when given, else the app in appRoot built
+// from its main package pkg into the binary host.json names.
+func handlerBinary(ctx context.Context, appRoot, exe, pkg string, out io.Writer) (string, error) {
+	if exe != "" {
+		return exe, nil
+	}
+	fmt.Fprintf(out, "building the app in %s (go build %s)\n", appRoot, pkg)
+	return devhost.Build(ctx, appRoot, pkg, out)
 }
 
 func ctlCmd(ctx context.Context, args []string, out io.Writer) error {

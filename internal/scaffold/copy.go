@@ -1,0 +1,35 @@
+package scaffold
+
+// Copied are Baton's own files that an app gets too, as paths relative to the repository root.
+// files/ holds a byte-for-byte copy of each (embed cannot reach outside this package), made by
+// `go generate` and checked against the originals by TestCopiesMatchBaton; Render adapts them to
+// the app with the rules in rules.go.
+var Copied = []string{
+	"host.json",
+	"Control/function.json",
+	"ControlQueue/function.json",
+	"Dashboard/function.json",
+	"Leader/function.json",
+	"Runs/function.json",
+	"Tick/function.json",
+	"Work/function.json",
+	"WorkQueue/function.json",
+	"azure.yaml",
+	"infra/abbreviations.json",
+	"infra/main.bicep",
+	"infra/main.parameters.json",
+	"infra/app/api.bicep",
+	"infra/app/identity.bicep",
+	"infra/app/monitoring.bicep",
+	"infra/app/rbac.bicep",
+	"infra/app/servicebus.bicep",
+	"infra/app/shared-leases.bicep",
+	"infra/app/storage.bicep",
+	"scripts/package.sh",
+	"scripts/package.ps1",
+	"scripts/validate.sh",
+	"scripts/validate.ps1",
+	"package.json",
+	"package-lock.json",
+	"local.settings.example.json",
+}

@@ -1,0 +1,206 @@
+// The Flex Consumption plan and the function app running Baton's custom handler.
+//
+// App settings: the names here are exactly the names the config package reads
+// (config/config.go Setting*, config/connections.go suffixes), plus the host's own. The config
+// contract test (infra/contract_test.go) reads the keys of every `var …Settings = { … }` object
+// in this file and fails on a name the code does not read or a setting the code needs that is
+// missing, so keep every app setting in such an object.
+param name string
+param planName string
+param location string
+param tags object = {}
+
+@description('azure.yaml service name; azd finds the deploy target by the azd-service-name tag.')
+param serviceName string
+
+param identityId string
+param identityClientId string
+param storageBlobEndpoint string
+param storageQueueEndpoint string
+param storageTableEndpoint string
+param deploymentContainerName string
+param serviceBusHost string
+param applicationInsightsName string
+
+@minValue(40)
+@maxValue(1000)
+param maximumInstanceCount int
+@allowed([
+  512
+  2048
+  4096
+])
+param instanceMemoryMB int
+
+param schedule string
+param job string
+@description('The job\'s parameters; the app setting holds them as compact JSON.')
+param jobParams object
+param overlap string
+param misfire string
+param startingDeadline string
+param maxDeliveries int
+param leaseDuration string
+param runTimeout string
+param logLevel string
+param workQueueName string
+param controlQueueName string
+param leaseContainerName string
+param runsContainerName string
+
+@description('Resource ID of a shared lease/runs storage account, or empty for this app\'s own account.')
+param leaseStorageAccountId string = ''
+
+resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing = {
+  name: applicationInsightsName
+}
+
+// Host and platform settings. Flex Consumption takes the runtime from functionAppConfig, so
+// FUNCTIONS_WORKER_RUNTIME and FUNCTIONS_EXTENSION_VERSION must not be set (Flex rejects them).
+var hostSettings = {
+  // Host storage through the managed identity: the account has shared keys disabled, so there
+  // is no AzureWebJobsStorage connection string. Baton's blob and queue clients read the same
+  // settings (BATON_STORAGE defaults to this connection).
+  AzureWebJobsStorage__blobServiceUri: storageBlobEndpoint
+  AzureWebJobsStorage__queueServiceUri: storageQueueEndpoint
+  AzureWebJobsStorage__tableServiceUri: storageTableEndpoint
+  AzureWebJobsStorage__credential: 'managedidentity'
+  AzureWebJobsStorage__clientId: identityClientId
+  // The Work function's trigger and Baton's sender (function.json connection "ServiceBusConnection").
+  ServiceBusConnection__fullyQualifiedNamespace: serviceBusHost
+  ServiceBusConnection__credential: 'managedidentity'
+  ServiceBusConnection__clientId: identityClientId
+  // No AZURE_CLIENT_ID: every connection names the user-assigned identity in its own __clientId
+  // and Baton builds a managed-identity credential from that, so nothing would read it.
+  // Telemetry with Entra ID auth: the component has local (key) auth disabled.
+  APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsights.properties.ConnectionString
+  APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
+  // Azure uses the Service Bus transport; the Storage-queue twin of Work stays off.
+  'AzureWebJobs.WorkQueue.Disabled': 'true'
+  'AzureWebJobs.ControlQueue.Disabled': 'true'
+}
+
+// Baton's own settings (config/config.go). BATON_INSTANCE_ID is deliberately absent: it is a
+// local override, and in Azure every instance must keep its own WEBSITE_INSTANCE_ID.
+var batonSettings = {
+  BATON_TRANSPORT: 'servicebus'
+  BATON_SCHEDULE: schedule
+  BATON_WORK_QUEUE: workQueueName
+  BATON_CONTROL_QUEUE: controlQueueName
+  BATON_JOB: job
+  BATON_JOB_PARAMS: string(jobParams)
+  BATON_LEASE_CONTAINER: leaseContainerName
+  BATON_RUNS_CONTAINER: runsContainerName
+  // Every app sharing one lease account must use the same lease name.
+  BATON_LEASE_NAME: 'baton-leader'
+  BATON_LEASE_DURATION: leaseDuration
+  BATON_STALL_TIMEOUT: '2m'
+  BATON_OVERLAP: overlap
+  BATON_MISFIRE: misfire
+  BATON_STARTING_DEADLINE: startingDeadline
+  BATON_MAX_DELIVERIES: string(maxDeliveries)
+  BATON_RUN_TIMEOUT: runTimeout
+  BATON_CHECK_ROUNDS: '3'
+  BATON_ENQUEUE_BATCH: '250'
+  // Empty: half the invocation timeout (functionTimeout less a margin).
+  BATON_SLICE_BUDGET: ''
+  BATON_MAX_BACKLOG: '50000'
+  BATON_LOG_LEVEL: logLevel
+}
+
+// Multi-region: the leases and runs containers live in a shared account, reached through the
+// BatonLeaseStorage connection (identity-based, blob only: the Service Bus transport needs no
+// queue there). The host keeps its own storage.
+var leaseAccountName = last(split(leaseStorageAccountId, '/'))
+var sharedLeaseSettings = {
+  BATON_STORAGE: 'BatonLeaseStorage'
+  BatonLeaseStorage__blobServiceUri: 'https://${leaseAccountName}.blob.${environment().suffixes.storage}'
+  BatonLeaseStorage__credential: 'managedidentity'
+  BatonLeaseStorage__clientId: identityClientId
+}
+
+var appSettings = union(hostSettings, batonSettings, empty(leaseStorageAccountId) ? {} : sharedLeaseSettings)
+
+resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
+  name: planName
+  location: location
+  tags: tags
+  kind: 'functionapp'
+  sku: {
+    tier: 'FlexConsumption'
+    name: 'FC1'
+  }
+  properties: {
+    reserved: true // Linux
+  }
+}
+
+resource site 'Microsoft.Web/sites@2024-04-01' = {
+  name: name
+  location: location
+  tags: union(tags, {
+    'azd-service-name': serviceName
+  })
+  kind: 'functionapp,linux'
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${identityId}': {}
+    }
+  }
+  properties: {
+    serverFarmId: plan.id
+    httpsOnly: true
+    siteConfig: {
+      minTlsVersion: '1.2'
+      appSettings: [
+        for setting in items(appSettings): {
+          name: setting.key
+          value: setting.value
+        }
+      ]
+    }
+    functionAppConfig: {
+      deployment: {
+        storage: {
+          // azd uploads the package here; the app reads it with its identity (no keys, no SAS).
+          type: 'blobContainer'
+          value: '${storageBlobEndpoint}${deploymentContainerName}'
+          authentication: {
+            type: 'UserAssignedIdentity'
+            userAssignedIdentityResourceId: identityId
+          }
+        }
+      }
+      scaleAndConcurrency: {
+        maximumInstanceCount: maximumInstanceCount
+        instanceMemoryMB: instanceMemoryMB
+      }
+      runtime: {
+        // The custom handler runtime: the host starts host.json's defaultExecutablePath (baton).
+        name: 'custom'
+        version: '1.0'
+      }
+    }
+  }
+}
+
+// No basic-auth publishing: azd deploys with an Entra ID token.
+resource scmBasicAuth 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+  parent: site
+  name: 'scm'
+  properties: {
+    allow: false
+  }
+}
+
+resource ftpBasicAuth 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+  parent: site
+  name: 'ftp'
+  properties: {
+    allow: false
+  }
+}
+
+output name string = site.name
+output defaultHostName string = site.properties.defaultHostName

@@ -1,0 +1,218 @@
+package scaffold
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// Manifest is .baton/generated.json: what wrote the generated files, for which app, and the
+// hash of each generated file as written.
+type Manifest struct {
+	// Baton is the version of Baton that last wrote the files.
+	Baton string `json:"baton"`
+	// App holds the parameters the files were rendered with.
+	App Params `json:"app"`
+	// Files maps each generated path to Hash of its content as written.
+	Files map[string]string `json:"files"`
+}
+
+// Init writes the app described by p into dir, which must not exist or be empty, with a manifest
+// naming version as the writer. It returns the paths written.
+func Init(dir string, p Params, version string) ([]string, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	files, err := Render(p)
+	if err != nil {
+		return nil, err
+	}
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return nil, fmt.Errorf("init: %s is not empty", dir)
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("init: %w", err)
+	}
+	m := Manifest{Baton: version, App: p, Files: map[string]string{}}
+	var written []string
+	for _, f := range files {
+		if err := writeFile(dir, f); err != nil {
+			return written, err
+		}
+		written = append(written, f.Path)
+		if f.Generated {
+			m.Files[f.Path] = Hash(f.Content)
+		}
+	}
+	return append(written, ManifestPath), writeManifest(dir, m)
+}
+
+// SyncReport says what Sync did with each generated file it did not leave as it was.
+type SyncReport struct {
+	Updated []string // rewritten with this version's content
+	Added   []string // new in this version, written
+	Removed []string // no longer generated, unedited: deleted
+	// Skipped are the files left alone, each with why: the user edited or deleted them, or
+	// owns a file at a path this version now generates.
+	Skipped []Skip
+}
+
+// Skip is a file Sync left alone.
+type Skip struct{ Path, Reason string }
+
+// Sync brings the generated files of the app in dir to what this version of Baton writes,
+// rewriting only those whose content is still what the manifest recorded; it never writes a
+// user's file. The manifest is updated for what it wrote, with version as the writer.
+func Sync(dir, version string) (SyncReport, error) {
+	var rep SyncReport
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return rep, err
+	}
+	files, err := Render(m.App)
+	if err != nil {
+		return rep, err
+	}
+	want := map[string]bool{}
+	for _, f := range files {
+		if !f.Generated {
+			continue
+		}
+		want[f.Path] = true
+		cur, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f.Path)))
+		recorded, listed := m.Files[f.Path]
+		switch {
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			return rep, err
+		case listed && err != nil:
+			rep.Skipped = append(rep.Skipped, Skip{f.Path, "deleted (restore it from git, or delete its entry from " + ManifestPath + ")"})
+		case listed && bytes.Equal(cur, f.Content):
+			m.Files[f.Path] = Hash(cur) // already what this version writes, however it got there
+		case listed && Hash(cur) != recorded:
+			rep.Skipped = append(rep.Skipped, Skip{f.Path, "edited since Baton wrote it (compare with `go tool baton check`)"})
+		case listed:
+			if err := writeFile(dir, f); err != nil {
+				return rep, err
+			}
+			m.Files[f.Path] = Hash(f.Content)
+			rep.Updated = append(rep.Updated, f.Path)
+		case err == nil:
+			rep.Skipped = append(rep.Skipped, Skip{f.Path, "yours: this version of Baton generates it, but you have your own"})
+		default:
+			if err := writeFile(dir, f); err != nil {
+				return rep, err
+			}
+			m.Files[f.Path] = Hash(f.Content)
+			rep.Added = append(rep.Added, f.Path)
+		}
+	}
+	for _, rel := range sortedKeys(m.Files) {
+		if want[rel] {
+			continue
+		}
+		path := filepath.Join(dir, filepath.FromSlash(rel))
+		cur, err := os.ReadFile(path)
+		if err == nil && Hash(cur) != m.Files[rel] {
+			rep.Skipped = append(rep.Skipped, Skip{rel, "no longer generated, and edited: now yours"})
+		} else if err == nil {
+			if err := os.Remove(path); err != nil {
+				return rep, err
+			}
+			rep.Removed = append(rep.Removed, rel)
+		}
+		delete(m.Files, rel)
+	}
+	m.Baton = version
+	return rep, writeManifest(dir, m)
+}
+
+// Drift is a generated file that differs from what this version of Baton writes.
+type Drift struct{ Path, Problem string }
+
+// Check compares the generated files of the app in dir with what this version of Baton writes
+// and returns every difference (none: the app is in sync).
+func Check(dir string) ([]Drift, error) {
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	files, err := Render(m.App)
+	if err != nil {
+		return nil, err
+	}
+	var drifts []Drift
+	want := map[string]bool{}
+	for _, f := range files {
+		if !f.Generated {
+			continue
+		}
+		want[f.Path] = true
+		if _, listed := m.Files[f.Path]; !listed {
+			drifts = append(drifts, Drift{f.Path, "generated by this version of Baton but not in " + ManifestPath + " (run go tool baton sync)"})
+			continue
+		}
+		cur, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f.Path)))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			drifts = append(drifts, Drift{f.Path, "missing"})
+		case err != nil:
+			return nil, err
+		case !bytes.Equal(cur, f.Content):
+			drifts = append(drifts, Drift{f.Path, "differs from what this version of Baton writes (go tool baton sync rewrites it unless you edited it)"})
+		}
+	}
+	for _, rel := range sortedKeys(m.Files) {
+		if !want[rel] {
+			drifts = append(drifts, Drift{rel, "no longer generated by this version of Baton (run go tool baton sync)"})
+		}
+	}
+	return drifts, nil
+}
+
+// ReadManifest reads dir's manifest.
+func ReadManifest(dir string) (Manifest, error) {
+	var m Manifest
+	b, err := os.ReadFile(filepath.Join(dir, ManifestPath))
+	if err != nil {
+		return m, fmt.Errorf("read the manifest of generated files: %w (is %s an app written by baton init?)", err, dir)
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("%s: %w", ManifestPath, err)
+	}
+	if m.Files == nil {
+		m.Files = map[string]string{}
+	}
+	return m, nil
+}
+
+func writeManifest(dir string, m Manifest) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFile(dir, File{Path: ManifestPath, Content: append(b, '\n'), Mode: 0o644})
+}
+
+func writeFile(dir string, f File) error {
+	path := filepath.Join(dir, filepath.FromSlash(f.Path))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, f.Content, f.Mode); err != nil {
+		return err
+	}
+	return os.Chmod(path, f.Mode) // WriteFile keeps an existing file's mode
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
