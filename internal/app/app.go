@@ -128,7 +128,10 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 	store := blobstore.New(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), blobstore.Options{})
 	bindStorage(jobs, blobs)
 	holder := identity
-	worker, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: holder, MaxDeliveries: cfg.MaxDeliveries, Logger: logger})
+	// A failed try is retried as a message scheduled on the work queue, under its job's
+	// retry policy: the same way on both transports.
+	worker, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: holder, MaxDeliveries: cfg.MaxDeliveries,
+		Retries: sender, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
