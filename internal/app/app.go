@@ -152,22 +152,27 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 		logger.Error("timer job is misconfigured: every occurrence will record a failed run until it is fixed", "err", jobErr,
 			"instance", cfg.InstanceID)
 	}
-	coord, err = coordinator.New(coordinator.Config{
-		Leader: leader, Store: store, Sender: sender, Control: control, Jobs: jobs, Finisher: worker, Identity: identity,
-		Job: cfg.Job, Params: params, JobError: jobErr, Schedule: schedule, AllowOverlap: cfg.Overlap == config.OverlapAllow,
-		BatchSize: cfg.EnqueueBatch, RunTimeout: cfg.RunTimeout, CheckRounds: cfg.CheckRounds, Logger: logger,
-		MaxDeliveries: cfg.MaxDeliveries, Misfire: coordinator.Misfire(cfg.Misfire), StartingDeadline: cfg.StartingDeadline,
-		SliceBudget: cfg.SliceBudget, MaxBacklog: cfg.MaxBacklog,
-	})
-	if err != nil {
-		return nil, err
-	}
-
 	deadLetters, err := deadletter.Open(cfg)
 	if err != nil {
 		return nil, err
 	}
 	app.onClose(deadLetters.Close)
+
+	// A partition recorded timed out names its dead-lettered message, when it finds it there.
+	workDeadLetters, err := deadLetters.Find(cfg.WorkQueue)
+	if err != nil {
+		return nil, err
+	}
+	coord, err = coordinator.New(coordinator.Config{
+		Leader: leader, Store: store, Sender: sender, Control: control, Jobs: jobs, Finisher: worker, Identity: identity,
+		Job: cfg.Job, Params: params, JobError: jobErr, Schedule: schedule, AllowOverlap: cfg.Overlap == config.OverlapAllow,
+		BatchSize: cfg.EnqueueBatch, RunTimeout: cfg.RunTimeout, CheckRounds: cfg.CheckRounds, Logger: logger,
+		MaxDeliveries: cfg.MaxDeliveries, Misfire: coordinator.Misfire(cfg.Misfire), StartingDeadline: cfg.StartingDeadline,
+		SliceBudget: cfg.SliceBudget, MaxBacklog: cfg.MaxBacklog, DeadLetters: workDeadLetters,
+	})
+	if err != nil {
+		return nil, err
+	}
 
 	f := &functions{coord: coord, starter: defaultJobGuard{Starter: coord, jobErr: jobErr, defaults: o.DefaultParams}, worker: worker, leader: leader, store: store, now: time.Now}
 	register(app.server, f, withSchedule(schedule, cfg), withDeadLetters(deadLetters.List))
