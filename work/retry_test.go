@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"iter"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/ledgertest"
 	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/transport/transporttest"
 	"github.com/batonfn/baton/work"
 )
 
@@ -93,29 +93,6 @@ func TestRetryPolicy_Delay(t *testing.T) {
 	}
 }
 
-// recordingSender records what a worker sends; failWith, when set, fails every Send instead.
-type recordingSender struct {
-	mu       sync.Mutex
-	sent     []transport.Message
-	failWith error
-}
-
-func (s *recordingSender) Send(ctx context.Context, msgs []transport.Message) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failWith != nil {
-		return s.failWith
-	}
-	s.sent = append(s.sent, msgs...)
-	return nil
-}
-
-func (s *recordingSender) messages() []transport.Message {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]transport.Message(nil), s.sent...)
-}
-
 // flakyJob fails (transiently) while its clock is before healthyAt, and permanently for the
 // indexes in permanent; output {"i": index}.
 type flakyJob struct {
@@ -157,7 +134,7 @@ type retryFixture struct {
 	t      *testing.T
 	ctx    context.Context
 	store  *ledgertest.Fake
-	sender *recordingSender
+	sender *transporttest.Recorder
 	w      *work.Worker
 	job    *flakyJob
 	now    time.Time
@@ -167,7 +144,7 @@ const retryRun = "retry-run"
 
 func newRetryFixture(t *testing.T, parts int, policy work.RetryPolicy) *retryFixture {
 	t.Helper()
-	f := &retryFixture{t: t, ctx: t.Context(), sender: &recordingSender{},
+	f := &retryFixture{t: t, ctx: t.Context(), sender: &transporttest.Recorder{},
 		now: time.Date(2026, 11, 25, 13, 0, 0, 0, time.UTC)}
 	clock := func() time.Time { return f.now }
 	f.store = ledgertest.NewFake(ledgertest.Options{Now: clock})
@@ -202,7 +179,7 @@ func (f *retryFixture) deliver(env work.Envelope, count int) error {
 // sentAt decodes message i of the recorded sends.
 func (f *retryFixture) sentAt(i int) (transport.Message, work.Envelope) {
 	f.t.Helper()
-	msgs := f.sender.messages()
+	msgs := f.sender.Sent()
 	if i >= len(msgs) {
 		f.t.Fatalf("%d messages sent, want more than %d", len(msgs), i)
 	}
@@ -269,7 +246,7 @@ func TestWorker_Retry_ScheduledWithBackoffThenRecordedFailed(t *testing.T) {
 	if err := f.deliver(retry3, 1); err != nil {
 		t.Fatalf("last try: got %v, want nil (the failure is recorded; nothing to dead-letter)", err)
 	}
-	if n := len(f.sender.messages()); n != 3 {
+	if n := len(f.sender.Sent()); n != 3 {
 		t.Errorf("%d messages sent, want 3 (no retry after the last try)", n)
 	}
 	r, err := f.store.ReadResult(f.ctx, retryRun, 0)
@@ -296,7 +273,7 @@ func TestWorker_Retry_ScheduledWithBackoffThenRecordedFailed(t *testing.T) {
 	if err := f.deliver(retry3, 1); err != nil {
 		t.Errorf("late retry: %v", err)
 	}
-	if n := len(f.sender.messages()); n != 3 {
+	if n := len(f.sender.Sent()); n != 3 {
 		t.Errorf("late retry sent a message: %d sent, want 3", n)
 	}
 }
@@ -335,7 +312,7 @@ func TestWorker_Retry_PermanentErrorIsNotRetried(t *testing.T) {
 	if err := f.deliver(f.first(0), 1); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(f.sender.messages()); n != 0 {
+	if n := len(f.sender.Sent()); n != 0 {
 		t.Errorf("%d retries sent for a permanent error, want 0", n)
 	}
 	if r, err := f.store.ReadResult(f.ctx, retryRun, 0); err != nil || r.OK || r.Attempts != 1 {
@@ -346,7 +323,7 @@ func TestWorker_Retry_PermanentErrorIsNotRetried(t *testing.T) {
 func TestWorker_Retry_SendFailureFailsTheDeliveryUntilTheLast(t *testing.T) {
 	f := newRetryFixture(t, 1, work.RetryPolicy{})
 	f.job.healthyAt = f.now.Add(time.Hour)
-	f.sender.failWith = transport.MarkTransient(errors.New("connection lost"))
+	f.sender.Fail = transport.MarkTransient(errors.New("connection lost"))
 	for count := 1; count < 3; count++ {
 		err := f.deliver(f.first(0), count)
 		if err == nil || errors.Is(err, work.ErrGaveUp) || !transport.IsTransient(err) {
@@ -379,5 +356,47 @@ func TestEnvelope_RetryFieldsFitBesideTheLargestPayload(t *testing.T) {
 	env.Errors = append(env.Errors, "one too many")
 	if _, err := env.Encode(); !errors.Is(err, work.ErrMalformed) {
 		t.Errorf("attempt %d with %d errors: got %v, want ErrMalformed", env.Attempt, len(env.Errors), err)
+	}
+}
+
+// A partition waiting for its scheduled retry when the run's deadline passes is sent again by
+// the check's re-enqueue round. Harmless: the round's copy records the result, and the retry,
+// arriving later, finds it, schedules nothing and changes nothing.
+func TestWorker_Retry_ReenqueueRoundWhileARetryWaitsIsHarmless(t *testing.T) {
+	f := newRetryFixture(t, 2, work.RetryPolicy{}) // partition 1 keeps the run open
+	f.job.healthyAt = f.now.Add(time.Minute)
+	if err := f.deliver(f.first(0), 1); err != nil {
+		t.Fatal(err)
+	}
+	msg, retry := f.sentAt(0)
+
+	f.now = f.now.Add(time.Minute) // the dependency is back; the round comes before the retry
+	round := f.first(0)
+	round.Round = 1
+	if err := f.deliver(round, 1); err != nil {
+		t.Fatalf("re-enqueued copy: %v", err)
+	}
+	first, err := f.store.ReadResult(f.ctx, retryRun, 0)
+	if err != nil || !first.OK {
+		t.Fatalf("result after the round: %+v, %v; want a success", first, err)
+	}
+
+	f.now = msg.NotBefore.Add(time.Minute)
+	if err := f.deliver(retry, 1); err != nil {
+		t.Fatalf("late retry: %v", err)
+	}
+	if n := len(f.sender.Sent()); n != 1 {
+		t.Errorf("%d messages sent, want only the first retry", n)
+	}
+	after, err := f.store.ReadResult(f.ctx, retryRun, 0)
+	if err != nil || !after.Finished.Equal(first.Finished) || after.Attempts != first.Attempts {
+		t.Errorf("result changed by the late retry: %+v, was %+v (%v)", after, first, err)
+	}
+	if err := f.deliver(f.first(1), 1); err != nil {
+		t.Fatal(err)
+	}
+	m, err := f.store.ReadManifest(f.ctx, retryRun)
+	if err != nil || m.State != ledger.StateSucceeded || m.Succeeded != 2 || m.Failed != 0 {
+		t.Errorf("run %s with %d succeeded, %d failed, %v; want succeeded with 2 (each partition counted once)", m.State, m.Succeeded, m.Failed, err)
 	}
 }

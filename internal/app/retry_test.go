@@ -1,33 +1,18 @@
 package app
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/ledgertest"
-	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/transport/transporttest"
 	"github.com/batonfn/baton/work"
 	"github.com/batonfn/baton/work/synthetic"
 )
-
-// scheduledSender records the messages sent through it.
-type scheduledSender struct {
-	mu   sync.Mutex
-	msgs []transport.Message
-}
-
-func (s *scheduledSender) Send(ctx context.Context, msgs []transport.Message) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.msgs = append(s.msgs, msgs...)
-	return nil
-}
 
 // queueInvocation is the host's request for a queue-triggered function: the message body
 // JSON-encoded twice, as the host sends a string, and the trigger's metadata.
@@ -59,7 +44,7 @@ func TestFunctions_FailedTryIsScheduledNotRedelivered(t *testing.T) {
 			store := ledgertest.NewFake(ledgertest.Options{Now: func() time.Time { return now }})
 			jobs := work.NewRegistry()
 			jobs.Register(synthetic.Name, synthetic.New())
-			sender := &scheduledSender{}
+			sender := &transporttest.Recorder{}
 			w := mustWorker(t, work.WorkerConfig{Store: store, Jobs: jobs, MaxDeliveries: 5, Retries: sender,
 				Now: func() time.Time { return now }})
 			m := &ledger.Manifest{RunID: "run-1", Trigger: ledger.TriggerManual, Epoch: 1, Segments: []ledger.Segment{{Epoch: 1, From: 0}},
@@ -80,10 +65,10 @@ func TestFunctions_FailedTryIsScheduledNotRedelivered(t *testing.T) {
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("failed try: status %d %v, want 200 (the retry is scheduled, the message completes)", resp.StatusCode, v)
 			}
-			if len(sender.msgs) != 1 {
-				t.Fatalf("%d messages sent, want the one retry", len(sender.msgs))
+			if len(sender.Sent()) != 1 {
+				t.Fatalf("%d messages sent, want the one retry", len(sender.Sent()))
 			}
-			got := sender.msgs[0]
+			got := sender.Sent()[0]
 			retry, err := work.DecodeEnvelope(got.Body)
 			if err != nil {
 				t.Fatal(err)
