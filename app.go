@@ -97,6 +97,9 @@ func (a *App) register(name string, job Job, opts []JobOption) error {
 		return fail(spec.field, err)
 	}
 	a.jobs.Register(name, job)
+	if spec.retry != nil {
+		a.jobs.SetRetry(name, *spec.retry)
+	}
 	if spec.params != nil {
 		a.defaults[name] = spec.params
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/election/electiontest"
 	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/work"
 )
 
 func TestMain(m *testing.M) { os.Exit(azurite.Main(m)) }
@@ -76,6 +77,9 @@ func TestRegister_MistakesAreTypedErrors(t *testing.T) {
 		{"array", rawJob{}, []JobOption{WithDefaultParams(`[1]`)}, "params", ErrInvalidParams},
 		{"unencodable", rawJob{}, []JobOption{WithDefaultParams(func() {})}, "params", ErrInvalidParams},
 		{"strict", strictJob{}, []JobOption{WithDefaultParams(map[string]int{"limit": 0})}, "params", ErrInvalidParams},
+		{"tries", rawJob{}, []JobOption{WithRetry(RetryPolicy{Attempts: 11})}, "retry.Attempts", ErrInvalidRetry},
+		{"backoff", rawJob{}, []JobOption{WithRetry(RetryPolicy{Multiplier: 0.5})}, "retry.Multiplier", ErrInvalidRetry},
+		{"cap", rawJob{}, []JobOption{WithRetry(RetryPolicy{InitialDelay: time.Minute, MaxDelay: time.Second})}, "retry.MaxDelay", ErrInvalidRetry},
 	}
 	for _, c := range cases {
 		err := app.Register(c.name, c.job, c.opts...)
@@ -99,6 +103,26 @@ func TestRegister_MistakesAreTypedErrors(t *testing.T) {
 	}
 	if err := app.Register("strict", strictJob{}, WithDefaultParams(json.RawMessage(`{"limit":3}`))); err != nil {
 		t.Errorf("a refused registration must not reserve its name: %v", err)
+	}
+}
+
+// A job's retry policy reaches the registry its workers read; a job without one gets the
+// defaults.
+func TestRegister_WithRetrySetsTheJobsPolicy(t *testing.T) {
+	app := New()
+	p := RetryPolicy{Attempts: 3, InitialDelay: 2 * time.Second, Multiplier: 3, MaxDelay: time.Minute, Jitter: -1}
+	if err := app.Register("flaky", rawJob{}, WithRetry(p)); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Register("plain", rawJob{}); err != nil {
+		t.Fatal(err)
+	}
+	want := RetryPolicy{Attempts: 3, InitialDelay: 2 * time.Second, Multiplier: 3, MaxDelay: time.Minute}
+	if got := app.jobs.Retry("flaky"); got != want {
+		t.Errorf("flaky's policy = %+v, want %+v", got, want)
+	}
+	if got := app.jobs.Retry("plain"); got != work.DefaultRetryPolicy() {
+		t.Errorf("plain's policy = %+v, want the defaults %+v", got, work.DefaultRetryPolicy())
 	}
 }
 

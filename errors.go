@@ -16,14 +16,17 @@ var (
 	ErrNilJob = errors.New("nil job")
 	// ErrInvalidParams: a job's default params are not a JSON object its ParamsValidator accepts.
 	ErrInvalidParams = errors.New("invalid params")
+	// ErrInvalidRetry: a job's RetryPolicy has a field out of range.
+	ErrInvalidRetry = errors.New("invalid retry policy")
 )
 
 // RegistrationError is a refused registration: which job, which field (the name, the job
 // itself, or an option such as its params) and what is wrong. Match it with errors.As, and
-// its cause with errors.Is (ErrInvalidName, ErrDuplicateJob, ErrNilJob, ErrInvalidParams).
+// its cause with errors.Is (ErrInvalidName, ErrDuplicateJob, ErrNilJob, ErrInvalidParams,
+// ErrInvalidRetry).
 type RegistrationError struct {
 	Job   string // the name passed to Register
-	Field string // "name", "job" or "params"
+	Field string // "name", "job", "params", or "retry.<field>" such as "retry.Attempts"
 	Err   error
 }
 

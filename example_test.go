@@ -8,6 +8,7 @@ import (
 	"iter"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/batonfn/baton"
 )
@@ -88,6 +89,24 @@ func ExampleWithDefaultParams() {
 	// Output:
 	// true
 	// <nil>
+}
+
+// A job that calls a flaky dependency gets more tries, further apart: up to 8 tries, 30 s
+// before the second, then 1, 2 and 4 min, and 5 min from there on. A policy out of range is
+// refused at registration, naming the field.
+func ExampleWithRetry() {
+	app := baton.New()
+	fmt.Println(app.Register("countdown", countdown{}, baton.WithRetry(baton.RetryPolicy{
+		Attempts:     8,
+		InitialDelay: 30 * time.Second,
+		MaxDelay:     5 * time.Minute,
+	})))
+	err := app.Register("eager", countdown{}, baton.WithRetry(baton.RetryPolicy{Attempts: 50}))
+	var re *baton.RegistrationError
+	fmt.Println(errors.As(err, &re), re.Field, errors.Is(err, baton.ErrInvalidRetry))
+	// Output:
+	// <nil>
+	// true retry.Attempts true
 }
 
 // Main is the whole of a main function: it reads the settings, serves the Functions host and

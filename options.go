@@ -2,9 +2,11 @@ package baton
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	jsonparams "github.com/batonfn/baton/internal/params"
+	"github.com/batonfn/baton/work"
 )
 
 // JobOption configures one registration (see Register). A bad option is a *RegistrationError
@@ -15,7 +17,34 @@ type JobOption func(*jobSpec) error
 type jobSpec struct {
 	job    Job
 	params json.RawMessage
+	retry  *RetryPolicy
 	field  string // the field check found wrong
+}
+
+// RetryPolicy says how often a partition whose Process fails is tried and how long to wait
+// between tries (exponential backoff with jitter); a failure marked Permanent is never
+// retried. Each zero field takes its default: 5 tries, 10 s before the second, doubling, at
+// most 5 min, each wait shortened by up to a fifth. See WithRetry.
+type RetryPolicy = work.RetryPolicy
+
+// WithRetry sets the job's retry policy. A try that fails is retried as a new message
+// scheduled after the policy's delay, on Service Bus and the Storage queue alike; after the
+// last try the partition is recorded failed with each try's error, and the run can finish
+// partial. A field out of range is a *RegistrationError naming it ("retry.Attempts", ...)
+// wrapping ErrInvalidRetry. Default: the zero RetryPolicy, i.e. every default.
+func WithRetry(p RetryPolicy) JobOption {
+	return func(s *jobSpec) error {
+		if err := p.Validate(); err != nil {
+			field := "retry"
+			var pe *work.PolicyError
+			if errors.As(err, &pe) {
+				field += "." + pe.Field
+			}
+			return &RegistrationError{Field: field, Err: fmt.Errorf("%w: %w", ErrInvalidRetry, err)}
+		}
+		s.retry = &p
+		return nil
+	}
 }
 
 // WithDefaultParams gives the job params for a run that names it without any: the timer's

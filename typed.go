@@ -34,6 +34,7 @@ type Outcome[O any] struct {
 	Error    string // when not OK: the error that failed the partition
 	TimedOut bool   // when not OK because the run's deadline passed without a result
 	Attempts int
+	Errors   []string // the failed tries' errors, shortened, oldest first (see RetryPolicy)
 }
 
 // PlanFunc plans a run with typed params and payloads: it emits each partition's payload and
@@ -137,7 +138,7 @@ func (j *Typed[P, T, O, A]) Aggregate(ctx context.Context, run RunInfo, results 
 	var decodeErr error
 	outcomes := func(yield func(Outcome[O], error) bool) {
 		for res, err := range results {
-			o := Outcome[O]{Index: res.Index, OK: res.OK, Error: res.Error, TimedOut: res.TimedOut, Attempts: res.Attempts}
+			o := Outcome[O]{Index: res.Index, OK: res.OK, Error: res.Error, TimedOut: res.TimedOut, Attempts: res.Attempts, Errors: res.Errors}
 			if err == nil && res.OK {
 				if uerr := json.Unmarshal(res.Output, &o.Output); uerr != nil {
 					decodeErr = Permanent(fmt.Errorf("output of partition %d: %w", res.Index, uerr))

@@ -185,3 +185,26 @@ func TestTypedJob_MissingFunctionIsARegistrationError(t *testing.T) {
 		}
 	}
 }
+
+// A typed aggregate reads each failed try's error of a result.
+func TestTypedJob_OutcomeCarriesTheTriesErrors(t *testing.T) {
+	var got []baton.Outcome[int]
+	job := baton.TypedJob(planSum, processSum, func(ctx context.Context, run baton.RunOf[sumParams], results iter.Seq2[baton.Outcome[int], error]) (int, error) {
+		for r, err := range results {
+			if err != nil {
+				return 0, err
+			}
+			got = append(got, r)
+		}
+		return len(got), nil
+	})
+	results := func(yield func(baton.Result, error) bool) {
+		yield(baton.Result{Index: 0, Error: "down", Attempts: 2, Errors: []string{"down", "still down"}}, nil)
+	}
+	if _, err := job.Aggregate(context.Background(), baton.RunInfo{Params: json.RawMessage(`{"count":20,"chunk":13}`)}, results); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Attempts != 2 || strings.Join(got[0].Errors, "|") != "down|still down" {
+		t.Errorf("outcomes %+v, want one with 2 attempts and both tries' errors", got)
+	}
+}

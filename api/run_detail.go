@@ -47,11 +47,13 @@ func segments(m ledger.Manifest) []SegmentView {
 func isZeroHolder(h ledger.Holder) bool { return h == ledger.Holder{} }
 
 // FailureView is a failed partition of a finished run: the report's error, and from its
-// result the attempts, the worker and the epoch (absent when the result could not be read).
+// result the attempts, each failed try's error (shortened), the worker and the epoch (absent
+// when the result could not be read).
 type FailureView struct {
 	Index    int            `json:"index"`
 	Error    string         `json:"error"`
 	Attempts int            `json:"attempts,omitempty"`
+	Errors   []string       `json:"errors,omitempty"`
 	Worker   *ledger.Holder `json:"worker,omitempty"`
 	Epoch    int64          `json:"epoch,omitempty"`
 	Finished time.Time      `json:"finished,omitzero"`
@@ -91,7 +93,7 @@ func (a *API) detail(ctx context.Context, m ledger.Manifest, v *RunView) error {
 					return err
 				default:
 					w := res.Worker
-					f.Attempts, f.Worker, f.Epoch, f.Finished = res.Attempts, &w, res.Epoch, res.Finished
+					f.Attempts, f.Errors, f.Worker, f.Epoch, f.Finished = res.Attempts, res.Errors, &w, res.Epoch, res.Finished
 				}
 			}
 			v.Failures[i] = f

@@ -183,7 +183,7 @@ func TestListRuns_BadFilters400(t *testing.T) {
 }
 
 // A run's detail shows its segments (a takeover as a second one, with the current leader on
-// it), its failed partitions with their attempts and worker, and who processed its
+// it), its failed partitions with their attempts, each try's error and worker, and who processed its
 // partitions; the listing carries the segments but reads no results.
 func TestGetRun_SegmentsFailuresWorkers(t *testing.T) {
 	l := newFakeLedger()
@@ -203,7 +203,7 @@ func TestGetRun_SegmentsFailuresWorkers(t *testing.T) {
 		}
 		r := ledger.Result{Run: id, Index: i, Epoch: epoch, OK: i != 2, Attempts: 1, Worker: w, Finished: t0.Add(5 * time.Second)}
 		if i == 2 {
-			r.Error, r.Attempts = "boom", 5
+			r.Error, r.Attempts, r.Errors = "boom", 3, []string{"down", "still down", "boom"}
 		}
 		l.putResult(r)
 	}
@@ -221,7 +221,7 @@ func TestGetRun_SegmentsFailuresWorkers(t *testing.T) {
 		t.Errorf("segments = %s\nwant       %s", b, want)
 	}
 	b, _ = json.Marshal(v["failures"])
-	if want := `[{"attempts":5,"epoch":7,"error":"boom","finished":"2026-11-21T10:00:05Z","index":2,"worker":{"app":"app","instance":"a","pid":1}}]`; string(b) != want {
+	if want := `[{"attempts":3,"epoch":7,"error":"boom","errors":["down","still down","boom"],"finished":"2026-11-21T10:00:05Z","index":2,"worker":{"app":"app","instance":"a","pid":1}}]`; string(b) != want {
 		t.Errorf("failures = %s\nwant       %s", b, want)
 	}
 	b, _ = json.Marshal(v["workers"])

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/transport"
 	"github.com/batonfn/baton/work"
 )
 
@@ -269,11 +271,17 @@ func (c *Coordinator) sendMissing(ctx context.Context, m ledger.Manifest, missin
 }
 
 // recordTimeouts records a failed result for every missing partition, so the run can finish.
+// The error says why: no result by the deadline after the rounds spent, and, when its message
+// is among the work queue's dead letters, that it dead-lettered and the broker's reason.
 func (c *Coordinator) recordTimeouts(ctx context.Context, m ledger.Manifest, missing []int) error {
 	now := c.cfg.Now().UTC()
+	dead := c.deadLettered(ctx, m.RunID)
 	for _, i := range missing {
-		r := ledger.Result{Run: m.RunID, Index: i, Epoch: m.Epoch, OK: false, TimedOut: true,
-			Error:  fmt.Sprintf("timed out: no result by the deadline after %d re-enqueue rounds", m.CheckRound),
+		reason := fmt.Sprintf("timed out: no result by the deadline after %d re-enqueue rounds", m.CheckRound)
+		if dl, ok := dead[i]; ok {
+			reason += "; its message was dead-lettered" + deadLetterReason(dl)
+		}
+		r := ledger.Result{Run: m.RunID, Index: i, Epoch: m.Epoch, OK: false, TimedOut: true, Error: reason,
 			Worker: c.cfg.Identity, Started: now, Finished: now}
 		if err := c.cfg.Store.PutResult(ctx, r); err != nil && !errors.Is(err, ledger.ErrExists) {
 			return err
@@ -284,4 +292,43 @@ func (c *Coordinator) recordTimeouts(ctx context.Context, m ledger.Manifest, mis
 		}
 	}
 	return nil
+}
+
+// maxDeadLetterPeek bounds the dead letters read to explain a run's timed-out partitions.
+const maxDeadLetterPeek = 256
+
+// deadLettered returns the run's partitions found among the first dead letters of the work
+// queue, by index (the latest copy of each). It is best effort: an unreadable dead-letter
+// queue only loses the explanation, never the timeout.
+func (c *Coordinator) deadLettered(ctx context.Context, run string) map[int]transport.DeadLetter {
+	if c.cfg.DeadLetters == nil {
+		return nil
+	}
+	letters, err := c.cfg.DeadLetters.Peek(ctx, maxDeadLetterPeek)
+	if err != nil {
+		c.cfg.Logger.Warn("check: dead letters unreadable; timed-out partitions get no dead-letter reason", "run", run, "err", err)
+		return nil
+	}
+	out := map[int]transport.DeadLetter{}
+	for _, dl := range letters {
+		if env, err := work.DecodeEnvelope(dl.Body); err == nil && env.Kind == work.KindPartition && env.Run == run {
+			out[env.Part] = dl
+		}
+	}
+	return out
+}
+
+// deadLetterReason is the broker's account of a dead letter, for a result's error.
+func deadLetterReason(dl transport.DeadLetter) string {
+	var parts []string
+	if dl.Reason != "" {
+		parts = append(parts, dl.Reason)
+	}
+	if dl.DeliveryCount > 0 {
+		parts = append(parts, fmt.Sprintf("after %d deliveries", dl.DeliveryCount))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }

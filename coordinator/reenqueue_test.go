@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,5 +137,64 @@ func TestCheck_Reenqueue_LostClaimResponseLosesNothing(t *testing.T) {
 	}
 	if m, _ := store.ReadManifest(ctx, tickRun); m.CheckRound != 1 {
 		t.Errorf("rounds spent: got %d want 1", m.CheckRound)
+	}
+}
+
+// deadLetters is a work queue's dead-letter queue holding the given messages.
+type deadLetters []transport.DeadLetter
+
+func (d deadLetters) Peek(ctx context.Context, max int) ([]transport.DeadLetter, error) {
+	return d[:min(max, len(d))], nil
+}
+
+// A partition whose message dead-lettered without a recorded result (its deliveries were spent
+// by locks lost unseen) is never silently missing: the re-enqueue rounds send it again, and
+// when the rounds are spent it is recorded failed, its error naming the dead letter.
+func TestCheck_DeadLetteredPartitionIsResentThenRecordedWithTheReason(t *testing.T) {
+	c, store, sender, check := reenqueueSetup(t, 10, []int{3, 7})
+	ctx := context.Background()
+	m, err := store.ReadManifest(ctx, tickRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := func(run string, part int) []byte {
+		b, err := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: run, Epoch: m.Epoch, Part: part}.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	c.cfg.DeadLetters = deadLetters{
+		{ID: "other", Body: body("other-run", 3), Reason: "TTLExpiredException"},
+		{ID: tickRun + "/3/e1", Body: body(tickRun, 3), Reason: "MaxDeliveryCountExceeded", DeliveryCount: 10},
+		{ID: "junk", Body: []byte("not an envelope")},
+	}
+	now := c.cfg.Now()
+	c.cfg.Now = func() time.Time { return now }
+	for round := 1; round <= c.cfg.CheckRounds; round++ {
+		if err := c.Check(ctx, check, firstDelivery); err != nil {
+			t.Fatalf("check %d: %v", round, err)
+		}
+		if m, err = store.ReadManifest(ctx, tickRun); err != nil || m.CheckRound != round {
+			t.Fatalf("after check %d: round %d, %v; want round %d", round, m.CheckRound, err, round)
+		}
+		now = m.Deadline.Add(time.Second)
+	}
+	if idx, rounds := sender.partitionRounds(t); fmt.Sprint(idx) != "[3 3 7 7]" || fmt.Sprint(rounds) != "[1 2]" {
+		t.Errorf("re-sent partitions %v in rounds %v, want 3 and 7 in rounds 1 and 2", idx, rounds)
+	}
+	if err := c.Check(ctx, check, firstDelivery); err != nil {
+		t.Fatalf("last check: %v", err)
+	}
+	r, err := store.ReadResult(ctx, tickRun, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "timed out: no result by the deadline after 2 re-enqueue rounds; its message was dead-lettered (MaxDeliveryCountExceeded, after 10 deliveries)"
+	if r.OK || !r.TimedOut || r.Error != want {
+		t.Errorf("partition 3: ok %v timedOut %v error %q\nwant a timed-out failure %q", r.OK, r.TimedOut, r.Error, want)
+	}
+	if r, err := store.ReadResult(ctx, tickRun, 7); err != nil || r.OK || strings.Contains(r.Error, "dead-lettered") {
+		t.Errorf("partition 7 (not dead-lettered): %+v, %v; want a timed-out failure without a dead-letter reason", r, err)
 	}
 }

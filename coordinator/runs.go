@@ -25,6 +25,12 @@ type Sender interface {
 	Send(ctx context.Context, msgs []transport.Message) error
 }
 
+// DeadLetterPeeker reads a queue's dead letters without removing them
+// (transport.DeadLetterQueue).
+type DeadLetterPeeker interface {
+	Peek(ctx context.Context, max int) ([]transport.DeadLetter, error)
+}
+
 // Finisher aggregates a run once every partition has a result (work.Worker). TryFinish trusts
 // the done counters first; TryFinishByListing decides from the results listing alone (for
 // checks and supervision, when a done record may have been lost).
@@ -58,7 +64,12 @@ type Config struct {
 	// handover checks that bring failover down to the lease's expiry (handover.go). Nil sends
 	// checks through Sender and no probes.
 	Control Sender
-	Jobs    *work.Registry
+	// DeadLetters, when set, is the work queue's dead-letter (or poison) queue. A partition
+	// recorded as timed out whose message is found there gets the dead-letter reason in its
+	// error: a message can dead-letter with no failure recorded when deliveries were lost
+	// unseen (a lock lost to a connection drop or an instance recycle still counts one).
+	DeadLetters DeadLetterPeeker
+	Jobs        *work.Registry
 	// Finisher aggregates when the leader learns the last result came in before planning ended.
 	Finisher Finisher
 	Identity ledger.Holder

@@ -241,6 +241,22 @@ func (c *cluster) waitFinal(ctx context.Context, run string) (ledger.Manifest, e
 	return m, err
 }
 
+// firstRunFinal waits for the first run to be created and then final; it returns the run's
+// ID and final manifest, and fails the test when either does not happen within ctx.
+func (c *cluster) firstRunFinal(ctx context.Context) (string, ledger.Manifest) {
+	c.t.Helper()
+	created, err := c.runCreated(ctx)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	run := created.Str("run")
+	m, err := c.waitFinal(ctx, run)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return run, m
+}
+
 // figures prints a line the report collects: go test -v ./e2e | grep FIGURES.
 func figures(t *testing.T, format string, args ...any) {
 	t.Helper()

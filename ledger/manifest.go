@@ -193,6 +193,10 @@ type Result struct {
 	Output   json.RawMessage `json:"output,omitempty"`
 	Error    string          `json:"error,omitempty"`
 	Attempts int             `json:"attempts"`
+	// Errors are the failed tries' errors, shortened (no URLs), oldest first: every try's for
+	// a failure recorded after the job's retry policy ran out, the earlier ones for a success
+	// after retries.
+	Errors []string `json:"errors,omitempty"`
 	// TimedOut marks a failure recorded because the run's deadline passed without a result.
 	TimedOut bool      `json:"timedOut,omitempty"`
 	Worker   Holder    `json:"worker"`

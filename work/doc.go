@@ -12,9 +12,13 @@
 // The Worker (worker.go) makes processing idempotent and the fan-in exactly-once on top of the
 // ledger: a result is recorded create-once, completion is counted with one append, and exactly
 // one worker claims the report and aggregates (TryFinish, which the coordinator also calls
-// after planning and from check messages). A partition that fails on its last allowed
-// delivery gets a failure result and HandlePartition returns ErrGaveUp, so the invocation
-// fails and the message is dead-lettered while the run can still finish as partial. Jobs must make Process safe to repeat (a
-// partition may be processed again after a crash before its result was recorded) and
-// Aggregate a pure function of the results.
+// after planning and from check messages). A partition whose Process fails is retried under
+// its job's RetryPolicy (retry.go): the worker sends it again as a message scheduled after
+// the policy's delay, with the try number and the errors so far in the envelope, and
+// completes the failed one; after the last try the failure is recorded with every try's error
+// and the run can still finish as partial. Without a Retries sender the host's redeliveries
+// retry instead, and the last allowed delivery records the failure and returns ErrGaveUp, so
+// the message is dead-lettered. Jobs must make Process safe to repeat (a partition may be
+// processed again after a crash before its result was recorded) and Aggregate a pure function
+// of the results.
 package work

@@ -50,8 +50,14 @@ type Envelope struct {
 	// Handover marks the check a stopping leader sends for a run it was enqueueing (a check
 	// of round 0 only): the instance it reaches waits for the lease to be released instead of
 	// giving up on a lease that is still held.
-	Handover bool            `json:"handover,omitempty"`
-	Payload  json.RawMessage `json:"payload,omitempty"`
+	Handover bool `json:"handover,omitempty"`
+	// Attempt numbers the tries of a partition under its job's RetryPolicy: 0 or 1 for the
+	// first, n for the retry the worker scheduled after try n−1 failed (partition messages
+	// only).
+	Attempt int `json:"attempt,omitempty"`
+	// Errors are the earlier tries' errors, shortened, oldest first (a retry's only).
+	Errors  []string        `json:"errors,omitempty"`
+	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
 // ErrMalformed marks a message that can never be processed: it should be dead-lettered.
@@ -160,9 +166,17 @@ func (e Envelope) Validate() error {
 		if len(e.Payload) > 0 && !json.Valid(e.Payload) {
 			return bad("payload is not JSON")
 		}
+		if e.Attempt < 0 || e.Attempt > MaxRetryAttempts || len(e.Errors) >= max(e.Attempt, 1) {
+			return bad("attempt %d with %d errors, want 0..%d with fewer errors", e.Attempt, len(e.Errors), MaxRetryAttempts)
+		}
+		for i, s := range e.Errors {
+			if len(s) > MaxAttemptError {
+				return bad("error %d is %d bytes, limit %d", i, len(s), MaxAttemptError)
+			}
+		}
 	case KindCheck:
-		if e.Part != 0 || len(e.Payload) != 0 {
-			return bad("a check message carries no part or payload")
+		if e.Part != 0 || len(e.Payload) != 0 || e.Attempt != 0 || len(e.Errors) != 0 {
+			return bad("a check message carries no part, payload, attempt or errors")
 		}
 		if e.Handover && e.Round != 0 {
 			return bad("a handover check has round 0, not %d", e.Round)
@@ -199,7 +213,8 @@ func (e Envelope) Encode() ([]byte, error) {
 // MessageID is the deterministic message ID: a replay by the same leader gets the same ID
 // (Service Bus duplicate detection drops it), while a takeover (new epoch) or a re-enqueue
 // round gets a new one, so the resend is not mistaken for a duplicate of a message that the
-// workers will drop as stale.
+// workers will drop as stale. A retry (Attempt above 1) gets one per attempt: the redelivered
+// original of a retry schedules it again under the same ID.
 func (e Envelope) MessageID() string {
 	var b strings.Builder
 	b.WriteString(e.Run)
@@ -210,6 +225,9 @@ func (e Envelope) MessageID() string {
 		fmt.Fprintf(&b, "/%d/e%d", e.Part, e.Epoch)
 		if e.Round > 0 {
 			fmt.Fprintf(&b, "/r%d", e.Round)
+		}
+		if e.Attempt > 1 {
+			fmt.Fprintf(&b, "/a%d", e.Attempt)
 		}
 	}
 	return b.String()

@@ -36,10 +36,12 @@ type ParamsValidator interface {
 
 // Partition is one unit of work handed to Job.Process.
 type Partition struct {
-	Run     string
-	Index   int
-	Epoch   int64
-	Attempt int // delivery count, 1 for the first delivery
+	Run   string
+	Index int
+	Epoch int64
+	// Attempt counts the times this partition reached Process, 1 for the first: the tries of
+	// its job's RetryPolicy plus the host's redeliveries of the current try.
+	Attempt int
 	Params  json.RawMessage
 	Payload json.RawMessage
 }
@@ -68,11 +70,21 @@ var ErrUnknownJob = errors.New("unknown job")
 
 // Registry maps job names to jobs. Build it once at start-up; it is read-only afterwards.
 type Registry struct {
-	jobs map[string]Job
+	jobs  map[string]Job
+	retry map[string]RetryPolicy
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{jobs: map[string]Job{}} }
+func NewRegistry() *Registry {
+	return &Registry{jobs: map[string]Job{}, retry: map[string]RetryPolicy{}}
+}
+
+// SetRetry gives the named job a retry policy (validate it first: see RetryPolicy.Validate).
+func (r *Registry) SetRetry(name string, p RetryPolicy) { r.retry[name] = p }
+
+// Retry is the named job's retry policy with its defaults filled in (DefaultRetryPolicy when
+// none was set).
+func (r *Registry) Retry(name string) RetryPolicy { return r.retry[name].withDefaults() }
 
 // Register adds a job under name; registering a name twice panics (a wiring bug).
 func (r *Registry) Register(name string, j Job) {

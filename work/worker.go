@@ -6,10 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/transport"
 )
+
+// Sender is the part of a transport the worker needs to schedule retries.
+type Sender interface {
+	Send(ctx context.Context, msgs []transport.Message) error
+}
 
 // Defaults for the Worker's zero-valued fields.
 const (
@@ -47,9 +54,13 @@ type WorkerConfig struct {
 	Jobs  *Registry
 	// Holder identifies this process in results and reports.
 	Holder ledger.Holder
-	// MaxDeliveries is the delivery on which a failing partition is recorded as failed; it
-	// must match the queue's max delivery count (BATON_MAX_DELIVERIES). Required.
+	// MaxDeliveries is the queue's max delivery count (BATON_MAX_DELIVERIES): on that
+	// delivery a partition that cannot be retried otherwise is recorded as failed. Required.
 	MaxDeliveries int
+	// Retries sends the scheduled retry of a partition whose Process failed, under its job's
+	// RetryPolicy (Registry.Retry); the app passes the work queue's sender. Nil leaves
+	// retries to the host's redelivery: the failure is recorded on delivery MaxDeliveries.
+	Retries Sender
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Logger receives structured logs (default: discarded).
@@ -115,7 +126,8 @@ func orDefault[T int | time.Duration](v, d T) T {
 // HandlePartition processes one delivery of a partition message. It returns:
 //   - nil when the partition's result is recorded (now or earlier), when the message is stale
 //     (an older epoch than the manifest's segment for the index) or the run is already final,
-//     and when the job failed permanently (a failure result is recorded);
+//     when the job failed permanently or on its job's last try (a failure result is
+//     recorded), and when the job failed and its retry is scheduled (with a Retries sender);
 //   - an error wrapping ErrMalformed for a message that can never be processed (unknown run,
 //     index out of range, unknown job): dead-letter it;
 //   - an error wrapping ErrGaveUp when the last allowed delivery failed (a failure result is
@@ -136,8 +148,9 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 	if env.Kind != KindPartition {
 		return fmt.Errorf("%w: kind %q is not a partition message", ErrMalformed, env.Kind)
 	}
-	attempt := max(d.Count, 1)
-	log := w.logger().With("run", env.Run, "part", env.Part, "epoch", env.Epoch, "delivery", attempt, "message", d.MessageID)
+	delivery, try := max(d.Count, 1), max(env.Attempt, 1)
+	attempt := try + delivery - 1
+	log := w.logger().With("run", env.Run, "part", env.Part, "epoch", env.Epoch, "try", try, "delivery", delivery, "message", d.MessageID)
 
 	// 1. The manifest decides whether the message is current.
 	m, err := w.cfg.Store.ReadManifest(ctx, env.Run)
@@ -163,7 +176,8 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 		return fmt.Errorf("%w: run %s: %w", ErrMalformed, env.Run, err)
 	}
 
-	// 2. A redelivery may find its result already recorded: only make sure it is counted.
+	// 2. A redelivery or a retry may find its result already recorded (a copy of the message
+	// got there first): only make sure it is counted.
 	if attempt > 1 {
 		r, err := w.cfg.Store.ReadResult(ctx, env.Run, env.Part)
 		switch {
@@ -178,26 +192,40 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 		}
 	}
 
-	// 3. Process, then record the outcome create-once.
+	// 3. Process, then record the outcome create-once, or schedule the next try.
 	started := w.now()
 	out, perr := process(ctx, job, Partition{
 		Run: env.Run, Index: env.Part, Epoch: env.Epoch, Attempt: attempt, Params: m.Params, Payload: env.Payload,
 	})
-	res := ledger.Result{Run: env.Run, Index: env.Part, Epoch: env.Epoch, Attempts: attempt,
+	res := ledger.Result{Run: env.Run, Index: env.Part, Epoch: env.Epoch, Attempts: attempt, Errors: env.Errors,
 		Worker: w.cfg.Holder, Started: started, Finished: w.now()}
 	gaveUp := false
+	if perr != nil && !errors.Is(perr, ErrPermanent) {
+		res.Errors = append(slices.Clip(env.Errors), attemptError(perr))
+	}
+	policy := w.cfg.Jobs.Retry(m.Job)
 	switch {
 	case perr == nil:
 		res.OK, res.Output = true, out
 	case errors.Is(perr, ErrPermanent):
 		log.Warn("partition failed permanently; recording the failure", "err", perr)
 		res.Error = ledger.Cause(perr) // the full error is in the log line above
-	case attempt >= w.maxDeliveries():
+	case w.cfg.Retries != nil && try < policy.Attempts:
+		serr := w.retry(ctx, env, try, res.Errors, policy, log, perr)
+		if serr == nil || delivery < w.maxDeliveries() {
+			return serr
+		}
+		log.Error("partition failed and its retry could not be scheduled on its last delivery; recording the failure", "err", perr, "sendErr", serr)
+		res.Error, gaveUp = fmt.Sprintf("%s (retry not scheduled: %s)", ledger.Cause(perr), ledger.Cause(serr)), true
+	case w.cfg.Retries != nil:
+		log.Error("partition failed on its last try; recording the failure", "err", perr, "tries", policy.Attempts)
+		res.Error = ledger.Cause(perr)
+	case delivery >= w.maxDeliveries():
 		log.Error("partition failed on its last delivery; recording the failure", "err", perr, "maxDeliveries", w.maxDeliveries())
 		res.Error, gaveUp = ledger.Cause(perr), true
 	default:
 		log.Warn("partition failed; the host will retry", "err", perr, "maxDeliveries", w.maxDeliveries())
-		return fmt.Errorf("partition %s/%d, delivery %d of %d: %w", env.Run, env.Part, attempt, w.maxDeliveries(), perr)
+		return fmt.Errorf("partition %s/%d, delivery %d of %d: %w", env.Run, env.Part, delivery, w.maxDeliveries(), perr)
 	}
 
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.RecordTimeout)
@@ -231,6 +259,28 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 		return errors.Join(giveUp(env, attempt, perr), err)
 	}
 	return err
+}
+
+// retry schedules try+1 of the partition: the same message with the next attempt number and
+// the errors so far, delivered after the policy's delay. The message ID is a function of the
+// attempt, so a redelivery of this message (its completion was lost) sends the same retry
+// again: Service Bus's duplicate detection drops it, and on the Storage queue the copy finds
+// the result recorded (or fails its try again under the same attempt number).
+func (w *Worker) retry(ctx context.Context, env Envelope, try int, errs []string, p RetryPolicy, log *slog.Logger, cause error) error {
+	next := env
+	next.Attempt, next.Errors = try+1, errs
+	id := next.MessageID()
+	body, err := next.Encode()
+	if err != nil {
+		return fmt.Errorf("partition %s/%d: retry %d: %w", env.Run, env.Part, try+1, err)
+	}
+	delay := p.Delay(try, id)
+	at := w.now().Add(delay)
+	if err := w.cfg.Retries.Send(ctx, []transport.Message{{ID: id, Body: body, Properties: next.Properties(), NotBefore: at}}); err != nil {
+		return fmt.Errorf("partition %s/%d: schedule try %d of %d: %w", env.Run, env.Part, try+1, p.Attempts, err)
+	}
+	log.Warn("partition failed; retry scheduled", "err", cause, "nextTry", try+1, "tries", p.Attempts, "delay", delay.String())
+	return nil
 }
 
 func giveUp(env Envelope, attempt int, cause error) error {

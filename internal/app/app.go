@@ -134,7 +134,10 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 	}
 	configureBuiltins(jobs, cfg, invBlobs)
 	holder := identity
-	worker, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: holder, MaxDeliveries: cfg.MaxDeliveries, Logger: logger})
+	// A failed try is retried as a message scheduled on the work queue, under its job's
+	// retry policy: the same way on both transports.
+	worker, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: holder, MaxDeliveries: cfg.MaxDeliveries,
+		Retries: sender, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -155,22 +158,27 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 		logger.Error("timer job is misconfigured: every occurrence will record a failed run until it is fixed", "err", jobErr,
 			"instance", cfg.InstanceID)
 	}
-	coord, err = coordinator.New(coordinator.Config{
-		Leader: leader, Store: store, Sender: sender, Control: control, Jobs: jobs, Finisher: worker, Identity: identity,
-		Job: cfg.Job, Params: params, JobError: jobErr, Schedule: schedule, AllowOverlap: cfg.Overlap == config.OverlapAllow,
-		BatchSize: cfg.EnqueueBatch, RunTimeout: cfg.RunTimeout, CheckRounds: cfg.CheckRounds, Logger: logger,
-		MaxDeliveries: cfg.MaxDeliveries, Misfire: coordinator.Misfire(cfg.Misfire), StartingDeadline: cfg.StartingDeadline,
-		SliceBudget: cfg.SliceBudget, MaxBacklog: cfg.MaxBacklog,
-	})
-	if err != nil {
-		return nil, err
-	}
-
 	deadLetters, err := deadletter.Open(cfg)
 	if err != nil {
 		return nil, err
 	}
 	app.onClose(deadLetters.Close)
+
+	// A partition recorded timed out names its dead-lettered message, when it finds it there.
+	workDeadLetters, err := deadLetters.Find(cfg.WorkQueue)
+	if err != nil {
+		return nil, err
+	}
+	coord, err = coordinator.New(coordinator.Config{
+		Leader: leader, Store: store, Sender: sender, Control: control, Jobs: jobs, Finisher: worker, Identity: identity,
+		Job: cfg.Job, Params: params, JobError: jobErr, Schedule: schedule, AllowOverlap: cfg.Overlap == config.OverlapAllow,
+		BatchSize: cfg.EnqueueBatch, RunTimeout: cfg.RunTimeout, CheckRounds: cfg.CheckRounds, Logger: logger,
+		MaxDeliveries: cfg.MaxDeliveries, Misfire: coordinator.Misfire(cfg.Misfire), StartingDeadline: cfg.StartingDeadline,
+		SliceBudget: cfg.SliceBudget, MaxBacklog: cfg.MaxBacklog, DeadLetters: workDeadLetters,
+	})
+	if err != nil {
+		return nil, err
+	}
 
 	starter := manualGuard{Starter: coord, jobErr: jobErr, timerJob: cfg.Job, allowed: cfg.ManualJobs, defaults: o.DefaultParams}
 	f := &functions{coord: coord, starter: starter, worker: worker, leader: leader, store: store, now: time.Now}

@@ -1,6 +1,6 @@
 // Package transporttest holds the behaviour every transport.Sender must have, as a suite both
 // adapters run (the Storage queue on Azurite always, Service Bus when a broker is configured),
-// and the check of an adapter's error translation.
+// the check of an adapter's error translation, and a Recorder that keeps what is sent.
 package transporttest
 
 import (

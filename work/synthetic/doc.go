@@ -10,6 +10,8 @@
 //	failOncePercent  0..100: indexes picked by a hash of the index (FailsOnce) fail on their
 //	                 first delivery only, then succeed
 //	permanent        indexes that fail permanently (work.ErrPermanent)
+//	failUntil        an RFC 3339 time: every partition fails (transiently) while the job's
+//	                 clock is before it, as if a dependency were down until then
 //
 // Partition i outputs {"i":i,"v":i*i}; the aggregate reports counts and the exact sum of v over
 // successful partitions, so tests can check it against the truth.

@@ -34,6 +34,9 @@ type Params struct {
 	FailAlways      []int `json:"failAlways,omitempty"`
 	FailOncePercent int   `json:"failOncePercent,omitempty"`
 	Permanent       []int `json:"permanent,omitempty"`
+	// FailUntil, when set, fails every partition (transiently) while the job's clock is
+	// before it: a dependency that is down until then.
+	FailUntil time.Time `json:"failUntil,omitzero"`
 }
 
 // ParseParams strictly decodes and validates params.
@@ -103,13 +106,19 @@ type Caps struct {
 }
 
 // Job is the synthetic job.
-type Job struct{ caps Caps }
+type Job struct {
+	caps Caps
+	now  func() time.Time
+}
 
 // New returns the synthetic job with the package limits only.
-func New() *Job { return &Job{} }
+func New() *Job { return &Job{now: time.Now} }
+
+// NewWithClock returns the synthetic job reading time (for failUntil) from now.
+func NewWithClock(now func() time.Time) *Job { return &Job{now: now} }
 
 // NewCapped returns the synthetic job whose runs must also fit caps.
-func NewCapped(caps Caps) *Job { return &Job{caps: caps} }
+func NewCapped(caps Caps) *Job { return &Job{caps: caps, now: time.Now} }
 
 // Configure applies the caps of Baton's app settings (BATON_SYNTHETIC_MAX_PARTITIONS,
 // BATON_SYNTHETIC_MAX_WORK_MS), once at start-up before any invocation; a cap the job was built
@@ -187,7 +196,7 @@ func payload(i, size int) json.RawMessage {
 }
 
 // Process applies the failure rules, waits workMs and returns {"i":i,"v":i*i}.
-func (*Job) Process(ctx context.Context, part work.Partition) (json.RawMessage, error) {
+func (j *Job) Process(ctx context.Context, part work.Partition) (json.RawMessage, error) {
 	p, err := ParseParams(part.Params)
 	if err != nil {
 		return nil, work.Permanent(err)
@@ -207,6 +216,8 @@ func (*Job) Process(ctx context.Context, part work.Partition) (json.RawMessage, 
 		return nil, fmt.Errorf("synthetic: index %d always fails (delivery %d)", i, part.Attempt)
 	case part.Attempt <= 1 && FailsOnce(i, p.FailOncePercent):
 		return nil, fmt.Errorf("synthetic: index %d fails on its first delivery", i)
+	case j.now().Before(p.FailUntil):
+		return nil, fmt.Errorf("synthetic: index %d: dependency down until %s (attempt %d)", i, p.FailUntil.UTC().Format(time.RFC3339), part.Attempt)
 	}
 	if p.WorkMs > 0 {
 		t := time.NewTimer(time.Duration(p.WorkMs) * time.Millisecond)

@@ -33,6 +33,8 @@ func TestParseParams(t *testing.T) {
 		{"unknown field", `{"partitions":1,"bogus":1}`, false},
 		{"not an object", `[1]`, false},
 		{"string count", `{"partitions":"5"}`, false},
+		{"fail until a time", `{"partitions":1,"failUntil":"2026-11-25T13:00:00Z"}`, true},
+		{"fail until no time", `{"partitions":1,"failUntil":"soon"}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := synthetic.ParseParams(json.RawMessage(tc.raw))
@@ -236,5 +238,21 @@ func TestAggregate(t *testing.T) {
 	})
 	if !errors.Is(err, readErr) {
 		t.Errorf("a read error: got %v, want it returned", err)
+	}
+}
+
+// failUntil fails every partition, transiently, while the job's clock is before it.
+func TestProcess_FailUntil(t *testing.T) {
+	until := time.Date(2026, 11, 25, 13, 1, 0, 0, time.UTC)
+	now := until.Add(-time.Second)
+	job := synthetic.NewWithClock(func() time.Time { return now })
+	part := work.Partition{Run: "r", Index: 2, Attempt: 1, Params: json.RawMessage(`{"partitions":3,"failUntil":"2026-11-25T13:01:00Z"}`),
+		Payload: json.RawMessage(`{"i":2}`)}
+	if _, err := job.Process(context.Background(), part); err == nil || errors.Is(err, work.ErrPermanent) {
+		t.Fatalf("before failUntil: got %v, want a transient error", err)
+	}
+	now = until
+	if out, err := job.Process(context.Background(), part); err != nil || string(out) != `{"i":2,"v":4}` {
+		t.Fatalf("at failUntil: %s, %v; want the output", out, err)
 	}
 }
