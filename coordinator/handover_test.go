@@ -28,8 +28,14 @@ type controlEnv struct {
 
 func newControlEnv(t *testing.T) *controlEnv {
 	t.Helper()
-	e := newRunEnv(t)
-	qs, err := azclient.Queue(azurite.Shared(t).Storage(), nil)
+	return newControlEnvOn(t, azurite.Shared(t))
+}
+
+// newControlEnvOn is newControlEnv on srv (see newRunEnvOn).
+func newControlEnvOn(t *testing.T, srv *azurite.Server) *controlEnv {
+	t.Helper()
+	e := newRunEnvOn(t, srv)
+	qs, err := azclient.Queue(srv.Storage(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +224,8 @@ func TestControl_ChecksGoToTheControlSender(t *testing.T) {
 // probe, delivered from the control queue while the work queue still holds the run's
 // backlog, before the run's own chain check could have taken over.
 func TestProbe_KilledLeaderResumedAtLeaseExpiry(t *testing.T) {
-	e := newControlEnv(t)
+	// Its backlog of 2,000 messages gets an Azurite of its own (see newRunEnvOn).
+	e := newControlEnvOn(t, azurite.Private(t, azurite.Options{}))
 	const n, batch, k = 3000, 250, 8 // the leader dies after k batches: k*batch partitions queued
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()

@@ -3,17 +3,10 @@ package coordinator
 import (
 	"testing"
 	"time"
-
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	"github.com/batonfn/baton/internal/azurite"
 )
 
 // testBlobLockDuration is the shortest lease storage allows, to keep expiry tests short.
 const testBlobLockDuration = 15 * time.Second
-
-// newLeaseContainer returns a fresh leases container on the shared Azurite, deleted after the
-// test.
-func newLeaseContainer(t testing.TB) *container.Client { return azurite.NewContainer(t, "lease", nil) }
 
 // waitFor polls cond every 50ms until it holds or timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {

@@ -92,7 +92,14 @@ type runEnv struct {
 
 func newRunEnv(t *testing.T) *runEnv {
 	t.Helper()
-	srv := azurite.Shared(t)
+	return newRunEnvOn(t, azurite.Shared(t))
+}
+
+// newRunEnvOn is newRunEnv on srv: a test whose queues grow deep gets an Azurite of its own,
+// because every queue call of the emulator scans the queue, and a deep one on the package's
+// shared Azurite slows the lease renewals of the tests running beside it.
+func newRunEnvOn(t *testing.T, srv *azurite.Server) *runEnv {
+	t.Helper()
 	blobs, err := azclient.Blob(srv.Storage(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -104,13 +111,15 @@ func newRunEnv(t *testing.T) *runEnv {
 		t.Fatal(err)
 	}
 	q := qs.NewQueueClient(azurite.UniqueName(t, "work"))
-	e := &runEnv{t: t, srv: srv, runsName: runsName, leases: newLeaseContainer(t), store: blobstore.New(runs, blobstore.Options{}), queue: q,
+	leases := blobs.ServiceClient().NewContainerClient(azurite.UniqueName(t, "lease"))
+	e := &runEnv{t: t, srv: srv, runsName: runsName, leases: leases, store: blobstore.New(runs, blobstore.Options{}), queue: q,
 		sender: storagequeue.NewQueueSender(q, storagequeue.QueueSenderOptions{}), job: &countJob{}, jobs: work.NewRegistry(), finisher: &countingFinisher{}}
 	e.jobs.Register("count", e.job)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_, _ = runs.Delete(ctx, nil)
+		_, _ = leases.Delete(ctx, nil)
 		_, _ = q.Delete(ctx, nil)
 	})
 	return e

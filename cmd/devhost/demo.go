@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -32,6 +33,8 @@ var demoLines = map[string]bool{
 }
 
 func demoCmd(ctx context.Context, args []string, out io.Writer) error {
+	// The demo's lines and the local host's (from many goroutines) share out.
+	out = &syncWriter{w: out}
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	app := fs.String("app", ".", "function app folder")
 	exe := fs.String("exe", "", "handler binary to run as is (default: build -pkg into host.json's defaultExecutablePath)")
@@ -417,4 +420,16 @@ func firstN(s string, n int) string {
 func asInt(v any) int64 {
 	f, _ := v.(float64)
 	return int64(f)
+}
+
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
