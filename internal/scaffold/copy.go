@@ -20,6 +20,7 @@ var Copied = []string{
 	"infra/main.parameters.json",
 	"infra/app/api.bicep",
 	"infra/app/identity.bicep",
+	"infra/app/inventory-reader.bicep",
 	"infra/app/monitoring.bicep",
 	"infra/app/rbac.bicep",
 	"infra/app/servicebus.bicep",

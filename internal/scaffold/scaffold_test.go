@@ -3,6 +3,7 @@ package scaffold
 import (
 	"bytes"
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,6 +28,27 @@ func TestCopiesMatchBaton(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Errorf("files/%s differs from Baton's %s: run go generate ./internal/scaffold", rel, rel)
 		}
+	}
+}
+
+// TestCopiesCoverBatonsInfra: every file of Baton's infra/ is copied, so a module Baton's
+// template starts to use is never missing from an app's.
+func TestCopiesCoverBatonsInfra(t *testing.T) {
+	err := filepath.WalkDir(filepath.Join(repoRoot, "infra"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(path) == ".go" {
+			return err
+		}
+		rel, err := filepath.Rel(repoRoot, path)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(Copied, filepath.ToSlash(rel)) {
+			t.Errorf("%s is not in Copied: an app's infra would lack it", filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

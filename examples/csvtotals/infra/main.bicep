@@ -101,7 +101,18 @@ param serviceBusScaleMonitoring bool = true
 @description('Resource ID of an existing storage account whose leases and runs containers this app should share (multi-region: every app of one schedule points at the same account). Empty: use this deployment\'s own account.')
 param leaseStorageAccountId string = ''
 
+@description('Resource ID of a storage account whose containers (inventoryContainers) the inventory job may read. Empty: the job refuses every run; it never reads this app\'s own account.')
+param inventoryStorageAccountId string = ''
+
+@description('Comma-separated containers of that account the app may read (Storage Blob Data Reader on each, nothing else).')
+param inventoryContainers string = ''
+
 var abbrs = loadJsonContent('./abbreviations.json')
+
+// The transport app/api.bicep deploys is Service Bus (BATON_TRANSPORT=servicebus). The Storage
+// queues and their roles exist only for the Storage-queue transport: set this to true together
+// with BATON_TRANSPORT=queue there, never one without the other.
+var storageQueueTransport = false
 
 // host.json is the one source of the delivery limit. The queue trigger reads its
 // maxDequeueCount; the Service Bus queue's maxDeliveryCount and BATON_MAX_DELIVERIES take the
@@ -163,14 +174,14 @@ module storage 'app/storage.bicep' = {
       leaseContainerName
       runsContainerName
     ]
-    queueNames: [
+    queueNames: storageQueueTransport ? [
       workQueueName
       // The queue trigger moves a message here after maxDequeueCount failures. Declaring it lets
       // the queue role in app/rbac.bicep be scoped to the two queues, not the whole account.
       '${workQueueName}-poison'
       controlQueueName
       '${controlQueueName}-poison'
-    ]
+    ] : []
   }
 }
 
@@ -229,6 +240,7 @@ module api 'app/api.bicep' = {
     leaseContainerName: leaseContainerName
     runsContainerName: runsContainerName
     leaseStorageAccountId: leaseStorageAccountId
+    inventoryStorageAccountId: inventoryStorageAccountId
   }
 }
 
@@ -248,6 +260,7 @@ module rbac 'app/rbac.bicep' = {
     controlQueueName: controlQueueName
     applicationInsightsName: monitoring.outputs.applicationInsightsName
     serviceBusScaleMonitoring: serviceBusScaleMonitoring
+    storageQueueTransport: storageQueueTransport
   }
 }
 
@@ -273,6 +286,21 @@ module sharedLeases 'app/shared-leases.bicep' = if (leaseAccountShared) {
     appPrincipalId: identity.outputs.principalId
     principalId: principalId
     principalType: principalType
+  }
+}
+
+// The inventory job's account: Storage Blob Data Reader on the named containers only, wherever
+// the account lives.
+var inventoryShared = !empty(inventoryStorageAccountId)
+var inventoryIdParts = split(inventoryStorageAccountId, '/')
+
+module inventoryReader 'app/inventory-reader.bicep' = if (inventoryShared) {
+  name: 'inventory-reader-${resourceToken}'
+  scope: resourceGroup(inventoryShared ? inventoryIdParts[2] : subscription().subscriptionId, inventoryShared ? inventoryIdParts[4] : rg.name)
+  params: {
+    storageAccountName: last(inventoryIdParts)
+    containerNames: filter(map(split(inventoryContainers, ','), c => trim(c)), c => !empty(c))
+    appPrincipalId: identity.outputs.principalId
   }
 }
 

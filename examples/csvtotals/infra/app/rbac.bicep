@@ -22,6 +22,9 @@ param serviceBusQueueName string
 param controlQueueName string
 param applicationInsightsName string
 
+@description('true when the app runs the Storage-queue transport (BATON_TRANSPORT=queue): only then does it get the queue roles.')
+param storageQueueTransport bool = false
+
 @description('Grant the app Azure Service Bus Data Owner on the work and control queues so the scale controller can read each queue\'s message count (see below).')
 param serviceBusScaleMonitoring bool = true
 
@@ -128,11 +131,12 @@ resource tableContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' =
   }
 }
 
-// Storage Queue Data Contributor on the work queue and its poison queue only: the optional
-// Storage-queue transport sends to the work queue, its trigger (WorkQueue, disabled in Azure)
-// reads and deletes there and moves failed messages to the poison queue. Both queues are
-// declared in storage.bicep, so nothing needs account-wide queue rights.
-resource workQueueContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+// Storage Queue Data Contributor on the work queue and its poison queue only, and only when the
+// app runs the Storage-queue transport (storageQueueTransport): that transport sends to the work
+// queue, its trigger (WorkQueue) reads and deletes there and moves failed messages to the poison
+// queue. The queues are declared in storage.bicep, so nothing needs account-wide queue rights.
+// Under Service Bus (what this template deploys) no queue role is granted at all.
+resource workQueueContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (storageQueueTransport) {
   name: guid(workQueue.id, appPrincipalId, roles.storageQueueDataContributor)
   scope: workQueue
   properties: {
@@ -142,7 +146,7 @@ resource workQueueContributor 'Microsoft.Authorization/roleAssignments@2022-04-0
   }
 }
 
-resource poisonQueueContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+resource poisonQueueContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (storageQueueTransport) {
   name: guid(poisonQueue.id, appPrincipalId, roles.storageQueueDataContributor)
   scope: poisonQueue
   properties: {
@@ -153,7 +157,7 @@ resource poisonQueueContributor 'Microsoft.Authorization/roleAssignments@2022-04
 }
 
 // The same on the control queue and its poison queue (the ControlQueue twin of Control).
-resource controlQueueContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+resource controlQueueContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (storageQueueTransport) {
   name: guid(controlQueue.id, appPrincipalId, roles.storageQueueDataContributor)
   scope: controlQueue
   properties: {
@@ -163,7 +167,7 @@ resource controlQueueContributor 'Microsoft.Authorization/roleAssignments@2022-0
   }
 }
 
-resource controlPoisonQueueContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+resource controlPoisonQueueContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (storageQueueTransport) {
   name: guid(controlPoisonQueue.id, appPrincipalId, roles.storageQueueDataContributor)
   scope: controlPoisonQueue
   properties: {

@@ -10,8 +10,13 @@ param tags object = {}
 @description('Blob containers to create (deployment package, leases, runs).')
 param containerNames array
 
-@description('Queues to create (the work queue and its poison queue).')
+@description('Queues to create (the work and control queues and their poison queues, for the Storage-queue transport only).')
 param queueNames array
+
+@description('Days a deleted or overwritten blob, or a deleted container, can be restored.')
+@minValue(1)
+@maxValue(365)
+param softDeleteDays int = 7
 
 resource account 'Microsoft.Storage/storageAccounts@2023-05-01' = {
   name: name
@@ -38,9 +43,23 @@ resource account 'Microsoft.Storage/storageAccounts@2023-05-01' = {
   }
 }
 
+// Soft delete for blobs and containers: a blob deleted or overwritten by mistake (a run's
+// manifest, results or report, the schedule's history in the runs container) and a deleted
+// container can be restored for softDeleteDays (docs/deploy.md, Restoring deleted runs).
+// Versioning is left off: every ledger write would keep a version.
 resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2023-05-01' = {
   parent: account
   name: 'default'
+  properties: {
+    deleteRetentionPolicy: {
+      enabled: true
+      days: softDeleteDays
+    }
+    containerDeleteRetentionPolicy: {
+      enabled: true
+      days: softDeleteDays
+    }
+  }
 }
 
 resource containers 'Microsoft.Storage/storageAccounts/blobServices/containers@2023-05-01' = [

@@ -33,6 +33,25 @@ if (-not (Test-Path -LiteralPath (Join-Path $src 'host.json') -PathType Leaf)) {
     Fail "no host.json in ${src}: set SOURCE_DIR to the app root"
 }
 
+# The deployed binary carries the standard library of the Go that builds it, with that Go's
+# known vulnerabilities: refuse one older than go.mod's toolchain line (else its go line). Run
+# in $src, `go env GOVERSION` reports the Go that would build, which is the newer toolchain when
+# GOTOOLCHAIN lets go fetch it (auto, the default where GOTOOLCHAIN is unset).
+$gomod = Get-Content -LiteralPath (Join-Path $src 'go.mod')
+$wantGo = $gomod | ForEach-Object { if ($_ -match '^toolchain\s+(go[0-9]\S*)') { $Matches[1] } } | Select-Object -First 1
+if (-not $wantGo) { $wantGo = $gomod | ForEach-Object { if ($_ -match '^go\s+([0-9]\S*)') { 'go' + $Matches[1] } } | Select-Object -First 1 }
+Push-Location -LiteralPath $src
+try { $haveGo = (& $go env GOVERSION) } finally { Pop-Location }
+if ($LASTEXITCODE -ne 0 -or -not $haveGo) { Fail "$go env GOVERSION failed in $src" }
+function GoVersion([string]$v) {
+    $n = @(($v -replace '^go', '') -split '[^0-9]+' | Where-Object { $_ -ne '' } | ForEach-Object { [int]$_ })
+    while ($n.Count -lt 3) { $n += 0 }
+    return [version]::new($n[0], $n[1], $n[2])
+}
+if ($wantGo -and (GoVersion $haveGo) -lt (GoVersion $wantGo)) {
+    Fail "$haveGo is older than $wantGo, which go.mod asks for (its toolchain line): the package would ship that older standard library. Install $wantGo, or let go fetch it (GOTOOLCHAIN=auto or GOTOOLCHAIN=$wantGo)"
+}
+
 # dist is deleted and rebuilt: resolve it first and refuse paths where that would destroy
 # something else (a drive root, the home folder, the sources or a folder holding them).
 New-Item -ItemType Directory -Force -Path $dist | Out-Null

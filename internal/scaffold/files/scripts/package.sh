@@ -28,6 +28,20 @@ fail() {
 
 [ -f "$src/host.json" ] || fail "no host.json in $src: set SOURCE_DIR to the app root"
 
+# The deployed binary carries the standard library of the Go that builds it, with that Go's
+# known vulnerabilities: refuse one older than go.mod's toolchain line (else its go line). Run
+# in $src, `go env GOVERSION` reports the Go that would build, which is the newer toolchain when
+# GOTOOLCHAIN lets go fetch it (auto, the default where GOTOOLCHAIN is unset).
+want_go=$(sed -n 's/^toolchain[[:space:]]*\(go[0-9][^[:space:]]*\).*/\1/p' "$src/go.mod" | head -n 1)
+[ -n "$want_go" ] || want_go=$(sed -n 's/^go[[:space:]]*\([0-9][^[:space:]]*\).*/go\1/p' "$src/go.mod" | head -n 1)
+have_go=$(cd "$src" && "$go_cmd" env GOVERSION) || fail "$go_cmd env GOVERSION failed in $src"
+if [ -n "$want_go" ] && ! printf '%s\n%s\n' "$want_go" "$have_go" | awk '
+	function parse(v, a,   n, i) { sub(/^go/, "", v); n = split(v, a, /[^0-9]+/); for (i = n + 1; i <= 3; i++) a[i] = 0 }
+	NR == 1 { parse($0, w) } NR == 2 { parse($0, h) }
+	END { for (i = 1; i <= 3; i++) { if (h[i] + 0 > w[i] + 0) exit 0; if (h[i] + 0 < w[i] + 0) exit 1 } exit 0 }'; then
+	fail "$have_go is older than $want_go, which go.mod asks for (its toolchain line): the package would ship that older standard library. Install $want_go, or let go fetch it (GOTOOLCHAIN=auto or GOTOOLCHAIN=$want_go)"
+fi
+
 # dist is deleted and rebuilt: resolve it first and refuse paths where that would destroy
 # something else (the root, the home folder, the sources or a folder holding them).
 mkdir -p -- "$dist"

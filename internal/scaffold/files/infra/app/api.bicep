@@ -51,6 +51,9 @@ param runsContainerName string
 @description('Resource ID of a shared lease/runs storage account, or empty for this app\'s own account.')
 param leaseStorageAccountId string = ''
 
+@description('Resource ID of the storage account the inventory job reads. Empty: the job refuses every run.')
+param inventoryStorageAccountId string = ''
+
 resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing = {
   name: applicationInsightsName
 }
@@ -89,6 +92,12 @@ var batonSettings = {
   BATON_CONTROL_QUEUE: controlQueueName
   BATON_JOB: job
   BATON_JOB_PARAMS: string(jobParams)
+  // Manual runs (POST /api/runs) may start the timer job only, and synthetic runs are capped
+  // (10,000 partitions of at most 60 s): whoever holds a function key cannot have the app
+  // burn compute with a million ten-minute partitions. The defaults (16 × 200 ms) fit.
+  BATON_MANUAL_JOBS: job
+  BATON_SYNTHETIC_MAX_PARTITIONS: '10000'
+  BATON_SYNTHETIC_MAX_WORK_MS: '60000'
   BATON_LEASE_CONTAINER: leaseContainerName
   BATON_RUNS_CONTAINER: runsContainerName
   // Every app sharing one lease account must use the same lease name.
@@ -119,7 +128,19 @@ var sharedLeaseSettings = {
   BatonLeaseStorage__clientId: identityClientId
 }
 
-var appSettings = union(hostSettings, batonSettings, empty(leaseStorageAccountId) ? {} : sharedLeaseSettings)
+// The inventory job reads only the account the operator names, through a connection of its own
+// (identity-based, blob only, read-only on the containers main.bicep grants); without one it
+// refuses every run. It never reads this app's storage account, which holds the function keys.
+var inventoryAccountName = last(split(inventoryStorageAccountId, '/'))
+var inventorySettings = {
+  BATON_INVENTORY_STORAGE: 'InventoryStorage'
+  InventoryStorage__blobServiceUri: 'https://${inventoryAccountName}.blob.${environment().suffixes.storage}'
+  InventoryStorage__credential: 'managedidentity'
+  InventoryStorage__clientId: identityClientId
+}
+
+var appSettings = union(hostSettings, batonSettings, empty(leaseStorageAccountId) ? {} : sharedLeaseSettings,
+  empty(inventoryStorageAccountId) ? {} : inventorySettings)
 
 resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
   name: planName
