@@ -35,6 +35,8 @@ func TestMain(m *testing.M) {
 //	Fail   500
 //	Tick   200 with empty Outputs
 //	Queue  200, or 500 when the message body contains "fail"
+//	SB     (Service Bus metadata required, else 400) 200, or 500 when the body contains
+//	       "fail"; when it contains "slow", the first delivery answers after 4 s
 func fakeHandler() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
@@ -83,6 +85,32 @@ func fakeHandler() {
 			w.WriteHeader(http.StatusInternalServerError)
 			_, _ = io.WriteString(w, `{"error":"asked to fail"}`)
 			return
+		}
+		reply(w, map[string]any{"Outputs": map[string]any{}})
+	})
+	mux.HandleFunc("POST /SB", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		req, err := protocol.DecodeRequest(body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		md, err := protocol.DecodeServiceBusMetadata(req.Metadata)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		msg, _ := protocol.DecodeMessage(req.Data["msg"])
+		switch {
+		case strings.Contains(string(msg), "fail"):
+			http.Error(w, "asked to fail", http.StatusInternalServerError)
+			return
+		case strings.Contains(string(msg), "slow") && md.DeliveryCount == 1:
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(4 * time.Second):
+			}
 		}
 		reply(w, map[string]any{"Outputs": map[string]any{}})
 	})
