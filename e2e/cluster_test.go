@@ -116,6 +116,7 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 		Instances: o.instances, Settings: settings, LogPath: logPath,
 		Host: func(hopts *devhost.Options) {
 			hopts.LogLevel, hopts.HandlerLogLevel, hopts.MaxTimerFires = slog.LevelDebug, slog.LevelDebug, o.maxFires
+			hopts.Delivery = delivery
 			hopts.OnInvoke = func(r devhost.InvokeRecord) {
 				c.mu.Lock()
 				c.records = append(c.records, r)
@@ -178,7 +179,8 @@ func (c *cluster) Records() []devhost.InvokeRecord {
 	return append([]devhost.InvokeRecord(nil), c.records...)
 }
 
-// envelopeOf decodes the Baton envelope of a WorkQueue invocation request.
+// envelopeOf decodes the Baton envelope of a work or control invocation request, with its
+// delivery count (DequeueCount, or DeliveryCount in the Service Bus delivery mode).
 func envelopeOf(r devhost.InvokeRecord) (work.Envelope, int64, bool) {
 	req, err := protocol.DecodeRequest(r.Request)
 	if err != nil {
@@ -191,6 +193,10 @@ func envelopeOf(r devhost.InvokeRecord) (work.Envelope, int64, bool) {
 	env, err := work.DecodeEnvelope(body)
 	if err != nil {
 		return work.Envelope{}, 0, false
+	}
+	if _, ok := req.Metadata["DeliveryCount"]; ok {
+		md, _ := protocol.DecodeServiceBusMetadata(req.Metadata)
+		return env, md.DeliveryCount, true
 	}
 	md, _ := protocol.DecodeQueueMetadata(req.Metadata)
 	return env, md.DequeueCount, true

@@ -10,6 +10,10 @@
 //	E2E_HANDLER_RACE  build the handler with -race too (slower start-up, catches handler races)
 //	E2E_LOG_DIR       where each test's host log goes (default: a fresh $TMPDIR/baton-e2e-logs-*
 //	                  directory, removed when every test passed)
+//	E2E_DELIVERY      how the devhost delivers the work and control queues: queue (default; the
+//	                  WorkQueue and ControlQueue functions, Storage queue trigger) or servicebus
+//	                  (the Work and Control functions, with Service Bus's delivery semantics on
+//	                  the same Storage queues; docs/design.md)
 //	SOAK_OCCURRENCES, SOAK_SEED, SOAK_MODES
 //	                  the chaos soak (TestSoak, soak_test.go; docs/reliability.md)
 package e2e_test
@@ -24,6 +28,7 @@ import (
 	"testing"
 
 	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/internal/devhost"
 )
 
 var (
@@ -33,6 +38,10 @@ var (
 	repoRoot string
 	// handlerBin is the handler built once for the whole package.
 	handlerBin string
+	// delivery is every cluster's delivery mode (E2E_DELIVERY); workFunction and
+	// controlFunction are the functions that deliver the work and control queues in it.
+	delivery                      devhost.Delivery
+	workFunction, controlFunction = "WorkQueue", "ControlQueue"
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -43,6 +52,14 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if delivery, err = devhost.ParseDelivery(os.Getenv("E2E_DELIVERY")); err != nil {
+		fmt.Fprintln(os.Stderr, "E2E_DELIVERY:", err)
+		return 1
+	}
+	if delivery == devhost.DeliveryServiceBus {
+		workFunction, controlFunction = "Work", "Control"
+	}
+	fmt.Fprintf(os.Stderr, "e2e: delivery %s (functions %s, %s)\n", delivery, workFunction, controlFunction)
 	if repoRoot, err = azurite.RepoRoot(wd); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
