@@ -297,7 +297,7 @@ func (t *queueTrigger) process(ctx context.Context, in *Instance, m *azqueue.Deq
 	}
 
 	// Keep the message invisible while the function runs: renew at half the lease.
-	stopRenew := t.renew(ctx, log, id, receipt, text, MessageLease, 0)
+	stopRenew := t.renew(ctx, log, id, receipt, text, MessageLease, 0, nil)
 	_, err := in.invoke(ctx, t.fn.Name, queueRequest(t.fn.Name, t.binding, qm, h.now()), id)
 	receipt = stopRenew()
 
@@ -335,8 +335,8 @@ func (t *queueTrigger) process(ctx context.Context, in *Instance, m *azqueue.Deq
 // renew keeps message id invisible for lease at a time, renewing at half of it, until the
 // returned stop is called (which returns the current pop receipt) or, when renewFor > 0, until
 // renewFor has passed since the start: then renewal stops and the message becomes visible a
-// lease after the last renewal.
-func (t *queueTrigger) renew(ctx context.Context, log *slog.Logger, id, receipt, text string, lease, renewFor time.Duration) (stop func() string) {
+// lease after the last renewal. A renewal is skipped while skip (when set) reports true.
+func (t *queueTrigger) renew(ctx context.Context, log *slog.Logger, id, receipt, text string, lease, renewFor time.Duration, skip func() bool) (stop func() string) {
 	var mu sync.Mutex
 	current := receipt
 	renewCtx, cancel := context.WithCancel(ctx)
@@ -353,6 +353,9 @@ func (t *queueTrigger) renew(ctx context.Context, log *slog.Logger, id, receipt,
 			case <-renewCtx.Done():
 				return
 			case <-tick.C:
+			}
+			if skip != nil && skip() {
+				continue
 			}
 			mu.Lock()
 			r, err := t.q.UpdateMessage(renewCtx, id, current, text, &azqueue.UpdateMessageOptions{VisibilityTimeout: to.Ptr(int32(lease / time.Second))})

@@ -28,7 +28,8 @@ import (
 //     Options.LockDuration (the queue's LockDuration), renewed at half of it while the
 //     invocation runs, for at most host.json's maxAutoLockRenewalDuration; an invocation that
 //     outlives that lets the lock lapse and the message is delivered again, with DeliveryCount
-//     one higher, while the first invocation still runs. Completing or abandoning with a lost
+//     one higher, while the first invocation still runs; a paused instance (a frozen VM)
+//     renews nothing, so its locks lapse too. Completing or abandoning with a lost
 //     lock fails (logged, as the trigger's MessageLockLostException).
 //   - Success completes (deletes) the message; a failure abandons it: visible again at once.
 //   - DeliveryCount is 1 on the first delivery and counts every delivery, lock lapses included.
@@ -314,7 +315,9 @@ func (d *sbDelivery) process(ctx context.Context, in *Instance, m *azqueue.Deque
 	receipt = *r.PopReceipt
 	lockedAt := time.Now()
 	log = log.With("deliveryCount", f.DeliveryCount)
-	stop := t.renew(ctx, log, id, receipt, ftext, d.lock, max(d.renewFor, time.Nanosecond)) // 0: no renewal
+	// A paused instance models a frozen VM, whose host renews nothing: its locks lapse.
+	paused := func() bool { st, _ := in.State(); return st == StatePaused }
+	stop := t.renew(ctx, log, id, receipt, ftext, d.lock, max(d.renewFor, time.Nanosecond), paused) // 0: no renewal
 	req := serviceBusRequest(t.fn.Name, t.binding, f, m, uuid.NewString(), h.now())
 	_, err = in.invoke(ctx, t.fn.Name, req, id)
 	receipt = stop()

@@ -18,8 +18,8 @@ import (
 
 // fakeServiceBusApp is fakeApp with the SB function (serviceBusTrigger) on the Queue function's
 // queue, functionTimeout 10s, the queues' visibilityTimeout 5s (so that Storage-queue
-// redelivery would be slow) and maxAutoLockRenewalDuration 1s.
-func fakeServiceBusApp(t *testing.T) string {
+// redelivery would be slow) and maxAutoLockRenewalDuration renewFor ("00:00:01").
+func fakeServiceBusApp(t *testing.T, renewFor string) string {
 	t.Helper()
 	root := fakeApp(t, true)
 	write := func(path string, v any) {
@@ -39,7 +39,7 @@ func fakeServiceBusApp(t *testing.T) string {
 	host["functionTimeout"] = "00:00:10"
 	ext := host["extensions"].(map[string]any)
 	ext["queues"].(map[string]any)["visibilityTimeout"] = "00:00:05"
-	ext["serviceBus"] = map[string]any{"maxAutoLockRenewalDuration": "00:00:01", "maxConcurrentCalls": 8}
+	ext["serviceBus"] = map[string]any{"maxAutoLockRenewalDuration": renewFor, "maxConcurrentCalls": 8}
 	write(filepath.Join(root, "host.json"), host)
 	write(filepath.Join(root, "SB", "function.json"), map[string]any{"bindings": []map[string]any{
 		{"name": "msg", "type": "serviceBusTrigger", "direction": "in", "queueName": "%FAKE_QUEUE%", "connection": "ServiceBusConnection"}}})
@@ -85,7 +85,7 @@ func TestHost_ServiceBusDelivery(t *testing.T) {
 		queueFn   int
 		changed   = make(chan struct{}, 1)
 	)
-	h := startFake(t, fakeServiceBusApp(t), 2, map[string]string{"FAKE_QUEUE": queue, "AzureWebJobsStorage": srv.ConnectionString()}, func(o *Options) {
+	h := startFake(t, fakeServiceBusApp(t, "00:00:01"), 2, map[string]string{"FAKE_QUEUE": queue, "AzureWebJobsStorage": srv.ConnectionString()}, func(o *Options) {
 		o.Delivery = DeliveryServiceBus
 		o.LockDuration = time.Second
 		o.OnInvoke = func(r InvokeRecord) {
@@ -260,6 +260,76 @@ func TestHost_ServiceBusDelivery(t *testing.T) {
 		if got, want := string(d.raw["EnqueuedTimeUtc"]), string(protocol.DateTimeMeta(at)); got != want {
 			t.Errorf("%s: EnqueuedTimeUtc %s, want the scheduled time %s", body, got, want)
 		}
+	}
+}
+
+// TestHost_ServiceBusPausedLockLapses: an instance paused (SIGSTOP, a frozen VM) while it holds
+// a message renews nothing, so the lock (1s) lapses although maxAutoLockRenewalDuration (1
+// minute) would keep it, and the other instance gets the message with DeliveryCount 2 long
+// before functionTimeout would have failed the frozen invocation.
+func TestHost_ServiceBusPausedLockLapses(t *testing.T) {
+	srv := azurite.Shared(t)
+	queue := "q" + azurite.UniqueName(t, "x")[len("x-"):][:20]
+	svc, err := azqueue.NewServiceClientFromConnectionString(srv.ConnectionString(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, time.Minute)
+	q := svc.NewQueueClient(queue)
+	if _, err := q.Create(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	second := make(chan InvokeRecord, 1)
+	h := startFake(t, fakeServiceBusApp(t, "00:01:00"), 2, map[string]string{"FAKE_QUEUE": queue, "AzureWebJobsStorage": srv.ConnectionString()}, func(o *Options) {
+		o.Delivery = DeliveryServiceBus
+		o.LockDuration = time.Second
+		o.OnInvoke = func(r InvokeRecord) {
+			req, err := protocol.DecodeRequest(r.Request)
+			if err != nil || r.Function != "SB" {
+				return
+			}
+			if md, err := protocol.DecodeServiceBusMetadata(req.Metadata); err == nil && md.DeliveryCount == 2 {
+				second <- r
+			}
+		}
+	})
+	if err := SendServiceBus(ctx, q, ServiceBusMessage{MessageID: "slow-1", Body: "slow while paused"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var holder Invocation
+	for holder.Instance == "" {
+		for _, inv := range h.InFlight() {
+			if inv.Function == "SB" {
+				holder = inv
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the message was never delivered")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	in := h.Instance(holder.Instance)
+	if err := in.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	pausedAt := time.Now()
+	defer func() { _ = in.Resume() }()
+	select {
+	case <-ctx.Done():
+		t.Fatal("the message held by the paused instance was not delivered again")
+	case r := <-second:
+		if r.Instance == holder.Instance {
+			t.Errorf("delivered again to the paused instance %s", r.Instance)
+		}
+		if r.Err != nil {
+			t.Errorf("second delivery failed: %v", r.Err)
+		}
+		// Not the functionTimeout (10s) failing the frozen invocation: the lapsed lock.
+		if after := r.Started.Sub(pausedAt); after > 5*time.Second {
+			t.Errorf("delivered again %s after the pause, want about the lock duration (1s), well before functionTimeout (10s)", after)
+		}
+		t.Logf("delivered again on %s %s after the pause", r.Instance, r.Started.Sub(pausedAt).Round(time.Millisecond))
 	}
 }
 
