@@ -12,7 +12,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
-	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/protocol"
 )
 
@@ -22,15 +21,6 @@ import (
 func fakeServiceBusApp(t *testing.T, renewFor string) string {
 	t.Helper()
 	root := fakeApp(t, true)
-	write := func(path string, v any) {
-		b, _ := json.MarshalIndent(v, "", "  ")
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	var host map[string]any
 	b, err := os.ReadFile(filepath.Join(root, "host.json"))
 	if err != nil || json.Unmarshal(b, &host) != nil {
@@ -40,8 +30,8 @@ func fakeServiceBusApp(t *testing.T, renewFor string) string {
 	ext := host["extensions"].(map[string]any)
 	ext["queues"].(map[string]any)["visibilityTimeout"] = "00:00:05"
 	ext["serviceBus"] = map[string]any{"maxAutoLockRenewalDuration": renewFor, "maxConcurrentCalls": 8}
-	write(filepath.Join(root, "host.json"), host)
-	write(filepath.Join(root, "SB", "function.json"), map[string]any{"bindings": []map[string]any{
+	writeJSONFile(t, filepath.Join(root, "host.json"), host)
+	writeJSONFile(t, filepath.Join(root, "SB", "function.json"), map[string]any{"bindings": []map[string]any{
 		{"name": "msg", "type": "serviceBusTrigger", "direction": "in", "queueName": "%FAKE_QUEUE%", "connection": "ServiceBusConnection"}}})
 	return root
 }
@@ -68,17 +58,8 @@ type sbDelivered struct {
 //   - a second message with a MessageId already seen is dropped;
 //   - scheduled messages are delivered at their ScheduledEnqueueTime, to the millisecond.
 func TestHost_ServiceBusDelivery(t *testing.T) {
-	srv := azurite.Shared(t)
-	queue := "q" + azurite.UniqueName(t, "x")[len("x-"):][:20]
-	svc, err := azqueue.NewServiceClientFromConnectionString(srv.ConnectionString(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := testCtx(t, 2*time.Minute)
-	q := svc.NewQueueClient(queue)
-	if _, err := q.Create(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	srv, svc, q, queue := testQueue(t, ctx)
 	var (
 		mu        sync.Mutex
 		delivered = map[string][]sbDelivered{} // by message body
@@ -268,17 +249,8 @@ func TestHost_ServiceBusDelivery(t *testing.T) {
 // minute) would keep it, and the other instance gets the message with DeliveryCount 2 long
 // before functionTimeout would have failed the frozen invocation.
 func TestHost_ServiceBusPausedLockLapses(t *testing.T) {
-	srv := azurite.Shared(t)
-	queue := "q" + azurite.UniqueName(t, "x")[len("x-"):][:20]
-	svc, err := azqueue.NewServiceClientFromConnectionString(srv.ConnectionString(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := testCtx(t, time.Minute)
-	q := svc.NewQueueClient(queue)
-	if _, err := q.Create(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	srv, _, q, queue := testQueue(t, ctx)
 	second := make(chan InvokeRecord, 1)
 	h := startFake(t, fakeServiceBusApp(t, "00:01:00"), 2, map[string]string{"FAKE_QUEUE": queue, "AzureWebJobsStorage": srv.ConnectionString()}, func(o *Options) {
 		o.Delivery = DeliveryServiceBus
