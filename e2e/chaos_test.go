@@ -106,10 +106,16 @@ func TestChaos_KillLeaderMidEnqueue(t *testing.T) {
 
 // TestChaos_KillWorkerMidPartition: kill -9 an instance while it processes partitions. The
 // host fails those invocations, the messages come back after visibilityTimeout (at once with
-// E2E_DELIVERY=servicebus: abandoned) with a higher DequeueCount (DeliveryCount), another
-// delivery processes them, and the run completes.
+// the Service Bus delivery: abandoned) with a higher DequeueCount (DeliveryCount), another
+// delivery processes them, and the run completes. It runs over both deliveries (deliveries).
 func TestChaos_KillWorkerMidPartition(t *testing.T) {
-	c := startCluster(t, clusterOpts{params: `{"partitions":6,"workMs":3000}`})
+	for _, d := range deliveries() {
+		t.Run(string(d), func(t *testing.T) { killWorkerMidPartition(t, d) })
+	}
+}
+
+func killWorkerMidPartition(t *testing.T, d devhost.Delivery) {
+	c := startCluster(t, clusterOpts{params: `{"partitions":6,"workMs":3000}`, delivery: d})
 	ctx := testCtx(t, 2*time.Minute)
 	created, err := c.runCreated(ctx)
 	if err != nil {
@@ -119,7 +125,7 @@ func TestChaos_KillWorkerMidPartition(t *testing.T) {
 	var victim devhost.Invocation
 	if err := waitFor(ctx, 20*time.Millisecond, "a partition in flight for a second", func() (bool, error) {
 		for _, inv := range c.h.InFlight() {
-			if inv.Function == workFunction && time.Since(inv.Started) > time.Second {
+			if inv.Function == c.workFunction() && time.Since(inv.Started) > time.Second {
 				victim = inv
 				return true, nil
 			}
@@ -173,9 +179,9 @@ func TestChaos_KillWorkerMidPartition(t *testing.T) {
 		}
 		gap := again.Started.Sub(failed.End)
 		switch {
-		case delivery == devhost.DeliveryServiceBus && gap > 2*time.Second:
+		case c.delivery == devhost.DeliveryServiceBus && gap > 2*time.Second:
 			t.Errorf("partition %d redelivered %s after the failure, want at once (Service Bus abandons a failed delivery; visibilityTimeout %s does not apply)", part, gap, visibility)
-		case delivery != devhost.DeliveryServiceBus && gap < visibility-500*time.Millisecond:
+		case c.delivery != devhost.DeliveryServiceBus && gap < visibility-500*time.Millisecond:
 			t.Errorf("partition %d redelivered %s after the failure, before visibilityTimeout %s", part, gap, visibility)
 		}
 		delays = append(delays, fmt.Sprintf("p%d:%s", part, gap.Round(time.Millisecond)))
@@ -364,9 +370,17 @@ func TestChaos_AzuriteRestart(t *testing.T) {
 // TestChaos_PoisonPartition: a partition that always fails is delivered maxDequeueCount times;
 // the last delivery records its failure so the run ends partial and the report names it, and
 // the message lands in <queue>-poison. A message that is not a Baton envelope (invariant 7)
-// takes the same road, with the reason logged.
+// takes the same road, with the reason logged. With the Service Bus delivery the last
+// DeliveryCount decides, and <queue>-poison is the dead-letter queue. It runs over both
+// deliveries (deliveries).
 func TestChaos_PoisonPartition(t *testing.T) {
-	c := startCluster(t, clusterOpts{params: `{"partitions":6,"failAlways":[2]}`})
+	for _, d := range deliveries() {
+		t.Run(string(d), func(t *testing.T) { poisonPartition(t, d) })
+	}
+}
+
+func poisonPartition(t *testing.T, d devhost.Delivery) {
+	c := startCluster(t, clusterOpts{params: `{"partitions":6,"failAlways":[2]}`, delivery: d})
 	ctx := testCtx(t, 3*time.Minute)
 	if _, err := c.queue.Create(ctx, nil); err != nil {
 		t.Fatal(err)
@@ -421,7 +435,7 @@ func TestChaos_PoisonPartition(t *testing.T) {
 	}
 	counts := map[string][]int64{}
 	for _, r := range c.Records() {
-		if r.Function != workFunction {
+		if r.Function != c.workFunction() {
 			continue
 		}
 		if env, count, ok := envelopeOf(r); ok && env.Run == run && env.Part == 2 && env.Kind == work.KindPartition {

@@ -13,7 +13,8 @@
 //	E2E_DELIVERY      how the devhost delivers the work and control queues: queue (default; the
 //	                  WorkQueue and ControlQueue functions, Storage queue trigger) or servicebus
 //	                  (the Work and Control functions, with Service Bus's delivery semantics on
-//	                  the same Storage queues; docs/design.md)
+//	                  the same Storage queues; docs/design.md). Unset, the tests that run over
+//	                  deliveries (the kill-worker and poison-partition chaos tests) run both
 //	SOAK_OCCURRENCES, SOAK_SEED, SOAK_MODES
 //	                  the chaos soak (TestSoak, soak_test.go; docs/reliability.md)
 package e2e_test
@@ -38,10 +39,9 @@ var (
 	repoRoot string
 	// handlerBin is the handler built once for the whole package.
 	handlerBin string
-	// delivery is every cluster's delivery mode (E2E_DELIVERY); workFunction and
-	// controlFunction are the functions that deliver the work and control queues in it.
-	delivery                      devhost.Delivery
-	workFunction, controlFunction = "WorkQueue", "ControlQueue"
+	// delivery is the clusters' delivery mode (E2E_DELIVERY; "" when unset: the Storage
+	// queue's, and the tests run over deliveries run both).
+	delivery devhost.Delivery
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -52,14 +52,13 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if delivery, err = devhost.ParseDelivery(os.Getenv("E2E_DELIVERY")); err != nil {
-		fmt.Fprintln(os.Stderr, "E2E_DELIVERY:", err)
-		return 1
+	if v := os.Getenv("E2E_DELIVERY"); v != "" {
+		if delivery, err = devhost.ParseDelivery(v); err != nil {
+			fmt.Fprintln(os.Stderr, "E2E_DELIVERY:", err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "e2e: delivery %s\n", delivery)
 	}
-	if delivery == devhost.DeliveryServiceBus {
-		workFunction, controlFunction = "Work", "Control"
-	}
-	fmt.Fprintf(os.Stderr, "e2e: delivery %s (functions %s, %s)\n", delivery, workFunction, controlFunction)
 	if repoRoot, err = azurite.RepoRoot(wd); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
