@@ -105,10 +105,17 @@ func TestChaos_KillLeaderMidEnqueue(t *testing.T) {
 }
 
 // TestChaos_KillWorkerMidPartition: kill -9 an instance while it processes partitions. The
-// host fails those invocations, the messages come back after visibilityTimeout with a higher
-// DequeueCount, another delivery processes them, and the run completes.
+// host fails those invocations, the messages come back after visibilityTimeout (at once with
+// the Service Bus delivery: abandoned) with a higher DequeueCount (DeliveryCount), another
+// delivery processes them, and the run completes. It runs over both deliveries (deliveries).
 func TestChaos_KillWorkerMidPartition(t *testing.T) {
-	c := startCluster(t, clusterOpts{params: `{"partitions":6,"workMs":3000}`})
+	for _, d := range deliveries() {
+		t.Run(string(d), func(t *testing.T) { killWorkerMidPartition(t, d) })
+	}
+}
+
+func killWorkerMidPartition(t *testing.T, d devhost.Delivery) {
+	c := startCluster(t, clusterOpts{params: `{"partitions":6,"workMs":3000}`, delivery: d})
 	ctx := testCtx(t, 2*time.Minute)
 	created, err := c.runCreated(ctx)
 	if err != nil {
@@ -118,7 +125,7 @@ func TestChaos_KillWorkerMidPartition(t *testing.T) {
 	var victim devhost.Invocation
 	if err := waitFor(ctx, 20*time.Millisecond, "a partition in flight for a second", func() (bool, error) {
 		for _, inv := range c.h.InFlight() {
-			if inv.Function == "WorkQueue" && time.Since(inv.Started) > time.Second {
+			if inv.Function == c.workFunction() && time.Since(inv.Started) > time.Second {
 				victim = inv
 				return true, nil
 			}
@@ -171,7 +178,10 @@ func TestChaos_KillWorkerMidPartition(t *testing.T) {
 			continue
 		}
 		gap := again.Started.Sub(failed.End)
-		if gap < visibility-500*time.Millisecond {
+		switch {
+		case c.delivery == devhost.DeliveryServiceBus && gap > 2*time.Second:
+			t.Errorf("partition %d redelivered %s after the failure, want at once (Service Bus abandons a failed delivery; visibilityTimeout %s does not apply)", part, gap, visibility)
+		case c.delivery != devhost.DeliveryServiceBus && gap < visibility-500*time.Millisecond:
 			t.Errorf("partition %d redelivered %s after the failure, before visibilityTimeout %s", part, gap, visibility)
 		}
 		delays = append(delays, fmt.Sprintf("p%d:%s", part, gap.Round(time.Millisecond)))
@@ -359,10 +369,18 @@ func TestChaos_AzuriteRestart(t *testing.T) {
 
 // TestChaos_PoisonPartition: a message that is not a Baton envelope (invariant 7) fails
 // every delivery with the reason logged and lands in <queue>-poison after maxDequeueCount
-// deliveries, while the run beside it is unaffected. (A partition that always fails no longer
-// takes this road: it is recorded failed after its job's retry policy, see retry_test.go.)
+// deliveries, while the run beside it is unaffected. With the Service Bus delivery the last
+// DeliveryCount decides, and <queue>-poison is the dead-letter queue. It runs over both
+// deliveries (deliveries). (A partition that always fails no longer takes this road: it is
+// recorded failed after its job's retry policy, see retry_test.go.)
 func TestChaos_PoisonPartition(t *testing.T) {
-	c := startCluster(t, clusterOpts{params: `{"partitions":6}`})
+	for _, d := range deliveries() {
+		t.Run(string(d), func(t *testing.T) { poisonPartition(t, d) })
+	}
+}
+
+func poisonPartition(t *testing.T, d devhost.Delivery) {
+	c := startCluster(t, clusterOpts{params: `{"partitions":6}`, delivery: d})
 	ctx := testCtx(t, 3*time.Minute)
 	if _, err := c.queue.Create(ctx, nil); err != nil {
 		t.Fatal(err)
@@ -400,7 +418,7 @@ func TestChaos_PoisonPartition(t *testing.T) {
 	}
 	junkDeliveries := 0
 	for _, r := range c.Records() {
-		if r.Function == "WorkQueue" && strings.Contains(string(r.Request), "not a baton envelope") {
+		if r.Function == c.workFunction() && strings.Contains(string(r.Request), "not a baton envelope") {
 			junkDeliveries++
 		}
 	}
@@ -416,6 +434,6 @@ func TestChaos_PoisonPartition(t *testing.T) {
 	if !reasoned {
 		t.Error("invariant 7: no handler line logged why the junk message was rejected")
 	}
-	figures(t, "run=%s partitions=6 state=%s, run took %s, poison queue=%d messages, duplicates=%d",
-		run, m.State, elapsed.Round(time.Millisecond), len(bodies), fig.Duplicates)
+	figures(t, "delivery=%s run=%s partitions=6 state=%s, run took %s, poison queue=%d messages, junk deliveries=%d, duplicates=%d",
+		d, run, m.State, elapsed.Round(time.Millisecond), len(bodies), junkDeliveries, fig.Duplicates)
 }

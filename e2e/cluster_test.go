@@ -49,6 +49,9 @@ type clusterOpts struct {
 	onInvoke func(devhost.InvokeRecord)
 	// tweak, when set, adjusts the host options last (e.g. the timer mode).
 	tweak func(*devhost.Options)
+	// delivery is the local host's delivery mode (default E2E_DELIVERY's, else the Storage
+	// queue's).
+	delivery devhost.Delivery
 }
 
 // cluster is a running devhost over the real handler, plus the test's own view of storage.
@@ -67,6 +70,8 @@ type cluster struct {
 
 	hc       *devhosttest.Cluster
 	stopOnce sync.Once
+	// delivery is the local host's delivery mode.
+	delivery devhost.Delivery
 
 	mu      sync.Mutex
 	records []devhost.InvokeRecord
@@ -111,11 +116,15 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 		settings[k] = v
 	}
 	logPath := filepath.Join(logDir, strings.ReplaceAll(t.Name(), "/", "_")+".log")
-	c := &cluster{t: t, srv: o.srv, queueNm: queue, logPath: logPath}
+	c := &cluster{t: t, srv: o.srv, queueNm: queue, logPath: logPath, delivery: o.delivery}
+	if c.delivery == "" {
+		c.delivery = delivery
+	}
 	hc := devhosttest.Start(t, devhosttest.Options{AppRoot: repoRoot, Executable: handlerBin, Server: o.srv,
 		Instances: o.instances, Settings: settings, LogPath: logPath,
 		Host: func(hopts *devhost.Options) {
 			hopts.LogLevel, hopts.HandlerLogLevel, hopts.MaxTimerFires = slog.LevelDebug, slog.LevelDebug, o.maxFires
+			hopts.Delivery = c.delivery
 			hopts.OnInvoke = func(r devhost.InvokeRecord) {
 				c.mu.Lock()
 				c.records = append(c.records, r)
@@ -171,6 +180,31 @@ func tail(path string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// workFunction and controlFunction name the functions that deliver the work and control
+// queues in the cluster's delivery mode.
+func (c *cluster) workFunction() string {
+	if c.delivery == devhost.DeliveryServiceBus {
+		return "Work"
+	}
+	return "WorkQueue"
+}
+
+func (c *cluster) controlFunction() string {
+	if c.delivery == devhost.DeliveryServiceBus {
+		return "Control"
+	}
+	return "ControlQueue"
+}
+
+// deliveries are the delivery modes a test that runs over deliveries runs: E2E_DELIVERY's,
+// or both.
+func deliveries() []devhost.Delivery {
+	if delivery != "" {
+		return []devhost.Delivery{delivery}
+	}
+	return devhost.Deliveries
+}
+
 // Records returns the invocation records so far.
 func (c *cluster) Records() []devhost.InvokeRecord {
 	c.mu.Lock()
@@ -178,7 +212,8 @@ func (c *cluster) Records() []devhost.InvokeRecord {
 	return append([]devhost.InvokeRecord(nil), c.records...)
 }
 
-// envelopeOf decodes the Baton envelope of a WorkQueue invocation request.
+// envelopeOf decodes the Baton envelope of a work or control invocation request, with its
+// delivery count (DequeueCount, or DeliveryCount in the Service Bus delivery mode).
 func envelopeOf(r devhost.InvokeRecord) (work.Envelope, int64, bool) {
 	req, err := protocol.DecodeRequest(r.Request)
 	if err != nil {
@@ -191,6 +226,10 @@ func envelopeOf(r devhost.InvokeRecord) (work.Envelope, int64, bool) {
 	env, err := work.DecodeEnvelope(body)
 	if err != nil {
 		return work.Envelope{}, 0, false
+	}
+	if _, ok := req.Metadata["DeliveryCount"]; ok {
+		md, _ := protocol.DecodeServiceBusMetadata(req.Metadata)
+		return env, md.DeliveryCount, true
 	}
 	md, _ := protocol.DecodeQueueMetadata(req.Metadata)
 	return env, md.DequeueCount, true

@@ -42,7 +42,7 @@ func controlResume(t *testing.T, c *cluster, run string) (devhost.LogLine, devho
 			}
 			fns = append(fns, r.Function)
 			e, _, ok := envelopeOf(r)
-			if r.Function == "ControlQueue" && ok && e.Kind == work.KindCheck && e.Run == run {
+			if r.Function == c.controlFunction() && ok && e.Kind == work.KindCheck && e.Run == run {
 				rec, env = r, e
 				return true, nil
 			}

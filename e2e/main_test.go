@@ -10,6 +10,11 @@
 //	E2E_HANDLER_RACE  build the handler with -race too (slower start-up, catches handler races)
 //	E2E_LOG_DIR       where each test's host log goes (default: a fresh $TMPDIR/baton-e2e-logs-*
 //	                  directory, removed when every test passed)
+//	E2E_DELIVERY      how the devhost delivers the work and control queues: queue (default; the
+//	                  WorkQueue and ControlQueue functions, Storage queue trigger) or servicebus
+//	                  (the Work and Control functions, with Service Bus's delivery semantics on
+//	                  the same Storage queues; docs/design.md). Unset, the tests that run over
+//	                  deliveries (the kill-worker and poison-partition chaos tests) run both
 //	SOAK_OCCURRENCES, SOAK_SEED, SOAK_MODES
 //	                  the chaos soak (TestSoak, soak_test.go; docs/reliability.md)
 package e2e_test
@@ -24,6 +29,7 @@ import (
 	"testing"
 
 	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/internal/devhost"
 )
 
 var (
@@ -33,6 +39,9 @@ var (
 	repoRoot string
 	// handlerBin is the handler built once for the whole package.
 	handlerBin string
+	// delivery is the clusters' delivery mode (E2E_DELIVERY; "" when unset: the Storage
+	// queue's, and the tests run over deliveries run both).
+	delivery devhost.Delivery
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -42,6 +51,13 @@ func run(m *testing.M) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	if v := os.Getenv("E2E_DELIVERY"); v != "" {
+		if delivery, err = devhost.ParseDelivery(v); err != nil {
+			fmt.Fprintln(os.Stderr, "E2E_DELIVERY:", err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "e2e: delivery %s\n", delivery)
 	}
 	if repoRoot, err = azurite.RepoRoot(wd); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -102,6 +102,7 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	progress := fs.Duration("progress", time.Second, "progress line interval (0: off)")
 	timer := fs.String("timer", string(devhost.TimerAll), "where a timer occurrence fires: all (every instance, the worst case) | one (one random running instance, as in Azure)")
 	timerSeed := fs.Int64("timer-seed", 0, "seed for -timer one's choice of instance (0: random, logged at start)")
+	delivery := fs.String("delivery", string(devhost.DeliveryQueue), "how queue messages are delivered: queue (the Storage queue trigger) | servicebus (the serviceBusTrigger functions, with Service Bus's peek-lock, redelivery, dead-lettering, scheduling and duplicate detection, on Storage queues)")
 	set := settingsFlag{}
 	fs.Var(set, "set", "override a setting, KEY=VALUE (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -110,6 +111,10 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	mode, err := devhost.ParseTimerMode(*timer)
 	if err != nil {
 		return fmt.Errorf("-timer: %w", err)
+	}
+	dmode, err := devhost.ParseDelivery(*delivery)
+	if err != nil {
+		return fmt.Errorf("-delivery: %w", err)
 	}
 	handler, err := handlerBinary(ctx, *app, *exe, *pkg, out)
 	if err != nil {
@@ -136,7 +141,7 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	}
 	h, err := devhost.New(devhost.Options{AppRoot: *app, Executable: handler, Instances: *n, SettingsFile: *settingsFile,
 		Settings: set, HTTPAddr: *httpAddr, ControlAddr: *control, Out: out, LogLevel: level, HandlerLogLevel: level,
-		ProgressInterval: prog, TimerMode: mode, TimerSeed: *timerSeed})
+		ProgressInterval: prog, TimerMode: mode, TimerSeed: *timerSeed, Delivery: dmode})
 	if err != nil {
 		return err
 	}

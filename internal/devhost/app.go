@@ -22,6 +22,10 @@ const (
 	DefaultMaxDequeueCount    = 5
 	DefaultMaxPollingInterval = time.Minute
 	DefaultMessageEncoding    = "base64"
+	// DefaultMaxAutoLockRenewal and DefaultMaxConcurrentCalls are the Service Bus extension
+	// 5.x defaults of maxAutoLockRenewalDuration and maxConcurrentCalls (one processor).
+	DefaultMaxAutoLockRenewal = 5 * time.Minute
+	DefaultMaxConcurrentCalls = 16
 	// MaxBatchSize is the most messages one Get Messages call may return.
 	MaxBatchSize = 32
 )
@@ -39,6 +43,18 @@ type HostConfig struct {
 	// RoutePrefix is extensions.http.routePrefix ("api" unless set, "" allowed).
 	RoutePrefix string
 	Queues      QueueOptions
+	ServiceBus  ServiceBusOptions
+}
+
+// ServiceBusOptions is the part of extensions.serviceBus that the Service Bus delivery mode
+// (Options.Delivery) acts on.
+type ServiceBusOptions struct {
+	// MaxAutoLockRenewal is maxAutoLockRenewalDuration: how long the trigger keeps renewing a
+	// message's lock while its invocation runs (default 5 minutes).
+	MaxAutoLockRenewal time.Duration
+	// MaxConcurrentCalls bounds the invocations in flight per instance and queue (default 16
+	// per processor; the devhost counts one processor).
+	MaxConcurrentCalls int
 }
 
 // QueueOptions is extensions.queues.
@@ -242,6 +258,10 @@ func ReadHostConfig(root string) (HostConfig, error) {
 				MaxPollingInterval *string `json:"maxPollingInterval"`
 				MessageEncoding    *string `json:"messageEncoding"`
 			} `json:"queues"`
+			ServiceBus struct {
+				MaxAutoLockRenewalDuration *string `json:"maxAutoLockRenewalDuration"`
+				MaxConcurrentCalls         *int    `json:"maxConcurrentCalls"`
+			} `json:"serviceBus"`
 		} `json:"extensions"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
@@ -256,6 +276,7 @@ func ReadHostConfig(root string) (HostConfig, error) {
 		RoutePrefix:      DefaultRoutePrefix,
 		Queues: QueueOptions{BatchSize: DefaultBatchSize, MaxDequeueCount: DefaultMaxDequeueCount,
 			MaxPollingInterval: DefaultMaxPollingInterval, MessageEncoding: DefaultMessageEncoding},
+		ServiceBus: ServiceBusOptions{MaxAutoLockRenewal: DefaultMaxAutoLockRenewal, MaxConcurrentCalls: DefaultMaxConcurrentCalls},
 	}
 	var errs []error
 	dur := func(field string, v *string, dst *time.Duration) {
@@ -303,6 +324,14 @@ func ReadHostConfig(root string) (HostConfig, error) {
 	}
 	if hc.Queues.MessageEncoding != "base64" && hc.Queues.MessageEncoding != "none" {
 		errs = append(errs, fmt.Errorf("extensions.queues.messageEncoding %q: want base64 or none", hc.Queues.MessageEncoding))
+	}
+	sb := raw.Extensions.ServiceBus
+	dur("extensions.serviceBus.maxAutoLockRenewalDuration", sb.MaxAutoLockRenewalDuration, &hc.ServiceBus.MaxAutoLockRenewal)
+	if sb.MaxConcurrentCalls != nil {
+		hc.ServiceBus.MaxConcurrentCalls = *sb.MaxConcurrentCalls
+	}
+	if hc.ServiceBus.MaxConcurrentCalls < 1 || hc.ServiceBus.MaxAutoLockRenewal < 0 {
+		errs = append(errs, errors.New("extensions.serviceBus: maxConcurrentCalls must be >= 1 and maxAutoLockRenewalDuration >= 0"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return hc, fmt.Errorf("%s: %w", path, err)

@@ -24,7 +24,13 @@
 //     messages are in flight per instance.
 //   - httpTrigger: one local listener serves /<routePrefix>/<route> for every HTTP function and
 //     invokes a random live instance. No function key is needed locally (as with Core Tools).
-//   - serviceBusTrigger is not emulated (there is no local broker); the host says so at start.
+//   - serviceBusTrigger is not emulated by default (there is no local broker); the host says so
+//     at start. With Options.Delivery DeliveryServiceBus it is, on the Storage queue of the same
+//     name and in place of the queueTrigger function there: peek-lock with a lock that lapses
+//     after maxAutoLockRenewalDuration, immediate redelivery after a failure, DeliveryCount,
+//     dead-lettering to <queue>-poison after the max delivery count, scheduled messages to the
+//     millisecond and duplicate detection by MessageId (servicebus.go; docs/design.md lists
+//     what it cannot emulate).
 //
 // Every request has the host's wire form (built with the protocol package's encoders; see
 // docs/design.md, Host protocol) and every reply is judged as the host judges it: a success only when
@@ -50,7 +56,7 @@
 // WaitLine, Subscribe) and rendered for a terminal.
 //
 // What is not emulated: the host's timer singleton lock and schedule monitor storage (mode
-// "one" picks the instance without a lock, and each instance keeps its own ScheduleStatus), Service Bus, function keys, HTTP forwarding/proxying mode, output
+// "one" picks the instance without a lock, and each instance keeps its own ScheduleStatus), a Service Bus broker, function keys, HTTP forwarding/proxying mode, output
 // bindings other than http, retry policies, health-ping restarts, and the host's own logs beyond
 // the few lines that help read a run.
 package devhost

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/protocol"
 )
@@ -35,6 +37,8 @@ func TestMain(m *testing.M) {
 //	Fail   500
 //	Tick   200 with empty Outputs
 //	Queue  200, or 500 when the message body contains "fail"
+//	SB     as Queue, with the Service Bus metadata required (else 400); a body that contains
+//	       "slow" is answered after 4 s on its first delivery
 func fakeHandler() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
@@ -70,22 +74,38 @@ func fakeHandler() {
 		_, _ = io.WriteString(w, `{"error":"boom"}`)
 	})
 	mux.HandleFunc("POST /Tick", func(w http.ResponseWriter, r *http.Request) { reply(w, map[string]any{"Outputs": map[string]any{}}) })
-	mux.HandleFunc("POST /Queue", func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		req, err := protocol.DecodeRequest(body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
+	// queueFn is Queue, or SB when serviceBus is set.
+	queueFn := func(serviceBus bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			req, err := protocol.DecodeRequest(body)
+			var md protocol.ServiceBusMetadata
+			if err == nil && serviceBus {
+				md, err = protocol.DecodeServiceBusMetadata(req.Metadata)
+			}
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			msg, _ := protocol.DecodeMessage(req.Data["msg"])
+			if strings.Contains(string(msg), "fail") {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusInternalServerError)
+				_, _ = io.WriteString(w, `{"error":"asked to fail"}`)
+				return
+			}
+			if serviceBus && strings.Contains(string(msg), "slow") && md.DeliveryCount == 1 {
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(4 * time.Second):
+				}
+			}
+			reply(w, map[string]any{"Outputs": map[string]any{}})
 		}
-		msg, _ := protocol.DecodeMessage(req.Data["msg"])
-		if strings.Contains(string(msg), "fail") {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusInternalServerError)
-			_, _ = io.WriteString(w, `{"error":"asked to fail"}`)
-			return
-		}
-		reply(w, map[string]any{"Outputs": map[string]any{}})
-	})
+	}
+	mux.HandleFunc("POST /Queue", queueFn(false))
+	mux.HandleFunc("POST /SB", queueFn(true))
 	srv := &http.Server{Addr: "127.0.0.1:" + os.Getenv("FUNCTIONS_CUSTOMHANDLER_PORT"), Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -117,15 +137,7 @@ func fakeApp(t *testing.T, queue bool) string {
 			"queues": map[string]any{"batchSize": 4, "newBatchThreshold": 2, "maxDequeueCount": 3,
 				"visibilityTimeout": "00:00:01", "maxPollingInterval": "00:00:00.5", "messageEncoding": "base64"}},
 	}
-	write := func(path string, v any) {
-		b, _ := json.MarshalIndent(v, "", "  ")
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(path string, v any) { writeJSONFile(t, path, v) }
 	write(filepath.Join(root, "host.json"), host)
 	httpFn := func(route string, methods ...string) map[string]any {
 		return map[string]any{"bindings": []map[string]any{
@@ -144,6 +156,34 @@ func fakeApp(t *testing.T, queue bool) string {
 			{"name": "msg", "type": "queueTrigger", "direction": "in", "queueName": "%FAKE_QUEUE%", "connection": "FakeStorage"}}})
 	}
 	return root
+}
+
+// writeJSONFile writes v, indented, to path, creating its folder.
+func writeJSONFile(t *testing.T, path string, v any) {
+	t.Helper()
+	b, _ := json.MarshalIndent(v, "", "  ")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testQueue creates a fresh queue on the shared Azurite and returns it with its name.
+func testQueue(t *testing.T, ctx context.Context) (*azurite.Server, *azqueue.ServiceClient, *azqueue.QueueClient, string) {
+	t.Helper()
+	srv := azurite.Shared(t)
+	queue := "q" + azurite.UniqueName(t, "x")[len("x-"):][:20]
+	svc, err := azqueue.NewServiceClientFromConnectionString(srv.ConnectionString(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := svc.NewQueueClient(queue)
+	if _, err := q.Create(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	return srv, svc, q, queue
 }
 
 // neverSchedule is a schedule that does not fire during a test.

@@ -82,6 +82,18 @@ type Options struct {
 	// messages (its in-memory store indexes by account first), so per-instance fast polling
 	// would load Azurite in proportion to instances × backlog.
 	ControlPollingInterval time.Duration
+	// Delivery is how queue messages are delivered: DeliveryQueue (the default) runs every
+	// queueTrigger function as the Storage Queues extension does; DeliveryServiceBus runs every
+	// serviceBusTrigger function with Service Bus's delivery semantics on the Storage queue of
+	// the same name (there is no local broker), in place of the queueTrigger function on that
+	// queue. See servicebus.go and docs/design.md.
+	Delivery Delivery
+	// LockDuration is the emulated Service Bus queue's lock duration (DeliveryServiceBus;
+	// default DefaultLockDuration; whole seconds, as the Storage queue's visibility timeout).
+	LockDuration time.Duration
+	// DuplicateWindow is the emulated queue's duplicate detection history window
+	// (DeliveryServiceBus; default DefaultDuplicateWindow).
+	DuplicateWindow time.Duration
 	// SkipConfigCheck skips validating the settings with Baton's config.Load: for a handler
 	// that is not Baton (tests). It also turns the progress line off.
 	SkipConfigCheck bool
@@ -161,6 +173,18 @@ func New(opts Options) (*Host, error) {
 		return nil, fmt.Errorf("Options.TimerMode: %w", err)
 	}
 	opts.TimerMode = mode
+	delivery, err := ParseDelivery(string(opts.Delivery))
+	if err != nil {
+		return nil, fmt.Errorf("Options.Delivery: %w", err)
+	}
+	opts.Delivery = delivery
+	if opts.LockDuration <= 0 {
+		opts.LockDuration = DefaultLockDuration
+	}
+	opts.LockDuration = max(opts.LockDuration.Round(time.Second), time.Second)
+	if opts.DuplicateWindow <= 0 {
+		opts.DuplicateWindow = DefaultDuplicateWindow
+	}
 	if opts.TimerSeed == 0 {
 		opts.TimerSeed = rand.Int64()
 	}
@@ -251,6 +275,14 @@ func expandVars(s string, settings *Settings) string {
 // prepare sets up the trigger of one function.
 func (h *Host) prepare(fn *Function) error {
 	b := fn.Trigger()
+	if h.opts.Delivery == DeliveryServiceBus && strings.EqualFold(b.Type, "serviceBusTrigger") && !fn.Disabled {
+		q, err := newServiceBusTrigger(h, fn)
+		if err != nil {
+			return err
+		}
+		h.queues = append(h.queues, q)
+		return nil
+	}
 	if fn.Disabled || h.settings.Disabled(fn.Name) {
 		h.log.Info("function disabled", "function", fn.Name, "trigger", b.Type,
 			"by", "AzureWebJobs."+fn.Name+".Disabled")
@@ -264,6 +296,10 @@ func (h *Host) prepare(fn *Function) error {
 		}
 		h.timers = append(h.timers, t)
 	case "queuetrigger":
+		if sb := h.serviceBusTwin(fn); sb != nil {
+			h.log.Info("function replaced by the Service Bus delivery mode", "function", fn.Name, "by", sb.Name)
+			return nil
+		}
 		q, err := newQueueTrigger(h, fn)
 		if err != nil {
 			return err
@@ -333,10 +369,18 @@ func (h *Host) Start(ctx context.Context) error {
 		h.goTrigger(t.run)
 	}
 	for _, q := range h.queues {
-		h.log.Info("queue listener", "function", q.fn.Name, "queue", q.name, "batchSize", q.opts.BatchSize,
-			"newBatchThreshold", q.opts.NewBatchThreshold, "maxDequeueCount", q.opts.MaxDequeueCount,
-			"visibilityTimeout", q.opts.VisibilityTimeout.String(), "maxPollingInterval", q.opts.MaxPollingInterval.String(),
-			"oneListenerForAllInstances", q.shared)
+		if q.sb != nil {
+			h.log.Info("Service Bus delivery on a Storage queue", "function", q.fn.Name, "queue", q.name,
+				"lockDuration", h.opts.LockDuration.String(), "maxAutoLockRenewalDuration", q.sb.renewFor.String(),
+				"maxDeliveryCount", q.opts.MaxDequeueCount, "duplicateWindow", h.opts.DuplicateWindow.String(),
+				"maxConcurrentCalls", q.opts.BatchSize+q.opts.NewBatchThreshold, "deadLetterQueue", q.name+PoisonSuffix,
+				"oneListenerForAllInstances", q.shared)
+		} else {
+			h.log.Info("queue listener", "function", q.fn.Name, "queue", q.name, "batchSize", q.opts.BatchSize,
+				"newBatchThreshold", q.opts.NewBatchThreshold, "maxDequeueCount", q.opts.MaxDequeueCount,
+				"visibilityTimeout", q.opts.VisibilityTimeout.String(), "maxPollingInterval", q.opts.MaxPollingInterval.String(),
+				"oneListenerForAllInstances", q.shared)
+		}
 		if q.shared {
 			h.goTrigger(q.listenShared)
 			continue

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -52,22 +53,38 @@ type queueTrigger struct {
 
 	poisonOnce sync.Mutex
 	poisonMade bool
+
+	// sb is set in the Service Bus delivery mode (servicebus.go).
+	sb *sbDelivery
+}
+
+// queueNameOf resolves a queue-triggered function's queueName (lower case, as queue names are).
+func (h *Host) queueNameOf(fn *Function) (string, error) {
+	name, err := h.settings.Resolve(fn.Trigger().Prop("queueName"))
+	if err != nil {
+		return "", fmt.Errorf("%s queueName: %w", fn.Name, err)
+	}
+	return strings.ToLower(name), nil
 }
 
 func newQueueTrigger(h *Host, fn *Function) (*queueTrigger, error) {
+	return newStorageQueueTrigger(h, fn, fn.Trigger().Prop("connection"))
+}
+
+// newStorageQueueTrigger sets up fn's listener on the Storage queue of its queueName, in the
+// account named by the connection setting conn ("" for AzureWebJobsStorage).
+func newStorageQueueTrigger(h *Host, fn *Function, conn string) (*queueTrigger, error) {
 	b := fn.Trigger()
-	name, err := h.settings.Resolve(b.Prop("queueName"))
+	name, err := h.queueNameOf(fn)
 	if err != nil {
-		return nil, fmt.Errorf("%s queueName: %w", fn.Name, err)
+		return nil, err
 	}
-	name = strings.ToLower(name)
 	if err := config.ValidateQueueName(name); err != nil {
 		return nil, fmt.Errorf("%s queueName %q: %w", fn.Name, name, err)
 	}
 	if err := config.ValidateQueueName(name + PoisonSuffix); err != nil {
 		return nil, fmt.Errorf("%s: poison queue name %q: %w", fn.Name, name+PoisonSuffix, err)
 	}
-	conn := b.Prop("connection")
 	if conn == "" {
 		conn = config.SettingHostStorage
 	}
@@ -235,6 +252,10 @@ func firstLine(s string) string {
 
 // process handles one dequeued message on in.
 func (t *queueTrigger) process(ctx context.Context, in *Instance, m *azqueue.DequeuedMessage) {
+	if t.sb != nil {
+		t.sb.process(ctx, in, m)
+		return
+	}
 	h := t.h
 	id, receipt := *m.MessageID, *m.PopReceipt
 	text := ""
@@ -276,35 +297,9 @@ func (t *queueTrigger) process(ctx context.Context, in *Instance, m *azqueue.Deq
 	}
 
 	// Keep the message invisible while the function runs: renew at half the lease.
-	var rmu sync.Mutex
-	current := receipt
-	renewCtx, stopRenew := context.WithCancel(ctx)
-	renewDone := make(chan struct{})
-	go func() {
-		defer close(renewDone)
-		tick := time.NewTicker(MessageLease / 2)
-		defer tick.Stop()
-		for {
-			select {
-			case <-renewCtx.Done():
-				return
-			case <-tick.C:
-			}
-			rmu.Lock()
-			r, err := t.q.UpdateMessage(renewCtx, id, current, text, &azqueue.UpdateMessageOptions{VisibilityTimeout: to.Ptr(int32(MessageLease / time.Second))})
-			if err == nil && r.PopReceipt != nil {
-				current = *r.PopReceipt
-			}
-			rmu.Unlock()
-			if err != nil && renewCtx.Err() == nil {
-				log.Warn("message lease renewal failed", "err", firstLine(err.Error()))
-			}
-		}
-	}()
+	stopRenew := t.renew(ctx, log, id, receipt, text, MessageLease, 0, nil)
 	_, err := in.invoke(ctx, t.fn.Name, queueRequest(t.fn.Name, t.binding, qm, h.now()), id)
-	stopRenew()
-	<-renewDone
-	receipt = current
+	receipt = stopRenew()
 
 	switch {
 	case errors.Is(err, ErrNotReady):
@@ -334,6 +329,51 @@ func (t *queueTrigger) process(ctx context.Context, in *Instance, m *azqueue.Deq
 			_, err := t.q.UpdateMessage(c, id, receipt, text, &azqueue.UpdateMessageOptions{VisibilityTimeout: to.Ptr(vis)})
 			return err
 		})
+	}
+}
+
+// renew keeps message id invisible for lease at a time, renewing at half of it, until the
+// returned stop is called (which returns the current pop receipt) or, when renewFor > 0, until
+// renewFor has passed since the start: then renewal stops and the message becomes visible a
+// lease after the last renewal. A renewal is skipped while skip (when set) reports true.
+func (t *queueTrigger) renew(ctx context.Context, log *slog.Logger, id, receipt, text string, lease, renewFor time.Duration, skip func() bool) (stop func() string) {
+	var mu sync.Mutex
+	current := receipt
+	renewCtx, cancel := context.WithCancel(ctx)
+	if renewFor > 0 {
+		renewCtx, cancel = context.WithTimeout(ctx, renewFor)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(lease / 2)
+		defer tick.Stop()
+		for {
+			select {
+			case <-renewCtx.Done():
+				return
+			case <-tick.C:
+			}
+			if skip != nil && skip() {
+				continue
+			}
+			mu.Lock()
+			r, err := t.q.UpdateMessage(renewCtx, id, current, text, &azqueue.UpdateMessageOptions{VisibilityTimeout: to.Ptr(int32(lease / time.Second))})
+			if err == nil && r.PopReceipt != nil {
+				current = *r.PopReceipt
+			}
+			mu.Unlock()
+			if err != nil && renewCtx.Err() == nil {
+				log.Warn("message lease renewal failed", "err", firstLine(err.Error()))
+			}
+		}
+	}()
+	return func() string {
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return current
 	}
 }
 

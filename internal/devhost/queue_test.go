@@ -12,7 +12,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
-	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/protocol"
 )
 
@@ -21,17 +20,8 @@ import (
 // metadata and deleted; a failing one is retried with rising DequeueCount and then copied,
 // unchanged, to <queue>-poison; a message that is not base64 goes there without an invocation.
 func TestHost_QueueSemantics(t *testing.T) {
-	srv := azurite.Shared(t)
-	queue := "q" + azurite.UniqueName(t, "x")[len("x-"):][:20]
-	svc, err := azqueue.NewServiceClientFromConnectionString(srv.ConnectionString(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := testCtx(t, 2*time.Minute)
-	q := svc.NewQueueClient(queue)
-	if _, err := q.Create(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	srv, svc, q, queue := testQueue(t, ctx)
 	var mu sync.Mutex
 	records := map[string][]InvokeRecord{} // by message body
 	h := startFake(t, fakeApp(t, true), 2, map[string]string{"FAKE_QUEUE": queue, "FakeStorage": srv.ConnectionString()}, func(o *Options) {
