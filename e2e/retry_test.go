@@ -40,7 +40,6 @@ func partitionTries(c *cluster, run string, part int) (tries []work.Envelope, co
 // message and schedules the next one further ahead (10 s, 20 s, 40 s, ... less jitter), so
 // no delivery is spent on the outage and no invocation fails.
 func TestRetry_DependencyDownFor60sThenTheRunSucceeds(t *testing.T) {
-	t.Parallel() // mostly waiting out the backoff: beside the other retry test, after the rest
 	until := time.Now().Add(60 * time.Second).UTC()
 	c := startCluster(t, clusterOpts{params: fmt.Sprintf(`{"partitions":3,"failUntil":%q}`, until.Format(time.RFC3339Nano)),
 		extra: map[string]string{config.SettingRunTimeout: retryTimeout}})
@@ -84,7 +83,6 @@ func TestRetry_DependencyDownFor60sThenTheRunSucceeds(t *testing.T) {
 // error in the run's detail (GET /api/runs/{id}); the run ends partial and, since the failure
 // is recorded, nothing goes to the poison queue.
 func TestRetry_AlwaysFailingPartitionIsRecordedAfterThePolicysTries(t *testing.T) {
-	t.Parallel() // mostly waiting out the backoff: beside the other retry test, after the rest
 	c := startCluster(t, clusterOpts{params: `{"partitions":3,"failAlways":[1]}`,
 		extra: map[string]string{config.SettingRunTimeout: retryTimeout}})
 	ctx := testCtx(t, 5*time.Minute)
