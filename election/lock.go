@@ -49,6 +49,8 @@ type Lease struct {
 	AcquiredAt time.Time
 	// Duration is the lease duration the lock was acquired with.
 	Duration time.Duration
+	// Name is the named lock's name (Leader.RunAsLeaderOf), "" for the Leader's own lock.
+	Name string
 }
 
 // HeldError reports that another process holds the lock. Match it with errors.As.

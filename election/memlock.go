@@ -136,3 +136,31 @@ func (f *MemoryLock) Break() {
 	defer f.mu.Unlock()
 	f.leaseID = ""
 }
+
+// MemoryLocks hands out one MemoryLock per name, created on first use: the named locks of a
+// Leader (LeaderConfig.Locks) in tests. Safe for concurrent use.
+type MemoryLocks struct {
+	duration time.Duration
+	mu       sync.Mutex
+	locks    map[string]*MemoryLock
+}
+
+// NewMemoryLocks returns named locks whose leases last d.
+func NewMemoryLocks(d time.Duration) *MemoryLocks {
+	return &MemoryLocks{duration: d, locks: map[string]*MemoryLock{}}
+}
+
+// Lock returns the lock named name (LeaderConfig.Locks).
+func (m *MemoryLocks) Lock(name string) (Lock, error) { return m.Get(name), nil }
+
+// Get returns the lock named name, for a test to inspect or break.
+func (m *MemoryLocks) Get(name string) *MemoryLock {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.locks[name]
+	if !ok {
+		l = NewMemoryLock(m.duration)
+		m.locks[name] = l
+	}
+	return l
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/url"
 	"path"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,15 +64,19 @@ type BlobLock struct {
 
 var _ election.Lock = (*BlobLock)(nil)
 
-// NewBlobLock returns a lock over the blob name in c. The container and the blob are created
+// NewBlobLock returns a lock over the blob name in c (folders separated by '/' allowed). The container and the blob are created
 // on first Acquire when missing; no network I/O happens here.
 func NewBlobLock(c *container.Client, name string, opts BlobLockOptions) (*BlobLock, error) {
 	var errs []error
 	if c == nil {
 		errs = append(errs, errors.New("container client is nil"))
 	}
-	if err := config.ValidateBlobName(name); err != nil {
-		errs = append(errs, fmt.Errorf("lease name %q: %w", name, err))
+	// A name may have folders ("runs/<run>"), each a valid blob name.
+	for seg := range strings.SplitSeq(name, "/") {
+		if err := config.ValidateBlobName(seg); err != nil {
+			errs = append(errs, fmt.Errorf("lease name %q: %w", name, err))
+			break
+		}
 	}
 	if opts.Duration == 0 {
 		opts.Duration = election.DefaultLeaseDuration
