@@ -135,13 +135,14 @@ func waitReport(t *testing.T, ctx context.Context, c *devhosttest.Cluster, run s
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		// The aggregator claims the report with an in-progress one, then replaces it.
 		rep, _, err := c.Store.ReadReport(ctx, run)
-		if err == nil {
+		if err == nil && rep.State.Final() {
 			return rep
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("run %s has no report: %v (last error %v; log: %s)", run, ctx.Err(), err, c.LogPath)
+			t.Fatalf("run %s has no final report: %v (last read: %s, %v; log: %s)", run, ctx.Err(), rep.State, err, c.LogPath)
 		case <-tick.C:
 		}
 	}
