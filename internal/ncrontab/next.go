@@ -1,7 +1,6 @@
 package ncrontab
 
 import (
-	"math"
 	"math/bits"
 	"time"
 )
@@ -9,6 +8,10 @@ import (
 // searchYears bounds the search of Next and Prev: the Gregorian calendar repeats every 400
 // years, so every date an accepted expression matches occurs within any 400 years.
 const searchYears = 400
+
+// maxCandidates bounds the matching wall-clock times Next and Prev try: only those skipped by
+// the clocks (a few a year) fail, so it is never reached in 400 years.
+const maxCandidates = 1 << 14
 
 // maxUnix bounds the instants Next and Prev accept (about 140 million years either side of
 // 1970), so that no arithmetic on them can overflow.
@@ -26,15 +29,14 @@ func (e Expr) Next(after time.Time, loc *time.Location) (time.Time, bool) {
 		loc = time.UTC
 	}
 	// w is the least wall-clock time whose first instant is at or after s. That is s's own wall
-	// clock, unless s repeats an earlier wall-clock time (the clocks were put back at z.start):
-	// then every wall-clock time up to the one the clocks were put back from has already been.
-	z := zoneAt(loc, s)
-	w := s + z.off
-	if prev, ok := zoneBefore(loc, z); ok && prev.off > z.off && s < z.start+(prev.off-z.off) {
-		w = z.start + prev.off
+	// clock, unless s repeats an earlier wall-clock time (the clocks were put back): then every
+	// wall-clock time up to the one the clocks were put back from has already been.
+	w := s + offsetAt(loc, s)
+	if end, ok := repeatedFrom(loc, s); ok {
+		w = end
 	}
 	limit := fromWall(w).y + searchYears
-	for {
+	for range maxCandidates {
 		c, ok := e.nextCivil(fromWall(w), limit)
 		if !ok {
 			return time.Time{}, false
@@ -50,6 +52,7 @@ func (e Expr) Next(after time.Time, loc *time.Location) (time.Time, bool) {
 			return time.Unix(u, 0).UTC(), true
 		}
 	}
+	return time.Time{}, false
 }
 
 // Prev returns the latest occurrence of e in loc at or before the instant before, in UTC. It
@@ -64,15 +67,14 @@ func (e Expr) Prev(before time.Time, loc *time.Location) (time.Time, bool) {
 		loc = time.UTC
 	}
 	// w is the greatest wall-clock time whose first instant is at or before s. That is s's own
-	// wall clock, unless s repeats an earlier wall-clock time (the clocks were put back at
-	// z.start): then every wall-clock time up to the one the clocks were put back from has been.
-	z := zoneAt(loc, s)
-	w := s + z.off
-	if prev, ok := zoneBefore(loc, z); ok && prev.off > z.off && s < z.start+(prev.off-z.off) {
-		w = z.start + prev.off - 1
+	// wall clock, unless s repeats an earlier wall-clock time (the clocks were put back): then
+	// every wall-clock time up to the one the clocks were put back from has been.
+	w := s + offsetAt(loc, s)
+	if end, ok := repeatedFrom(loc, s); ok {
+		w = end - 1
 	}
 	limit := fromWall(w).y - searchYears
-	for {
+	for range maxCandidates {
 		c, ok := e.prevCivil(fromWall(w), limit)
 		if !ok {
 			return time.Time{}, false
@@ -88,6 +90,7 @@ func (e Expr) Prev(before time.Time, loc *time.Location) (time.Time, bool) {
 			return time.Unix(u, 0).UTC(), true
 		}
 	}
+	return time.Time{}, false
 }
 
 // civil is a wall-clock date and time, with no time zone.
@@ -287,56 +290,70 @@ func fromWall(w int64) civil {
 	return civil{y, mo, d, sec / 3600, sec / 60 % 60, sec % 60}
 }
 
-// zone is a period of a time zone with one UTC offset: the instants start <= u < end (Unix
-// seconds) show the wall clock u+off.
-type zone struct{ off, start, end int64 }
+// The functions below learn about a time zone only from the UTC offset it has at an instant:
+// time.Time.ZoneBounds is not reliable enough (for years that Go computes from a zone's TZ rule
+// string, it reports the periods' ends one day early in leap years).
 
-// zoneAt returns the zone period of loc that contains the instant u.
-func zoneAt(loc *time.Location, u int64) zone {
+// offsetAt returns the UTC offset of loc at the instant u.
+func offsetAt(loc *time.Location, u int64) int64 {
 	if loc == time.UTC {
-		return zone{0, math.MinInt64, math.MaxInt64}
+		return 0
 	}
-	t := time.Unix(u, 0).In(loc)
-	_, off := t.Zone()
-	z := zone{int64(off), math.MinInt64, math.MaxInt64}
-	start, end := t.ZoneBounds()
-	if !start.IsZero() {
-		z.start = start.Unix()
-	}
-	if !end.IsZero() {
-		z.end = end.Unix()
-	}
-	return z
+	_, off := time.Unix(u, 0).In(loc).Zone()
+	return int64(off)
 }
 
-// zoneBefore returns the zone period that ends where z starts, if any.
-func zoneBefore(loc *time.Location, z zone) (zone, bool) {
-	if z.start == math.MinInt64 {
-		return zone{}, false
+// transition returns an instant T in (lo, hi] where the offset changes from lo's, given that the
+// offsets at lo and hi differ: offsetAt(T-1) == offsetAt(lo) != offsetAt(T).
+func transition(loc *time.Location, lo, hi int64) int64 {
+	o := offsetAt(loc, lo)
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if offsetAt(loc, mid) == o {
+			lo = mid
+		} else {
+			hi = mid
+		}
 	}
-	return zoneAt(loc, z.start-1), true
+	return hi
 }
 
-// maxOffset bounds the UTC offsets of every time zone (they lie within ±16 hours; Local Mean
-// Times included), so that the instants showing a wall-clock time w lie within w±maxOffset.
-const maxOffset = 26 * 3600
+// maxOffset bounds the UTC offsets of every time zone (they lie within ±16 hours, historical
+// Local Mean Times included), so that the instants showing a wall-clock time w lie within
+// w±maxOffset.
+const maxOffset = 18 * 3600
 
 // resolve returns the first instant u whose wall clock in loc is w. If w does not exist, ok is
 // false and, when the clocks jumped over it, [gapStart, gapEnd) is the wall-clock range they
-// jumped over.
+// jumped over. It assumes, as holds for every time zone, that the offset changes at most once
+// within 2*maxOffset: the instants showing w then have the offset in effect before the change
+// or the one after it.
 func resolve(loc *time.Location, w int64) (u int64, ok bool, gapStart, gapEnd int64) {
-	z := zoneAt(loc, w-maxOffset)
-	for {
-		if u := w - z.off; z.start <= u && u < z.end {
-			return u, true, 0, 0
-		}
-		if z.end > w+maxOffset {
-			return 0, false, gapStart, gapEnd
-		}
-		next := zoneAt(loc, z.end)
-		if from, to := z.end+z.off, z.end+next.off; from <= w && w < to {
-			gapStart, gapEnd = from, to
-		}
-		z = next
+	lo, hi := w-maxOffset, w+maxOffset
+	before, after := offsetAt(loc, lo), offsetAt(loc, hi)
+	// With the clocks put back (before > after), the instant on the earlier offset comes first;
+	// otherwise at most one of the two exists.
+	if u := w - before; offsetAt(loc, u) == before {
+		return u, true, 0, 0
 	}
+	if u := w - after; after != before && offsetAt(loc, u) == after {
+		return u, true, 0, 0
+	}
+	if after > before {
+		t := transition(loc, lo, hi)
+		return 0, false, t + before, t + after
+	}
+	return 0, false, 0, 0
+}
+
+// repeatedFrom reports whether the instant s shows a wall-clock time that an earlier instant
+// showed already, because the clocks were put back. If so, end is the wall-clock time the
+// clocks were put back from: the least one whose first instant is after s.
+func repeatedFrom(loc *time.Location, s int64) (end int64, repeated bool) {
+	w := s + offsetAt(loc, s)
+	u, ok, _, _ := resolve(loc, w)
+	if !ok || u >= s {
+		return 0, false
+	}
+	return transition(loc, u, s) + (w - u), true
 }
