@@ -158,6 +158,21 @@ func TestDST(t *testing.T) {
 			"2026-10-04T01:59:50+10:30",
 			"2026-10-04T02:30:00+11:00",
 		}},
+		// The last day of leap years that Go computes from a zone's TZ rule string, for which
+		// time.Time.ZoneBounds reports a period ending a day early.
+		{"America/New_York", "0 0 */6 * * *", "2088-12-30T20:00:00-05:00", []string{
+			"2088-12-31T00:00:00-05:00",
+			"2088-12-31T06:00:00-05:00",
+			"2088-12-31T12:00:00-05:00",
+			"2088-12-31T18:00:00-05:00",
+			"2089-01-01T00:00:00-05:00",
+		}},
+		{"Europe/Berlin", "*/20 59 23 31 12 *", "2028-12-31T23:00:00+01:00", []string{
+			"2028-12-31T23:59:00+01:00",
+			"2028-12-31T23:59:20+01:00",
+			"2028-12-31T23:59:40+01:00",
+			"2029-12-31T23:59:00+01:00",
+		}},
 		// Samoa skipped 2011-12-30 entirely, moving from UTC-10 to UTC+14.
 		{"Pacific/Apia", "0 0 12 * * *", "2011-12-28T13:00:00-10:00", []string{
 			"2011-12-29T12:00:00-10:00",
