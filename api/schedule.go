@@ -78,16 +78,16 @@ func parseOccurrences(s string) (int, error) {
 func (a *API) scheduleView(now time.Time) (ScheduleView, error) {
 	sc := a.cfg.Schedule
 	v := ScheduleView{
-		Expression: sc.Schedule.String(), Description: DescribeSchedule(sc.Schedule.String()), TimeZone: "UTC",
+		Expression: sc.Schedule.Cron.String(), Description: DescribeSchedule(sc.Schedule.Cron.String()), TimeZone: "UTC",
 		Overlap: sc.Overlap, Misfire: sc.Misfire, StartingDeadline: sc.StartingDeadline.String(),
 		StartingDeadlineSeconds: int64(sc.StartingDeadline / time.Second), Now: now.UTC(),
 		Next: make([]time.Time, 0, NextOccurrences),
 	}
 	t := now
 	for range NextOccurrences {
-		n, err := sc.Schedule.Next(t)
-		if err != nil {
-			return v, err
+		n, ok := sc.Schedule.Cron.Next(t)
+		if !ok {
+			break
 		}
 		v.Next = append(v.Next, n)
 		t = n
@@ -100,12 +100,9 @@ func pastOccurrences(s coordinator.Schedule, now time.Time, n int) ([]time.Time,
 	out := make([]time.Time, 0, n)
 	t := now
 	for range n {
-		p, err := s.Prev(t)
-		if err != nil {
-			if len(out) > 0 {
-				return out, nil // the schedule has no earlier occurrence
-			}
-			return nil, err
+		p, ok := s.Cron.Prev(t)
+		if !ok {
+			return out, nil // the schedule has no earlier occurrence
 		}
 		out = append(out, p)
 		t = p.Add(-time.Second)
@@ -124,7 +121,7 @@ func (a *API) occurrences(ctx context.Context, now time.Time, n int, first time.
 	}
 	out := make([]OccurrenceView, len(occ))
 	err = forEach(ctx, len(occ), func(ctx context.Context, i int) error {
-		id := coordinator.TimerRunID(occ[i])
+		id := ledger.ScheduleRunID(a.cfg.Schedule.Schedule.Name, occ[i])
 		out[i] = OccurrenceView{Occurrence: occ[i], Run: id}
 		m, err := a.manifest(ctx, id)
 		if errors.Is(err, ledger.ErrNotFound) {

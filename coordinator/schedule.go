@@ -50,6 +50,9 @@ type Schedule struct {
 	JobError error
 	// Cron says when it fires (required).
 	Cron Cron
+	// TimeZone (the IANA name Cron evaluates in) and Description (Cron in words) are for
+	// people: the API and the dashboard show them.
+	TimeZone, Description string
 	// Overlap is the policy for an occurrence that comes while the latest run is in progress
 	// (default OverlapSkip).
 	Overlap Overlap
@@ -78,6 +81,13 @@ func (s *Schedule) withDefaults() {
 	if s.CatchUp == 0 {
 		s.CatchUp = DefaultCatchUp
 	}
+}
+
+// Validate checks s as New would (its zero fields taking their defaults), naming the schedule
+// and the field; heartbeat is the heartbeat's period (0: not checked).
+func (s Schedule) Validate(heartbeat time.Duration) error {
+	s.withDefaults()
+	return s.validate(heartbeat)
 }
 
 // validate checks s (with its defaults), naming the schedule and the field.

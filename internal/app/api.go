@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/batonfn/baton/api"
-	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/protocol"
 )
@@ -36,12 +35,15 @@ func newAPI(f *functions, opts ...func(*api.Config)) (*api.API, error) {
 	return api.New(cfg)
 }
 
-// withSchedule gives the API the timer's schedule and policies (the dashboard's schedule
-// panel and GET /api/runs?occurrences=N).
-func withSchedule(s coordinator.Schedule, cfg config.Config) func(*api.Config) {
-	return func(c *api.Config) {
-		c.Schedule = &api.ScheduleConfig{Schedule: s, Overlap: string(cfg.Overlap), Misfire: string(cfg.Misfire),
-			StartingDeadline: cfg.StartingDeadline}
+// withSchedules gives the API the scheduler: its schedules and policies (the dashboard's
+// schedules page), run now, pause and resume.
+func withSchedules(c *coordinator.Coordinator) func(*api.Config) {
+	return func(cfg *api.Config) {
+		if ss := c.Schedules(); len(ss) > 0 {
+			// Until the API shows every schedule, its schedule panel shows the first.
+			cfg.Schedule = &api.ScheduleConfig{Schedule: ss[0], Overlap: string(ss[0].Overlap), Misfire: "catch-up",
+				StartingDeadline: ss[0].CatchUp}
+		}
 	}
 }
 

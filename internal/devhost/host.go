@@ -443,12 +443,10 @@ func (h *Host) startProgress() error {
 		return err
 	}
 	svc := blobs.ServiceClient()
-	lock, err := bloblease.NewBlobLock(svc.NewContainerClient(h.cfg.LeaseContainer), h.cfg.LeaseName,
-		bloblease.BlobLockOptions{Duration: h.cfg.LeaseDuration, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		return err
-	}
-	h.progress = &progressWatcher{store: blobstore.New(svc.NewContainerClient(h.cfg.RunsContainer), blobstore.Options{}), lock: lock}
+	h.progress = &progressWatcher{store: blobstore.New(svc.NewContainerClient(h.cfg.RunsContainer), blobstore.Options{}),
+		leases: svc.NewContainerClient(h.cfg.LeaseContainer),
+		opts:   bloblease.BlobLockOptions{Duration: h.cfg.LeaseDuration, Logger: slog.New(slog.DiscardHandler)}}
+	h.Subscribe(h.progress.track)
 	h.goTrigger(func(ctx context.Context) { h.watchProgress(ctx, h.progress, h.opts.ProgressInterval) })
 	return nil
 }
@@ -682,12 +680,12 @@ func (h *Host) Config() config.Config { return h.cfg }
 // App returns the app as read.
 func (h *Host) App() *App { return h.app }
 
-// Progress reads the active run's progress now (ok false when there is none).
-func (h *Host) Progress(ctx context.Context) (Progress, bool, error) {
+// Runs lists the runs the instances reported creating, oldest first.
+func (h *Host) Runs() []string {
 	if h.progress == nil {
-		return Progress{}, false, errors.New("progress is disabled")
+		return nil
 	}
-	return h.progress.read(ctx)
+	return h.progress.tracked()
 }
 
 // RunProgress reads one run's progress now.

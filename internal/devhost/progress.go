@@ -4,16 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/election/bloblease"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/blobstore"
 )
 
-// Progress is one look at the active run, read from the ledger and the lease blob (never from
+// Progress is one look at a run, read from the ledger and the run's lease blob (never from
 // a handler's say-so).
 type Progress struct {
 	Run   string
@@ -57,19 +60,35 @@ func orDash(s string) string {
 	return s
 }
 
-// progressWatcher reads the active run's progress.
+// progressWatcher reads the progress of the runs the instances report creating ("run created"
+// in their logs), whatever schedule or request made them.
 type progressWatcher struct {
-	store *blobstore.Store
-	lock  *bloblease.BlobLock
+	store  *blobstore.Store
+	leases *container.Client
+	opts   bloblease.BlobLockOptions
+
+	mu   sync.Mutex
+	runs []string // in the order they were created
 }
 
-// read looks at the latest started run; ok is false when no run was ever started.
-func (w *progressWatcher) read(ctx context.Context) (Progress, bool, error) {
-	a, ok, err := w.store.ReadActive(ctx)
-	if err != nil || !ok {
-		return Progress{}, false, err
+// track follows a handler's log: each run created is watched from then on.
+func (w *progressWatcher) track(l LogLine) {
+	if l.Msg != "run created" {
+		return
 	}
-	return w.readRun(ctx, a.Run)
+	run := l.Str("run")
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if run != "" && !slices.Contains(w.runs, run) {
+		w.runs = append(w.runs, run)
+	}
+}
+
+// tracked returns the runs seen created, oldest first.
+func (w *progressWatcher) tracked() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.runs)
 }
 
 func (w *progressWatcher) readRun(ctx context.Context, run string) (Progress, bool, error) {
@@ -93,17 +112,20 @@ func (w *progressWatcher) readRun(ctx context.Context, run string) (Progress, bo
 	if m.PlanDone && p.Done > int64(m.Partitions) {
 		p.Done = int64(m.Partitions)
 	}
-	if w.lock != nil {
-		p.Leader, err = w.lock.State(ctx)
+	if w.leases != nil && m.Lease != "" {
+		lock, err := bloblease.NewBlobLock(w.leases, m.Lease, w.opts)
 		if err != nil {
+			return p, true, err
+		}
+		if p.Leader, err = lock.State(ctx); err != nil {
 			return p, true, err
 		}
 	}
 	return p, true, nil
 }
 
-// watch prints a progress line every interval while a run is in progress, and one final line
-// when it ends.
+// watchProgress prints a progress line every interval for each run in progress, and one final
+// line when it ends.
 func (h *Host) watchProgress(ctx context.Context, w *progressWatcher, every time.Duration) {
 	finished := map[string]bool{}
 	lastErr := ""
@@ -114,23 +136,28 @@ func (h *Host) watchProgress(ctx context.Context, w *progressWatcher, every time
 			return
 		case <-time.After(every):
 		}
-		rctx, cancel := context.WithTimeout(ctx, max(every*5, 10*time.Second))
-		p, ok, err := w.read(rctx)
-		cancel()
-		if err != nil {
-			if msg := firstLine(err.Error()); msg != lastErr && ctx.Err() == nil {
-				h.log.Info("progress: cannot read the ledger", "err", msg)
-				lastErr = msg
+		for _, run := range w.tracked() {
+			if finished[run] {
+				continue
 			}
-			continue
+			rctx, cancel := context.WithTimeout(ctx, max(every*5, 10*time.Second))
+			p, ok, err := w.readRun(rctx, run)
+			cancel()
+			if err != nil {
+				if msg := firstLine(err.Error()); msg != lastErr && ctx.Err() == nil {
+					h.log.Info("progress: cannot read the ledger", "err", msg)
+					lastErr = msg
+				}
+				continue
+			}
+			lastErr = ""
+			if !ok {
+				continue
+			}
+			if p.State.Final() {
+				finished[run] = true
+			}
+			h.progressLine(p)
 		}
-		lastErr = ""
-		if !ok || finished[p.Run] {
-			continue
-		}
-		if p.State.Final() {
-			finished[p.Run] = true
-		}
-		h.progressLine(p)
 	}
 }
