@@ -22,9 +22,9 @@ type App struct {
 	jobs      *work.Registry
 	defaults  map[string]json.RawMessage
 	schedules []app.Schedule
-	problems []error
-	logger   *slog.Logger
-	getenv   func(string) string
+	problems  []error
+	logger    *slog.Logger
+	getenv    func(string) string
 }
 
 // Option configures an App.
