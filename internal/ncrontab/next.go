@@ -98,7 +98,7 @@ type civil struct{ y, mo, d, h, mi, s int }
 
 // nextCivil returns the first wall-clock time at or after c that matches every field, giving up
 // after the year limit. c need not be normalised: an hour of 24 means the next day, and so on.
-func (e *Expr) nextCivil(c civil, limit int) (civil, bool) {
+func (e Expr) nextCivil(c civil, limit int) (civil, bool) {
 	for c.y <= limit {
 		mo, ok := nextBit(e.f[fMonth], c.mo)
 		if !ok {
@@ -149,7 +149,7 @@ func (e *Expr) nextCivil(c civil, limit int) (civil, bool) {
 
 // prevCivil returns the last wall-clock time at or before c that matches every field, giving up
 // before the year limit. c need not be normalised: an hour of -1 means the day before, and so on.
-func (e *Expr) prevCivil(c civil, limit int) (civil, bool) {
+func (e Expr) prevCivil(c civil, limit int) (civil, bool) {
 	for c.y >= limit {
 		mo, ok := prevBit(e.f[fMonth], c.mo)
 		if !ok {
