@@ -90,7 +90,7 @@ func (e Expr) describeTime() (phrase string, daily bool) {
 	switch n, ok := e.every(fHour); {
 	case ok && n == 1:
 		return atMinute + " of every hour", false
-	case ok && minute == 0 && sec == 0:
+	case ok && minute == 0 && sec == 0 && n < 12:
 		return fmt.Sprintf("every %d hours", n), false
 	}
 	if len(hours) <= 4 {

@@ -21,8 +21,14 @@
 // (Sunday is 0). Months and days of the week may also be written as English names, case
 // insensitively, in full or cut to at least three letters (Jan, SEPT, thu, Wednesday). A step is
 // 1 through the field's number of values. Nothing else is accepted: no 7 for Sunday, no L, W, #
-// or ?, no year field, no @daily macros, no wrap-around ranges such as 22-2. An expression that
-// can never fire, such as "0 0 0 30 2 *" or "0 0 0 31 4 *", is rejected too.
+// or ?, no year field, no @daily macros. An expression that can never fire, such as
+// "0 0 0 30 2 *" or "0 0 0 31 4 *", is rejected too.
+//
+// This is the syntax of NCrontab (NCrontab/CrontabFieldImpl.cs, CrontabField.cs), the library
+// the Functions host uses, except where NCrontab quietly reads a mistake as something else:
+// it swaps the ends of a reversed range (22-2 is 2-22, not a range over midnight), reads a
+// step of 0 as 1, and takes any prefix of a name (J is January, S is Sunday). Parse rejects
+// these instead. It also accepts tabs between fields, where NCrontab splits on spaces only.
 //
 // # Day and day of week
 //
@@ -46,20 +52,22 @@
 //     once, at its first instant (still on summer time): "0 30 2 * * *" in Europe/Berlin fires
 //     on 2026-10-25 at 02:30 CEST (00:30 UTC), not again at 02:30 CET.
 //
-// Frequent schedules follow the same rule, so they fire every period of real time across a
-// spring-forward jump ("0 */15 * * * *" in Berlin fires at 01:45 CET and then 03:00 CEST,
-// fifteen minutes later), but they do not fire during the second pass of a repeated hour: on
+// Frequent schedules follow the same rule. "0 */15 * * * *" keeps firing every 15 minutes of
+// real time across a spring-forward jump (in Berlin at 01:45 CET and then 03:00 CEST), but it
+// does not fire during the second pass of a repeated hour: on
 // 2026-10-25 "0 */15 * * * *" fires 4 times in Berlin between 02:00 and 03:00 wall clock (02:00,
 // 02:15, 02:30 and 02:45 CEST), not 8, and then nothing for an hour of real time until 03:00 CET.
-// (The Functions host itself behaves differently in both cases; this package is the schedule's
-// definition for its own users.)
+// (The Functions host's own timer, CronSchedule in azure-webjobs-sdk-extensions, differs here:
+// it runs schedules with a wildcard, range or step in their second, minute or hour fields
+// through both passes of a repeated hour.)
 //
 // The occurrences of an expression in a time zone are thus a set of instants. [Expr.Next]
 // returns the smallest one strictly after a time, [Expr.Prev] the largest one at or before a
 // time, so that for any t: Prev(Next(t)) == Next(t), and Next(Prev(t)) == Next(t) > t. Both
 // search at most 400 years of wall-clock dates, a full cycle of the Gregorian calendar, in which
 // every expression that Parse accepts has a matching date; they report false beyond it, which
-// can only happen for a time zone that skips every matching wall-clock time.
+// can only happen for a time zone that skips every matching wall-clock time, and for instants
+// more than 100 million years away from 1970.
 package ncrontab
 
 import (

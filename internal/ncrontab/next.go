@@ -32,7 +32,7 @@ func (e Expr) Next(after time.Time, loc *time.Location) (time.Time, bool) {
 	// clock, unless s repeats an earlier wall-clock time (the clocks were put back): then every
 	// wall-clock time up to the one the clocks were put back from has already been.
 	w := s + offsetAt(loc, s)
-	if end, ok := repeatedFrom(loc, s); ok {
+	if end, ok := repeatedFrom(loc, s, w); ok {
 		w = end
 	}
 	limit := fromWall(w).y + searchYears
@@ -70,7 +70,7 @@ func (e Expr) Prev(before time.Time, loc *time.Location) (time.Time, bool) {
 	// wall clock, unless s repeats an earlier wall-clock time (the clocks were put back): then
 	// every wall-clock time up to the one the clocks were put back from has been.
 	w := s + offsetAt(loc, s)
-	if end, ok := repeatedFrom(loc, s); ok {
+	if end, ok := repeatedFrom(loc, s, w); ok {
 		w = end - 1
 	}
 	limit := fromWall(w).y - searchYears
@@ -98,7 +98,7 @@ type civil struct{ y, mo, d, h, mi, s int }
 
 // nextCivil returns the first wall-clock time at or after c that matches every field, giving up
 // after the year limit. c need not be normalised: an hour of 24 means the next day, and so on.
-func (e *Expr) nextCivil(c civil, limit int) (civil, bool) {
+func (e Expr) nextCivil(c civil, limit int) (civil, bool) {
 	for c.y <= limit {
 		mo, ok := nextBit(e.f[fMonth], c.mo)
 		if !ok {
@@ -149,7 +149,7 @@ func (e *Expr) nextCivil(c civil, limit int) (civil, bool) {
 
 // prevCivil returns the last wall-clock time at or before c that matches every field, giving up
 // before the year limit. c need not be normalised: an hour of -1 means the day before, and so on.
-func (e *Expr) prevCivil(c civil, limit int) (civil, bool) {
+func (e Expr) prevCivil(c civil, limit int) (civil, bool) {
 	for c.y >= limit {
 		mo, ok := prevBit(e.f[fMonth], c.mo)
 		if !ok {
@@ -319,14 +319,14 @@ func transition(loc *time.Location, lo, hi int64) int64 {
 }
 
 // maxOffset bounds the UTC offsets of every time zone (they lie within ±16 hours, historical
-// Local Mean Times included), so that the instants showing a wall-clock time w lie within
+// Local Mean Times included: Asia/Manila had -15:56 until 1844), so that the instants showing a wall-clock time w lie within
 // w±maxOffset.
 const maxOffset = 18 * 3600
 
 // resolve returns the first instant u whose wall clock in loc is w. If w does not exist, ok is
 // false and, when the clocks jumped over it, [gapStart, gapEnd) is the wall-clock range they
-// jumped over. It assumes, as holds for every time zone, that the offset changes at most once
-// within 2*maxOffset: the instants showing w then have the offset in effect before the change
+// jumped over. It assumes that the offset changes at most once within 2*maxOffset, as holds for
+// every zone of the tz database (checked from 1700 through 2199): the instants showing w then have the offset in effect before the change
 // or the one after it.
 func resolve(loc *time.Location, w int64) (u int64, ok bool, gapStart, gapEnd int64) {
 	lo, hi := w-maxOffset, w+maxOffset
@@ -346,11 +346,10 @@ func resolve(loc *time.Location, w int64) (u int64, ok bool, gapStart, gapEnd in
 	return 0, false, 0, 0
 }
 
-// repeatedFrom reports whether the instant s shows a wall-clock time that an earlier instant
-// showed already, because the clocks were put back. If so, end is the wall-clock time the
+// repeatedFrom reports whether the instant s, which shows the wall-clock time w, is not the
+// first to show it, because the clocks were put back. If so, end is the wall-clock time the
 // clocks were put back from: the least one whose first instant is after s.
-func repeatedFrom(loc *time.Location, s int64) (end int64, repeated bool) {
-	w := s + offsetAt(loc, s)
+func repeatedFrom(loc *time.Location, s, w int64) (end int64, repeated bool) {
 	u, ok, _, _ := resolve(loc, w)
 	if !ok || u >= s {
 		return 0, false
