@@ -18,6 +18,8 @@ const templateHeartbeat = "0 * * * * *"
 var envSettings = []string{
 	config.SettingHeartbeat, config.SettingSchedule, config.SettingSchedules, config.SettingJob, config.SettingJobParams,
 	config.SettingOverlap, config.SettingLeaseDuration, config.SettingRunTimeout, config.SettingLogLevel,
+	// Not mapped any more, but an environment that still sets them must hear so.
+	config.SettingMisfire, config.SettingStartDeadline,
 }
 
 // validate is `<exe> validate`, run by azd's preprovision hook on the developer's machine
