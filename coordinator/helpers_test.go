@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
@@ -333,3 +334,111 @@ func (e *schedEnv) startChecks(run string) []transport.Message {
 func at2(s string) time.Time { return at(s) }
 
 func occ(schedule, at string) string { return ledger.ScheduleRunID(schedule, at2(at)) }
+
+// skipSent marks every message sent so far as handled: deliverChecks never delivers them (a
+// chain that is lost, or checks the test delivered itself).
+func (e *schedEnv) skipSent() {
+	e.sender.mu.Lock()
+	n := len(e.sender.msgs)
+	e.sender.mu.Unlock()
+	e.mu.Lock()
+	e.delivered = n
+	e.mu.Unlock()
+}
+
+// lockWrapper lets a test crash a leader and see contention: with *crash set, Release does
+// nothing, as when the process dies holding the lease (which then lapses); held counts the
+// Acquire calls that found the lease held.
+type lockWrapper struct {
+	election.Lock
+	crash *atomic.Bool
+	held  *atomic.Int32
+}
+
+func (w *lockWrapper) Acquire(ctx context.Context, id ledger.Holder) (election.Lease, error) {
+	l, err := w.Lock.Acquire(ctx, id)
+	if errors.As(err, new(*election.HeldError)) && w.held != nil {
+		w.held.Add(1)
+	}
+	return l, err
+}
+
+func (w *lockWrapper) Release(ctx context.Context, l election.Lease) error {
+	if w.crash != nil && w.crash.Load() {
+		return nil
+	}
+	return w.Lock.Release(ctx, l)
+}
+
+// flakySender records its sends into a memSender, except the sends numbered in fail (1-based,
+// counting every send, checks included), which fail with err (a transient error when nil).
+type flakySender struct {
+	*memSender
+	mu   sync.Mutex
+	n    int
+	fail map[int]bool
+	err  error
+}
+
+func (s *flakySender) Send(ctx context.Context, msgs []transport.Message) error {
+	s.mu.Lock()
+	s.n++
+	fail := s.fail[s.n]
+	s.mu.Unlock()
+	if fail {
+		if s.err != nil {
+			return s.err
+		}
+		return fmt.Errorf("injected: 503 ServerBusy: %w", transport.ErrTransient)
+	}
+	return s.memSender.Send(ctx, msgs)
+}
+
+// failed reports how many sends failed so far.
+func (s *flakySender) failed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for i := 1; i <= s.n; i++ {
+		if s.fail[i] {
+			n++
+		}
+	}
+	return n
+}
+
+// checksSent returns the check envelopes sent, oldest first, with their messages.
+func (s *memSender) checksSent(t *testing.T) ([]work.Envelope, []transport.Message) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var envs []work.Envelope
+	var msgs []transport.Message
+	for _, m := range s.msgs {
+		env, err := work.DecodeEnvelope(m.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env.Kind == work.KindCheck {
+			envs, msgs = append(envs, env), append(msgs, m)
+		}
+	}
+	return envs, msgs
+}
+
+// wantOnce fails the test unless s sent each of the partitions 0..n-1 exactly once.
+func (s *memSender) wantOnce(t *testing.T, n int) {
+	t.Helper()
+	idx, seen := s.partitions(t)
+	if len(idx) != n {
+		t.Fatalf("sent partitions %v, want 0..%d", idx, n-1)
+	}
+	for i, k := range seen {
+		if k != 1 || i < 0 || i >= n {
+			t.Errorf("partition %d sent %d times, want once", i, k)
+		}
+	}
+}
+
+// firstDelivery is the delivery of a check message that still has retries left.
+var firstDelivery = work.Delivery{MessageID: "check", Count: 1}
