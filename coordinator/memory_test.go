@@ -424,3 +424,52 @@ func TestRunNow_WaitsForASchedulerLeaseThatFreesUp(t *testing.T) {
 		t.Errorf("schedule's latest run %q, want %s", st.Latest, r.out.Run)
 	}
 }
+
+// A run written before runs had their own lease (an empty Manifest.Lease) left mid-enqueue is
+// fenced by the lease of that time, the scheduler's: its check finds that lease held while a
+// heartbeat has it and only looks again later, and once it is free resumes the run under it,
+// from the checkpoint at a newer epoch. The run lease of its name is never taken.
+func TestMemory_LegacyRunIsFencedByTheSchedulerLease(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	c := e.instance("a", countSchedule("s", 1, OverlapSkip))
+	ctx := testCtx(t)
+	e.heartbeat(c, "2026-11-21T10:00:01Z") // the scheduler lease's epoch 1
+	const legacy = "tick-20261121t100000z"
+	m := ledger.Manifest{Version: 1, RunID: legacy, Trigger: ledger.TriggerTimer, Occurrence: at("2026-11-21T10:00:00Z"),
+		Epoch: 1, Segments: []ledger.Segment{{Epoch: 1}}, Job: "count", Params: json.RawMessage(`{"n":9}`), State: ledger.StateEnqueuing,
+		Checkpoint: ledger.Checkpoint{Batches: 1, Next: 4, Cursor: "4"}, BatchSize: 4, Created: at("2026-11-21T10:00:00Z"),
+		Expires: at("2026-11-21T11:00:00Z")}
+	if err := e.fake.CreateManifest(ctx, &m); err != nil {
+		t.Fatal(err)
+	}
+	check := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindCheck, Run: legacy, Epoch: 1, Round: 2}
+	theirs, err := e.lock.Acquire(ctx, ledger.Holder{App: "sched", Instance: "b", PID: 2}) // epoch 2: a heartbeat elsewhere
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Check(ctx, check, firstDelivery); err != nil {
+		t.Fatal(err)
+	}
+	if m := e.manifest(legacy); m.Epoch != 1 || m.Checkpoint.Next != 4 {
+		t.Fatalf("the legacy run was resumed while the scheduler lease was held: %+v", m)
+	}
+	if envs, _ := e.sender.checksSent(t); len(envs) != 1 || envs[0].Round != 3 {
+		t.Fatalf("checks sent %+v, want the next one (round 3)", envs)
+	}
+	if err := e.lock.Release(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Check(ctx, check, firstDelivery); err != nil {
+		t.Fatal(err)
+	}
+	m = e.manifest(legacy)
+	if !m.PlanDone || m.Partitions != 9 || m.Epoch != 3 || fmt.Sprint(m.Segments) != fmt.Sprint([]ledger.Segment{{Epoch: 1}, {Epoch: 3, From: 4}}) {
+		t.Fatalf("legacy run after the scheduler lease freed up: %+v; want it resumed under the scheduler lease's epoch 3 from 4", m)
+	}
+	if idx, _ := e.sender.partitions(t); fmt.Sprint(idx) != "[4 5 6 7 8]" {
+		t.Errorf("partitions sent %v, want 4..8 (from the checkpoint)", idx)
+	}
+	if st, err := e.locks.Get(ledger.RunLeaseName(legacy)).State(ctx); err != nil || st.Epoch != 0 {
+		t.Errorf("the run lease of the legacy run was taken: %+v, %v", st, err)
+	}
+}
