@@ -382,10 +382,21 @@ func TestHeartbeat_TenInstancesOneRunOnePlanner(t *testing.T) {
 		m.Segments[0] != (ledger.Segment{Epoch: m.Epoch, From: 0}) {
 		t.Errorf("manifest: planDone %v partitions %d state %s epoch %d segments %v; want one planner's", m.PlanDone, m.Partitions, m.State, m.Epoch, m.Segments)
 	}
-	idx, epochs, _ := partitions(e.drain())
+	drained := e.drain()
+	idx, epochs, _ := partitions(drained)
 	if len(idx) != n {
 		t.Errorf("%d partition messages, want %d (no second planning)", len(idx), n)
 	}
+	// Each instance that found the run's lease held looks again a lease later (due at once on
+	// this test's clock); the planner's own next check is not due before the run's deadline.
+	var held int32
+	for _, in := range insts {
+		held += in.held.Load()
+	}
+	if again := checksOf(drained, e.run, 2); len(again) != int(held) {
+		t.Errorf("%d next checks due at once, want one per start check that found the lease held (%d)", len(again), held)
+	}
+	t.Logf("%d of the ten start checks found the run's lease held", held)
 	wantEach(t, idx, n)
 	if len(epochs) != 1 || epochs[m.Epoch] != n {
 		t.Errorf("messages from epochs %v, want all from the one planner's %d", epochs, m.Epoch)
