@@ -5,163 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/ledgertest"
-	"github.com/batonfn/baton/transport"
 	"github.com/batonfn/baton/work"
 )
 
 // The scheduler's tests run in memory — the ledger fake (optionally with faults), the lease
 // fakes and a recording sender — with a settable clock, so each assertion is about what the
 // heartbeat recorded and in which order, never about how fast anything ran.
-
-// schedEnv is one test's scheduler world, shared by its instances.
-type schedEnv struct {
-	t      *testing.T
-	clock  *testClock
-	fake   *ledgertest.Fake
-	store  ledger.Store // fake, or a Faulty around it
-	lock   *election.MemoryLock
-	locks  *election.MemoryLocks
-	sender *memSender
-	jobs   *work.Registry
-	fin    *countingFinisher
-
-	mu        sync.Mutex
-	delivered int // checks delivered so far (memSender order)
-}
-
-func newSchedEnv(t *testing.T, start string) *schedEnv {
-	e := &schedEnv{t: t, clock: newClock(start), lock: election.NewMemoryLock(15 * time.Second),
-		locks: election.NewMemoryLocks(15 * time.Second), sender: &memSender{}, jobs: work.NewRegistry(), fin: &countingFinisher{}}
-	e.fake = ledgertest.NewFake(ledgertest.Options{Now: e.clock.Now})
-	e.store = e.fake
-	e.jobs.Register("count", &countJob{})
-	return e
-}
-
-// instance is a coordinator of the env named name over schedules.
-func (e *schedEnv) instance(name string, schedules ...Schedule) *Coordinator {
-	e.t.Helper()
-	id := ledger.Holder{App: "sched", Instance: name, PID: 1}
-	ld, err := election.NewLeader(election.LeaderConfig{Lock: e.lock, Locks: e.locks.Lock, Identity: id,
-		LeaseDuration: 15 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	c, err := New(Config{Leader: ld, Store: e.store, Sender: e.sender, Jobs: e.jobs, Finisher: e.fin, Identity: id,
-		Schedules: schedules, HeartbeatPeriod: 10 * time.Second, BatchSize: 4, RunTimeout: time.Hour, CheckRounds: 2,
-		Now: e.clock.Now, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return c
-}
-
-// countSchedule is a schedule of the count job every 10 s planning n partitions.
-func countSchedule(name string, n int, overlap Overlap) Schedule {
-	return Schedule{Name: name, Job: "count", Params: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), Cron: every(10 * time.Second),
-		Overlap: overlap, CatchUp: time.Minute}
-}
-
-// heartbeat advances the clock to at and beats once on c.
-func (e *schedEnv) heartbeat(c *Coordinator, at string) HeartbeatOutcome {
-	e.t.Helper()
-	e.clock.set(at2(at))
-	out, err := c.Heartbeat(testCtx(e.t))
-	if err != nil {
-		e.t.Fatalf("heartbeat at %s: %v", at, err)
-	}
-	return out
-}
-
-// deliverChecks delivers, through c, every check sent since the last call whose time has come
-// on the test clock, oldest first, as the control queue would; it returns how many it
-// delivered. Checks sent while delivering are delivered too when due.
-func (e *schedEnv) deliverChecks(c *Coordinator) int {
-	e.t.Helper()
-	n := 0
-	for {
-		e.sender.mu.Lock()
-		msgs := append([]transport.Message(nil), e.sender.msgs...)
-		e.sender.mu.Unlock()
-		e.mu.Lock()
-		from := e.delivered
-		e.delivered = len(msgs)
-		e.mu.Unlock()
-		if from == len(msgs) {
-			return n
-		}
-		for _, m := range msgs[from:] {
-			env, err := work.DecodeEnvelope(m.Body)
-			if err != nil {
-				e.t.Fatal(err)
-			}
-			if env.Kind != work.KindCheck || m.NotBefore.After(e.clock.Now()) {
-				continue
-			}
-			if err := c.Check(testCtx(e.t), env, work.Delivery{MessageID: m.ID, Count: 1}); err != nil {
-				e.t.Fatalf("check %s: %v", m.ID, err)
-			}
-			n++
-		}
-	}
-}
-
-func (e *schedEnv) manifest(run string) ledger.Manifest {
-	e.t.Helper()
-	m, err := e.fake.ReadManifest(context.Background(), run)
-	if err != nil {
-		e.t.Fatalf("run %s: %v", run, err)
-	}
-	return m
-}
-
-func (e *schedEnv) state(schedule string) ledger.ScheduleState {
-	e.t.Helper()
-	st, err := e.fake.ReadSchedule(context.Background(), schedule)
-	if err != nil {
-		e.t.Fatalf("schedule %s: %v", schedule, err)
-	}
-	return st
-}
-
-// finish settles run as succeeded, as its last worker would.
-func (e *schedEnv) finish(run string) {
-	e.t.Helper()
-	if _, err := e.fake.UpdateManifest(context.Background(), run, ledger.NoFence, func(m *ledger.Manifest) error {
-		m.State, m.Finished = ledger.StateSucceeded, e.clock.Now()
-		return nil
-	}); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
-// startChecks returns the start checks (round 1, epoch 0) sent for run.
-func (e *schedEnv) startChecks(run string) []transport.Message {
-	e.t.Helper()
-	e.sender.mu.Lock()
-	defer e.sender.mu.Unlock()
-	var out []transport.Message
-	for _, m := range e.sender.msgs {
-		if env, err := work.DecodeEnvelope(m.Body); err == nil && env.Kind == work.KindCheck && env.Run == run && env.Epoch == 0 && env.Round == 1 {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// at2 parses an RFC 3339 time (at, with a name that does not clash in this file's tests).
-func at2(s string) time.Time { return at(s) }
-
-func occ(schedule, at string) string { return ledger.ScheduleRunID(schedule, at2(at)) }
 
 // A heartbeat gives each due occurrence one record and hands the run to a planner: the run is
 // created at epoch 0 with its own lease, its start check goes out at once, and the check
