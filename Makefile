@@ -123,7 +123,7 @@ demo: tools build
 BENCH_OUT ?= dist/bench.txt
 BENCH_RUNS = \
 	./election/bloblease/:BlobLock:200x \
-	./coordinator/:Tick_Enqueue10000:1x \
+	./coordinator/:Plan_Enqueue10000:1x \
 	./work/:Worker_StorageCallsPerPartition:2000x \
 	./work/:TryFinish_10000:1x \
 	./transport/storagequeue/:QueueSender:3x \

@@ -74,8 +74,8 @@ func (c *Coordinator) timeOutAnyway(ctx context.Context, m ledger.Manifest) erro
 func (c *Coordinator) check(ctx context.Context, env work.Envelope) error {
 	m, err := c.cfg.Store.ReadManifest(ctx, env.Run)
 	if errors.Is(err, ledger.ErrNotFound) {
-		// The leader schedules a run's first check before it creates the run, so a leader
-		// that died in between leaves a check with no run: nothing to resume or retry.
+		// Every run's record is created before its first check is sent, so a check without a
+		// run is not Baton's, or its run was deleted: nothing to resume or retry.
 		c.cfg.Logger.Warn("check: no such run; dropping the check", "run", env.Run, "epoch", env.Epoch, "round", env.Round,
 			"instance", c.cfg.Identity.Instance)
 		return nil

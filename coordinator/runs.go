@@ -342,12 +342,6 @@ func (c *Coordinator) record(ctx context.Context, spec runSpec, state ledger.Sta
 	return nil
 }
 
-// isHeld reports whether err says another instance holds the lease.
-func isHeld(err error) bool {
-	var held *election.HeldError
-	return errors.As(err, &held)
-}
-
 // asRunLeader is the one way this package takes a run's lease: one attempt (a
 // *election.HeldError when another instance holds it), then task under it. A run created
 // before runs had their own lease is fenced by the one lease of that time, the scheduler's.
