@@ -322,7 +322,7 @@ func (b *beat) promote(ctx context.Context) error {
 		return err
 	}
 	id := b.st.Buffered
-	start := b.c.cfg.Now().UTC().Add(b.s.jitter(id))
+	start := b.c.startAt(time.Time{}, b.s.jitter(id)).UTC()
 	m, err := b.c.cfg.Store.UpdateManifest(ctx, id, ledger.NoFence, func(m *ledger.Manifest) error {
 		if m.State != ledger.StateQueued {
 			return ledger.ErrNoChange

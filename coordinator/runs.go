@@ -298,14 +298,24 @@ func (c *Coordinator) startRun(ctx context.Context, m ledger.Manifest, jitter ti
 	if m.Epoch != 0 || m.PlanDone || m.State != ledger.StatePlanning {
 		return nil
 	}
-	return c.scheduleCheck(ctx, m.RunID, 0, 1, c.cfg.Now().Add(jitter))
+	return c.scheduleCheck(ctx, m.RunID, 0, 1, c.startAt(m.Occurrence, jitter))
+}
+
+// startAt is when a run's planning may start: not before its occurrence (a heartbeat may beat
+// a little early), and its jitter later.
+func (c *Coordinator) startAt(occurrence time.Time, jitter time.Duration) time.Time {
+	at := c.cfg.Now()
+	if occurrence.After(at) {
+		at = occurrence
+	}
+	return at.Add(jitter)
 }
 
 // newManifest is spec's record as the scheduler creates it: epoch 0 (no planner yet), one
 // segment, the run's own lease, and a hard deadline counted from its start.
 func (c *Coordinator) newManifest(spec runSpec) ledger.Manifest {
 	now := c.cfg.Now().UTC()
-	start := now.Add(spec.jitter)
+	start := c.startAt(spec.occurrence, spec.jitter).UTC()
 	return ledger.Manifest{
 		Version: ledger.ManifestVersion, RunID: spec.id, Trigger: spec.trigger, Schedule: spec.schedule,
 		Occurrence: spec.occurrence, IdempotencyKey: spec.key, Lease: ledger.RunLeaseName(spec.id),

@@ -565,3 +565,26 @@ func TestNew_RefusesBadSchedules(t *testing.T) {
 		}
 	}
 }
+
+// A heartbeat that beats a little before an occurrence decides it, but its run starts no
+// earlier than the occurrence (plus its jitter).
+func TestHeartbeat_EarlyBeatStartsNoEarlierThanTheOccurrence(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	c := e.instance("i1", countSchedule("s", 2, OverlapSkip))
+	e.heartbeat(c, "2026-11-21T10:00:01Z")
+	out := e.heartbeat(c, "2026-11-21T10:00:09Z") // 1 s before the occurrence at 10:00:10
+	run := occ("s", "2026-11-21T10:00:10Z")
+	if len(out.Decisions) != 1 || out.Decisions[0].Run != run {
+		t.Fatalf("decisions %+v, want the occurrence at 10:00:10 decided early", out.Decisions)
+	}
+	sc := e.startChecks(run)
+	if len(sc) != 1 || !sc[0].NotBefore.Equal(at2("2026-11-21T10:00:10Z")) {
+		t.Fatalf("start checks %+v, want one due at the occurrence", sc)
+	}
+	if m := e.manifest(run); !m.Expires.Equal(at2("2026-11-21T11:00:10Z")) {
+		t.Errorf("expires %s, want the run timeout counted from the occurrence", m.Expires)
+	}
+	if n := e.deliverChecks(c); n != 0 {
+		t.Errorf("%d checks delivered before the occurrence", n)
+	}
+}
