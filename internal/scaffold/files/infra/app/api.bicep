@@ -32,13 +32,14 @@ param maximumInstanceCount int
 ])
 param instanceMemoryMB int
 
+param heartbeat string
 param schedule string
+@description('Overrides of declared schedules by name; the app setting holds them as compact JSON, empty when there are none.')
+param schedules object
 param job string
 @description('The job\'s parameters; the app setting holds them as compact JSON.')
 param jobParams object
 param overlap string
-param misfire string
-param startingDeadline string
 param maxDeliveries int
 param leaseDuration string
 param runTimeout string
@@ -87,7 +88,11 @@ var hostSettings = {
 // local override, and in Azure every instance must keep its own WEBSITE_INSTANCE_ID.
 var batonSettings = {
   BATON_TRANSPORT: 'servicebus'
+  // The Tick timer: each heartbeat decides every schedule's due occurrences.
+  BATON_HEARTBEAT: heartbeat
+  // The schedule tick of BATON_JOB (empty: none); schedules declared in code need no setting.
   BATON_SCHEDULE: schedule
+  BATON_SCHEDULES: empty(schedules) ? '' : string(schedules)
   BATON_WORK_QUEUE: workQueueName
   BATON_CONTROL_QUEUE: controlQueueName
   BATON_JOB: job
@@ -105,8 +110,6 @@ var batonSettings = {
   BATON_LEASE_DURATION: leaseDuration
   BATON_STALL_TIMEOUT: '2m'
   BATON_OVERLAP: overlap
-  BATON_MISFIRE: misfire
-  BATON_STARTING_DEADLINE: startingDeadline
   BATON_MAX_DELIVERIES: string(maxDeliveries)
   BATON_RUN_TIMEOUT: runTimeout
   BATON_CHECK_ROUNDS: '3'
