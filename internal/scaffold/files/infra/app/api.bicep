@@ -97,9 +97,10 @@ var batonSettings = {
   BATON_CONTROL_QUEUE: controlQueueName
   BATON_JOB: job
   BATON_JOB_PARAMS: string(jobParams)
-  // Manual runs (POST /api/runs) may start the timer job only, and synthetic runs are capped
-  // (10,000 partitions of at most 60 s): whoever holds a function key cannot have the app
-  // burn compute with a million ten-minute partitions. The defaults (16 × 200 ms) fit.
+  // Manual runs (POST /api/runs) may start the job of the schedule tick only, and synthetic
+  // runs are capped (10,000 partitions of at most 60 s): whoever holds a function key cannot
+  // have the app burn compute with a million ten-minute partitions. The defaults (16 × 200 ms)
+  // fit.
   BATON_MANUAL_JOBS: job
   BATON_SYNTHETIC_MAX_PARTITIONS: '10000'
   BATON_SYNTHETIC_MAX_WORK_MS: '60000'
