@@ -16,19 +16,26 @@ import (
 	"github.com/batonfn/baton/ledger/blobstore"
 )
 
-// Progress is one look at a run, read from the ledger and the run's lease blob (never from
+// Progress is one look at a run, read from the ledger and the run's own lease blob (never from
 // a handler's say-so).
 type Progress struct {
-	Run   string
-	State ledger.State
+	Run string
+	// Schedule is the schedule whose occurrence (or run now) made the run; "" for a manual run.
+	Schedule string
+	State    ledger.State
+	// Reason says why a run ended as it did, or why it waits.
+	Reason string
 	// Partitions is the planned count (0 until planning is done); Enqueued is how many were
 	// enqueued so far; Done counts completion records (redeliveries can count twice, so it is
 	// capped at Partitions once that is known).
 	Partitions, Enqueued int
 	PlanDone             bool
 	Done                 int64
-	Epoch                int64
-	Leader               election.LeaderState
+	// Epoch is the epoch of the run's lease under which it was last planned (0: no planner has
+	// taken it up yet); Lease names that lease and Leader is its blob's state now.
+	Epoch  int64
+	Lease  string
+	Leader election.LeaderState
 	// Succeeded and Failed are set once the run is final.
 	Succeeded, Failed int
 }
@@ -38,18 +45,27 @@ func (p Progress) Line() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "progress %s %s", p.Run, p.State)
 	switch {
+	case p.State.Final() && p.Partitions == 0 && p.Reason != "":
+		fmt.Fprintf(&b, ": %s", p.Reason)
 	case p.State.Final():
 		fmt.Fprintf(&b, ": %d succeeded, %d failed of %d partitions", p.Succeeded, p.Failed, p.Partitions)
+	case p.State == ledger.StateQueued:
+		b.WriteString(": waits for its schedule's run in progress to end")
 	case p.PlanDone:
 		fmt.Fprintf(&b, ": %d/%d partitions done", p.Done, p.Partitions)
+	case p.Epoch == 0:
+		b.WriteString(": waiting for a planner to take the run's lease")
 	default:
 		fmt.Fprintf(&b, ": %d partitions enqueued so far, %d done", p.Enqueued, p.Done)
+	}
+	if p.Lease == "" {
+		return b.String()
 	}
 	lead := "none"
 	if !p.Leader.Holder.IsZero() {
 		lead = p.Leader.Holder.String()
 	}
-	fmt.Fprintf(&b, " | run epoch %d | lease: %s, last holder %s epoch %d", p.Epoch, orDash(p.Leader.LeaseState), lead, p.Leader.Epoch)
+	fmt.Fprintf(&b, " | planned under epoch %d | lease %s: %s, last holder %s epoch %d", p.Epoch, p.Lease, orDash(p.Leader.LeaseState), lead, p.Leader.Epoch)
 	return b.String()
 }
 
@@ -60,8 +76,8 @@ func orDash(s string) string {
 	return s
 }
 
-// progressWatcher reads the progress of the runs the instances report creating ("run created"
-// in their logs), whatever schedule or request made them.
+// progressWatcher reads the progress of every run the instances report creating ("run created"
+// in their logs), whatever made it: an occurrence of any schedule, a run now, a manual run.
 type progressWatcher struct {
 	store  *blobstore.Store
 	leases *container.Client
@@ -99,8 +115,8 @@ func (w *progressWatcher) readRun(ctx context.Context, run string) (Progress, bo
 	if err != nil {
 		return Progress{}, false, err
 	}
-	p := Progress{Run: run, State: m.State, Partitions: m.Partitions, Enqueued: m.Checkpoint.Next, PlanDone: m.PlanDone,
-		Epoch: m.Epoch, Succeeded: m.Succeeded, Failed: m.Failed}
+	p := Progress{Run: run, Schedule: m.Schedule, State: m.State, Reason: m.Reason, Partitions: m.Partitions,
+		Enqueued: m.Checkpoint.Next, PlanDone: m.PlanDone, Epoch: m.Epoch, Lease: m.Lease, Succeeded: m.Succeeded, Failed: m.Failed}
 	top := max(m.Partitions, m.Checkpoint.Next)
 	for shard := 0; shard <= max(top-1, 0)/ledger.DoneShardSize; shard++ {
 		n, err := w.store.DoneCount(ctx, run, shard)
@@ -124,8 +140,8 @@ func (w *progressWatcher) readRun(ctx context.Context, run string) (Progress, bo
 	return p, true, nil
 }
 
-// watchProgress prints a progress line every interval for each run in progress, and one final
-// line when it ends.
+// watchProgress prints a progress line every interval for each run in progress, several
+// runs side by side when schedules overlap, and one final line for each when it ends.
 func (h *Host) watchProgress(ctx context.Context, w *progressWatcher, every time.Duration) {
 	finished := map[string]bool{}
 	lastErr := ""

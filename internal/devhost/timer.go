@@ -87,6 +87,10 @@ type timerTrigger struct {
 	// rng picks the instance in TimerOne mode; only run uses it.
 	rng *rand.Rand
 
+	// stop ends run (StopTimers); done is closed when run has returned.
+	stop context.CancelFunc
+	done chan struct{}
+
 	mu     sync.Mutex
 	status map[string]*protocol.ScheduleStatus // per instance: what its host's monitor holds
 	missed map[string]time.Time                // per paused instance: the latest occurrence it missed
