@@ -76,6 +76,15 @@ func (c *Coordinator) RunNow(ctx context.Context, schedule, key string) (Outcome
 
 // runNow decides a run now of s under the scheduler lease.
 func (c *Coordinator) runNow(ctx context.Context, s *Schedule, id, key string) (Outcome, error) {
+	if key != "" {
+		// Another request with the same key may have made the run while this one waited for
+		// the lease: its run is the answer, not the overlap policy's.
+		if m, err := c.cfg.Store.ReadManifest(ctx, id); err == nil {
+			return Outcome{Status: StatusExisting, Run: id, State: m.State}, c.startRun(ctx, m, 0)
+		} else if !errors.Is(err, ledger.ErrNotFound) {
+			return Outcome{}, err
+		}
+	}
 	st, err := c.cfg.Store.ReadSchedule(ctx, s.Name)
 	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 		return Outcome{}, err
@@ -128,6 +137,9 @@ func (c *Coordinator) Pause(ctx context.Context, schedule, note, by string) (led
 	if n := utf8.RuneCountInString(note); n > MaxPauseNote || !utf8.ValidString(note) {
 		return ledger.ScheduleState{}, fmt.Errorf("%w: the note is %d characters; at most %d of valid UTF-8", ErrBadRequest, n, MaxPauseNote)
 	}
+	if err := c.ensureContainer(ctx); err != nil { // a pause may come before the first heartbeat
+		return ledger.ScheduleState{}, err
+	}
 	now := c.cfg.Now().UTC()
 	st, err := c.cfg.Store.UpdateSchedule(ctx, schedule, func(st *ledger.ScheduleState) error {
 		st.Paused, st.Note, st.PausedBy, st.PausedAt = true, note, by, now
@@ -144,6 +156,9 @@ func (c *Coordinator) Pause(ctx context.Context, schedule, note, by string) (led
 func (c *Coordinator) Resume(ctx context.Context, schedule, by string) (ledger.ScheduleState, error) {
 	if _, ok := c.schedules[schedule]; !ok {
 		return ledger.ScheduleState{}, fmt.Errorf("%w: %q", ErrUnknownSchedule, schedule)
+	}
+	if err := c.ensureContainer(ctx); err != nil {
+		return ledger.ScheduleState{}, err
 	}
 	st, err := c.cfg.Store.UpdateSchedule(ctx, schedule, func(st *ledger.ScheduleState) error {
 		if !st.Paused {

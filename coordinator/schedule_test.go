@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -586,5 +587,44 @@ func TestHeartbeat_EarlyBeatStartsNoEarlierThanTheOccurrence(t *testing.T) {
 	}
 	if n := e.deliverChecks(c); n != 0 {
 		t.Errorf("%d checks delivered before the occurrence", n)
+	}
+}
+
+// Concurrent runs now with one Idempotency-Key make one run, and every request answers it:
+// the ones that get the scheduler lease after the first find the key's run, not the overlap
+// policy's refusal.
+func TestRunNow_ConcurrentSameKeyAnswersOneRun(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	c := e.instance("a", countSchedule("s", 1, OverlapSkip))
+	ctx := testCtx(t)
+	var wg sync.WaitGroup
+	outs := make([]Outcome, 10)
+	errs := make([]error, 10)
+	for i := range 10 {
+		wg.Go(func() { outs[i], errs[i] = c.RunNow(ctx, "s", "same-key") })
+	}
+	wg.Wait()
+	for i := range 10 {
+		if errs[i] != nil || outs[i].Run != outs[0].Run || (outs[i].Status != StatusStarted && outs[i].Status != StatusExisting) {
+			t.Errorf("request %d: %+v, %v; want run %s started or existing", i, outs[i], errs[i], outs[0].Run)
+		}
+	}
+}
+
+// A pause may come before the schedule's first heartbeat, on a ledger that does not exist yet.
+func TestPause_BeforeTheFirstHeartbeat(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	e.fake.Unensure()
+	c := e.instance("a", countSchedule("s", 1, OverlapSkip))
+	if _, err := c.Pause(testCtx(t), "s", "not yet", "ops"); err != nil {
+		t.Fatalf("pause before the first heartbeat: %v", err)
+	}
+	if st := e.state("s"); !st.Paused || !st.Cursor.IsZero() {
+		t.Fatalf("state %+v", st)
+	}
+	e.heartbeat(c, "2026-11-21T10:00:01Z")
+	e.heartbeat(c, "2026-11-21T10:00:10Z")
+	if m := e.manifest(occ("s", "2026-11-21T10:00:10Z")); m.State != ledger.StatePaused {
+		t.Errorf("first occurrence after an early pause: %s", m.State)
 	}
 }
