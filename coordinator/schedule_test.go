@@ -595,6 +595,9 @@ func TestHeartbeat_EarlyBeatStartsNoEarlierThanTheOccurrence(t *testing.T) {
 // policy's refusal.
 func TestRunNow_ConcurrentSameKeyAnswersOneRun(t *testing.T) {
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	// Every request reads the key's run (not found) before any of them creates it.
+	barrier := &readBarrier{Store: e.fake, n: 10, run: ledger.ScheduleNowRunID("s", "same-key", time.Time{}), all: make(chan struct{})}
+	e.store = barrier
 	c := e.instance("a", countSchedule("s", 1, OverlapSkip))
 	ctx := testCtx(t)
 	var wg sync.WaitGroup
@@ -627,4 +630,34 @@ func TestPause_BeforeTheFirstHeartbeat(t *testing.T) {
 	if m := e.manifest(occ("s", "2026-11-21T10:00:10Z")); m.State != ledger.StatePaused {
 		t.Errorf("first occurrence after an early pause: %s", m.State)
 	}
+}
+
+// readBarrier holds the first n reads of run's manifest until all n have arrived.
+type readBarrier struct {
+	ledger.Store
+	n    int
+	run  string
+	mu   sync.Mutex
+	seen int
+	all  chan struct{}
+}
+
+func (b *readBarrier) ReadManifest(ctx context.Context, run string) (ledger.Manifest, error) {
+	if run == b.run {
+		b.mu.Lock()
+		b.seen++
+		first := b.seen <= b.n
+		if b.seen == b.n {
+			close(b.all)
+		}
+		b.mu.Unlock()
+		if first {
+			select {
+			case <-b.all:
+			case <-ctx.Done():
+				return ledger.Manifest{}, ctx.Err()
+			}
+		}
+	}
+	return b.Store.ReadManifest(ctx, run)
 }
