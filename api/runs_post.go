@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"reflect"
 	"time"
@@ -41,11 +40,14 @@ type StartBody struct {
 // StartReply answers an accepted POST /api/runs.
 type StartReply struct {
 	Run string `json:"run"`
-	// Status is "started" (this request created the run), "resumed" (it finished planning a
-	// run an earlier leader left half-enqueued) or "existing" (the Idempotency-Key's run
-	// already existed).
+	// Status is "started" (this request created the run and handed it to a planner),
+	// "queued" (a run now that waits for the schedule's run in progress: overlap policy
+	// buffer-one), "resumed" (it finished planning a run an earlier leader left half-enqueued)
+	// or "existing" (the Idempotency-Key's run already existed).
 	Status string       `json:"status"`
 	State  ledger.State `json:"state"`
+	// Schedule names the schedule of a run now (POST /api/schedules/{name}/runs).
+	Schedule string `json:"schedule,omitempty"`
 }
 
 // ConflictBody is the 409 reply: the error, the leader and the run that blocks the start.
@@ -68,16 +70,8 @@ func decodeStart(body []byte) (StartBody, error) {
 	if len(body) == 0 {
 		return b, nil
 	}
-	if body[0] != '{' {
-		return b, errors.New(`body must be a JSON object like {"job":"synthetic","params":{...}}`)
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&b); err != nil {
-		return b, fmt.Errorf("body: %w", err)
-	}
-	if err := dec.Decode(&struct{}{}); err != io.EOF {
-		return b, errors.New("body: unexpected data after the JSON object")
+	if err := decodeStrict(body, &b, `{"job":"synthetic","params":{...}}`); err != nil {
+		return b, err
 	}
 	if p := bytes.TrimSpace(b.Params); len(p) == 0 || bytes.Equal(p, []byte("null")) {
 		b.Params = nil

@@ -206,7 +206,7 @@ func TestStartRun_PassesKeyJobAndParams(t *testing.T) {
 // request's run once its manifest appears, not with 409.
 func TestStartRun_HeldByTheSameKey_AnswersExisting(t *testing.T) {
 	l := newFakeLedger()
-	id := coordinator.ManualRunID("k1", t0)
+	id := ledger.ManualRunID("k1", t0)
 	s := &fakeStarter{fn: func(req coordinator.ManualRequest) (coordinator.Outcome, error) {
 		// The winner creates the manifest while this request is refused the lease.
 		m := manifest(id, ledger.StateRunning, t0, 2)
@@ -230,7 +230,7 @@ func TestStartRun_HeldByTheSameKey_AnswersExisting(t *testing.T) {
 
 func TestStartRun_HeldWithoutManifest_409AfterKeyWait(t *testing.T) {
 	s := &fakeStarter{fn: func(req coordinator.ManualRequest) (coordinator.Outcome, error) {
-		return coordinator.Outcome{Status: coordinator.StatusHeld, Run: coordinator.ManualRunID("k2", t0), HolderEpoch: 5}, nil
+		return coordinator.Outcome{Status: coordinator.StatusHeld, Run: ledger.ManualRunID("k2", t0), HolderEpoch: 5}, nil
 	}}
 	a, err := New(Config{Starter: s, Ledger: newFakeLedger(), Leader: &fakeLeader{}, KeyWait: 300 * time.Millisecond})
 	if err != nil {
