@@ -54,6 +54,12 @@ func TestJobError_NamesTheSetting(t *testing.T) {
 	}
 }
 
+type runNowFunc func(ctx context.Context, schedule, key string) (coordinator.Outcome, error)
+
+func (f runNowFunc) RunNow(ctx context.Context, schedule, key string) (coordinator.Outcome, error) {
+	return f(ctx, schedule, key)
+}
+
 type starterFunc func(context.Context, coordinator.ManualRequest) (coordinator.Outcome, error)
 
 func (f starterFunc) StartManual(ctx context.Context, req coordinator.ManualRequest) (coordinator.Outcome, error) {
@@ -156,7 +162,12 @@ func TestManualGuard_AllowList(t *testing.T) {
 		calls++
 		return coordinator.Outcome{Status: coordinator.StatusStarted}, nil
 	})
-	g := manualGuard{Starter: next, timerJob: synthetic.Name, allowed: []string{"report"}}
+	// A run that names no job is a run now of the settings' schedule: counted the same.
+	runNow := runNowFunc(func(context.Context, string, string) (coordinator.Outcome, error) {
+		calls++
+		return coordinator.Outcome{Status: coordinator.StatusStarted}, nil
+	})
+	g := manualGuard{Starter: next, scheduler: runNow, defaultJob: synthetic.Name, hasDefault: true, allowed: []string{"report"}}
 	for _, c := range []struct {
 		job string
 		ok  bool
@@ -170,7 +181,7 @@ func TestManualGuard_AllowList(t *testing.T) {
 			t.Errorf("job %q: %v, want ErrBadRequest naming %s and no start", c.job, err, config.SettingManualJobs)
 		}
 	}
-	all := manualGuard{Starter: next, timerJob: synthetic.Name}
+	all := manualGuard{Starter: next, scheduler: runNow, defaultJob: synthetic.Name, hasDefault: true}
 	if _, err := all.StartManual(context.Background(), coordinator.ManualRequest{Job: inventory.Name}); err != nil {
 		t.Errorf("no allow-list: %v, want every job allowed", err)
 	}
