@@ -91,12 +91,15 @@ type NextView struct {
 // null when the ledger holds none; the flags then say why:
 //
 //   - BeforeLedger: the occurrence came before the schedule's first heartbeat (before it was
-//     declared or deployed), so nothing was ever to decide it. Every occurrence at or before
-//     the schedule's cursor has a record but these.
-//   - Pending: younger than one heartbeat plus OccurrenceGrace: its heartbeat may not have
-//     come yet.
+//     declared or deployed), so nothing was ever to decide it: it is at or before the
+//     schedule's cursor and older than every record in the strip (or the schedule has no
+//     cursor yet). Every other occurrence at or before the cursor has a record.
+//   - Pending: after the cursor and younger than one heartbeat plus OccurrenceGrace: its
+//     heartbeat may not have come yet.
 //   - Undecided: after the cursor and older than that: no heartbeat has decided it although it
 //     is due (the Tick function is not running, or every heartbeat fails).
+//
+// None of them: a gap, an occurrence at or before the cursor whose record is gone.
 type OccurrenceView struct {
 	Occurrence time.Time `json:"occurrence"`
 	// Local is the occurrence on the schedule's wall clock.
@@ -206,31 +209,19 @@ func pastOccurrences(s coordinator.Schedule, now time.Time, n int) []time.Time {
 func (a *API) occurrences(ctx context.Context, s coordinator.Schedule, st ledger.ScheduleState, loc *time.Location,
 	now time.Time, n int) ([]OccurrenceView, error) {
 	occ := pastOccurrences(s, now, n)
-	pending := a.cfg.Heartbeat + OccurrenceGrace
 	decided := !st.Cursor.IsZero()
 	out := make([]OccurrenceView, len(occ))
 	err := forEach(ctx, len(occ), func(ctx context.Context, i int) error {
 		id := ledger.ScheduleRunID(s.Name, occ[i])
 		out[i] = OccurrenceView{Occurrence: occ[i].UTC(), Local: occ[i].In(loc), Run: id}
-		var m ledger.Manifest
-		err := ledger.ErrNotFound
-		if !a.absent.has(id) {
-			m, err = a.manifest(ctx, id)
+		if a.absent.has(id) {
+			return nil
 		}
+		m, err := a.manifest(ctx, id)
 		switch {
 		case errors.Is(err, ledger.ErrNotFound):
-			switch {
-			case decided && !occ[i].After(st.Cursor):
-				// The cursor only moves past an occurrence once it has its record, so this one
-				// came before the first cursor, and it never will have one.
-				out[i].BeforeLedger = true
-				a.absent.put(id)
-			case now.Sub(occ[i]) < pending:
-				out[i].Pending = true
-			case !decided:
-				out[i].BeforeLedger = true // no heartbeat has decided anything of it yet
-			default:
-				out[i].Undecided = true
+			if decided && !occ[i].After(st.Cursor) {
+				a.absent.put(id) // the cursor is past it: no record will ever come
 			}
 			return nil
 		case err != nil:
@@ -243,7 +234,31 @@ func (a *API) occurrences(ctx context.Context, s coordinator.Schedule, st ledger
 		out[i].Record = &v
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	// Why an occurrence has no record, oldest first: one older than every record in the strip
+	// came before the schedule's first cursor (the cursor only moves past an occurrence once it
+	// has its record); one after the cursor is pending or undecided. One at or before the
+	// cursor with an older record is a gap (its record is gone): no flag.
+	pending := a.cfg.Heartbeat + OccurrenceGrace
+	seen := false
+	for i := len(out) - 1; i >= 0; i-- {
+		o := &out[i]
+		switch {
+		case o.Record != nil:
+			seen = true
+		case decided && !o.Occurrence.After(st.Cursor):
+			o.BeforeLedger = !seen
+		case now.Sub(o.Occurrence) < pending:
+			o.Pending = true
+		case decided:
+			o.Undecided = true
+		default:
+			o.BeforeLedger = !seen // no heartbeat has decided anything of it yet
+		}
+	}
+	return out, nil
 }
 
 // zoneCache holds the time zones the schedules name, loaded once each (time.LoadLocation reads

@@ -173,8 +173,9 @@ func flags(v map[string]any) string {
 }
 
 // GET /api/schedules/{name} adds the strip: each occurrence's record (skipped, missed, paused,
-// queued, ...), and for one without: pending within one heartbeat plus the grace, before the
-// ledger at or before the cursor (and before the first heartbeat), undecided after the cursor.
+// queued, ...), and for one without: pending within one heartbeat plus the grace, undecided
+// after the cursor and older, before the ledger at or before the cursor and older than every
+// record (and before the first heartbeat), else a gap.
 // Final records and known absences are read once per process; unfinished runs every time.
 func TestSchedules_Get_OccurrenceStrip(t *testing.T) {
 	now := time.Date(2026, 11, 25, 9, 1, 30, 0, time.UTC) // 90 s after the 09:00 occurrence
@@ -214,6 +215,12 @@ func TestSchedules_Get_OccurrenceStrip(t *testing.T) {
 	}
 	if rec := v["occurrences"].([]any)[2].(map[string]any)["record"].(map[string]any); rec["reason"] != "reason missed" {
 		t.Errorf("missed record = %v, want its reason", rec)
+	}
+	// A record older than a record-less occurrence makes that one a gap, not before the ledger.
+	e.l.put(record("hourly", hour(9), ledger.StateSucceeded, ""))
+	_, v = e.do(http.MethodGet, "hourly", map[string]string{"occurrences": "10"}, nil, "")
+	if got := flags(v); got != "PSMPQR---S" {
+		t.Errorf("strip = %s, want PSMPQR---S", got)
 	}
 
 	// Reads: the final records and the absences once; the queued and running ones again.
@@ -375,6 +382,13 @@ func TestSchedules_RunNow(t *testing.T) {
 	if r.Status != http.StatusConflict || errCode(v) != CodeConflict || v["activeRun"] != active || l == nil || l["epoch"] != float64(12) ||
 		!strings.Contains(v["error"].(map[string]any)["message"].(string), "overlap policy: skip") {
 		t.Errorf("in progress: %d %v", r.Status, v)
+	}
+
+	// The key's own run is the one in progress (a retry racing the first request): that run.
+	outcome.Run = ledger.ScheduleNowRunID("nightly", "k3", t0)
+	e.l.put(manifest(outcome.Run, ledger.StatePlanning, t0, 0))
+	if r, v := post("k3", ""); r.Status != http.StatusOK || v["status"] != "existing" || v["run"] != outcome.Run {
+		t.Errorf("in progress, the key's run: %d %v", r.Status, v)
 	}
 
 	holder := ledger.Holder{App: "app", Instance: "inst-b", PID: 9}

@@ -174,6 +174,15 @@ func (a *API) runSchedule(ctx context.Context, r Request, s coordinator.Schedule
 	case errors.Is(err, coordinator.ErrBadRequest):
 		return errorReply(http.StatusBadRequest, CodeBadRequest, err.Error())
 	case errors.Is(err, coordinator.ErrRunInProgress):
+		if key != "" && out.Run != "" {
+			// A repeat of a request whose run is the one in progress (a client retrying, or
+			// racing itself): that run, as for any repeated key.
+			if m, err := a.cfg.Ledger.ReadManifest(ctx, out.Run); err == nil {
+				return a.scheduleAccepted(http.StatusOK, s.Name, out.Run, coordinator.StatusExisting, m.State)
+			} else if !errors.Is(err, ledger.ErrNotFound) {
+				return a.storageError(r, "read the run", err)
+			}
+		}
 		msg := out.Reason
 		if msg == "" {
 			msg = fmt.Sprintf("run %s is still in progress; the overlap policy %s refuses another", out.ActiveRun, s.Overlap)
