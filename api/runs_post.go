@@ -128,14 +128,28 @@ func (a *API) startRun(ctx context.Context, r Request) Reply {
 	case errors.Is(err, coordinator.ErrBadRequest):
 		return errorReply(http.StatusBadRequest, CodeBadRequest, err.Error())
 	case errors.Is(err, coordinator.ErrRunInProgress):
-		return a.conflict(ctx, r, out, fmt.Sprintf("run %s is still in progress; the overlap policy refuses a second one", out.ActiveRun))
+		// No job: a run now of the settings' schedule, which its overlap policy refused.
+		msg := out.Reason
+		if msg == "" {
+			msg = fmt.Sprintf("run %s is still in progress; the overlap policy refuses a second one", out.ActiveRun)
+		}
+		return a.conflict(ctx, r, out, msg)
+	case errors.Is(err, coordinator.ErrSchedulerBusy):
+		if key != "" {
+			if m, ok, err := a.waitManifest(ctx, out.Run); err != nil {
+				return a.storageError(r, "read the run", err)
+			} else if ok {
+				return a.existingManifest(r, body, m)
+			}
+		}
+		return a.busy(r, out)
 	case err != nil:
 		return a.storageError(r, "start the run", err)
 	}
 	log = log.With("run", out.Run, "status", out.Status)
 
 	switch out.Status {
-	case coordinator.StatusStarted, coordinator.StatusResumed:
+	case coordinator.StatusStarted, coordinator.StatusResumed, coordinator.StatusQueued:
 		log.Info("manual run accepted", "state", out.State, "epoch", out.Epoch)
 		return a.accepted(http.StatusAccepted, out.Run, out.Status, out.State)
 	case coordinator.StatusExisting:

@@ -50,6 +50,17 @@ func seedFinishedRuns(b *testing.B, e *apiEnv, n int) {
 	}
 }
 
+// decideUpToNow moves every test schedule's cursor to now, as its first heartbeat does: the
+// occurrences before have no record and never will.
+func decideUpToNow(b *testing.B, e *apiEnv) {
+	b.Helper()
+	for _, s := range testSchedules {
+		if _, err := e.store.UpdateSchedule(testCtx(b), s.Name, func(st *ledger.ScheduleState) error { st.Cursor = time.Now(); return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkAPI_ListRuns measures one page of GET /api/runs (limit 20) over 1,000 finished runs
 // on Azurite: warm (this instance has cached the keyed runs' creation times) through the
 // handler, and cold (a fresh API that must read the 500 keyed manifests first).

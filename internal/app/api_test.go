@@ -883,13 +883,14 @@ func TestAPI_RunsQuery_FiltersOccurrencesDetail(t *testing.T) {
 
 // BenchmarkAPI_ListRuns_Dashboard measures the dashboard's requests over 1,000 finished runs
 // on Azurite (half of schedule tick's occurrences, half keyed manual runs): "refresh" is the
-// page's poll of the runs (a page of 20) and of the schedules page (three schedules with 20
-// occurrences each), warm; "filter-none" is a state filter that matches nothing (the scan stops
+// page's poll of the runs (a page of 20) and of the schedules page (three schedules, each
+// decided up to now, with 20 occurrences each), warm; "filter-none" is a state filter that matches nothing (the scan stops
 // after MaxScanReads manifests per page), on a fresh API each time, and "filter-none-warm" the
 // same once this instance has cached the final manifests.
 func BenchmarkAPI_ListRuns_Dashboard(b *testing.B) {
 	e := newAPIEnv(b)
 	seedFinishedRuns(b, e, 1000)
+	decideUpToNow(b, e)
 	runs := goldenHTTP(b, "http-runs-list.json", withQuery("limit", "20"))
 	schedules := goldenHTTP(b, "http-schedules-list.json", withQuery("occurrences", "20"))
 	b.Run("refresh", func(b *testing.B) {

@@ -1019,6 +1019,7 @@ func BenchmarkDashboard_Browser1000(b *testing.B) {
 	exe := chromium(b)
 	e := newAPIEnv(b)
 	seedFinishedRuns(b, e, 1000)
+	decideUpToNow(b, e)
 	shim := newHostShim(b, e.hs.URL)
 	br := startBrowser(b, exe, 1280, 900)
 	load := func(i int) float64 {
