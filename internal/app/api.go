@@ -3,14 +3,20 @@ package app
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/batonfn/baton/api"
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/protocol"
 )
 
-// routeParamID is the route parameter of runs/{id?} (Runs/function.json).
-const routeParamID = "id"
+// Route parameters: {id} of runs/{id?} (Runs/function.json) and {*path} of schedules/{*path}
+// (Schedules/function.json; a catch-all, because both the Functions host and the local host
+// accept it, where an optional parameter must come last on the local host).
+const (
+	routeParamID   = "id"
+	routeParamPath = "path"
+)
 
 // newAPI builds the HTTP API over what the functions already use: the coordinator for manual
 // starts, the worker's ledger store, and the leader for the lease state; opts add the rest
@@ -35,15 +41,12 @@ func newAPI(f *functions, opts ...func(*api.Config)) (*api.API, error) {
 	return api.New(cfg)
 }
 
-// withSchedules gives the API the scheduler: its schedules and policies (the dashboard's
-// schedules page), run now, pause and resume.
-func withSchedules(c *coordinator.Coordinator) func(*api.Config) {
+// withSchedules gives the API the scheduler (GET /api/schedules and the dashboard's schedules
+// page, run now, pause and resume) and the heartbeat's period (BATON_HEARTBEAT), within which a
+// due occurrence without a record is still pending.
+func withSchedules(c *coordinator.Coordinator, heartbeat time.Duration) func(*api.Config) {
 	return func(cfg *api.Config) {
-		if ss := c.Schedules(); len(ss) > 0 {
-			// Until the API shows every schedule, its schedule panel shows the first.
-			cfg.Schedule = &api.ScheduleConfig{Schedule: ss[0], Overlap: string(ss[0].Overlap), Misfire: "catch-up",
-				StartingDeadline: ss[0].CatchUp}
-		}
+		cfg.Scheduler, cfg.Heartbeat = c, heartbeat
 	}
 }
 
@@ -58,6 +61,7 @@ func apiFunc(fn func(context.Context, api.Request) api.Reply) httpFunc {
 		r := api.Request{
 			Method:  req.Method,
 			ID:      req.Param(routeParamID),
+			Path:    req.Param(routeParamPath),
 			Query:   req.Query,
 			Headers: req.Headers,
 			Body:    body,

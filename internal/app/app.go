@@ -39,6 +39,7 @@ const (
 	fnRuns         = "Runs"
 	fnLeader       = "Leader"
 	fnDashboard    = "Dashboard"
+	fnSchedules    = "Schedules"
 )
 
 // Binding names used in the function.json files.
@@ -195,7 +196,7 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 	starter := manualGuard{Starter: coord, scheduler: coord, jobErr: jobErr, defaultJob: cfg.Job, hasDefault: cfg.Schedule != "",
 		allowed: cfg.ManualJobs, defaults: o.DefaultParams}
 	f := &functions{coord: coord, starter: starter, worker: worker, leader: leader, store: store, now: time.Now}
-	register(app.server, f, withSchedules(coord), withDeadLetters(deadLetters.List))
+	register(app.server, f, withSchedules(coord, heartbeat), withDeadLetters(deadLetters.List))
 	return app, nil
 }
 
@@ -245,7 +246,7 @@ func register(s *server, f *functions, apiOpts ...func(*api.Config)) {
 		unavailable := func(ctx context.Context, inv *invocation, req *protocol.HTTPRequest) api.Reply {
 			return errorReply(http.StatusServiceUnavailable, "unavailable", inv.Function+" is not configured: "+err.Error())
 		}
-		for _, fn := range []string{fnRuns, fnLeader, fnDashboard} {
+		for _, fn := range []string{fnRuns, fnLeader, fnDashboard, fnSchedules} {
 			s.addHTTP(fn, bindingRequest, unavailable)
 		}
 		return
@@ -253,4 +254,5 @@ func register(s *server, f *functions, apiOpts ...func(*api.Config)) {
 	s.addHTTP(fnRuns, bindingRequest, apiFunc(a.Runs))
 	s.addHTTP(fnLeader, bindingRequest, apiFunc(a.Leader))
 	s.addHTTP(fnDashboard, bindingRequest, apiFunc(a.Dashboard))
+	s.addHTTP(fnSchedules, bindingRequest, apiFunc(a.Schedules))
 }
