@@ -42,14 +42,14 @@ func TestValidate(t *testing.T) {
 		{append(hourly, config.SettingJob, "nightly"), config.SettingJob + `="nightly"`},
 		{[]string{config.SettingLeaseDuration, "20.5s"}, "whole number of seconds"},
 		{[]string{config.SettingSchedule, "every hour"}, config.SettingSchedule},
-		{[]string{config.SettingHeartbeat, "0 0 */2 * * *"}, config.SettingHeartbeat + ` beats every 2h0m0s at most`},
+		{[]string{config.SettingHeartbeat, "0 0 */2 * * *"}, config.SettingHeartbeat + `="0 0 */2 * * *" beats every 2h0m0s at most`},
 		{[]string{config.SettingSchedules, `{"tick":{"paused":true}}`}, `names the schedule "tick", which this app does not declare`},
 		{append(hourly, config.SettingSchedules, `{"tick":{"catchUp":"30s"}}`), `schedule "tick": CatchUp 30s must be longer than the heartbeat's period 1m0s`},
 		{[]string{config.SettingMisfire, "skip"}, config.SettingMisfire + `="skip" is no longer read`},
 		{[]string{config.SettingOverlap, "queue"}, config.SettingOverlap},
 		{[]string{config.SettingRunTimeout, "48h"}, config.SettingRunTimeout},
 		// Not settable through azd env: a stray value in the environment is ignored.
-		{[]string{config.SettingStallTimeout, "48h", config.SettingJob, "x"}, config.SettingJob},
+		{append(hourly, config.SettingStallTimeout, "48h", config.SettingJob, "x"), config.SettingJob},
 	} {
 		code, out := run(c.kv...)
 		if code != 2 || !strings.Contains(out, c.want) {
