@@ -73,6 +73,12 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool) (bo
 	}
 
 	log := w.logger().With("run", run, "partitions", m.Partitions)
+	// One finish per run at a time in this process: the claim's token is this process's, so
+	// two of its callers at once would both take the claim for their own.
+	if _, busy := w.finishing.LoadOrStore(run, struct{}{}); busy {
+		return false, nil
+	}
+	defer w.finishing.Delete(run)
 	etag, outcome, err := w.claim(ctx, &m)
 	if err != nil || outcome != claimed {
 		return outcome == settled && err == nil, err
@@ -221,8 +227,8 @@ func (w *Worker) settle(ctx context.Context, rep ledger.Report, reason string) (
 }
 
 // claimToken tells this process's claim on run's report from every other: the same for every
-// try of this process (so a retry after an outage recognises a claim whose answer was lost),
-// different for every other process and run.
+// try of this process (so a retry after an outage recognises a claim whose answer was lost;
+// the process finishes a run once at a time), different for every other process and run.
 func (w *Worker) claimToken(run string) string {
 	sum := sha256.Sum256(append(w.salt[:], run...))
 	return hex.EncodeToString(sum[:12])

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/batonfn/baton/ledger"
@@ -75,8 +76,9 @@ type WorkerConfig struct {
 // Worker processes partition messages idempotently and finishes runs exactly once. It is safe
 // for concurrent use.
 type Worker struct {
-	cfg  WorkerConfig
-	salt [16]byte // random per process: see claimToken
+	cfg       WorkerConfig
+	salt      [16]byte // random per process: see claimToken
+	finishing sync.Map // runs this process is finishing: one at a time each
 }
 
 // NewWorker validates cfg and fills in its defaults.
