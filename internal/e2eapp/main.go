@@ -73,7 +73,12 @@ func main() {
 		}
 		return
 	}
-	app := baton.New()
+	newApp().Main() // refuses to start, listing every problem, when a registration failed
+}
+
+// newApp registers the jobs and declares the schedules.
+func newApp(opts ...baton.Option) *baton.App {
+	app := baton.New(opts...)
 	_ = app.Register(jobSynthetic, synthetic.New(), baton.WithRetry(retry))
 	_ = app.Register(jobSlowPlan, slowPlan{synthetic.New()}, baton.WithRetry(retry))
 	for _, s := range schedules {
@@ -83,7 +88,7 @@ func main() {
 		}
 		_ = app.Schedule(s.Name, s.Job, s.Cron, opts...)
 	}
-	app.Main() // refuses to start, listing every problem, when a registration above failed
+	return app
 }
 
 // slowPlan is the synthetic job with a planner that takes planDelay per partition.
