@@ -10,8 +10,9 @@
 //     how long leadership is vacant after a graceful release, after a crash (the lease must
 //     lapse) and, with the real handler under the local host, until the run resumes through
 //     its check message after kill -9 or SIGTERM.
-//   - BenchmarkFanOut, BenchmarkFanOut100000: partitions enqueued per second by Coordinator.Tick
-//     on the Storage-queue transport, and the leader's storage calls per partition.
+//   - BenchmarkFanOut, BenchmarkFanOut100000: partitions enqueued per second by a run's start
+//     check (its planner, under the run's own lease) on the Storage-queue transport, and the
+//     planner's storage calls per partition.
 //   - BenchmarkFanIn: worker storage calls per partition and the time from the last result to
 //     the report.
 //   - BenchmarkEndToEnd: a 10,000-partition no-op run on 1, 2 and 4 handler processes under the

@@ -138,7 +138,8 @@ func BenchmarkLeaseLapse(b *testing.B) {
 }
 
 // Failover chain: one run that never finishes planning during the benchmark, on a 3-instance
-// local host with a 15 s lease, whose leader is stopped again and again mid-enqueue.
+// local host with a 15 s lease, whose planner (the holder of the run's own lease) is stopped
+// again and again mid-enqueue.
 const (
 	failoverKills   = 20     // kill -9s of the leading handler
 	failoverTerms   = 10     // SIGTERMs of the leading handler: every third stop
@@ -184,8 +185,9 @@ func failoverChain(b *testing.B) {
 	})
 	c.fillWorkQueue(b, failoverBacklog)
 	run, _ := c.startRun(b)
-	created := c.waitLine(b, time.Minute, "run created", func(l devhost.LogLine) bool {
-		return l.Msg == "run created" && l.Str("run") == run
+	// The run's first planner: the start check that took the run's own lease.
+	created := c.waitLine(b, time.Minute, "planning the run", func(l devhost.LogLine) bool {
+		return l.Msg == "planning the run" && l.Str("run") == run
 	})
 	leader, epoch, since := created.Instance, created.Int("epoch"), created.Time
 	start := since
@@ -216,7 +218,7 @@ func failoverChain(b *testing.B) {
 		if graceful {
 			handover.Add(resumed.Time.Sub(tStop))
 		} else {
-			expiry := c.lastConfirmed(b, leader, epoch).Add(clusterLease)
+			expiry := c.lastConfirmed(b, run, leader, epoch).Add(clusterLease)
 			afterExpiry.Add(resumed.Time.Sub(expiry))
 			afterKill.Add(resumed.Time.Sub(tStop))
 		}
@@ -281,18 +283,19 @@ func (c *cluster) fillWorkQueue(b *testing.B, n int) {
 	}
 }
 
-// lastConfirmed is when the leader of epoch on instance last had its lease confirmed: its last
-// renewal line, else its acquisition line (each logged once the storage call returned).
-func (c *cluster) lastConfirmed(b *testing.B, instance string, epoch int64) time.Time {
+// lastConfirmed is when the planner of epoch on instance last had run's own lease confirmed:
+// its last renewal line, else its acquisition line (each logged once the storage call returned).
+func (c *cluster) lastConfirmed(b *testing.B, run, instance string, epoch int64) time.Time {
 	b.Helper()
 	var at time.Time
 	for _, l := range c.h.Lines() {
-		if l.Instance == instance && l.Int("epoch") == epoch && (l.Msg == "lease renewed" || l.Msg == "leadership acquired") && l.Time.After(at) {
+		if l.Instance == instance && l.Str("lease") == ledger.RunLeaseName(run) && l.Int("epoch") == epoch &&
+			(l.Msg == "lease renewed" || l.Msg == "leadership acquired") && l.Time.After(at) {
 			at = l.Time
 		}
 	}
 	if at.IsZero() {
-		b.Fatalf("no acquisition or renewal of epoch %d by %s in the log %s", epoch, instance, c.logPath)
+		b.Fatalf("no acquisition or renewal of epoch %d of %s by %s in the log %s", epoch, ledger.RunLeaseName(run), instance, c.logPath)
 	}
 	return at
 }
