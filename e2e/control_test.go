@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -56,46 +55,34 @@ func controlResume(t *testing.T, c *cluster, run string) (devhost.LogLine, devho
 	return line, rec, env
 }
 
-// lastRenewal is when the leader of epoch on instance last confirmed its lease: its last
-// renewal line, else its acquisition.
-func lastRenewal(t *testing.T, c *cluster, instance string, epoch int64) time.Time {
+// lastRenewal is when the planner of epoch of run's lease on instance last confirmed that
+// lease: its last renewal line, else its acquisition.
+func lastRenewal(t *testing.T, c *cluster, run, instance string, epoch int64) time.Time {
 	t.Helper()
 	var at time.Time
 	for _, l := range c.h.Lines() {
-		if l.Instance == instance && l.Int("epoch") == epoch && (l.Msg == "lease renewed" || l.Msg == "leadership acquired") && l.Time.After(at) {
+		if l.Instance == instance && l.Str("lease") == ledger.RunLeaseName(run) && l.Int("epoch") == epoch &&
+			(l.Msg == "lease renewed" || l.Msg == "leadership acquired") && l.Time.After(at) {
 			at = l.Time
 		}
 	}
 	if at.IsZero() {
-		t.Fatalf("no acquisition or renewal of epoch %d on %s", epoch, instance)
+		t.Fatalf("no acquisition or renewal of epoch %d of %s on %s", epoch, ledger.RunLeaseName(run), instance)
 	}
 	return at
 }
 
-// TestChaos_TermLeaderMidEnqueue: SIGTERM the leader while it is enqueueing. It releases the
-// lease and sends an immediate check on the control queue; another instance's ControlQueue
-// function resumes the run from the checkpoint before the stopped leader's lease could have
-// lapsed, and the run completes with every partition.
+// TestChaos_TermLeaderMidEnqueue: SIGTERM the run's planner while it is enqueueing. It
+// releases the run's lease and sends an immediate check on the control queue; another
+// instance's ControlQueue function resumes the run from the checkpoint before the stopped
+// planner's lease could have lapsed, and the run completes with every partition. (Before runs
+// had leases of their own, the test first waited for every instance's Tick to give up its wait
+// for the one lease; a heartbeat now never waits and never plans.)
 func TestChaos_TermLeaderMidEnqueue(t *testing.T) {
-	// Slower than slowEnqueue: the enqueue must outlast every instance's tick.
-	const parts = 3000
-	c := startCluster(t, clusterOpts{params: fmt.Sprintf(`{"partitions":%d}`, parts), batch: slowEnqueueBatch})
+	t.Parallel()
+	c := startCluster(t, clusterOpts{params: slowEnqueueParams, batch: slowEnqueueBatch})
 	ctx := testCtx(t, 3*time.Minute)
-	run, created := leaderRun(ctx, t, c)
-	// Every instance fires the timer once (within the timer skew); once the other two ticks
-	// have found the lease held and returned, only the handover can bring the run to another
-	// instance. (The leader's own tick returns when its enqueue ends.)
-	if err := waitFor(ctx, 10*time.Millisecond, "the other instances' ticks", func() (bool, error) {
-		n := 0
-		for _, r := range c.Records() {
-			if r.Function == "Tick" && r.Instance != created.Instance {
-				n++
-			}
-		}
-		return n >= 2, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	run, _, created := planner(ctx, t, c)
 	before := waitMidEnqueue(ctx, t, c, run, 3)
 	epoch := created.Int("epoch")
 	termAt := time.Now()
@@ -122,11 +109,12 @@ func TestChaos_TermLeaderMidEnqueue(t *testing.T) {
 	// machine's load, so that delay is a figure, not a test.)
 	released := time.Time{}
 	for _, l := range c.h.Lines() {
-		if l.Msg == "leadership released" && l.Int("epoch") == epoch && l.Instance == created.Instance && l.PID == created.PID {
+		if l.Msg == "leadership released" && l.Str("lease") == ledger.RunLeaseName(run) && l.Int("epoch") == epoch &&
+			l.Instance == created.Instance && l.PID == created.PID {
 			released = l.Time
 		}
 	}
-	expiry := lastRenewal(t, c, created.Instance, epoch).Add(leaseDuration)
+	expiry := lastRenewal(t, c, run, created.Instance, epoch).Add(leaseDuration)
 	switch {
 	case released.IsZero():
 		t.Errorf("the stopped leader logged no release of epoch %d: no handover", epoch)
@@ -147,17 +135,18 @@ func TestChaos_TermLeaderMidEnqueue(t *testing.T) {
 	}
 	ts := checkLeadership(t, c)
 	checkNoPolling(t, c, ts)
-	fig := checkRun(t, c, run, runWant{partitions: parts, state: ledger.StateSucceeded}, ts)
+	fig := checkRun(t, c, run, runWant{partitions: slowEnqueueParts, state: ledger.StateSucceeded}, ts)
 	failovers := checkSegments(t, run, m.Segments, 2, ts)
 	if len(m.Segments) < 2 || m.Segments[1].From < before.Checkpoint.Next {
 		t.Errorf("segments %v: want the stopped leader's and one takeover from at least its checkpoint %d", m.Segments, before.Checkpoint.Next)
 	}
 	figures(t, "run=%s SIGTERM to %s at checkpoint %d/%d, released %s and resumed by %s through ControlQueue %s after the signal, duplicates=%d staleDropped=%d leaseLossesUnderLoad=%d",
-		run, created.Instance, before.Checkpoint.Next, parts, released.Sub(termAt).Round(time.Millisecond), line.Instance, line.Time.Sub(termAt).Round(time.Millisecond), fig.Duplicates, fig.StaleDropped, failovers)
+		run, created.Instance, before.Checkpoint.Next, slowEnqueueParts, released.Sub(termAt).Round(time.Millisecond), line.Instance, line.Time.Sub(termAt).Round(time.Millisecond), fig.Duplicates, fig.StaleDropped, failovers)
 }
 
-// checkProbeResume asserts that a killed leader's run was resumed by a lease probe through the
-// ControlQueue function, after the lease lapsed, and returns how long after.
+// checkProbeResume asserts that a killed planner's run was resumed by a lease probe through the
+// ControlQueue function, after the run's lease lapsed (the lease's floor: the probe is due then),
+// and returns how long after.
 func checkProbeResume(t *testing.T, c *cluster, run string, created devhost.LogLine) time.Duration {
 	t.Helper()
 	epoch := created.Int("epoch")
@@ -165,7 +154,7 @@ func checkProbeResume(t *testing.T, c *cluster, run string, created devhost.LogL
 	if env.Round != 0 || env.Epoch != epoch || env.Handover {
 		t.Errorf("resumed by %+v, want a lease probe (round 0) of epoch %d", env, epoch)
 	}
-	expiry := lastRenewal(t, c, created.Instance, epoch).Add(leaseDuration)
+	expiry := lastRenewal(t, c, run, created.Instance, epoch).Add(leaseDuration)
 	if line.Time.Before(expiry.Add(-100 * time.Millisecond)) { // log times vs the lease's: within a request
 		t.Errorf("resumed at %s, before the killed leader's lease lapsed (%s)", line.Time.Format(time.StampMilli), expiry.Format(time.StampMilli))
 	}
