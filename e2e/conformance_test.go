@@ -200,6 +200,14 @@ func TestConformance_PayloadsMatchGoldens(t *testing.T) {
 	call("POST", "/api/runs", `{"job":"synthetic","params":{"partitions":3}}`,
 		map[string]string{"Content-Type": "application/json", "Idempotency-Key": "conformance-" + run})
 
+	// A heartbeat fires every second on both instances: wait for the first two to be answered.
+	if err := waitFor(ctx, 100*time.Millisecond, "two heartbeats answered", func() (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(byFn["Tick"]) >= 2, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	for fn, recs := range byFn {
