@@ -74,9 +74,10 @@ type ScheduleFigures struct {
 	States map[string]int
 	Queued int
 	Now    int
-	// MaxDelay is the longest time from an occurrence to its record that no fault explains;
-	// MaxDelayFault the longest one a fault explains.
+	// MaxDelay is the longest time from an occurrence to its record that no fault explains
+	// (MaxDelayRun's); MaxDelayFault the longest one a fault explains.
 	MaxDelay, MaxDelayFault time.Duration
+	MaxDelayRun             string
 }
 
 // Result is the checker's verdict.
@@ -291,10 +292,10 @@ func (c *checker) occurrenceRecord(s Schedule, id string, occ time.Time, m ledge
 		c.add(VDelay, id, "decided (%s) %s after its occurrence, over the heartbeat %s + %s, with no fault to explain it",
 			m.State, delay.Round(time.Millisecond), c.h.Heartbeat, DefaultDelayMargin)
 	}
-	if isExplained && delay > c.lag() {
+	if isExplained {
 		fig.MaxDelayFault = max(fig.MaxDelayFault, delay)
-	} else {
-		fig.MaxDelay = max(fig.MaxDelay, delay)
+	} else if delay > fig.MaxDelay {
+		fig.MaxDelay, fig.MaxDelayRun = delay, id
 	}
 	c.paused(s, id, m)
 	// A heartbeat may decide an occurrence a little early; its run still starts no earlier than

@@ -15,8 +15,8 @@ func (r Result) Print(w io.Writer) {
 	fmt.Fprintf(w, "heartbeats: %d fired, %d due with no instance running\n", f.Heartbeats, f.HeartbeatsNowhere)
 	for _, name := range slices.Sorted(maps.Keys(f.Schedules)) {
 		s := f.Schedules[name]
-		fmt.Fprintf(w, "schedule %s: %d due occurrences in the window; records by state: %s; queued first: %d; runs now: %d; occurrence→record at most %s (%s under a fault)\n",
-			name, s.Occurrences, counts(s.States), s.Queued, s.Now, s.MaxDelay.Round(time.Millisecond), s.MaxDelayFault.Round(time.Millisecond))
+		fmt.Fprintf(w, "schedule %s: %d due occurrences in the window; records by state: %s; queued first: %d; runs now: %d; occurrence→record at most %s (%s), %s under a fault\n",
+			name, s.Occurrences, counts(s.States), s.Queued, s.Now, s.MaxDelay.Round(time.Millisecond), s.MaxDelayRun, s.MaxDelayFault.Round(time.Millisecond))
 	}
 	codes := map[string]int{}
 	for k, v := range f.ManualByCode {
