@@ -36,7 +36,10 @@
 // Benchmarks never fail on a number. They fail only when the system misbehaves (two winners
 // in one election round, a run that does not finish), since then the figure would be wrong.
 // Each does a fixed amount of work per iteration, documented on it, so `-benchtime 1x` is the
-// intended setting (`make bench` uses it); more iterations pool more samples.
+// intended setting (`make bench` uses it); more iterations pool more samples. Under -short each
+// runs once on a small amount of work (its smallest size, 1,000 partitions for an end-to-end
+// run, three stops of the failover chain): `go test -short -run '^$' -bench . -benchtime 1x
+// ./bench` shows that every benchmark works, in minutes; its figures mean nothing.
 //
 // The helpers here (percentiles, /proc readers, the listening-socket lookup) are plain code
 // with their own tests; bench/cmd/benchtable turns `go test -bench` output into the

@@ -183,7 +183,8 @@ func failoverChain(b *testing.B) {
 		// at the cap (release, wave check) instead of keeping the run mid-enqueue.
 		config.SettingMaxBacklog: "0",
 	})
-	c.fillWorkQueue(b, failoverBacklog)
+	backlogSize := sized(failoverBacklog, 500)
+	c.fillWorkQueue(b, backlogSize)
 	run, _ := c.startRun(b)
 	// The run's first planner: the start check that took the run's own lease.
 	created := c.waitLine(b, time.Minute, "planning the run", func(l devhost.LogLine) bool {
@@ -194,14 +195,14 @@ func failoverChain(b *testing.B) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 13))
 	var afterExpiry, afterKill, handover Samples
 	var backlog []int
-	for i := range failoverKills + failoverTerms {
+	for i := range sized(failoverKills+failoverTerms, 3) {
 		graceful := i%3 == 2
 		time.Sleep(time.Until(since.Add(500*time.Millisecond + time.Duration(rng.Int64N(int64(5*time.Second))))))
 		m, err := c.store.ReadManifest(ctxFor(b, 10*time.Second), run)
 		if err != nil || m.PlanDone || m.Epoch != epoch {
 			b.Fatalf("stop %d: run %s planDone %v epoch %d (want %d), %v: raise failoverPartitions", i, run, m.PlanDone, m.Epoch, epoch, err)
 		}
-		backlog = append(backlog, failoverBacklog+m.Checkpoint.Next)
+		backlog = append(backlog, backlogSize+m.Checkpoint.Next)
 		in := c.h.Instance(leader)
 		_, oldPID := in.State()
 		tStop := time.Now()

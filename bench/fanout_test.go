@@ -35,7 +35,7 @@ import (
 // blob and queue calls per partition; CPU of Azurite and of the leader (this process) as a
 // percentage of one core.
 func BenchmarkFanOut(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
+	for _, n := range sizes(1000, 10000) {
 		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
 			for b.Loop() {
 				fanOut(b, n)
@@ -46,6 +46,9 @@ func BenchmarkFanOut(b *testing.B) {
 
 // BenchmarkFanOut100000 is BenchmarkFanOut for 100,000 partitions (about three minutes here).
 func BenchmarkFanOut100000(b *testing.B) {
+	if testing.Short() {
+		b.Skip("-short: BenchmarkFanOut runs the same code on 1,000 partitions")
+	}
 	for b.Loop() {
 		fanOut(b, 100000)
 	}

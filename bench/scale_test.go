@@ -207,11 +207,14 @@ func (r scaleResult) report(b *testing.B, n int) {
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
 // scaleSizes are BenchmarkScale's run sizes: BENCH_SCALE_SIZES (comma-separated), else 10,000
-// and 100,000.
+// and 100,000 (1,000 under -short).
 func scaleSizes(b *testing.B) []int {
 	b.Helper()
 	env := os.Getenv("BENCH_SCALE_SIZES")
-	if env == "" {
+	switch {
+	case env == "" && testing.Short():
+		return []int{1000}
+	case env == "":
 		return []int{10000, 100000}
 	}
 	var out []int
@@ -293,8 +296,9 @@ func BenchmarkLeaseUnderLoad(b *testing.B) {
 	}{{"post", false, 0}, {"tick", true, 2000}} {
 		b.Run(start.name, func(b *testing.B) {
 			for b.Loop() {
-				r := scaledRun(b, scaleSpec{partitions: leaseLoadPartitions, instances: 3, backlog: start.backlog, tick: start.tick, timeout: 20 * time.Minute})
-				r.report(b, leaseLoadPartitions)
+				n := sized(leaseLoadPartitions, 1000)
+				r := scaledRun(b, scaleSpec{partitions: n, instances: 3, backlog: start.backlog, tick: start.tick, timeout: 20 * time.Minute})
+				r.report(b, n)
 				b.Logf("lease renewals: %d, latencies %v", len(r.renewals), r.renewals)
 				misbehaved(b, r)
 			}
