@@ -31,10 +31,7 @@ import (
 const (
 	leaseDuration = 15 * time.Second
 	renewInterval = leaseDuration / 3
-	// checkMargin is the coordinator's delay beyond the lease for the first check message.
-	checkMargin = 5 * time.Second
-	// hostPoll is host.json's maxPollingInterval; visibility its visibilityTimeout.
-	hostPoll   = 2 * time.Second
+	// visibility is host.json's visibilityTimeout.
 	visibility = 5 * time.Second
 	maxDequeue = 5
 	// heartbeat is BATON_HEARTBEAT, the Tick timer: every second, so a due occurrence is

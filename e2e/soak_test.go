@@ -192,9 +192,12 @@ func runSoak(t *testing.T, cfg soakConfig, mode devhost.TimerMode, seed int64) {
 	// an occurrence soakQuiet after the faults ended exists; then every schedule is paused and
 	// every run must become final within the documented bound.
 	quietStart := time.Now()
-	if err := d.quiet(ctx, decls, quietStart.Add(soakQuiet)); err != nil {
-		t.Fatal(err)
+	qctx, qcancel := context.WithTimeout(ctx, soakQuiet+2*time.Minute)
+	if err := d.quiet(qctx, decls, quietStart.Add(soakQuiet)); err != nil {
+		// A schedule that decides nothing any more: the checker says which occurrences.
+		t.Logf("quiet period: %v; checking the history as it is", err)
 	}
+	qcancel()
 	for _, name := range names {
 		p, err := c.pause(ctx, name)
 		if err != nil {
