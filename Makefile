@@ -162,11 +162,11 @@ bench-scale: tools
 	done
 	@echo; $(GO) run ./bench/cmd/benchtable $(BENCH_SCALE_OUT)
 
-# The long chaos soak (docs/reliability.md): SOAK_OCCURRENCES occurrences under random faults in
-# each timer mode (all, one), then the history checker. The seed is random unless SOAK_SEED is
-# set and is printed first; replay a failure with SOAK_SEED=<seed> [SOAK_MODES=one] make soak.
-# About 10 minutes per mode for 100 occurrences (5 s apart) on 2 cores. `make test` runs a short
-# fixed-seed soak (e2e TestSoak) by default.
+# The long chaos soak (docs/reliability.md): the e2e app's schedules under random faults for
+# SOAK_OCCURRENCES periods of 5 s in each timer mode (all, one; side by side), then the history
+# checker. The seed is random unless SOAK_SEED is set and is printed first; replay a failure
+# with SOAK_SEED=<seed> [SOAK_MODES=one] make soak. About 9.5 minutes for 100 periods on 2
+# cores. `make test` runs a short fixed-seed soak (e2e TestSoak) by default.
 SOAK_OCCURRENCES ?= 100
 SOAK_SEED ?=
 SOAK_MODES ?= all,one

@@ -33,7 +33,7 @@ const roundTripCalls = 200
 // and winner/loser p50 as a ratio of the round trip; winner-calls and loser-calls are the
 // storage requests one Acquire made (mean; the winner's release is not counted).
 func BenchmarkElection(b *testing.B) {
-	for _, n := range []int{2, 8, 32} {
+	for _, n := range sizes(2, 8, 32) {
 		b.Run(fmt.Sprintf("contenders=%d", n), func(b *testing.B) {
 			var winners, losers, rtt, rttConc Samples
 			var st roundStats
