@@ -83,9 +83,9 @@ vulncheck:
 
 # The dashboard's headless-browser check (internal/app TestDashboard_Browser) needs Debian's
 # chromium: installed here when missing (as root, e.g. on CI), and required by `make unit`.
-# The e2e package includes the short chaos soak (TestSoak, docs/reliability.md): about 2.5
-# minutes when every promise holds, about 5 when it finds violations and waits out their
-# bounds; the per-package timeout leaves room for that.
+# The e2e package includes the short chaos soak (TestSoak, docs/reliability.md, both timer
+# modes side by side): about 1.5 minutes when every promise holds, more when it finds
+# violations and waits out their bounds; the per-package timeout leaves room for that.
 browser:
 	@bash scripts/ensure-chromium.sh >/dev/null
 
