@@ -104,10 +104,7 @@ func (c *Coordinator) beatSchedule(ctx context.Context, s *Schedule) ([]Decision
 	if err != nil {
 		return nil, err
 	}
-	b := &beat{c: c, s: s, st: st, now: now, wrote: st.Cursor.IsZero()}
-	if b.st.Cursor.IsZero() {
-		b.st.Cursor = now // a new schedule: nothing before now was its to run
-	}
+	b := &beat{c: c, s: s, st: st, now: now}
 	err = b.run(ctx)
 	if werr := b.save(ctx); werr != nil {
 		err = errors.Join(err, werr)
@@ -115,9 +112,12 @@ func (c *Coordinator) beatSchedule(ctx context.Context, s *Schedule) ([]Decision
 	return b.decisions, err
 }
 
-// scheduleState reads s's state. The schedule the settings declare ("tick") takes over, on its
-// first heartbeat, the cursor and the latest run of a ledger written before schedules had
-// names, so its history goes on where it was.
+// scheduleState reads s's state. A schedule's first heartbeat starts its cursor at that moment
+// (a new schedule has nothing before it to run) and stores it before anything is decided, so
+// an occurrence decided by a heartbeat that dies before it writes the state is after the
+// stored cursor and the next heartbeat finds its record. The schedule the settings declare
+// ("tick") takes over, on its first heartbeat, the cursor and the latest run of a ledger
+// written before schedules had names, so its history goes on where it was.
 func (c *Coordinator) scheduleState(ctx context.Context, s *Schedule, now time.Time) (ledger.ScheduleState, error) {
 	st, err := c.cfg.Store.ReadSchedule(ctx, s.Name)
 	switch {
@@ -126,19 +126,31 @@ func (c *Coordinator) scheduleState(ctx context.Context, s *Schedule, now time.T
 	case err != nil:
 		return st, err
 	}
-	if !st.Cursor.IsZero() || s.Name != LegacySchedule {
+	if !st.Cursor.IsZero() {
 		return st, nil
 	}
-	legacy, ok, err := c.cfg.Store.ReadLegacySchedule(ctx)
-	if err != nil || !ok {
-		return st, err
+	start := ledger.ScheduleState{Cursor: now.UTC()}
+	if s.Name == LegacySchedule {
+		legacy, ok, err := c.cfg.Store.ReadLegacySchedule(ctx)
+		if err != nil {
+			return st, err
+		}
+		if ok {
+			if !legacy.Cursor.IsZero() && !legacy.Cursor.After(now) {
+				start.Cursor = legacy.Cursor
+			}
+			start.Latest = legacy.Latest
+			c.cfg.Logger.Info("schedule takes over the single-schedule ledger", "schedule", s.Name, "cursor", start.Cursor,
+				"latest", start.Latest)
+		}
 	}
-	st.Cursor, st.Latest = legacy.Cursor, legacy.Latest
-	if st.Cursor.IsZero() || st.Cursor.After(now) {
-		st.Cursor = now
-	}
-	c.cfg.Logger.Info("schedule takes over the single-schedule ledger", "schedule", s.Name, "cursor", st.Cursor, "latest", st.Latest)
-	return st, nil
+	return c.cfg.Store.UpdateSchedule(ctx, s.Name, func(cur *ledger.ScheduleState) error {
+		if !cur.Cursor.IsZero() {
+			return ledger.ErrNoChange // another scheduler started it meanwhile
+		}
+		cur.Cursor, cur.Latest = start.Cursor, start.Latest
+		return nil
+	})
 }
 
 // LegacySchedule is the name of the schedule the BATON_SCHEDULE setting declares: its runs

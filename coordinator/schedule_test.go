@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -660,4 +661,50 @@ func (b *readBarrier) ReadManifest(ctx context.Context, run string) (ledger.Mani
 		}
 	}
 	return b.Store.ReadManifest(ctx, run)
+}
+
+// A schedule's very first heartbeat that dies after creating a run but before sending its
+// start check (here: the send fails) leaves the run after the schedule's stored cursor, so the
+// next heartbeat finds it and sends the check: the run is not orphaned.
+func TestHeartbeat_FirstHeartbeatDyingAfterTheRecordOrphansNothing(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:09Z")
+	// The heartbeat's process dies right after the run's record is created: its start check is
+	// never sent and nothing after the record reaches storage.
+	var dead atomic.Bool
+	faulty := &ledgertest.Faulty{Store: e.fake, Decide: func(op, name string) ledgertest.Fault {
+		if dead.Load() {
+			return ledgertest.Fail
+		}
+		if op == "CreateManifest" {
+			dead.Store(true)
+		}
+		return ledgertest.Pass
+	}}
+	e.store = faulty
+	flaky := &flakySender{memSender: e.sender, fail: map[int]bool{1: true}}
+	c := e.instanceWith("a", func(cfg *Config) { cfg.Sender = flaky }, countSchedule("s", 1, OverlapSkip))
+	e.clock.set(at2("2026-11-21T10:00:09.9Z")) // a little early for 10:00:10: decided now
+	if _, err := c.Heartbeat(testCtx(t)); err == nil {
+		t.Fatal("the first heartbeat's failed start check went unreported")
+	}
+	run := occ("s", "2026-11-21T10:00:10Z")
+	if m := e.manifest(run); m.State != ledger.StatePlanning || len(e.startChecks(run)) != 0 {
+		t.Fatalf("after the failed heartbeat: %s with %d start checks", m.State, len(e.startChecks(run)))
+	}
+	if st := e.state("s"); !st.Cursor.Equal(at2("2026-11-21T10:00:09.9Z")) {
+		t.Fatalf("the first heartbeat did not store its starting cursor first: %+v", st)
+	}
+	dead.Store(false)
+	faulty.Decide = nil
+	out := e.heartbeat(c, "2026-11-21T10:00:30Z")
+	if len(out.Decisions) == 0 || out.Decisions[0].Run != run || out.Decisions[0].Status != StatusExisting {
+		t.Fatalf("next heartbeat %+v, want %s adopted", out.Decisions, run)
+	}
+	if len(e.startChecks(run)) != 1 {
+		t.Fatalf("start checks of %s: %d, want the one the next heartbeat sent", run, len(e.startChecks(run)))
+	}
+	e.deliverChecks(c)
+	if m := e.manifest(run); !m.PlanDone {
+		t.Errorf("the run is %s, want planned", m.State)
+	}
 }
