@@ -12,9 +12,11 @@ import (
 // BenchmarkBlobLock measures the lock's storage paths against Azurite next to a plain blob
 // GetProperties round trip, in the same run:
 //
-//	go test -run XXX -bench BlobLock -benchtime 200x ./coordinator/
+//	go test -run '^$' -bench BlobLock -benchtime 200x ./election/bloblease/
 //
-// Goal: a contested Acquire costs at most 1.5× the GetProperties round trip.
+// AcquireContested is an Acquire that finds the lease held (goal: at most 1.5× the
+// GetProperties round trip); AcquireRelease is the last winner taking the lease again (claim,
+// acquire) and releasing it (mark, release).
 func BenchmarkBlobLock(b *testing.B) {
 	c := newTestContainer(b, nil, nil)
 	holder := newTestBlobLockOn(b, c)
