@@ -129,7 +129,7 @@ func (a *attempt) run(ctx context.Context, claimFirst bool) (int64, error) {
 			if rec, err = a.read(ctx); err != nil {
 				return 0, err
 			}
-			if !leased(rec) && rec.Holder == a.holder && rec.AcquiredAt.Equal(a.start) {
+			if !leased(rec) && a.ours(rec) {
 				return rec.Epoch, a.take(ctx, rec.Epoch, rec.ETag)
 			}
 		default:
@@ -189,6 +189,11 @@ func (a *attempt) judge(ctx context.Context, rec leaseRecord) (leaseRecord, bool
 	return rec, false, &election.HeldError{Holder: rec.Holder, Epoch: rec.Epoch, Since: rec.AcquiredAt}
 }
 
+// ours reports whether rec is this attempt's claim.
+func (a *attempt) ours(rec leaseRecord) bool {
+	return rec.Holder == a.holder && rec.AcquiredAt.Equal(a.start)
+}
+
 // free reports whether a record whose lease is not held may be claimed now (see above).
 func (a *attempt) free(rec leaseRecord) bool {
 	return rec.Epoch == 0 || !rec.ReleasedAt.IsZero() ||
@@ -232,8 +237,10 @@ func (a *attempt) take(ctx context.Context, epoch int64, etag azcore.ETag) error
 		b.learn(leaseRecord{Holder: a.holder, Epoch: epoch, AcquiredAt: a.start, LeaseState: election.LeaseStateLeased, ETag: etag})
 		return nil
 	case errors.Is(err, errLeasePresent), errors.Is(err, errConditionNotMet):
-		// Someone claimed over ours and took the lease first (or is about to).
-		return b.heldError(ctx, leaseRecord{}, false)
+		// Someone claimed over ours and took the lease first (or is about to), or a Baton
+		// before claims took the lease over our claim and has not recorded itself yet: our
+		// own record is not the holder's.
+		return b.heldError(ctx, leaseRecord{}, false, a.ours)
 	default:
 		if errors.Is(err, errTransient) {
 			// A lost response may hide a granted lease: give it back rather than block
@@ -300,16 +307,24 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // heldError builds the election.HeldError for a lost attempt from rec, re-reading it first unless
 // it is fresh. A lease taken by an earlier Baton (which records itself after taking the lease)
-// may show the previous holder's record for a few milliseconds: re-read a few times, 2 ms to
-// 256 ms apart, until the record shows a live holder. This is a bounded confirmation inside one
-// attempt, not a wait for the lock.
-func (b *BlobLock) heldError(ctx context.Context, rec leaseRecord, fresh bool) error {
+// may show the previous record for a few milliseconds: re-read a few times, 2 ms to 256 ms
+// apart, until the record shows a live holder (and none that not rules out). This is a bounded
+// confirmation inside one attempt, not a wait for the lock.
+func (b *BlobLock) heldError(ctx context.Context, rec leaseRecord, fresh bool, not ...func(leaseRecord) bool) error {
 	var err error
 	if !fresh {
 		rec, err = b.read(ctx)
 	}
 	settled := func() bool {
-		return err == nil && rec.Epoch > 0 && rec.ReleasedAt.IsZero() && leased(rec)
+		if err != nil || rec.Epoch == 0 || !rec.ReleasedAt.IsZero() || !leased(rec) {
+			return false
+		}
+		for _, f := range not {
+			if f(rec) {
+				return false
+			}
+		}
+		return true
 	}
 	for wait := 2 * time.Millisecond; !settled() && wait <= 256*time.Millisecond; wait *= 2 {
 		if sleep(ctx, wait) != nil {

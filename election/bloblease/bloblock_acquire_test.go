@@ -478,14 +478,16 @@ func TestBlobLock_UpgradeFromEarlierBaton(t *testing.T) {
 }
 
 // TestBlobLock_MixedVersions_OneHolderAtATime: during a rolling deploy, processes of the
-// earlier version and of this one contend for the same lease blob. Over many acquisitions
-// each tenure starts after the previous one ended and has a higher epoch, and both kinds win.
+// earlier version and of this one contend for the same lease blob. Each contender takes the
+// lease a fixed number of times (the earlier version, which takes the lease in its second call,
+// wins most races, so without a quota it could take them all); over all of them each tenure
+// starts after the previous one ended and has a higher epoch.
 func TestBlobLock_MixedVersions_OneHolderAtATime(t *testing.T) {
 	t.Parallel()
 	c := newTestContainer(t, nil, nil)
 	const (
-		contenders   = 4 // even: earlier version, odd: this one
-		acquisitions = 40
+		contenders = 4 // even: earlier version, odd: this one
+		quota      = 10
 	)
 	type tenure struct {
 		who        int
@@ -496,7 +498,6 @@ func TestBlobLock_MixedVersions_OneHolderAtATime(t *testing.T) {
 		mu       sync.Mutex
 		tenures  []tenure
 		failures []error
-		count    atomic.Int32
 		wg       sync.WaitGroup
 		ctx      = t.Context()
 	)
@@ -508,9 +509,12 @@ func TestBlobLock_MixedVersions_OneHolderAtATime(t *testing.T) {
 			acquire = func(ctx context.Context, h ledger.Holder) (election.Lease, error) { return legacyAcquire(ctx, lk, h) }
 		}
 		wg.Go(func() {
-			for count.Load() < acquisitions {
+			for won := 0; won < quota; {
 				l, err := acquire(ctx, id)
 				if errors.As(err, new(*election.HeldError)) {
+					// Tries come with triggers, not in a tight loop: without a pause the earlier
+					// version, which takes the lease in its second call, would win nearly every race.
+					time.Sleep(rand.N(5 * time.Millisecond))
 					continue
 				}
 				start := time.Now()
@@ -529,7 +533,7 @@ func TestBlobLock_MixedVersions_OneHolderAtATime(t *testing.T) {
 				}
 				tenures = append(tenures, tenure{w, l.Epoch, start, end})
 				mu.Unlock()
-				count.Add(1)
+				won++
 				time.Sleep(rand.N(20 * time.Millisecond)) // the next trigger comes later, as in production
 			}
 		})
@@ -539,9 +543,12 @@ func TestBlobLock_MixedVersions_OneHolderAtATime(t *testing.T) {
 		t.Fatalf("unexpected failures: %v", failures)
 	}
 	slices.SortFunc(tenures, func(a, b tenure) int { return a.start.Compare(b.start) })
-	kinds := map[int]int{}
+	// How often the versions alternated: each change is a takeover across versions.
+	changes := 0
 	for i, cur := range tenures {
-		kinds[cur.who%2]++
+		if i > 0 && cur.who%2 != tenures[i-1].who%2 {
+			changes++
+		}
 		if i == 0 {
 			continue
 		}
@@ -554,8 +561,51 @@ func TestBlobLock_MixedVersions_OneHolderAtATime(t *testing.T) {
 				cur.epoch, cur.who, prev.end.Sub(cur.start), prev.epoch, prev.who)
 		}
 	}
-	t.Logf("acquisitions by the earlier version: %d, by this one: %d", kinds[0], kinds[1])
-	if kinds[0] == 0 || kinds[1] == 0 {
-		t.Errorf("acquisitions by version %v, want both to win", kinds)
+	t.Logf("%d acquisitions, %d of them by the other version than the one before", len(tenures), changes)
+	if len(tenures) != contenders*quota {
+		t.Errorf("%d acquisitions, want %d", len(tenures), contenders*quota)
+	}
+}
+
+// TestBlobLock_EarlierBatonTakesOverAClaim: an earlier Baton (which takes the lease first and
+// records itself afterwards) takes the lease between a contender's claim and its acquire. The
+// contender's HeldError waits for the earlier process's record rather than naming its own
+// claim.
+func TestBlobLock_EarlierBatonTakesOverAClaim(t *testing.T) {
+	t.Parallel()
+	ft := newTestFaultTransport()
+	c := newTestContainer(t, ft, nil)
+	contender := newTestBlobLockOn(t, c)
+	if err := contender.create(t.Context(), true); err != nil {
+		t.Fatal(err)
+	}
+	alias := newTestContainerAlias(t, c)
+	lb := alias.NewBlockBlobClient("leader")
+	old := ledger.Holder{App: "baton-test", Instance: "old-version", PID: 7}
+	oldID := uuid.NewString()
+	var reads atomic.Int32
+	ft.setRule(func(req *http.Request) int {
+		ctx := context.Background()
+		switch {
+		case testLeaseAction(req) == "acquire":
+			// The earlier process takes the lease over the claim...
+			lc, _ := lease.NewBlobClient(lb, &lease.BlobClientOptions{LeaseID: &oldID})
+			if _, err := lc.AcquireLease(ctx, int32(testBlobLockDuration/time.Second), nil); err != nil {
+				t.Errorf("earlier process: acquire: %v", err)
+			}
+		case req.Method == http.MethodHead && reads.Add(1) == 3:
+			// ...and records itself only by the contender's second read after losing.
+			md := encodeLeaseMetadata(old, 2, time.Now(), time.Time{})
+			if _, err := lb.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+				LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: &oldID}}}); err != nil {
+				t.Errorf("earlier process: record: %v", err)
+			}
+		}
+		return faultNone
+	})
+	_, err := contender.Acquire(t.Context(), electiontest.Holder(1))
+	var held *election.HeldError
+	if !errors.As(err, &held) || held.Holder != old || held.Epoch != 2 {
+		t.Errorf("contender: got %v, want HeldError naming the earlier process at epoch 2", err)
 	}
 }
