@@ -83,9 +83,9 @@ vulncheck:
 
 # The dashboard's headless-browser check (internal/app TestDashboard_Browser) needs Debian's
 # chromium: installed here when missing (as root, e.g. on CI), and required by `make unit`.
-# The e2e package includes the short chaos soak (TestSoak, docs/reliability.md): about 2.5
-# minutes when every promise holds, about 5 when it finds violations and waits out their
-# bounds; the per-package timeout leaves room for that.
+# The e2e package includes the short chaos soak (TestSoak, docs/reliability.md, both timer
+# modes side by side): about 1.5 minutes when every promise holds, more when it finds
+# violations and waits out their bounds; the per-package timeout leaves room for that.
 browser:
 	@bash scripts/ensure-chromium.sh >/dev/null
 
@@ -123,7 +123,7 @@ demo: tools build
 BENCH_OUT ?= dist/bench.txt
 BENCH_RUNS = \
 	./election/bloblease/:BlobLock:200x \
-	./coordinator/:Tick_Enqueue10000:1x \
+	./coordinator/:Plan_Enqueue10000:1x \
 	./work/:Worker_StorageCallsPerPartition:2000x \
 	./work/:TryFinish_10000:1x \
 	./transport/storagequeue/:QueueSender:3x \
@@ -162,11 +162,11 @@ bench-scale: tools
 	done
 	@echo; $(GO) run ./bench/cmd/benchtable $(BENCH_SCALE_OUT)
 
-# The long chaos soak (docs/reliability.md): SOAK_OCCURRENCES occurrences under random faults in
-# each timer mode (all, one), then the history checker. The seed is random unless SOAK_SEED is
-# set and is printed first; replay a failure with SOAK_SEED=<seed> [SOAK_MODES=one] make soak.
-# About 10 minutes per mode for 100 occurrences (5 s apart) on 2 cores. `make test` runs a short
-# fixed-seed soak (e2e TestSoak) by default.
+# The long chaos soak (docs/reliability.md): the e2e app's schedules under random faults for
+# SOAK_OCCURRENCES periods of 5 s in each timer mode (all, one; side by side), then the history
+# checker. The seed is random unless SOAK_SEED is set and is printed first; replay a failure
+# with SOAK_SEED=<seed> [SOAK_MODES=one] make soak. About 9.5 minutes for 100 periods on 2
+# cores. `make test` runs a short fixed-seed soak (e2e TestSoak) by default.
 SOAK_OCCURRENCES ?= 100
 SOAK_SEED ?=
 SOAK_MODES ?= all,one

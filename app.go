@@ -19,11 +19,12 @@ import (
 // App is a Baton app: the jobs it registered and how it runs. Build it with New, register the
 // jobs, then call Main (or Run). An App is not safe for concurrent registration.
 type App struct {
-	jobs     *work.Registry
-	defaults map[string]json.RawMessage
-	problems []error
-	logger   *slog.Logger
-	getenv   func(string) string
+	jobs      *work.Registry
+	defaults  map[string]json.RawMessage
+	schedules []app.Schedule
+	problems  []error
+	logger    *slog.Logger
+	getenv    func(string) string
 }
 
 // Option configures an App.
@@ -51,7 +52,8 @@ func New(opts ...Option) *App {
 // jobName is what a job may be called: it appears in BATON_JOB, manual runs and the ledger.
 var jobName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
 
-// Register adds job under name, for the timer (BATON_JOB) and for manual runs. A bad
+// Register adds job under name, for its schedules (see Schedule), the settings' schedule
+// (BATON_JOB) and manual runs. A bad
 // registration — an invalid or duplicate name, a nil job, an invalid option — returns a
 // *RegistrationError naming the job and the field, and Main and Run will refuse to start; the
 // job is not registered.
@@ -147,5 +149,6 @@ func (a *App) main(args []string, stdout, stderr io.Writer) int {
 }
 
 func (a *App) options(stdout, stderr io.Writer) app.Options {
-	return app.Options{Jobs: a.jobs, DefaultParams: a.defaults, Logger: a.logger, Getenv: a.getenv, Stdout: stdout, Stderr: stderr}
+	return app.Options{Jobs: a.jobs, DefaultParams: a.defaults, Schedules: a.schedules, Logger: a.logger, Getenv: a.getenv,
+		Stdout: stdout, Stderr: stderr}
 }

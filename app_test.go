@@ -158,26 +158,38 @@ func TestRun_InvalidSettings(t *testing.T) {
 	}
 }
 
-// `validate` checks an app's own job: with BATON_JOB unset the only registered job is the
-// timer's job, with its default params; bad default params never get this far.
+// `validate` checks an app's own jobs and schedules with the settings: with BATON_JOB unset
+// the only registered job is the settings' schedule's job, with its default params; the app's
+// schedules with BATON_SCHEDULES applied; every problem named.
 func TestMain_ValidateUsesTheAppsJobs(t *testing.T) {
-	env := map[string]string{config.SettingAppRoot: "."}
+	env := map[string]string{config.SettingAppRoot: ".", config.SettingSchedule: "0 0 3 * * *"}
 	app := New(WithSettings(func(k string) string { return env[k] }))
 	if err := app.Register("export", strictJob{}, WithDefaultParams(`{"limit":5}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Schedule("weekly", "export", "0 0 9 * * 1", InZone("Europe/Berlin"), WithParams(`{"limit":7}`)); err != nil {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
 	if code := app.main([]string{"baton", "validate"}, &out, &errb); code != 0 {
 		t.Fatalf("validate: exit %d: %s%s", code, out.String(), errb.String())
 	}
-	if !strings.Contains(out.String(), `BATON_JOB=export BATON_JOB_PARAMS={"limit":5}`) {
-		t.Errorf("validate: %q, want the app's job and its default params", out.String())
+	for _, want := range []string{`weekly ("0 0 9 * * 1" Europe/Berlin, job export, params {"limit":7})`,
+		`tick ("0 0 3 * * *" UTC, job export, params {"limit":5})`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("validate: %q, want %s", out.String(), want)
+		}
 	}
 	env[config.SettingJobParams] = `{"limit":-1}`
+	env[config.SettingSchedules] = `{"weekly":{"timeZone":"Berlin"},"daily":{"paused":true}}`
 	out.Reset()
 	errb.Reset()
-	if code := app.main([]string{"baton", "validate"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "limit must be a positive number") {
-		t.Errorf("validate with bad params: exit %d: %s", code, errb.String())
+	code := app.main([]string{"baton", "validate"}, &out, &errb)
+	for _, want := range []string{"limit must be a positive number", `BATON_SCHEDULES: schedule "weekly": timeZone "Berlin"`,
+		`BATON_SCHEDULES names the schedule "daily", which this app does not declare (it declares: tick, weekly)`} {
+		if code != 2 || !strings.Contains(errb.String(), want) {
+			t.Errorf("validate with bad settings: exit %d: %s; want %s", code, errb.String(), want)
+		}
 	}
 }
 
@@ -196,6 +208,7 @@ func TestRun_ServesUntilCancelled(t *testing.T) {
 		config.SettingHostStorage:    srv.ConnectionString(),
 		config.SettingTransport:      string(config.TransportQueue),
 		config.SettingAppRoot:        ".",
+		config.SettingHeartbeat:      "0 * * * * *",
 		config.SettingSchedule:       "0 0 3 * * *",
 		config.SettingRunsContainer:  azurite.UniqueName(t, "runs"),
 		config.SettingLeaseContainer: azurite.UniqueName(t, "leases"),

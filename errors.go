@@ -18,19 +18,33 @@ var (
 	ErrInvalidParams = errors.New("invalid params")
 	// ErrInvalidRetry: a job's RetryPolicy has a field out of range.
 	ErrInvalidRetry = errors.New("invalid retry policy")
+	// ErrDuplicateSchedule: a schedule name is declared twice.
+	ErrDuplicateSchedule = errors.New("schedule already declared")
+	// ErrUnknownJob: a schedule names a job that is not registered (register it first).
+	ErrUnknownJob = errors.New("no such job")
+	// ErrInvalidSchedule: a schedule's expression, time zone or policy is invalid.
+	ErrInvalidSchedule = errors.New("invalid schedule")
 )
 
-// RegistrationError is a refused registration: which job, which field (the name, the job
-// itself, or an option such as its params) and what is wrong. Match it with errors.As, and
-// its cause with errors.Is (ErrInvalidName, ErrDuplicateJob, ErrNilJob, ErrInvalidParams,
-// ErrInvalidRetry).
+// RegistrationError is a refused registration of a job or a schedule: which one, which field
+// (the name, the job itself, or an option such as its params) and what is wrong. Match it with
+// errors.As, and its cause with errors.Is (ErrInvalidName, ErrDuplicateJob, ErrNilJob,
+// ErrInvalidParams, ErrInvalidRetry, ErrDuplicateSchedule, ErrUnknownJob, ErrInvalidSchedule).
 type RegistrationError struct {
-	Job   string // the name passed to Register
-	Field string // "name", "job", "params", or "retry.<field>" such as "retry.Attempts"
+	// Schedule is the name passed to Schedule ("" for a job's registration).
+	Schedule string
+	// Job is the name passed to Register, or the job a schedule names.
+	Job string
+	// Field is "name", "job", "params", "retry.<field>" such as "retry.Attempts", or a
+	// schedule's "cron", "timeZone", "overlap", "catchUp" or "jitter".
+	Field string
 	Err   error
 }
 
 func (e *RegistrationError) Error() string {
+	if e.Schedule != "" {
+		return fmt.Sprintf("baton: schedule %q (job %q): %s: %v", e.Schedule, e.Job, e.Field, e.Err)
+	}
 	return fmt.Sprintf("baton: job %q: %s: %v", e.Job, e.Field, e.Err)
 }
 

@@ -223,3 +223,39 @@ func ExampleTyped_WithMerge() {
 	fmt.Println(isMerger)
 	// Output: true
 }
+
+// Schedules are declared with their job: an expression, a time zone and policies, each a
+// value. Baton fires them all on the app's heartbeat, exactly once per occurrence.
+func ExampleApp_Schedule() {
+	app := baton.New()
+	_ = app.Register("countdown", countdown{})
+	fmt.Println(app.Schedule("nightly", "countdown", "0 30 2 * * *",
+		baton.InZone("Europe/Berlin"),                 // 02:30 Berlin time, summer and winter
+		baton.WithParams(map[string]int{"from": 100}), // each run's params
+		baton.WithOverlap(baton.OverlapBufferOne),     // one waits while a run is in progress
+		baton.WithCatchUp(2*time.Hour),                // late by more: recorded missed
+		baton.WithJitter(5*time.Minute),               // spread the starts of many apps
+	))
+	fmt.Println(app.Schedule("hourly", "countdown", "0 0 * * * *", baton.WithParams(`{"from":10}`)))
+	err := app.Schedule("weekly", "countdwn", "0 0 9 * * 1")
+	var re *baton.RegistrationError
+	fmt.Println(errors.As(err, &re), re.Schedule, re.Field, errors.Is(err, baton.ErrUnknownJob))
+	// Output:
+	// <nil>
+	// <nil>
+	// true weekly job true
+}
+
+// A schedule follows the wall clock of its IANA time zone, across daylight-saving changes; a
+// name that is not one is refused at declaration.
+func ExampleInZone() {
+	app := baton.New()
+	_ = app.Register("countdown", countdown{})
+	err := app.Schedule("report", "countdown", "0 0 9 * * MON", baton.InZone("Europe/Paris"))
+	fmt.Println(err)
+	err = app.Schedule("report2", "countdown", "0 0 9 * * MON", baton.InZone("Paris"))
+	fmt.Println(errors.Is(err, baton.ErrInvalidSchedule))
+	// Output:
+	// <nil>
+	// true
+}

@@ -11,7 +11,6 @@ require (
 	github.com/Azure/azure-sdk-for-go/sdk/storage/azblob v1.8.3
 	github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue v1.0.1
 	github.com/Azure/go-amqp v1.7.0
-	github.com/adhocore/gronx v1.20.4
 	github.com/google/go-cmp v0.7.0
 	github.com/google/uuid v1.6.0
 )

@@ -19,9 +19,23 @@ type Starter interface {
 	StartManual(ctx context.Context, req coordinator.ManualRequest) (coordinator.Outcome, error)
 }
 
+// Scheduler runs the app's schedules (coordinator.Coordinator): what it fires, and what an
+// operator does with one schedule.
+type Scheduler interface {
+	// Schedules returns every schedule the app declares, as the scheduler fires it.
+	Schedules() []coordinator.Schedule
+	// RunNow starts a run of the schedule through its overlap policy.
+	RunNow(ctx context.Context, schedule, key string) (coordinator.Outcome, error)
+	// Pause and Resume change the operator's pause, kept in the ledger.
+	Pause(ctx context.Context, schedule, note, by string) (ledger.ScheduleState, error)
+	Resume(ctx context.Context, schedule, by string) (ledger.ScheduleState, error)
+}
+
 // Ledger is the part of ledger.Store the API reads.
 type Ledger interface {
 	ReadManifest(ctx context.Context, run string) (ledger.Manifest, error)
+	// ReadSchedule reads a schedule's state (ledger.ErrNotFound before its first heartbeat).
+	ReadSchedule(ctx context.Context, name string) (ledger.ScheduleState, error)
 	ReadReportBounded(ctx context.Context, run string, maxBytes int64) (ledger.Report, ledger.ReportRead, error)
 	ListResults(ctx context.Context, run string, fn func(index int) error) error
 	DoneCount(ctx context.Context, run string, shard int) (int64, error)
@@ -36,6 +50,7 @@ type LeaderReader interface {
 
 var (
 	_ Starter      = (*coordinator.Coordinator)(nil)
+	_ Scheduler    = (*coordinator.Coordinator)(nil)
 	_ Ledger       = ledger.Store(nil)
 	_ LeaderReader = (*election.Leader)(nil)
 )
@@ -92,8 +107,11 @@ type Config struct {
 	Now func() time.Time
 	// Logger is used when a Request carries none (default: discarded).
 	Logger *slog.Logger
-	// Schedule is the timer's schedule and policies; nil answers ?occurrences= with 503.
-	Schedule *ScheduleConfig
+	// Scheduler serves /api/schedules; nil answers it with 503.
+	Scheduler Scheduler
+	// Heartbeat is the longest gap between two heartbeats (BATON_HEARTBEAT): an occurrence
+	// younger than it plus OccurrenceGrace may not be decided yet (default DefaultHeartbeat).
+	Heartbeat time.Duration
 	// DeadLetters are the queues whose dead letters GET /api/leader counts (the work and
 	// control queues); none: the reply lists none.
 	DeadLetters []DeadLetterCounter
@@ -104,6 +122,8 @@ type API struct {
 	cfg         Config
 	created     *createdCache
 	final       *finalCache
+	absent      *absentCache
+	zones       zoneCache
 	deadLetters deadLetterCache
 }
 
@@ -125,7 +145,10 @@ func New(cfg Config) (*API, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{cfg: cfg, created: newCreatedCache(), final: newFinalCache()}, nil
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	return &API{cfg: cfg, created: newCreatedCache(), final: newFinalCache(), absent: newAbsentCache()}, nil
 }
 
 // Request is one HTTP request as the host describes it.
@@ -133,6 +156,9 @@ type Request struct {
 	Method string
 	// ID is the route parameter {id} of runs/{id?}; "" when absent.
 	ID string
+	// Path is the route parameter {*path} of schedules/{*path}: what follows "schedules/"
+	// ("nightly", "nightly/pause"); "" when absent.
+	Path string
 	// Query holds the query parameters (a repeated key arrives joined with commas).
 	Query map[string]string
 	// Headers as the host sends them: each name with its values.
@@ -191,6 +217,7 @@ const (
 	CodeInvalidState        = "invalid_state"
 	CodeInvalidTrigger      = "invalid_trigger"
 	CodeInvalidOccurrences  = "invalid_occurrences"
+	CodeInvalidSchedule     = "invalid_schedule"
 	CodeInvalidKey          = "invalid_idempotency_key"
 	CodeKeyReused           = "idempotency_key_reused"
 	CodeNotFound            = "not_found"
@@ -198,6 +225,7 @@ const (
 	CodeTooLarge            = "payload_too_large"
 	CodeConflict            = "conflict"
 	CodeUnavailable         = "unavailable"
+	CodeSchedulerBusy       = "scheduler_busy"
 	CodeStorage             = "storage_unavailable"
 	CodeTimeout             = "timeout"
 	CodeInternal            = "internal_error"

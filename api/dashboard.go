@@ -35,10 +35,11 @@ func inlineHash(page []byte, open, close string) string {
 	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
 }
 
-// Dashboard serves GET /api/dashboard: one self-contained HTML page that shows the schedule
-// and its recent occurrences, the leader, the runs (filtered, paged) and a run's detail at
-// #run=<id>, and starts a run (Run now); it refreshes itself every few seconds by fetching
-// runs and leader beside its own URL. In Azure it is opened with ?code=<function key>: the page
+// Dashboard serves GET /api/dashboard: one self-contained HTML page that opens on the app's
+// schedules (each with its recent occurrences, next run, last state, Pause or Resume and Run
+// now), shows a schedule's detail at #schedule=<name>, the leader, the runs (filtered by
+// schedule, state and trigger, paged) and a run's detail at #run=<id>; it refreshes itself
+// every few seconds by fetching the API beside its own URL. In Azure it is opened with ?code=<function key>: the page
 // takes the key out of the address bar and sends it as the x-functions-key header, so no link
 // or request URL it makes carries the key.
 func (a *API) Dashboard(ctx context.Context, r Request) Reply {

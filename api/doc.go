@@ -1,21 +1,28 @@
-// Package api is Baton's HTTP API: start a manual run, list and inspect runs, show the
-// leader, and serve the dashboard page. It knows nothing of the Functions host: the handler
+// Package api is Baton's HTTP API: show the app's schedules and run, pause or resume one,
+// start a manual run, list and inspect runs, show the leader, and serve the dashboard page. It knows nothing of the Functions host: the handler
 // turns an httpTrigger invocation into a Request and a Reply into the `res` output binding.
 // The coordinator, the ledger and the lock are reached through the small interfaces in api.go.
 //
 // Endpoints (paths as the host exposes them, under the "api" route prefix):
 //
-//	POST /api/runs        start a manual run through the same lease as the timer
-//	GET  /api/runs        recent runs, newest first, with progress; limit and continuation;
-//	                      state and trigger filters; occurrences=N adds the schedule and its
-//	                      last N occurrences, each with its record or null
-//	GET  /api/runs/{id}   one run: state, trigger, epoch, segments, progress, timings, report,
-//	                      failed partitions and workers (bounded reads of its results)
-//	GET  /api/leader      the lease: holder, epoch, since, lease state (read, never contended)
-//	GET  /api/dashboard   a self-contained HTML page over the three above, with Run now
+//	GET  /api/schedules                every schedule: expression in words, zone, next
+//	                                   occurrences, policies, pause, last run; ?occurrences=N
+//	                                   adds each one's strip
+//	GET  /api/schedules/{name}         one schedule and its last N occurrences (?occurrences=N),
+//	                                   each with its record or why it has none
+//	POST /api/schedules/{name}/runs    run the schedule now, through its overlap policy
+//	POST /api/schedules/{name}/pause   pause it, with an optional note; .../resume resumes it
+//	POST /api/runs                     start an ad-hoc run of a job
+//	GET  /api/runs                     recent runs, newest first, with progress; limit and
+//	                                   continuation; state, trigger and schedule filters
+//	GET  /api/runs/{id}                one run: state, trigger, epoch, segments, progress,
+//	                                   timings, report, failed partitions and workers
+//	GET  /api/leader                   the scheduler lease: holder, epoch, since, lease state
+//	                                   (read, never contended), dead letters
+//	GET  /api/dashboard                a self-contained HTML page over all of the above
 //
-// Every error is JSON {"error": {"code", "message"}} with a 4xx or 5xx status; a refused
-// manual start (409) adds "leader" and "activeRun".
+// Every error is JSON {"error": {"code", "message"}} with a 4xx or 5xx status; a refused run
+// (409) and a busy scheduler (503) add "leader", and a run in progress "activeRun".
 //
 // # Guarantees
 //
@@ -27,8 +34,11 @@
 //     no ID can address a blob outside its run's prefix.
 //   - Reads never contend for the lease: GET requests only read blobs.
 //   - Every read a request makes is bounded: a filtered page reads at most MaxScanReads
-//     manifests, ?occurrences=N at most N, a run's detail at most MaxFailureReads +
-//     MaxWorkerReads results, whatever the size of the ledger or the run.
+//     manifests, a schedule's strip of N occurrences at most N (and the list N per schedule),
+//     a run's detail at most MaxFailureReads + MaxWorkerReads results, whatever the size of
+//     the ledger or the run.
+//   - Reads of what cannot change are made once per process: a final run's manifest, and an
+//     occurrence known to have no record (one before the schedule's first cursor).
 //
 // # Not guaranteed
 //
@@ -39,6 +49,9 @@
 //   - The listing is a snapshot: a run created between two pages appears at the top of the
 //     next listing, not in the middle of a page walk (the continuation token is a position in
 //     the newest-first order, so a page walk never repeats or skips an older run).
-//   - A 409 for a held lease names the holder read from storage a moment earlier; it may have
-//     released the lease since.
+//   - A 409 or 503 names the leader read from storage a moment earlier; it may have released
+//     the lease since.
+//   - Who paused or resumed a schedule comes from the X-MS-CLIENT-PRINCIPAL-NAME header, which
+//     only App Service authentication vouches for; without it, any caller with a function key
+//     can set it.
 package api

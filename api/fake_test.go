@@ -11,8 +11,12 @@ import (
 
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/internal/ncrontab"
 	"github.com/batonfn/baton/ledger"
 )
+
+// tickRunID is the run ID of an occurrence of the schedule the settings declare.
+func tickRunID(occ time.Time) string { return ledger.ScheduleRunID(coordinator.LegacySchedule, occ) }
 
 // fakeLedger is an in-memory Ledger. Reads of a manifest are counted.
 type fakeLedger struct {
@@ -26,12 +30,41 @@ type fakeLedger struct {
 	// records are the results ReadResult returns (by run, then index).
 	records     map[string]map[int]ledger.Result
 	resultReads int
+	// schedules are the schedules' states; scheduleErr fails ReadSchedule.
+	schedules   map[string]ledger.ScheduleState
+	scheduleErr error
 }
 
 func newFakeLedger() *fakeLedger {
 	return &fakeLedger{manifests: map[string]ledger.Manifest{}, results: map[string]int{},
 		done: map[string]map[int]int64{}, reports: map[string][]byte{}, reads: map[string]int{},
-		records: map[string]map[int]ledger.Result{}}
+		records: map[string]map[int]ledger.Result{}, schedules: map[string]ledger.ScheduleState{}}
+}
+
+func (f *fakeLedger) ReadSchedule(ctx context.Context, name string) (ledger.ScheduleState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.scheduleErr != nil {
+		return ledger.ScheduleState{}, f.scheduleErr
+	}
+	st, ok := f.schedules[name]
+	if !ok {
+		return st, fmt.Errorf("read schedule %s: %w", name, ledger.ErrNotFound)
+	}
+	return st, nil
+}
+
+// updateSchedule changes a schedule's state as ledger.Store.UpdateSchedule does.
+func (f *fakeLedger) updateSchedule(name string, fn func(*ledger.ScheduleState)) ledger.ScheduleState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, ok := f.schedules[name]
+	if !ok {
+		st = ledger.ScheduleState{Schedule: name}
+	}
+	fn(&st)
+	f.schedules[name] = st
+	return st
 }
 
 func (f *fakeLedger) put(m ledger.Manifest) {
@@ -143,6 +176,89 @@ func (s *fakeStarter) StartManual(ctx context.Context, req coordinator.ManualReq
 	s.calls = append(s.calls, req)
 	s.mu.Unlock()
 	return s.fn(req)
+}
+
+// cron is a coordinator.Cron: an NCRONTAB expression in a time zone.
+type cron struct {
+	e   ncrontab.Expr
+	loc *time.Location
+}
+
+func (c cron) Next(t time.Time) (time.Time, bool) { return c.e.Next(t, c.loc) }
+func (c cron) Prev(t time.Time) (time.Time, bool) { return c.e.Prev(t, c.loc) }
+func (c cron) String() string                     { return c.e.String() }
+
+// testSchedule is a schedule of job synthetic firing at expr in zone ("" is UTC), with the
+// coordinator's defaults.
+func testSchedule(t testing.TB, name, expr, zone string) coordinator.Schedule {
+	t.Helper()
+	e, err := ncrontab.Parse(expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc := time.UTC
+	if zone != "" {
+		if loc, err = time.LoadLocation(zone); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return coordinator.Schedule{Name: name, Job: "synthetic", Cron: cron{e, loc}, TimeZone: loc.String(), Description: e.Describe(),
+		Overlap: coordinator.OverlapSkip, CatchUp: coordinator.DefaultCatchUp}
+}
+
+// fakeScheduler serves the schedules; RunNow answers with runNow, and Pause and Resume change
+// the fake ledger's states as the coordinator does (failing with err when set).
+type fakeScheduler struct {
+	mu        sync.Mutex
+	schedules []coordinator.Schedule
+	l         *fakeLedger
+	now       time.Time
+	runNow    func(schedule, key string) (coordinator.Outcome, error)
+	err       error
+	calls     []string // "runs <schedule> <key>", "pause <schedule> <note> by <by>", "resume <schedule> by <by>"
+}
+
+func (s *fakeScheduler) Schedules() []coordinator.Schedule {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]coordinator.Schedule(nil), s.schedules...)
+}
+
+func (s *fakeScheduler) record(call string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, call)
+}
+
+func (s *fakeScheduler) called() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.calls...)
+}
+
+func (s *fakeScheduler) RunNow(ctx context.Context, schedule, key string) (coordinator.Outcome, error) {
+	s.record("runs " + schedule + " " + key)
+	return s.runNow(schedule, key)
+}
+
+func (s *fakeScheduler) Pause(ctx context.Context, schedule, note, by string) (ledger.ScheduleState, error) {
+	s.record("pause " + schedule + " " + note + " by " + by)
+	if s.err != nil {
+		return ledger.ScheduleState{}, s.err
+	}
+	return s.l.updateSchedule(schedule, func(st *ledger.ScheduleState) {
+		st.Paused, st.Note, st.PausedBy, st.PausedAt = true, note, by, s.now
+	}), nil
+}
+
+func (s *fakeScheduler) Resume(ctx context.Context, schedule, by string) (ledger.ScheduleState, error) {
+	s.record("resume " + schedule + " by " + by)
+	if s.err != nil {
+		return ledger.ScheduleState{}, s.err
+	}
+	return s.l.updateSchedule(schedule, func(st *ledger.ScheduleState) {
+		st.Paused, st.Note, st.PausedBy, st.PausedAt = false, "", "", time.Time{}
+	}), nil
 }
 
 type fakeLeader struct {

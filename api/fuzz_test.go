@@ -25,9 +25,9 @@ func FuzzRuns(f *testing.F) {
 	f.Fuzz(func(t *testing.T, method, id, limit, continuation, key string, body []byte) {
 		l := newFakeLedger()
 		l.put(manifest("tick-20261121t100000z", ledger.StateRunning, t0, 3))
-		l.put(manifest(coordinator.ManualRunID("k", t0), ledger.StateSucceeded, t0, 3))
+		l.put(manifest(ledger.ManualRunID("k", t0), ledger.StateSucceeded, t0, 3))
 		s := &fakeStarter{fn: func(req coordinator.ManualRequest) (coordinator.Outcome, error) {
-			return coordinator.Outcome{Status: coordinator.StatusStarted, Run: coordinator.ManualRunID(req.IdempotencyKey, t0), State: ledger.StateRunning}, nil
+			return coordinator.Outcome{Status: coordinator.StatusStarted, Run: ledger.ManualRunID(req.IdempotencyKey, t0), State: ledger.StateRunning}, nil
 		}}
 		a, err := New(Config{Starter: s, Ledger: l, Leader: &fakeLeader{}, KeyWait: -1})
 		if err != nil {
@@ -65,36 +65,30 @@ func FuzzRuns(f *testing.F) {
 	})
 }
 
-// FuzzRunsQuery: whatever GET /api/runs's state, trigger, occurrences and limit, the reply is
-// 200 with only matching runs and at most N occurrences, or 400 with the parameter's error
-// code; it never panics.
+// FuzzRunsQuery: whatever GET /api/runs's state, trigger, schedule and limit, the reply is 200
+// with only matching runs, or 400 with the parameter's error code; it never panics.
 func FuzzRunsQuery(f *testing.F) {
-	f.Add("failed", "timer", "3", "5")
+	f.Add("failed", "timer", "tick", "5")
 	f.Add("missed,skipped", "", "", "")
-	f.Add("", "manual,timer", "100", "100")
-	f.Add("done", "check", "0", "0")
-	f.Add(",", ",", "-1", "x")
-	f.Fuzz(func(t *testing.T, state, trigger, occurrences, limit string) {
+	f.Add("", "manual,timer", "nightly,tick", "100")
+	f.Add("done", "check", "Nightly", "0")
+	f.Add(",", ",", ",", "x")
+	f.Fuzz(func(t *testing.T, state, trigger, schedule, limit string) {
 		l := newFakeLedger()
 		for i, st := range allStates {
 			at := t0.Add(-time.Duration(i) * time.Hour)
-			m := manifest(coordinator.TimerRunID(at), st, at, 2)
+			m := manifest(tickRunID(at), st, at, 2)
 			m.Occurrence = at
-			if i%2 == 1 {
-				m.RunID, m.Trigger = coordinator.ManualRunID(string(st), at), ledger.TriggerManual
+			switch i % 3 {
+			case 1:
+				m.RunID, m.Trigger = ledger.ManualRunID(string(st), at), ledger.TriggerManual
+			case 2:
+				m.RunID, m.Trigger = ledger.ScheduleNowRunID("nightly", "", at), ledger.TriggerManual
 			}
 			l.put(m)
 		}
-		s, err := coordinator.ParseSchedule("0 0 * * * *", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := New(Config{Ledger: l, Leader: &fakeLeader{}, Now: func() time.Time { return t0.Add(time.Minute) },
-			Schedule: &ScheduleConfig{Schedule: s, Overlap: "skip", Misfire: "skip", StartingDeadline: time.Hour}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		q := map[string]string{"state": state, "trigger": trigger, "occurrences": occurrences, "limit": limit}
+		a := newTestAPI(t, l, nil, nil)
+		q := map[string]string{"state": state, "trigger": trigger, "schedule": schedule, "limit": limit}
 		r := a.Runs(context.Background(), Request{Method: http.MethodGet, Query: q})
 		b, err := json.Marshal(r.JSON)
 		if err != nil {
@@ -108,12 +102,11 @@ func FuzzRunsQuery(f *testing.F) {
 			}
 			f, _ := parseFilter(Request{Query: q})
 			for _, run := range v.Runs {
-				if (len(f.states) > 0 && !f.states[run.State]) || (len(f.triggers) > 0 && !f.triggers[run.Trigger]) {
+				n, _ := ledger.ParseRunID(run.Run)
+				if (len(f.states) > 0 && !f.states[run.State]) || (len(f.triggers) > 0 && !f.triggers[run.Trigger]) ||
+					(len(f.schedules) > 0 && !f.schedules[n.Schedule]) {
 					t.Fatalf("%v: run %s (%s, %s) does not match", q, run.Run, run.State, run.Trigger)
 				}
-			}
-			if n, _ := parseOccurrences(occurrences); occurrences != "" && len(v.Occurrences) != n {
-				t.Fatalf("%v: %d occurrences", q, len(v.Occurrences))
 			}
 		case http.StatusBadRequest:
 			var e ErrorBody
@@ -121,12 +114,70 @@ func FuzzRunsQuery(f *testing.F) {
 				t.Fatalf("error reply %s lacks a message", b)
 			}
 			switch e.Error.Code {
-			case CodeInvalidState, CodeInvalidTrigger, CodeInvalidOccurrences, CodeInvalidLimit:
+			case CodeInvalidState, CodeInvalidTrigger, CodeInvalidSchedule, CodeInvalidLimit:
 			default:
 				t.Fatalf("%v: code %s", q, e.Error.Code)
 			}
 		default:
 			t.Fatalf("%v: status %d %s", q, r.Status, b)
+		}
+	})
+}
+
+// FuzzSchedules: whatever the method, path, query, headers and body, the Schedules endpoint
+// answers (never panics) with a status of 200–599 and a JSON error body on 4xx/5xx; only a
+// POST to a declared schedule's action reaches the scheduler, and a pause note over the limit
+// never does.
+func FuzzSchedules(f *testing.F) {
+	f.Add("GET", "", "", "", "", []byte(nil))
+	f.Add("GET", "nightly", "5", "", "", []byte(nil))
+	f.Add("POST", "nightly/runs", "", "k", "", []byte(nil))
+	f.Add("POST", "nightly/pause", "", "", "alice@contoso.com", []byte(`{"note":"maintenance"}`))
+	f.Add("POST", "nightly/resume", "", "", "", []byte(`{}`))
+	f.Add("POST", "hourly/resume", "", "", "\x00", []byte(`{"x":1}`))
+	f.Add("DELETE", "../x/pause", "-1", "\x00", "", []byte(`[]`))
+	f.Fuzz(func(t *testing.T, method, path, occurrences, key, who string, body []byte) {
+		l := newFakeLedger()
+		now := t0.Add(90 * time.Minute)
+		hourly := testSchedule(t, "hourly", "0 0 * * * *", "")
+		hourly.Paused, hourly.PausedBy = true, "the app setting BATON_SCHEDULES"
+		s := &fakeScheduler{l: l, now: now, schedules: []coordinator.Schedule{testSchedule(t, "nightly", "0 0 3 * * *", "Europe/Berlin"), hourly},
+			runNow: func(schedule, key string) (coordinator.Outcome, error) {
+				return coordinator.Outcome{Status: coordinator.StatusStarted, Run: ledger.ScheduleNowRunID(schedule, key, now), State: ledger.StatePlanning}, nil
+			}}
+		a, err := New(Config{Ledger: l, Leader: &fakeLeader{}, Scheduler: s, KeyWait: -1, Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := Request{Method: method, Path: path, Query: map[string]string{"occurrences": occurrences}, Body: body,
+			Headers: map[string][]string{PrincipalHeader: {who}}}
+		if key != "" {
+			req.Headers["Idempotency-Key"] = []string{key}
+		}
+		r := a.Schedules(context.Background(), req)
+		if r.Status < 200 || r.Status > 599 {
+			t.Fatalf("status %d", r.Status)
+		}
+		b, err := json.Marshal(r.JSON)
+		if err != nil {
+			t.Fatalf("reply does not encode: %v", err)
+		}
+		if r.Status >= 400 {
+			var e ErrorBody
+			if err := json.Unmarshal(b, &e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
+				t.Fatalf("error reply %s lacks code or message", b)
+			}
+		}
+		calls := s.called()
+		name, action, ok := schedulePath(path)
+		if len(calls) > 0 && (!ok || method != http.MethodPost || action == "" || (name != "nightly" && name != "hourly")) {
+			t.Fatalf("%s %q reached the scheduler: %v", method, path, calls)
+		}
+		if action == actionResume && name == "hourly" && r.Status < 400 {
+			t.Fatalf("resume of a schedule paused by a setting: status %d", r.Status)
+		}
+		if n, err := decodePause(body); action == actionPause && err != nil && len(calls) > 0 {
+			t.Fatalf("a bad pause body (%v) reached the scheduler with note of %d bytes", err, len(n.Note))
 		}
 	})
 }

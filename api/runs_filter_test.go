@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/ledger"
 )
 
@@ -50,9 +50,9 @@ func TestListRuns_Filters(t *testing.T) {
 	var all []ledger.Manifest
 	for i := range 60 {
 		at := t0.Add(time.Duration(i) * time.Minute)
-		m := manifest(coordinator.TimerRunID(at), states[i%len(states)], at, 2)
+		m := manifest(tickRunID(at), states[i%len(states)], at, 2)
 		if i%3 == 0 {
-			m.RunID, m.Trigger = coordinator.ManualRunID(fmt.Sprintf("k-%d", i), at), ledger.TriggerManual
+			m.RunID, m.Trigger = ledger.ManualRunID(fmt.Sprintf("k-%d", i), at), ledger.TriggerManual
 		}
 		l.put(m)
 		all = append(all, m)
@@ -109,9 +109,9 @@ func TestListRuns_FilterScanIsBounded(t *testing.T) {
 	n := MaxScanReads*2 + 50
 	for i := range n {
 		at := t0.Add(time.Duration(i) * time.Minute)
-		l.put(manifest(coordinator.TimerRunID(at), ledger.StateSucceeded, at, 1))
+		l.put(manifest(tickRunID(at), ledger.StateSucceeded, at, 1))
 	}
-	l.put(manifest(coordinator.TimerRunID(t0.Add(-time.Hour)), ledger.StateFailed, t0.Add(-time.Hour), 1)) // the oldest
+	l.put(manifest(tickRunID(t0.Add(-time.Hour)), ledger.StateFailed, t0.Add(-time.Hour), 1)) // the oldest
 	a := newTestAPI(t, l, nil, nil)
 	total := func() int {
 		s := 0
@@ -145,7 +145,7 @@ func TestListRuns_FilterScanIsBounded(t *testing.T) {
 			break
 		}
 	}
-	if want := []string{coordinator.TimerRunID(t0.Add(-time.Hour))}; !slices.Equal(ids, want) || pages != 3 {
+	if want := []string{tickRunID(t0.Add(-time.Hour))}; !slices.Equal(ids, want) || pages != 3 {
 		t.Errorf("got %v over %d pages, want %v over 3", ids, pages, want)
 	}
 	// Now every final manifest is cached: the same filter answers in one page, no reads.
@@ -166,10 +166,12 @@ func TestListRuns_BadFilters400(t *testing.T) {
 		{map[string]string{"state": "FAILED"}, CodeInvalidState},
 		{map[string]string{"trigger": "check"}, CodeInvalidTrigger},
 		{map[string]string{"trigger": "cron"}, CodeInvalidTrigger},
-		{map[string]string{"occurrences": "0"}, CodeInvalidOccurrences},
-		{map[string]string{"occurrences": "101"}, CodeInvalidOccurrences},
-		{map[string]string{"occurrences": "ten"}, CodeInvalidOccurrences},
-		{map[string]string{"occurrences": "-1"}, CodeInvalidOccurrences},
+		{map[string]string{"schedule": "Nightly"}, CodeInvalidSchedule},
+		{map[string]string{"schedule": "nightly,"}, CodeInvalidSchedule},
+		{map[string]string{"schedule": "manual"}, CodeInvalidSchedule},
+		{map[string]string{"schedule": "../x"}, CodeInvalidSchedule},
+		// ?occurrences moved to GET /api/schedules/{name}: the reply says where.
+		{map[string]string{"occurrences": "30"}, CodeBadRequest},
 	}
 	for _, c := range cases {
 		r, v := get(a, "", c.query)
@@ -178,6 +180,8 @@ func TestListRuns_BadFilters400(t *testing.T) {
 		}
 		if msg := v["error"].(map[string]any)["message"].(string); msg == "" {
 			t.Errorf("%v: empty message", c.query)
+		} else if c.query["occurrences"] != "" && !strings.Contains(msg, "/api/schedules/{name}?occurrences=N") {
+			t.Errorf("%v: message %q does not say where occurrences went", c.query, msg)
 		}
 	}
 }
@@ -187,7 +191,7 @@ func TestListRuns_BadFilters400(t *testing.T) {
 // partitions; the listing carries the segments but reads no results.
 func TestGetRun_SegmentsFailuresWorkers(t *testing.T) {
 	l := newFakeLedger()
-	id := coordinator.TimerRunID(t0)
+	id := tickRunID(t0)
 	m := manifest(id, ledger.StatePartial, t0, 6)
 	m.Occurrence, m.Epoch = t0, 8
 	m.Leader = ledger.Holder{App: "app", Instance: "b", PID: 2}
@@ -244,7 +248,7 @@ func TestGetRun_SegmentsFailuresWorkers(t *testing.T) {
 // A large run's workers come from an even sample of MaxWorkerReads results.
 func TestGetRun_WorkersSampled(t *testing.T) {
 	l := newFakeLedger()
-	id := coordinator.TimerRunID(t0)
+	id := tickRunID(t0)
 	n := MaxWorkerReads * 50
 	l.put(manifest(id, ledger.StateRunning, t0, n))
 	for i := range n {
@@ -259,5 +263,75 @@ func TestGetRun_WorkersSampled(t *testing.T) {
 	}
 	if reads := l.resultReads - before; reads != MaxWorkerReads {
 		t.Errorf("read %d results, want %d", reads, MaxWorkerReads)
+	}
+}
+
+// ?schedule= keeps the runs of the named schedules (their occurrences and runs now), newest
+// first, across pages, and combines with the other filters; it reads no manifest of a run
+// whose ID names another schedule (or none: an ad-hoc run).
+func TestListRuns_FilterBySchedule(t *testing.T) {
+	l := newFakeLedger()
+	var all []ledger.Manifest
+	for i := range 40 {
+		at := t0.Add(time.Duration(i) * time.Minute)
+		var m ledger.Manifest
+		switch i % 5 {
+		case 0:
+			m = manifest(ledger.ScheduleRunID("nightly", at), ledger.StateSucceeded, at, 1)
+		case 1:
+			m = manifest(ledger.ScheduleNowRunID("nightly", fmt.Sprintf("k-%d", i), at), ledger.StateFailed, at, 1)
+			m.Trigger = ledger.TriggerManual
+		case 2:
+			m = manifest(ledger.ScheduleNowRunID("nightly-now", "", at), ledger.StateSucceeded, at, 1) // a schedule named nightly-now
+			m.Trigger = ledger.TriggerManual
+		case 3:
+			m = manifest(tickRunID(at), ledger.StatePaused, at, 0)
+		default:
+			m = manifest(ledger.ManualRunID("", at), ledger.StateSucceeded, at, 1)
+			m.Trigger = ledger.TriggerManual
+		}
+		l.put(m)
+		all = append(all, m)
+	}
+	of := func(m ledger.Manifest) string { n, _ := ledger.ParseRunID(m.RunID); return n.Schedule }
+	newest := func(keep func(ledger.Manifest) bool) []string {
+		var ids []string
+		for i := len(all) - 1; i >= 0; i-- {
+			if keep(all[i]) {
+				ids = append(ids, all[i].RunID)
+			}
+		}
+		return ids
+	}
+	a := newTestAPI(t, l, nil, nil)
+	cases := []struct {
+		query map[string]string
+		keep  func(ledger.Manifest) bool
+	}{
+		{map[string]string{"schedule": "nightly", "limit": "3"}, func(m ledger.Manifest) bool { return of(m) == "nightly" }},
+		{map[string]string{"schedule": "nightly-now"}, func(m ledger.Manifest) bool { return of(m) == "nightly-now" }},
+		{map[string]string{"schedule": "tick,nightly", "limit": "5"}, func(m ledger.Manifest) bool { return of(m) == "tick" || of(m) == "nightly" }},
+		{map[string]string{"schedule": "nightly", "trigger": "manual"}, func(m ledger.Manifest) bool {
+			return of(m) == "nightly" && m.Trigger == ledger.TriggerManual
+		}},
+		{map[string]string{"schedule": "tick", "state": "paused"}, func(m ledger.Manifest) bool { return of(m) == "tick" }},
+		{map[string]string{"schedule": "gone"}, func(ledger.Manifest) bool { return false }},
+	}
+	for _, c := range cases {
+		got, _ := walk(t, a, c.query)
+		if want := newest(c.keep); !slices.Equal(got, want) || len(want) == 0 && c.query["schedule"] != "gone" {
+			t.Errorf("%v:\ngot  %v\nwant %v", c.query, got, want)
+		}
+	}
+
+	fresh := newTestAPI(t, l, nil, nil)
+	for id := range l.reads {
+		l.reads[id] = 0
+	}
+	walk(t, fresh, map[string]string{"schedule": "nightly", "state": "failed"})
+	for _, m := range all {
+		if of(m) != "nightly" && l.reads[m.RunID] != 0 {
+			t.Errorf("listing schedule nightly read run %s", m.RunID)
+		}
 	}
 }

@@ -13,10 +13,12 @@ import (
 
 // RunView is one run as the API shows it. The listing leaves out Params and Report.
 type RunView struct {
-	Run        string          `json:"run"`
-	State      ledger.State    `json:"state"`
-	Reason     string          `json:"reason,omitempty"`
-	Trigger    ledger.Trigger  `json:"trigger"`
+	Run     string         `json:"run"`
+	State   ledger.State   `json:"state"`
+	Reason  string         `json:"reason,omitempty"`
+	Trigger ledger.Trigger `json:"trigger"`
+	// Schedule names the run's schedule (an occurrence or a run now); absent for an ad-hoc run.
+	Schedule   string          `json:"schedule,omitempty"`
 	Job        string          `json:"job"`
 	Params     json.RawMessage `json:"params,omitempty"`
 	Occurrence time.Time       `json:"occurrence,omitzero"`
@@ -90,8 +92,13 @@ func (a *API) view(ctx context.Context, m ledger.Manifest) (RunView, error) {
 	if err != nil {
 		return RunView{}, err
 	}
+	schedule := m.Schedule
+	if schedule == "" {
+		n, _ := ledger.ParseRunID(m.RunID) // a run recorded before manifests named their schedule
+		schedule = n.Schedule
+	}
 	return RunView{
-		Run: m.RunID, State: m.State, Reason: m.Reason, Trigger: m.Trigger, Job: m.Job, Occurrence: m.Occurrence,
+		Run: m.RunID, State: m.State, Reason: m.Reason, Trigger: m.Trigger, Schedule: schedule, Job: m.Job, Occurrence: m.Occurrence,
 		Epoch: m.Epoch, Leader: m.Leader, Segments: segments(m), Progress: p, Timings: timings(m),
 	}, nil
 }

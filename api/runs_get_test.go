@@ -10,21 +10,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/ledger"
 )
 
 func TestIDTime_MatchesTheCoordinatorsIDs(t *testing.T) {
 	occ := time.Date(2026, 11, 21, 2, 5, 7, 0, time.UTC)
-	if got, ok := idTime(coordinator.TimerRunID(occ)); !ok || !got.Equal(occ) {
-		t.Errorf("timer ID %s: got %v %v, want %v", coordinator.TimerRunID(occ), got, ok, occ)
+	if got, ok := idTime(tickRunID(occ)); !ok || !got.Equal(occ) {
+		t.Errorf("timer ID %s: got %v %v, want %v", tickRunID(occ), got, ok, occ)
 	}
-	gen := coordinator.ManualRunID("", occ.Add(500*time.Millisecond))
+	gen := ledger.ManualRunID("", occ.Add(500*time.Millisecond))
 	if got, ok := idTime(gen); !ok || !got.Equal(occ) {
 		t.Errorf("generated manual ID %s: got %v %v, want %v", gen, got, ok, occ)
 	}
-	for _, id := range []string{coordinator.ManualRunID("key", occ), "tick-2026", "tick-20261321t000000z", "manual-20261121t020507z", "other"} {
+	for _, id := range []string{ledger.ScheduleRunID("nightly", occ), ledger.ScheduleRunID("a-b-9", occ),
+		ledger.ScheduleNowRunID("nightly", "", occ.Add(999*time.Millisecond)), ledger.ScheduleNowRunID("x-now", "", occ)} {
+		if got, ok := idTime(id); !ok || !got.Equal(occ) {
+			t.Errorf("%s: got %v %v, want %v", id, got, ok, occ)
+		}
+	}
+	for _, id := range []string{ledger.ManualRunID("key", occ), ledger.ScheduleNowRunID("nightly", "key", occ), "tick-2026",
+		"tick-20261321t000000z", "manual-20261121t020507z", "other", "nightly-now-20261121t020507z-0123abcz"} {
 		if got, ok := idTime(id); ok {
 			t.Errorf("%s: got time %v, want none", id, got)
 		}
@@ -175,14 +181,14 @@ func seedRuns(l *fakeLedger) []string {
 	var want []string
 	for i := 9; i >= 0; i-- {
 		at := t0.Add(time.Duration(i) * time.Minute)
-		keyed := manifest(coordinator.ManualRunID(fmt.Sprintf("key-%d", i), at), ledger.StateSucceeded, at.Add(40*time.Second), 1)
+		keyed := manifest(ledger.ManualRunID(fmt.Sprintf("key-%d", i), at), ledger.StateSucceeded, at.Add(40*time.Second), 1)
 		keyed.Trigger = ledger.TriggerManual
 		l.put(keyed)
-		gen := coordinator.ManualRunID("", at.Add(20*time.Second))
+		gen := ledger.ManualRunID("", at.Add(20*time.Second))
 		gm := manifest(gen, ledger.StateRunning, at.Add(20*time.Second), 4)
 		gm.Trigger = ledger.TriggerManual
 		l.put(gm)
-		tick := coordinator.TimerRunID(at)
+		tick := tickRunID(at)
 		l.put(manifest(tick, ledger.StateSucceeded, at.Add(300*time.Millisecond), 2))
 		want = append(want, keyed.RunID, gen, tick)
 	}
@@ -225,7 +231,7 @@ func TestListRuns_NewestFirstAcrossPages(t *testing.T) {
 	}
 
 	// Keyed runs' manifests are read once per process for ordering, then come from the cache.
-	keyed := coordinator.ManualRunID("key-3", t0)
+	keyed := ledger.ManualRunID("key-3", t0)
 	before := l.reads[keyed]
 	get(a, "", map[string]string{"limit": "1"})
 	if l.reads[keyed] != before {
@@ -241,9 +247,9 @@ func TestListRuns_DefaultLimitProgressAndEmpty(t *testing.T) {
 		t.Fatalf("empty ledger: %d %v; want runs [] and no continuation", r.Status, v)
 	}
 	for i := range 25 {
-		l.put(manifest(coordinator.TimerRunID(t0.Add(time.Duration(i)*time.Minute)), ledger.StateRunning, t0, 4))
+		l.put(manifest(tickRunID(t0.Add(time.Duration(i)*time.Minute)), ledger.StateRunning, t0, 4))
 	}
-	l.results[coordinator.TimerRunID(t0.Add(24*time.Minute))] = 1
+	l.results[tickRunID(t0.Add(24*time.Minute))] = 1
 	_, v = get(a, "", nil)
 	runs := v["runs"].([]any)
 	if len(runs) != DefaultLimit || v["continuation"] == nil {

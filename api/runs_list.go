@@ -22,20 +22,16 @@ import (
 type ListReply struct {
 	Runs         []RunView `json:"runs"`
 	Continuation string    `json:"continuation,omitempty"`
-	// Schedule and Occurrences answer ?occurrences=N: the schedule and policies, and the N
-	// latest occurrences, newest first, each with its record or null.
-	Schedule    *ScheduleView    `json:"schedule,omitempty"`
-	Occurrences []OccurrenceView `json:"occurrences,omitempty"`
 }
 
 // Listing order and cost.
 //
 // The ledger keeps no index: ListRuns returns run IDs in name order, one listing call per
-// 5,000 runs, and timer IDs (tick-<time>) and manual IDs (manual-...) interleave wrongly in
-// that order. So the listing sorts every run by its start time, newest first, taking the time
-// from the ID when the ID carries it (a timer run's occurrence, a generated manual ID's
-// creation second) and from the manifest's Created otherwise (manual runs named by an
-// Idempotency-Key). Those manifest reads are done once per process per run (Created never
+// 5,000 runs, and the IDs of different schedules (nightly-<time>, tick-<time>), runs now
+// (<schedule>-now-...) and ad-hoc runs (manual-...) interleave wrongly in that order. So the
+// listing sorts every run by its start time, newest first, taking the time from the ID when
+// the ID carries it (an occurrence, a generated ID's creation second) and from the manifest's
+// Created otherwise (runs named by an Idempotency-Key). Those manifest reads are done once per process per run (Created never
 // changes; see createdCache) and in parallel (readConcurrency). A page then reads its own
 // manifests, plus the results listing or done shards of each unfinished run on it.
 //
@@ -63,19 +59,23 @@ func (x entry) before(y entry) bool {
 
 const idTimeLayout = "20060102T150405Z"
 
-// idTime returns the start time a run ID carries: tick-<yyyymmddthhmmssz> (the occurrence) or
-// manual-<yyyymmddthhmmssz>-<hex> (a generated manual ID). Keyed manual IDs carry none.
+// idTime returns the start time a run ID carries (ledger.ParseRunID): a schedule's occurrence
+// (<schedule>-<yyyymmddthhmmssz>), or the creation second of a generated ID
+// (manual-<yyyymmddthhmmssz>-<8 hex>, <schedule>-now-<yyyymmddthhmmssz>-<8 hex>). IDs made
+// from an Idempotency-Key carry none.
 func idTime(id string) (time.Time, bool) {
-	var ts string
+	n, ok := ledger.ParseRunID(id)
 	switch {
-	case strings.HasPrefix(id, "tick-") && len(id) == len("tick-")+len(idTimeLayout):
-		ts = id[len("tick-"):]
-	case strings.HasPrefix(id, "manual-") && len(id) > len("manual-")+len(idTimeLayout)+1 && id[len("manual-")+len(idTimeLayout)] == '-':
-		ts = id[len("manual-") : len("manual-")+len(idTimeLayout)]
-	default:
+	case !ok:
+		return time.Time{}, false
+	case !n.Occurrence.IsZero():
+		return n.Occurrence, true
+	}
+	const tail = len("20060102t150405z-0123abcd")
+	if len(id) <= tail || id[len(id)-tail-1] != '-' {
 		return time.Time{}, false
 	}
-	t, err := time.Parse(idTimeLayout, strings.ToUpper(ts))
+	t, err := time.Parse(idTimeLayout, strings.ToUpper(id[len(id)-tail:len(id)-len("-0123abcd")]))
 	if err != nil {
 		return time.Time{}, false
 	}
@@ -155,14 +155,9 @@ func (a *API) listRuns(ctx context.Context, r Request) Reply {
 	if bad != nil {
 		return *bad
 	}
-	nOcc := 0
-	if s := r.query("occurrences"); s != "" {
-		if nOcc, err = parseOccurrences(s); err != nil {
-			return errorReply(http.StatusBadRequest, CodeInvalidOccurrences, err.Error())
-		}
-		if a.cfg.Schedule == nil {
-			return scheduleUnavailable()
-		}
+	if r.query("occurrences") != "" {
+		return errorReply(http.StatusBadRequest, CodeBadRequest,
+			"occurrences is no longer a parameter of GET /api/runs: each schedule's occurrences are at GET /api/schedules/{name}?occurrences=N")
 	}
 	entries, err := a.index(ctx)
 	if err != nil {
@@ -180,31 +175,15 @@ func (a *API) listRuns(ctx context.Context, r Request) Reply {
 	if last >= 0 && last < len(entries)-1 {
 		out.Continuation = encodeCursor(entries[last])
 	}
-	if nOcc > 0 {
-		now := a.cfg.Now()
-		sv, err := a.scheduleView(now)
-		if err != nil {
-			return a.storageError(r, "compute the schedule", err)
-		}
-		var first time.Time
-		if len(entries) > 0 {
-			first = entries[len(entries)-1].t
-		}
-		occ, err := a.occurrences(ctx, now, nOcc, first)
-		if err != nil {
-			return a.storageError(r, "read the schedule's occurrences", err)
-		}
-		out.Schedule, out.Occurrences = &sv, occ
-	}
 	return jsonReply(http.StatusOK, out)
 }
 
 // page returns up to limit runs from entries[start:] that pass the filter, and the index of
 // the last entry it examined (-1 for none): the next page starts after it. Without a filter
 // it reads the page's manifests. With one it reads manifests in order until the page is full
-// or it has read MaxScanReads from storage (final runs read before come from a cache, and a
-// trigger filter skips timer and manual runs by their ID), so a filtered page may hold fewer
-// than limit runs and still have a next page.
+// or it has read MaxScanReads from storage (final runs read before come from a cache, and the
+// schedule and trigger filters skip runs by their ID), so a filtered page may hold fewer than
+// limit runs and still have a next page.
 func (a *API) page(ctx context.Context, entries []entry, start, limit int, f filter) ([]RunView, int, error) {
 	last := start - 1
 	var picked []ledger.Manifest
@@ -221,7 +200,7 @@ func (a *API) page(ctx context.Context, entries []entry, start, limit int, f fil
 		}
 		var batch []int
 		for ; i < len(entries) && len(batch) < want; i++ {
-			if !f.triggerMayMatch(entries[i].id) {
+			if !f.idMayMatch(entries[i].id) {
 				last = i
 				continue
 			}
@@ -285,20 +264,24 @@ func (a *API) manifest(ctx context.Context, id string) (ledger.Manifest, error) 
 	return m, nil
 }
 
-// filter is the ?state= and ?trigger= of a listing; an empty set lets everything through.
+// filter is the ?state=, ?trigger= and ?schedule= of a listing; an empty set lets everything
+// through.
 type filter struct {
-	states   map[ledger.State]bool
-	triggers map[ledger.Trigger]bool
+	states    map[ledger.State]bool
+	triggers  map[ledger.Trigger]bool
+	schedules map[string]bool
 }
 
 // States and triggers a listing can filter on.
 var (
-	allStates = []ledger.State{ledger.StatePlanning, ledger.StateEnqueuing, ledger.StateRunning, ledger.StateSucceeded,
-		ledger.StatePartial, ledger.StateFailed, ledger.StateTimedOut, ledger.StateSkipped, ledger.StateMissed}
+	allStates = []ledger.State{ledger.StateQueued, ledger.StatePlanning, ledger.StateEnqueuing, ledger.StateRunning,
+		ledger.StateSucceeded, ledger.StatePartial, ledger.StateFailed, ledger.StateTimedOut, ledger.StateSkipped,
+		ledger.StateMissed, ledger.StatePaused}
 	allTriggers = []ledger.Trigger{ledger.TriggerTimer, ledger.TriggerManual}
 )
 
-// parseFilter reads state and trigger: comma-separated lists of known values.
+// parseFilter reads state, trigger and schedule: comma-separated lists of known values (any
+// valid schedule name: a schedule the app no longer declares still has its runs).
 func parseFilter(r Request) (filter, *Reply) {
 	var f filter
 	if s := r.query("state"); s != "" {
@@ -325,6 +308,17 @@ func parseFilter(r Request) (filter, *Reply) {
 			f.triggers[tr] = true
 		}
 	}
+	if s := r.query("schedule"); s != "" {
+		f.schedules = map[string]bool{}
+		for _, v := range strings.Split(s, ",") {
+			name := strings.TrimSpace(v)
+			if err := ledger.ValidateScheduleName(name); err != nil {
+				rep := errorReply(http.StatusBadRequest, CodeInvalidSchedule, "schedule must be a comma-separated list of schedule names: "+err.Error())
+				return f, &rep
+			}
+			f.schedules[name] = true
+		}
+	}
 	return f, nil
 }
 
@@ -336,23 +330,32 @@ func joinValues[T ~string](vs []T) string {
 	return strings.Join(s, ", ")
 }
 
-func (f filter) any() bool { return len(f.states) > 0 || len(f.triggers) > 0 }
+func (f filter) any() bool { return len(f.states) > 0 || len(f.triggers) > 0 || len(f.schedules) > 0 }
 
 func (f filter) match(m ledger.Manifest) bool {
 	return (len(f.states) == 0 || f.states[m.State]) && (len(f.triggers) == 0 || f.triggers[m.Trigger])
 }
 
-// triggerMayMatch rules a run out by its ID alone: timer runs are tick-…, manual runs
-// manual-… (coordinator.TimerRunID, coordinator.ManualRunID).
-func (f filter) triggerMayMatch(id string) bool {
-	if len(f.triggers) == 0 {
+// idMayMatch rules a run out by its ID alone (ledger.ParseRunID): its schedule, and its
+// trigger (a schedule's occurrence is a timer run; a run now and an ad-hoc run are manual).
+// An ID of no known format is read and matched by its manifest.
+func (f filter) idMayMatch(id string) bool {
+	if len(f.triggers) == 0 && len(f.schedules) == 0 {
 		return true
 	}
-	switch {
-	case strings.HasPrefix(id, "tick-"):
-		return f.triggers[ledger.TriggerTimer]
-	case strings.HasPrefix(id, "manual-"):
-		return f.triggers[ledger.TriggerManual]
+	n, ok := ledger.ParseRunID(id)
+	if !ok {
+		return len(f.schedules) == 0
+	}
+	if len(f.schedules) > 0 && !f.schedules[n.Schedule] {
+		return false
+	}
+	if len(f.triggers) > 0 {
+		tr := ledger.TriggerManual
+		if !n.Occurrence.IsZero() {
+			tr = ledger.TriggerTimer
+		}
+		return f.triggers[tr]
 	}
 	return true
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"reflect"
 	"time"
@@ -41,11 +40,14 @@ type StartBody struct {
 // StartReply answers an accepted POST /api/runs.
 type StartReply struct {
 	Run string `json:"run"`
-	// Status is "started" (this request created the run), "resumed" (it finished planning a
-	// run an earlier leader left half-enqueued) or "existing" (the Idempotency-Key's run
-	// already existed).
+	// Status is "started" (this request created the run and handed it to a planner),
+	// "queued" (a run now that waits for the schedule's run in progress: overlap policy
+	// buffer-one), "resumed" (it finished planning a run an earlier leader left half-enqueued)
+	// or "existing" (the Idempotency-Key's run already existed).
 	Status string       `json:"status"`
 	State  ledger.State `json:"state"`
+	// Schedule names the schedule of a run now (POST /api/schedules/{name}/runs).
+	Schedule string `json:"schedule,omitempty"`
 }
 
 // ConflictBody is the 409 reply: the error, the leader and the run that blocks the start.
@@ -68,16 +70,8 @@ func decodeStart(body []byte) (StartBody, error) {
 	if len(body) == 0 {
 		return b, nil
 	}
-	if body[0] != '{' {
-		return b, errors.New(`body must be a JSON object like {"job":"synthetic","params":{...}}`)
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&b); err != nil {
-		return b, fmt.Errorf("body: %w", err)
-	}
-	if err := dec.Decode(&struct{}{}); err != io.EOF {
-		return b, errors.New("body: unexpected data after the JSON object")
+	if err := decodeStrict(body, &b, `{"job":"synthetic","params":{...}}`); err != nil {
+		return b, err
 	}
 	if p := bytes.TrimSpace(b.Params); len(p) == 0 || bytes.Equal(p, []byte("null")) {
 		b.Params = nil
@@ -134,14 +128,28 @@ func (a *API) startRun(ctx context.Context, r Request) Reply {
 	case errors.Is(err, coordinator.ErrBadRequest):
 		return errorReply(http.StatusBadRequest, CodeBadRequest, err.Error())
 	case errors.Is(err, coordinator.ErrRunInProgress):
-		return a.conflict(ctx, r, out, fmt.Sprintf("run %s is still in progress; the overlap policy refuses a second one", out.ActiveRun))
+		// No job: a run now of the settings' schedule, which its overlap policy refused.
+		msg := out.Reason
+		if msg == "" {
+			msg = fmt.Sprintf("run %s is still in progress; the overlap policy refuses a second one", out.ActiveRun)
+		}
+		return a.conflict(ctx, r, out, msg)
+	case errors.Is(err, coordinator.ErrSchedulerBusy):
+		if key != "" {
+			if m, ok, err := a.waitManifest(ctx, out.Run); err != nil {
+				return a.storageError(r, "read the run", err)
+			} else if ok {
+				return a.existingManifest(r, body, m)
+			}
+		}
+		return a.busy(r, out)
 	case err != nil:
 		return a.storageError(r, "start the run", err)
 	}
 	log = log.With("run", out.Run, "status", out.Status)
 
 	switch out.Status {
-	case coordinator.StatusStarted, coordinator.StatusResumed:
+	case coordinator.StatusStarted, coordinator.StatusResumed, coordinator.StatusQueued:
 		log.Info("manual run accepted", "state", out.State, "epoch", out.Epoch)
 		return a.accepted(http.StatusAccepted, out.Run, out.Status, out.State)
 	case coordinator.StatusExisting:

@@ -110,6 +110,18 @@ func TestStartRun_Outcomes(t *testing.T) {
 				}
 			}},
 		{name: "resumed is 202", out: coordinator.Outcome{Status: coordinator.StatusResumed, Run: "manual-abc", State: ledger.StateRunning}, wantStatus: 202},
+		{name: "queued (a run now of tick, buffer-one) is 202", out: coordinator.Outcome{Status: coordinator.StatusQueued, Run: "tick-now-abc", State: ledger.StateQueued},
+			wantStatus: 202, check: func(t *testing.T, r Reply, v map[string]any) {
+				if v["status"] != "queued" || v["state"] != "queued" || r.Headers["Location"] != "/api/runs/tick-now-abc" {
+					t.Errorf("body = %v %v", v, r.Headers)
+				}
+			}},
+		{name: "a busy scheduler (a run now of tick) is 503 with the holder", out: coordinator.Outcome{Status: coordinator.StatusHeld, Run: "tick-now-x", Holder: holder, HolderEpoch: 9},
+			err: fmt.Errorf("%w: held", coordinator.ErrSchedulerBusy), wantStatus: 503, wantCode: CodeSchedulerBusy, check: func(t *testing.T, r Reply, v map[string]any) {
+				if l, _ := v["leader"].(map[string]any); l["epoch"] != float64(9) || r.Headers["Retry-After"] != "5" {
+					t.Errorf("503 = %v %v", v, r.Headers)
+				}
+			}},
 		{name: "bad job is 400", err: fmt.Errorf("%w: %w", coordinator.ErrBadRequest, errors.New("unknown job \"nope\"")), wantStatus: 400, wantCode: CodeBadRequest},
 		{name: "held is 409 with the holder", out: coordinator.Outcome{Status: coordinator.StatusHeld, Run: "manual-x", Holder: holder, HolderEpoch: 9, ActiveRun: "tick-20261121t100000z"},
 			wantStatus: 409, wantCode: CodeConflict, check: func(t *testing.T, r Reply, v map[string]any) {
@@ -206,7 +218,7 @@ func TestStartRun_PassesKeyJobAndParams(t *testing.T) {
 // request's run once its manifest appears, not with 409.
 func TestStartRun_HeldByTheSameKey_AnswersExisting(t *testing.T) {
 	l := newFakeLedger()
-	id := coordinator.ManualRunID("k1", t0)
+	id := ledger.ManualRunID("k1", t0)
 	s := &fakeStarter{fn: func(req coordinator.ManualRequest) (coordinator.Outcome, error) {
 		// The winner creates the manifest while this request is refused the lease.
 		m := manifest(id, ledger.StateRunning, t0, 2)
@@ -230,7 +242,7 @@ func TestStartRun_HeldByTheSameKey_AnswersExisting(t *testing.T) {
 
 func TestStartRun_HeldWithoutManifest_409AfterKeyWait(t *testing.T) {
 	s := &fakeStarter{fn: func(req coordinator.ManualRequest) (coordinator.Outcome, error) {
-		return coordinator.Outcome{Status: coordinator.StatusHeld, Run: coordinator.ManualRunID("k2", t0), HolderEpoch: 5}, nil
+		return coordinator.Outcome{Status: coordinator.StatusHeld, Run: ledger.ManualRunID("k2", t0), HolderEpoch: 5}, nil
 	}}
 	a, err := New(Config{Starter: s, Ledger: newFakeLedger(), Leader: &fakeLeader{}, KeyWait: 300 * time.Millisecond})
 	if err != nil {

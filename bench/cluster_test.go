@@ -68,10 +68,9 @@ type clusterOptions struct {
 	extra     map[string]string
 	// proxied puts a storageProxy between the cluster and Azurite (c.proxy).
 	proxied bool
-	// schedule, when set, replaces the once-a-year schedule, and the timer fires at most
-	// maxFires occurrences (0: no limit).
+	// schedule, when set, replaces the once-a-year schedule (tick), and the heartbeat beats
+	// every second, so each occurrence is decided within a second (timerRun).
 	schedule string
-	maxFires int
 }
 
 // startClusterOpts starts a cluster as configured by o.
@@ -99,6 +98,7 @@ func startClusterOpts(b *testing.B, o clusterOptions) *cluster {
 	}
 	if o.schedule != "" {
 		settings[config.SettingSchedule] = o.schedule
+		settings[config.SettingHeartbeat] = "* * * * * *"
 	}
 	for k, v := range extra {
 		settings[k] = v
@@ -108,7 +108,6 @@ func startClusterOpts(b *testing.B, o clusterOptions) *cluster {
 		Settings: settings, LogPath: c.logPath,
 		Host: func(hopts *devhost.Options) {
 			hopts.ProgressInterval, hopts.HandlerLogLevel = -1, handlerLogLevel(settings)
-			hopts.MaxTimerFires = o.maxFires
 			hopts.OnInvoke = func(r devhost.InvokeRecord) {
 				if r.Err != nil {
 					c.mu.Lock()
@@ -151,26 +150,27 @@ func (c *cluster) close(b *testing.B) {
 	c.srv.Stop()
 }
 
-// timerRun waits for the timer's first occurrence and returns its run ID; the channel says
-// nothing more (a Tick has no caller to answer) and is closed.
+// timerRun waits for the first run the schedule tick starts (a heartbeat decided its first
+// occurrence) and returns its ID; the channel says nothing more (a heartbeat has no caller to
+// answer) and is closed.
 func (c *cluster) timerRun(b *testing.B, timeout time.Duration) (string, <-chan error) {
 	b.Helper()
-	fires, err := c.h.WaitFires(ctxFor(b, timeout), 1)
-	if err != nil {
-		b.Fatalf("the timer did not fire: %v", err)
-	}
+	l := c.waitLine(b, timeout, "the schedule's first run", func(l devhost.LogLine) bool {
+		return l.Msg == "run created" && l.Str("schedule") == coordinator.LegacySchedule && l.Str("trigger") == string(ledger.TriggerTimer)
+	})
 	done := make(chan error)
 	close(done)
-	return coordinator.TimerRunID(fires[0].Occurrence), done
+	return l.Str("run"), done
 }
 
-// startRun POSTs /api/runs with an Idempotency-Key and returns the run ID without waiting
-// for the reply (the leader answers only after it enqueued every partition; a killed leader
-// never answers). The reply, when it comes, is sent on the returned channel.
+// startRun POSTs /api/runs with an Idempotency-Key (a run now of the schedule tick) and returns
+// the run ID without waiting for the reply (the reply comes once the run is created and its
+// first check sent; a killed instance never answers). The reply, when it comes, is sent on the
+// returned channel.
 func (c *cluster) startRun(b *testing.B) (string, <-chan error) {
 	b.Helper()
 	key := shortName("bench")
-	run := coordinator.ManualRunID(key, time.Now())
+	run := ledger.ScheduleNowRunID(coordinator.LegacySchedule, key, time.Now())
 	done := make(chan error, 1)
 	go func() {
 		req, err := http.NewRequest(http.MethodPost, c.h.HTTPURL()+"/api/runs", nil)

@@ -10,8 +10,9 @@
 //     how long leadership is vacant after a graceful release, after a crash (the lease must
 //     lapse) and, with the real handler under the local host, until the run resumes through
 //     its check message after kill -9 or SIGTERM.
-//   - BenchmarkFanOut, BenchmarkFanOut100000: partitions enqueued per second by Coordinator.Tick
-//     on the Storage-queue transport, and the leader's storage calls per partition.
+//   - BenchmarkFanOut, BenchmarkFanOut100000: partitions enqueued per second by a run's start
+//     check (its planner, under the run's own lease) on the Storage-queue transport, and the
+//     planner's storage calls per partition.
 //   - BenchmarkFanIn: worker storage calls per partition and the time from the last result to
 //     the report.
 //   - BenchmarkEndToEnd: a 10,000-partition no-op run on 1, 2 and 4 handler processes under the
@@ -35,7 +36,10 @@
 // Benchmarks never fail on a number. They fail only when the system misbehaves (two winners
 // in one election round, a run that does not finish), since then the figure would be wrong.
 // Each does a fixed amount of work per iteration, documented on it, so `-benchtime 1x` is the
-// intended setting (`make bench` uses it); more iterations pool more samples.
+// intended setting (`make bench` uses it); more iterations pool more samples. Under -short each
+// runs once on a small amount of work (its smallest size, 1,000 partitions for an end-to-end
+// run, three stops of the failover chain): `go test -short -run '^$' -bench . -benchtime 1x
+// ./bench` shows that every benchmark works, in minutes; its figures mean nothing.
 //
 // The helpers here (percentiles, /proc readers, the listening-socket lookup) are plain code
 // with their own tests; bench/cmd/benchtable turns `go test -bench` output into the

@@ -42,7 +42,8 @@ func BenchmarkEndToEnd(b *testing.B) {
 
 func endToEnd(b *testing.B, instances int) {
 	b.Helper()
-	c := startCluster(b, instances, fmt.Sprintf(`{"partitions":%d}`, e2ePartitions), true)
+	n := sized(e2ePartitions, 1000)
+	c := startCluster(b, instances, fmt.Sprintf(`{"partitions":%d}`, n), true)
 	defer c.close(b)
 	azuriteStats := azuriteProc(b, c.srv)
 	az0, self0 := azuriteStats(), selfCPU()
@@ -51,8 +52,8 @@ func endToEnd(b *testing.B, instances int) {
 	m := c.waitFinal(b, run, 10*time.Minute)
 	wall := time.Since(t0)
 	az1, self1 := azuriteStats(), selfCPU()
-	if m.State != ledger.StateSucceeded || m.Succeeded != e2ePartitions {
-		b.Fatalf("run %s ended %s with %d succeeded, want succeeded with %d (log: %s)", run, m.State, m.Succeeded, e2ePartitions, c.logPath)
+	if m.State != ledger.StateSucceeded || m.Succeeded != n {
+		b.Fatalf("run %s ended %s with %d succeeded, want succeeded with %d (log: %s)", run, m.State, m.Succeeded, n, c.logPath)
 	}
 	select {
 	case err := <-reply:
@@ -80,7 +81,7 @@ func endToEnd(b *testing.B, instances int) {
 		per = append(per, fmt.Sprintf("%s: %d deliveries, cpu %.2fs, peak rss %.1f MiB", in.Name, invokes[in.Name], st.CPU.Seconds(), float64(st.PeakRSS)/(1<<20)))
 	}
 	elapsed := m.Finished.Sub(m.Created)
-	b.Logf("run %s: %d partitions in %s (enqueued in %s); %s", run, e2ePartitions, elapsed.Round(time.Millisecond),
+	b.Logf("run %s: %d partitions in %s (enqueued in %s); %s", run, n, elapsed.Round(time.Millisecond),
 		enqueue.Round(time.Millisecond), strings.Join(per, "; "))
 	var cpuSum time.Duration
 	for _, d := range cpu {
@@ -90,7 +91,7 @@ func endToEnd(b *testing.B, instances int) {
 	for _, r := range rss {
 		rssSum += r
 	}
-	b.ReportMetric(float64(e2ePartitions)/elapsed.Seconds(), "partitions/s")
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "partitions/s")
 	b.ReportMetric(enqueue.Seconds(), "enqueue-s")
 	b.ReportMetric(slices.Max(cpu).Seconds(), "handler-cpu-s-max")
 	b.ReportMetric(cpuSum.Seconds(), "handler-cpu-s-sum")

@@ -138,7 +138,8 @@ func BenchmarkLeaseLapse(b *testing.B) {
 }
 
 // Failover chain: one run that never finishes planning during the benchmark, on a 3-instance
-// local host with a 15 s lease, whose leader is stopped again and again mid-enqueue.
+// local host with a 15 s lease, whose planner (the holder of the run's own lease) is stopped
+// again and again mid-enqueue.
 const (
 	failoverKills   = 20     // kill -9s of the leading handler
 	failoverTerms   = 10     // SIGTERMs of the leading handler: every third stop
@@ -182,24 +183,26 @@ func failoverChain(b *testing.B) {
 		// at the cap (release, wave check) instead of keeping the run mid-enqueue.
 		config.SettingMaxBacklog: "0",
 	})
-	c.fillWorkQueue(b, failoverBacklog)
+	backlogSize := sized(failoverBacklog, 500)
+	c.fillWorkQueue(b, backlogSize)
 	run, _ := c.startRun(b)
-	created := c.waitLine(b, time.Minute, "run created", func(l devhost.LogLine) bool {
-		return l.Msg == "run created" && l.Str("run") == run
+	// The run's first planner: the start check that took the run's own lease.
+	created := c.waitLine(b, time.Minute, "planning the run", func(l devhost.LogLine) bool {
+		return l.Msg == "planning the run" && l.Str("run") == run
 	})
 	leader, epoch, since := created.Instance, created.Int("epoch"), created.Time
 	start := since
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 13))
 	var afterExpiry, afterKill, handover Samples
 	var backlog []int
-	for i := range failoverKills + failoverTerms {
+	for i := range sized(failoverKills+failoverTerms, 3) {
 		graceful := i%3 == 2
 		time.Sleep(time.Until(since.Add(500*time.Millisecond + time.Duration(rng.Int64N(int64(5*time.Second))))))
 		m, err := c.store.ReadManifest(ctxFor(b, 10*time.Second), run)
 		if err != nil || m.PlanDone || m.Epoch != epoch {
 			b.Fatalf("stop %d: run %s planDone %v epoch %d (want %d), %v: raise failoverPartitions", i, run, m.PlanDone, m.Epoch, epoch, err)
 		}
-		backlog = append(backlog, failoverBacklog+m.Checkpoint.Next)
+		backlog = append(backlog, backlogSize+m.Checkpoint.Next)
 		in := c.h.Instance(leader)
 		_, oldPID := in.State()
 		tStop := time.Now()
@@ -216,7 +219,7 @@ func failoverChain(b *testing.B) {
 		if graceful {
 			handover.Add(resumed.Time.Sub(tStop))
 		} else {
-			expiry := c.lastConfirmed(b, leader, epoch).Add(clusterLease)
+			expiry := c.lastConfirmed(b, run, leader, epoch).Add(clusterLease)
 			afterExpiry.Add(resumed.Time.Sub(expiry))
 			afterKill.Add(resumed.Time.Sub(tStop))
 		}
@@ -281,18 +284,19 @@ func (c *cluster) fillWorkQueue(b *testing.B, n int) {
 	}
 }
 
-// lastConfirmed is when the leader of epoch on instance last had its lease confirmed: its last
-// renewal line, else its acquisition line (each logged once the storage call returned).
-func (c *cluster) lastConfirmed(b *testing.B, instance string, epoch int64) time.Time {
+// lastConfirmed is when the planner of epoch on instance last had run's own lease confirmed:
+// its last renewal line, else its acquisition line (each logged once the storage call returned).
+func (c *cluster) lastConfirmed(b *testing.B, run, instance string, epoch int64) time.Time {
 	b.Helper()
 	var at time.Time
 	for _, l := range c.h.Lines() {
-		if l.Instance == instance && l.Int("epoch") == epoch && (l.Msg == "lease renewed" || l.Msg == "leadership acquired") && l.Time.After(at) {
+		if l.Instance == instance && l.Str("lease") == ledger.RunLeaseName(run) && l.Int("epoch") == epoch &&
+			(l.Msg == "lease renewed" || l.Msg == "leadership acquired") && l.Time.After(at) {
 			at = l.Time
 		}
 	}
 	if at.IsZero() {
-		b.Fatalf("no acquisition or renewal of epoch %d by %s in the log %s", epoch, instance, c.logPath)
+		b.Fatalf("no acquisition or renewal of epoch %d of %s by %s in the log %s", epoch, ledger.RunLeaseName(run), instance, c.logPath)
 	}
 	return at
 }

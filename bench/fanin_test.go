@@ -31,7 +31,7 @@ const faninConcurrency = 16
 // result's finish time → the report's creation, from the ledger) and finish-calls (storage
 // calls of the delivery that finished the run).
 func BenchmarkFanIn(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
+	for _, n := range sizes(1000, 10000) {
 		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
 			for b.Loop() {
 				fanIn(b, n)

@@ -273,6 +273,7 @@ func spawnHandler(b *testing.B, exe string) *handlerProc {
 		config.SettingPort+"="+strconv.Itoa(port),
 		config.SettingHostStorage+"="+srv.ConnectionString(),
 		config.SettingTransport+"="+string(config.TransportQueue),
+		config.SettingHeartbeat+"=0 * * * * *",
 		config.SettingSchedule+"=0 0 0 1 1 *",
 		config.SettingJob+"=synthetic",
 		config.SettingJobParams+`={"partitions":10}`,

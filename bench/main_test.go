@@ -186,3 +186,20 @@ func ctxFor(tb testing.TB, d time.Duration) context.Context {
 	tb.Cleanup(cancel)
 	return ctx
 }
+
+// sized is n, or small under -short: `go test -short -run '^$' -bench . ./bench` runs every
+// benchmark once on a small amount of work, to prove it works, not for a figure.
+func sized(n, small int) int {
+	if testing.Short() {
+		return small
+	}
+	return n
+}
+
+// sizes is all, or only its first (smallest) under -short.
+func sizes(all ...int) []int {
+	if testing.Short() {
+		return all[:1]
+	}
+	return all
+}

@@ -141,9 +141,11 @@ func blobPart(path string) string {
 	rest := parts[2:]
 	switch {
 	case len(rest) == 1:
-		return rest[0] // active.json, _schedule.json, a lease blob
-	case rest[0] == "_pending":
-		return "pending"
+		return rest[0] // the scheduler's lease blob
+	case rest[0] == "_schedules":
+		return "schedule" // a schedule's state
+	case rest[0] == "runs" && len(rest) == 2:
+		return "run lease" // leases/runs/<run>
 	case len(rest) >= 3:
 		return strings.TrimSuffix(rest[1], "s") // results → result, partials → partial
 	default:

@@ -32,7 +32,7 @@ func BenchmarkAzuriteQueueDepth(b *testing.B) {
 			b.Fatal(err)
 		}
 		depth := 0
-		for _, want := range []int{100, 10000} {
+		for _, want := range sizes(100, 10000) {
 			// Fill to the depth, 16 at a time.
 			var next atomic.Int64
 			next.Store(int64(depth))

@@ -45,7 +45,7 @@ const reportSeedConcurrency = 32
 // /proc/self/clear_refs just before, after a GC returned the seeding's memory to the OS):
 // the growth of the aggregating process with n. seed-s is how long seeding took.
 func BenchmarkReportLatency(b *testing.B) {
-	for _, n := range []int{1000, 10000, 100000} {
+	for _, n := range sizes(1000, 10000, 100000) {
 		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
 			for b.Loop() {
 				reportLatency(b, n)

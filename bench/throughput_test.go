@@ -92,7 +92,7 @@ func (r rawRate) limit() float64 { return r.rawCallsPerSec() / rawCallsPerPartit
 // calls/partition (everything the cluster did, at the proxy), and BenchmarkScale's others.
 func BenchmarkThroughput(b *testing.B) {
 	raws := map[int]rawRate{}
-	for _, depth := range []int{throughputLive, throughputBacklog, throughputPartitions} {
+	for _, depth := range sizes(throughputLive, throughputBacklog, throughputPartitions) {
 		b.Run(fmt.Sprintf("raw/depth=%d", depth), func(b *testing.B) {
 			for b.Loop() {
 				r := measureRaw(b, depth)
@@ -115,17 +115,18 @@ func BenchmarkThroughput(b *testing.B) {
 		{"waves250", throughputLive, throughputLive},
 		{"upfront", 0, throughputPartitions},
 	} {
-		for _, k := range []int{1, 2, 4} {
+		for _, k := range sizes(1, 2, 4) {
 			b.Run(fmt.Sprintf("%s/instances=%d", mode.name, k), func(b *testing.B) {
 				raw, ok := raws[throughputLive]
 				bound, okBound := raws[mode.depth]
 				if !ok || !okBound {
 					b.Skipf("no raw rate at depth %d and %d (run the raw steps first)", throughputLive, mode.depth)
 				}
+				n := sized(throughputPartitions, 500)
 				for b.Loop() {
-					r := scaledRun(b, scaleSpec{partitions: throughputPartitions, instances: k, backlog: mode.backlog, timeout: 15 * time.Minute})
-					r.report(b, throughputPartitions)
-					rate := float64(throughputPartitions) / r.elapsed.Seconds()
+					r := scaledRun(b, scaleSpec{partitions: n, instances: k, backlog: mode.backlog, timeout: 15 * time.Minute})
+					r.report(b, n)
+					rate := float64(n) / r.elapsed.Seconds()
 					b.ReportMetric(raw.limit(), "limit-partitions/s")
 					b.ReportMetric(100*rate/raw.limit(), "%-of-limit")
 					b.ReportMetric(100*rate/bound.limit(), "%-of-limit-at-bound")

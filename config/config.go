@@ -10,6 +10,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,28 +24,32 @@ import (
 // exactly these names; the config contract test (infra) and the README test (internal/readme)
 // keep them in step.
 const (
-	SettingPort            = "FUNCTIONS_CUSTOMHANDLER_PORT"
-	SettingLegacyPort      = "FUNCTIONS_HTTPWORKER_PORT"
-	SettingAppRoot         = "FUNCTIONS_APP_ROOT_PATH"
-	SettingHostStorage     = "AzureWebJobsStorage"
-	SettingStorage         = "BATON_STORAGE"
-	SettingServiceBus      = "ServiceBusConnection"
-	SettingTransport       = "BATON_TRANSPORT"
-	SettingSchedule        = "BATON_SCHEDULE"
-	SettingWorkQueue       = "BATON_WORK_QUEUE"
-	SettingControlQueue    = "BATON_CONTROL_QUEUE"
-	SettingJob             = "BATON_JOB"
-	SettingJobParams       = "BATON_JOB_PARAMS"
-	SettingManualJobs      = "BATON_MANUAL_JOBS"
-	SettingSyntheticMax    = "BATON_SYNTHETIC_MAX_PARTITIONS"
-	SettingSyntheticWork   = "BATON_SYNTHETIC_MAX_WORK_MS"
-	SettingInventory       = "BATON_INVENTORY_STORAGE"
-	SettingLeaseContainer  = "BATON_LEASE_CONTAINER"
-	SettingRunsContainer   = "BATON_RUNS_CONTAINER"
-	SettingLeaseName       = "BATON_LEASE_NAME"
-	SettingLeaseDuration   = "BATON_LEASE_DURATION"
-	SettingStallTimeout    = "BATON_STALL_TIMEOUT"
-	SettingOverlap         = "BATON_OVERLAP"
+	SettingPort           = "FUNCTIONS_CUSTOMHANDLER_PORT"
+	SettingLegacyPort     = "FUNCTIONS_HTTPWORKER_PORT"
+	SettingAppRoot        = "FUNCTIONS_APP_ROOT_PATH"
+	SettingHostStorage    = "AzureWebJobsStorage"
+	SettingStorage        = "BATON_STORAGE"
+	SettingServiceBus     = "ServiceBusConnection"
+	SettingTransport      = "BATON_TRANSPORT"
+	SettingSchedule       = "BATON_SCHEDULE"
+	SettingHeartbeat      = "BATON_HEARTBEAT"
+	SettingSchedules      = "BATON_SCHEDULES"
+	SettingWorkQueue      = "BATON_WORK_QUEUE"
+	SettingControlQueue   = "BATON_CONTROL_QUEUE"
+	SettingJob            = "BATON_JOB"
+	SettingJobParams      = "BATON_JOB_PARAMS"
+	SettingManualJobs     = "BATON_MANUAL_JOBS"
+	SettingSyntheticMax   = "BATON_SYNTHETIC_MAX_PARTITIONS"
+	SettingSyntheticWork  = "BATON_SYNTHETIC_MAX_WORK_MS"
+	SettingInventory      = "BATON_INVENTORY_STORAGE"
+	SettingLeaseContainer = "BATON_LEASE_CONTAINER"
+	SettingRunsContainer  = "BATON_RUNS_CONTAINER"
+	SettingLeaseName      = "BATON_LEASE_NAME"
+	SettingLeaseDuration  = "BATON_LEASE_DURATION"
+	SettingStallTimeout   = "BATON_STALL_TIMEOUT"
+	SettingOverlap        = "BATON_OVERLAP"
+	// SettingMisfire and SettingStartDeadline are read by no version since schedules have
+	// catch-up windows; Load refuses them, naming what replaces them.
 	SettingMisfire         = "BATON_MISFIRE"
 	SettingStartDeadline   = "BATON_STARTING_DEADLINE"
 	SettingMaxDeliveries   = "BATON_MAX_DELIVERIES"
@@ -72,8 +77,6 @@ const (
 	DefaultLeaseDuration   = 30 * time.Second
 	DefaultStallTimeout    = 2 * time.Minute
 	DefaultOverlap         = OverlapSkip
-	DefaultMisfire         = MisfireSkip
-	DefaultStartDeadline   = 10 * time.Minute
 	DefaultMaxDeliveries   = 5
 	DefaultRunTimeout      = time.Hour
 	DefaultCheckRounds     = 3
@@ -123,27 +126,21 @@ const (
 	TransportQueue Transport = "queue"
 )
 
-// Overlap decides what a new run does while an earlier one is still in progress.
+// Overlap decides what a schedule's occurrence does while its latest run is still in
+// progress.
 type Overlap string
 
 const (
-	// OverlapSkip records the new occurrence as skipped (a manual run gets 409).
+	// OverlapSkip records the occurrence as skipped (a run now gets 409).
 	OverlapSkip Overlap = "skip"
+	// OverlapBufferOne queues one occurrence until the run ends; more are skipped.
+	OverlapBufferOne Overlap = "buffer-one"
 	// OverlapAllow starts the new run alongside the old one.
 	OverlapAllow Overlap = "allow"
 )
 
-// Misfire decides what happens to schedule occurrences that never ran (the app was stopped,
-// scaled to zero or broken across them). Either way each one is recorded as missed.
-type Misfire string
-
-const (
-	// MisfireSkip only records missed occurrences.
-	MisfireSkip Misfire = "skip"
-	// MisfireRunLatest also runs the most recent missed occurrence when it is no older than
-	// BATON_STARTING_DEADLINE.
-	MisfireRunLatest Misfire = "run-latest"
-)
+// Valid reports whether o is one of the policies.
+func (o Overlap) Valid() bool { return o == OverlapSkip || o == OverlapBufferOne || o == OverlapAllow }
 
 // Config is the handler's whole configuration, read once at start-up.
 type Config struct {
@@ -158,14 +155,21 @@ type Config struct {
 	ServiceBus ServiceBusConnection
 	// Transport selects the sender for partition and check messages.
 	Transport Transport
-	// Schedule is the NCRONTAB expression of the Tick function (BATON_SCHEDULE).
+	// Heartbeat is the NCRONTAB expression of the Tick timer (BATON_HEARTBEAT): on each
+	// heartbeat the scheduler decides every schedule's due occurrences.
+	Heartbeat string
+	// Schedule is the NCRONTAB expression of the schedule the settings declare, named "tick",
+	// of Job with JobParams (BATON_SCHEDULE); "" declares none.
 	Schedule string
+	// Overrides change declared schedules without a rebuild (BATON_SCHEDULES), by name.
+	Overrides map[string]ScheduleOverride
 	// WorkQueue is the queue name on either transport.
 	WorkQueue string
 	// ControlQueue carries check messages (the Control and ControlQueue functions), so they
 	// never wait behind the partition backlog; it must differ from WorkQueue.
 	ControlQueue string
-	// Job is the registered job a timer run executes; JobParams its JSON parameters.
+	// Job is the registered job of the settings' schedule and of a manual run that names none;
+	// JobParams its JSON parameters.
 	Job       string
 	JobParams string
 	// ManualJobs lists the jobs a manual run (POST /api/runs) may start (BATON_MANUAL_JOBS,
@@ -191,12 +195,9 @@ type Config struct {
 	// StallTimeout stops a leader whose task reported no progress for this long; it must be
 	// longer than one renew interval.
 	StallTimeout time.Duration
-	// Overlap is the policy when a run is still in progress at the next occurrence.
+	// Overlap is the settings' schedule's policy when its latest run is still in progress
+	// (BATON_OVERLAP).
 	Overlap Overlap
-	// Misfire is the policy for occurrences that never ran; StartingDeadline bounds how late a
-	// missed occurrence may still be started under MisfireRunLatest.
-	Misfire          Misfire
-	StartingDeadline time.Duration
 	// MaxDeliveries is the number of deliveries a message gets before it is dead-lettered or
 	// poisoned; it must match host.json extensions.queues.maxDequeueCount and the Service Bus
 	// queue's max delivery count.
@@ -235,32 +236,31 @@ type Getenv func(string) string
 func Load(getenv Getenv) (Config, error) {
 	p := &parser{get: getenv}
 	c := Config{
-		Port:             p.port(),
-		AppRoot:          p.str(SettingAppRoot, "."),
-		Transport:        Transport(strings.ToLower(p.str(SettingTransport, string(DefaultTransport)))),
-		Schedule:         strings.TrimSpace(getenv(SettingSchedule)),
-		WorkQueue:        p.str(SettingWorkQueue, DefaultWorkQueue),
-		ControlQueue:     p.str(SettingControlQueue, DefaultControlQueue),
-		Job:              p.str(SettingJob, DefaultJob),
-		JobParams:        strings.TrimSpace(getenv(SettingJobParams)),
-		LeaseContainer:   p.str(SettingLeaseContainer, DefaultLeaseContainer),
-		RunsContainer:    p.str(SettingRunsContainer, DefaultRunsContainer),
-		LeaseName:        p.str(SettingLeaseName, DefaultLeaseName),
-		LeaseDuration:    p.duration(SettingLeaseDuration, DefaultLeaseDuration),
-		StallTimeout:     p.duration(SettingStallTimeout, DefaultStallTimeout),
-		Overlap:          Overlap(strings.ToLower(p.str(SettingOverlap, string(DefaultOverlap)))),
-		Misfire:          Misfire(strings.ToLower(p.str(SettingMisfire, string(DefaultMisfire)))),
-		StartingDeadline: p.duration(SettingStartDeadline, DefaultStartDeadline),
-		MaxDeliveries:    p.integer(SettingMaxDeliveries, DefaultMaxDeliveries, 1, 100),
-		RunTimeout:       p.duration(SettingRunTimeout, DefaultRunTimeout),
-		CheckRounds:      p.integer(SettingCheckRounds, DefaultCheckRounds, 0, 20),
-		EnqueueBatch:     p.integer(SettingEnqueueBatch, DefaultEnqueueBatch, 1, MaxEnqueueBatch),
-		SliceBudget:      p.duration(SettingSliceBudget, 0),
-		MaxBacklog:       p.integer(SettingMaxBacklog, DefaultMaxBacklog, 0, 10_000_000),
-		ManualJobs:       p.list(SettingManualJobs),
-		SyntheticMax:     p.integer(SettingSyntheticMax, DefaultSyntheticMax, 1, DefaultSyntheticMax),
-		SyntheticWorkMs:  p.integer(SettingSyntheticWork, DefaultSyntheticWorkMs, 0, DefaultSyntheticWorkMs),
-		LogLevel:         p.level(),
+		Port:            p.port(),
+		AppRoot:         p.str(SettingAppRoot, "."),
+		Transport:       Transport(strings.ToLower(p.str(SettingTransport, string(DefaultTransport)))),
+		Heartbeat:       strings.TrimSpace(getenv(SettingHeartbeat)),
+		Schedule:        strings.TrimSpace(getenv(SettingSchedule)),
+		WorkQueue:       p.str(SettingWorkQueue, DefaultWorkQueue),
+		ControlQueue:    p.str(SettingControlQueue, DefaultControlQueue),
+		Job:             p.str(SettingJob, DefaultJob),
+		JobParams:       strings.TrimSpace(getenv(SettingJobParams)),
+		LeaseContainer:  p.str(SettingLeaseContainer, DefaultLeaseContainer),
+		RunsContainer:   p.str(SettingRunsContainer, DefaultRunsContainer),
+		LeaseName:       p.str(SettingLeaseName, DefaultLeaseName),
+		LeaseDuration:   p.duration(SettingLeaseDuration, DefaultLeaseDuration),
+		StallTimeout:    p.duration(SettingStallTimeout, DefaultStallTimeout),
+		Overlap:         Overlap(strings.ToLower(p.str(SettingOverlap, string(DefaultOverlap)))),
+		MaxDeliveries:   p.integer(SettingMaxDeliveries, DefaultMaxDeliveries, 1, 100),
+		RunTimeout:      p.duration(SettingRunTimeout, DefaultRunTimeout),
+		CheckRounds:     p.integer(SettingCheckRounds, DefaultCheckRounds, 0, 20),
+		EnqueueBatch:    p.integer(SettingEnqueueBatch, DefaultEnqueueBatch, 1, MaxEnqueueBatch),
+		SliceBudget:     p.duration(SettingSliceBudget, 0),
+		MaxBacklog:      p.integer(SettingMaxBacklog, DefaultMaxBacklog, 0, 10_000_000),
+		ManualJobs:      p.list(SettingManualJobs),
+		SyntheticMax:    p.integer(SettingSyntheticMax, DefaultSyntheticMax, 1, DefaultSyntheticMax),
+		SyntheticWorkMs: p.integer(SettingSyntheticWork, DefaultSyntheticWorkMs, 0, DefaultSyntheticWorkMs),
+		LogLevel:        p.level(),
 	}
 	c.AppName, c.InstanceID = identity(getenv)
 	if (c.JobParams == "" || c.JobParams == "{}") && c.Job == DefaultJob {
@@ -293,15 +293,16 @@ func Load(getenv Getenv) (Config, error) {
 		p.errf("%s=%q is not a transport: use %q or %q", SettingTransport, c.Transport, TransportServiceBus, TransportQueue)
 	}
 
-	if c.Overlap != OverlapSkip && c.Overlap != OverlapAllow {
-		p.errf("%s=%q is not a policy: use %q or %q", SettingOverlap, c.Overlap, OverlapSkip, OverlapAllow)
+	if !c.Overlap.Valid() {
+		p.errf("%s=%q is not a policy: use %q, %q or %q", SettingOverlap, c.Overlap, OverlapSkip, OverlapBufferOne, OverlapAllow)
 	}
-	if c.Misfire != MisfireSkip && c.Misfire != MisfireRunLatest {
-		p.errf("%s=%q is not a policy: use %q or %q", SettingMisfire, c.Misfire, MisfireSkip, MisfireRunLatest)
+	for _, gone := range []string{SettingMisfire, SettingStartDeadline} {
+		if v := strings.TrimSpace(getenv(gone)); v != "" {
+			p.errf("%s=%q is no longer read: each schedule has a catch-up window instead (how late a due occurrence may still start; older ones are recorded missed), for the settings' schedule %s={\"tick\":{\"catchUp\":\"10m\"}}; remove %s",
+				gone, v, SettingSchedules, gone)
+		}
 	}
-	if c.StartingDeadline <= 0 {
-		p.errf("%s=%s must be positive", SettingStartDeadline, c.StartingDeadline)
-	}
+	c.Overrides = p.overrides()
 	switch {
 	case c.LeaseDuration < MinLeaseDuration || c.LeaseDuration > MaxLeaseDuration:
 		p.errf("%s=%s is out of range: Azure Blob leases last 15s to 60s", SettingLeaseDuration, c.LeaseDuration)
@@ -360,8 +361,8 @@ func Load(getenv Getenv) (Config, error) {
 				SettingMaxDeliveries, c.MaxDeliveries, host.MaxDequeueCount)
 		}
 	}
-	if c.Schedule == "" {
-		p.errf("%s is not set: give the Tick schedule as six-field NCRONTAB, e.g. \"0 0 2 * * *\" (02:00 UTC daily)", SettingSchedule)
+	if c.Heartbeat == "" {
+		p.errf("%s is not set: the Tick function's timer reads it; set it to \"0 * * * * *\" (every minute, the default cadence at which schedules are decided)", SettingHeartbeat)
 	}
 	if c.FunctionTimeout > 0 && c.FunctionTimeout < 30*time.Second {
 		p.errf("host.json functionTimeout=%s is too short for Baton: use at least 00:00:30", c.FunctionTimeout)
@@ -549,4 +550,84 @@ func ParseDuration(v string) (time.Duration, error) {
 	}
 	return time.Duration(days)*24*time.Hour + time.Duration(h)*time.Hour + time.Duration(m)*time.Minute +
 		time.Duration(s*float64(time.Second)), nil
+}
+
+// ScheduleOverride is one schedule's entry in BATON_SCHEDULES: what the app settings change of
+// a schedule the app declares, without a rebuild. Empty fields change nothing.
+type ScheduleOverride struct {
+	// Cron replaces the NCRONTAB expression; TimeZone the IANA time zone.
+	Cron, TimeZone string
+	// Paused, when set, pauses (true) or keeps running (false) the schedule by configuration.
+	Paused *bool
+	// Overlap replaces the overlap policy.
+	Overlap Overlap
+	// CatchUp and Jitter replace the catch-up window and the jitter (nil: unchanged).
+	CatchUp, Jitter *time.Duration
+}
+
+// overrides reads BATON_SCHEDULES: a JSON object from schedule name to an object with any of
+// cron, timeZone, paused, overlap, catchUp and jitter. Whether each name is a schedule the app
+// declares, and whether cron and timeZone parse, is checked where the schedules are known.
+func (p *parser) overrides() map[string]ScheduleOverride {
+	v := strings.TrimSpace(p.get(SettingSchedules))
+	if v == "" {
+		return nil
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(v), &raw); err != nil {
+		p.errf(`%s is not a JSON object of schedule names, e.g. {"nightly":{"cron":"0 0 3 * * *","timeZone":"Europe/Berlin","paused":true}}: %v`, SettingSchedules, err)
+		return nil
+	}
+	out := map[string]ScheduleOverride{}
+	for name, body := range raw {
+		var o struct {
+			Cron     *string `json:"cron"`
+			TimeZone *string `json:"timeZone"`
+			Paused   *bool   `json:"paused"`
+			Overlap  *string `json:"overlap"`
+			CatchUp  *string `json:"catchUp"`
+			Jitter   *string `json:"jitter"`
+		}
+		dec := json.NewDecoder(strings.NewReader(string(body)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&o); err != nil {
+			p.errf("%s: schedule %q: %v (the fields are cron, timeZone, paused, overlap, catchUp and jitter)", SettingSchedules, name, err)
+			continue
+		}
+		var so ScheduleOverride
+		if o.Cron != nil {
+			so.Cron = strings.TrimSpace(*o.Cron)
+			if so.Cron == "" {
+				p.errf("%s: schedule %q: cron is empty", SettingSchedules, name)
+			}
+		}
+		if o.TimeZone != nil {
+			so.TimeZone = strings.TrimSpace(*o.TimeZone)
+		}
+		so.Paused = o.Paused
+		if o.Overlap != nil {
+			so.Overlap = Overlap(strings.ToLower(strings.TrimSpace(*o.Overlap)))
+			if !so.Overlap.Valid() {
+				p.errf("%s: schedule %q: overlap %q is not a policy: use %q, %q or %q", SettingSchedules, name, *o.Overlap, OverlapSkip, OverlapBufferOne, OverlapAllow)
+			}
+		}
+		for _, d := range []struct {
+			field string
+			v     *string
+			to    **time.Duration
+			zero  bool
+		}{{"catchUp", o.CatchUp, &so.CatchUp, false}, {"jitter", o.Jitter, &so.Jitter, true}} {
+			if d.v == nil {
+				continue
+			}
+			dur, err := ParseDuration(*d.v)
+			if err != nil || dur < 0 || dur == 0 && !d.zero {
+				p.errf("%s: schedule %q: %s %q is not a positive duration: use e.g. 30s, 10m or 00:10:00", SettingSchedules, name, d.field, *d.v)
+				continue
+			}
+			*d.to = &dur
+		}
+		out[name] = so
+	}
+	return out
 }

@@ -15,6 +15,7 @@ func base() map[string]string {
 	return map[string]string{
 		SettingHostStorage: "UseDevelopmentStorage=true",
 		SettingTransport:   "queue",
+		SettingHeartbeat:   "0 * * * * *",
 		SettingSchedule:    "0 */5 * * * *",
 		SettingAppRoot:     "/nonexistent-app-root",
 	}
@@ -67,10 +68,15 @@ func TestLoad_Errors(t *testing.T) {
 		{"run timeout beyond the message ttl", with(base(), SettingRunTimeout, "25h"), []string{SettingRunTimeout, "25h", "time to live"}},
 		{"run horizon beyond a week", with(base(), SettingRunTimeout, "20h", SettingCheckRounds, "20"), []string{SettingRunTimeout, SettingCheckRounds, "220h", "168h"}},
 		{"stall shorter than renew", with(base(), SettingStallTimeout, "5s"), []string{SettingStallTimeout, "renew interval"}},
-		{"bad overlap", with(base(), SettingOverlap, "queue"), []string{SettingOverlap, `"queue"`, "skip", "allow"}},
+		{"bad overlap", with(base(), SettingOverlap, "queue"), []string{SettingOverlap, `"queue"`, "skip", "buffer-one", "allow"}},
 		{"slice budget past the invocation timeout", with(base(), SettingSliceBudget, "1h"), []string{SettingSliceBudget, "invocation timeout"}},
-		{"bad misfire", with(base(), SettingMisfire, "latest"), []string{SettingMisfire, `"latest"`, "skip", "run-latest"}},
-		{"non-positive starting deadline", with(base(), SettingStartDeadline, "0s"), []string{SettingStartDeadline, "positive"}},
+		{"misfire is gone", with(base(), SettingMisfire, "skip"), []string{SettingMisfire, "no longer read", "catch-up window", SettingSchedules}},
+		{"starting deadline is gone", with(base(), SettingStartDeadline, "10m"), []string{SettingStartDeadline, "no longer read", `"catchUp"`}},
+		{"schedules not json", with(base(), SettingSchedules, "tick=paused"), []string{SettingSchedules, "JSON object"}},
+		{"schedules unknown field", with(base(), SettingSchedules, `{"tick":{"pause":true}}`), []string{SettingSchedules, `schedule "tick"`, `unknown field "pause"`, "paused"}},
+		{"schedules bad overlap", with(base(), SettingSchedules, `{"tick":{"overlap":"replace"}}`), []string{SettingSchedules, `"replace"`, "buffer-one"}},
+		{"schedules bad catch-up", with(base(), SettingSchedules, `{"a":{"catchUp":"0s"}}`), []string{SettingSchedules, `schedule "a"`, "catchUp", "positive duration"}},
+		{"schedules empty cron", with(base(), SettingSchedules, `{"a":{"cron":" "}}`), []string{SettingSchedules, "cron is empty"}},
 		{"bad transport", with(base(), SettingTransport, "kafka"), []string{SettingTransport, "kafka", "servicebus"}},
 		{"servicebus without connection", with(base(), SettingTransport, "servicebus"), []string{"ServiceBusConnection is not set", "__fullyQualifiedNamespace"}},
 		{"servicebus namespace with scheme", with(base(), SettingTransport, "servicebus", "ServiceBusConnection__fullyQualifiedNamespace", "sb://x.servicebus.windows.net"), []string{"without scheme"}},
@@ -79,7 +85,7 @@ func TestLoad_Errors(t *testing.T) {
 		{"control queue is the work queue", with(base(), SettingControlQueue, "baton-work"), []string{SettingControlQueue, "must differ from " + SettingWorkQueue}},
 		{"bad container", with(base(), SettingRunsContainer, "r"), []string{SettingRunsContainer, "3-63"}},
 		{"bad lease name", with(base(), SettingLeaseName, "../x"), []string{SettingLeaseName}},
-		{"no schedule", with(base(), SettingSchedule, ""), []string{SettingSchedule, "NCRONTAB"}},
+		{"no heartbeat", with(base(), SettingHeartbeat, ""), []string{SettingHeartbeat, "Tick", "0 * * * * *"}},
 		{"bad max deliveries", with(base(), SettingMaxDeliveries, "0"), []string{SettingMaxDeliveries, "1 to 100"}},
 		{"bad log level", with(base(), SettingLogLevel, "loud"), []string{SettingLogLevel, "debug"}},
 		{"client id without credential", with(base(), SettingHostStorage, "", "AzureWebJobsStorage__blobServiceUri", "https://a.blob.core.windows.net", "AzureWebJobsStorage__clientId", "1111"), []string{"__credential=managedidentity"}},
@@ -118,6 +124,7 @@ func TestLoad_AllErrorsAtOnce(t *testing.T) {
 func TestLoad_IdentityConnections(t *testing.T) {
 	c, err := Load(env(map[string]string{
 		SettingSchedule:                                 "0 0 2 * * *",
+		SettingHeartbeat:                                "0 * * * * *",
 		SettingAppRoot:                                  "/nonexistent",
 		"AzureWebJobsStorage__blobServiceUri":           "https://acct.blob.core.windows.net",
 		"AzureWebJobsStorage__queueServiceUri":          "https://acct.queue.core.windows.net",
@@ -301,7 +308,7 @@ func TestLoad_LockRenewalCoversFunctionTimeout(t *testing.T) {
 // BATON_INVENTORY_STORAGE names a connection.
 func TestLoad_InventoryStorage(t *testing.T) {
 	identity := map[string]string{
-		SettingSchedule: "0 0 2 * * *", SettingAppRoot: "/nonexistent", SettingTransport: "queue",
+		SettingSchedule: "0 0 2 * * *", SettingHeartbeat: "0 * * * * *", SettingAppRoot: "/nonexistent", SettingTransport: "queue",
 		"AzureWebJobsStorage__blobServiceUri":  "https://host.blob.core.windows.net",
 		"AzureWebJobsStorage__queueServiceUri": "https://host.queue.core.windows.net",
 		"AzureWebJobsStorage__credential":      "managedidentity",
@@ -360,5 +367,26 @@ func TestLoad_ManualJobsAndSyntheticCaps(t *testing.T) {
 	_, err = Load(env(with(base(), SettingSyntheticMax, "0", SettingSyntheticWork, "700000")))
 	if err == nil || !strings.Contains(err.Error(), SettingSyntheticMax) || !strings.Contains(err.Error(), SettingSyntheticWork) {
 		t.Errorf("out-of-range caps: %v, want both settings named", err)
+	}
+}
+
+// BATON_SCHEDULES changes declared schedules: each field it names, nothing else; the
+// settings' schedule (BATON_SCHEDULE) is optional.
+func TestLoad_ScheduleOverrides(t *testing.T) {
+	c, err := Load(env(with(base(), SettingSchedule, "", SettingSchedules,
+		`{"nightly":{"cron":"0 0 3 * * *","timeZone":"Europe/Berlin","paused":true,"overlap":"Buffer-One","catchUp":"00:30:00","jitter":"0s"},"hourly":{"paused":false}}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, h := c.Overrides["nightly"], c.Overrides["hourly"]
+	if n.Cron != "0 0 3 * * *" || n.TimeZone != "Europe/Berlin" || n.Paused == nil || !*n.Paused || n.Overlap != OverlapBufferOne ||
+		n.CatchUp == nil || *n.CatchUp != 30*time.Minute || n.Jitter == nil || *n.Jitter != 0 {
+		t.Errorf("nightly override %+v", n)
+	}
+	if h.Paused == nil || *h.Paused || h.Cron != "" || h.CatchUp != nil || h.Overlap != "" {
+		t.Errorf("hourly override %+v: only paused=false", h)
+	}
+	if c.Schedule != "" {
+		t.Errorf("Schedule = %q, want none", c.Schedule)
 	}
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
-	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/blobstore"
@@ -27,42 +26,6 @@ import (
 // These tests prove that every schedule occurrence ends with exactly one record, that no run
 // can stay unfinished and block the schedule, and that the coordinator recognises its own
 // writes whose responses were lost.
-
-// testClock is a settable clock shared by a test's instances.
-type testClock struct{ ns atomic.Int64 }
-
-func newClock(s string) *testClock   { c := &testClock{}; c.set(at(s)); return c }
-func (c *testClock) Now() time.Time  { return time.Unix(0, c.ns.Load()).UTC() }
-func (c *testClock) set(t time.Time) { c.ns.Store(t.UnixNano()) }
-
-// blockingJob plans one partition, but only once release is closed; entered is closed when a
-// plan starts. It holds the lease as a long planning would.
-type blockingJob struct {
-	entered, release chan struct{}
-	once             sync.Once
-}
-
-func newBlockingJob() *blockingJob {
-	return &blockingJob{entered: make(chan struct{}), release: make(chan struct{})}
-}
-
-func (j *blockingJob) Plan(ctx context.Context, params json.RawMessage, cursor string, emit func(json.RawMessage, string) error) error {
-	j.once.Do(func() { close(j.entered) })
-	select {
-	case <-j.release:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return emit(json.RawMessage(`{}`), "1")
-}
-
-func (j *blockingJob) Process(ctx context.Context, p work.Partition) (json.RawMessage, error) {
-	return p.Payload, nil
-}
-
-func (j *blockingJob) Aggregate(ctx context.Context, run work.RunInfo, results iter.Seq2[ledger.Result, error]) (json.RawMessage, error) {
-	return json.RawMessage(`{}`), nil
-}
 
 // payloadJob plans one partition per payload.
 type payloadJob struct{ payloads []json.RawMessage }
@@ -82,120 +45,6 @@ func (j *payloadJob) Process(ctx context.Context, p work.Partition) (json.RawMes
 
 func (j *payloadJob) Aggregate(ctx context.Context, run work.RunInfo, results iter.Seq2[ledger.Result, error]) (json.RawMessage, error) {
 	return json.RawMessage(`{}`), nil
-}
-
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func readManifest(t *testing.T, e *runEnv, run string) ledger.Manifest {
-	t.Helper()
-	m, err := e.store.ReadManifest(context.Background(), run)
-	if err != nil {
-		t.Fatalf("run %s: %v", run, err)
-	}
-	return m
-}
-
-// A Tick that fires while another instance holds the lease (here: planning a manual run) and
-// cannot get the lease within its wait still accounts for its occurrence: it records it in
-// the inbox, and the holder decides it before it lets go.
-func TestTick_OccurrenceFiredWhileTheLeaseIsBusyIsDecidedByTheHolder(t *testing.T) {
-	e := newRunEnv(t)
-	ctx := testCtx(t)
-	clock := newClock("2026-11-21T10:05:01Z")
-	block := newBlockingJob()
-	e.jobs.Register("block", block)
-	b := e.instanceWith("b", nil, func(c *Config) { c.Now = clock.Now })
-	a := e.instanceWith("a", nil, func(c *Config) { c.Now = clock.Now; c.TickWait = time.Second })
-
-	manual := make(chan Outcome, 1)
-	go func() {
-		out, err := b.c.StartManual(ctx, ManualRequest{Job: "block", IdempotencyKey: "busy"})
-		if err != nil {
-			t.Errorf("manual run: %v", err)
-		}
-		manual <- out
-	}()
-	<-block.entered // b holds the lease and is planning
-
-	out, err := a.c.Tick(ctx, tick)
-	if err != nil {
-		t.Fatalf("tick: %v", err)
-	}
-	if out.Status != StatusDeferred {
-		t.Fatalf("tick status %q, want %q (the lease was busy for the whole wait)", out.Status, StatusDeferred)
-	}
-	pending, err := e.store.ListPending(ctx)
-	if err != nil || len(pending) != 1 || pending[0].Run != tickRun || pending[0].FiredBy.Instance != "a" {
-		t.Fatalf("inbox = %+v, %v; want the tick's occurrence, fired by a", pending, err)
-	}
-	if _, err := e.store.ReadManifest(ctx, tickRun); !errors.Is(err, ledger.ErrNotFound) {
-		t.Fatalf("the occurrence was decided before the holder let go: %v", err)
-	}
-
-	close(block.release)
-	mo := <-manual
-	if mo.Status != StatusStarted {
-		t.Fatalf("manual run: %+v", mo)
-	}
-	m := readManifest(t, e, tickRun)
-	if m.State != ledger.StateSkipped || !strings.Contains(m.Reason, mo.Run) || m.Occurrence.IsZero() {
-		t.Fatalf("occurrence record: state %q reason %q occurrence %v; want skipped because %s is in progress", m.State, m.Reason, m.Occurrence, mo.Run)
-	}
-	if pending, err := e.store.ListPending(ctx); err != nil || len(pending) != 0 {
-		t.Fatalf("inbox after the holder let go: %+v, %v", pending, err)
-	}
-}
-
-// When the lease frees up within its wait, the Tick takes it and runs its occurrence itself.
-func TestTick_WaitsForALeaseThatFreesUp(t *testing.T) {
-	e := newRunEnv(t)
-	ctx := testCtx(t)
-	clock := newClock("2026-11-21T10:05:01Z")
-	a := e.instanceWith("a", nil, func(c *Config) { c.Now = clock.Now })
-	b := e.instanceWith("b", nil, func(c *Config) { c.Now = clock.Now })
-
-	held := make(chan struct{})
-	release := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- b.leader.RunAsLeader(ctx, func(ctx context.Context, lease election.Lease, beat func()) error {
-			close(held)
-			<-release
-			return nil
-		})
-	}()
-	<-held
-	tickDone := make(chan Outcome, 1)
-	go func() {
-		out, err := a.c.Tick(ctx, tick)
-		if err != nil {
-			t.Errorf("tick: %v", err)
-		}
-		tickDone <- out
-	}()
-	// Let b go once a has seen the lease held and recorded its occurrence.
-	waitFor(t, 30*time.Second, "the occurrence in the inbox", func() bool {
-		p, err := e.store.ListPending(ctx)
-		return err == nil && len(p) == 1
-	})
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	out := <-tickDone
-	if out.Status != StatusStarted {
-		t.Fatalf("tick status %q, want started once the lease was free", out.Status)
-	}
-	if m := readManifest(t, e, tickRun); m.State != ledger.StateRunning || m.Leader.Instance != "a" {
-		t.Fatalf("run: state %q leader %q", m.State, m.Leader.Instance)
-	}
-	if pending, _ := e.store.ListPending(ctx); len(pending) != 0 {
-		t.Fatalf("inbox not cleared: %+v", pending)
-	}
 }
 
 // unreachable makes every request fail as if storage were down.
@@ -232,132 +81,102 @@ func (e *runEnv) storeWith(p ...policy.Policy) *blobstore.Store {
 	return blobstore.New(blobs.ServiceClient().NewContainerClient(e.runsName), blobstore.Options{})
 }
 
-// A Tick that cannot reach storage for its whole wait fails (so the host logs it) rather than
-// returning success with nothing recorded; once storage is back, the next lease holder records
-// the occurrence as missed.
-func TestTick_StorageDownFailsTheTickAndTheGapIsRecordedLater(t *testing.T) {
+// A heartbeat that cannot reach storage fails (so the host logs it) rather than returning
+// success with nothing recorded; once storage is back, the next heartbeat records the
+// occurrence it could not decide as missed (found past its catch-up window) and decides the
+// current one, and the run in progress is left as it is.
+func TestHeartbeat_StorageDownFailsAndTheGapIsRecordedLater(t *testing.T) {
 	e := newRunEnv(t)
 	ctx := testCtx(t)
-	clock := newClock("2026-11-21T10:00:01Z")
-	ok := e.instanceWith("ok", nil, func(c *Config) { c.Now = clock.Now })
-	down := e.instanceWith("down", nil, func(c *Config) {
-		c.Now, c.TickWait, c.Store = clock.Now, 2*time.Second, e.storeWith(unreachable{})
-	})
-	if out, err := ok.c.Tick(ctx, TickInput{Now: clock.Now()}); err != nil || out.Status != StatusStarted {
-		t.Fatalf("first tick: %+v, %v", out, err)
+	s := schedule(1)
+	s.CatchUp = 2 * time.Minute
+	ok := e.instanceWith("ok", nil, func(c *Config) { c.Schedules = []Schedule{s} })
+	down := e.instanceWith("down", nil, func(c *Config) { c.Schedules, c.Store = []Schedule{s}, e.storeWith(unreachable{}) })
+	if d := e.startOccurrence(ok); d.Status != StatusStarted {
+		t.Fatalf("first occurrence: %+v", d)
 	}
-	clock.set(at("2026-11-21T10:05:01Z"))
-	if out, err := down.c.Tick(ctx, TickInput{Now: clock.Now()}); err == nil {
-		t.Fatalf("tick with storage down succeeded: %+v", out)
+	e.clock.set(e.occ.Add(5*time.Minute + 300*time.Millisecond))
+	if out, err := down.c.Heartbeat(ctx); err == nil {
+		t.Fatalf("heartbeat with storage down succeeded: %+v", out)
 	}
-	clock.set(at("2026-11-21T10:10:01Z"))
-	out, err := ok.c.Tick(ctx, TickInput{Now: clock.Now()})
-	if err != nil {
-		t.Fatal(err)
+	out := e.heartbeat(ok, e.occ.Add(10*time.Minute+300*time.Millisecond))
+	var got []string
+	for _, d := range out.Decisions {
+		got = append(got, fmt.Sprintf("%s %s", d.Occurrence.Sub(e.occ), d.State))
 	}
-	if out.Status != StatusSkipped { // the 10:00 run is still in progress
-		t.Fatalf("10:10 tick: %+v", out)
+	if want := "5m0s missed, 10m0s skipped"; strings.Join(got, ", ") != want {
+		t.Fatalf("heartbeat once storage is back decided %v, want %s", got, want)
 	}
-	if m := readManifest(t, e, "tick-20261121t100500z"); m.State != ledger.StateMissed || m.Reason == "" {
-		t.Fatalf("10:05: state %q reason %q, want missed with a reason", m.State, m.Reason)
+	gap := e.manifest(ledger.ScheduleRunID("s", e.occ.Add(5*time.Minute)))
+	if gap.State != ledger.StateMissed || !strings.Contains(gap.Reason, "catch-up window") {
+		t.Fatalf("the gap: state %q reason %q, want missed with a reason", gap.State, gap.Reason)
 	}
-	if m := readManifest(t, e, "tick-20261121t100000z"); m.State != ledger.StateRunning {
-		t.Fatalf("10:00 was overwritten: %q", m.State)
-	}
-}
-
-// Occurrences that never fired are recorded as missed by the next lease holder. With
-// run-latest, the most recent one is run instead when the next has not come yet.
-func TestMisfire_MissedOccurrencesAreRecordedAndRunLatestRunsTheNewest(t *testing.T) {
-	for _, policy := range []Misfire{MisfireSkip, MisfireRunLatest} {
-		t.Run(string(policy), func(t *testing.T) {
-			e := newRunEnv(t)
-			ctx := testCtx(t)
-			clock := newClock("2026-11-21T10:00:00.3Z")
-			in := e.instanceWith("a", nil, func(c *Config) { c.Now, c.Misfire, c.AllowOverlap = clock.Now, policy, true })
-			if _, err := in.c.Tick(ctx, TickInput{Now: clock.Now()}); err != nil {
-				t.Fatal(err)
-			}
-			// Nothing fires for 10:05, 10:10 and 10:15; at 10:16 a manual run takes the lease.
-			clock.set(at("2026-11-21T10:16:00Z"))
-			if _, err := in.c.StartManual(ctx, ManualRequest{IdempotencyKey: "k"}); err != nil {
-				t.Fatal(err)
-			}
-			for _, run := range []string{"tick-20261121t100500z", "tick-20261121t101000z"} {
-				if m := readManifest(t, e, run); m.State != ledger.StateMissed || m.Trigger != ledger.TriggerTimer {
-					t.Fatalf("%s: %q/%q, want a missed timer record", run, m.State, m.Trigger)
-				}
-			}
-			latest := readManifest(t, e, "tick-20261121t101500z")
-			want := ledger.StateMissed
-			if policy == MisfireRunLatest {
-				want = ledger.StateRunning
-			}
-			if latest.State != want || !latest.Occurrence.Equal(at("2026-11-21T10:15:00Z")) {
-				t.Fatalf("10:15: state %q occurrence %v, want %q", latest.State, latest.Occurrence, want)
-			}
-			// A second holder finds nothing new to record.
-			if _, err := in.c.StartManual(ctx, ManualRequest{IdempotencyKey: "k2"}); err != nil {
-				t.Fatal(err)
-			}
-			if m := readManifest(t, e, "tick-20261121t101500z"); m.State != want {
-				t.Fatalf("10:15 changed to %q", m.State)
-			}
-		})
+	if m := e.manifest(e.run); m.State != ledger.StatePlanning {
+		t.Fatalf("the run in progress was overwritten: %q", m.State)
 	}
 }
 
-// A run whose workers never finish (here: 2 of 3 partitions never processed) does not block
-// the schedule: the next Tick after its hard deadline finishes it as timed-out, with a report
-// of what has results, and runs its own occurrence.
+// A run whose workers never finish (here: 2 of 3 partitions never processed) and whose check
+// chain is lost does not block the schedule: its occurrences are skipped while it runs, and
+// the first heartbeat past its bound sends it a check, which finishes it as timed-out with a
+// report of what has results; the next occurrence then starts.
 func TestSupervision_OverdueRunTimesOutAndTheScheduleGoesOn(t *testing.T) {
 	e := newRunEnv(t)
 	ctx := testCtx(t)
-	clock := newClock("2026-11-21T10:00:00.3Z")
-	w, err := work.NewWorker(work.WorkerConfig{Store: e.store, Jobs: e.jobs, Holder: ledger.Holder{Instance: "w"}, Now: clock.Now, MaxDeliveries: 5})
+	w, err := work.NewWorker(work.WorkerConfig{Store: e.store, Jobs: e.jobs, Holder: ledger.Holder{Instance: "w"}, Now: e.clock.Now, MaxDeliveries: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := e.instanceWith("a", nil, func(c *Config) {
-		c.Now, c.Finisher, c.Params, c.RunTimeout = clock.Now, w, json.RawMessage(`{"n":3}`), time.Hour
-	})
-	first, err := in.c.Tick(ctx, TickInput{Now: clock.Now()})
-	if err != nil || first.Status != StatusStarted {
-		t.Fatalf("first tick: %+v, %v", first, err)
-	}
-	idx, _, _ := partitions(e.drain())
-	if len(idx) != 3 {
-		t.Fatalf("enqueued %v", idx)
-	}
-	if err := w.HandlePartition(ctx, work.Envelope{Version: 1, Kind: work.KindPartition, Run: first.Run, Epoch: first.Epoch, Part: 0, Parts: 3,
-		Payload: json.RawMessage(`{"i":0}`)}, work.Delivery{Count: 1}); err != nil {
+	in := e.instanceWith("a", nil, func(c *Config) { c.Finisher, c.Schedules = w, []Schedule{schedule(3)} })
+	e.startOccurrence(in)
+	if err := in.c.Check(ctx, startCheck(t, e.drain(), e.run), firstDelivery); err != nil {
 		t.Fatal(err)
 	}
-	m := readManifest(t, e, first.Run)
+	var part0 *work.Envelope
+	for _, env := range e.drain() { // the partitions; the chain's next check is not due for an hour
+		if env.Kind == work.KindPartition && env.Part == 0 {
+			part0 = &env
+		}
+	}
+	if part0 == nil {
+		t.Fatal("partition 0 was not enqueued")
+	}
+	if err := w.HandlePartition(ctx, *part0, work.Delivery{Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	m := e.manifest(e.run)
 
-	// Before the hard deadline the run is in progress and the next occurrence is skipped.
-	clock.set(at("2026-11-21T10:05:00.3Z"))
-	if out, err := in.c.Tick(ctx, TickInput{Now: clock.Now()}); err != nil || out.Status != StatusSkipped {
-		t.Fatalf("10:05 tick: %+v, %v", out, err)
+	// Before its bound the run is in progress: the next occurrence is skipped, and no check is
+	// sent for it.
+	out := e.heartbeat(in, e.occ.Add(5*time.Minute+300*time.Millisecond))
+	if len(out.Decisions) != 1 || out.Decisions[0].State != ledger.StateSkipped {
+		t.Fatalf("heartbeat while the run is in progress: %+v", out.Decisions)
 	}
-	// After it, the next tick finishes it and starts its own run.
-	after := in.c.expires(m).Add(time.Minute)
-	next, err := in.c.cfg.Schedule.Next(after)
-	if err != nil {
+	if checks := checksOf(e.drain(), e.run, -1); len(checks) != 0 {
+		t.Fatalf("%d checks sent for the run before its bound", len(checks))
+	}
+	// The first heartbeat past the bound sends a check, and that check times the run out.
+	bound := in.c.FinalBound(m)
+	e.heartbeat(in, bound.Add(time.Second))
+	checks := checksOf(e.drain(), e.run, -1)
+	if len(checks) != 1 || checks[0].Round < superviseRound {
+		t.Fatalf("checks after the bound %+v, want the heartbeat's supervision check", checks)
+	}
+	if err := in.c.Check(ctx, checks[0], firstDelivery); err != nil {
 		t.Fatal(err)
 	}
-	clock.set(next.Add(300 * time.Millisecond))
-	out, err := in.c.Tick(ctx, TickInput{Now: clock.Now()})
-	if err != nil || out.Status != StatusStarted {
-		t.Fatalf("tick after the deadline: %+v, %v", out, err)
-	}
-	old := readManifest(t, e, first.Run)
+	old := e.manifest(e.run)
 	if old.State != ledger.StateTimedOut || old.Succeeded != 1 || old.Failed != 2 || old.Reason == "" {
 		t.Fatalf("overdue run: state %q succeeded %d failed %d reason %q", old.State, old.Succeeded, old.Failed, old.Reason)
 	}
-	rep, _, err := e.store.ReadReport(ctx, first.Run)
+	rep, _, err := e.store.ReadReport(ctx, e.run)
 	if err != nil || rep.State != ledger.StateTimedOut || len(rep.FailedList) != 2 || !strings.Contains(rep.FailedList[0].Error, "timed out") {
 		t.Fatalf("report: %+v, %v", rep, err)
+	}
+	next, _ := every(5 * time.Minute).Next(bound.Add(time.Second))
+	out = e.heartbeat(in, next.Add(300*time.Millisecond))
+	if len(out.Decisions) != 1 || out.Decisions[0].Status != StatusStarted {
+		t.Fatalf("the occurrence after the timed-out run: %+v, want started", out.Decisions)
 	}
 }
 
@@ -377,7 +196,6 @@ func (failingFinisher) TryFinishByListing(ctx context.Context, run string) (bool
 func TestCheck_LastDeliveryKeepsTheChainAlive(t *testing.T) {
 	e := newRunEnv(t)
 	ctx := testCtx(t)
-	clock := newClock("2026-11-21T10:05:00.3Z")
 	var sent sync.Map // message ID → envelope
 	hook := &senderHook{Sender: e.sender, before: func(_ int32, msgs []transport.Message) error {
 		for _, m := range msgs {
@@ -389,13 +207,14 @@ func TestCheck_LastDeliveryKeepsTheChainAlive(t *testing.T) {
 		}
 		return nil
 	}}
-	in := e.instanceWith("a", hook, func(c *Config) { c.Now, c.Finisher, c.MaxDeliveries = clock.Now, failingFinisher{}, 3 })
-	out, err := in.c.Tick(ctx, tick)
-	if err != nil {
+	in := e.instanceWith("a", hook, func(c *Config) { c.Finisher, c.MaxDeliveries = failingFinisher{}, 3 })
+	e.startOccurrence(in)
+	if err := in.c.Check(ctx, startCheck(t, e.drain(), e.run), firstDelivery); err != nil {
 		t.Fatal(err)
 	}
 	e.drain()
-	check := work.Envelope{Version: 1, Kind: work.KindCheck, Run: out.Run, Epoch: out.Epoch, Round: 4}
+	m := e.manifest(e.run)
+	check := work.Envelope{Version: 1, Kind: work.KindCheck, Run: e.run, Epoch: m.Epoch, Round: 4}
 	for d := 1; d < 3; d++ {
 		if err := in.c.Check(ctx, check, work.Delivery{Count: d}); err == nil {
 			t.Fatalf("delivery %d: the failing check succeeded", d)
@@ -404,45 +223,61 @@ func TestCheck_LastDeliveryKeepsTheChainAlive(t *testing.T) {
 	if err := in.c.Check(ctx, check, work.Delivery{Count: 3}); err != nil {
 		t.Fatalf("last delivery failed (the chain would end): %v", err)
 	}
-	next := work.Envelope{Version: 1, Kind: work.KindCheck, Run: out.Run, Epoch: out.Epoch, Round: 5}
+	next := work.Envelope{Version: 1, Kind: work.KindCheck, Run: e.run, Epoch: m.Epoch, Round: 5}
 	if v, ok := sent.Load(next.MessageID()); !ok || v.(work.Envelope).Round != 5 {
 		t.Fatalf("no fresh check (round 5) was scheduled by the last delivery")
 	}
 }
 
-// A create whose response was lost comes back "exists" on the SDK's retry: the leader
-// recognises the manifest as its own (same holder and epoch) and goes on with the run.
-func TestTick_LostCreateResponseIsRecognisedAsOurs(t *testing.T) {
-	e := newRunEnv(t)
-	ctx := testCtx(t)
-	lose := &loseResponse{match: func(r *http.Request) bool {
-		return r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/manifest.json") && r.Header.Get("If-None-Match") == "*"
-	}}
-	in := e.instanceWith("a", nil, func(c *Config) { c.Store, c.Params = e.storeWith(lose), json.RawMessage(`{"n":7}`) })
-	out, err := in.c.Tick(ctx, tick)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lose.lost.Load() != 1 {
-		t.Fatal("no response was lost: the test proves nothing")
-	}
-	if out.Status != StatusStarted {
-		t.Fatalf("status %q, want started: the run is ours", out.Status)
-	}
-	if m := readManifest(t, e, tickRun); !m.PlanDone || m.Partitions != 7 {
-		t.Fatalf("run not planned: %+v", m)
-	}
-	if idx, _, _ := partitions(e.drain()); len(idx) != 7 {
-		t.Fatalf("enqueued %v", idx)
-	}
-	if a, ok, err := e.store.ReadActive(ctx); err != nil || !ok || a.Run != tickRun {
-		t.Fatalf("active run: %+v %v %v", a, ok, err)
+// A create whose response was lost comes back "exists" on the SDK's retry: the heartbeat (or
+// the ad-hoc request) takes the run as existing, sends its start check all the same, and the
+// run is planned; the schedule's state names it as its latest run.
+func TestHeartbeat_LostCreateResponseIsTakenAsExisting(t *testing.T) {
+	for _, via := range []string{"heartbeat", "manual"} {
+		t.Run(via, func(t *testing.T) {
+			e := newRunEnv(t)
+			ctx := testCtx(t)
+			lose := &loseResponse{match: func(r *http.Request) bool {
+				return r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/manifest.json") && r.Header.Get("If-None-Match") == "*"
+			}}
+			in := e.instanceWith("a", nil, func(c *Config) { c.Store, c.Schedules = e.storeWith(lose), []Schedule{schedule(7)} })
+			run := e.run
+			if via == "heartbeat" {
+				if d := e.startOccurrence(in); d.Status != StatusExisting || d.State != ledger.StatePlanning {
+					t.Fatalf("decision %+v, want the run taken as existing, planning", d)
+				}
+				if st, err := e.store.ReadSchedule(ctx, "s"); err != nil || st.Latest != run || !st.Cursor.Equal(e.occ) {
+					t.Fatalf("schedule state %+v, %v; want the run its latest", st, err)
+				}
+			} else {
+				out, err := in.c.StartManual(ctx, ManualRequest{Job: "count", Params: json.RawMessage(`{"n":7}`), IdempotencyKey: "lost"})
+				if err != nil || out.Status != StatusExisting || out.State != ledger.StatePlanning {
+					t.Fatalf("ad-hoc run: %+v, %v; want it taken as existing, planning", out, err)
+				}
+				run = out.Run
+			}
+			if lose.lost.Load() != 1 {
+				t.Fatal("no response was lost: the test proves nothing")
+			}
+			if err := in.c.Check(ctx, startCheck(t, e.drain(), run), firstDelivery); err != nil {
+				t.Fatal(err)
+			}
+			if m := e.manifest(run); !m.PlanDone || m.Partitions != 7 || m.Epoch != 1 {
+				t.Fatalf("run not planned by one planner: %+v", m)
+			}
+			idx, _, _ := partitions(e.drain())
+			if len(idx) != 7 {
+				t.Fatalf("enqueued %v", idx)
+			}
+			wantEach(t, idx, 7)
+		})
 	}
 }
 
 // Sizes are measured on the exact bytes sent: a payload full of characters that JSON encoders
 // like to escape ('<', '>', '&') is sent as is; a payload that can never fit fails planning
-// for good, naming the partition, and the schedule goes on.
+// for good, naming the partition, without failing the check (nothing to retry), and the
+// schedule goes on.
 func TestPlan_SizeIsMeasuredOnTheSentBytes(t *testing.T) {
 	e := newRunEnv(t)
 	ctx := testCtx(t)
@@ -450,15 +285,18 @@ func TestPlan_SizeIsMeasuredOnTheSentBytes(t *testing.T) {
 	huge := json.RawMessage(`{"s":"` + strings.Repeat("a", work.MaxEnvelopeBytes) + `"}`)
 	job := &payloadJob{payloads: []json.RawMessage{html}}
 	e.jobs.Register("payloads", job)
-	clock := newClock("2026-11-21T10:05:00.3Z")
-	in := e.instanceWith("a", nil, func(c *Config) { c.Now, c.Job, c.Params = clock.Now, "payloads", nil })
-	out, err := in.c.Tick(ctx, tick)
-	if err != nil || out.Status != StatusStarted || out.State != ledger.StateRunning {
-		t.Fatalf("tick: %+v, %v", out, err)
+	in := e.instanceWith("a", nil, func(c *Config) {
+		c.Schedules = []Schedule{{Name: "s", Job: "payloads", Cron: every(5 * time.Minute)}}
+	})
+	out, err := in.c.StartManual(ctx, ManualRequest{Job: "payloads"})
+	if err != nil || out.Status != StatusStarted {
+		t.Fatalf("ad-hoc run: %+v, %v", out, err)
 	}
-	msgs := e.drain()
+	if err := in.c.Check(ctx, startCheck(t, e.drain(), out.Run), firstDelivery); err != nil {
+		t.Fatal(err)
+	}
 	var sent []work.Envelope
-	for _, m := range msgs {
+	for _, m := range e.drain() {
 		if m.Kind == work.KindPartition {
 			sent = append(sent, m)
 		}
@@ -466,16 +304,21 @@ func TestPlan_SizeIsMeasuredOnTheSentBytes(t *testing.T) {
 	if len(sent) != 1 || !bytes.Equal(sent[0].Payload, html) {
 		t.Fatalf("sent %d partitions; payload intact: %v", len(sent), len(sent) == 1 && bytes.Equal(sent[0].Payload, html))
 	}
+	if m := e.manifest(out.Run); m.State != ledger.StateRunning {
+		t.Fatalf("ad-hoc run %s: %q", m.State, m.Reason)
+	}
 
 	job.payloads = []json.RawMessage{html, huge}
-	clock.set(at("2026-11-21T10:10:00.3Z"))
-	in2 := e.instanceWith("b", nil, func(c *Config) { c.Now, c.Job, c.Params, c.AllowOverlap = clock.Now, "payloads", nil, true })
-	out, err = in2.c.Tick(ctx, TickInput{Now: clock.Now()})
-	if err != nil {
-		t.Fatalf("a permanent planning failure must not fail the tick for ever: %v", err)
+	e.startOccurrence(in)
+	if err := in.c.Check(ctx, startCheck(t, e.drain(), e.run), firstDelivery); err != nil {
+		t.Fatalf("a permanent planning failure must not fail the check (it would be retried for nothing): %v", err)
 	}
-	m := readManifest(t, e, out.Run)
+	m := e.manifest(e.run)
 	if m.State != ledger.StateFailed || !strings.Contains(m.Reason, "partition 1") || !strings.Contains(m.Reason, "bytes") {
 		t.Fatalf("run with an oversized partition: state %q reason %q", m.State, m.Reason)
+	}
+	next := e.heartbeat(in, e.occ.Add(5*time.Minute+300*time.Millisecond))
+	if len(next.Decisions) != 1 || next.Decisions[0].Status != StatusStarted {
+		t.Fatalf("the schedule's next occurrence after the failed run: %+v, want started", next.Decisions)
 	}
 }

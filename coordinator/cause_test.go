@@ -2,12 +2,10 @@ package coordinator
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/internal/azurite"
@@ -16,8 +14,9 @@ import (
 )
 
 // TestStartManual_StorageErrorStoredShort: an inventory of a container that does not exist
-// fails in planning with Azurite's real error; the run's stored reason names the error code and
-// status only, while the log keeps the whole error.
+// fails in planning (when the ad-hoc run's start check is delivered) with Azurite's real
+// error; the run's stored reason names the error code and status only, while the log keeps the
+// whole error.
 func TestStartManual_StorageErrorStoredShort(t *testing.T) {
 	e := newRunEnv(t)
 	blobs, err := azclient.Blob(e.srv.Storage(), nil)
@@ -27,17 +26,16 @@ func TestStartManual_StorageErrorStoredShort(t *testing.T) {
 	e.jobs.Register("inventory", inventory.New(blobs, inventory.Options{}))
 	var logs bytes.Buffer
 	in := e.instanceWith("a", nil, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testCtx(t)
 	missing := azurite.UniqueName(t, "missing")
 	out, err := in.c.StartManual(ctx, ManualRequest{Job: "inventory", Params: json.RawMessage(`{"container":"` + missing + `"}`)})
-	if err != nil {
-		t.Fatalf("StartManual: %v", err)
+	if err != nil || out.Status != StatusStarted {
+		t.Fatalf("StartManual: %+v, %v", out, err)
 	}
-	m, err := e.store.ReadManifest(ctx, out.Run)
-	if err != nil {
-		t.Fatal(err)
+	if err := in.c.Check(ctx, startCheck(t, e.drain(), out.Run), firstDelivery); err != nil {
+		t.Fatalf("the start check of a run that cannot be planned: %v, want nil (nothing to retry)", err)
 	}
+	m := e.manifest(out.Run)
 	if m.State != ledger.StateFailed {
 		t.Fatalf("run %s is %s, want failed (reason %q)", out.Run, m.State, m.Reason)
 	}

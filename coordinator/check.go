@@ -66,7 +66,7 @@ func (c *Coordinator) timeOutAnyway(ctx context.Context, m ledger.Manifest) erro
 	if m.PlanDone {
 		return c.timeOut(ctx, nil, m)
 	}
-	return c.asLeader(ctx, func(ctx context.Context, lease election.Lease, beat func()) error {
+	return c.asRunLeader(ctx, m, func(ctx context.Context, lease election.Lease, beat func()) error {
 		return c.timeOut(ctx, &lease, m)
 	})
 }
@@ -74,8 +74,8 @@ func (c *Coordinator) timeOutAnyway(ctx context.Context, m ledger.Manifest) erro
 func (c *Coordinator) check(ctx context.Context, env work.Envelope) error {
 	m, err := c.cfg.Store.ReadManifest(ctx, env.Run)
 	if errors.Is(err, ledger.ErrNotFound) {
-		// The leader schedules a run's first check before it creates the run, so a leader
-		// that died in between leaves a check with no run: nothing to resume or retry.
+		// Every run's record is created before its first check is sent, so a check without a
+		// run is not Baton's, or its run was deleted: nothing to resume or retry.
 		c.cfg.Logger.Warn("check: no such run; dropping the check", "run", env.Run, "epoch", env.Epoch, "round", env.Round,
 			"instance", c.cfg.Identity.Instance)
 		return nil
@@ -86,6 +86,11 @@ func (c *Coordinator) check(ctx context.Context, env work.Envelope) error {
 	log := c.log(env.Run, m.Epoch).With("round", env.Round)
 	if m.State.Final() {
 		log.Info("check: run finished; chain ends", "state", m.State)
+		return nil
+	}
+	if m.State == ledger.StateQueued {
+		// Waiting for its schedule's run in progress: the heartbeat starts it, with a check.
+		log.Info("check: run is queued behind its schedule's run in progress; the scheduler starts it")
 		return nil
 	}
 	next := env.Round + 1
@@ -106,7 +111,7 @@ func (c *Coordinator) check(ctx context.Context, env work.Envelope) error {
 	}
 
 	if !m.PlanDone {
-		out, err := c.resumeAsLeader(ctx, env.Run)
+		out, err := c.resumeAsLeader(ctx, m)
 		if err != nil {
 			return err
 		}
@@ -178,11 +183,18 @@ func (c *Coordinator) retryInterval() time.Duration {
 	return max(c.cfg.RunTimeout/2, c.leaseDur+checkMargin)
 }
 
-// resumeAsLeader makes one attempt at the lease and, when it wins, resumes the run's enqueue.
-func (c *Coordinator) resumeAsLeader(ctx context.Context, run string) (Outcome, error) {
+// resumeAsLeader makes one attempt at m's lease and, when it wins, plans the run from its
+// checkpoint: the first planner of a run the scheduler created, or the next one of a run
+// whose planner stopped mid-enqueue.
+func (c *Coordinator) resumeAsLeader(ctx context.Context, m ledger.Manifest) (Outcome, error) {
 	var out Outcome
-	err := c.asLeader(ctx, func(ctx context.Context, lease election.Lease, beat func()) error {
-		c.log(run, lease.Epoch).Warn("check: resuming a run its leader left mid-enqueue")
+	run := m.RunID
+	err := c.asRunLeader(ctx, m, func(ctx context.Context, lease election.Lease, beat func()) error {
+		if m.Epoch == 0 {
+			c.log(run, lease.Epoch).Info("planning the run")
+		} else {
+			c.log(run, lease.Epoch).Warn("check: resuming a run its leader left mid-enqueue", "leaderEpoch", m.Epoch)
+		}
 		m, err := c.resume(ctx, lease, beat, run)
 		out = Outcome{Status: StatusResumed, Run: run, Epoch: lease.Epoch, State: m.State}
 		return err

@@ -1,11 +1,22 @@
-// Package coordinator decides which instance leads a run and keeps that decision honest.
+// Package coordinator fires an app's schedules and leads each run to the end: it decides every
+// schedule occurrence exactly once, plans each run under a lease of its own, and keeps the run's
+// check chain going until the run is final.
 //
-// # election.Leader election
+// # Two kinds of lease
 //
-// Leadership is the lease on one zero-length blob (bloblease.BlobLock over leases/<name>). The election.Lock
+// The scheduler lease (the Leader's own lock, leases/<BATON_LEASE_NAME>) is held by whoever
+// decides occurrences: a heartbeat (the Tick timer) or a run now. It is held for a few storage
+// calls at a time and never while planning (heartbeat.go). Each run's planning holds the run's
+// own lease (leases/runs/<run>, Leader.RunAsLeaderOf), taken by the check that starts the run,
+// a check or lease probe that resumes it, or a handover; so a long planning of one run never
+// delays another run or a schedule's next occurrence.
+//
+// # Leader election
+//
+// Leadership is the lease on a zero-length blob (bloblease.BlobLock). The election.Lock
 // interface is a try-once mutex: Acquire makes a single attempt and returns *election.HeldError, naming
 // the current holder, when someone else leads. Nothing here waits or polls for the lock:
-// instances contest it only when a tick, a manual trigger or a check message arrives.
+// instances contest it only when a heartbeat, a run now or a check message arrives.
 //
 // Every acquisition records in the blob's metadata the holder's identity (app, instance,
 // process id), the acquired-at time and an epoch one higher than the last one recorded. Only

@@ -31,11 +31,13 @@ func (p *countPolicy) Do(req *policy.Request) (*http.Response, error) {
 	return req.Next()
 }
 
-// BenchmarkTick_Enqueue10000 measures a leader planning and enqueueing 10,000 partitions to the
-// Azurite Storage queue, and the leader's blob calls per partition (lease, manifest, plan
-// batches, checkpoints) — the queue sends are counted separately: the Storage queue has no
-// batch API, so they are one per partition by construction.
-func BenchmarkTick_Enqueue10000(b *testing.B) {
+// BenchmarkPlan_Enqueue10000 measures one run's planning and enqueue of 10,000 partitions to
+// the Azurite Storage queue: the run is created (an ad-hoc run, StartManual) and its start
+// check delivered, which takes the run's own lease and plans and sends every partition. It
+// reports the blob calls per partition of both (run record, lease, plan batches, checkpoints)
+// — the queue sends are counted separately: the Storage queue has no batch API, so they are
+// one per partition by construction (plus the start check and the chain's next check).
+func BenchmarkPlan_Enqueue10000(b *testing.B) {
 	const n = 10000
 	srv := azurite.Shared(b)
 	blobCalls, queueCalls := &countPolicy{}, &countPolicy{}
@@ -55,33 +57,42 @@ func BenchmarkTick_Enqueue10000(b *testing.B) {
 		q := qs.NewQueueClient(azurite.UniqueName(b, "bwork"))
 		jobs := work.NewRegistry()
 		jobs.Register("count", &countJob{})
-		lock, err := bloblease.NewBlobLock(leases, "leader", bloblease.BlobLockOptions{Duration: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		opts := bloblease.BlobLockOptions{Duration: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)}
+		lock, err := bloblease.NewBlobLock(leases, "leader", opts)
 		if err != nil {
 			b.Fatal(err)
 		}
 		id := ledger.Holder{App: "bench", Instance: "i", PID: 1}
-		ld, err := election.NewLeader(election.LeaderConfig{Lock: lock, Identity: id, LeaseDuration: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		ld, err := election.NewLeader(election.LeaderConfig{Lock: lock, Identity: id, LeaseDuration: 30 * time.Second,
+			Locks:  func(name string) (election.Lock, error) { return bloblease.NewBlobLock(leases, name, opts) },
+			Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)
 		}
 		c, err := New(Config{Leader: ld, Store: blobstore.New(runs, blobstore.Options{}),
 			Sender: storagequeue.NewQueueSender(q, storagequeue.QueueSenderOptions{Parallelism: 32}), Jobs: jobs, Identity: id,
-			Job: "count", Params: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), Schedule: mustScheduleB(b, "0 */5 * * * *"),
 			BatchSize: 500, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)
 		}
+		ctx := context.Background()
 		blobCalls.n.Store(0)
 		queueCalls.n.Store(0)
 		start := time.Now()
-		out, err := c.Tick(context.Background(), TickInput{Now: time.Date(2026, 11, 21, 10, 5, 0, 0, time.UTC).Add(time.Duration(i) * 5 * time.Minute)})
+		out, err := c.StartManual(ctx, ManualRequest{Job: "count", Params: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), IdempotencyKey: fmt.Sprint(i)})
 		if err != nil || out.Status != StatusStarted {
-			b.Fatalf("tick: %+v, %v", out, err)
+			b.Fatalf("start: %+v, %v", out, err)
+		}
+		check := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindCheck, Run: out.Run, Round: 1}
+		if err := c.Check(ctx, check, work.Delivery{Count: 1}); err != nil {
+			b.Fatalf("start check: %v", err)
 		}
 		elapsed += time.Since(start)
 		totalBlob += blobCalls.n.Load()
 		totalQueue += queueCalls.n.Load()
-		ctx := context.Background()
+		if m, err := c.cfg.Store.ReadManifest(ctx, out.Run); err != nil || !m.PlanDone || m.Partitions != n {
+			b.Fatalf("run after its start check: %+v, %v", m, err)
+		}
 		_, _ = leases.Delete(ctx, nil)
 		_, _ = runs.Delete(ctx, nil)
 		_, _ = q.Delete(ctx, nil)
@@ -90,12 +101,4 @@ func BenchmarkTick_Enqueue10000(b *testing.B) {
 	b.ReportMetric(float64(n)*runs/elapsed.Seconds(), "partitions/s")
 	b.ReportMetric(float64(totalBlob)/(runs*n), "leader-blob-calls/partition")
 	b.ReportMetric(float64(totalQueue)/(runs*n), "queue-calls/partition")
-}
-
-func mustScheduleB(b *testing.B, expr string) Schedule {
-	s, err := ParseSchedule(expr, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return s
 }

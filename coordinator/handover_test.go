@@ -3,7 +3,9 @@ package coordinator
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/transport"
 	"github.com/batonfn/baton/transport/storagequeue"
 	"github.com/batonfn/baton/work"
@@ -103,19 +106,45 @@ func (s *ctxSender) Send(ctx context.Context, msgs []transport.Message) error {
 	return s.Sender.Send(ctx, msgs)
 }
 
-// controlInstance is an instance whose checks go to its own recording control sender.
+// controlInstance is an instance whose checks go to its own recording control sender. It
+// runs on the real clock: the lease probes it sends are due when its run lease would lapse.
 func (e *controlEnv) controlInstance(name string, n, batch int, sender Sender) (*instance, *recordingSender) {
 	e.t.Helper()
 	rec := &recordingSender{Sender: e.control}
-	in := e.instance(name, n, batch, sender)
-	cfg := in.c.cfg
-	cfg.Control = rec
-	c, err := New(cfg)
+	in := e.instanceWith(name, sender, func(c *Config) {
+		c.Schedules, c.BatchSize, c.Control, c.Now = []Schedule{schedule(n)}, batch, rec, nil
+	})
+	return in, rec
+}
+
+// manualRun has in start an ad-hoc run of the count job (n partitions) and takes its start
+// check off the control queue, as the queue trigger would deliver it: the run and the check.
+func (e *controlEnv) manualRun(ctx context.Context, in *instance, n int) (string, work.Envelope) {
+	e.t.Helper()
+	out, err := in.c.StartManual(ctx, ManualRequest{Job: "count", Params: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))})
+	if err != nil || out.Status != StatusStarted {
+		e.t.Fatalf("ad-hoc run: %+v, %v", out, err)
+	}
+	resp, err := e.controlQ.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{NumberOfMessages: to.Ptr(int32(32)), VisibilityTimeout: to.Ptr(int32(600))})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	in.c = c
-	return in, rec
+	var envs []work.Envelope
+	for _, m := range resp.Messages {
+		body, err := base64.StdEncoding.DecodeString(*m.MessageText)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		env, err := work.DecodeEnvelope(body)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		envs = append(envs, env)
+		if _, err := e.controlQ.DeleteMessage(ctx, *m.MessageID, *m.PopReceipt, nil); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return out.Run, startCheck(e.t, envs, out.Run)
 }
 
 // delivery is one control message handled by consume.
@@ -177,15 +206,16 @@ func (e *controlEnv) consume(ctx context.Context, in *instance, run string, stop
 	return out
 }
 
-// Checks travel on the control sender; partitions alone on the work sender.
+// Checks travel on the control sender — the run's start check, the chain's next check and the
+// planner's lease probe — and partitions alone on the work sender.
 func TestControl_ChecksGoToTheControlSender(t *testing.T) {
 	e := newControlEnv(t)
 	workSender := &recordingSender{Sender: e.sender}
 	a, control := e.controlInstance("a", 12, 5, workSender)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if out, err := a.c.Tick(ctx, tick); err != nil || out.Status != StatusStarted {
-		t.Fatalf("tick: %+v, %v", out, err)
+	ctx := testCtx(t)
+	run, start := e.manualRun(ctx, a, 12)
+	if err := a.c.Check(ctx, start, firstDelivery); err != nil {
+		t.Fatalf("start check: %v", err)
 	}
 	idx, _, checks := partitions(e.drain())
 	if checks != 0 {
@@ -195,40 +225,42 @@ func TestControl_ChecksGoToTheControlSender(t *testing.T) {
 	if len(workSender.messages()) != 12 {
 		t.Errorf("work sender sent %d messages, want the 12 partitions", len(workSender.messages()))
 	}
-	var chain, probe int
+	var starts, chain, probe int
 	for _, m := range control.messages() {
 		env, err := work.DecodeEnvelope(m.Body)
 		if err != nil {
 			t.Fatal(err)
 		}
 		switch {
-		case env.Kind != work.KindCheck:
-			t.Errorf("control sender sent a %s message", env.Kind)
-		case env.Round == 1:
+		case env.Kind != work.KindCheck || env.Run != run:
+			t.Errorf("control sender sent %+v", env)
+		case env.Round == 1 && env.Epoch == 0:
+			starts++
+		case env.Round == 2:
 			chain++
 		case env.Round == probeRound:
 			probe++
-			// The probe covers the lease as held at the start of the enqueue.
+			// The probe covers the run lease as held at the start of the enqueue.
 			if d := time.Until(m.NotBefore); d < testBlobLockDuration-10*time.Second || d > testBlobLockDuration {
 				t.Errorf("probe due in %s, want about one lease (%s) after it was sent", d, testBlobLockDuration)
 			}
 		}
 	}
-	if chain != 1 || probe != 1 {
-		t.Errorf("control sender sent %d chain checks and %d probes, want 1 and 1", chain, probe)
+	if starts != 1 || chain != 1 || probe != 1 {
+		t.Errorf("control sender sent %d start checks, %d chain checks and %d probes, want 1 of each", starts, chain, probe)
 	}
 }
 
-// A leader killed mid-enqueue (it stops renewing and never releases) after renewing twice is
-// replaced by the probe of its last renewal: the first check to find the lease free is that
-// probe, delivered from the control queue while the work queue still holds the run's
-// backlog, before the run's own chain check could have taken over.
-func TestProbe_KilledLeaderResumedAtLeaseExpiry(t *testing.T) {
+// A planner killed mid-enqueue (it stops renewing the run's lease and never releases it)
+// after renewing twice is replaced by the probe of its last renewal: the first check to find
+// the run lease free is that probe, delivered from the control queue while the work queue
+// still holds the run's backlog, and not before the lease could have lapsed.
+func TestProbe_KilledPlannerResumedAtLeaseExpiry(t *testing.T) {
+	t.Parallel() // it waits for a lease to lapse, on an Azurite of its own
 	// Its backlog of 2,000 messages gets an Azurite of its own (see newRunEnvOn).
 	e := newControlEnvOn(t, azurite.Private(t, azurite.Options{}))
-	const n, batch, k = 3000, 250, 8 // the leader dies after k batches: k*batch partitions queued
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
+	const n, batch, k = 2250, 250, 8 // the planner dies after k batches: k*batch partitions queued, one batch left
+	ctx := testCtx(t)
 	killed := errors.New("killed")
 	var a *instance
 	var aControl *recordingSender
@@ -240,14 +272,15 @@ func TestProbe_KilledLeaderResumedAtLeaseExpiry(t *testing.T) {
 		// Stay alive, mid-enqueue, until the lease has been renewed twice (each renewal sends a
 		// probe), then die without releasing.
 		waitFor(t, 60*time.Second, "two renewals", func() bool { return len(probes(t, aControl.messages())) >= 3 })
-		a.lock.crash.Store(true)
+		a.crash.Store(true)
 		return killed
 	}
 	a, aControl = e.controlInstance("a", n, batch, hook)
-	if _, err := a.c.Tick(ctx, tick); !errors.Is(err, killed) {
-		t.Fatalf("killed tick returned %v", err)
+	run, start := e.manualRun(ctx, a, n)
+	if err := a.c.Check(ctx, start, firstDelivery); !errors.Is(err, killed) {
+		t.Fatalf("the killed planner's check returned %v", err)
 	}
-	m, err := e.store.ReadManifest(ctx, tickRun)
+	m, err := e.store.ReadManifest(ctx, run)
 	if err != nil || m.PlanDone || m.Checkpoint.Next != k*batch {
 		t.Fatalf("after the kill: %+v, %v", m, err)
 	}
@@ -261,7 +294,7 @@ func TestProbe_KilledLeaderResumedAtLeaseExpiry(t *testing.T) {
 	}
 
 	b, bControl := e.controlInstance("b", n, batch, nil)
-	got := e.consume(ctx, b, tickRun, func(ds []delivery) bool { return len(ds) > 0 && ds[len(ds)-1].resumed })
+	got := e.consume(ctx, b, run, func(ds []delivery) bool { return len(ds) > 0 && ds[len(ds)-1].resumed })
 	if len(got) == 0 || !got[len(got)-1].resumed {
 		t.Fatalf("no control message resumed the run: %+v", got)
 	}
@@ -274,8 +307,8 @@ func TestProbe_KilledLeaderResumedAtLeaseExpiry(t *testing.T) {
 	if res.env.Round != probeRound || res.env.Epoch != firstEpoch {
 		t.Errorf("resumed by %+v, want a lease probe of epoch %d", res.env, firstEpoch)
 	}
-	// Every earlier probe found the lease held and did nothing, as did the chain check: the
-	// probe that resumed the run is the last one the killed leader sent.
+	// Every earlier probe found the lease held and did nothing: the probe that resumed the
+	// run is the last one the killed planner sent.
 	delivered := 0
 	for _, d := range got {
 		if d.env.Round == probeRound {
@@ -283,7 +316,7 @@ func TestProbe_KilledLeaderResumedAtLeaseExpiry(t *testing.T) {
 		}
 	}
 	if delivered != len(sentProbes) {
-		t.Errorf("run resumed by probe %d; the killed leader sent %d probes, so the last one should have resumed it", delivered, len(sentProbes))
+		t.Errorf("run resumed by probe %d; the killed planner sent %d probes, so the last one should have resumed it", delivered, len(sentProbes))
 	}
 	if res.workDepth < k*batch {
 		t.Errorf("work queue held %d messages when the probe was delivered, want the backlog of %d", res.workDepth, k*batch)
@@ -291,7 +324,7 @@ func TestProbe_KilledLeaderResumedAtLeaseExpiry(t *testing.T) {
 	if res.at.Before(last.NotBefore) {
 		t.Errorf("resumed at %s, before the last probe was due (%s): the lease could not have lapsed", res.at, last.NotBefore)
 	}
-	m, err = e.store.ReadManifest(ctx, tickRun)
+	m, err = e.store.ReadManifest(ctx, run)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,26 +337,28 @@ func TestProbe_KilledLeaderResumedAtLeaseExpiry(t *testing.T) {
 	}
 	wantEach(t, idx, n)
 	if len(probes(t, bControl.messages())) == 0 {
-		t.Error("the resuming leader sent no probe of its own")
+		t.Error("the resuming planner sent no probe of its own")
 	}
 	t.Logf("resumed by probe %d of %d, %s after the lease lapsed, work queue depth %d", delivered, len(sentProbes),
 		res.at.Sub(last.NotBefore).Round(time.Millisecond), res.workDepth)
 }
 
-// midEnqueue is a leader "a" stuck mid-enqueue after its first sends of a run of
+// midEnqueue is a planner "a" stuck mid-enqueue after its first sends of an ad-hoc run of
 // handoverParts partitions.
 type midEnqueue struct {
 	a          *instance
 	control    *recordingSender // a's control messages
-	tickErr    chan error       // what a's Tick returned
+	checkErr   chan error       // what a's Check of the start check returned
+	run        string
 	firstEpoch int64
 }
 
 const handoverParts, handoverBatch = 40, 5
 
-// startMidEnqueue starts a's Tick under invocation and returns once a is mid-enqueue: its
-// next send waits until its leadership ends, and then until stopped is closed (nil: not at
-// all), as a task that is slow to stop.
+// startMidEnqueue has a start an ad-hoc run and plan it on its start check, delivered under
+// invocation, and returns once a is mid-enqueue: its next send waits until its leadership of
+// the run ends, and then until stopped is closed (nil: not at all), as a task that is slow to
+// stop.
 func startMidEnqueue(ctx context.Context, t *testing.T, e *controlEnv, invocation context.Context, stopped chan struct{}) midEnqueue {
 	t.Helper()
 	const k = 3
@@ -343,27 +378,28 @@ func startMidEnqueue(ctx context.Context, t *testing.T, e *controlEnv, invocatio
 		return sctx.Err()
 	}
 	a, aControl := e.controlInstance("a", handoverParts, handoverBatch, hook)
-	tickErr := make(chan error, 1)
-	go func() { _, err := a.c.Tick(invocation, tick); tickErr <- err }()
+	run, start := e.manualRun(ctx, a, handoverParts)
+	checkErr := make(chan error, 1)
+	go func() { checkErr <- a.c.Check(invocation, start, firstDelivery) }()
 	select {
 	case <-blocked:
-	case err := <-tickErr:
-		t.Fatalf("the leader's Tick returned before it got mid-enqueue: %v", err)
+	case err := <-checkErr:
+		t.Fatalf("the planner's check returned before it got mid-enqueue: %v", err)
 	case <-ctx.Done():
-		t.Fatal("the leader never got mid-enqueue")
+		t.Fatal("the planner never got mid-enqueue")
 	}
-	m, err := e.store.ReadManifest(ctx, tickRun)
+	m, err := e.store.ReadManifest(ctx, run)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return midEnqueue{a: a, control: aControl, tickErr: tickErr, firstEpoch: m.Epoch}
+	return midEnqueue{a: a, control: aControl, checkErr: checkErr, run: run, firstEpoch: m.Epoch}
 }
 
-// wantTakenOver checks that the run of startMidEnqueue was enqueued whole under a newer epoch
-// than firstEpoch (by leader, when set).
-func wantTakenOver(ctx context.Context, t *testing.T, e *controlEnv, firstEpoch int64, leader string) {
+// wantTakenOver checks that run was enqueued whole under a newer epoch than firstEpoch (by
+// leader, when set).
+func wantTakenOver(ctx context.Context, t *testing.T, e *controlEnv, run string, firstEpoch int64, leader string) {
 	t.Helper()
-	m, err := e.store.ReadManifest(ctx, tickRun)
+	m, err := e.store.ReadManifest(ctx, run)
 	if err != nil || !m.PlanDone || m.Partitions != handoverParts || m.Epoch <= firstEpoch || (leader != "" && m.Leader.Instance != leader) {
 		t.Errorf("after the handover: %+v, %v; want the run enqueued under an epoch after %d (by %q)", m, err, firstEpoch, leader)
 	}
@@ -383,24 +419,22 @@ func handoverChecks(t *testing.T, msgs []transport.Message) []transport.Message 
 	return out
 }
 
-// A probe that finds the lease live costs one lease call and sends nothing; a leader that
+// A probe that finds the run lease live costs one lease call and sends nothing; a planner that
 // stops gracefully releases the lease and sends an immediate check through which another
 // instance resumes the run at once.
 func TestHandover_GracefulStopResumedAtOnce(t *testing.T) {
 	e := newControlEnv(t)
-	const n, batch = handoverParts, handoverBatch
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+	ctx := testCtx(t)
 	me := startMidEnqueue(ctx, t, e, ctx, nil)
-	a, aControl, tickErr, firstEpoch := me.a, me.control, me.tickErr, me.firstEpoch
+	a, aControl, run, firstEpoch := me.a, me.control, me.run, me.firstEpoch
 
-	b, bControl := e.controlInstance("b", n, batch, nil)
-	live := work.Envelope{Version: 1, Kind: work.KindCheck, Run: tickRun, Epoch: firstEpoch, Round: probeRound}
+	b, bControl := e.controlInstance("b", handoverParts, handoverBatch, nil)
+	live := work.Envelope{Version: 1, Kind: work.KindCheck, Run: run, Epoch: firstEpoch, Round: probeRound}
 	if err := b.c.Check(ctx, live, firstDelivery); err != nil {
 		t.Fatalf("probe of a live lease: %v", err)
 	}
-	if m2, _ := e.store.ReadManifest(ctx, tickRun); m2.Epoch != firstEpoch {
-		t.Fatal("a probe took over a live lease")
+	if m2, _ := e.store.ReadManifest(ctx, run); m2.Epoch != firstEpoch || b.held.Load() != 1 {
+		t.Fatalf("a probe of a live lease took over (epoch %d, was %d) or did not try it once (%d)", m2.Epoch, firstEpoch, b.held.Load())
 	}
 	if len(bControl.messages()) != 0 {
 		t.Errorf("a probe of a live lease sent %d messages, want none", len(bControl.messages()))
@@ -409,33 +443,31 @@ func TestHandover_GracefulStopResumedAtOnce(t *testing.T) {
 	if err := a.c.Handover(ctx); err != nil {
 		t.Fatalf("handover: %v", err)
 	}
-	if err := <-tickErr; !errors.Is(err, election.ErrHandover) {
-		t.Errorf("the stopped leader's tick returned %v, want ErrHandover", err)
+	if err := <-me.checkErr; !errors.Is(err, election.ErrHandover) {
+		t.Errorf("the stopped planner's check returned %v, want ErrHandover", err)
 	}
 	if handover := handoverChecks(t, aControl.messages()); len(handover) != 1 || !handover[0].NotBefore.IsZero() {
 		t.Fatalf("handover checks %+v, want one for immediate delivery", handover)
 	}
-	// The lease probes of the stopped leader are not due for a lease yet: the first message
+	// The lease probes of the stopped planner are not due for a lease yet: the first message
 	// the control queue delivers is the handover check, and it finds the lease free.
-	got := e.consume(ctx, b, tickRun, func(ds []delivery) bool { return len(ds) > 0 })
-	if len(got) != 1 || got[0].err != nil || !got[0].resumed || got[0].env.Epoch != firstEpoch {
+	got := e.consume(ctx, b, run, func(ds []delivery) bool { return len(ds) > 0 })
+	if len(got) != 1 || got[0].err != nil || !got[0].resumed || got[0].env.Epoch != firstEpoch || !got[0].env.Handover {
 		t.Fatalf("first control delivery %+v, want the handover check resuming the run", got)
 	}
-	wantTakenOver(ctx, t, e, firstEpoch, "")
+	wantTakenOver(ctx, t, e, run, firstEpoch, "b")
 }
 
-// A leader that is slow to stop: its handover check goes out before its task has stopped, and
-// the instance the check reaches waits for the release instead of finding the lease held and
-// giving up. On the old order (release, then send) no check is sent while the task is stuck,
-// and on a probe that gives up on a held lease the run is not resumed.
+// A planner that is slow to stop: its handover check goes out before its task has stopped, and
+// the instance the check reaches waits for the release instead of finding the run lease held
+// and giving up. On the old order (release, then send) no check is sent while the task is
+// stuck, and on a probe that gives up on a held lease the run is not resumed.
 func TestHandover_CheckSentBeforeTheReleaseWaitsForIt(t *testing.T) {
 	e := newControlEnv(t)
-	const n, batch = handoverParts, handoverBatch
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+	ctx := testCtx(t)
 	letGo := make(chan struct{})
 	me := startMidEnqueue(ctx, t, e, ctx, letGo)
-	a, aControl, tickErr, firstEpoch := me.a, me.control, me.tickErr, me.firstEpoch
+	a, aControl, run, firstEpoch := me.a, me.control, me.run, me.firstEpoch
 
 	handoverErr := make(chan error, 1)
 	go func() { handoverErr <- a.c.Handover(ctx) }()
@@ -452,67 +484,66 @@ func TestHandover_CheckSentBeforeTheReleaseWaitsForIt(t *testing.T) {
 		check = env
 		return true
 	})
-	if !check.Handover || check.Epoch != firstEpoch || check.Round != probeRound {
-		t.Fatalf("handover check %+v, want a round-0 handover check of epoch %d", check, firstEpoch)
+	if !check.Handover || check.Epoch != firstEpoch || check.Round != probeRound || check.Run != run {
+		t.Fatalf("handover check %+v, want a round-0 handover check of %s at epoch %d", check, run, firstEpoch)
 	}
 
-	b, _ := e.controlInstance("b", n, batch, nil)
+	b, _ := e.controlInstance("b", handoverParts, handoverBatch, nil)
 	checked := make(chan error, 1)
 	go func() { checked <- b.c.Check(ctx, check, firstDelivery) }()
-	waitFor(t, time.Minute, "the check to find the stopping leader's lease held", func() bool { return b.lock.held.Load() > 0 })
+	waitFor(t, time.Minute, "the check to find the stopping planner's run lease held", func() bool { return b.held.Load() > 0 })
 	select {
 	case err := <-checked:
-		t.Fatalf("the handover check returned (%v) while the stopping leader still held the lease", err)
+		t.Fatalf("the handover check returned (%v) while the stopping planner still held the lease", err)
 	default:
 	}
 	close(letGo)
 	if err := <-handoverErr; err != nil {
 		t.Fatalf("handover: %v", err)
 	}
-	if err := <-tickErr; !errors.Is(err, election.ErrHandover) {
-		t.Errorf("the stopped leader's tick returned %v, want ErrHandover", err)
+	if err := <-me.checkErr; !errors.Is(err, election.ErrHandover) {
+		t.Errorf("the stopped planner's check returned %v, want ErrHandover", err)
 	}
 	if err := <-checked; err != nil {
 		t.Fatalf("handover check: %v", err)
 	}
-	wantTakenOver(ctx, t, e, firstEpoch, "b")
+	wantTakenOver(ctx, t, e, run, firstEpoch, "b")
 }
 
-// A leader whose invocation is cancelled mid-enqueue (the host gave up on it or is shutting
-// down) releases its lease as it returns; it also sends a handover check, so another instance
-// goes on at once instead of at the next lease probe.
+// A planner whose invocation is cancelled mid-enqueue (the host gave up on it or is shutting
+// down) releases the run's lease as it returns; it also sends a handover check, so another
+// instance goes on at once instead of at the next lease probe.
 func TestHandover_CancelledInvocationHandsOver(t *testing.T) {
 	e := newControlEnv(t)
-	const n, batch = handoverParts, handoverBatch
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+	ctx := testCtx(t)
 	invocation, abort := context.WithCancel(ctx)
 	me := startMidEnqueue(ctx, t, e, invocation, nil)
-	aControl, tickErr, firstEpoch := me.control, me.tickErr, me.firstEpoch
 	abort()
-	<-tickErr // the occurrence is recorded (the run exists), whatever the tick answers
-	if handover := handoverChecks(t, aControl.messages()); len(handover) != 1 || !handover[0].NotBefore.IsZero() {
+	if err := <-me.checkErr; err == nil {
+		t.Error("the cancelled planner's check returned nil, want its cancellation")
+	}
+	if handover := handoverChecks(t, me.control.messages()); len(handover) != 1 || !handover[0].NotBefore.IsZero() {
 		t.Fatalf("handover checks %+v, want one for immediate delivery", handover)
 	}
-	b, _ := e.controlInstance("b", n, batch, nil)
-	got := e.consume(ctx, b, tickRun, func(ds []delivery) bool { return len(ds) > 0 })
-	if len(got) != 1 || got[0].err != nil || !got[0].resumed || !got[0].env.Handover || got[0].env.Epoch != firstEpoch {
+	b, _ := e.controlInstance("b", handoverParts, handoverBatch, nil)
+	got := e.consume(ctx, b, me.run, func(ds []delivery) bool { return len(ds) > 0 })
+	if len(got) != 1 || got[0].err != nil || !got[0].resumed || !got[0].env.Handover || got[0].env.Epoch != me.firstEpoch {
 		t.Fatalf("first control delivery %+v, want the handover check resuming the run", got)
 	}
-	wantTakenOver(ctx, t, e, firstEpoch, "")
+	wantTakenOver(ctx, t, e, me.run, me.firstEpoch, "b")
 }
 
-// The leader-side hook: onRenewal is called after each renewal with the confirmation time,
-// and not at all outside a leadership or once removed.
+// The leader-side hook the lease probes hang on: OnRenewal is called after each renewal of a
+// run's lease with the confirmation time, and not at all outside a leadership or once removed.
 func TestOnRenewal_CalledAfterEachRenewal(t *testing.T) {
+	t.Parallel() // it waits for two renewals
 	e := newRunEnv(t)
 	in := e.instance("a", 1, 1, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testCtx(t)
 	election.OnRenewal(ctx, func(time.Time) { t.Error("hook outside a leadership was called") })()
 	var mu sync.Mutex
 	var times []time.Time
-	err := in.leader.RunAsLeader(ctx, func(ctx context.Context, lease election.Lease, beat func()) error {
+	err := in.leader.RunAsLeaderOf(ctx, ledger.RunLeaseName(e.run), func(ctx context.Context, lease election.Lease, beat func()) error {
 		remove := election.OnRenewal(ctx, func(at time.Time) { mu.Lock(); times = append(times, at); mu.Unlock() })
 		// Two renewals are due within about 10 s of a 15 s lease; a renewal that fails ends the
 		// leadership, and the test says why rather than waiting out its deadline.
@@ -529,6 +560,9 @@ func TestOnRenewal_CalledAfterEachRenewal(t *testing.T) {
 		defer mu.Unlock()
 		if !times[0].After(lease.AcquiredAt) || !times[1].After(times[0]) {
 			t.Errorf("renewal times %v (acquired %s): want increasing, after the acquisition", times, lease.AcquiredAt)
+		}
+		if lease.Name != ledger.RunLeaseName(e.run) {
+			t.Errorf("lease %q, want the run's", lease.Name)
 		}
 		return nil
 	})

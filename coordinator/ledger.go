@@ -2,13 +2,12 @@ package coordinator
 
 import (
 	"context"
-	"time"
 
 	"github.com/batonfn/baton/ledger"
 )
 
 // Ledger is the part of the run ledger (ledger.Store) the coordinator uses: run records, plan
-// batches, timeout results, the active-run pointer, and the schedule's inbox and cursor.
+// batches, timeout results, and each schedule's state.
 type Ledger interface {
 	EnsureContainer(ctx context.Context) error
 	CreateManifest(ctx context.Context, m *ledger.Manifest) error
@@ -20,11 +19,7 @@ type Ledger interface {
 	ListResults(ctx context.Context, run string, fn func(index int) error) error
 	AppendDone(ctx context.Context, run string, index int, epoch int64) (int64, error)
 	DoneCount(ctx context.Context, run string, shard int) (int64, error)
-	SetActive(ctx context.Context, a ledger.Active) error
-	ReadActive(ctx context.Context) (ledger.Active, bool, error)
-	PutPending(ctx context.Context, p ledger.Pending) error
-	ListPending(ctx context.Context) ([]ledger.Pending, error)
-	DeletePending(ctx context.Context, run string) error
-	ReadCursor(ctx context.Context) (ledger.Cursor, bool, error)
-	AdvanceCursor(ctx context.Context, last time.Time) error
+	ReadSchedule(ctx context.Context, name string) (ledger.ScheduleState, error)
+	UpdateSchedule(ctx context.Context, name string, fn func(*ledger.ScheduleState) error) (ledger.ScheduleState, error)
+	ReadLegacySchedule(ctx context.Context) (ledger.LegacySchedule, bool, error)
 }

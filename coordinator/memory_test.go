@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,254 +20,225 @@ import (
 	"github.com/batonfn/baton/work"
 )
 
-// These tests run the coordinator entirely in memory — the ledger fake, the lease fake and a
-// recording sender — and inject storage faults at the ledger seam, so each failure case is
-// fast and deterministic. The same behaviours are proven against Azurite elsewhere.
+// These tests run the coordinator entirely in memory — the ledger fake, the lease fakes and a
+// recording sender (schedEnv) — and inject storage faults at the ledger seam, so each failure
+// case is fast and deterministic. The same behaviours are proven against Azurite elsewhere.
+// Each run is an occurrence of schedule "s" (every 10 s) that a heartbeat starts; its start
+// check, delivered as the control queue would, plans it under the run's own lease.
 
-// memSender records every message sent.
-type memSender struct {
-	mu   sync.Mutex
-	msgs []transport.Message
-}
+// memOccurrence is the occurrence the tests start, and memRun its run.
+const memOccurrence = "2026-11-21T10:00:10Z"
 
-func (s *memSender) Send(ctx context.Context, msgs []transport.Message) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.msgs = append(s.msgs, msgs...)
-	return nil
-}
+var memRun = occ("s", memOccurrence)
 
-// partitions returns the partition indexes sent, sorted, and how often each was sent.
-func (s *memSender) partitions(t *testing.T) ([]int, map[int]int) {
-	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	seen := map[int]int{}
-	for _, m := range s.msgs {
-		env, err := work.DecodeEnvelope(m.Body)
-		if err != nil {
-			t.Fatal(err)
+// faultNth injects kind into the nth call (1-based) of op, whatever it names, and passes every
+// other call.
+func faultNth(kind ledgertest.Fault, op string, nth int) func(string, string) ledgertest.Fault {
+	var calls atomic.Int32
+	return func(o, _ string) ledgertest.Fault {
+		if o == op && int(calls.Add(1)) == nth {
+			return kind
 		}
-		if env.Kind == work.KindPartition {
-			seen[env.Part]++
-		}
+		return ledgertest.Pass
 	}
-	idx := make([]int, 0, len(seen))
-	for i := range seen {
-		idx = append(idx, i)
-	}
-	sort.Ints(idx)
-	return idx, seen
 }
 
-// memInstance is a coordinator over a fake ledger (wrapped in faults) and a fake lease.
-func memInstance(t *testing.T, store ledger.Store, lock election.Lock, sender Sender, n int) *Coordinator {
-	t.Helper()
-	id := ledger.Holder{App: "mem", Instance: "a", PID: 1}
-	ld, err := election.NewLeader(election.LeaderConfig{Lock: lock, Identity: id, LeaseDuration: 15 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
+// startCursor starts schedule s's cursor just before memOccurrence, as its first heartbeat
+// would, without a heartbeat (so no storage call of this process happens before the test's).
+func (e *schedEnv) startCursor(schedule string) {
+	e.t.Helper()
+	if _, err := e.fake.UpdateSchedule(context.Background(), schedule, func(st *ledger.ScheduleState) error {
+		st.Cursor = at("2026-11-21T10:00:01Z")
+		return nil
+	}); err != nil {
+		e.t.Fatal(err)
 	}
-	jobs := work.NewRegistry()
-	jobs.Register("count", &countJob{})
-	c, err := New(Config{Leader: ld, Store: store, Sender: sender, Jobs: jobs, Finisher: &countingFinisher{}, Identity: id,
-		Job: "count", Params: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), Schedule: mustSchedule(t, "0 */5 * * * *"),
-		BatchSize: 4, RunTimeout: time.Hour, CheckRounds: 2, TickWait: time.Second, Logger: slog.New(slog.DiscardHandler),
-		Now: func() time.Time { return at("2026-11-21T10:05:01Z") }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
-// A write whose response is lost and which the storage client retries (so the retry meets
-// the leader's own write) never derails the run: whichever record it hits, the tick plans the
-// run and every partition is sent exactly once.
+// A write whose response is lost and which the storage client retries (so the retry meets the
+// coordinator's own write) never derails the run: the heartbeat's create answered "exists" is
+// taken as the existing run and its start check still goes out; a lost takeover, checkpoint,
+// plan batch or schedule state is recognised as its own. The run is planned once and every
+// partition is sent exactly once.
 func TestMemory_LostAndRetriedWritesAreRecognised(t *testing.T) {
-	for _, op := range []string{"CreateManifest", "UpdateManifest", "PutPlanBatch", "SetActive", "AdvanceCursor"} {
-		t.Run(op, func(t *testing.T) {
-			const n = 10
-			store := &ledgertest.Faulty{Store: ledgertest.NewFake(ledgertest.Options{}), Decide: ledgertest.FaultOnce(ledgertest.LoseAndRetry, op, "")}
-			sender := &memSender{}
-			c := memInstance(t, store, election.NewMemoryLock(15*time.Second), sender, n)
-			out, err := c.Tick(context.Background(), tick)
-			if err != nil || out.Status != StatusStarted {
-				t.Fatalf("tick: %+v, %v", out, err)
+	for _, tc := range []struct {
+		op  string
+		nth int
+	}{
+		{"CreateManifest", 1},
+		{"UpdateManifest", 1}, // the planner's takeover (epoch and segment)
+		{"UpdateManifest", 2}, // the first checkpoint
+		{"UpdateManifest", 4}, // the last checkpoint: planning done
+		{"PutPlanBatch", 1},
+		{"UpdateSchedule", 1}, // the heartbeat's state: cursor and latest run
+	} {
+		t.Run(fmt.Sprintf("%s#%d", tc.op, tc.nth), func(t *testing.T) {
+			const n = 10 // three plan batches of 4
+			e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+			e.startCursor("s")
+			store := &ledgertest.Faulty{Store: e.fake, Decide: faultNth(ledgertest.LoseAndRetry, tc.op, tc.nth)}
+			e.store = store
+			c := e.instance("a", countSchedule("s", n, OverlapSkip))
+			out := e.heartbeat(c, memOccurrence)
+			want := StatusStarted
+			if tc.op == "CreateManifest" {
+				want = StatusExisting // the retried create answered "exists": the run is taken as it is
 			}
+			if len(out.Decisions) != 1 || out.Decisions[0].Run != memRun || out.Decisions[0].Status != want {
+				t.Fatalf("heartbeat decided %+v, want %s %s", out.Decisions, memRun, want)
+			}
+			if got := e.startChecks(memRun); len(got) != 1 {
+				t.Fatalf("%d start checks, want 1", len(got))
+			}
+			e.deliverChecks(c)
 			if store.Injected(ledgertest.LoseAndRetry) != 1 {
-				t.Fatalf("no fault was injected into %s: the test proves nothing", op)
+				t.Fatalf("no fault was injected into %s #%d: the test proves nothing", tc.op, tc.nth)
 			}
-			m, err := store.ReadManifest(context.Background(), tickRun)
-			if err != nil || !m.PlanDone || m.Partitions != n || m.State != ledger.StateRunning {
-				t.Fatalf("manifest %+v, %v", m, err)
+			m := e.manifest(memRun)
+			if !m.PlanDone || m.Partitions != n || m.State != ledger.StateRunning || m.Epoch != 1 || len(m.Segments) != 1 {
+				t.Fatalf("manifest %+v, want planned by one planner", m)
 			}
-			idx, seen := sender.partitions(t)
-			if len(idx) != n {
-				t.Fatalf("sent partitions %v, want 0..%d", idx, n-1)
+			if st := e.state("s"); st.Latest != memRun || !st.Cursor.Equal(at(memOccurrence)) {
+				t.Errorf("schedule state %+v", st)
 			}
-			for i, k := range seen {
-				if k != 1 {
-					t.Errorf("partition %d sent %d times", i, k)
-				}
-			}
+			e.sender.wantOnce(t, n)
 		})
 	}
 }
 
-// A transient failure of any one write before the run exists fails that attempt only: the
-// waiting tick retries, and the occurrence still ends with its run.
+// A transient failure of any storage call before the run exists fails that heartbeat (or
+// request) only, recording nothing: the next heartbeat decides the occurrence (still inside
+// its catch-up window), or the repeated request creates the run, and it ends with its one run,
+// planned.
 func TestMemory_TransientFailureBeforeTheRunIsRetried(t *testing.T) {
-	for _, op := range []string{"EnsureContainer", "ReadActive", "CreateManifest"} {
-		t.Run(op, func(t *testing.T) {
-			store := &ledgertest.Faulty{Store: ledgertest.NewFake(ledgertest.Options{}), Decide: ledgertest.FaultOnce(ledgertest.Fail, op, "")}
-			sender := &memSender{}
-			c := memInstance(t, store, election.NewMemoryLock(15*time.Second), sender, 3)
-			c.cfg.TickWait = 10 * time.Second
-			out, err := c.Tick(context.Background(), tick)
-			if err != nil || out.Status != StatusStarted {
-				t.Fatalf("tick: %+v, %v", out, err)
+	for _, tc := range []struct{ via, op string }{
+		{"heartbeat", "EnsureContainer"},
+		{"heartbeat", "ReadSchedule"},
+		{"heartbeat", "ReadManifest"},
+		{"heartbeat", "CreateManifest"},
+		{"manual", "EnsureContainer"},
+		{"manual", "CreateManifest"},
+	} {
+		t.Run(tc.via+"/"+tc.op, func(t *testing.T) {
+			e := newSchedEnv(t, memOccurrence)
+			e.startCursor("s")
+			store := &ledgertest.Faulty{Store: e.fake, Decide: ledgertest.FaultOnce(ledgertest.Fail, tc.op, "")}
+			e.store = store
+			c := e.instance("a", countSchedule("s", 3, OverlapSkip))
+			ctx := testCtx(t)
+			run := memRun
+			if tc.via == "heartbeat" {
+				if _, err := c.Heartbeat(ctx); err == nil {
+					t.Fatal("a heartbeat whose storage call failed reported success")
+				}
+				if _, err := e.fake.ReadManifest(ctx, run); !errors.Is(err, ledger.ErrNotFound) {
+					t.Fatalf("the failed heartbeat left a record behind: %v", err)
+				}
+				out := e.heartbeat(c, "2026-11-21T10:00:15Z")
+				if len(out.Decisions) != 1 || out.Decisions[0].Run != run || out.Decisions[0].Status != StatusStarted {
+					t.Fatalf("the next heartbeat decided %+v, want %s started", out.Decisions, run)
+				}
+			} else {
+				req := ManualRequest{Job: "count", Params: json.RawMessage(`{"n":3}`), IdempotencyKey: "retried"}
+				if _, err := c.StartManual(ctx, req); err == nil {
+					t.Fatal("a request whose storage call failed reported success")
+				}
+				out, err := c.StartManual(ctx, req)
+				if err != nil || out.Status != StatusStarted {
+					t.Fatalf("the repeated request: %+v, %v; want the run started", out, err)
+				}
+				run = out.Run
 			}
 			if store.Injected(ledgertest.Fail) != 1 {
-				t.Fatalf("no fault was injected into %s", op)
+				t.Fatalf("no fault was injected into %s", tc.op)
 			}
-			if idx, _ := sender.partitions(t); len(idx) != 3 {
-				t.Fatalf("sent %v", idx)
+			if got := e.startChecks(run); len(got) != 1 {
+				t.Fatalf("%d start checks, want 1", len(got))
 			}
+			e.deliverChecks(c)
+			if m := e.manifest(run); !m.PlanDone || m.Partitions != 3 {
+				t.Fatalf("run %+v, want planned", m)
+			}
+			e.sender.wantOnce(t, 3)
 		})
 	}
-}
-
-// flakySender fails the sends numbered in fail (1-based) with a transient error.
-type flakySender struct {
-	memSender
-	n    int
-	fail map[int]bool
-}
-
-func (s *flakySender) Send(ctx context.Context, msgs []transport.Message) error {
-	s.mu.Lock()
-	s.n++
-	n := s.n
-	s.mu.Unlock()
-	if s.fail[n] {
-		return fmt.Errorf("injected: 503 ServerBusy: %w", transport.ErrTransient)
-	}
-	return s.memSender.Send(ctx, msgs)
 }
 
 // A batch whose send fails transiently (the queue throttled or blinked) is paced and sent
-// again by the same leader: the tick succeeds and every partition goes out once.
+// again by the same planner: the start check succeeds, the run is planned by one planner, and
+// every partition goes out once.
 func TestMemory_TransientSendIsPacedAndRetried(t *testing.T) {
-	// Send 1 is the run's first check; 2.. are plan batches of 4.
-	sender := &flakySender{fail: map[int]bool{3: true, 4: true}}
-	c := memInstance(t, ledgertest.NewFake(ledgertest.Options{}), election.NewMemoryLock(15*time.Second), sender, 10)
-	out, err := c.Tick(context.Background(), tick)
-	if err != nil || out.Status != StatusStarted || out.State != ledger.StateRunning {
-		t.Fatalf("tick: %+v, %v", out, err)
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	// Send 1 is the heartbeat's start check; 2.. are the plan batches of 4 (sends 3 and 4 are
+	// the second batch, failing twice).
+	sender := &flakySender{memSender: e.sender, fail: map[int]bool{3: true, 4: true}}
+	c := e.instanceWith("a", func(cfg *Config) { cfg.Sender = sender }, countSchedule("s", 10, OverlapSkip))
+	e.startCursor("s")
+	e.heartbeat(c, memOccurrence)
+	if n := e.deliverChecks(c); n != 1 {
+		t.Fatalf("delivered %d checks, want the start check", n)
 	}
-	idx, seen := sender.partitions(t)
-	if len(idx) != 10 {
-		t.Fatalf("sent %v", idx)
+	if sender.failed() != 2 {
+		t.Fatalf("%d sends failed, want 2: the test proves nothing", sender.failed())
 	}
-	for i, k := range seen {
-		if k != 1 {
-			t.Errorf("partition %d sent %d times", i, k)
-		}
+	if m := e.manifest(memRun); !m.PlanDone || m.State != ledger.StateRunning || m.Epoch != 1 || len(m.Segments) != 1 {
+		t.Fatalf("run %+v, want planned by its first planner", m)
 	}
-}
-
-// checksSent returns the check envelopes the sender has sent, oldest first.
-func (s *memSender) checksSent(t *testing.T) []work.Envelope {
-	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []work.Envelope
-	for _, m := range s.msgs {
-		env, err := work.DecodeEnvelope(m.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if env.Kind == work.KindCheck {
-			out = append(out, env)
-		}
-	}
-	return out
+	e.sender.wantOnce(t, 10)
 }
 
 // With a tiny time budget per invocation, planning spans several invocations: each slice
-// checkpoints and sends a check that continues at once, the next slice takes the lease at a
-// newer epoch and goes on from the checkpoint, and every partition is sent exactly once.
+// checkpoints and sends a check that continues at once, the next slice takes the run's lease
+// at a newer epoch and goes on from the checkpoint with a segment of its own, and every
+// partition is sent exactly once.
 func TestMemory_PlanningInSlices(t *testing.T) {
-	const n = 22
-	sender := &memSender{}
-	store := ledgertest.NewFake(ledgertest.Options{})
-	c := memInstance(t, store, election.NewMemoryLock(15*time.Second), sender, n)
-	c.cfg.SliceBudget = time.Nanosecond // one batch (4 partitions) per slice
-	ctx := context.Background()
-	out, err := c.Tick(ctx, tick)
-	if err != nil || out.Status != StatusStarted {
-		t.Fatalf("tick: %+v, %v", out, err)
+	const n = 22 // six plan batches of 4
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	c := e.instanceWith("a", func(cfg *Config) { cfg.SliceBudget = time.Nanosecond }, countSchedule("s", n, OverlapSkip))
+	e.startCursor("s")
+	e.heartbeat(c, memOccurrence)
+	slices := e.deliverChecks(c) // the start check, then each continuation as it is sent
+	m := e.manifest(memRun)
+	if !m.PlanDone || m.Partitions != n {
+		t.Fatalf("planning stopped at %d of %d partitions with no check to continue it (%d slices)", m.Checkpoint.Next, n, slices)
 	}
-	slices := 1
-	for handled := 0; ; {
-		m, err := store.ReadManifest(ctx, tickRun)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.PlanDone {
-			if m.Partitions != n || len(m.Segments) != slices {
-				t.Fatalf("planned %d partitions in %d segments, want %d in %d (one per slice)", m.Partitions, len(m.Segments), n, slices)
-			}
-			break
-		}
-		checks := sender.checksSent(t)
-		if handled >= len(checks) {
-			t.Fatalf("planning stopped at %d of %d partitions with no check to continue it", m.Checkpoint.Next, n)
-		}
-		env := checks[len(checks)-1]
-		handled = len(checks)
-		if env.Round < continueRound {
-			t.Fatalf("the last check (round %d) is not a continuation", env.Round)
-		}
-		if err := c.Check(ctx, env, firstDelivery); err != nil {
-			t.Fatalf("continuation check: %v", err)
-		}
-		slices++
+	if slices != 6 || len(m.Segments) != slices || m.Epoch != int64(slices) {
+		t.Errorf("%d slices, %d segments, epoch %d; want one slice per batch (6), each a segment under a lease epoch of its own",
+			slices, len(m.Segments), m.Epoch)
 	}
-	if slices < 5 {
-		t.Errorf("%d slices, want one per batch of 4 (at least 5)", slices)
-	}
-	idx, seen := sender.partitions(t)
-	if len(idx) != n {
-		t.Fatalf("sent %v", idx)
-	}
-	for i, k := range seen {
-		if k != 1 {
-			t.Errorf("partition %d sent %d times", i, k)
+	// The checks sent: the start check, a continuation due at once after each slice but the
+	// last, and the chain's next check at the run's deadline.
+	envs, msgs := e.sender.checksSent(t)
+	continued := 0
+	for i, env := range envs[1 : len(envs)-1] {
+		if env.Round >= continueRound && !msgs[i+1].NotBefore.After(e.clock.Now()) {
+			continued++
 		}
 	}
+	if continued != slices-1 || len(envs) != slices+1 || !msgs[len(msgs)-1].NotBefore.Equal(m.Deadline) {
+		t.Errorf("%d checks, %d of them continuations due at once; want the start check, %d continuations and the chain's check at the deadline",
+			len(envs), continued, slices-1)
+	}
+	e.sender.wantOnce(t, n)
 }
 
-// With a bounded backlog the leader feeds the queue in waves: it stops when the partitions
-// enqueued but not done reach MaxBacklog, and a later check sends the next wave once workers
-// have caught up. Never more than the bound plus one batch is outstanding.
+// With a bounded backlog the planner feeds the queue in waves: it stops when the partitions
+// enqueued but not done reach MaxBacklog, and the check it leaves a WavePause later sends the
+// next wave once workers have caught up. Never more than the bound plus one batch is
+// outstanding.
 func TestMemory_BacklogFedInWaves(t *testing.T) {
 	const n, backlog = 22, 8
-	sender := &memSender{}
-	store := ledgertest.NewFake(ledgertest.Options{})
-	c := memInstance(t, store, election.NewMemoryLock(15*time.Second), sender, n)
-	c.cfg.MaxBacklog = backlog
-	ctx := context.Background()
-	if _, err := c.Tick(ctx, tick); err != nil {
-		t.Fatal(err)
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	c := e.instanceWith("a", func(cfg *Config) { cfg.MaxBacklog = backlog }, countSchedule("s", n, OverlapSkip))
+	e.startCursor("s")
+	e.heartbeat(c, memOccurrence)
+	if got := e.deliverChecks(c); got != 1 {
+		t.Fatalf("delivered %d checks, want the start check", got)
 	}
-	done := 0
-	waves := 1
+	ctx := testCtx(t)
+	done, waves := 0, 1
 	for {
-		m, err := store.ReadManifest(ctx, tickRun)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := e.manifest(memRun)
 		if outstanding := m.Checkpoint.Next - done; outstanding > backlog+4 {
 			t.Fatalf("%d partitions outstanding, bound %d plus a batch", outstanding, backlog)
 		}
@@ -274,16 +246,21 @@ func TestMemory_BacklogFedInWaves(t *testing.T) {
 			break
 		}
 		if m.Checkpoint.Next-done < backlog {
-			t.Fatalf("the leader stopped at %d enqueued, %d done, below the backlog bound", m.Checkpoint.Next, done)
+			t.Fatalf("the planner stopped at %d enqueued, %d done, below the backlog bound", m.Checkpoint.Next, done)
 		}
-		// Workers finish what is outstanding; the wave check then sends more.
+		// Workers finish what is outstanding; the wave check, due a WavePause later, sends more.
 		for ; done < m.Checkpoint.Next; done++ {
-			if _, err := store.AppendDone(ctx, tickRun, done, 1); err != nil {
+			if _, err := e.fake.AppendDone(ctx, memRun, done, m.Epoch); err != nil {
 				t.Fatal(err)
 			}
 		}
-		checks := sender.checksSent(t)
-		if err := c.Check(ctx, checks[len(checks)-1], firstDelivery); err != nil {
+		envs, msgs := e.sender.checksSent(t)
+		wave, msg := envs[len(envs)-1], msgs[len(msgs)-1]
+		if wave.Round < continueRound || !msg.NotBefore.Equal(e.clock.Now().Add(c.cfg.WavePause)) {
+			t.Fatalf("the last check %+v (due %s) is not the next wave's, a WavePause ahead", wave, msg.NotBefore)
+		}
+		e.clock.set(msg.NotBefore)
+		if err := c.Check(ctx, wave, firstDelivery); err != nil {
 			t.Fatal(err)
 		}
 		waves++
@@ -291,17 +268,15 @@ func TestMemory_BacklogFedInWaves(t *testing.T) {
 	if waves < 3 {
 		t.Errorf("%d waves, want the run fed in several", waves)
 	}
-	if idx, _ := sender.partitions(t); len(idx) != n {
-		t.Fatalf("sent %v", idx)
-	}
-	if m, _ := store.ReadManifest(ctx, tickRun); len(m.Segments) > waves {
+	e.sender.wantOnce(t, n)
+	if m := e.manifest(memRun); len(m.Segments) > waves {
 		t.Errorf("%d segments for %d waves", len(m.Segments), waves)
 	}
 }
 
 // clockSender advances a test clock on every send, as a slow planning would take time.
 type clockSender struct {
-	memSender
+	*memSender
 	clock *testClock
 	step  time.Duration
 }
@@ -312,37 +287,67 @@ func (s *clockSender) Send(ctx context.Context, msgs []transport.Message) error 
 }
 
 // A planning that keeps making progress is never overdue however long it takes in all (each
-// checkpoint moves its hard deadline on); only one that stops for a whole run timeout is.
+// checkpoint moves its hard deadline a run timeout on); one that stops is overdue a run
+// timeout after its last checkpoint, and only then: the schedule's heartbeat sends it a
+// check, which takes the run's lease and times it out, and the schedule goes on.
 func TestMemory_PlanningOverdueOnlyWhenItStopsProgressing(t *testing.T) {
-	clock := newClock("2026-11-21T10:05:01Z")
-	sender := &clockSender{clock: clock, step: 40 * time.Minute} // six batches: four hours in all
-	store := ledgertest.NewFake(ledgertest.Options{})
-	c := memInstance(t, store, election.NewMemoryLock(15*time.Second), sender, 22)
-	c.cfg.Now = clock.Now
-	out, err := c.Tick(context.Background(), tick)
-	if err != nil || out.State != ledger.StateRunning {
-		t.Fatalf("a slow but steady planning: %+v, %v (want it planned, not timed out)", out, err)
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	slow := &clockSender{memSender: e.sender, clock: e.clock, step: 40 * time.Minute} // six batches: four hours in all
+	c := e.instanceWith("a", func(cfg *Config) { cfg.Sender = slow }, countSchedule("s", 22, OverlapSkip))
+	e.startCursor("s")
+	e.heartbeat(c, memOccurrence)
+	e.deliverChecks(c)
+	m := e.manifest(memRun)
+	if !m.PlanDone || m.State != ledger.StateRunning || m.Enqueued.Sub(m.Created) < 4*time.Hour {
+		t.Fatalf("a slow but steady planning: %s planned %v after %s; want it planned over four hours, not timed out",
+			m.State, m.PlanDone, m.Enqueued.Sub(m.Created))
 	}
 
-	// A run whose planning stopped (its leader is gone and nothing resumes it) is overdue a run
-	// timeout after its last checkpoint, and the next lease holder finishes it.
-	stuck := ledger.Manifest{RunID: "manual-stuck", Trigger: ledger.TriggerManual, Epoch: 1, Job: "count",
-		Params: json.RawMessage(`{"n":9}`), State: ledger.StateEnqueuing, BatchSize: 4,
-		Checkpoint: ledger.Checkpoint{Batches: 1, Next: 4}, Created: clock.Now(), Expires: clock.Now().Add(time.Hour)}
-	if err := store.CreateManifest(context.Background(), &stuck); err != nil {
+	// Schedule "t"'s run is planned one batch, then its planner stops (its sends fail for good
+	// and nothing delivers its check again).
+	e2 := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	stopped := &flakySender{memSender: e2.sender, fail: map[int]bool{3: true}, err: errors.New("injected: the planner's process died")}
+	tsched := Schedule{Name: "t", Job: "count", Params: json.RawMessage(`{"n":9}`), Cron: every(time.Hour), CatchUp: time.Minute}
+	c2 := e2.instanceWith("a", func(cfg *Config) { cfg.Sender = stopped }, tsched)
+	e2.heartbeat(c2, "2026-11-21T10:00:01Z")
+	e2.heartbeat(c2, "2026-11-21T11:00:05Z")
+	stuck := occ("t", "2026-11-21T11:00:00Z")
+	start := e2.startChecks(stuck)
+	if len(start) != 1 {
+		t.Fatalf("%d start checks for %s", len(start), stuck)
+	}
+	env, err := work.DecodeEnvelope(start[0].Body)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.SetActive(context.Background(), ledger.Active{Run: stuck.RunID, Epoch: 1}); err != nil {
-		t.Fatal(err)
+	if err := c2.Check(testCtx(t), env, firstDelivery); err == nil {
+		t.Fatal("the planner whose sends failed reported success")
 	}
-	c.cfg.AllowOverlap = true
-	clock.set(clock.Now().Add(2 * time.Hour))
-	if _, err := c.StartManual(context.Background(), ManualRequest{IdempotencyKey: "next"}); err != nil {
-		t.Fatal(err)
+	e2.skipSent() // its check is never delivered again
+	m = e2.manifest(stuck)
+	if m.PlanDone || m.Checkpoint.Next != 4 || !m.Expires.Equal(at("2026-11-21T12:00:05Z")) {
+		t.Fatalf("the stopped planning: %+v; want one batch checkpointed, overdue a run timeout after it", m)
 	}
-	m, err := store.ReadManifest(context.Background(), stuck.RunID)
-	if err != nil || m.State != ledger.StateTimedOut || m.Reason == "" {
-		t.Fatalf("stuck planning: %+v, %v; want timed-out with a reason", m, err)
+	bound := c2.FinalBound(m)
+	// Until its bound the heartbeat leaves it be (and skips the schedule's occurrences).
+	e2.heartbeat(c2, bound.Add(-time.Second).Format(time.RFC3339Nano))
+	if n := e2.deliverChecks(c2); n != 0 {
+		t.Fatalf("%d checks sent before the run's bound", n)
+	}
+	if m := e2.manifest(stuck); m.State.Final() {
+		t.Fatalf("timed out before its bound: %s", m.State)
+	}
+	e2.heartbeat(c2, bound.Add(time.Second).Format(time.RFC3339Nano))
+	if n := e2.deliverChecks(c2); n != 1 {
+		t.Fatalf("%d checks delivered after the bound, want the supervision check", n)
+	}
+	m = e2.manifest(stuck)
+	if m.State != ledger.StateTimedOut || !strings.Contains(m.Reason, "planning made no progress") || m.Epoch <= 1 {
+		t.Fatalf("stuck planning: %s %q epoch %d; want timed out, with a reason, under a newer lease", m.State, m.Reason, m.Epoch)
+	}
+	out := e2.heartbeat(c2, "2026-11-21T13:00:01Z")
+	if len(out.Decisions) != 1 || out.Decisions[0].Status != StatusStarted {
+		t.Errorf("the schedule's next occurrence: %+v, want started", out.Decisions)
 	}
 }
 
@@ -352,10 +357,10 @@ func TestMemory_ProbeForUnknownRunIsLogged(t *testing.T) {
 	for _, handover := range []bool{false, true} {
 		t.Run(fmt.Sprintf("handover=%v", handover), func(t *testing.T) {
 			var logs bytes.Buffer
-			c := memInstance(t, ledgertest.NewFake(ledgertest.Options{}), election.NewMemoryLock(15*time.Second), &memSender{}, 1)
-			c.cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+			e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+			c := e.instanceWith("a", func(cfg *Config) { cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 			env := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindCheck, Run: "manual-gone", Epoch: 3, Round: probeRound, Handover: handover}
-			if err := c.Check(context.Background(), env, work.Delivery{Count: 1}); err != nil {
+			if err := c.Check(testCtx(t), env, work.Delivery{Count: 1}); err != nil {
 				t.Fatalf("Check: %v, want nil (nothing to retry)", err)
 			}
 			var line struct {
@@ -369,5 +374,102 @@ func TestMemory_ProbeForUnknownRunIsLogged(t *testing.T) {
 				t.Errorf("log line %+v, want a warning naming run %s", line, env.Run)
 			}
 		})
+	}
+}
+
+// Run now waits for the scheduler lease while a heartbeat (here: another holder) has it, and
+// starts its run as soon as the lease frees up.
+func TestRunNow_WaitsForASchedulerLeaseThatFreesUp(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	var held atomic.Int32
+	id := ledger.Holder{App: "sched", Instance: "a", PID: 1}
+	ld, err := election.NewLeader(election.LeaderConfig{Lock: &lockWrapper{Lock: e.lock, held: &held}, Locks: e.locks.Lock,
+		Identity: id, LeaseDuration: 15 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := e.instanceWith("a", func(cfg *Config) { cfg.Leader = ld }, countSchedule("s", 1, OverlapSkip))
+	ctx := testCtx(t)
+	theirs, err := e.lock.Acquire(ctx, ledger.Holder{App: "other", Instance: "x", PID: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		out Outcome
+		err error
+	}
+	done := make(chan result, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		out, err := c.RunNow(ctx, "s", "k")
+		done <- result{out, err}
+	}()
+	waitFor(t, 30*time.Second, "run now to find the scheduler lease held", func() bool { return held.Load() > 0 })
+	select {
+	case r := <-done:
+		t.Fatalf("run now returned %+v, %v while the lease was held", r.out, r.err)
+	default:
+	}
+	if err := e.lock.Release(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	r := <-done
+	if r.err != nil || r.out.Status != StatusStarted {
+		t.Fatalf("run now once the lease was free: %+v, %v", r.out, r.err)
+	}
+	if st := e.state("s"); st.Latest != r.out.Run {
+		t.Errorf("schedule's latest run %q, want %s", st.Latest, r.out.Run)
+	}
+}
+
+// A run written before runs had their own lease (an empty Manifest.Lease) left mid-enqueue is
+// fenced by the lease of that time, the scheduler's: its check finds that lease held while a
+// heartbeat has it and only looks again later, and once it is free resumes the run under it,
+// from the checkpoint at a newer epoch. The run lease of its name is never taken.
+func TestMemory_LegacyRunIsFencedByTheSchedulerLease(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	c := e.instance("a", countSchedule("s", 1, OverlapSkip))
+	ctx := testCtx(t)
+	e.heartbeat(c, "2026-11-21T10:00:01Z") // the scheduler lease's epoch 1
+	const legacy = "tick-20261121t100000z"
+	m := ledger.Manifest{Version: 1, RunID: legacy, Trigger: ledger.TriggerTimer, Occurrence: at("2026-11-21T10:00:00Z"),
+		Epoch: 1, Segments: []ledger.Segment{{Epoch: 1}}, Job: "count", Params: json.RawMessage(`{"n":9}`), State: ledger.StateEnqueuing,
+		Checkpoint: ledger.Checkpoint{Batches: 1, Next: 4, Cursor: "4"}, BatchSize: 4, Created: at("2026-11-21T10:00:00Z"),
+		Expires: at("2026-11-21T11:00:00Z")}
+	if err := e.fake.CreateManifest(ctx, &m); err != nil {
+		t.Fatal(err)
+	}
+	check := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindCheck, Run: legacy, Epoch: 1, Round: 2}
+	theirs, err := e.lock.Acquire(ctx, ledger.Holder{App: "sched", Instance: "b", PID: 2}) // epoch 2: a heartbeat elsewhere
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Check(ctx, check, firstDelivery); err != nil {
+		t.Fatal(err)
+	}
+	if m := e.manifest(legacy); m.Epoch != 1 || m.Checkpoint.Next != 4 {
+		t.Fatalf("the legacy run was resumed while the scheduler lease was held: %+v", m)
+	}
+	if envs, _ := e.sender.checksSent(t); len(envs) != 1 || envs[0].Round != 3 {
+		t.Fatalf("checks sent %+v, want the next one (round 3)", envs)
+	}
+	if err := e.lock.Release(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Check(ctx, check, firstDelivery); err != nil {
+		t.Fatal(err)
+	}
+	m = e.manifest(legacy)
+	if !m.PlanDone || m.Partitions != 9 || m.Epoch != 3 || fmt.Sprint(m.Segments) != fmt.Sprint([]ledger.Segment{{Epoch: 1}, {Epoch: 3, From: 4}}) {
+		t.Fatalf("legacy run after the scheduler lease freed up: %+v; want it resumed under the scheduler lease's epoch 3 from 4", m)
+	}
+	if idx, _ := e.sender.partitions(t); fmt.Sprint(idx) != "[4 5 6 7 8]" {
+		t.Errorf("partitions sent %v, want 4..8 (from the checkpoint)", idx)
+	}
+	if st, err := e.locks.Get(ledger.RunLeaseName(legacy)).State(ctx); err != nil || st.Epoch != 0 {
+		t.Errorf("the run lease of the legacy run was taken: %+v, %v", st, err)
 	}
 }

@@ -9,45 +9,57 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/ledgertest"
 	"github.com/batonfn/baton/transport"
 	"github.com/batonfn/baton/work"
 )
 
-// reenqueueSetup plans a run of n partitions (batches of 4) on an in-memory instance, records
-// a result for every partition but missing, and moves the clock past the run's deadline, so
-// that the next check re-enqueues exactly the missing ones. It returns the instance, its
-// store, its sender with the tick's messages cleared, and the check to deliver.
-func reenqueueSetup(t *testing.T, n int, missing []int) (*Coordinator, *ledgertest.Faulty, *flakySender, work.Envelope) {
+// reenqueueSetup has a heartbeat start a run of n partitions (plan batches of 4) on an
+// in-memory instance and its start check plan it, records a result for every partition but
+// missing, and moves the clock past the run's deadline, so that the chain's next check
+// re-enqueues exactly the missing ones. It returns the env, the instance, its store (faults
+// off), its sender with the planning's messages cleared, and that check.
+func reenqueueSetup(t *testing.T, n int, missing []int) (*schedEnv, *Coordinator, *ledgertest.Faulty, *flakySender, work.Envelope) {
 	t.Helper()
 	ctx := context.Background()
-	store := &ledgertest.Faulty{Store: ledgertest.NewFake(ledgertest.Options{})}
-	sender := &flakySender{fail: map[int]bool{}}
-	c := memInstance(t, store, election.NewMemoryLock(15*time.Second), sender, n)
-	clock := newClock("2026-11-21T10:05:01Z")
-	c.cfg.Now = clock.Now
-	if out, err := c.Tick(ctx, tick); err != nil || out.State != ledger.StateRunning {
-		t.Fatalf("tick: %+v, %v", out, err)
-	}
-	m, err := store.ReadManifest(ctx, tickRun)
-	if err != nil {
-		t.Fatal(err)
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	store := &ledgertest.Faulty{Store: e.fake}
+	e.store = store
+	sender := &flakySender{memSender: e.sender, fail: map[int]bool{}}
+	c := e.instanceWith("a", func(cfg *Config) { cfg.Sender = sender }, countSchedule("s", n, OverlapSkip))
+	e.startCursor("s")
+	e.heartbeat(c, memOccurrence)
+	e.deliverChecks(c)
+	m := e.manifest(memRun)
+	if !m.PlanDone || m.State != ledger.StateRunning {
+		t.Fatalf("run %+v, want planned", m)
 	}
 	for i := range n {
 		if slices.Contains(missing, i) {
 			continue
 		}
-		if err := store.PutResult(ctx, ledger.Result{Run: tickRun, Index: i, Epoch: m.Epoch, OK: true}); err != nil {
+		if err := store.PutResult(ctx, ledger.Result{Run: memRun, Index: i, Epoch: m.Epoch, OK: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	clock.set(m.Deadline.Add(time.Minute))
+	// The chain's next check, as planning scheduled it: at the run's deadline.
+	envs, msgs := sender.checksSent(t)
+	check, msg := envs[len(envs)-1], msgs[len(msgs)-1]
+	if check.Run != memRun || check.Epoch != m.Epoch || !msg.NotBefore.Equal(m.Deadline) {
+		t.Fatalf("the chain's check after planning: %+v due %s; want one of epoch %d at the deadline %s", check, msg.NotBefore, m.Epoch, m.Deadline)
+	}
+	e.clock.set(m.Deadline.Add(time.Minute))
 	sender.mu.Lock()
-	sender.msgs = nil
+	sender.n = 0
 	sender.mu.Unlock()
-	return c, store, sender, work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindCheck, Run: tickRun, Epoch: m.Epoch, Round: 1}
+	e.sender.mu.Lock()
+	e.sender.msgs = nil
+	e.sender.mu.Unlock()
+	e.mu.Lock()
+	e.delivered = 0
+	e.mu.Unlock()
+	return e, c, store, sender, check
 }
 
 // partitionRounds returns the partition indexes sent, sorted, and the rounds they were sent in.
@@ -75,10 +87,10 @@ func (s *memSender) partitionRounds(t *testing.T) ([]int, []int) {
 // spent one round, not two, with its next deadline a retry interval ahead.
 func TestCheck_Reenqueue_FailedSendIsRetriedInTheSameRound(t *testing.T) {
 	missing := []int{1, 6, 9} // plan batches 0, 1 and 2
-	c, store, sender, check := reenqueueSetup(t, 10, missing)
+	e, c, _, sender, check := reenqueueSetup(t, 10, missing)
 	ctx := context.Background()
 	sender.mu.Lock()
-	sender.fail[sender.n+2] = true // the second batch of the re-enqueue
+	sender.fail[2] = true // the second batch of the re-enqueue
 	sender.mu.Unlock()
 
 	err := c.Check(ctx, check, firstDelivery)
@@ -88,7 +100,7 @@ func TestCheck_Reenqueue_FailedSendIsRetriedInTheSameRound(t *testing.T) {
 	if !transport.IsTransient(err) {
 		t.Fatalf("check: got %v, want the injected (transient) send failure", err)
 	}
-	if m, _ := store.ReadManifest(ctx, tickRun); m.CheckRound != 0 {
+	if m := e.manifest(memRun); m.CheckRound != 0 {
 		t.Fatalf("after the failed send the manifest has spent %d rounds, want 0", m.CheckRound)
 	}
 
@@ -101,10 +113,7 @@ func TestCheck_Reenqueue_FailedSendIsRetriedInTheSameRound(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(missing) || fmt.Sprint(rounds) != "[1]" {
 		t.Errorf("re-enqueued partitions %v in rounds %v, want %v in round [1]", got, rounds, missing)
 	}
-	m, err := store.ReadManifest(ctx, tickRun)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := e.manifest(memRun)
 	if m.CheckRound != 1 {
 		t.Errorf("rounds spent: got %d want 1", m.CheckRound)
 	}
@@ -118,9 +127,9 @@ func TestCheck_Reenqueue_FailedSendIsRetriedInTheSameRound(t *testing.T) {
 // spent and sends nothing more. Each missing partition is sent once, in round 1.
 func TestCheck_Reenqueue_LostClaimResponseLosesNothing(t *testing.T) {
 	missing := []int{2, 5}
-	c, store, sender, check := reenqueueSetup(t, 10, missing)
+	e, c, store, sender, check := reenqueueSetup(t, 10, missing)
 	ctx := context.Background()
-	store.Decide = ledgertest.FaultOnce(ledgertest.LoseResponse, "UpdateManifest", tickRun)
+	store.Decide = ledgertest.FaultOnce(ledgertest.LoseResponse, "UpdateManifest", memRun)
 
 	if err := c.Check(ctx, check, firstDelivery); !errors.Is(err, ledger.ErrUnavailable) {
 		t.Fatalf("check with a lost claim response: got %v, want ErrUnavailable", err)
@@ -135,7 +144,7 @@ func TestCheck_Reenqueue_LostClaimResponseLosesNothing(t *testing.T) {
 	if fmt.Sprint(idx) != fmt.Sprint(missing) || fmt.Sprint(rounds) != "[1]" {
 		t.Errorf("re-enqueued partitions %v in rounds %v, want %v once each, in round [1]", idx, rounds, missing)
 	}
-	if m, _ := store.ReadManifest(ctx, tickRun); m.CheckRound != 1 {
+	if m := e.manifest(memRun); m.CheckRound != 1 {
 		t.Errorf("rounds spent: got %d want 1", m.CheckRound)
 	}
 }
@@ -151,12 +160,9 @@ func (d deadLetters) Peek(ctx context.Context, max int) ([]transport.DeadLetter,
 // by locks lost unseen) is never silently missing: the re-enqueue rounds send it again, and
 // when the rounds are spent it is recorded failed, its error naming the dead letter.
 func TestCheck_DeadLetteredPartitionIsResentThenRecordedWithTheReason(t *testing.T) {
-	c, store, sender, check := reenqueueSetup(t, 10, []int{3, 7})
+	e, c, _, sender, check := reenqueueSetup(t, 10, []int{3, 7})
 	ctx := context.Background()
-	m, err := store.ReadManifest(ctx, tickRun)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := e.manifest(memRun)
 	body := func(run string, part int) []byte {
 		b, err := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: run, Epoch: m.Epoch, Part: part}.Encode()
 		if err != nil {
@@ -165,20 +171,18 @@ func TestCheck_DeadLetteredPartitionIsResentThenRecordedWithTheReason(t *testing
 		return b
 	}
 	c.cfg.DeadLetters = deadLetters{
-		{ID: "other", Body: body("other-run", 3), Reason: "TTLExpiredException"},
-		{ID: tickRun + "/3/e1", Body: body(tickRun, 3), Reason: "MaxDeliveryCountExceeded", DeliveryCount: 10},
+		{ID: "other", Body: body("manual-other", 3), Reason: "TTLExpiredException"},
+		{ID: memRun + "/3/e1", Body: body(memRun, 3), Reason: "MaxDeliveryCountExceeded", DeliveryCount: 10},
 		{ID: "junk", Body: []byte("not an envelope")},
 	}
-	now := c.cfg.Now()
-	c.cfg.Now = func() time.Time { return now }
 	for round := 1; round <= c.cfg.CheckRounds; round++ {
 		if err := c.Check(ctx, check, firstDelivery); err != nil {
 			t.Fatalf("check %d: %v", round, err)
 		}
-		if m, err = store.ReadManifest(ctx, tickRun); err != nil || m.CheckRound != round {
-			t.Fatalf("after check %d: round %d, %v; want round %d", round, m.CheckRound, err, round)
+		if m = e.manifest(memRun); m.CheckRound != round {
+			t.Fatalf("after check %d: round %d; want round %d", round, m.CheckRound, round)
 		}
-		now = m.Deadline.Add(time.Second)
+		e.clock.set(m.Deadline.Add(time.Second))
 	}
 	if idx, rounds := sender.partitionRounds(t); fmt.Sprint(idx) != "[3 3 7 7]" || fmt.Sprint(rounds) != "[1 2]" {
 		t.Errorf("re-sent partitions %v in rounds %v, want 3 and 7 in rounds 1 and 2", idx, rounds)
@@ -186,7 +190,7 @@ func TestCheck_DeadLetteredPartitionIsResentThenRecordedWithTheReason(t *testing
 	if err := c.Check(ctx, check, firstDelivery); err != nil {
 		t.Fatalf("last check: %v", err)
 	}
-	r, err := store.ReadResult(ctx, tickRun, 3)
+	r, err := e.fake.ReadResult(ctx, memRun, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +198,7 @@ func TestCheck_DeadLetteredPartitionIsResentThenRecordedWithTheReason(t *testing
 	if r.OK || !r.TimedOut || r.Error != want {
 		t.Errorf("partition 3: ok %v timedOut %v error %q\nwant a timed-out failure %q", r.OK, r.TimedOut, r.Error, want)
 	}
-	if r, err := store.ReadResult(ctx, tickRun, 7); err != nil || r.OK || strings.Contains(r.Error, "dead-lettered") {
+	if r, err := e.fake.ReadResult(ctx, memRun, 7); err != nil || r.OK || !r.TimedOut || strings.Contains(r.Error, "dead-lettered") {
 		t.Errorf("partition 7 (not dead-lettered): %+v, %v; want a timed-out failure without a dead-letter reason", r, err)
 	}
 }

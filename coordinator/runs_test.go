@@ -1,15 +1,15 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"log/slog"
 	"sort"
-	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,6 +19,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/election/bloblease"
 	"github.com/batonfn/baton/internal/azclient"
@@ -30,53 +31,9 @@ import (
 	"github.com/batonfn/baton/work"
 )
 
-// countJob plans n partitions {"i":k}; it does no I/O.
-type countJob struct{ planCalls atomic.Int32 }
-
-func (j *countJob) Plan(ctx context.Context, params json.RawMessage, cursor string, emit func(json.RawMessage, string) error) error {
-	j.planCalls.Add(1)
-	var p struct{ N int }
-	if err := json.Unmarshal(params, &p); err != nil {
-		return err
-	}
-	start := 0
-	if cursor != "" {
-		var err error
-		if start, err = strconv.Atoi(cursor); err != nil {
-			return err
-		}
-	}
-	for i := start; i < p.N; i++ {
-		if err := emit(json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)), strconv.Itoa(i+1)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (j *countJob) Process(ctx context.Context, p work.Partition) (json.RawMessage, error) {
-	return p.Payload, nil
-}
-
-func (j *countJob) Aggregate(ctx context.Context, run work.RunInfo, results iter.Seq2[ledger.Result, error]) (json.RawMessage, error) {
-	return json.RawMessage(`{}`), nil
-}
-
-// countingFinisher records TryFinish calls and never finishes.
-type countingFinisher struct{ calls atomic.Int32 }
-
-func (f *countingFinisher) TryFinish(ctx context.Context, run string) (bool, error) {
-	f.calls.Add(1)
-	return false, nil
-}
-
-func (f *countingFinisher) TryFinishByListing(ctx context.Context, run string) (bool, error) {
-	f.calls.Add(1)
-	return false, nil
-}
-
-// runEnv is one test's storage: a leases container, a runs container and a work queue on the
-// shared Azurite.
+// runEnv is one test's storage: a leases container (the scheduler lease "leader" and each
+// run's own, "runs/<run>"), a runs container and a work queue on the shared Azurite, and the
+// clock its instances share.
 type runEnv struct {
 	t        *testing.T
 	srv      *azurite.Server
@@ -88,6 +45,13 @@ type runEnv struct {
 	job      *countJob
 	jobs     *work.Registry
 	finisher *countingFinisher
+	// clock is the instances' clock (unless a test gives them the real one): the heartbeats'
+	// time, which the test sets. occ is the occurrence of schedule "s" the tests start, ten
+	// minutes or so in the past, so that messages due at the times the clock is set to are
+	// visible at once on the queue; run is its run.
+	clock *testClock
+	occ   time.Time
+	run   string
 }
 
 func newRunEnv(t *testing.T) *runEnv {
@@ -112,8 +76,11 @@ func newRunEnvOn(t *testing.T, srv *azurite.Server) *runEnv {
 	}
 	q := qs.NewQueueClient(azurite.UniqueName(t, "work"))
 	leases := blobs.ServiceClient().NewContainerClient(azurite.UniqueName(t, "lease"))
+	occ := time.Now().UTC().Truncate(5 * time.Minute).Add(-10 * time.Minute)
 	e := &runEnv{t: t, srv: srv, runsName: runsName, leases: leases, store: blobstore.New(runs, blobstore.Options{}), queue: q,
-		sender: storagequeue.NewQueueSender(q, storagequeue.QueueSenderOptions{}), job: &countJob{}, jobs: work.NewRegistry(), finisher: &countingFinisher{}}
+		sender: storagequeue.NewQueueSender(q, storagequeue.QueueSenderOptions{}), job: &countJob{}, jobs: work.NewRegistry(),
+		finisher: &countingFinisher{}, clock: &testClock{}, occ: occ, run: ledger.ScheduleRunID("s", occ)}
+	e.clock.set(occ.Add(-time.Minute))
 	e.jobs.Register("count", e.job)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -123,29 +90,6 @@ func newRunEnvOn(t *testing.T, srv *azurite.Server) *runEnv {
 		_, _ = q.Delete(ctx, nil)
 	})
 	return e
-}
-
-// lockWrapper lets a test crash a leader: with crash set, Release does nothing, as when the
-// process dies holding the lease.
-type lockWrapper struct {
-	election.Lock
-	crash atomic.Bool
-	held  atomic.Int32 // Acquire calls that found the lease held
-}
-
-func (w *lockWrapper) Acquire(ctx context.Context, id ledger.Holder) (election.Lease, error) {
-	l, err := w.Lock.Acquire(ctx, id)
-	if errors.As(err, new(*election.HeldError)) {
-		w.held.Add(1)
-	}
-	return l, err
-}
-
-func (w *lockWrapper) Release(ctx context.Context, l election.Lease) error {
-	if w.crash.Load() {
-		return nil
-	}
-	return w.Lock.Release(ctx, l)
 }
 
 // senderHook calls before on every Send, with the 1-based send number.
@@ -165,45 +109,134 @@ func (s *senderHook) Send(ctx context.Context, msgs []transport.Message) error {
 	return s.Sender.Send(ctx, msgs)
 }
 
+// partitionSends returns a before hook that counts the sends of partitions (checks aside) and
+// calls fn with the count before each.
+func partitionSends(fn func(n int) error) func(int32, []transport.Message) error {
+	var n atomic.Int32
+	return func(_ int32, msgs []transport.Message) error {
+		if len(msgs) == 0 {
+			return nil
+		}
+		if env, err := work.DecodeEnvelope(msgs[0].Body); err != nil || env.Kind != work.KindPartition {
+			return err
+		}
+		return fn(int(n.Add(1)))
+	}
+}
+
+// instance is one Baton process: its coordinator and its leader, whose leases (the
+// scheduler's and each run's) a test can crash.
 type instance struct {
 	c      *Coordinator
-	lock   *lockWrapper
 	id     ledger.Holder
 	leader *election.Leader
+	// crash makes every release of this instance do nothing, as when the process dies holding
+	// its leases: they lapse.
+	crash atomic.Bool
+	// held counts the run-lease acquisitions that found the lease held by another.
+	held atomic.Int32
+}
+
+// schedule is the tests' schedule "s": the count job of n partitions every five minutes.
+func schedule(n int) Schedule {
+	return Schedule{Name: "s", Job: "count", Params: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), Cron: every(5 * time.Minute)}
 }
 
 func (e *runEnv) instance(name string, n, batch int, sender Sender) *instance {
 	e.t.Helper()
 	return e.instanceWith(name, sender, func(c *Config) {
-		c.Params, c.BatchSize = json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), batch
+		c.Schedules, c.BatchSize = []Schedule{schedule(n)}, batch
 	})
 }
 
 // instanceWith builds an instance whose Config mod may change (store, clock, policies...).
 func (e *runEnv) instanceWith(name string, sender Sender, mod func(*Config)) *instance {
 	e.t.Helper()
-	bl, err := bloblease.NewBlobLock(e.leases, "leader", bloblease.BlobLockOptions{Duration: testBlobLockDuration, Logger: slog.New(slog.DiscardHandler)})
+	in := &instance{id: ledger.Holder{App: "test", Instance: name, PID: 1}}
+	opts := bloblease.BlobLockOptions{Duration: testBlobLockDuration, Logger: slog.New(slog.DiscardHandler)}
+	bl, err := bloblease.NewBlobLock(e.leases, "leader", opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	lw := &lockWrapper{Lock: bl}
-	id := ledger.Holder{App: "test", Instance: name, PID: 1}
-	ld, err := election.NewLeader(election.LeaderConfig{Lock: lw, Identity: id, LeaseDuration: testBlobLockDuration, Logger: slog.New(slog.DiscardHandler)})
+	ld, err := election.NewLeader(election.LeaderConfig{
+		Lock: &lockWrapper{Lock: bl, crash: &in.crash},
+		Locks: func(name string) (election.Lock, error) {
+			l, err := bloblease.NewBlobLock(e.leases, name, opts)
+			if err != nil {
+				return nil, err
+			}
+			return &lockWrapper{Lock: l, crash: &in.crash, held: &in.held}, nil
+		},
+		Identity: in.id, LeaseDuration: testBlobLockDuration, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	if sender == nil {
 		sender = e.sender
 	}
-	cfg := Config{Leader: ld, Store: e.store, Sender: sender, Jobs: e.jobs, Finisher: e.finisher, Identity: id,
-		Job: "count", Params: json.RawMessage(`{"n":1}`), Schedule: mustSchedule(e.t, "0 */5 * * * *"),
-		BatchSize: 5, RunTimeout: time.Hour, CheckRounds: 2, Logger: slog.New(slog.DiscardHandler)}
+	cfg := Config{Leader: ld, Store: e.store, Sender: sender, Jobs: e.jobs, Finisher: e.finisher, Identity: in.id,
+		Schedules: []Schedule{schedule(1)}, BatchSize: 5, RunTimeout: time.Hour, CheckRounds: 2, Now: e.clock.Now,
+		Logger: slog.New(slog.DiscardHandler)}
 	mod(&cfg)
 	c, err := New(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return &instance{c: c, lock: lw, id: id, leader: ld}
+	in.c, in.leader = c, ld
+	return in
+}
+
+// heartbeat sets the clock to at and has in beat once.
+func (e *runEnv) heartbeat(in *instance, at time.Time) HeartbeatOutcome {
+	e.t.Helper()
+	e.clock.set(at)
+	out, err := in.c.Heartbeat(testCtx(e.t))
+	if err != nil {
+		e.t.Fatalf("heartbeat at %s: %v", at, err)
+	}
+	return out
+}
+
+// startOccurrence has in start the cursor of schedule "s" a minute before e.occ and then
+// decide e.occ: it returns the heartbeat's decision.
+func (e *runEnv) startOccurrence(in *instance) Decision {
+	e.t.Helper()
+	e.heartbeat(in, e.occ.Add(-time.Minute))
+	out := e.heartbeat(in, e.occ.Add(300*time.Millisecond))
+	if len(out.Decisions) != 1 || out.Decisions[0].Run != e.run {
+		e.t.Fatalf("heartbeat at the occurrence decided %+v, want %s", out.Decisions, e.run)
+	}
+	return out.Decisions[0]
+}
+
+// runLease is a lock over run's own lease, for a test to read its state.
+func (e *runEnv) runLease(run string) *bloblease.BlobLock {
+	e.t.Helper()
+	l, err := bloblease.NewBlobLock(e.leases, ledger.RunLeaseName(run), bloblease.BlobLockOptions{Duration: testBlobLockDuration})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return l
+}
+
+// waitLapsed waits for run's lease to be free (a crashed planner's lapses a lease after its
+// last renewal).
+func (e *runEnv) waitLapsed(ctx context.Context, run string) {
+	e.t.Helper()
+	l := e.runLease(run)
+	waitFor(e.t, 40*time.Second, "the crashed planner's run lease to lapse", func() bool {
+		st, err := l.State(ctx)
+		return err == nil && !st.Held
+	})
+}
+
+func (e *runEnv) manifest(run string) ledger.Manifest {
+	e.t.Helper()
+	m, err := e.store.ReadManifest(context.Background(), run)
+	if err != nil {
+		e.t.Fatalf("run %s: %v", run, err)
+	}
+	return m
 }
 
 // drain dequeues every visible message and returns the envelopes. It deletes each message with
@@ -216,6 +249,9 @@ func (e *runEnv) drain() []work.Envelope {
 	var out []work.Envelope
 	for {
 		resp, err := e.queue.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{NumberOfMessages: to.Ptr(int32(32)), VisibilityTimeout: to.Ptr(int32(600))})
+		if queueerror.HasCode(err, queueerror.QueueNotFound) {
+			return out // nothing was ever sent: the sender creates the queue on its first send
+		}
 		if err != nil {
 			e.t.Fatalf("dequeue: %v", err)
 		}
@@ -253,6 +289,32 @@ func partitions(envs []work.Envelope) (idx []int, epochs map[int64]int, checks i
 	return idx, epochs, checks
 }
 
+// checksOf returns run's checks among envs of the given round (any round when round < 0).
+func checksOf(envs []work.Envelope, run string, round int) []work.Envelope {
+	var out []work.Envelope
+	for _, env := range envs {
+		if env.Kind == work.KindCheck && env.Run == run && (round < 0 || env.Round == round) {
+			out = append(out, env)
+		}
+	}
+	return out
+}
+
+// startCheck returns run's one start check (epoch 0, round 1) among envs.
+func startCheck(t *testing.T, envs []work.Envelope, run string) work.Envelope {
+	t.Helper()
+	var got []work.Envelope
+	for _, env := range checksOf(envs, run, 1) {
+		if env.Epoch == 0 {
+			got = append(got, env)
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("%d start checks for %s among %d messages, want 1", len(got), run, len(envs))
+	}
+	return got[0]
+}
+
 func wantEach(t *testing.T, idx []int, n int) {
 	t.Helper()
 	seen := map[int]int{}
@@ -269,243 +331,262 @@ func wantEach(t *testing.T, idx []int, n int) {
 	}
 }
 
-var tick = TickInput{Now: at("2026-11-21T10:05:00.3Z")}
-
-const tickRun = "tick-20261121t100500z"
-
-// Invariant 2: ten instances tick the same occurrence at once → one manifest, every partition
-// enqueued once, no second planning.
-func TestTick_TenInstancesOneRun(t *testing.T) {
+// Ten instances heartbeat the same occurrence at once, then all ten receive its start check at
+// once: one run (one record, decided by one heartbeat, one start check), planned by one
+// planner under the run's lease, every partition enqueued exactly once, in one segment.
+func TestHeartbeat_TenInstancesOneRunOnePlanner(t *testing.T) {
 	e := newRunEnv(t)
-	const n, batch = 57, 10
+	const n, batch = 57, 10 // six plan batches
 	var insts []*instance
 	for i := range 10 {
 		insts = append(insts, e.instance(fmt.Sprintf("i%d", i), n, batch, nil))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testCtx(t)
+	e.heartbeat(insts[0], e.occ.Add(-time.Minute)) // the schedule's cursor starts
+	e.clock.set(e.occ.Add(300 * time.Millisecond))
 	var wg sync.WaitGroup
-	outs := make([]Outcome, len(insts))
+	outs := make([]HeartbeatOutcome, len(insts))
 	errs := make([]error, len(insts))
 	for i, in := range insts {
 		wg.Add(1)
-		go func() { defer wg.Done(); outs[i], errs[i] = in.c.Tick(ctx, tick) }()
+		go func() { defer wg.Done(); outs[i], errs[i] = in.c.Heartbeat(ctx) }()
 	}
 	wg.Wait()
-	started := 0
+	var decisions []Decision
 	for i := range insts {
 		if errs[i] != nil {
 			t.Fatalf("instance %d: %v", i, errs[i])
 		}
-		switch outs[i].Status {
-		case StatusStarted:
-			started++
-		case StatusHeld, StatusExisting:
-		default:
-			t.Errorf("instance %d: status %s", i, outs[i].Status)
+		decisions = append(decisions, outs[i].Decisions...)
+	}
+	if len(decisions) != 1 || decisions[0].Run != e.run || decisions[0].Status != StatusStarted {
+		t.Fatalf("the ten heartbeats decided %+v, want %s started once", decisions, e.run)
+	}
+	if m := e.manifest(e.run); m.State != ledger.StatePlanning || m.Epoch != 0 || m.Lease != ledger.RunLeaseName(e.run) {
+		t.Fatalf("record %+v, want planning at epoch 0 under its own lease", m)
+	}
+	start := startCheck(t, e.drain(), e.run)
+
+	for i, in := range insts {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = in.c.Check(ctx, start, firstDelivery) }()
+	}
+	wg.Wait()
+	for i := range insts {
+		if errs[i] != nil {
+			t.Fatalf("instance %d's start check: %v", i, errs[i])
 		}
-		if outs[i].Run != tickRun {
-			t.Errorf("instance %d computed run %s, want %s", i, outs[i].Run, tickRun)
-		}
 	}
-	if started != 1 {
-		t.Fatalf("%d instances started the run, want exactly 1", started)
+	m := e.manifest(e.run)
+	if !m.PlanDone || m.Partitions != n || m.State != ledger.StateRunning || len(m.Segments) != 1 ||
+		m.Segments[0] != (ledger.Segment{Epoch: m.Epoch, From: 0}) {
+		t.Errorf("manifest: planDone %v partitions %d state %s epoch %d segments %v; want one planner's", m.PlanDone, m.Partitions, m.State, m.Epoch, m.Segments)
 	}
-	m, err := e.store.ReadManifest(ctx, tickRun)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !m.PlanDone || m.Partitions != n || m.State != ledger.StateRunning || len(m.Segments) != 1 {
-		t.Errorf("manifest: planDone %v partitions %d state %s segments %v", m.PlanDone, m.Partitions, m.State, m.Segments)
-	}
-	idx, epochs, _ := partitions(e.drain())
+	drained := e.drain()
+	idx, epochs, _ := partitions(drained)
 	if len(idx) != n {
 		t.Errorf("%d partition messages, want %d (no second planning)", len(idx), n)
 	}
+	// Each instance that found the run's lease held looks again a lease later (due at once on
+	// this test's clock); the planner's own next check is not due before the run's deadline.
+	var held int32
+	for _, in := range insts {
+		held += in.held.Load()
+	}
+	if again := checksOf(drained, e.run, 2); len(again) != int(held) {
+		t.Errorf("%d next checks due at once, want one per start check that found the lease held (%d)", len(again), held)
+	}
+	t.Logf("%d of the ten start checks found the run's lease held", held)
 	wantEach(t, idx, n)
-	if len(epochs) != 1 {
-		t.Errorf("messages from epochs %v, want one leader", epochs)
+	if len(epochs) != 1 || epochs[m.Epoch] != n {
+		t.Errorf("messages from epochs %v, want all from the one planner's %d", epochs, m.Epoch)
+	}
+	if calls := e.job.planCalls.Load(); calls != 6 {
+		t.Errorf("the job planned %d batches, want its 6 once each", calls)
 	}
 	if e.finisher.calls.Load() == 0 {
-		t.Error("the leader did not try to finish after planning")
+		t.Error("the planner did not try to finish after planning")
 	}
 }
 
-// Invariant 2: the same occurrence ticked again later (replay, restart, past due) enqueues
-// nothing new.
-func TestTick_ReplayEnqueuesNothing(t *testing.T) {
+// Replays decide nothing again: the occurrence's heartbeat replayed later (any instance), or by
+// an instance whose clock runs a little behind, records nothing, and its start check delivered
+// again enqueues nothing and plans nothing.
+func TestHeartbeat_ReplaysDecideNothingAgain(t *testing.T) {
 	e := newRunEnv(t)
-	in := e.instance("a", 12, 5, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if out, err := in.c.Tick(ctx, tick); err != nil || out.Status != StatusStarted {
-		t.Fatalf("first tick: %+v, %v", out, err)
+	a, b := e.instance("a", 12, 5, nil), e.instance("b", 12, 5, nil)
+	ctx := testCtx(t)
+	if d := e.startOccurrence(a); d.Status != StatusStarted {
+		t.Fatalf("first heartbeat: %+v", d)
 	}
-	e.drain()
+	start := startCheck(t, e.drain(), e.run)
+	if err := a.c.Check(ctx, start, firstDelivery); err != nil {
+		t.Fatal(err)
+	}
+	if idx, _, _ := partitions(e.drain()); len(idx) != 12 {
+		t.Fatalf("planned %d partitions, want 12", len(idx))
+	}
 	plans := e.job.planCalls.Load()
-	for _, replay := range []TickInput{
-		{Now: at("2026-11-21T10:05:40Z")},
-		{Now: at("2026-11-21T10:04:59.2Z")},
-		{Now: at("2026-11-21T10:09:00Z"), PastDue: true, Next: at("2026-11-21T10:05:00Z")},
-	} {
-		out, err := e.instance("b", 12, 5, nil).c.Tick(ctx, replay)
-		if err != nil || out.Status != StatusExisting || out.Run != tickRun {
-			t.Errorf("replay at %s: %+v, %v; want existing %s", replay.Now, out, err, tickRun)
+	for _, at := range []time.Time{e.occ.Add(40 * time.Second), e.occ.Add(4*time.Minute + 59*time.Second), e.occ.Add(-800 * time.Millisecond)} {
+		if out := e.heartbeat(b, at); len(out.Decisions) != 0 {
+			t.Errorf("replayed heartbeat at %s decided %+v", at, out.Decisions)
 		}
 	}
-	if msgs := e.drain(); len(msgs) != 0 {
-		t.Errorf("replays enqueued %d messages", len(msgs))
+	if err := b.c.Check(ctx, start, work.Delivery{MessageID: "check", Count: 2}); err != nil {
+		t.Fatalf("replayed start check: %v", err)
+	}
+	if idx, _, _ := partitions(e.drain()); len(idx) != 0 {
+		t.Errorf("replays enqueued %v", idx)
 	}
 	if e.job.planCalls.Load() != plans {
 		t.Error("a replay planned again")
 	}
-}
-
-// Invariants 3 and 5: a leader dies after k of n batches without releasing; the scheduled
-// check resumes after the lease expires with a higher epoch, and every partition ends up
-// enqueued.
-func TestTick_LeaderCrashResumedByCheck(t *testing.T) {
-	e := newRunEnv(t)
-	const n, batch, k = 23, 5, 2
-	crash := errors.New("injected crash")
-	var a *instance
-	hook := &senderHook{Sender: e.sender}
-	hook.before = func(sent int32, msgs []transport.Message) error {
-		// send 1 is the check message; sends 2.. are plan batches.
-		if sent == 2+k {
-			a.lock.crash.Store(true)
-			return crash
-		}
-		return nil
-	}
-	a = e.instance("a", n, batch, hook)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	_, err := a.c.Tick(ctx, tick)
-	if !errors.Is(err, crash) {
-		t.Fatalf("crashed tick returned %v", err)
-	}
-	m, _ := e.store.ReadManifest(ctx, tickRun)
-	if m.Checkpoint.Batches != k || m.PlanDone {
-		t.Fatalf("after the crash: checkpoint %+v planDone %v, want %d batches", m.Checkpoint, m.PlanDone, k)
-	}
-	firstEpoch := m.Epoch
-	msgs := e.drain()
-	var check work.Envelope
-	for _, env := range msgs {
-		if env.Kind == work.KindCheck {
-			t.Fatalf("check message visible before the lease could expire")
-		}
-	}
-	// The check message is invisible until lease+margin; fetch its envelope from what was sent.
-	check = work.Envelope{Version: 1, Kind: work.KindCheck, Run: tickRun, Epoch: firstEpoch, Round: 1}
-
-	b := e.instance("b", n, batch, nil)
-	// Before expiry, the check finds the lease held and only reschedules.
-	if err := b.c.Check(ctx, check, firstDelivery); err != nil {
-		t.Fatalf("early check: %v", err)
-	}
-	if m2, _ := e.store.ReadManifest(ctx, tickRun); m2.Epoch != firstEpoch {
-		t.Fatalf("a check took over before the crashed leader's lease expired")
-	}
-	waitFor(t, 40*time.Second, "the crashed leader's lease to expire", func() bool {
-		st, err := b.leader.State(ctx)
-		return err == nil && !st.Held
-	})
-	if err := b.c.Check(ctx, check, firstDelivery); err != nil {
-		t.Fatalf("check after expiry: %v", err)
-	}
-	m, err = e.store.ReadManifest(ctx, tickRun)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !m.PlanDone || m.Partitions != n || m.Epoch <= firstEpoch || len(m.Segments) != 2 || m.Segments[1].From != k*batch {
-		t.Fatalf("resumed manifest: planDone %v partitions %d epoch %d (first %d) segments %v", m.PlanDone, m.Partitions, m.Epoch, firstEpoch, m.Segments)
-	}
-	idx, epochs, _ := partitions(append(msgs, e.drain()...))
-	wantEach(t, idx, n)
-	if epochs[m.Epoch] != n-k*batch {
-		t.Errorf("resumed leader sent %d partitions, want %d (from the checkpoint on)", epochs[m.Epoch], n-k*batch)
+	st, err := e.store.ReadSchedule(ctx, "s")
+	if err != nil || !st.Cursor.Equal(e.occ) || st.Latest != e.run {
+		t.Errorf("schedule state %+v, %v; want the cursor at the occurrence and its run the latest", st, err)
 	}
 }
 
-// Invariant 5: a leader deposed mid-enqueue (lease broken, run taken over) writes nothing more
-// to the manifest.
-func TestTick_DeposedLeaderWritesNothing(t *testing.T) {
+// A planner that dies mid-enqueue, after k of its plan batches, without releasing the run's
+// lease: a delivery of the run's start check before the lease lapses finds it held and only
+// sends the chain's next check; that check, delivered once the lease has lapsed, resumes the
+// run from its checkpoint at a newer epoch, in a segment of its own from the checkpoint (or,
+// when nothing was checkpointed, in the dead planner's segment moved to the new epoch), and
+// every partition ends up enqueued.
+func TestCheck_CrashedPlannerResumedFromItsCheckpoint(t *testing.T) {
+	for _, k := range []int{2, 0} {
+		t.Run(fmt.Sprintf("after %d batches", k), func(t *testing.T) {
+			t.Parallel() // each waits for a lease to lapse
+			e := newRunEnv(t)
+			const n, batch = 23, 5
+			crash := errors.New("injected crash")
+			var a *instance
+			hook := &senderHook{Sender: e.sender, before: partitionSends(func(sent int) error {
+				if sent == k+1 {
+					a.crash.Store(true)
+					return crash
+				}
+				return nil
+			})}
+			a = e.instance("a", n, batch, hook)
+			b := e.instance("b", n, batch, nil)
+			ctx := testCtx(t)
+			e.startOccurrence(b)
+			start := startCheck(t, e.drain(), e.run)
+			if err := a.c.Check(ctx, start, firstDelivery); !errors.Is(err, crash) {
+				t.Fatalf("the crashed planner's check returned %v", err)
+			}
+			m := e.manifest(e.run)
+			if m.Checkpoint.Batches != k || m.PlanDone || m.Epoch < 1 {
+				t.Fatalf("after the crash: checkpoint %+v planDone %v epoch %d, want %d batches under a planner's epoch", m.Checkpoint, m.PlanDone, m.Epoch, k)
+			}
+			firstEpoch := m.Epoch
+			msgs := e.drain()
+
+			// The host delivers the start check again before the lease lapses: held, so the
+			// check only sends the chain's next one.
+			if err := b.c.Check(ctx, start, work.Delivery{MessageID: "check", Count: 2}); err != nil {
+				t.Fatalf("early check: %v", err)
+			}
+			if m := e.manifest(e.run); m.Epoch != firstEpoch || b.held.Load() == 0 {
+				t.Fatalf("a check took over before the crashed planner's lease lapsed (epoch %d, held %d)", m.Epoch, b.held.Load())
+			}
+			drained := e.drain()
+			next := checksOf(drained, e.run, 2)
+			if len(next) != 1 {
+				t.Fatalf("%d next checks (round 2), want 1", len(next))
+			}
+			e.waitLapsed(ctx, e.run)
+			if err := b.c.Check(ctx, next[0], firstDelivery); err != nil {
+				t.Fatalf("check after the lapse: %v", err)
+			}
+			m = e.manifest(e.run)
+			if !m.PlanDone || m.Partitions != n || m.Epoch <= firstEpoch || m.Leader.Instance != "b" {
+				t.Fatalf("resumed manifest: planDone %v partitions %d epoch %d (first %d) leader %s", m.PlanDone, m.Partitions, m.Epoch, firstEpoch, m.Leader.Instance)
+			}
+			want := []ledger.Segment{{Epoch: firstEpoch, From: 0}, {Epoch: m.Epoch, From: k * batch}}
+			if k == 0 {
+				want = []ledger.Segment{{Epoch: m.Epoch, From: 0}}
+			}
+			if fmt.Sprint(m.Segments) != fmt.Sprint(want) {
+				t.Errorf("segments %v, want %v", m.Segments, want)
+			}
+			idx, epochs, _ := partitions(append(append(msgs, drained...), e.drain()...))
+			wantEach(t, idx, n)
+			if epochs[m.Epoch] != n-k*batch || epochs[firstEpoch] != k*batch {
+				t.Errorf("partitions by epoch %v, want %d from the crashed planner and %d from the checkpoint on", epochs, k*batch, n-k*batch)
+			}
+		})
+	}
+}
+
+// A planner deposed mid-enqueue (its run lease broken, the run taken over by another) writes
+// nothing more to the manifest: its epoch is fenced out.
+func TestCheck_DeposedPlannerWritesNothing(t *testing.T) {
 	e := newRunEnv(t)
 	const n, batch = 30, 5
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+	ctx := testCtx(t)
 	b := e.instance("b", n, batch, nil)
 	var afterTakeover ledger.Manifest
-	hook := &senderHook{Sender: e.sender}
-	hook.before = func(sent int32, msgs []transport.Message) error {
-		if sent != 3 { // check, batch 0, then break during batch 1
+	hook := &senderHook{Sender: e.sender, before: partitionSends(func(sent int) error {
+		if sent != 2 { // batch 0 goes out; the takeover happens while batch 1 is sent
 			return nil
 		}
-		lc, err := lease.NewBlobClient(e.leases.NewBlockBlobClient("leader"), nil)
+		lc, err := lease.NewBlobClient(e.leases.NewBlockBlobClient(ledger.RunLeaseName(e.run)), nil)
 		if err != nil {
 			return err
 		}
 		if _, err := lc.BreakLease(ctx, &lease.BlobBreakOptions{BreakPeriod: to.Ptr(int32(0))}); err != nil {
 			return err
 		}
-		if out, err := b.c.resumeAsLeader(ctx, tickRun); err != nil || out.Status != StatusResumed {
+		if out, err := b.c.resumeAsLeader(ctx, e.manifest(e.run)); err != nil || out.Status != StatusResumed {
 			return fmt.Errorf("takeover: %+v, %w", out, err)
 		}
-		afterTakeover, _ = e.store.ReadManifest(ctx, tickRun)
+		afterTakeover = e.manifest(e.run)
 		return nil
-	}
+	})}
 	a := e.instance("a", n, batch, hook)
-	_, err := a.c.Tick(ctx, tick)
+	e.startOccurrence(b)
+	start := startCheck(t, e.drain(), e.run)
+	err := a.c.Check(ctx, start, firstDelivery)
 	if !errors.Is(err, ledger.ErrFenced) && !errors.Is(err, election.ErrLeaseLost) {
-		t.Fatalf("deposed leader returned %v, want ErrFenced or ErrLeaseLost", err)
+		t.Fatalf("deposed planner returned %v, want ErrFenced or ErrLeaseLost", err)
 	}
-	final, err := e.store.ReadManifest(ctx, tickRun)
-	if err != nil {
-		t.Fatal(err)
-	}
+	final := e.manifest(e.run)
 	if !final.Updated.Equal(afterTakeover.Updated) || final.Epoch != afterTakeover.Epoch || final.Leader.Instance != "b" {
 		t.Errorf("manifest changed after the takeover: before %+v\nafter %+v", afterTakeover, final)
 	}
 	if !final.PlanDone || final.Partitions != n {
-		t.Errorf("new leader did not finish: %+v", final)
+		t.Errorf("new planner did not finish: %+v", final)
 	}
 	idx, _, _ := partitions(e.drain())
 	wantEach(t, idx, n)
 }
 
-// Invariant 3: past the deadline, the check re-enqueues only the missing partitions; after the
-// last round it records them as failed so the run can finish.
+// Past the deadline, the check re-enqueues only the missing partitions, as round 1 under the
+// run's epoch; a duplicate of that check sends nothing more; after the last round it records
+// them as failed so the run can finish.
 func TestCheck_PastDeadlineReenqueuesOnlyMissing(t *testing.T) {
 	e := newRunEnv(t)
 	const n = 10
 	in := e.instance("a", n, 4, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if _, err := in.c.Tick(ctx, tick); err != nil {
+	ctx := testCtx(t)
+	e.startOccurrence(in)
+	if err := in.c.Check(ctx, startCheck(t, e.drain(), e.run), firstDelivery); err != nil {
 		t.Fatal(err)
 	}
 	e.drain()
-	m, _ := e.store.ReadManifest(ctx, tickRun)
+	m := e.manifest(e.run)
 	missing := map[int]bool{3: true, 7: true}
 	for i := range n {
 		if missing[i] {
 			continue
 		}
-		if err := e.store.PutResult(ctx, ledger.Result{Run: tickRun, Index: i, Epoch: m.Epoch, OK: true}); err != nil {
+		if err := e.store.PutResult(ctx, ledger.Result{Run: e.run, Index: i, Epoch: m.Epoch, OK: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	pastDeadline := func() {
-		if _, err := e.store.UpdateManifest(ctx, tickRun, ledger.NoFence, func(m *ledger.Manifest) error {
-			m.Deadline = time.Now().Add(-time.Minute)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	check := work.Envelope{Version: 1, Kind: work.KindCheck, Run: tickRun, Epoch: m.Epoch, Round: 1}
+	check := work.Envelope{Version: 1, Kind: work.KindCheck, Run: e.run, Epoch: m.Epoch, Round: 2}
 
 	// Before the deadline: nothing is re-enqueued.
 	if err := in.c.Check(ctx, check, firstDelivery); err != nil {
@@ -514,7 +595,7 @@ func TestCheck_PastDeadlineReenqueuesOnlyMissing(t *testing.T) {
 	if idx, _, _ := partitions(e.drain()); len(idx) != 0 {
 		t.Fatalf("re-enqueued %v before the deadline", idx)
 	}
-	pastDeadline()
+	e.clock.set(m.Deadline.Add(time.Minute))
 	if err := in.c.Check(ctx, check, firstDelivery); err != nil {
 		t.Fatal(err)
 	}
@@ -524,8 +605,8 @@ func TestCheck_PastDeadlineReenqueuesOnlyMissing(t *testing.T) {
 		t.Fatalf("re-enqueued %v, want [3 7]", idx)
 	}
 	for _, env := range envs {
-		if env.Kind == work.KindPartition && (env.Round != 1 || env.Epoch < m.Epoch) {
-			t.Errorf("re-enqueued %+v: want round 1 and a current epoch", env)
+		if env.Kind == work.KindPartition && (env.Round != 1 || env.Epoch != m.Epoch) {
+			t.Errorf("re-enqueued %+v: want round 1 under the run's epoch %d", env, m.Epoch)
 		}
 	}
 	// A duplicate delivery of the same check does not send again (the round is claimed).
@@ -536,20 +617,21 @@ func TestCheck_PastDeadlineReenqueuesOnlyMissing(t *testing.T) {
 		t.Errorf("duplicate check re-enqueued %v", idx)
 	}
 	// Use up the rounds, then the check records the missing partitions as failed.
-	if _, err := e.store.UpdateManifest(ctx, tickRun, ledger.NoFence, func(m *ledger.Manifest) error {
+	m, err := e.store.UpdateManifest(ctx, e.run, ledger.NoFence, func(m *ledger.Manifest) error {
 		m.CheckRound = 2
 		return nil
-	}); err != nil {
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	pastDeadline()
+	e.clock.set(m.Deadline.Add(time.Minute))
 	calls := e.finisher.calls.Load()
 	if err := in.c.Check(ctx, check, firstDelivery); err != nil {
 		t.Fatal(err)
 	}
 	for i := range missing {
-		r, err := e.store.ReadResult(ctx, tickRun, i)
-		if err != nil || r.OK || r.Error == "" {
+		r, err := e.store.ReadResult(ctx, e.run, i)
+		if err != nil || r.OK || !r.TimedOut || r.Error == "" {
 			t.Errorf("partition %d after the last round: %+v, %v; want a recorded failure", i, r, err)
 		}
 	}
@@ -558,67 +640,70 @@ func TestCheck_PastDeadlineReenqueuesOnlyMissing(t *testing.T) {
 	}
 }
 
-// A check whose run was never created (its leader died between scheduling the check and
-// creating the run) is dropped: nothing to resume, and retrying would only dead-letter it.
+// A check whose run the ledger does not hold (the run was deleted, or the message is not
+// Baton's: a run's record is always created before its first check is sent) is dropped, with
+// a warning naming the run: nothing to resume, and retrying would only dead-letter it.
 func TestCheck_UnknownRunIsDropped(t *testing.T) {
 	e := newRunEnv(t)
-	in := e.instance("a", 1, 1, nil)
-	ctx := context.Background()
-	if err := in.c.Check(ctx, work.Envelope{Version: 1, Kind: work.KindCheck, Run: "nope", Epoch: 1, Round: 1}, firstDelivery); err != nil {
+	var logs bytes.Buffer
+	in := e.instanceWith("a", nil, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	ctx := testCtx(t)
+	const gone = "manual-gone"
+	if err := in.c.Check(ctx, work.Envelope{Version: 1, Kind: work.KindCheck, Run: gone, Epoch: 1, Round: 2}, firstDelivery); err != nil {
 		t.Fatalf("got %v, want nil", err)
 	}
-	if _, err := e.store.ReadManifest(ctx, "nope"); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := e.store.ReadManifest(ctx, gone); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("the check created a run: %v", err)
+	}
+	var line struct{ Level, Msg, Run string }
+	if err := json.Unmarshal(logs.Bytes(), &line); err != nil {
+		t.Fatalf("want one JSON log line, got %q: %v", logs.String(), err)
+	}
+	if line.Level != "WARN" || line.Run != gone || !strings.Contains(line.Msg, "no such run") {
+		t.Errorf("log line %+v, want a warning naming run %s", line, gone)
 	}
 }
 
-// A leader that dies right after creating a run (before enqueueing anything) leaves a run that
-// its check resumes, and the next tick for a later occurrence also repairs it before applying
-// the overlap policy, so the schedule never wedges behind an orphaned run.
-func TestTick_OrphanedRunIsRepairedByTheNextTick(t *testing.T) {
+// A heartbeat that creates its occurrence's run but cannot send its start check fails (so the
+// host logs it) and leaves the cursor before the occurrence: the next heartbeat finds the run,
+// sends its start check again and decides the next occurrence against it, so the schedule
+// never wedges behind a run nobody plans; that start check plans the run.
+func TestHeartbeat_UnsentStartCheckIsSentByTheNextHeartbeat(t *testing.T) {
 	e := newRunEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	crash := errors.New("injected crash after the run was created")
-	var a *instance
-	hook := &senderHook{Sender: e.sender}
-	hook.before = func(sent int32, msgs []transport.Message) error {
-		if sent == 2 { // 1: the check; 2: the first plan batch
-			a.lock.crash.Store(true)
-			return crash
+	ctx := testCtx(t)
+	lost := errors.New("injected: the start check's send failed")
+	hook := &senderHook{Sender: e.sender, before: func(n int32, msgs []transport.Message) error {
+		if n == 1 { // the first send is the start check
+			return lost
 		}
 		return nil
+	}}
+	a := e.instance("a", 7, 5, hook)
+	e.heartbeat(a, e.occ.Add(-time.Minute))
+	e.clock.set(e.occ.Add(300 * time.Millisecond))
+	if _, err := a.c.Heartbeat(ctx); !errors.Is(err, lost) {
+		t.Fatalf("heartbeat whose start check was lost returned %v", err)
 	}
-	a = e.instance("a", 7, 5, hook)
-	if _, err := a.c.Tick(ctx, tick); !errors.Is(err, crash) {
-		t.Fatalf("tick returned %v", err)
+	if m := e.manifest(e.run); m.State != ledger.StatePlanning || m.Epoch != 0 {
+		t.Fatalf("after the lost send: %+v", m)
 	}
-	if m, _ := e.store.ReadManifest(ctx, tickRun); m.PlanDone || m.Checkpoint.Next != 0 {
-		t.Fatalf("after the crash: %+v", m)
+	if msgs := e.drain(); len(msgs) != 0 {
+		t.Fatalf("%d messages on the queue, want none", len(msgs))
 	}
-	if idx, _, checks := partitions(e.drain()); len(idx) != 0 || checks != 0 {
-		t.Fatalf("visible before expiry: %v partitions, %d checks (the check must be delayed)", idx, checks)
+	if st, err := e.store.ReadSchedule(ctx, "s"); err != nil || !st.Cursor.Before(e.occ) {
+		t.Fatalf("schedule state %+v, %v: the cursor moved past an occurrence whose start check was lost", st, err)
 	}
-	b := e.instance("b", 7, 5, nil)
-	waitFor(t, 40*time.Second, "the crashed leader's lease to expire", func() bool {
-		st, err := b.leader.State(ctx)
-		return err == nil && !st.Held
-	})
-	next := TickInput{Now: at("2026-11-21T10:10:00.2Z")}
-	out, err := b.c.Tick(ctx, next)
-	if err != nil {
+	out := e.heartbeat(a, e.occ.Add(5*time.Minute+300*time.Millisecond))
+	if len(out.Decisions) != 2 || out.Decisions[0].Run != e.run || out.Decisions[0].Status != StatusExisting ||
+		out.Decisions[1].State != ledger.StateSkipped || !strings.Contains(out.Decisions[1].Reason, e.run) {
+		t.Fatalf("next heartbeat decided %+v, want %s found again and the next occurrence skipped behind it", out.Decisions, e.run)
+	}
+	if err := a.c.Check(ctx, startCheck(t, e.drain(), e.run), firstDelivery); err != nil {
 		t.Fatal(err)
 	}
-	if out.Status != StatusSkipped || out.ActiveRun != tickRun {
-		t.Errorf("next tick: %+v, want skipped behind the repaired %s", out, tickRun)
-	}
-	m, err := e.store.ReadManifest(ctx, tickRun)
-	if err != nil || !m.PlanDone || m.Partitions != 7 || m.State != ledger.StateRunning {
-		t.Fatalf("orphaned run after the repair: %+v, %v", m, err)
+	if m := e.manifest(e.run); !m.PlanDone || m.Partitions != 7 || m.State != ledger.StateRunning {
+		t.Fatalf("run after its start check: %+v", m)
 	}
 	idx, _, _ := partitions(e.drain())
 	wantEach(t, idx, 7)
 }
-
-// firstDelivery is the delivery of a check message that still has retries left.
-var firstDelivery = work.Delivery{MessageID: "check", Count: 1}

@@ -19,14 +19,14 @@ import (
 //   - once planned, the check chain re-enqueues missing partitions from Deadline = Enqueued +
 //     RunTimeout for CheckRounds rounds, one retryInterval apart, then records the rest as
 //     timed out; Expires adds one more check delay to that;
-//   - every lease holder (a Tick, a manual start, a check that resumes a run) first supervises
-//     the active run and finishes it as timed-out when it is past Expires, with a report of the
-//     results it has;
-//   - a check past Expires does the same, and a check on its last delivery acts instead of
-//     failing, so the chain does not die with the run unfinished.
+//   - a check past Expires finishes it as timed-out, with a report of the results it has, and a
+//     check on its last delivery acts instead of failing, so the chain does not die with the
+//     run unfinished;
+//   - each heartbeat looks at every schedule's latest run and, when it is still not final past
+//     Expires + one check delay (its chain is gone), sends it a fresh check.
 //
-// So a run is final by Expires + one check delay while the control messages flow, and
-// otherwise at the next Tick, manual start or check after Expires.
+// So a run is final by Expires + one check delay while the control messages flow, and a
+// schedule's latest run otherwise a heartbeat and a check delivery later.
 
 // checkDelay is how long after a leader's last sign of life a check can take its lease over.
 func (c *Coordinator) checkDelay() time.Duration { return c.leaseDur + checkMargin }
@@ -56,15 +56,6 @@ func (c *Coordinator) FinalBound(m ledger.Manifest) time.Time {
 // overdue reports whether m should already be final.
 func (c *Coordinator) overdue(m ledger.Manifest) bool {
 	return !m.State.Final() && c.cfg.Now().After(c.expires(m))
-}
-
-// supervise finishes the active run as timed-out when it is overdue. It runs under the lease.
-func (c *Coordinator) supervise(ctx context.Context, lease election.Lease) error {
-	_, m, busy, err := c.activeRun(ctx)
-	if err != nil || !busy || !c.overdue(m) {
-		return err
-	}
-	return c.timeOut(ctx, &lease, m)
 }
 
 // timeOut finishes an overdue run as timed-out. A run still planning is stopped (under the

@@ -48,44 +48,41 @@ func waitMidEnqueue(ctx context.Context, t *testing.T, c *cluster, run string, b
 	return m
 }
 
-// leaderRun waits for the run to be created and its check message scheduled (the dead man's
-// switch) and returns the run, the leader's log line and its epoch.
-func leaderRun(ctx context.Context, t *testing.T, c *cluster) (string, devhost.LogLine) {
+// planner starts a run now and waits for its planning to begin: the line "planning the run",
+// logged by the check that took the run's own lease (leases/runs/<run>). It returns the run, a
+// sampler of the run's lease blob (started before the planning could begin) and that line,
+// whose epoch is the planner's on the run's lease.
+func planner(ctx context.Context, t *testing.T, c *cluster) (string, *leaseSampler, devhost.LogLine) {
 	t.Helper()
-	created, err := c.runCreated(ctx)
+	run := c.startRun(ctx)
+	rs := c.sampleRun(run)
+	l, err := c.h.WaitLine(ctx, func(l devhost.LogLine) bool { return l.Msg == "planning the run" && l.Str("run") == run })
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := created.Str("run")
-	if _, err := c.h.WaitLine(ctx, func(l devhost.LogLine) bool {
-		return l.Msg == "check scheduled" && l.Str("run") == run && l.Instance == created.Instance
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return run, created
+	return run, rs, l
 }
 
-// TestChaos_KillLeaderMidEnqueue: kill -9 the leader while it is enqueueing. The lease probe
-// it scheduled at its last renewal arrives on the control queue just after the dead leader's
-// lease expires, takes the lease, resumes from the checkpoint under a new epoch (through the
-// ControlQueue function), and the run completes with every partition.
+// TestChaos_KillLeaderMidEnqueue: kill -9 the run's planner while it is enqueueing. The lease
+// probe it scheduled at its last renewal of the run's lease arrives on the control queue just
+// after that lease lapses (the lease's floor), takes the run's lease, resumes from the
+// checkpoint under a new epoch of it (through the ControlQueue function), and the run
+// completes with every partition.
 func TestChaos_KillLeaderMidEnqueue(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{params: slowEnqueueParams, batch: slowEnqueueBatch})
 	ctx := testCtx(t, 3*time.Minute)
-	run, created := leaderRun(ctx, t, c)
+	run, rs, created := planner(ctx, t, c)
 	before := waitMidEnqueue(ctx, t, c, run, 3)
 	killedAt := time.Now()
 	if err := c.h.Instance(created.Instance).Kill(); err != nil {
 		t.Fatal(err)
 	}
-	takeover, err := c.sampler.waitEpoch(ctx, created.Int("epoch"))
+	takeover, err := rs.waitEpoch(ctx, created.Int("epoch"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	failover := takeover.At.Sub(killedAt)
-	if limit := leaseDuration + checkMargin + hostPoll + 3*time.Second; failover > limit {
-		t.Errorf("takeover %s after the kill, want within lease + check margin + polling (%s)", failover, limit)
-	}
 	m, err := c.waitFinal(ctx, run)
 	if err != nil {
 		t.Fatal(err)
@@ -96,10 +93,10 @@ func TestChaos_KillLeaderMidEnqueue(t *testing.T) {
 	fig := checkRun(t, c, run, runWant{partitions: slowEnqueueParts, state: ledger.StateSucceeded}, ts)
 	failovers := checkSegments(t, run, m.Segments, 2, ts)
 	if len(m.Segments) < 2 || m.Segments[0].Epoch != created.Int("epoch") || m.Segments[1].From < before.Checkpoint.Next {
-		t.Errorf("segments %v: want the dead leader's from 0 and one takeover from at least its checkpoint %d", m.Segments, before.Checkpoint.Next)
+		t.Errorf("segments %v: want the dead planner's from 0 and one takeover from at least its checkpoint %d", m.Segments, before.Checkpoint.Next)
 	}
 	afterExpiry := checkProbeResume(t, c, run, created)
-	figures(t, "run=%s partitions=%d killed=%s at checkpoint %d/%d, takeover after %s by %s (epoch %d → %d) %s after the lease lapsed, resumed from %d, run done %s after the kill, duplicates=%d staleDropped=%d preTakeoverResults=%d redeliveries=%d leaseLossesUnderLoad=%d",
+	figures(t, "run=%s partitions=%d killed=%s at checkpoint %d/%d, takeover of the run's lease after %s by %s (epoch %d → %d) %s after the lease lapsed, resumed from %d, run done %s after the kill, duplicates=%d staleDropped=%d preTakeoverResults=%d redeliveries=%d leaseLossesUnderLoad=%d",
 		run, fig.Partitions, created.Instance, before.Checkpoint.Next, slowEnqueueParts, failover.Round(time.Millisecond), takeover.State.Holder,
 		created.Int("epoch"), takeover.State.Epoch, afterExpiry.Round(time.Millisecond), m.Segments[min(1, len(m.Segments)-1)].From, done.Round(time.Millisecond), fig.Duplicates, fig.StaleDropped, fig.PreTakeover, fig.Redelivered, failovers)
 }
@@ -109,23 +106,21 @@ func TestChaos_KillLeaderMidEnqueue(t *testing.T) {
 // the Service Bus delivery: abandoned) with a higher DequeueCount (DeliveryCount), another
 // delivery processes them, and the run completes. It runs over both deliveries (deliveries).
 func TestChaos_KillWorkerMidPartition(t *testing.T) {
+	t.Parallel()
 	for _, d := range deliveries() {
 		t.Run(string(d), func(t *testing.T) { killWorkerMidPartition(t, d) })
 	}
 }
 
 func killWorkerMidPartition(t *testing.T, d devhost.Delivery) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{params: `{"partitions":6,"workMs":3000}`, delivery: d})
 	ctx := testCtx(t, 2*time.Minute)
-	created, err := c.runCreated(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := created.Str("run")
+	run := c.startRun(ctx)
 	var victim devhost.Invocation
 	if err := waitFor(ctx, 20*time.Millisecond, "a partition in flight for a second", func() (bool, error) {
 		for _, inv := range c.h.InFlight() {
-			if inv.Function == c.workFunction() && time.Since(inv.Started) > time.Second {
+			if inv.Function == c.workFunction() && time.Since(inv.Started) > time.Second { // the run's partitions: it is the only run
 				victim = inv
 				return true, nil
 			}
@@ -226,22 +221,24 @@ func (w *manifestWatch) all() []ledger.Manifest {
 	return w.samples
 }
 
-// TestChaos_PauseLeaderFencing: SIGSTOP the leader mid-enqueue past its lease; the check takes
-// over under a new epoch; SIGCONT the old leader while the new one works. The old leader must
-// notice within a renew interval, and nothing it writes late changes the run: the manifest never
-// goes back to its epoch, the checkpoint never moves back, no result carries a stale epoch.
+// TestChaos_PauseLeaderFencing: SIGSTOP the run's planner mid-enqueue past its lease; a lease
+// probe takes the run's lease over under a new epoch; SIGCONT the old planner while the new one
+// works. The old planner must notice within a renew interval, and nothing it writes late
+// changes the run: the manifest never goes back to its epoch, the checkpoint never moves back,
+// no result carries a stale epoch.
 func TestChaos_PauseLeaderFencing(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{params: slowEnqueueParams, batch: slowEnqueueBatch})
 	ctx := testCtx(t, 3*time.Minute)
-	run, created := leaderRun(ctx, t, c)
-	oldEpoch, oldHolder := created.Int("epoch"), created.Str("holder")
+	run, rs, created := planner(ctx, t, c)
+	oldEpoch := created.Int("epoch")
 	waitMidEnqueue(ctx, t, c, run, 3)
 	watch := watchManifest(c, run)
 	pausedAt := time.Now()
 	if err := c.h.Do(ctx, created.Instance, devhost.ActionStop); err != nil {
 		t.Fatal(err)
 	}
-	takeover, err := c.sampler.waitEpoch(ctx, oldEpoch)
+	takeover, err := rs.waitEpoch(ctx, oldEpoch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +254,7 @@ func TestChaos_PauseLeaderFencing(t *testing.T) {
 		t.Fatal(err)
 	}
 	lostLine, err := c.h.WaitLine(ctx, func(l devhost.LogLine) bool {
-		return l.Str("holder") == oldHolder && l.Int("epoch") == oldEpoch &&
+		return l.Instance == created.Instance && l.PID == created.PID && l.Int("epoch") == oldEpoch && l.Str("lease") == ledger.RunLeaseName(run) &&
 			(strings.HasPrefix(l.Msg, "lease renewal failed") || strings.HasPrefix(l.Msg, "leadership lost") ||
 				l.Msg == "leadership ended: lease already gone at release")
 	})
@@ -318,15 +315,12 @@ const azuriteOutage = 30 * time.Second
 // once and succeeded, and the outage spends no delivery: the in-flight invocations wait it out
 // instead of failing.
 func TestChaos_AzuriteRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv := azurite.Private(t, azurite.Options{Dir: dir})
 	c := startCluster(t, clusterOpts{srv: srv, params: `{"partitions":30,"workMs":1000}`})
 	ctx := testCtx(t, 4*time.Minute)
-	created, err := c.runCreated(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := created.Str("run")
+	run := c.startRun(ctx)
 	var doneBefore int64
 	if err := waitFor(ctx, 50*time.Millisecond, "planned with some results", func() (bool, error) {
 		m, err := c.store.ReadManifest(ctx, run)
@@ -374,12 +368,14 @@ func TestChaos_AzuriteRestart(t *testing.T) {
 // deliveries (deliveries). (A partition that always fails no longer takes this road: it is
 // recorded failed after its job's retry policy, see retry_test.go.)
 func TestChaos_PoisonPartition(t *testing.T) {
+	t.Parallel()
 	for _, d := range deliveries() {
 		t.Run(string(d), func(t *testing.T) { poisonPartition(t, d) })
 	}
 }
 
 func poisonPartition(t *testing.T, d devhost.Delivery) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{params: `{"partitions":6}`, delivery: d})
 	ctx := testCtx(t, 3*time.Minute)
 	if _, err := c.queue.Create(ctx, nil); err != nil {
@@ -389,7 +385,7 @@ func poisonPartition(t *testing.T, d devhost.Delivery) {
 	if _, err := c.queue.EnqueueMessage(ctx, base64.StdEncoding.EncodeToString([]byte(junk)), nil); err != nil {
 		t.Fatal(err)
 	}
-	run, m := c.firstRunFinal(ctx)
+	run, m := c.runFinal(ctx)
 	elapsed := m.Finished.Sub(m.Created)
 	ts := checkLeadership(t, c)
 	checkNoPolling(t, c, ts)

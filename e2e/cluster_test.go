@@ -2,8 +2,11 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,23 +31,29 @@ import (
 const (
 	leaseDuration = 15 * time.Second
 	renewInterval = leaseDuration / 3
-	// checkMargin is the coordinator's delay beyond the lease for the first check message.
-	checkMargin = 5 * time.Second
-	// hostPoll is host.json's maxPollingInterval; visibility its visibilityTimeout.
-	hostPoll   = 2 * time.Second
+	// visibility is host.json's visibilityTimeout.
 	visibility = 5 * time.Second
 	maxDequeue = 5
+	// heartbeat is BATON_HEARTBEAT, the Tick timer: every second, so a due occurrence is
+	// decided within a second.
+	heartbeat     = "* * * * * *"
+	heartbeatEach = time.Second
+	// onceAYear is the settings' schedule (tick) of a test that starts its runs itself: it
+	// fires on 1 January only, and POST /api/runs without a job runs it now.
+	onceAYear = "0 0 0 1 1 *"
 )
 
 // clusterOpts configure startCluster; zero values take the defaults noted.
 type clusterOpts struct {
 	instances int    // default 3
-	schedule  string // default every 5 s
-	maxFires  int    // default 1 (0 after defaulting is never used; use -1 for unlimited)
+	schedule  string // BATON_SCHEDULE, the schedule tick; default onceAYear (start runs with startRun)
 	params    string // synthetic job params, default {"partitions":5}
 	batch     int    // BATON_ENQUEUE_BATCH, default 250
 	srv       *azurite.Server
 	extra     map[string]string
+	// exe is the handler binary (default handlerBin, the reference app; appBin is the app with
+	// schedules of its own).
+	exe string
 	// onInvoke additionally receives every invocation record.
 	onInvoke func(devhost.InvokeRecord)
 	// tweak, when set, adjusts the host options last (e.g. the timer mode).
@@ -65,16 +74,18 @@ type cluster struct {
 	poison   *azqueue.QueueClient
 	queueNm  string
 	settings map[string]string
-	sampler  *leaseSampler
-	logPath  string
+	// sampler samples the scheduler lease blob.
+	sampler *leaseSampler
+	logPath string
 
 	hc       *devhosttest.Cluster
 	stopOnce sync.Once
 	// delivery is the local host's delivery mode.
 	delivery devhost.Delivery
 
-	mu      sync.Mutex
-	records []devhost.InvokeRecord
+	mu       sync.Mutex
+	records  []devhost.InvokeRecord
+	samplers []*leaseSampler
 }
 
 func startCluster(t *testing.T, o clusterOpts) *cluster {
@@ -83,13 +94,7 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 		o.instances = 3
 	}
 	if o.schedule == "" {
-		o.schedule = "*/5 * * * * *"
-	}
-	switch {
-	case o.maxFires == 0:
-		o.maxFires = 1
-	case o.maxFires < 0:
-		o.maxFires = 0
+		o.schedule = onceAYear
 	}
 	if o.params == "" {
 		o.params = `{"partitions":5}`
@@ -97,11 +102,15 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 	if o.batch == 0 {
 		o.batch = 250
 	}
+	if o.exe == "" {
+		o.exe = handlerBin
+	}
 	if o.srv == nil {
 		o.srv = azurite.Shared(t)
 	}
 	queue := devhosttest.ShortName("q")
 	settings := map[string]string{
+		config.SettingHeartbeat:     heartbeat,
 		config.SettingSchedule:      o.schedule,
 		config.SettingWorkQueue:     queue,
 		config.SettingLeaseDuration: leaseDuration.String(),
@@ -120,10 +129,10 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 	if c.delivery == "" {
 		c.delivery = delivery
 	}
-	hc := devhosttest.Start(t, devhosttest.Options{AppRoot: repoRoot, Executable: handlerBin, Server: o.srv,
+	hc := devhosttest.Start(t, devhosttest.Options{AppRoot: repoRoot, Executable: o.exe, Server: o.srv,
 		Instances: o.instances, Settings: settings, LogPath: logPath,
 		Host: func(hopts *devhost.Options) {
-			hopts.LogLevel, hopts.HandlerLogLevel, hopts.MaxTimerFires = slog.LevelDebug, slog.LevelDebug, o.maxFires
+			hopts.LogLevel, hopts.HandlerLogLevel = slog.LevelDebug, slog.LevelDebug
 			hopts.Delivery = c.delivery
 			hopts.OnInvoke = func(r devhost.InvokeRecord) {
 				c.mu.Lock()
@@ -143,9 +152,67 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 		t.Fatal(err)
 	}
 	c.queue, c.poison = qsvc.NewQueueClient(queue), qsvc.NewQueueClient(queue+devhost.PoisonSuffix)
-	c.sampler = startSampler(c.lock)
+	c.sampler = startSampler(c.lock, "")
 	t.Cleanup(c.shutdown)
 	return c
+}
+
+// runLock is a run's own lease (leases/runs/<run>), for the test's reads.
+func (c *cluster) runLock(run string) *bloblease.BlobLock {
+	c.t.Helper()
+	lock, err := bloblease.NewBlobLock(c.hc.Leases, ledger.RunLeaseName(run),
+		bloblease.BlobLockOptions{Duration: leaseDuration, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return lock
+}
+
+// sampleRun starts sampling run's lease blob (stopped with the cluster).
+func (c *cluster) sampleRun(run string) *leaseSampler {
+	s := startSampler(c.runLock(run), ledger.RunLeaseName(run))
+	c.mu.Lock()
+	c.samplers = append(c.samplers, s)
+	c.mu.Unlock()
+	return s
+}
+
+// startRun starts a run of the settings' schedule now (POST /api/runs without a job: its job
+// with BATON_JOB_PARAMS) and returns its ID; the reply comes once the run is created and its
+// first check sent, before any planning. An Idempotency-Key makes its retries one request.
+func (c *cluster) startRun(ctx context.Context) string {
+	c.t.Helper()
+	var run string
+	key := devhosttest.ShortName("start")
+	err := waitFor(ctx, 200*time.Millisecond, "POST /api/runs accepted", func() (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.h.HTTPURL()+"/api/runs", nil)
+		if err != nil {
+			return false, err
+		}
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
+			// 409: the scheduler lease stayed busy through the request's wait; try again.
+			return false, fmt.Errorf("POST /api/runs: %d %s", resp.StatusCode, body)
+		}
+		var reply struct {
+			Run string `json:"run"`
+		}
+		if err := json.Unmarshal(body, &reply); err != nil || reply.Run == "" {
+			return false, fmt.Errorf("POST /api/runs: %s: %v", body, err)
+		}
+		run = reply.Run
+		return true, nil
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return run
 }
 
 // shutdown stops the host and the sampler (once); tests that stop their Azurite first call it
@@ -156,6 +223,12 @@ func (c *cluster) shutdown() {
 			c.t.Errorf("stop the host: %v", err)
 		}
 		c.sampler.stop()
+		c.mu.Lock()
+		samplers := c.samplers
+		c.mu.Unlock()
+		for _, s := range samplers {
+			s.stop()
+		}
 		for _, l := range c.h.Lines() {
 			if strings.Contains(l.Raw, "WARNING: DATA RACE") || strings.HasPrefix(l.Raw, "panic:") {
 				c.t.Errorf("%s (pid %d) reported: %s (see %s)", l.Instance, l.PID, l.Raw, c.logPath)
@@ -264,9 +337,16 @@ func waitFor(ctx context.Context, tick time.Duration, what string, cond func() (
 	}
 }
 
-// leaderOf waits for the "run created" line and returns the run and the creating instance.
-func (c *cluster) runCreated(ctx context.Context) (devhost.LogLine, error) {
-	return c.h.WaitLine(ctx, func(l devhost.LogLine) bool { return l.Msg == "run created" })
+// runFinal starts a run now (startRun) and waits for it to be final; it returns the run's ID
+// and final manifest, and fails the test when that does not happen within ctx.
+func (c *cluster) runFinal(ctx context.Context) (string, ledger.Manifest) {
+	c.t.Helper()
+	run := c.startRun(ctx)
+	m, err := c.waitFinal(ctx, run)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return run, m
 }
 
 // waitFinal waits until run's manifest is final and returns it.
@@ -278,22 +358,6 @@ func (c *cluster) waitFinal(ctx context.Context, run string) (ledger.Manifest, e
 		return err == nil && m.State.Final(), err
 	})
 	return m, err
-}
-
-// firstRunFinal waits for the first run to be created and then final; it returns the run's
-// ID and final manifest, and fails the test when either does not happen within ctx.
-func (c *cluster) firstRunFinal(ctx context.Context) (string, ledger.Manifest) {
-	c.t.Helper()
-	created, err := c.runCreated(ctx)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	run := created.Str("run")
-	m, err := c.waitFinal(ctx, run)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return run, m
 }
 
 // figures prints a line the report collects: go test -v ./e2e | grep FIGURES.

@@ -162,28 +162,24 @@ func compareForms(t *testing.T, what string, golden, got map[string]string, igno
 }
 
 // TestConformance_PayloadsMatchGoldens captures the requests the devhost sends to the real
-// handler for a timer fire, a queue message and HTTP calls, and checks each against the golden
+// handler for a timer fire (the heartbeat), a queue message and HTTP calls, and checks each against the golden
 // payloads in internal/app/testdata: the same keys with the same wire forms (double-encoded data,
 // quoted strings, stringified integers, +00:00 times, sys with a 7-digit UtcNow, leaked body
 // properties), the invocation headers, and that the protocol package decodes them. Every
 // invocation must also be a success as the host judges replies.
 func TestConformance_PayloadsMatchGoldens(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	byFn := map[string][]devhost.InvokeRecord{}
-	c := startCluster(t, clusterOpts{instances: 2, params: `{"partitions":3}`, onInvoke: func(r devhost.InvokeRecord) {
+	// The Storage-queue delivery, whatever E2E_DELIVERY says: its payloads are the ones compared
+	// with queue.json (the Service Bus trigger's forms have their goldens in internal/app).
+	c := startCluster(t, clusterOpts{instances: 2, params: `{"partitions":3}`, delivery: devhost.DeliveryQueue, onInvoke: func(r devhost.InvokeRecord) {
 		mu.Lock()
 		byFn[r.Function] = append(byFn[r.Function], r)
 		mu.Unlock()
 	}})
 	ctx := testCtx(t, 90*time.Second)
-	created, err := c.runCreated(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := created.Str("run")
-	if _, err := c.waitFinal(ctx, run); err != nil {
-		t.Fatal(err)
-	}
+	run, _ := c.runFinal(ctx)
 	ts := checkLeadership(t, c)
 	checkNoPolling(t, c, ts)
 	checkRun(t, c, run, runWant{partitions: 3, state: ledger.StateSucceeded}, ts)
@@ -206,6 +202,14 @@ func TestConformance_PayloadsMatchGoldens(t *testing.T) {
 	call("POST", "/api/runs", `{"job":"synthetic","params":{"partitions":3}}`,
 		map[string]string{"Content-Type": "application/json", "Idempotency-Key": "conformance-" + run})
 
+	// A heartbeat fires every second on both instances: wait for the first two to be answered.
+	if err := waitFor(ctx, 100*time.Millisecond, "two heartbeats answered", func() (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(byFn["Tick"]) >= 2, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	for fn, recs := range byFn {
@@ -226,8 +230,8 @@ func TestConformance_PayloadsMatchGoldens(t *testing.T) {
 	}
 
 	t.Run("timer", func(t *testing.T) {
-		if len(byFn["Tick"]) != 2 {
-			t.Fatalf("%d Tick invocations, want one per instance", len(byFn["Tick"]))
+		if len(byFn["Tick"]) < 2 {
+			t.Fatalf("%d Tick invocations, want at least one per instance (a heartbeat every second)", len(byFn["Tick"]))
 		}
 		golden := loadGolden(t, "timer.json")
 		deep := map[string]bool{"timer": true, "timer.Schedule": true, "timer.ScheduleStatus": true, "sys": true}
@@ -321,6 +325,9 @@ func TestConformance_PayloadsMatchGoldens(t *testing.T) {
 					t.Errorf("GET decoded as %+v", hr)
 				}
 			case "POST":
+				if hr.Body == nil {
+					continue // the run the test started (runFinal)
+				}
 				gotPost = &p
 				if hr.Body == nil || !strings.Contains(*hr.Body, `"partitions":3`) || hr.Header("Idempotency-Key") == "" {
 					t.Errorf("POST decoded as %+v", hr)

@@ -23,18 +23,20 @@ type leaseSample struct {
 	State election.LeaderState
 }
 
-// leaseSampler reads the lease blob's state and holder record every 50 ms: the storage side
-// of the leadership log.
+// leaseSampler reads a lease blob's state and holder record every 50 ms: the storage side of
+// the leadership log.
 type leaseSampler struct {
+	// lease names the lease as the log does: "" for the scheduler lease, runs/<run> for a run's.
+	lease   string
 	mu      sync.Mutex
 	samples []leaseSample
 	cancel  context.CancelFunc
 	done    chan struct{}
 }
 
-func startSampler(lock *bloblease.BlobLock) *leaseSampler {
+func startSampler(lock *bloblease.BlobLock, lease string) *leaseSampler {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &leaseSampler{cancel: cancel, done: make(chan struct{})}
+	s := &leaseSampler{lease: lease, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		for ctx.Err() == nil {
@@ -80,10 +82,12 @@ func (s *leaseSampler) waitEpoch(ctx context.Context, above int64) (leaseSample,
 	return got, err
 }
 
-// tenure is one leadership as the handlers' own log lines tell it (internal/soak reads them).
+// tenure is one leadership of one lease as the handlers' own log lines tell it (internal/soak
+// reads them).
 type tenure = soak.Tenure
 
-// tenures builds the leadership log from the handler lines; an epoch acquired twice is an error.
+// tenures builds the leadership log from the handler lines; an epoch of one lease acquired
+// twice is an error.
 func tenures(lines []devhost.LogLine) ([]tenure, error) {
 	ts, dup := soak.Tenures(lines)
 	if len(dup) > 0 {
@@ -92,10 +96,22 @@ func tenures(lines []devhost.LogLine) ([]tenure, error) {
 	return ts, nil
 }
 
-// checkLeadership proves invariant 1 from both sides: the handlers' own log (every epoch
-// acquired once, epochs rising with acquisition time, each lease valid only until the next
-// epoch was acquired) and the sampled lease blob (epochs never go back; each epoch shows the
-// holder that logged it).
+// runTenures are the leaderships of run's own lease, by epoch.
+func runTenures(ts []tenure, run string) map[int64]tenure {
+	out := map[int64]tenure{}
+	for _, tn := range ts {
+		if tn.Lease == ledger.RunLeaseName(run) {
+			out[tn.Epoch] = tn
+		}
+	}
+	return out
+}
+
+// checkLeadership proves invariant 1 for every lease — the scheduler's, which heartbeats and
+// runs now take, and each run's own — from both sides: the handlers' own log (every epoch of a
+// lease acquired once, its epochs rising with acquisition time, each leadership valid only until
+// the next epoch of that lease was acquired) and the sampled lease blobs (epochs never go back;
+// each epoch shows the holder that logged it).
 func checkLeadership(t *testing.T, c *cluster) []tenure {
 	t.Helper()
 	ts, err := tenures(c.h.Lines())
@@ -103,37 +119,45 @@ func checkLeadership(t *testing.T, c *cluster) []tenure {
 		t.Fatalf("leadership log: %v", err)
 	}
 	const tolerance = time.Second // log timestamps trail the storage calls
-	byEpoch := map[int64]tenure{}
-	for i, tn := range ts {
-		byEpoch[tn.Epoch] = tn
-		if i == 0 {
-			continue
-		}
-		prev := ts[i-1]
-		if tn.Epoch <= prev.Epoch {
-			t.Errorf("invariant 1: epoch %d acquired at %s after epoch %d (%s): epochs must rise", tn.Epoch,
-				tn.Acquired.Format(time.StampMilli), prev.Epoch, prev.Acquired.Format(time.StampMilli))
-		}
-		if end := prev.ValidUntil(leaseDuration); end.After(tn.Acquired.Add(tolerance)) {
-			t.Errorf("invariant 1: epoch %d (%s) valid until %s, but epoch %d (%s) acquired at %s: two valid holders",
-				prev.Epoch, prev.Holder, end.Format(time.StampMilli), tn.Epoch, tn.Holder, tn.Acquired.Format(time.StampMilli))
+	for lease, group := range soak.ByLease(ts) {
+		for i := 1; i < len(group); i++ {
+			prev, tn := group[i-1], group[i]
+			if tn.Epoch <= prev.Epoch {
+				t.Errorf("invariant 1: %s epoch %d acquired at %s after epoch %d (%s): epochs must rise", soak.LeaseName(lease), tn.Epoch,
+					tn.Acquired.Format(time.StampMilli), prev.Epoch, prev.Acquired.Format(time.StampMilli))
+			}
+			if end := prev.ValidUntil(leaseDuration); end.After(tn.Acquired.Add(tolerance)) {
+				t.Errorf("invariant 1: %s epoch %d (%s) valid until %s, but epoch %d (%s) acquired at %s: two valid holders", soak.LeaseName(lease),
+					prev.Epoch, prev.Holder, end.Format(time.StampMilli), tn.Epoch, tn.Holder, tn.Acquired.Format(time.StampMilli))
+			}
 		}
 	}
-	var last int64
-	for _, s := range c.sampler.all() {
-		if s.State.Epoch < last {
-			t.Errorf("invariant 1: storage showed epoch %d after epoch %d (at %s)", s.State.Epoch, last, s.At.Format(time.StampMilli))
+	c.mu.Lock()
+	samplers := append([]*leaseSampler{c.sampler}, c.samplers...)
+	c.mu.Unlock()
+	for _, sm := range samplers {
+		byEpoch := map[int64]tenure{}
+		for _, tn := range ts {
+			if tn.Lease == sm.lease {
+				byEpoch[tn.Epoch] = tn
+			}
 		}
-		last = max(last, s.State.Epoch)
-		if s.State.Epoch == 0 {
-			continue
-		}
-		tn, ok := byEpoch[s.State.Epoch]
-		switch {
-		case !ok:
-			t.Errorf("storage shows epoch %d held by %s, which no handler logged acquiring", s.State.Epoch, s.State.Holder)
-		case tn.Holder != s.State.Holder.String():
-			t.Errorf("epoch %d: storage says holder %s, the log says %s", s.State.Epoch, s.State.Holder, tn.Holder)
+		var last int64
+		for _, s := range sm.all() {
+			if s.State.Epoch < last {
+				t.Errorf("invariant 1: storage showed %s epoch %d after epoch %d (at %s)", soak.LeaseName(sm.lease), s.State.Epoch, last, s.At.Format(time.StampMilli))
+			}
+			last = max(last, s.State.Epoch)
+			if s.State.Epoch == 0 {
+				continue
+			}
+			tn, ok := byEpoch[s.State.Epoch]
+			switch {
+			case !ok:
+				t.Errorf("storage shows %s epoch %d held by %s, which no handler logged acquiring", soak.LeaseName(sm.lease), s.State.Epoch, s.State.Holder)
+			case tn.Holder != s.State.Holder.String():
+				t.Errorf("%s epoch %d: storage says holder %s, the log says %s", soak.LeaseName(sm.lease), s.State.Epoch, s.State.Holder, tn.Holder)
+			}
 		}
 	}
 	return ts
@@ -174,7 +198,7 @@ type syntheticAggregate struct {
 // instance logged creating the run and exactly one logged finishing it.
 func checkRun(t *testing.T, c *cluster, run string, want runWant, ts []tenure) runFigures {
 	t.Helper()
-	ctx := testCtx(t, time.Minute)
+	ctx := testCtx(t, 3*time.Minute) // a run of hundreds of partitions is read one result at a time, on a loaded machine
 	var fig runFigures
 	m, err := c.store.ReadManifest(ctx, run)
 	if err != nil {
@@ -188,15 +212,17 @@ func checkRun(t *testing.T, c *cluster, run string, want runWant, ts []tenure) r
 	if m.State != want.state || !m.PlanDone || m.Partitions != want.partitions {
 		t.Errorf("run %s: state %s, planDone %v, partitions %d; want %s, true, %d", run, m.State, m.PlanDone, m.Partitions, want.state, want.partitions)
 	}
-	acquired := map[int64]bool{}
+	if m.Lease != ledger.RunLeaseName(run) {
+		t.Errorf("run %s: lease %q, want its own %q", run, m.Lease, ledger.RunLeaseName(run))
+	}
+	own := runTenures(ts, run)
 	acquiredAt := map[int64]time.Time{}
-	for _, tn := range ts {
-		acquired[tn.Epoch] = true
-		acquiredAt[tn.Epoch] = tn.Acquired
+	for epoch, tn := range own {
+		acquiredAt[epoch] = tn.Acquired
 	}
 	for i, s := range m.Segments {
-		if !acquired[s.Epoch] {
-			t.Errorf("run %s: segment epoch %d was never acquired by a handler", run, s.Epoch)
+		if _, ok := own[s.Epoch]; !ok {
+			t.Errorf("run %s: segment epoch %d was never acquired on the run's lease by a handler", run, s.Epoch)
 		}
 		if i > 0 && (s.Epoch <= m.Segments[i-1].Epoch || s.From < m.Segments[i-1].From) {
 			t.Errorf("run %s: segments %v do not rise", run, m.Segments)
@@ -324,13 +350,15 @@ func listRuns(ctx context.Context, c *cluster) ([]string, error) {
 	return runs, err
 }
 
-// contends lists the functions in which leadership may be contested: the timer, a check
-// message (ControlQueue; Control with Service Bus; WorkQueue and Work for checks an older
-// version sent there) and a manual start (Runs).
+// contends lists the functions in which a lease may be contested: the heartbeat (Tick: the
+// scheduler lease), a check message (ControlQueue; Control with Service Bus; WorkQueue and
+// Work for checks an older version sent there: a run's lease) and a run now (Runs: the
+// scheduler lease).
 var contends = map[string]bool{"Tick": true, "WorkQueue": true, "Work": true, "ControlQueue": true, "Control": true, "Runs": true}
 
-// checkNoPolling proves invariant 6: every acquisition happened inside an invocation of a
-// function that may contend (contends) on the same process; no instance contends on its own.
+// checkNoPolling proves invariant 6: every acquisition, of every lease, happened inside an
+// invocation of a function that may contend (contends) on the same process; no instance
+// contends on its own.
 // An invocation that has not returned yet counts until now: the run a test waited for can be
 // final while the invocation whose leader took it over is still doing its housekeeping and
 // release, and the host records an invocation only once it returns.
@@ -338,9 +366,10 @@ func checkNoPolling(t *testing.T, c *cluster, ts []tenure) {
 	t.Helper()
 	inFlight := c.h.InFlight()
 	now := time.Now()
+	recs := c.Records() // after the in-flight ones: an invocation that ends between is in one of them
 	for _, tn := range ts {
-		if !acquiredInside(tn, c.Records(), inFlight, now) {
-			t.Errorf("invariant 6: epoch %d acquired by %s at %s outside any Tick, check or manual-start invocation", tn.Epoch, tn.Holder,
+		if !acquiredInside(tn, recs, inFlight, now) {
+			t.Errorf("invariant 6: %s epoch %d acquired by %s at %s outside any Tick, check or manual-start invocation", tn.Name(), tn.Epoch, tn.Holder,
 				tn.Acquired.Format(time.StampMilli))
 		}
 	}
@@ -369,7 +398,7 @@ func acquiredInside(tn tenure, recs []devhost.InvokeRecord, inFlight []devhost.I
 
 // checkSegments asserts a run's segments: the first want of them are the ones the test caused
 // (checked by the caller), and any further segment is a failover the log explains: the holder
-// of the segment before it logged the loss of its leadership (a renewal that storage did not
+// of the run's lease at the segment before it logged the loss of its leadership (a renewal that storage did not
 // answer in time on a loaded machine) before the next epoch was acquired. It returns the number
 // of such failovers, a figure: how often a leader lost its lease is the machine's doing, but
 // every loss must be followed by a takeover from the checkpoint, and none may go unexplained.
@@ -379,10 +408,7 @@ func checkSegments(t *testing.T, run string, segs []ledger.Segment, want int, ts
 		t.Errorf("run %s: segments %v, want at least %d", run, segs, want)
 		return 0
 	}
-	byEpoch := map[int64]tenure{}
-	for _, tn := range ts {
-		byEpoch[tn.Epoch] = tn
-	}
+	byEpoch := runTenures(ts, run)
 	for i := want; i < len(segs); i++ {
 		prev, next := byEpoch[segs[i-1].Epoch], byEpoch[segs[i].Epoch]
 		if prev.Lost.IsZero() || next.Acquired.Before(prev.Lost) {

@@ -9,13 +9,16 @@ import (
 )
 
 // TestChaos_KillLeaderRightAfterRunCreated guards against a wedge this suite found: a leader
-// killed between creating a run and scheduling its check used to leave a run in "planning"
-// with no check to resume it, and every later occurrence was then skipped by the overlap
-// policy, for ever. The leader now schedules the check before it creates the run, and the next
-// tick resumes an orphaned run before applying the policy. Here the leader is killed the moment
-// it logs "run created"; the schedule must recover once the dead leader's lease has expired.
+// killed between creating a run and sending its check used to leave a run in "planning" with no
+// check to start it, and every later occurrence was then skipped by the overlap policy, for
+// ever. The heartbeat that creates a run moves the schedule's cursor past its occurrence only
+// after it sent the check, so the next heartbeat decides that occurrence again, finds its run
+// and sends the check. Here the heartbeat's holder is killed the moment it logs "run created"
+// (before it sends the check); the schedule must recover once the dead holder's scheduler
+// lease has lapsed.
 func TestChaos_KillLeaderRightAfterRunCreated(t *testing.T) {
-	c := startCluster(t, clusterOpts{maxFires: 8, params: `{"partitions":3}`})
+	t.Parallel()
+	c := startCluster(t, clusterOpts{schedule: "*/2 * * * * *", params: `{"partitions":3}`})
 	killed := make(chan devhost.LogLine, 1)
 	unsub := c.h.Subscribe(func(l devhost.LogLine) {
 		if l.Msg != "run created" {
@@ -35,8 +38,8 @@ func TestChaos_KillLeaderRightAfterRunCreated(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no run created")
 	}
-	// The orphaned run must finish (resumed by its check or by the next tick), and a later
-	// occurrence must run too: the schedule is not wedged behind it.
+	// The orphaned run must finish (started by its check, sent again by the next heartbeat), and
+	// a later occurrence must run too: the schedule is not wedged behind it.
 	orphan := first.Str("run")
 	finished := 0
 	err := waitFor(ctx, 500*time.Millisecond, "the orphaned run and a later run to succeed", func() (bool, error) {

@@ -25,7 +25,7 @@ const retryTimeout = "5m"
 func partitionTries(c *cluster, run string, part int) (tries []work.Envelope, counts []int64, at []time.Time, failed int) {
 	for _, r := range c.Records() {
 		env, count, ok := envelopeOf(r)
-		if !ok || r.Function != "WorkQueue" || env.Kind != work.KindPartition || env.Run != run || env.Part != part {
+		if !ok || r.Function != c.workFunction() || env.Kind != work.KindPartition || env.Run != run || env.Part != part {
 			continue
 		}
 		tries, counts, at = append(tries, env), append(counts, count), append(at, r.Started)
@@ -40,11 +40,12 @@ func partitionTries(c *cluster, run string, part int) (tries []work.Envelope, co
 // message and schedules the next one further ahead (10 s, 20 s, 40 s, ... less jitter), so
 // no delivery is spent on the outage and no invocation fails.
 func TestRetry_DependencyDownFor60sThenTheRunSucceeds(t *testing.T) {
+	t.Parallel() // mostly waiting out the backoff
 	until := time.Now().Add(60 * time.Second).UTC()
 	c := startCluster(t, clusterOpts{params: fmt.Sprintf(`{"partitions":3,"failUntil":%q}`, until.Format(time.RFC3339Nano)),
 		extra: map[string]string{config.SettingRunTimeout: retryTimeout}})
 	ctx := testCtx(t, 5*time.Minute)
-	run, m := c.firstRunFinal(ctx)
+	run, m := c.runFinal(ctx)
 	ts := checkLeadership(t, c)
 	checkRun(t, c, run, runWant{partitions: 3, state: ledger.StateSucceeded}, ts)
 
@@ -83,10 +84,11 @@ func TestRetry_DependencyDownFor60sThenTheRunSucceeds(t *testing.T) {
 // error in the run's detail (GET /api/runs/{id}); the run ends partial and, since the failure
 // is recorded, nothing goes to the poison queue.
 func TestRetry_AlwaysFailingPartitionIsRecordedAfterThePolicysTries(t *testing.T) {
+	t.Parallel() // mostly waiting out the backoff
 	c := startCluster(t, clusterOpts{params: `{"partitions":3,"failAlways":[1]}`,
 		extra: map[string]string{config.SettingRunTimeout: retryTimeout}})
 	ctx := testCtx(t, 5*time.Minute)
-	run, m := c.firstRunFinal(ctx)
+	run, m := c.runFinal(ctx)
 	ts := checkLeadership(t, c)
 	checkRun(t, c, run, runWant{partitions: 3, state: ledger.StatePartial, failed: []int{1}}, ts)
 

@@ -1,19 +1,22 @@
 package e2e_test
 
 import (
+	"bytes"
+	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/internal/soak"
 	"github.com/batonfn/baton/ledger"
 )
 
-// occurrences is TestRuns_OnePerOccurrence's length: E2E_OCCURRENCES, default 10 (50 s of
-// schedule, 50 Ticks on 5 instances).
+// occurrences is TestRuns_OnePerOccurrence's length: E2E_OCCURRENCES occurrences of the app's
+// first (fastest) schedule, default 10.
 func occurrences() int {
 	if n, err := strconv.Atoi(os.Getenv("E2E_OCCURRENCES")); err == nil && n > 0 {
 		return n
@@ -21,170 +24,118 @@ func occurrences() int {
 	return 10
 }
 
-// TestRuns_OnePerOccurrence: 5 instances, every timer fire on every instance, N consecutive
-// occurrences → exactly N runs, one per fired occurrence, each with every partition's result
-// once and one report; leadership and no-polling invariants hold throughout.
+// TestRuns_OnePerOccurrence: the e2e app's schedules (one per overlap policy, a slow planner
+// among them) on 5 instances, every heartbeat on every instance, without faults, for N
+// occurrences of the fastest; then every schedule is paused and the runs settle. Each policy
+// must have recorded exactly one record per due occurrence — a run; a skip naming the run in
+// progress (skip, and buffer-one when one is already queued); a run queued behind the one in
+// progress that plans only once it ended (buffer-one); never a skip (allow) — and nothing but
+// paused records once paused; never how fast a run ends: whether an occurrence is skipped
+// depends on the machine, and the checker accepts either when the record says why. Every run
+// is planned under its own lease, has every partition's result once and one report; the
+// leadership and no-polling invariants hold throughout (internal/soak's checker with no
+// faults, and the per-run checks).
 func TestRuns_OnePerOccurrence(t *testing.T) {
+	t.Parallel()
 	n := occurrences()
-	const partitions = 6
-	c := startCluster(t, clusterOpts{instances: 5, maxFires: n, params: `{"partitions":6,"workMs":20}`})
-	ctx := testCtx(t, time.Duration(n)*5*time.Second+2*time.Minute)
+	decls := appSchedules(t)
+	var names []string
+	for _, d := range decls {
+		names = append(names, d.Name)
+	}
+	started := time.Now()
+	c := startCluster(t, clusterOpts{exe: appBin, instances: 5})
+	ctx := testCtx(t, time.Duration(n)*10*time.Second+4*time.Minute)
+	first := c.firstCursors(ctx, names)
 
-	fires, err := c.h.WaitFires(ctx, n)
+	// N occurrences of the fastest schedule: wait for the record of its Nth.
+	fast := decls[0]
+	cron, err := soak.UTC(fast.Cron)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]time.Time{}
-	for _, f := range fires {
-		if len(f.Instances) != 5 {
-			t.Errorf("occurrence %s fired on %v, want all 5 instances", f.Occurrence, f.Instances)
-		}
-		want[coordinator.TimerRunID(f.Occurrence)] = f.Occurrence
+	last := first[fast.Name]
+	for range n {
+		last, _ = cron.Next(last)
 	}
-	// Every fired occurrence's run must end; give the last one time to be created first.
-	var runs []string
-	err = waitFor(ctx, 200*time.Millisecond, "every fired occurrence has a final run", func() (bool, error) {
-		var err error
-		runs, err = listRuns(ctx, c)
-		if err != nil || len(runs) < len(want) {
-			return false, err
-		}
-		for _, r := range runs {
-			m, err := c.store.ReadManifest(ctx, r)
-			if err != nil || !m.State.Final() {
-				return false, err
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		var have []string
-		rctx := testCtx(t, 30*time.Second)
-		runs, _ = listRuns(rctx, c)
-		for _, r := range runs {
-			m, rerr := c.store.ReadManifest(rctx, r)
-			have = append(have, r+"="+string(m.State)+errText(rerr))
-		}
-		var wanted []string
-		for r := range want {
-			wanted = append(wanted, r)
-		}
-		sort.Strings(wanted)
-		t.Fatalf("%v\nwant runs %v\nhave %v", err, wanted, have)
-	}
-	// Late duplicate ticks of the last occurrence must find nothing to do: list the runs once
-	// every fired tick has been answered.
-	err = waitFor(ctx, 100*time.Millisecond, "every tick answered", func() (bool, error) {
-		ticks := 0
-		for _, r := range c.Records() {
-			if r.Function == "Tick" {
-				ticks++
-			}
-		}
-		return ticks >= 5*n, nil
-	})
-	if err != nil {
+	lastID := ledger.ScheduleRunID(fast.Name, last)
+	if err := waitFor(ctx, 200*time.Millisecond, "the record of "+lastID, func() (bool, error) {
+		_, err := c.store.ReadManifest(ctx, lastID)
+		return err == nil, nil
+	}); err != nil {
 		t.Fatal(err)
 	}
-	if runs, err = listRuns(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-
-	// Invariant 2: exactly the fired occurrences, once each.
-	sort.Strings(runs)
-	if len(runs) != n {
-		t.Errorf("%d runs for %d occurrences: %v", len(runs), n, runs)
-	}
-	for _, r := range runs {
-		if _, ok := want[r]; !ok {
-			t.Errorf("run %s matches no fired occurrence", r)
-		}
-	}
-	ts := checkLeadership(t, c)
-	checkNoPolling(t, c, ts)
-	var dupes, redelivered, stale int
-	var longest time.Duration
-	manifests := map[string]ledger.Manifest{}
-	for _, r := range runs {
-		m, err := c.store.ReadManifest(ctx, r)
+	var pauses []soak.Pause
+	for _, name := range names {
+		p, err := c.pause(ctx, name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		manifests[r] = m
+		pauses = append(pauses, p)
 	}
-	skipped := 0
-	for _, r := range runs {
-		m := manifests[r]
-		if m.State == ledger.StateSkipped {
-			// The overlap policy may skip an occurrence: how long a run takes depends on the
-			// machine, so a skip is not a failure, but it must be one the policy allows.
-			skipped++
-			checkSkip(t, m, manifests)
+	settled, err := c.settle(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !settled {
+		t.Error("runs still not final past their bound (the checker names them)")
+	}
+	stop := time.Now()
+	c.shutdown() // every line written; no heartbeat decides anything after end
+	end := time.Now()
+
+	runs, err := soak.ReadLedger(ctx, c.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases, err := c.runLeases(ctx, runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var samples []soak.LeaseSample
+	for _, s := range c.sampler.all() {
+		samples = append(samples, soak.LeaseSample{At: s.At, Held: s.State.Held, Epoch: s.State.Epoch, Holder: s.State.Holder.String()})
+	}
+	h := soak.History{Schedules: checkerSchedules(t, decls), Heartbeat: heartbeatEach, LeaseDuration: leaseDuration,
+		Started: started, First: first, WindowEnd: stop.Add(-heartbeatEach - soak.DefaultDelayMargin), Pauses: pauses,
+		Fires: c.h.Fires(), Runs: runs, Lines: c.h.Lines(), Lease: samples, RunLeases: leases, End: end}
+	res := soak.Check(h)
+	var out bytes.Buffer
+	res.Print(&out)
+	t.Logf("history:\n%s", out.String())
+	for _, v := range res.Violations {
+		t.Errorf("%s", v)
+	}
+
+	// Every run, in detail: results, report, segments on its own lease, one creation and one
+	// aggregation.
+	ts := checkLeadership(t, c)
+	checkNoPolling(t, c, ts)
+	parts := map[string]int{}
+	for _, d := range decls {
+		parts[d.Name] = partitionsOf(t, d.Params)
+	}
+	var dupes, redelivered, stale, planned int
+	for _, id := range slices.Sorted(maps.Keys(runs)) {
+		m := runs[id].Manifest
+		if !m.PlanDone {
 			continue
 		}
-		fig := checkRun(t, c, r, runWant{partitions: partitions, state: ledger.StateSucceeded}, ts)
+		planned++
+		fig := checkRun(t, c, id, runWant{partitions: parts[m.Schedule], state: ledger.StateSucceeded}, ts)
 		dupes += fig.Duplicates
 		redelivered += fig.Redelivered
 		stale += fig.StaleDropped
-		longest = max(longest, m.Finished.Sub(m.Occurrence))
 	}
-	ticks, wins := 0, 0
-	for _, l := range c.h.Lines() {
-		switch l.Msg {
-		case "tick won the election":
-			wins++
-			ticks++
-		case "tick lost the election", "tick skipped the occurrence":
-			ticks++
-		}
+	if planned == 0 {
+		t.Error("no run ever planned")
 	}
-	if ticks != 5*n {
-		t.Errorf("%d ticks answered, want %d (5 instances × %d occurrences)", ticks, 5*n, n)
+	var perSchedule []string
+	for _, name := range names {
+		s := res.Figures.Schedules[name]
+		perSchedule = append(perSchedule, fmt.Sprintf("%s[%s queued=%d]", name, soak.Counts(s.States), s.Queued))
 	}
-	if skipped == len(runs) {
-		t.Errorf("all %d occurrences were skipped: no run ever started", n)
-	}
-	figures(t, "occurrences=%d instances=5 ticks=%d tickWins=%d runs=%d succeeded=%d skipped=%d partitions/run=%d epochs=%d duplicateDeliveries=%d redeliveries=%d staleDropped=%d longestRun(occurrence→final)=%s",
-		n, ticks, wins, len(runs), len(runs)-skipped, skipped, partitions, len(ts), dupes, redelivered, stale, longest.Round(time.Millisecond))
-}
-
-// checkSkip asserts that a skipped occurrence was skipped for a reason the policy allows, as the
-// ledger shows it: either the run its reason names was still in progress when the skip was
-// recorded (overlap policy: skip), or a later occurrence was due before the lease was free (an
-// occurrence from the inbox that the schedule overtook).
-func checkSkip(t *testing.T, m ledger.Manifest, runs map[string]ledger.Manifest) {
-	t.Helper()
-	if active, ok := strings.CutPrefix(m.Reason, "run "); ok && strings.HasSuffix(m.Reason, "is still in progress (overlap policy: skip)") {
-		active = strings.Fields(active)[0]
-		am, ok := runs[active]
-		switch {
-		case !ok:
-			t.Errorf("run %s skipped for run %s, which is not in the ledger", m.RunID, active)
-		case !am.Created.Before(m.Created):
-			t.Errorf("run %s (recorded %s) skipped for run %s, which was created later (%s)", m.RunID,
-				m.Created.Format(time.StampMilli), active, am.Created.Format(time.StampMilli))
-		case !am.Finished.After(m.Created):
-			t.Errorf("run %s skipped at %s for run %s, which was already final at %s", m.RunID,
-				m.Created.Format(time.StampMilli), active, am.Finished.Format(time.StampMilli))
-		}
-		return
-	}
-	if strings.Contains(m.Reason, "came before the lease was free") {
-		for _, o := range runs {
-			if o.Occurrence.After(m.Occurrence) && !o.Occurrence.After(m.Created) {
-				return
-			}
-		}
-		t.Errorf("run %s (occurrence %s) skipped as overtaken, but no later occurrence was due by %s: %q", m.RunID,
-			m.Occurrence.Format(time.StampMilli), m.Created.Format(time.StampMilli), m.Reason)
-		return
-	}
-	t.Errorf("run %s skipped for a reason no policy gives: %q", m.RunID, m.Reason)
-}
-
-func errText(err error) string {
-	if err != nil {
-		return " (" + err.Error() + ")"
-	}
-	return ""
+	figures(t, "occurrences of %s=%d instances=5 heartbeats=%d schedules: %s planned=%d schedulerEpochs=%d runLeaderships=%d duplicateDeliveries=%d redeliveries=%d staleDropped=%d",
+		fast.Name, n, res.Figures.Heartbeats, strings.Join(perSchedule, " "), planned, res.Figures.SchedulerEpochs, res.Figures.RunLeaderships,
+		dupes, redelivered, stale)
 }

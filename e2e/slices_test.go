@@ -20,17 +20,14 @@ import (
 // partition, every partition was enqueued exactly once (no batch sent twice across slices),
 // and the report is exactly the one a single full read of the results writes.
 func TestSlices_RunSpansInvocations(t *testing.T) {
+	t.Parallel()
 	// Each slice plans at least one batch, so on a loaded machine the run may take one
 	// invocation per batch: 30 of them, not 120 as 3,000 partitions would.
 	const n = 750
 	c := startCluster(t, clusterOpts{params: fmt.Sprintf(`{"partitions":%d}`, n), batch: 25,
 		extra: map[string]string{"BATON_SLICE_BUDGET": "100ms"}})
 	ctx := testCtx(t, 4*time.Minute)
-	created, err := c.runCreated(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := created.Str("run")
+	run := c.startRun(ctx)
 	first, err := c.h.WaitLine(ctx, func(l devhost.LogLine) bool {
 		return l.Msg == "planning slice ended; a follow-up invocation continues from the checkpoint" && l.Str("run") == run
 	})

@@ -1,10 +1,11 @@
 package e2e_test
 
-// The chaos soak. It runs by default (a short seeded run per timer mode, about a minute and a
-// half each) and long under `make soak`. A failure prints the seed; replay it with
-// SOAK_SEED=<seed> SOAK_MODES=<mode> make soak (or go test ./e2e -run TestSoak).
+// The chaos soak. It runs by default (a short seeded run per timer mode, side by side) and long
+// under `make soak`. A failure prints the seed; replay it with SOAK_SEED=<seed>
+// SOAK_MODES=<mode> make soak (or go test ./e2e -run TestSoak).
 //
-//	SOAK_OCCURRENCES  occurrences fired while faults run (default 10; make soak: 100)
+//	SOAK_OCCURRENCES  the fault phase's length in occurrences of a 5-second schedule (default
+//	                  10: 50 s; make soak: 100)
 //	SOAK_SEED         the seed (default: a fixed one per mode; random when SOAK_OCCURRENCES is set)
 //	SOAK_MODES        timer modes to run, comma-separated (default "all,one")
 
@@ -25,27 +26,28 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/config"
-	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/internal/devhost"
 	"github.com/batonfn/baton/internal/soak"
+	"github.com/batonfn/baton/ledger"
 )
 
-// Soak settings: a fast schedule, small runs, a short run timeout so the documented bound is
-// reached within the quiet period.
+// Soak settings: the e2e app's schedules (internal/e2eapp) on a heartbeat every second, small
+// runs, a short run timeout so the documented bound is reached within the settling.
 const (
-	soakSchedule   = "*/5 * * * * *"
+	// soakPeriod is the unit of SOAK_OCCURRENCES: the fault phase lasts that many periods.
 	soakPeriod     = 5 * time.Second
 	soakInstances  = 5
 	soakRunTimeout = time.Minute // the shortest config accepts
-	// soakQuiet is how many occurrences fire after the faults stop: fault-free ticks that
-	// record what the faults left missed. An occurrence is recorded missed only once it is older
-	// than the coordinator's grace (the Tick's wait for the lease plus margins, 32 s with a 15 s
-	// lease), and the last fault (a leader paused for up to 20 s) may freeze the very Tick that
-	// fired it; 12 occurrences (60 s) leave a lead after both.
-	soakQuiet = 12
-	// soakTimerParams: partitions that fail their first delivery now and then.
-	soakTimerParams = `{"partitions":4,"workMs":100,"failOncePercent":20}`
+	// soakQuiet is how long the schedules fire without faults after the last fault ended (a
+	// paused leader SIGCONTed, storage back): long enough for the leases the faults left to
+	// lapse and every run they delayed to be resumed, before the final pause.
+	soakQuiet = leaseDuration + 5*time.Second
+	// soakPausable is the app's schedule the plan pauses and resumes.
+	soakPausable = "pausable"
+	// soakTickParams are BATON_JOB_PARAMS: a manual start without a job runs the settings'
+	// schedule (tick, which itself fires once a year) now with them.
+	soakTickParams = `{"partitions":3,"workMs":50}`
 	// soakShortOccurrences is the default occurrence count inside make test.
 	soakShortOccurrences = 10
 )
@@ -90,10 +92,10 @@ func readSoakConfig(t *testing.T) soakConfig {
 	return cfg
 }
 
-// TestSoak runs the chaos soak once per timer mode and checks the history (package
-// internal/soak). It is expected to report violations until the coordinator accounts for
-// every occurrence; the checker is never to be weakened to make it pass.
+// TestSoak runs the chaos soak once per timer mode, the modes side by side, and checks each
+// history (package internal/soak). The checker is never to be weakened to make it pass.
 func TestSoak(t *testing.T) {
+	t.Parallel()
 	cfg := readSoakConfig(t)
 	for _, mode := range cfg.modes {
 		seed := cfg.seed
@@ -103,7 +105,10 @@ func TestSoak(t *testing.T) {
 				seed = rand.Int64N(1<<53) + 1
 			}
 		}
-		t.Run(string(mode), func(t *testing.T) { runSoak(t, cfg, mode, seed) })
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			runSoak(t, cfg, mode, seed)
+		})
 	}
 }
 
@@ -120,6 +125,7 @@ type soakDriver struct {
 	mu     sync.Mutex
 	calls  []soak.ManualCall
 	faults []soak.Fault
+	pauses []soak.Pause
 	errs   []error        // the driver's own failures, from its timers
 	pend   sync.WaitGroup // fault ends (SIGCONT, Azurite back) and manual calls in flight
 }
@@ -128,6 +134,11 @@ func runSoak(t *testing.T, cfg soakConfig, mode devhost.TimerMode, seed int64) {
 	fmt.Fprintf(os.Stderr, "soak: seed=%d mode=%s occurrences=%d (replay: SOAK_SEED=%d SOAK_MODES=%s SOAK_OCCURRENCES=%d make soak)\n",
 		seed, mode, cfg.occurrences, seed, mode, cfg.occurrences)
 	t.Logf("seed=%d mode=%s occurrences=%d", seed, mode, cfg.occurrences)
+	decls := appSchedules(t)
+	var names []string
+	for _, d := range decls {
+		names = append(names, d.Name)
+	}
 
 	d := &soakDriver{t: t, dir: t.TempDir()}
 	ctx0, cancel0 := context.WithTimeout(context.Background(), 90*time.Second)
@@ -139,9 +150,10 @@ func runSoak(t *testing.T, cfg soakConfig, mode devhost.TimerMode, seed int64) {
 	d.srv = srv
 	t.Cleanup(func() { d.server().Stop() }) // registered first: runs after the cluster stops
 
-	fires := cfg.occurrences + soakQuiet
+	span := time.Duration(cfg.occurrences) * soakPeriod
+	started := time.Now()
 	c := startCluster(t, clusterOpts{
-		instances: soakInstances, schedule: soakSchedule, maxFires: fires, params: soakTimerParams, srv: srv,
+		exe: appBin, instances: soakInstances, params: soakTickParams, srv: srv,
 		extra: map[string]string{config.SettingRunTimeout: soakRunTimeout.String()},
 		tweak: func(o *devhost.Options) {
 			o.TimerMode, o.TimerSeed = mode, seed
@@ -149,11 +161,11 @@ func runSoak(t *testing.T, cfg soakConfig, mode devhost.TimerMode, seed int64) {
 		},
 	})
 	d.c = c
-	ctx := testCtx(t, time.Duration(fires)*soakPeriod+10*time.Minute)
+	ctx := testCtx(t, span+15*time.Minute)
+	first := c.firstCursors(ctx, names)
 
-	// 1. The fault phase: the plan's steps until the last occurrence with faults fired.
-	span := time.Duration(cfg.occurrences) * soakPeriod
-	steps := soak.NewPlan(soak.PlanOptions{Seed: seed, Span: span, Lease: leaseDuration})
+	// 1. The fault phase: the plan's steps.
+	steps := soak.NewPlan(soak.PlanOptions{Seed: seed, Span: span, Lease: leaseDuration, Pausable: soakPausable})
 	var planText []string
 	for _, s := range steps {
 		planText = append(planText, s.String())
@@ -176,29 +188,44 @@ func runSoak(t *testing.T, cfg soakConfig, mode devhost.TimerMode, seed int64) {
 	}
 	d.revive(ctx)
 
-	// 2. The quiet period: the remaining occurrences fire without faults, then every run
-	// must become final within the documented bound.
-	if _, err := c.h.WaitFires(ctx, fires); err != nil {
-		t.Fatal(err)
-	}
+	// 2. The quiet period: the schedules fire without faults until every schedule's record of
+	// an occurrence soakQuiet after the faults ended exists; then every schedule is paused and
+	// every run must become final within the documented bound.
 	quietStart := time.Now()
-	settled, err := d.settle(ctx)
+	qctx, qcancel := context.WithTimeout(ctx, soakQuiet+2*time.Minute)
+	if err := d.quiet(qctx, decls, quietStart.Add(soakQuiet)); err != nil {
+		// A schedule that decides nothing any more: the checker says which occurrences.
+		t.Logf("quiet period: %v; checking the history as it is", err)
+	}
+	qcancel()
+	for _, name := range names {
+		p, err := c.pause(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.mu.Lock()
+		d.pauses = append(d.pauses, p)
+		d.mu.Unlock()
+	}
+	settled, err := c.settle(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	quiet := time.Since(quietStart)
 
 	// 3. Stop the host (every line written), read the ledger, check the history.
+	stop := time.Now()
 	c.shutdown()
 	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer rcancel()
+	end := time.Now()
 	runs, err := soak.ReadLedger(rctx, c.store)
 	if err != nil {
 		t.Fatalf("read the ledger: %v", err)
 	}
-	sched, err := coordinator.ParseSchedule(soakSchedule, nil)
+	leases, err := c.runLeases(rctx, runs)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("read the runs' leases: %v", err)
 	}
 	var samples []soak.LeaseSample
 	for _, s := range c.sampler.all() {
@@ -207,8 +234,11 @@ func runSoak(t *testing.T, cfg soakConfig, mode devhost.TimerMode, seed int64) {
 	d.mu.Lock()
 	// Faults are recorded when they end (a pause at its SIGCONT): list them by start.
 	sort.SliceStable(d.faults, func(i, j int) bool { return d.faults[i].At.Before(d.faults[j].At) })
-	h := soak.History{Schedule: sched, LeaseDuration: leaseDuration, Fires: c.h.Fires(), Runs: runs, Lines: c.h.Lines(),
-		Lease: samples, Manual: append([]soak.ManualCall(nil), d.calls...), Faults: append([]soak.Fault(nil), d.faults...), End: time.Now()}
+	h := soak.History{Schedules: checkerSchedules(t, decls), Heartbeat: heartbeatEach, LeaseDuration: leaseDuration,
+		Started: started, First: first, WindowEnd: stop.Add(-heartbeatEach - soak.DefaultDelayMargin),
+		Pauses: append([]soak.Pause(nil), d.pauses...), Fires: c.h.Fires(), Runs: runs, Lines: c.h.Lines(),
+		Lease: samples, RunLeases: leases, Manual: append([]soak.ManualCall(nil), d.calls...),
+		Faults: append([]soak.Fault(nil), d.faults...), End: end}
 	d.mu.Unlock()
 	res := soak.Check(h)
 	// Invariant 6 too, with the e2e helper: every acquisition inside a contending invocation.
@@ -219,8 +249,8 @@ func runSoak(t *testing.T, cfg soakConfig, mode devhost.TimerMode, seed int64) {
 	}
 
 	var out bytes.Buffer
-	fmt.Fprintf(&out, "soak seed=%d mode=%s occurrences=%d+%d quiet, instances=%d, quiet period %s (settled: %v)\n",
-		seed, mode, cfg.occurrences, soakQuiet, soakInstances, quiet.Round(time.Second), settled)
+	fmt.Fprintf(&out, "soak seed=%d mode=%s occurrences=%d (%s of faults), instances=%d, quiet and settling %s (settled: %v)\n",
+		seed, mode, cfg.occurrences, span, soakInstances, quiet.Round(time.Second), settled)
 	for _, f := range h.Faults {
 		who := "-"
 		if f.Instance != "" {
@@ -228,15 +258,43 @@ func runSoak(t *testing.T, cfg soakConfig, mode devhost.TimerMode, seed int64) {
 		}
 		fmt.Fprintf(&out, "fault +%s %s %s %s\n", f.At.Sub(d.start).Round(time.Millisecond), f.Kind, who, f.Note)
 	}
+	for _, p := range h.Pauses {
+		fmt.Fprintf(&out, "pause +%s %s until %s\n", p.From.Sub(d.start).Round(time.Millisecond), p.Schedule,
+			map[bool]string{true: "the end", false: "+" + p.To.Sub(d.start).Round(time.Millisecond).String()}[p.To.IsZero()])
+	}
 	res.Print(&out)
 	fmt.Fprint(os.Stderr, out.String()) // as it is, not indented: shown with -v or on failure
 	f := res.Figures
-	figures(t, "seed=%d mode=%s fired=%d firedNowhere=%d timerRecords=%v manualCalls=%d manualRuns=%v faults=%v runs=%d planned=%d partitions=%d epochs=%d violations=%d",
-		seed, mode, f.Fired, f.FiredNowhere, f.TimerStates, f.ManualCalls, f.ManualRuns, f.Faults, f.Runs, f.Planned, f.Partitions, f.Epochs, len(res.Violations))
+	var perSchedule []string
+	for _, name := range names {
+		s := f.Schedules[name]
+		perSchedule = append(perSchedule, fmt.Sprintf("%s[%s queued=%d]", name, soak.Counts(s.States), s.Queued))
+	}
+	figures(t, "seed=%d mode=%s heartbeats=%d schedules: %s manualCalls=%d manualRuns=%v faults=%v runs=%d planned=%d partitions=%d schedulerEpochs=%d runLeaderships=%d violations=%d",
+		seed, mode, f.Heartbeats, strings.Join(perSchedule, " "), f.ManualCalls, f.ManualRuns, f.Faults, f.Runs, f.Planned, f.Partitions,
+		f.SchedulerEpochs, f.RunLeaderships, len(res.Violations))
 	if n := len(res.Violations); n > 0 {
 		t.Errorf("%d violation(s) (listed above); replay: SOAK_SEED=%d SOAK_MODES=%s SOAK_OCCURRENCES=%d make soak",
 			n, seed, mode, cfg.occurrences)
 	}
+}
+
+// quiet waits until every schedule has the record of its first occurrence after until: the
+// heartbeats have decided every schedule past that point.
+func (d *soakDriver) quiet(ctx context.Context, decls []appSchedule, until time.Time) error {
+	var ids []string
+	for _, s := range checkerSchedules(d.t, decls) {
+		occ, _ := s.Cron.Next(until)
+		ids = append(ids, ledger.ScheduleRunID(s.Name, occ))
+	}
+	return waitFor(ctx, 500*time.Millisecond, "every schedule decided past the quiet period", func() (bool, error) {
+		for _, id := range ids {
+			if _, err := d.c.store.ReadManifest(ctx, id); err != nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
 
 // waitUntil blocks until at (true) or until ctx ends (false).
@@ -270,6 +328,33 @@ func (d *soakDriver) fault(f soak.Fault) {
 // step executes one plan step.
 func (d *soakDriver) step(ctx context.Context, s soak.Step) {
 	switch s.Kind {
+	case soak.StepPause:
+		p, err := d.c.pause(ctx, s.Schedule)
+		if err != nil {
+			d.t.Fatalf("soak driver: %v", err)
+		}
+		d.mu.Lock()
+		d.pauses = append(d.pauses, p)
+		d.mu.Unlock()
+	case soak.StepResume:
+		d.mu.Lock()
+		var p *soak.Pause
+		for i := range d.pauses {
+			if d.pauses[i].Schedule == s.Schedule && d.pauses[i].To.IsZero() {
+				p = &d.pauses[i]
+			}
+		}
+		d.mu.Unlock()
+		if p == nil {
+			d.t.Fatalf("soak driver: resume of %s, which is not paused", s.Schedule)
+		}
+		pp := *p
+		if err := d.c.resume(ctx, &pp); err != nil {
+			d.t.Fatalf("soak driver: %v", err)
+		}
+		d.mu.Lock()
+		*p = pp
+		d.mu.Unlock()
 	case soak.StepManual:
 		d.pend.Add(1)
 		go func() {
@@ -361,8 +446,8 @@ func (d *soakDriver) pick(p uint64, ok func(name string) bool) *devhost.Instance
 	return cands[p%uint64(len(cands))]
 }
 
-// holderInstance is the instance named by the lease blob while the lease is held, and the
-// process that holds it ("", 0 if none).
+// holderInstance is the instance named by the scheduler lease blob while the lease is held,
+// and the process that holds it ("", 0 if none).
 func (d *soakDriver) holderInstance(ctx context.Context) (string, int) {
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -373,9 +458,10 @@ func (d *soakDriver) holderInstance(ctx context.Context) (string, int) {
 	return st.Holder.Instance, st.Holder.PID
 }
 
-// strikeLeader kills or pauses the instance that logs s.On next (it has just taken the lease,
-// or just created a run under it), synchronously on that line; when none does within s.Wait,
-// it hits the holder the lease blob names, or else a running instance chosen by s.Pick.
+// strikeLeader kills or pauses the instance that logs s.On next (it has just taken a lease, just
+// created a run, or just begun planning one under the run's own lease), synchronously on that
+// line; when none does within s.Wait, it hits the holder the scheduler lease blob names, or else
+// a running instance chosen by s.Pick.
 func (d *soakDriver) strikeLeader(ctx context.Context, s soak.Step) {
 	hit := func(in *devhost.Instance) error {
 		if s.Kind == soak.FaultPause {
@@ -521,63 +607,4 @@ func (d *soakDriver) post(ctx context.Context, key, body string) int {
 		call.Err = strings.TrimSpace(string(b))
 	}
 	return call.Status
-}
-
-// settle waits until every occurrence fired on an instance has a final record and every run
-// is final, or until the documented bound (plus the checker's slack) has passed for every
-// one that is not. It reads manifests only; the checker reads everything afterwards.
-func (d *soakDriver) settle(ctx context.Context) (bool, error) {
-	c := d.c
-	var lastFired time.Time
-	for _, f := range c.h.Fires() {
-		if len(f.Instances) > 0 && f.Occurrence.After(lastFired) {
-			lastFired = f.Occurrence
-		}
-	}
-	// A fired occurrence still without a record is waited for until FinalBound counted from
-	// the last fired occurrence (as if it were a deadline): by then a tick, a check and the
-	// lease have all had their turn; the checker reports whatever is still missing.
-	recordBy := soak.FinalBound(lastFired, leaseDuration).Add(soak.DefaultSlack)
-	settled := false
-	err := waitFor(ctx, 2*time.Second, "every run final or past its bound", func() (bool, error) {
-		rctx, cancel := context.WithTimeout(ctx, time.Minute)
-		defer cancel()
-		var ids []string
-		if err := c.store.ListRuns(rctx, func(id string) bool { ids = append(ids, id); return true }); err != nil {
-			return false, nil // storage may still be coming back
-		}
-		have := map[string]bool{}
-		latest := time.Time{}
-		allFinal := true
-		for _, id := range ids {
-			m, err := c.store.ReadManifest(rctx, id)
-			if err != nil {
-				allFinal = false
-				continue
-			}
-			have[id] = true
-			if !m.State.Final() {
-				allFinal = false
-				if b := soak.FinalBound(m.Deadline, leaseDuration).Add(soak.DefaultSlack); b.After(latest) {
-					latest = b
-				}
-			}
-		}
-		missing := false
-		for _, f := range c.h.Fires() {
-			if len(f.Instances) > 0 && !have[coordinator.TimerRunID(f.Occurrence)] {
-				missing = true
-			}
-		}
-		if allFinal && !missing {
-			settled = true
-			return true, nil
-		}
-		now := time.Now()
-		if missing && now.Before(recordBy) {
-			return false, nil
-		}
-		return !now.Before(latest), nil
-	})
-	return settled, err
 }

@@ -28,6 +28,9 @@ const (
 type LeaderConfig struct {
 	// Lock is the mutex leadership is held through (a *BlobLock in production).
 	Lock Lock
+	// Locks, when set, gives the named locks RunAsLeaderOf contends for (one per run, say),
+	// each with the same lease duration as Lock. Nil: RunAsLeaderOf refuses.
+	Locks func(name string) (Lock, error)
 	// Identity names this process in the lease record and in logs.
 	Identity ledger.Holder
 	// LeaseDuration must equal the lock's lease duration: 15s–60s, default 30s.
@@ -67,6 +70,7 @@ type Leader struct {
 
 // leadership is one running RunAsLeader.
 type leadership struct {
+	lock   Lock
 	lease  Lease
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed after the release
@@ -146,6 +150,27 @@ func (l *Leader) LeaseDuration() time.Duration { return l.cfg.LeaseDuration }
 // It returns fn's error, or, when leadership ended first, an error wrapping ErrLeaseLost,
 // ErrStalled or ErrHandover (and fn's own error, unless that is just the cancellation).
 func (l *Leader) RunAsLeader(ctx context.Context, fn func(ctx context.Context, lease Lease, beat func()) error) error {
+	return l.runAs(ctx, l.cfg.Lock, "", fn)
+}
+
+// RunAsLeaderOf is RunAsLeader over the named lock of LeaderConfig.Locks: leaderships of
+// different names are independent of each other and of the Leader's own lock, and ReleaseAll
+// ends them all. The lease it passes fn carries the name.
+func (l *Leader) RunAsLeaderOf(ctx context.Context, name string, fn func(ctx context.Context, lease Lease, beat func()) error) error {
+	if l.cfg.Locks == nil || name == "" {
+		return fmt.Errorf("run as leader of %q: the leader has no named locks", name)
+	}
+	lock, err := l.cfg.Locks(name)
+	if err != nil {
+		return fmt.Errorf("run as leader of %q: %w", name, err)
+	}
+	if d, ok := lock.(interface{ Duration() time.Duration }); ok && d.Duration() != l.cfg.LeaseDuration {
+		return fmt.Errorf("run as leader of %q: the lock's lease duration %s is not the leader's %s", name, d.Duration(), l.cfg.LeaseDuration)
+	}
+	return l.runAs(ctx, lock, name, fn)
+}
+
+func (l *Leader) runAs(ctx context.Context, lock Lock, name string, fn func(ctx context.Context, lease Lease, beat func()) error) error {
 	if fn == nil {
 		return errors.New("run as leader: fn is nil")
 	}
@@ -153,7 +178,7 @@ func (l *Leader) RunAsLeader(ctx context.Context, fn func(ctx context.Context, l
 		return ErrLeaderClosed
 	}
 	// 1. One attempt to acquire.
-	lease, err := l.cfg.Lock.Acquire(ctx, l.cfg.Identity)
+	lease, err := lock.Acquire(ctx, l.cfg.Identity)
 	if err != nil {
 		if held := (*HeldError)(nil); errors.As(err, &held) {
 			l.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "lease held by another instance",
@@ -161,16 +186,20 @@ func (l *Leader) RunAsLeader(ctx context.Context, fn func(ctx context.Context, l
 		}
 		return err
 	}
+	lease.Name = name
 	log := l.cfg.Logger.With(slog.String("holder", lease.Holder.String()), slog.Int64("epoch", lease.Epoch))
+	if name != "" {
+		log = log.With(slog.String("lease", name))
+	}
 	log.LogAttrs(ctx, slog.LevelInfo, "leadership acquired", slog.Duration("leaseDuration", lease.Duration))
 
 	// 2. Run fn and the keep-alive side by side; either finishing stops the other.
 	runCtx, cancel := context.WithCancelCause(ctx)
-	ld := &leadership{lease: lease, cancel: cancel, done: make(chan struct{})}
+	ld := &leadership{lock: lock, lease: lease, cancel: cancel, done: make(chan struct{})}
 	runCtx = context.WithValue(runCtx, leadershipKey{}, ld)
 	if !l.register(ld) {
 		cancel(ErrLeaderClosed)
-		l.release(log, lease)
+		l.release(log, lock, lease)
 		close(ld.done)
 		return ErrLeaderClosed
 	}
@@ -186,7 +215,7 @@ func (l *Leader) RunAsLeader(ctx context.Context, fn func(ctx context.Context, l
 		// 3. Stop renewing, then release with a fresh context: runCtx is already done.
 		cancel(errTaskDone)
 		<-keepDone
-		l.release(log, lease)
+		l.release(log, lock, lease)
 		l.unregister(ld)
 		close(ld.done)
 	}()
@@ -230,7 +259,7 @@ func (l *Leader) keepAlive(ctx context.Context, cancel context.CancelCauseFunc, 
 			// Each renewal's budget ends at the local deadline, so retries inside Renew can
 			// never carry it past the point where the lease may have expired.
 			rctx, rcancel := context.WithDeadline(ctx, deadline)
-			err := l.cfg.Lock.Renew(rctx, lease)
+			err := ld.lock.Renew(rctx, lease)
 			rcancel()
 			if ctx.Err() != nil {
 				return
@@ -265,11 +294,11 @@ func (l *Leader) renewWait() time.Duration {
 }
 
 // release gives the lease up with a fresh context bounded by ReleaseTimeout.
-func (l *Leader) release(log *slog.Logger, lease Lease) {
+func (l *Leader) release(log *slog.Logger, lock Lock, lease Lease) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.ReleaseTimeout)
 	defer cancel()
 	held := slog.Duration("held", l.cfg.Now().Sub(lease.AcquiredAt).Round(time.Millisecond))
-	switch err := l.cfg.Lock.Release(ctx, lease); {
+	switch err := lock.Release(ctx, lease); {
 	case err == nil:
 		log.LogAttrs(ctx, slog.LevelInfo, "leadership released", held)
 	case errors.Is(err, ErrLeaseLost):

@@ -429,3 +429,77 @@ func TestNewLeader_Validation(t *testing.T) {
 		})
 	}
 }
+
+// Named leaderships are independent of each other and of the leader's own lock: holding one
+// run's lease neither blocks another's nor the scheduler's; each renews its own lock, the
+// lease carries its name, and ReleaseAll ends them all.
+func TestLeader_RunAsLeaderOf_NamedLocksAreIndependent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		own := election.NewMemoryLock(testLeaseDuration)
+		named := election.NewMemoryLocks(testLeaseDuration)
+		ld, _ := electiontest.NewLeader(t, own, election.LeaderConfig{Locks: named.Lock})
+		other, _ := electiontest.NewLeader(t, own, election.LeaderConfig{Locks: named.Lock, Identity: electiontest.Holder(2)})
+
+		started := make(chan election.Lease, 2)
+		errc := make(chan error, 2)
+		for _, name := range []string{"runs/a", "runs/b"} {
+			go func() {
+				errc <- ld.RunAsLeaderOf(t.Context(), name, func(ctx context.Context, l election.Lease, beat func()) error {
+					started <- l
+					<-ctx.Done()
+					return ctx.Err()
+				})
+			}()
+		}
+		got := map[string]election.Lease{}
+		for range 2 {
+			l := <-started
+			got[l.Name] = l
+		}
+		if len(got) != 2 || got["runs/a"].Epoch != 1 || got["runs/b"].Epoch != 1 {
+			t.Fatalf("leases = %+v, want runs/a and runs/b each at epoch 1", got)
+		}
+		// The leader's own lock is free, and the held names are held for everyone else.
+		if err := other.RunAsLeader(t.Context(), func(context.Context, election.Lease, func()) error { return nil }); err != nil {
+			t.Errorf("own lock while named leases are held: %v", err)
+		}
+		var held *election.HeldError
+		if err := other.RunAsLeaderOf(t.Context(), "runs/a", func(context.Context, election.Lease, func()) error {
+			t.Error("two holders of runs/a")
+			return nil
+		}); !errors.As(err, &held) {
+			t.Errorf("runs/a from another leader: %v, want HeldError", err)
+		}
+		time.Sleep(2 * testLeaseDuration) // synctest: virtual time, the renewals keep both
+		if r := named.Get("runs/a").Renews.Load(); r < 4 {
+			t.Errorf("runs/a renewed %d times in two lease durations, want its own renewals", r)
+		}
+		if len(ld.Held()) != 2 {
+			t.Errorf("Held = %+v, want both named leases", ld.Held())
+		}
+		if err := ld.ReleaseAll(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if err := <-errc; !errors.Is(err, election.ErrHandover) {
+				t.Errorf("RunAsLeaderOf = %v, want ErrHandover", err)
+			}
+		}
+		if named.Get("runs/a").Releases.Load() != 1 || named.Get("runs/b").Releases.Load() != 1 {
+			t.Error("a named lease was not released by ReleaseAll")
+		}
+	})
+}
+
+func TestLeader_RunAsLeaderOf_NeedsNamedLocks(t *testing.T) {
+	ld, _ := electiontest.NewLeader(t, election.NewMemoryLock(testLeaseDuration), election.LeaderConfig{})
+	if err := ld.RunAsLeaderOf(t.Context(), "runs/a", func(context.Context, election.Lease, func()) error { return nil }); err == nil {
+		t.Error("RunAsLeaderOf without LeaderConfig.Locks ran")
+	}
+	wrong := election.NewMemoryLocks(2 * testLeaseDuration)
+	ld, _ = electiontest.NewLeader(t, election.NewMemoryLock(testLeaseDuration), election.LeaderConfig{Locks: wrong.Lock})
+	if err := ld.RunAsLeaderOf(t.Context(), "runs/a", func(context.Context, election.Lease, func()) error { return nil }); err == nil ||
+		!strings.Contains(err.Error(), "lease duration") {
+		t.Errorf("a named lock with another duration: %v, want refused", err)
+	}
+}

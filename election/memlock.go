@@ -14,8 +14,9 @@ import (
 // MemoryLock is an in-memory Lock that enforces the blob lease rules BlobLock relies on, for
 // tests of code that leads (here and in other packages):
 // one live lease ID at a time, expiry after the duration, renewal by the holder even after
-// expiry as long as nobody took over (as Azure and Azurite do), ErrLeaseLost for a stale ID,
-// and an epoch bumped on every acquisition. Tests inject failures through the hooks.
+// expiry as long as nobody took over (as Azure and Azurite do; a BlobLock contender's claim is
+// the start of a takeover), ErrLeaseLost for a stale ID, and an epoch bumped on every
+// acquisition. Tests inject failures through the hooks.
 type MemoryLock struct {
 	duration time.Duration
 	now      func() time.Time
@@ -135,4 +136,32 @@ func (f *MemoryLock) Break() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.leaseID = ""
+}
+
+// MemoryLocks hands out one MemoryLock per name, created on first use: the named locks of a
+// Leader (LeaderConfig.Locks) in tests. Safe for concurrent use.
+type MemoryLocks struct {
+	duration time.Duration
+	mu       sync.Mutex
+	locks    map[string]*MemoryLock
+}
+
+// NewMemoryLocks returns named locks whose leases last d.
+func NewMemoryLocks(d time.Duration) *MemoryLocks {
+	return &MemoryLocks{duration: d, locks: map[string]*MemoryLock{}}
+}
+
+// Lock returns the lock named name (LeaderConfig.Locks).
+func (m *MemoryLocks) Lock(name string) (Lock, error) { return m.Get(name), nil }
+
+// Get returns the lock named name, for a test to inspect or break.
+func (m *MemoryLocks) Get(name string) *MemoryLock {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.locks[name]
+	if !ok {
+		l = NewMemoryLock(m.duration)
+		m.locks[name] = l
+	}
+	return l
 }

@@ -49,9 +49,8 @@ func buildExample(t *testing.T, ctx context.Context, dir string) string {
 
 // seedSales uploads n CSV blobs (region,units) into a new container and returns the container
 // and the units per region it wrote.
-func seedSales(t *testing.T, ctx context.Context, client *azblob.Client, n int) (string, map[string]int64) {
+func seedSales(t *testing.T, ctx context.Context, client *azblob.Client, container string, n int) (string, map[string]int64) {
 	t.Helper()
-	container := devhosttest.ShortName("sales")
 	if _, err := client.CreateContainer(ctx, container, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +72,10 @@ func seedSales(t *testing.T, ctx context.Context, client *azblob.Client, n int) 
 }
 
 // TestCSVTotals_EndToEnd runs the example app's binary on two instances under the local host
-// against Azurite: the timer's one occurrence elects a leader, which partitions the seeded CSV
-// blobs; the instances total them; the report's totals are the seeded ones.
+// against Azurite: the schedule main.go declares (morning-totals, its expression overridden
+// through BATON_SCHEDULES to fire every two seconds) is fired by the heartbeat, exactly once per
+// occurrence; its run partitions the seeded CSV blobs; the instances total them; the report's
+// totals are the seeded ones.
 func TestCSVTotals_EndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the example and runs it against Azurite")
@@ -91,27 +92,31 @@ func TestCSVTotals_EndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const blobs, perPartition = 14, 3
-	container, want := seedSales(t, ctx, client, blobs)
+	// The schedule's params are the job's defaults: the container sales, 20 blobs a partition.
+	const schedule, blobs, perPartition = "morning-totals", 45, 20
+	container, want := seedSales(t, ctx, client, "sales", blobs)
 
 	c := devhosttest.Start(t, devhosttest.Options{
 		AppRoot: "csvtotals", Executable: exe, Server: srv, Instances: 2,
 		LogPath: filepath.Join(t.TempDir(), "host.log"),
 		Settings: map[string]string{
-			config.SettingJob:       "csvtotals",
-			config.SettingJobParams: fmt.Sprintf(`{"container":%q,"key":"region","column":"units","blobsPerPartition":%d}`, container, perPartition),
-			config.SettingSchedule:  "*/2 * * * * *",
+			config.SettingHeartbeat: "* * * * * *",
+			config.SettingSchedule:  "",
+			config.SettingJob:       "",
+			config.SettingSchedules: fmt.Sprintf(`{%q:{"cron":"*/2 * * * * *","timeZone":"UTC","overlap":"skip"}}`, schedule),
 			"CSV_STORAGE":           srv.ConnectionString(),
 		},
-		Host: func(o *devhost.Options) { o.MaxTimerFires = 1 },
 	})
 	t.Cleanup(func() { _ = c.Close() })
 
-	created, err := c.Host.WaitLine(ctx, func(l devhost.LogLine) bool { return l.Msg == "run created" })
+	created, err := c.Host.WaitLine(ctx, func(l devhost.LogLine) bool { return l.Msg == "run created" && l.Str("schedule") == schedule })
 	if err != nil {
-		t.Fatalf("no run created: %v (log: %s)", err, c.LogPath)
+		t.Fatalf("no run of %s created: %v (log: %s)", schedule, err, c.LogPath)
 	}
 	run := created.Str("run")
+	if name, ok := ledger.ParseRunID(run); !ok || name.Schedule != schedule || name.Occurrence.IsZero() || name.Occurrence.Second()%2 != 0 {
+		t.Errorf("run %s: want a run of the schedule %s at one of its occurrences", run, schedule)
+	}
 	rep := waitReport(t, ctx, c, run)
 	if rep.State != ledger.StateSucceeded || rep.Job != "csvtotals" || rep.Partitions != (blobs+perPartition-1)/perPartition || rep.Failed != 0 {
 		t.Fatalf("run %s: job %s %s with %d partitions, %d failed; want csvtotals succeeded with %d partitions (log: %s)",
@@ -125,7 +130,7 @@ func TestCSVTotals_EndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !maps.Equal(got.Totals, want) || got.Blobs != blobs {
-		t.Errorf("report totals %v over %d blobs, want %v over %d", got.Totals, got.Blobs, want, blobs)
+		t.Errorf("report totals %v over %d blobs in %s, want %v over %d", got.Totals, got.Blobs, container, want, blobs)
 	}
 }
 

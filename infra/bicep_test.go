@@ -536,14 +536,31 @@ func TestBicep_Job(t *testing.T) {
 func TestBicep_EnvMappedSettings(t *testing.T) {
 	supplied := suppliedParameters(t)
 	for param, setting := range map[string]string{
-		"schedule": config.SettingSchedule, "job": config.SettingJob, "jobParams": config.SettingJobParams,
-		"overlap": config.SettingOverlap, "misfire": config.SettingMisfire, "startingDeadline": config.SettingStartDeadline,
+		"heartbeat": config.SettingHeartbeat, "schedule": config.SettingSchedule, "schedules": config.SettingSchedules,
+		"job": config.SettingJob, "jobParams": config.SettingJobParams, "overlap": config.SettingOverlap,
 		"leaseDuration": config.SettingLeaseDuration, "runTimeout": config.SettingRunTimeout, "logLevel": config.SettingLogLevel,
 	} {
 		v := supplied[param]
 		if !strings.HasPrefix(v, "${"+setting+"}") && !strings.HasPrefix(v, "${"+setting+"=") {
 			t.Errorf("main.parameters.json: %s = %q, want it mapped from ${%s…}", param, v, setting)
 		}
+	}
+	// The settings that are gone are mapped by nothing.
+	for name := range removedSettings {
+		for param, v := range supplied {
+			if strings.Contains(v, "${"+name) {
+				t.Errorf("main.parameters.json: %s maps %s, which the handler refuses: remove it", param, name)
+			}
+		}
+	}
+	// BATON_SCHEDULES is JSON, which azd passes to an object parameter only: an object
+	// defaulting to {} (no schedule changed), deployed as '' when empty.
+	if p := scanFile(t, "main.bicep").params()["schedules"]; p.Type != "object" || !emptyObjectRE.MatchString(p.Default) {
+		t.Errorf("main.bicep: schedules is %s = %s, want object = {}", p.Type, p.Default)
+	}
+	// The heartbeat's default beats every minute: schedules fire at most a minute late.
+	if p := scanFile(t, "main.bicep").params()["heartbeat"]; p.Default != "'"+defaultHeartbeat+"'" {
+		t.Errorf("main.bicep: heartbeat defaults to %s, want '%s'", p.Default, defaultHeartbeat)
 	}
 }
 

@@ -49,6 +49,13 @@ var optionalSettings = map[string]where{
 	config.SettingInstanceID: localOnly,
 }
 
+// removedSettings are read by config/config.go only to refuse them at start-up, naming what
+// replaces them: no file may set them.
+var removedSettings = map[string]string{
+	config.SettingMisfire:       "each schedule's catch-up window",
+	config.SettingStartDeadline: "each schedule's catch-up window",
+}
+
 // hostSettings are not read by Baton's config package but by the Functions host or the SDK.
 var hostSettings = map[string]where{
 	"FUNCTIONS_WORKER_RUNTIME":                  localOnly, // Core Tools needs it; Flex Consumption rejects it
@@ -293,7 +300,8 @@ func contractProblems(c contract, f settingsFile) []string {
 	for _, n := range sortedKeys(c.settings) {
 		_, optional := optionalSettings[n]
 		_, isConn := connections[n]
-		if isPlatform[n] || optional || isConn {
+		_, removed := removedSettings[n]
+		if isPlatform[n] || optional || isConn || removed {
 			continue
 		}
 		if !has(n) {
@@ -358,6 +366,8 @@ func contractProblems(c contract, f settingsFile) []string {
 		switch {
 		case isPlatform[n]:
 			bad("%s is set by the Functions platform and must not be set here", n)
+		case removedSettings[n] != "":
+			bad("%s is no longer read (the handler refuses to start while it is set): %s replaces it", n, removedSettings[n])
 		case c.settings[n]:
 			if w, ok := optionalSettings[n]; ok && w != anywhere && w != f.where {
 				bad("%s must not be set here (optional setting limited to the other file)", n)
@@ -454,7 +464,7 @@ func TestConfigContract_Broken(t *testing.T) {
 		settings:    map[string]bool{},
 		suffixes:    map[string]bool{"blobServiceUri": true, "queueServiceUri": true, "fullyQualifiedNamespace": true, "credential": true, "clientId": true},
 		connections: map[string]string{"AzureWebJobsStorage": "storage", "ServiceBusConnection": "servicebus"},
-		references:  map[string]bool{"BATON_SCHEDULE": true},
+		references:  map[string]bool{"BATON_HEARTBEAT": true},
 		functions: []function{
 			{Name: "Tick", TriggerType: "timerTrigger"},
 			{Name: "Work", TriggerType: "serviceBusTrigger", Connection: "ServiceBusConnection"},
@@ -462,7 +472,8 @@ func TestConfigContract_Broken(t *testing.T) {
 		},
 	}
 	for _, n := range append(append([]string{}, platformSettings...), config.SettingStorage, config.SettingInstanceID,
-		config.SettingHostStorage, config.SettingServiceBus, config.SettingTransport, config.SettingSchedule, config.SettingJob) {
+		config.SettingHostStorage, config.SettingServiceBus, config.SettingTransport, config.SettingHeartbeat, config.SettingJob,
+		config.SettingMisfire) {
 		c.settings[n] = true
 	}
 	azure := settingsFile{label: "azure", where: azureOnly, values: map[string]string{
@@ -476,14 +487,16 @@ func TestConfigContract_Broken(t *testing.T) {
 		"WEBSITE_INSTANCE_ID":                     "x",
 		"FUNCTIONS_WORKER_RUNTIME":                "custom",
 		"BATON_SCHEDUEL":                          "0 0 * * * *",
+		"BATON_MISFIRE":                           "skip",
 		"ServiceBusConnection__fullQualifiedName": "x",
 		"AzureWebJobs.Nope.Disabled":              "true",
 	}}
 	got := strings.Join(contractProblems(c, azure), "\n")
 	for _, want := range []string{
-		"azure: missing BATON_SCHEDULE (read by config/config.go)",
+		"azure: missing BATON_HEARTBEAT (read by config/config.go)",
 		"azure: missing BATON_JOB (read by config/config.go)",
-		"azure: missing BATON_SCHEDULE (referenced as %BATON_SCHEDULE%",
+		"azure: missing BATON_HEARTBEAT (referenced as %BATON_HEARTBEAT%",
+		"azure: BATON_MISFIRE is no longer read",
 		"azure: AzureWebJobsStorage is set as a connection string",
 		"azure: missing AzureWebJobsStorage__queueServiceUri",
 		"azure: missing AzureWebJobsStorage__tableServiceUri",
@@ -505,7 +518,7 @@ func TestConfigContract_Broken(t *testing.T) {
 
 	local := settingsFile{label: "local", where: localOnly, values: map[string]string{
 		"BATON_TRANSPORT":                         "queue",
-		"BATON_SCHEDULE":                          "0 */5 * * * *",
+		"BATON_HEARTBEAT":                         "0 * * * * *",
 		"BATON_JOB":                               "synthetic",
 		"AzureWebJobs.Work.Disabled":              "false",
 		"APPLICATIONINSIGHTS_CONNECTION_STRING":   "InstrumentationKey=x",
@@ -530,7 +543,8 @@ func TestConfigContract_Broken(t *testing.T) {
 
 // deployResolver evaluates an app-setting expression of app/api.bicep to what `azd up` deploys
 // in a fresh azd environment (no BATON_* values set), as far as the tests can: a literal, or an
-// app/api.bicep parameter (optionally wrapped in string()) whose main.bicep namesake is
+// app/api.bicep parameter (optionally wrapped in string(), or in the guard that deploys an empty
+// string for an empty object) whose main.bicep namesake is
 //   - a parameter: main.parameters.json's ${VAR=default} default when it maps one (azd passes
 //     that default when VAR is unset), else the Bicep default (azd leaves a parameter mapped to
 //     an unset ${VAR} out); a literal or the empty object {};
@@ -548,6 +562,8 @@ var (
 	propertyRE    = regexp.MustCompile(`^(\w+)((?:\.\w+)+)$`)
 	loadJSONRE    = regexp.MustCompile(`^loadJsonContent\('([^']+)'\)$`)
 	emptyObjectRE = regexp.MustCompile(`^\{\s*\}$`)
+	// emptyOrStringRE is an object parameter written as compact JSON, or '' when it is {}.
+	emptyOrStringRE = regexp.MustCompile(`^empty\((\w+)\)\s*\?\s*''\s*:\s*string\((\w+)\)$`)
 )
 
 func newDeployResolver(t *testing.T) deployResolver {
@@ -560,6 +576,13 @@ func (r deployResolver) value(expr string) (string, bool) {
 	expr = strings.TrimSpace(expr)
 	if v, ok := literal(expr); ok {
 		return v, true
+	}
+	if m := emptyOrStringRE.FindStringSubmatch(expr); m != nil && m[1] == m[2] {
+		v, ok := r.value(m[1])
+		if ok && emptyObjectRE.MatchString(v) {
+			return "", true
+		}
+		return v, ok
 	}
 	if m := stringCallRE.FindStringSubmatch(expr); m != nil {
 		expr = m[1]
@@ -701,6 +724,9 @@ func TestConfigContract_LocalSettingsLoad(t *testing.T) {
 	checkDefaults(t, cfg)
 }
 
+// defaultHeartbeat is the documented default of BATON_HEARTBEAT: every minute.
+const defaultHeartbeat = "0 * * * * *"
+
 // checkDefaults: both files spell out the defaults rather than change them.
 func checkDefaults(t *testing.T, cfg config.Config) {
 	t.Helper()
@@ -708,6 +734,8 @@ func checkDefaults(t *testing.T, cfg config.Config) {
 		name      string
 		got, want any
 	}{
+		{config.SettingHeartbeat, cfg.Heartbeat, defaultHeartbeat},
+		{config.SettingSchedules, len(cfg.Overrides), 0},
 		{config.SettingWorkQueue, cfg.WorkQueue, config.DefaultWorkQueue},
 		{config.SettingLeaseContainer, cfg.LeaseContainer, config.DefaultLeaseContainer},
 		{config.SettingRunsContainer, cfg.RunsContainer, config.DefaultRunsContainer},

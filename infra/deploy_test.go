@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/internal/ncrontab"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/blobstore"
 	"github.com/batonfn/baton/protocol"
@@ -142,9 +144,14 @@ func deployedAppSettings(t *testing.T, srv *azurite.Server, port int) map[string
 	return env
 }
 
-// createTemplateResources creates what infra/app/storage.bicep creates in the account: the
-// leases and runs containers and the work queue, by the names main.bicep gives them.
-func createTemplateResources(t *testing.T, ctx context.Context, srv *azurite.Server) *azqueue.QueueClient {
+// templateQueues are the queues the test delivers as the host's queue triggers would: the work
+// queue to WorkQueue and the control queue (start checks, checks) to ControlQueue.
+type templateQueues struct{ work, control *azqueue.QueueClient }
+
+// createTemplateResources creates what infra/app/storage.bicep creates in the account for the
+// Storage-queue transport: the leases and runs containers and the work and control queues, by
+// the names main.bicep gives them.
+func createTemplateResources(t *testing.T, ctx context.Context, srv *azurite.Server) templateQueues {
 	t.Helper()
 	r := newDeployResolver(t)
 	name := func(v string) string {
@@ -168,11 +175,74 @@ func createTemplateResources(t *testing.T, ctx context.Context, srv *azurite.Ser
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := qs.NewQueueClient(name("workQueueName"))
-	if _, err := q.Create(ctx, nil); err != nil {
-		t.Fatalf("create queue: %v", err)
+	out := templateQueues{work: qs.NewQueueClient(name("workQueueName")), control: qs.NewQueueClient(name("controlQueueName"))}
+	for _, q := range []*azqueue.QueueClient{out.work, out.control} {
+		if _, err := q.Create(ctx, nil); err != nil {
+			t.Fatalf("create queue: %v", err)
+		}
 	}
-	return q
+	return out
+}
+
+// deployedSchedule is one schedule the deployed app declares, as `<app> validate` (the
+// preprovision hook) lists it.
+type deployedSchedule struct{ Name, Cron, TimeZone, Job string }
+
+var validatedScheduleRE = regexp.MustCompile(`([a-z][a-z0-9-]*) \("([^"]+)" ([^,]+), job ([^,]+),`)
+
+// validateDeployed runs the app's preprovision check (`<exe> validate`) with the deployed
+// settings, as azd runs it before provisioning: it must pass. It returns the schedules it lists.
+func validateDeployed(t *testing.T, ctx context.Context, exe string, env map[string]string) []deployedSchedule {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, exe, "validate")
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok") {
+		t.Fatalf("%s validate with the deployed settings: %v\n%s", filepath.Base(exe), err, out)
+	}
+	_, list, _ := strings.Cut(string(out), "schedules: ")
+	var ss []deployedSchedule
+	for _, m := range validatedScheduleRE.FindAllStringSubmatch(list, -1) {
+		ss = append(ss, deployedSchedule{Name: m[1], Cron: m[2], TimeZone: m[3], Job: m[4]})
+	}
+	return ss
+}
+
+// makeDue stands in for the clock reaching an occurrence of s. The handler decides occurrences
+// against the real clock, and the first heartbeat of a new schedule starts from that moment, so
+// no test can wait for an hourly or nightly occurrence. makeDue writes the schedule's state as
+// if the previous heartbeat had run a second before the schedule's latest occurrence, and widens
+// the schedule's catch-up window through BATON_SCHEDULES (the one setting it changes) so that
+// the occurrence is still due rather than missed. It returns the occurrence.
+func makeDue(t *testing.T, ctx context.Context, store *blobstore.Store, env map[string]string, s deployedSchedule) time.Time {
+	t.Helper()
+	expr, err := ncrontab.Parse(s.Cron)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc, err := time.LoadLocation(s.TimeZone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	occ, ok := expr.Prev(now, loc)
+	if !ok {
+		t.Fatalf("schedule %s (%q) has no occurrence before now", s.Name, s.Cron)
+	}
+	if _, err := store.UpdateSchedule(ctx, s.Name, func(st *ledger.ScheduleState) error {
+		st.Cursor = occ.Add(-time.Second)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	catchUp := (now.Sub(occ) + 10*time.Minute).Truncate(time.Minute)
+	if env[config.SettingSchedules] != "" {
+		t.Fatalf("the template deploys %s=%q; makeDue assumes none", config.SettingSchedules, env[config.SettingSchedules])
+	}
+	env[config.SettingSchedules] = fmt.Sprintf(`{%q:{"catchUp":%q}}`, s.Name, catchUp.String())
+	return occ
 }
 
 // syncBuffer collects a process's output for failure messages.
@@ -309,8 +379,8 @@ func (h *deployedHandler) invokeHTTP(fn, golden string, body ...string) protocol
 	return *ir.Outputs.Res
 }
 
-// tick fires the Tick function with the golden timer payload (02:00 UTC on 2026-11-21, an
-// occurrence of the default hourly schedule).
+// tick fires the Tick function, the scheduler's heartbeat, with the golden timer payload (the
+// heartbeat decides against the clock, not the payload's times).
 func (h *deployedHandler) tick() {
 	h.t.Helper()
 	status, body := h.invoke("Tick", []byte(readFile(h.t, filepath.Join(batonRoot, "internal", "app", "testdata", "timer.json"))))
@@ -319,11 +389,9 @@ func (h *deployedHandler) tick() {
 	}
 }
 
-const goldenTimerRun = "tick-20261121t020000z"
-
-// deliverUntilFinal plays the host's queue trigger on the work queue (base64 text, delete on
-// success) until the run's manifest reaches a final state.
-func (h *deployedHandler) deliverUntilFinal(ctx context.Context, q *azqueue.QueueClient, store *blobstore.Store, run string) ledger.Manifest {
+// deliverUntilFinal plays the host's queue triggers on the work and control queues (base64
+// text, delete on success) until the run's manifest reaches a final state.
+func (h *deployedHandler) deliverUntilFinal(ctx context.Context, qs templateQueues, store *blobstore.Store, run string) ledger.Manifest {
 	h.t.Helper()
 	poll := time.NewTicker(100 * time.Millisecond)
 	defer poll.Stop()
@@ -335,32 +403,14 @@ func (h *deployedHandler) deliverUntilFinal(ctx context.Context, q *azqueue.Queu
 		case err != nil && !errors.Is(err, ledger.ErrNotFound):
 			h.t.Fatal(err)
 		}
-		resp, err := q.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{NumberOfMessages: to.Ptr(int32(16)), VisibilityTimeout: to.Ptr(int32(600))})
-		if err != nil {
-			h.t.Fatalf("dequeue: %v", err)
+		delivered := 0
+		for _, q := range []struct {
+			client *azqueue.QueueClient
+			fn     string
+		}{{qs.work, "WorkQueue"}, {qs.control, "ControlQueue"}} {
+			delivered += h.deliver(ctx, q.client, q.fn)
 		}
-		for _, msg := range resp.Messages {
-			body, err := base64.StdEncoding.DecodeString(*msg.MessageText)
-			if err != nil {
-				h.t.Fatalf("message is not base64 (the queue trigger would poison it): %v", err)
-			}
-			inv := protocol.InvokeRequest{
-				Data: map[string]json.RawMessage{"message": protocol.EncodeStringData(string(body))},
-				Metadata: map[string]json.RawMessage{"Id": protocol.QuoteMeta(*msg.MessageID), "DequeueCount": protocol.IntMeta(*msg.DequeueCount),
-					"sys": protocol.SysMeta("WorkQueue", time.Now(), "00000000-0000-4000-8000-000000000001")},
-			}
-			payload, err := json.Marshal(inv)
-			if err != nil {
-				h.t.Fatal(err)
-			}
-			if status, out := h.invoke("WorkQueue", payload); status != http.StatusOK {
-				h.t.Fatalf("WorkQueue: %d %s\nhandler output:\n%s", status, out, h.out)
-			}
-			if _, err := q.DeleteMessage(ctx, *msg.MessageID, *msg.PopReceipt, nil); err != nil {
-				h.t.Fatalf("delete: %v", err)
-			}
-		}
-		if len(resp.Messages) > 0 {
+		if delivered > 0 {
 			continue
 		}
 		select {
@@ -370,6 +420,38 @@ func (h *deployedHandler) deliverUntilFinal(ctx context.Context, q *azqueue.Queu
 		case <-poll.C:
 		}
 	}
+}
+
+// deliver invokes fn with each visible message of q, deleting each on success; it returns how
+// many it delivered.
+func (h *deployedHandler) deliver(ctx context.Context, q *azqueue.QueueClient, fn string) int {
+	h.t.Helper()
+	resp, err := q.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{NumberOfMessages: to.Ptr(int32(16)), VisibilityTimeout: to.Ptr(int32(600))})
+	if err != nil {
+		h.t.Fatalf("dequeue: %v", err)
+	}
+	for _, msg := range resp.Messages {
+		body, err := base64.StdEncoding.DecodeString(*msg.MessageText)
+		if err != nil {
+			h.t.Fatalf("message is not base64 (the queue trigger would poison it): %v", err)
+		}
+		inv := protocol.InvokeRequest{
+			Data: map[string]json.RawMessage{"message": protocol.EncodeStringData(string(body))},
+			Metadata: map[string]json.RawMessage{"Id": protocol.QuoteMeta(*msg.MessageID), "DequeueCount": protocol.IntMeta(*msg.DequeueCount),
+				"sys": protocol.SysMeta(fn, time.Now(), "00000000-0000-4000-8000-000000000001")},
+		}
+		payload, err := json.Marshal(inv)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if status, out := h.invoke(fn, payload); status != http.StatusOK {
+			h.t.Fatalf("%s: %d %s\nhandler output:\n%s", fn, status, out, h.out)
+		}
+		if _, err := q.DeleteMessage(ctx, *msg.MessageID, *msg.PopReceipt, nil); err != nil {
+			h.t.Fatalf("delete: %v", err)
+		}
+	}
+	return len(resp.Messages)
 }
 
 func runsStore(t *testing.T, srv *azurite.Server) *blobstore.Store {
@@ -385,24 +467,42 @@ func runsStore(t *testing.T, srv *azurite.Server) *blobstore.Store {
 	return blobstore.New(blobs.ServiceClient().NewContainerClient(runs), blobstore.Options{})
 }
 
-// TestDeployedDefaults_FirstOccurrenceRuns: `azd up` with nothing set deploys an app whose
-// first timer occurrence plans, works and finishes a run.
+// onlySchedule returns the one schedule the deployed app declares, failing unless there is
+// exactly one of that name and job.
+func onlySchedule(t *testing.T, ss []deployedSchedule, name, job string) deployedSchedule {
+	t.Helper()
+	if len(ss) != 1 || ss[0].Name != name || ss[0].Job != job {
+		t.Fatalf("the deployed app declares the schedules %+v, want only %s of job %s", ss, name, job)
+	}
+	return ss[0]
+}
+
+// TestDeployedDefaults_FirstOccurrenceRuns: `azd up` with nothing set deploys an app that
+// passes its preprovision check and declares one schedule, tick (BATON_SCHEDULE, hourly) of the
+// synthetic job, whose first due occurrence the heartbeat starts and which plans, works and
+// finishes. A function key starts only the timer job by hand, within the synthetic caps.
 func TestDeployedDefaults_FirstOccurrenceRuns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), deployTestTimeout)
 	defer cancel()
 	srv := azurite.Private(t, azurite.Options{})
-	q := createTemplateResources(t, ctx, srv)
+	qs := createTemplateResources(t, ctx, srv)
 	env := deployedAppSettings(t, srv, freeLoopbackPort(t))
+	s := onlySchedule(t, validateDeployed(t, ctx, handlerBinary(t), env), "tick", env[config.SettingJob])
+	if s.Cron != env[config.SettingSchedule] || s.TimeZone != "UTC" {
+		t.Errorf("schedule tick: %q in %s, want %s=%q in UTC", s.Cron, s.TimeZone, config.SettingSchedule, env[config.SettingSchedule])
+	}
+	store := runsStore(t, srv)
+	occ := makeDue(t, ctx, store, env, s)
 	h := startHandler(t, ctx, env)
 
 	h.tick()
-	m := h.deliverUntilFinal(ctx, q, runsStore(t, srv), goldenTimerRun)
-	if m.State != ledger.StateSucceeded || m.Trigger != ledger.TriggerTimer || m.Job != env[config.SettingJob] || m.Partitions == 0 {
-		t.Fatalf("run %s: state %s, trigger %s, job %s, %d partitions (reason %q); want a succeeded timer run of the default job",
-			m.RunID, m.State, m.Trigger, m.Job, m.Partitions, m.Reason)
+	run := ledger.ScheduleRunID(s.Name, occ)
+	m := h.deliverUntilFinal(ctx, qs, store, run)
+	if m.State != ledger.StateSucceeded || m.Trigger != ledger.TriggerTimer || m.Schedule != s.Name || m.Job != env[config.SettingJob] || m.Partitions == 0 {
+		t.Fatalf("run %s: state %s, trigger %s, schedule %s, job %s, %d partitions (reason %q); want a succeeded timer run of the default job",
+			m.RunID, m.State, m.Trigger, m.Schedule, m.Job, m.Partitions, m.Reason)
 	}
 
-	// A function key starts only the timer job by hand, within the synthetic caps.
 	for _, c := range []struct{ body, want string }{
 		{`{"job":"inventory","params":{"container":"data"}}`, config.SettingManualJobs},
 		{`{"job":"synthetic","params":{"partitions":1000000}}`, "cap of"},
@@ -416,16 +516,19 @@ func TestDeployedDefaults_FirstOccurrenceRuns(t *testing.T) {
 
 // TestDeployedBadJobParams_AppStaysUp: with a job whose params are wrong (what `azd env set
 // BATON_JOB inventory` without params deploys: BATON_JOB_PARAMS={}), the handler still starts,
-// the leader and dashboard endpoints answer, a manual run of the default job is refused naming
-// the setting, and each occurrence records a failed run whose reason names BATON_JOB_PARAMS.
+// the leader and dashboard endpoints answer, a run now of the schedule tick is refused naming
+// the setting, and its due occurrence records a failed run whose reason names
+// BATON_JOB_PARAMS, once.
 func TestDeployedBadJobParams_AppStaysUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), deployTestTimeout)
 	defer cancel()
 	srv := azurite.Private(t, azurite.Options{})
-	q := createTemplateResources(t, ctx, srv)
+	qs := createTemplateResources(t, ctx, srv)
 	env := deployedAppSettings(t, srv, freeLoopbackPort(t))
 	env[config.SettingJob] = "inventory"
 	env[config.SettingJobParams] = "{}"
+	store := runsStore(t, srv)
+	occ := makeDue(t, ctx, store, env, deployedSchedule{Name: "tick", Cron: env[config.SettingSchedule], TimeZone: "UTC"})
 	h := startHandler(t, ctx, env)
 
 	if res := h.invokeHTTP("Leader", "http-leader.json"); res.StatusCode != http.StatusOK {
@@ -444,7 +547,8 @@ func TestDeployedBadJobParams_AppStaysUp(t *testing.T) {
 	}
 
 	h.tick()
-	m, err := runsStore(t, srv).ReadManifest(ctx, goldenTimerRun)
+	run := ledger.ScheduleRunID("tick", occ)
+	m, err := store.ReadManifest(ctx, run)
 	if err != nil {
 		t.Fatalf("no run recorded for the occurrence: %v\n%s", err, h.out)
 	}
@@ -453,16 +557,18 @@ func TestDeployedBadJobParams_AppStaysUp(t *testing.T) {
 	}
 	// Nothing was enqueued for it: no partitions, no check (the count includes scheduled,
 	// still invisible messages).
-	props, err := q.GetProperties(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
+	for _, q := range []*azqueue.QueueClient{qs.work, qs.control} {
+		props, err := q.GetProperties(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := *props.ApproximateMessagesCount; n != 0 {
+			t.Errorf("a misconfigured run enqueued %d messages", n)
+		}
 	}
-	if n := *props.ApproximateMessagesCount; n != 0 {
-		t.Errorf("a misconfigured run enqueued %d messages", n)
-	}
-	// A second tick of the same occurrence (another instance, a retry) keeps the one record.
+	// A second heartbeat (another instance, a retry) keeps the one record.
 	h.tick()
-	if m2, err := runsStore(t, srv).ReadManifest(ctx, goldenTimerRun); err != nil || m2.Created != m.Created {
+	if m2, err := store.ReadManifest(ctx, run); err != nil || m2.Created != m.Created {
 		t.Errorf("the failed run was rewritten: %+v, %v", m2, err)
 	}
 }

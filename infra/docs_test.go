@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/internal/readme"
 )
 
@@ -68,11 +69,25 @@ func TestDeployDocs(t *testing.T) {
 			t.Errorf("docs/deploy.md names %s, which config/config.go does not read", name)
 		}
 	}
-	// Backticked lowerCamel identifiers are Bicep parameters the reader is told to change.
+	// Backticked lowerCamel identifiers are Bicep parameters the reader is told to change, or
+	// fields of BATON_SCHEDULES (as docs/configuration.md lists them, which internal/readme
+	// holds to config).
 	mainParams := main.params()
+	fields, err := readme.SectionOf(root, "docs/configuration.md", "BATON_SCHEDULES")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, m := range regexp.MustCompile("`([a-z][a-z0-9]*[A-Z][A-Za-z0-9]*)`").FindAllStringSubmatch(prose, -1) {
-		if _, ok := mainParams[m[1]]; !ok {
-			t.Errorf("docs/deploy.md names `%s`, which is not a parameter of main.bicep", m[1])
+		if _, ok := mainParams[m[1]]; !ok && !strings.Contains(fields, "| `"+m[1]+"` |") {
+			t.Errorf("docs/deploy.md names `%s`, which is neither a parameter of main.bicep nor a field of %s", m[1], config.SettingSchedules)
+		}
+	}
+	// The runbook says how to declare, change and pause schedules, and what daylight saving does.
+	flat := strings.Join(strings.Fields(doc), " ") // prose wraps anywhere
+	for _, want := range []string{"## Schedules", "app.Schedule(", "azd env set BATON_SCHEDULES", `"paused":true`,
+		"/pause", "/resume", "does not fire", "fires once", "BATON_HEARTBEAT"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("docs/deploy.md: want it to mention %q", want)
 		}
 	}
 }

@@ -418,8 +418,10 @@ func TestPackageScript_PowerShellSetsTarget(t *testing.T) {
 }
 
 // TestValidateScript runs the preprovision hook from another folder, as azd does with the azd
-// environment's values in the environment: the defaults pass, a job without its params fails
-// naming BATON_JOB_PARAMS.
+// environment's values in the environment: the defaults pass and are the template's (the
+// schedule tick, hourly, of the synthetic job), a job without its params fails naming
+// BATON_JOB_PARAMS, an override of a schedule the app does not declare fails naming
+// BATON_SCHEDULES.
 func TestValidateScript(t *testing.T) {
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skip("no sh on this machine: scripts/validate.sh is the POSIX hook")
@@ -428,21 +430,29 @@ func TestValidateScript(t *testing.T) {
 	run := func(kv ...string) (string, error) {
 		cmd := exec.Command("sh", script)
 		cmd.Dir = t.TempDir()
-		cmd.Env = append(os.Environ(), "GOWORK=off", "GOTOOLCHAIN=local", "GOOS=windows", "BATON_JOB=", "BATON_JOB_PARAMS=", "BATON_SCHEDULE=")
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOTOOLCHAIN=local", "GOOS=windows", "BATON_JOB=", "BATON_JOB_PARAMS=", "BATON_SCHEDULE=", "BATON_SCHEDULES=", "BATON_HEARTBEAT=")
 		cmd.Env = append(cmd.Env, kv...)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	if out, err := run(); err != nil || !strings.Contains(out, "ok") {
-		t.Fatalf("defaults: %v\n%s", err, out)
+	// Unset or empty, a setting takes main.parameters.json's default, as azd fills it in.
+	out, err := run()
+	if err != nil || !strings.Contains(out, "ok: BATON_HEARTBEAT="+defaultHeartbeat+";") ||
+		!strings.Contains(out, `tick ("0 0 * * * *" UTC, job synthetic`) {
+		t.Fatalf("defaults: %v\n%s\nwant ok with the template's heartbeat and the hourly schedule tick of synthetic", err, out)
 	}
-	out, err := run("BATON_JOB=inventory")
+	out, err = run("BATON_JOB=inventory")
 	if err == nil || !strings.Contains(out, "BATON_JOB_PARAMS is not set") {
 		t.Errorf("inventory without params: %v\n%s", err, out)
 	}
+	out, err = run(`BATON_SCHEDULES={"nightly":{"paused":true}}`)
+	if err == nil || !strings.Contains(out, "BATON_SCHEDULES names the schedule \"nightly\"") {
+		t.Errorf("an override of a schedule the app does not declare: %v\n%s", err, out)
+	}
 	// The PowerShell twin (static: no pwsh here) runs the same command from the repo root.
 	ps := readFile(t, filepath.Join(repoRoot(t), "scripts", "validate.ps1"))
-	for _, want := range []string{"Split-Path -Parent $PSScriptRoot", "run ./handler validate", "FUNCTIONS_APP_ROOT_PATH", "Env:GOOS", "exit $code"} {
+	for _, want := range []string{"Split-Path -Parent $PSScriptRoot", "run ./handler validate", "FUNCTIONS_APP_ROOT_PATH", "Env:GOOS", "exit $code",
+		"infra/main.parameters.json", `'^\$\{(BATON_[A-Z0-9_]+)=([^}]*)\}$'`} {
 		if !strings.Contains(ps, want) {
 			t.Errorf("scripts/validate.ps1 does not mention %s", want)
 		}

@@ -12,8 +12,11 @@ import (
 // State is a run's lifecycle position.
 type State string
 
-// States in order. Succeeded, Partial, Failed, TimedOut and Skipped are final.
+// States in order. Succeeded, Partial, Failed, TimedOut, Skipped, Missed and Paused are final.
 const (
+	// StateQueued: a schedule's occurrence waiting for the schedule's run in progress to end
+	// (overlap policy buffer-one); the scheduler starts it then.
+	StateQueued    State = "queued"
 	StatePlanning  State = "planning"  // manifest created, nothing enqueued yet
 	StateEnqueuing State = "enqueuing" // partitions being enqueued (checkpointed)
 	StateRunning   State = "running"   // every partition enqueued; workers busy
@@ -25,12 +28,15 @@ const (
 	// StateMissed records a schedule occurrence that never fired or could not be decided when
 	// it fired (the app was stopped, scaled to zero or broken across it); Reason says why.
 	StateMissed State = "missed"
+	// StatePaused records a schedule occurrence that came while the schedule was paused; Reason
+	// carries the pause note.
+	StatePaused State = "paused"
 )
 
 // Final reports whether a run in this state will never change again.
 func (s State) Final() bool {
 	switch s {
-	case StateSucceeded, StatePartial, StateFailed, StateTimedOut, StateSkipped, StateMissed:
+	case StateSucceeded, StatePartial, StateFailed, StateTimedOut, StateSkipped, StateMissed, StatePaused:
 		return true
 	}
 	return false
@@ -95,11 +101,18 @@ type Manifest struct {
 	Version int     `json:"version"`
 	RunID   string  `json:"run"`
 	Trigger Trigger `json:"trigger"`
+	// Schedule names the schedule of an occurrence or a run now ("" for an ad-hoc run).
+	Schedule string `json:"schedule,omitempty"`
 	// Occurrence is the schedule occurrence of a timer run (zero for manual runs).
 	Occurrence time.Time `json:"occurrence,omitzero"`
 	// IdempotencyKey is the manual caller's key, if any.
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
-	// Epoch is the lease epoch of the leader that created or last took over the run.
+	// Lease names the lease blob whose epochs fence this run's planning: its own
+	// (RunLeaseName) for runs a scheduler created, "" for a run created before runs had their
+	// own lease (the one lease of that time, now the scheduler's).
+	Lease string `json:"lease,omitempty"`
+	// Epoch is the lease epoch of the leader that created or last took over the run: 0 for a
+	// run the scheduler created that no planner has taken up yet.
 	Epoch    int64     `json:"epoch"`
 	Leader   Holder    `json:"leader"`
 	Segments []Segment `json:"segments"`

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 )
 
 // Store is the run ledger's contract. ledger/blobstore keeps it in Azure Blob Storage;
@@ -69,21 +68,16 @@ type Store interface {
 	// ListRuns calls fn with each run ID, in name order, until fn returns false.
 	ListRuns(ctx context.Context, fn func(run string) bool) error
 
-	// SetActive records the latest started run; ReadActive returns it (ok false when none).
-	SetActive(ctx context.Context, a Active) error
-	ReadActive(ctx context.Context) (a Active, ok bool, err error)
-
-	// PutPending records a fired occurrence in the schedule's inbox (a repeat is a no-op);
-	// ListPending returns the inbox, oldest occurrence first; DeletePending removes an entry
-	// (a missing one is not an error).
-	PutPending(ctx context.Context, p Pending) error
-	ListPending(ctx context.Context) ([]Pending, error)
-	DeletePending(ctx context.Context, run string) error
-
-	// ReadCursor returns the schedule cursor (ok false before the first); AdvanceCursor moves
-	// it forward, never back.
-	ReadCursor(ctx context.Context) (c Cursor, ok bool, err error)
-	AdvanceCursor(ctx context.Context, last time.Time) error
+	// ReadSchedule reads a schedule's state; ErrNotFound before its first heartbeat.
+	ReadSchedule(ctx context.Context, name string) (ScheduleState, error)
+	// UpdateSchedule applies fn to the schedule's state (a zero state naming the schedule when
+	// it has none) and writes it back only if nobody wrote it in between, retrying on
+	// conflicts (ErrConflict when it keeps losing). fn may return ErrNoChange to skip the
+	// write; the current state is returned either way.
+	UpdateSchedule(ctx context.Context, name string, fn func(*ScheduleState) error) (ScheduleState, error)
+	// ReadLegacySchedule reads what a ledger written before schedules had names kept about
+	// its one schedule (ok false when it kept nothing).
+	ReadLegacySchedule(ctx context.Context) (LegacySchedule, bool, error)
 }
 
 // ETag is the opaque version of a stored record, for conditional writes.
@@ -107,32 +101,6 @@ const NoFence int64 = -1
 
 // ErrNoChange may be returned by an UpdateManifest mutation to skip the write.
 var ErrNoChange = errors.New("no change")
-
-// Active points at the latest run a leader started.
-type Active struct {
-	Run     string    `json:"run"`
-	Epoch   int64     `json:"epoch"`
-	Started time.Time `json:"started"`
-}
-
-// Pending is an occurrence that fired while another instance held the lease: the firing
-// instance records it, and whoever holds the lease next decides it. It is the schedule's
-// inbox, so a fired occurrence is never lost because the lease was busy at that moment.
-type Pending struct {
-	Run        string    `json:"run"`
-	Occurrence time.Time `json:"occurrence"`
-	FiredBy    Holder    `json:"firedBy"`
-	FiredAt    time.Time `json:"firedAt"`
-	// BusyWith names the lease holder seen when the occurrence fired.
-	BusyWith string `json:"busyWith,omitempty"`
-}
-
-// Cursor is how far the schedule has been accounted for: every occurrence at or before Last
-// has a record (a run, or a skipped or missed record).
-type Cursor struct {
-	Last    time.Time `json:"last"`
-	Updated time.Time `json:"updated"`
-}
 
 // ReportRead describes a bounded report read (see Store.ReadReportBounded).
 type ReportRead struct {

@@ -39,7 +39,9 @@ type Envelope struct {
 	Version int    `json:"baton"`
 	Kind    Kind   `json:"kind"`
 	Run     string `json:"run"`
-	Epoch   int64  `json:"epoch"`
+	// Epoch is the run lease's epoch the message was sent under: at least 1 for a partition;
+	// 0 for the check that starts a run no planner has taken up yet.
+	Epoch int64 `json:"epoch"`
 	// Part is the partition index (partition messages only).
 	Part int `json:"part"`
 	// Parts is the run's partition count when known at send time, else 0; the manifest is
@@ -143,8 +145,9 @@ func (e Envelope) Validate() error {
 	if err := ledger.ValidateRunID(e.Run); err != nil {
 		return bad("%v", err)
 	}
-	if e.Epoch < 1 {
-		return bad("epoch %d, want >= 1", e.Epoch)
+	// A check may carry epoch 0: the first check of a run that no planner has taken up yet.
+	if e.Epoch < 0 || e.Kind != KindCheck && e.Epoch < 1 {
+		return bad("epoch %d, want >= 1 (>= 0 for a check)", e.Epoch)
 	}
 	if e.Round < 0 {
 		return bad("round %d, want >= 0", e.Round)

@@ -2,7 +2,7 @@ package work
 
 import (
 	"context"
-	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -73,6 +73,12 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool) (bo
 	}
 
 	log := w.logger().With("run", run, "partitions", m.Partitions)
+	// One finish per run at a time in this process: the claim's token is this process's, so
+	// two of its callers at once would both take the claim for their own.
+	if _, busy := w.finishing.LoadOrStore(run, struct{}{}); busy {
+		return false, nil
+	}
+	defer w.finishing.Delete(run)
 	etag, outcome, err := w.claim(ctx, &m)
 	if err != nil || outcome != claimed {
 		return outcome == settled && err == nil, err
@@ -132,7 +138,7 @@ const (
 // in-progress report, or takes over a stale claim.
 func (w *Worker) claim(ctx context.Context, m *ledger.Manifest) (ledger.ETag, claimOutcome, error) {
 	mine := ledger.Report{Run: m.RunID, Job: m.Job, State: ledger.StateRunning, Partitions: m.Partitions,
-		Aggregator: w.cfg.Holder, Claim: newClaimToken(), Created: w.now()}
+		Aggregator: w.cfg.Holder, Claim: w.claimToken(m.RunID), Created: w.now()}
 	etag, err := w.cfg.Store.ClaimReport(ctx, mine)
 	if err == nil {
 		return etag, claimed, nil
@@ -220,11 +226,12 @@ func (w *Worker) settle(ctx context.Context, rep ledger.Report, reason string) (
 	return changed, nil
 }
 
-// newClaimToken returns a random token that tells one report claim from every other.
-func newClaimToken() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+// claimToken tells this process's claim on run's report from every other: the same for every
+// try of this process (so a retry after an outage recognises a claim whose answer was lost;
+// the process finishes a run once at a time), different for every other process and run.
+func (w *Worker) claimToken(run string) string {
+	sum := sha256.Sum256(append(w.salt[:], run...))
+	return hex.EncodeToString(sum[:12])
 }
 
 // finalState is the state of a run with these counts; timedOut says some of the failures were

@@ -38,10 +38,12 @@ func (f *fixture) completeRun(run string, n int) {
 	}
 }
 
+// Twenty callers at once, five in each of four processes (workers), aggregate the run once.
 func TestTryFinish_ConcurrentCallersAggregateOnce(t *testing.T) {
 	const n, callers = 8, 20
 	f := newFixture(t)
 	f.completeRun("many", n)
+	procs := []*work.Worker{f.w, f.newWorker(f.cfg), f.newWorker(f.cfg), f.newWorker(f.cfg)}
 	wins := make([]bool, callers)
 	errs := make([]error, callers)
 	start := make(chan struct{})
@@ -49,7 +51,7 @@ func TestTryFinish_ConcurrentCallersAggregateOnce(t *testing.T) {
 	for k := range callers {
 		wg.Go(func() {
 			<-start
-			wins[k], errs[k] = f.w.TryFinish(f.ctx, "many")
+			wins[k], errs[k] = procs[k%len(procs)].TryFinish(f.ctx, "many")
 		})
 	}
 	close(start)

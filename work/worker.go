@@ -2,11 +2,13 @@ package work
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/batonfn/baton/ledger"
@@ -74,7 +76,9 @@ type WorkerConfig struct {
 // Worker processes partition messages idempotently and finishes runs exactly once. It is safe
 // for concurrent use.
 type Worker struct {
-	cfg WorkerConfig
+	cfg       WorkerConfig
+	salt      [16]byte // random per process: see claimToken
+	finishing sync.Map // runs this process is finishing: one at a time each
 }
 
 // NewWorker validates cfg and fills in its defaults.
@@ -101,7 +105,9 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Worker{cfg: cfg}, nil
+	w := &Worker{cfg: cfg}
+	_, _ = rand.Read(w.salt[:])
+	return w, nil
 }
 
 // Holder is the identity this worker writes into results and reports.

@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -19,18 +21,44 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/internal/devhost"
+	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/blobstore"
 )
 
-// demoLines are the handler messages the demo shows (warnings and errors always show).
+// demoLines are the handler messages the demo shows (warnings and errors always show, but for
+// the heartbeat's echo of the records the coordinator logs itself).
 var demoLines = map[string]bool{
-	"tick won the election": true, "tick lost the election": true, "run created": true,
-	"check scheduled": true, "run enqueued": true, "run finished": true,
-	"leadership acquired": true, "leadership released": true,
+	"run created": true, "heartbeat: occurrence decided": true, "planning the run": true,
+	"check: enqueue in progress under another leader": true, "check scheduled": true,
+	"run enqueued": true, "run finished": true,
 }
+
+// demoLine decides which handler lines the demo shows: the run's story, the leases of runs
+// (not the scheduler's, taken and released on every heartbeat of every instance), and
+// warnings and errors.
+func demoLine(l devhost.LogLine) bool {
+	switch {
+	case l.Msg == "heartbeat: occurrence recorded":
+		return false // the coordinator's "occurrence recorded" says it with the reason
+	case l.Level == "WARN" || l.Level == "ERROR" || l.Stderr:
+		return true
+	case l.Msg == "leadership acquired" || l.Msg == "leadership released":
+		return l.Str("lease") != ""
+	}
+	return demoLines[l.Msg]
+}
+
+// Demo defaults: the heartbeat beats every two seconds (in Azure, every minute), and the
+// schedule the demo fires gets an expression that fires at one second of every minute, about
+// demoLead after the demo starts the instances.
+const (
+	demoHeartbeat = "*/2 * * * * *"
+	demoLead      = 12 * time.Second
+)
 
 func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	// The demo's lines and the local host's (from many goroutines) share out.
@@ -42,11 +70,13 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	n := fs.Int("n", 3, "number of host instances")
 	blobs := fs.Int("blobs", 3000, "blobs to seed (-job inventory)")
 	bad := fs.Int("bad", 7, "seeded blobs with a wrong Content-MD5 (-job inventory)")
-	schedule := fs.String("schedule", "*/15 * * * * *", "Tick schedule (six-field NCRONTAB)")
-	job := fs.String("job", "", "job to run (default: the settings file's BATON_JOB); inventory seeds a container for it, and falls back to synthetic when the handler does not know it")
-	params := fs.String("params", "", "the job's params, JSON (default: the settings file's BATON_JOB_PARAMS)")
+	heartbeat := fs.String("heartbeat", demoHeartbeat, "BATON_HEARTBEAT, the Tick timer (six-field NCRONTAB, UTC)")
+	schedule := fs.String("schedule", "", "the schedule to fire (default: the settings' schedule tick with -job or -params, else the app's first schedule, else tick)")
+	cron := fs.String("cron", "", "the expression the demo gives that schedule (default: one second of every minute, about 12 s from the start)")
+	job := fs.String("job", "", "run this job on the schedule tick (BATON_SCHEDULE, BATON_JOB); inventory seeds a container for it, and falls back to synthetic when the handler does not know it")
+	params := fs.String("params", "", "the params of the schedule tick's job, JSON (BATON_JOB_PARAMS)")
 	verbose := fs.Bool("v", false, "show every handler line")
-	limit := fs.Duration("timeout", 110*time.Second, "give up after this long (after the build)")
+	limit := fs.Duration("timeout", 3*time.Minute, "give up after this long (after the build)")
 	seedFrom := seedDirs{}
 	fs.Var(seedFrom, "seed", "upload the files under DIR into CONTAINER of the started Azurite first, CONTAINER=DIR (repeatable)")
 	control := fs.String("control", DefaultControlAddr, "address of the loopback control endpoint (\"\": none)")
@@ -60,7 +90,7 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *limit)
 	defer cancel()
-	d := &demo{out: out, start: time.Now(), verbose: *verbose, control: *control}
+	d := &demo{out: out, start: time.Now(), verbose: *verbose, control: *control, ticks: map[string]devhost.InvokeRecord{}}
 
 	d.say("Starting the pinned Azurite (npm package in node_modules; in memory, free ports)…")
 	srv, err := azurite.Start(ctx, azurite.Options{})
@@ -76,7 +106,7 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	settings := map[string]string{
 		config.SettingHostStorage:       srv.ConnectionString(),
 		config.SettingTransport:         string(config.TransportQueue),
-		config.SettingSchedule:          *schedule,
+		config.SettingHeartbeat:         *heartbeat,
 		config.SettingLeaseDuration:     "15s",
 		"AzureWebJobs.Work.Disabled":    "true",
 		"AzureWebJobs.Control.Disabled": "true",
@@ -111,6 +141,21 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 			settings[config.SettingJobParams] = fmt.Sprintf(`{"container":%q,"partitionSize":200}`, demoContainer)
 		}
 	}
+
+	d.fired = *schedule
+	if d.fired == "" {
+		if d.fired, err = d.pickSchedule(ctx, *app, handler, settings, *job != "" || *params != ""); err != nil {
+			return err
+		}
+	}
+	d.cron = *cron
+	if d.cron == "" {
+		d.cron = fmt.Sprintf("%d * * * * *", time.Now().Add(demoLead).Second())
+	}
+	if err := d.fire(*app, settings); err != nil {
+		return err
+	}
+
 	h, err := d.startHost(ctx, *app, handler, *n, settings)
 	if errors.Is(err, errUnknownJob) && *job == "inventory" {
 		d.say("The handler does not register the %q job yet (%v): running the synthetic job instead (200 partitions of 15 ms).", *job, err)
@@ -161,6 +206,11 @@ type demo struct {
 	start   time.Time
 	verbose bool
 	control string // the control endpoint's address
+	// fired is the schedule the demo fires, at each occurrence of cron.
+	fired, cron string
+
+	mu    sync.Mutex
+	ticks map[string]devhost.InvokeRecord // the Tick invocations, by invocation ID
 }
 
 // errUnknownJob: the handler refused to start because it does not know the job.
@@ -183,6 +233,73 @@ func countsText(m map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
+// validatedScheduleRE matches one schedule in the list `<app> validate` prints.
+var validatedScheduleRE = regexp.MustCompile(`(?:schedules: |, )([a-z][a-z0-9-]*) \("`)
+
+// pickSchedule chooses the schedule the demo fires when -schedule names none: the settings'
+// schedule tick when the demo was given its job or params, else the first schedule the app
+// declares, as the handler's own `validate` lists them (the app's, then tick), else tick.
+func (d *demo) pickSchedule(ctx context.Context, app, exe string, settings map[string]string, tick bool) (string, error) {
+	if tick {
+		return coordinator.LegacySchedule, nil
+	}
+	all, err := devhost.LoadSettings(app, "", os.Environ(), settings)
+	if err != nil {
+		return "", err
+	}
+	root, err := filepath.Abs(app)
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, exe, "validate")
+	cmd.Env = os.Environ()
+	for k, v := range all.Map() {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Env = append(cmd.Env, config.SettingAppRoot+"="+root)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s validate: %w\n%s", filepath.Base(exe), err, strings.TrimSpace(string(b)))
+	}
+	if m := validatedScheduleRE.FindStringSubmatch(string(b)); m != nil {
+		return m[1], nil
+	}
+	return coordinator.LegacySchedule, nil
+}
+
+// fire makes d.fired fire at each occurrence of d.cron, one run at a time (overlap skip): the
+// schedule tick through BATON_SCHEDULE (with BATON_JOB and BATON_JOB_PARAMS), a schedule the
+// app declares through its BATON_SCHEDULES entry, merged into the settings' own.
+func (d *demo) fire(app string, settings map[string]string) error {
+	if d.fired == coordinator.LegacySchedule {
+		settings[config.SettingSchedule] = d.cron
+		settings[config.SettingOverlap] = string(config.OverlapSkip)
+		return nil
+	}
+	all, err := devhost.LoadSettings(app, "", os.Environ(), settings)
+	if err != nil {
+		return err
+	}
+	overrides := map[string]map[string]any{}
+	if v := strings.TrimSpace(all.Get(config.SettingSchedules)); v != "" {
+		if err := json.Unmarshal([]byte(v), &overrides); err != nil {
+			return fmt.Errorf("%s is not a JSON object of schedules: %w", config.SettingSchedules, err)
+		}
+	}
+	o := overrides[d.fired]
+	if o == nil {
+		o = map[string]any{}
+	}
+	o["cron"], o["overlap"], o["paused"] = d.cron, string(config.OverlapSkip), false
+	overrides[d.fired] = o
+	b, err := json.Marshal(overrides)
+	if err != nil {
+		return err
+	}
+	settings[config.SettingSchedules] = string(b)
+	return nil
+}
+
 func (d *demo) startHost(ctx context.Context, app, exe string, n int, settings map[string]string) (*devhost.Host, error) {
 	level := slog.LevelInfo
 	if d.verbose {
@@ -191,23 +308,35 @@ func (d *demo) startHost(ctx context.Context, app, exe string, n int, settings m
 	h, err := devhost.New(devhost.Options{
 		AppRoot: app, Executable: exe, Instances: n, Settings: settings,
 		HTTPAddr: "127.0.0.1:0", ControlAddr: d.control, Out: d.out, LogLevel: level, HandlerLogLevel: level,
+		// Every instance's timer fires at the same instant: the race for the scheduler lease shows.
+		TimerSkew: -1,
 		HandlerFilter: func(l devhost.LogLine) bool {
 			if l.Instance == "preflight" {
 				return d.verbose
 			}
-			return d.verbose || demoLines[l.Msg] || l.Level == "WARN" || l.Level == "ERROR" || l.Stderr
+			return d.verbose || demoLine(l)
 		},
-		MaxTimerFires: 1,
+		OnInvoke: func(r devhost.InvokeRecord) {
+			if r.Function == tickFunction {
+				d.mu.Lock()
+				d.ticks[r.ID] = r
+				d.mu.Unlock()
+			}
+		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	job := "the app's only job (BATON_JOB unset)"
-	if all, err := devhost.LoadSettings(app, "", os.Environ(), settings); err == nil && all.Get(config.SettingJob) != "" {
-		job = all.Get(config.SettingJob) + " " + all.Get(config.SettingJobParams)
+	how := fmt.Sprintf("%s=%s", config.SettingSchedules, settings[config.SettingSchedules])
+	if d.fired == coordinator.LegacySchedule {
+		job := "the app's only job"
+		if all, err := devhost.LoadSettings(app, "", os.Environ(), settings); err == nil && all.Get(config.SettingJob) != "" {
+			job = all.Get(config.SettingJob) + " " + all.Get(config.SettingJobParams)
+		}
+		how = fmt.Sprintf("%s=%q of %s", config.SettingSchedule, d.cron, job)
 	}
-	d.say("Starting %d instances of %s (schedule %q, lease %s, job %s).", n, filepath.Base(exe), settings[config.SettingSchedule],
-		settings[config.SettingLeaseDuration], job)
+	d.say("Starting %d instances of %s (heartbeat %q, lease %s); the demo fires the schedule %s at %q (%s).",
+		n, filepath.Base(exe), settings[config.SettingHeartbeat], settings[config.SettingLeaseDuration], d.fired, d.cron, how)
 	// One handler first: a bad setting shows once instead of three times per instance.
 	if err := h.Preflight(ctx); err != nil {
 		if strings.Contains(err.Error(), "unknown job") {
@@ -221,21 +350,39 @@ func (d *demo) startHost(ctx context.Context, app, exe string, n int, settings m
 	return h, nil
 }
 
+// tickFunction is the timer function whose every invocation is a heartbeat.
+const tickFunction = "Tick"
+
+// heartbeatOutcome is what one instance's Tick did on the heartbeat that started the run.
+func heartbeatOutcome(l devhost.LogLine) string {
+	switch l.Msg {
+	case "heartbeat: the scheduler lease is held; its holder decides every schedule":
+		return fmt.Sprintf("found the scheduler lease held by %s (epoch %s): its holder decides every schedule", l.Str("leader"), l.Str("leaderEpoch"))
+	case "heartbeat: schedules decided":
+		return fmt.Sprintf("took the scheduler lease (epoch %s) once it was free, and found nothing left to decide (%s decisions)", l.Str("epoch"), l.Str("decisions"))
+	}
+	return ""
+}
+
 func (d *demo) run(ctx context.Context, h *devhost.Host, seeded seedResult) error {
-	d.say("Every instance's timer fires at the next occurrence (a few hundred ms apart); they race for the lease.")
-	if _, err := h.WaitFires(ctx, 1); err != nil {
-		return err
-	}
-	// The election: the instance whose Tick took the lease first creates the run; a Tick that
-	// found the lease held logs "lost", or waits for it and then finds the run already there.
-	// (Each Tick logs its outcome when it returns, and the winner's returns last, once it has
-	// planned the run: its line is not the first "won" line.)
-	won, err := h.WaitLine(ctx, func(l devhost.LogLine) bool { return l.Msg == "run created" && l.Str("trigger") == "timer" })
+	d.say("Every instance's Tick timer beats on the heartbeat; on each beat the instances race for the scheduler lease and the winner decides every schedule's due occurrences. A run's planning then takes the run's own lease, wherever its start check is delivered.")
+	created, err := h.WaitLine(ctx, func(l devhost.LogLine) bool {
+		return l.Msg == "run created" && l.Str("schedule") == d.fired && l.Str("trigger") == "timer"
+	})
 	if err != nil {
-		return fmt.Errorf("no instance won the election: %w", err)
+		return fmt.Errorf("the schedule %s started no run: %w", d.fired, err)
 	}
-	run := won.Str("run")
-	d.say("Election for %s: %s won (epoch %s).", run, won.Instance, won.Str("epoch"))
+	run := created.Str("run")
+	decided, err := h.WaitLine(ctx, func(l devhost.LogLine) bool { return l.Msg == "heartbeat: occurrence decided" && l.Str("run") == run })
+	if err != nil {
+		return fmt.Errorf("no heartbeat reported starting %s: %w", run, err)
+	}
+	d.say("Heartbeat: %s won the scheduler lease (epoch %s) and started %s, the occurrence %s of %s.",
+		decided.Instance, decided.Str("epoch"), run, decided.Str("occurrence"), d.fired)
+	// The run needs no heartbeat: its start check, work messages and checks carry it. Later
+	// heartbeats would only contend with the run for Azurite, which serves one request at a time.
+	h.StopTimers()
+	d.say("The demo stops the heartbeats now (in Azure they beat every minute); the run goes on by its own messages.")
 
 	// Progress is printed by the devhost every second; wait for the run to end.
 	var p devhost.Progress
@@ -253,25 +400,33 @@ func (d *demo) run(ctx context.Context, h *devhost.Host, seeded seedResult) erro
 	}
 	time.Sleep(1200 * time.Millisecond) // let the devhost print its final progress line
 
-	var lost []string
+	cfg := h.Config()
+	beat, others := d.others(h, decided)
+	d.say("Leases of %s:", run)
+	d.say("  the scheduler lease (%s/%s), on the heartbeat of %s:", cfg.LeaseContainer, cfg.LeaseName, beat)
+	d.say("    won:  %s, epoch %s: found the occurrence %s due, created the run and sent its start check", decided.Instance,
+		decided.Str("epoch"), decided.Str("occurrence"))
+	for _, s := range others {
+		d.say("    %s", s)
+	}
+	lease := cfg.LeaseContainer + "/" + ledger.RunLeaseName(run)
+	var planners []string
 	for _, l := range h.Lines() {
-		if l.Msg == "tick lost the election" && l.Str("run") == run {
-			lost = append(lost, fmt.Sprintf("%s (saw leader %s, epoch %s)", l.Instance, l.Str("leader"), l.Str("leaderEpoch")))
+		if l.Str("run") != run {
+			continue
+		}
+		switch l.Msg {
+		case "planning the run":
+			planners = append(planners, fmt.Sprintf("won:  %s, epoch %s: its start check was delivered there; it took the lease and planned the run", l.Instance, l.Str("epoch")))
+		case "run enqueued":
+			planners = append(planners, fmt.Sprintf("      %s enqueued %s partitions in %s batches", l.Instance, l.Str("partitions"), l.Str("batches")))
+		case "check: enqueue in progress under another leader":
+			planners = append(planners, fmt.Sprintf("lost: %s found it held by %s (epoch %s)", l.Instance, l.Str("holder"), l.Str("holderEpoch")))
 		}
 	}
-	var alsoWon []string
-	for _, l := range h.Lines() {
-		if l.Msg == "tick won the election" && l.Str("run") == run && l.Instance != won.Instance {
-			alsoWon = append(alsoWon, fmt.Sprintf("%s (epoch %s, status %s: the run already existed)", l.Instance, l.Str("epoch"), l.Str("status")))
-		}
-	}
-	d.say("Election summary for %s:", run)
-	d.say("  won:  %s, epoch %s: created the run and planned it", won.Instance, won.Str("epoch"))
-	for _, s := range lost {
-		d.say("  lost: %s", s)
-	}
-	for _, s := range alsoWon {
-		d.say("  later: %s", s)
+	d.say("  the run's own lease (%s):", lease)
+	for _, s := range planners {
+		d.say("    %s", s)
 	}
 
 	rep, src, err := d.report(ctx, h, run)
@@ -286,6 +441,43 @@ func (d *demo) run(ctx context.Context, h *devhost.Host, seeded seedResult) erro
 	}
 	d.say("Run %s ended %s in the ledger; demo took %.1fs. Stopping everything it started.", run, p.State, time.Since(d.start).Seconds())
 	return nil
+}
+
+// others tells what the other instances' Ticks did on the heartbeat that started the run (the
+// Tick invocations fired for the same timer occurrence as the winner's, each with the line in
+// which its heartbeat reported its outcome), and that heartbeat's time.
+func (d *demo) others(h *devhost.Host, decided devhost.LogLine) (heartbeat string, out []string) {
+	d.mu.Lock()
+	winner, ok := d.ticks[decided.Str("invocation")]
+	heartbeat = winner.Detail
+	var same []devhost.InvokeRecord
+	for _, r := range d.ticks {
+		if ok && r.Detail == winner.Detail && r.ID != winner.ID {
+			same = append(same, r)
+		}
+	}
+	d.mu.Unlock()
+	sort.Slice(same, func(i, j int) bool { return same[i].Instance < same[j].Instance })
+	lines := h.Lines()
+	for _, r := range same {
+		what := "reported no outcome"
+		if r.Err != nil {
+			what = "failed: " + firstN(r.Err.Error(), 120)
+		}
+		for _, l := range lines {
+			if l.Str("invocation") == r.ID {
+				if o := heartbeatOutcome(l); o != "" {
+					what = o
+				}
+			}
+		}
+		verb := "lost:"
+		if strings.HasPrefix(what, "took") {
+			verb = "later:"
+		}
+		out = append(out, fmt.Sprintf("%s %s %s", verb, r.Instance, what))
+	}
+	return heartbeat, out
 }
 
 // report fetches the run's report through the Runs API when it answers, else reads

@@ -13,8 +13,10 @@ import (
 )
 
 // TestDemo_AnyApp: in the folder of an app written by baton init, demo builds that app (not
-// Baton's handler), runs it on two instances against Azurite, and ends with the report of one
-// finished run of the app's own job.
+// Baton's handler), runs it on two instances against Azurite, fires the schedule the app
+// declares in code (nightly) within seconds through BATON_SCHEDULES, tells which instance won
+// the scheduler lease and which took the run's own lease, and ends with the report of that one
+// run of the app's own job.
 func TestDemo_AnyApp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates, builds and runs an app")
@@ -25,17 +27,22 @@ func TestDemo_AnyApp(t *testing.T) {
 	defer cancel()
 
 	var out strings.Builder
-	err := demoCmd(ctx, []string{"-app", app, "-n", "2", "-schedule", "*/2 * * * * *", "-control", "", "-params", `{"below":20000,"chunk":1000}`, "-timeout", "3m"}, &out)
+	err := demoCmd(ctx, []string{"-app", app, "-n", "2", "-control", "", "-timeout", "4m"}, &out)
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
+	t.Log(out.String())
 	if _, err := os.Stat(filepath.Join(app, "nightly")); err != nil {
 		t.Errorf("demo did not build the app into the binary host.json names: %v", err)
 	}
 	for _, want := range []string{
 		"Starting 2 instances of nightly",
-		"state succeeded: 20 of 20 partitions succeeded, 0 failed",
-		fmt.Sprintf("aggregate: failedRanges=0 primes=%d", primesBelow(20000)),
+		`the demo fires the schedule nightly at "`,
+		`BATON_SCHEDULES={"nightly":{"cron":"`,
+		"won the scheduler lease",
+		"the run's own lease (leases/runs/nightly-",
+		"state succeeded: 100 of 100 partitions succeeded, 0 failed",
+		fmt.Sprintf("aggregate: failedRanges=0 primes=%d", primesBelow(1000000)),
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output has no %q:\n%s", want, out.String())

@@ -66,9 +66,11 @@ func usage(w io.Writer) {
 
   devhost [run] [flags]   build the app in the folder, run it (host.json + */function.json)
                           as N instances until Ctrl-C
-  devhost demo [flags]    build the app, start Azurite, run 3 instances through one run of
-                          its job (-job inventory seeds a container first), print the
-                          election, progress and report, stop
+  devhost demo [flags]    build the app, start Azurite, run 3 instances, fire one schedule
+                          within seconds (the app's first, or -schedule NAME; -job runs a job
+                          on the settings' schedule tick, and -job inventory seeds a container
+                          first), print who won the scheduler lease and the run's own lease,
+                          the progress and the report, stop
   devhost ctl [flags] list | inflight | <instance> kill|term|stop|cont|restart
 
 Run "devhost <command> -h" for the flags of a command.

@@ -500,3 +500,30 @@ func TestBlobLock_AccessError_NamesTheSetting(t *testing.T) {
 		})
 	}
 }
+
+// A run's lease lives in a folder of the lease container ("runs/<run>"): each name is a lock
+// of its own, with epochs of its own, beside the scheduler's lease; a name that could leave the
+// container's folders is refused.
+func TestBlobLock_NamesInFolders(t *testing.T) {
+	c := newTestContainer(t, nil, nil)
+	ctx := t.Context()
+	for _, name := range []string{"baton-leader", "runs/a", "runs/b"} {
+		lk, err := NewBlobLock(c, name, BlobLockOptions{Duration: testBlobLockDuration, Logger: quietTestLogger})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		l, err := lk.Acquire(ctx, electiontest.Holder(1))
+		if err != nil {
+			t.Fatalf("acquire %s: %v", name, err)
+		}
+		if l.Epoch != 1 {
+			t.Errorf("%s: epoch %d, want 1 (a lock of its own)", name, l.Epoch)
+		}
+		t.Cleanup(func() { _ = lk.Release(context.Background(), l) })
+	}
+	for _, bad := range []string{"runs/../x", "runs//a", "/a", "runs/a b"} {
+		if _, err := NewBlobLock(c, bad, BlobLockOptions{}); err == nil {
+			t.Errorf("lease name %q accepted", bad)
+		}
+	}
+}

@@ -32,13 +32,14 @@ param maximumInstanceCount int
 ])
 param instanceMemoryMB int
 
+param heartbeat string
 param schedule string
+@description('Overrides of declared schedules by name; the app setting holds them as compact JSON, empty when there are none.')
+param schedules object
 param job string
 @description('The job\'s parameters; the app setting holds them as compact JSON.')
 param jobParams object
 param overlap string
-param misfire string
-param startingDeadline string
 param maxDeliveries int
 param leaseDuration string
 param runTimeout string
@@ -87,14 +88,19 @@ var hostSettings = {
 // local override, and in Azure every instance must keep its own WEBSITE_INSTANCE_ID.
 var batonSettings = {
   BATON_TRANSPORT: 'servicebus'
+  // The Tick timer: each heartbeat decides every schedule's due occurrences.
+  BATON_HEARTBEAT: heartbeat
+  // The schedule tick of BATON_JOB (empty: none); schedules declared in code need no setting.
   BATON_SCHEDULE: schedule
+  BATON_SCHEDULES: empty(schedules) ? '' : string(schedules)
   BATON_WORK_QUEUE: workQueueName
   BATON_CONTROL_QUEUE: controlQueueName
   BATON_JOB: job
   BATON_JOB_PARAMS: string(jobParams)
-  // Manual runs (POST /api/runs) may start the timer job only, and synthetic runs are capped
-  // (10,000 partitions of at most 60 s): whoever holds a function key cannot have the app
-  // burn compute with a million ten-minute partitions. The defaults (16 × 200 ms) fit.
+  // Manual runs (POST /api/runs) may start the job of the schedule tick only, and synthetic
+  // runs are capped (10,000 partitions of at most 60 s): whoever holds a function key cannot
+  // have the app burn compute with a million ten-minute partitions. The defaults (16 × 200 ms)
+  // fit.
   BATON_MANUAL_JOBS: job
   BATON_SYNTHETIC_MAX_PARTITIONS: '10000'
   BATON_SYNTHETIC_MAX_WORK_MS: '60000'
@@ -105,8 +111,6 @@ var batonSettings = {
   BATON_LEASE_DURATION: leaseDuration
   BATON_STALL_TIMEOUT: '2m'
   BATON_OVERLAP: overlap
-  BATON_MISFIRE: misfire
-  BATON_STARTING_DEADLINE: startingDeadline
   BATON_MAX_DELIVERIES: string(maxDeliveries)
   BATON_RUN_TIMEOUT: runTimeout
   BATON_CHECK_ROUNDS: '3'

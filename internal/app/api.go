@@ -3,15 +3,20 @@ package app
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/batonfn/baton/api"
-	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/protocol"
 )
 
-// routeParamID is the route parameter of runs/{id?} (Runs/function.json).
-const routeParamID = "id"
+// Route parameters: {id} of runs/{id?} (Runs/function.json) and {*path} of schedules/{*path}
+// (Schedules/function.json; a catch-all, because both the Functions host and the local host
+// accept it, where an optional parameter must come last on the local host).
+const (
+	routeParamID   = "id"
+	routeParamPath = "path"
+)
 
 // newAPI builds the HTTP API over what the functions already use: the coordinator for manual
 // starts, the worker's ledger store, and the leader for the lease state; opts add the rest
@@ -36,12 +41,12 @@ func newAPI(f *functions, opts ...func(*api.Config)) (*api.API, error) {
 	return api.New(cfg)
 }
 
-// withSchedule gives the API the timer's schedule and policies (the dashboard's schedule
-// panel and GET /api/runs?occurrences=N).
-func withSchedule(s coordinator.Schedule, cfg config.Config) func(*api.Config) {
-	return func(c *api.Config) {
-		c.Schedule = &api.ScheduleConfig{Schedule: s, Overlap: string(cfg.Overlap), Misfire: string(cfg.Misfire),
-			StartingDeadline: cfg.StartingDeadline}
+// withSchedules gives the API the scheduler (GET /api/schedules and the dashboard's schedules
+// page, run now, pause and resume) and the heartbeat's period (BATON_HEARTBEAT), within which a
+// due occurrence without a record is still pending.
+func withSchedules(c *coordinator.Coordinator, heartbeat time.Duration) func(*api.Config) {
+	return func(cfg *api.Config) {
+		cfg.Scheduler, cfg.Heartbeat = c, heartbeat
 	}
 }
 
@@ -56,6 +61,7 @@ func apiFunc(fn func(context.Context, api.Request) api.Reply) httpFunc {
 		r := api.Request{
 			Method:  req.Method,
 			ID:      req.Param(routeParamID),
+			Path:    req.Param(routeParamPath),
 			Query:   req.Query,
 			Headers: req.Headers,
 			Body:    body,

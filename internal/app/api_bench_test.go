@@ -28,10 +28,10 @@ func seedFinishedRuns(b *testing.B, e *apiEnv, n int) {
 	errs := make(chan error, n)
 	for i := range n {
 		at := base.Add(time.Duration(i) * time.Minute)
-		m := ledger.Manifest{RunID: coordinator.TimerRunID(at), Trigger: ledger.TriggerTimer, Epoch: 1, Job: "synthetic",
+		m := ledger.Manifest{RunID: ledger.ScheduleRunID(coordinator.LegacySchedule, at), Trigger: ledger.TriggerTimer, Epoch: 1, Job: "synthetic",
 			State: ledger.StateSucceeded, Partitions: 2, PlanDone: true, Succeeded: 2, Created: at, Finished: at.Add(time.Second)}
 		if i%2 == 1 {
-			m.RunID, m.Trigger = coordinator.ManualRunID(fmt.Sprintf("bench-%d", i), at), ledger.TriggerManual
+			m.RunID, m.Trigger = ledger.ManualRunID(fmt.Sprintf("bench-%d", i), at), ledger.TriggerManual
 		}
 		wg.Add(1)
 		sem <- struct{}{}
@@ -47,6 +47,17 @@ func seedFinishedRuns(b *testing.B, e *apiEnv, n int) {
 	close(errs)
 	for err := range errs {
 		b.Fatal(err)
+	}
+}
+
+// decideUpToNow moves every test schedule's cursor to now, as its first heartbeat does: the
+// occurrences before have no record and never will.
+func decideUpToNow(b *testing.B, e *apiEnv) {
+	b.Helper()
+	for _, s := range testSchedules {
+		if _, err := e.store.UpdateSchedule(testCtx(b), s.Name, func(st *ledger.ScheduleState) error { st.Cursor = time.Now(); return nil }); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

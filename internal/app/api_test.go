@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -36,7 +38,8 @@ import (
 )
 
 // apiEnv is the handler wired as newApp wires it, over a fresh leases container, runs
-// container and work queue on the shared Azurite, with the Storage-queue transport.
+// container and work queue on the shared Azurite, with the Storage-queue transport (check
+// messages travel on the work queue), and three schedules (testSchedules).
 type apiEnv struct {
 	t      testing.TB
 	hs     *httptest.Server
@@ -44,8 +47,7 @@ type apiEnv struct {
 	queue  *azqueue.QueueClient
 	leases *coordinatorParts
 	logs   *syncBuffer
-	// schedule is the Tick schedule the API shows ("0 0 3 * * *").
-	schedule coordinator.Schedule
+	coord  *coordinator.Coordinator
 }
 
 // coordinatorParts lets a test add a second contender for the same lease.
@@ -55,8 +57,20 @@ type coordinatorParts struct {
 
 const testLeaseDuration = 15 * time.Second
 
-// envWithoutSchedule wires the API without the schedule (as newAPI does when no
-// withSchedule option is given).
+// testSchedules are the test app's schedules, as an app declares them: nightly at 03:00 in
+// Berlin (overlap skip), hourly in UTC (buffer-one), reports at 09:30 on weekdays in New York
+// (allow; apiEnv pauses it as BATON_SCHEDULES would).
+var testSchedules = []Schedule{
+	{Name: "nightly", Job: synthetic.Name, Cron: "0 0 3 * * *", TimeZone: "Europe/Berlin", Params: json.RawMessage(`{"partitions":2}`),
+		Overlap: "skip", CatchUp: coordinator.DefaultCatchUp},
+	{Name: "hourly", Job: synthetic.Name, Cron: "0 0 * * * *", Params: json.RawMessage(`{"partitions":1}`), Overlap: "buffer-one",
+		CatchUp: coordinator.DefaultCatchUp},
+	{Name: "reports", Job: synthetic.Name, Cron: "0 30 9 * * 1-5", TimeZone: "America/New_York", Params: json.RawMessage(`{"partitions":3}`),
+		Overlap: "allow", CatchUp: 30 * time.Minute},
+}
+
+// envWithoutSchedule wires the API without the scheduler (as newAPI does when no
+// withSchedules option is given).
 type envWithoutSchedule struct{}
 
 func newAPIEnv(t testing.TB, opts ...envWithoutSchedule) *apiEnv {
@@ -94,8 +108,11 @@ func newAPIEnv(t testing.TB, opts ...envWithoutSchedule) *apiEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runLock := func(name string) (election.Lock, error) {
+		return bloblease.NewBlobLock(leases, name, bloblease.BlobLockOptions{Duration: testLeaseDuration, Logger: logger})
+	}
 	id := ledger.Holder{App: "baton-test", Instance: "inst-a", PID: 101}
-	leader, err := election.NewLeader(election.LeaderConfig{Lock: lock, Identity: id, LeaseDuration: testLeaseDuration, Logger: logger})
+	leader, err := election.NewLeader(election.LeaderConfig{Lock: lock, Locks: runLock, Identity: id, LeaseDuration: testLeaseDuration, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,27 +120,47 @@ func newAPIEnv(t testing.TB, opts ...envWithoutSchedule) *apiEnv {
 	jobs := work.NewRegistry()
 	jobs.Register(synthetic.Name, synthetic.New())
 	worker := mustWorker(t, work.WorkerConfig{Store: store, Jobs: jobs, Holder: id, MaxDeliveries: 5, Logger: logger})
-	schedule, err := coordinator.ParseSchedule("0 0 3 * * *", os.Getenv)
-	if err != nil {
-		t.Fatal(err)
+	var schedules []coordinator.Schedule
+	paused := true
+	for _, d := range testSchedules {
+		var ov config.ScheduleOverride
+		if d.Name == "reports" {
+			ov.Paused = &paused
+		}
+		s, err := schedule(d, ov, jobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		schedules = append(schedules, s)
 	}
 	coord, err := coordinator.New(coordinator.Config{
 		Leader: leader, Store: store, Sender: storagequeue.NewQueueSender(q, storagequeue.QueueSenderOptions{}), Jobs: jobs, Finisher: worker,
-		Identity: id, Job: synthetic.Name, Params: json.RawMessage(`{"partitions":2}`), Schedule: schedule,
-		BatchSize: 100, RunTimeout: time.Hour, CheckRounds: 1, Logger: logger,
+		Identity: id, Schedules: schedules, HeartbeatPeriod: time.Minute, BatchSize: 100, RunTimeout: time.Hour, CheckRounds: 1, Logger: logger,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := newServer(logger, 2*time.Minute, newInvocationID)
-	apiOpts := []func(*api.Config){withSchedule(schedule, config.Config{Overlap: config.OverlapSkip, Misfire: config.MisfireSkip, StartingDeadline: time.Hour})}
+	apiOpts := []func(*api.Config){withSchedules(coord, time.Minute)}
 	if len(opts) > 0 {
 		apiOpts = nil
 	}
 	register(s, &functions{coord: coord, worker: worker, leader: leader, store: store, now: time.Now}, apiOpts...)
 	hs := httptest.NewServer(s)
 	t.Cleanup(hs.Close)
-	return &apiEnv{t: t, hs: hs, store: store, queue: q, leases: &coordinatorParts{lock: lock}, logs: logs, schedule: schedule}
+	return &apiEnv{t: t, hs: hs, store: store, queue: q, leases: &coordinatorParts{lock: lock}, logs: logs, coord: coord}
+}
+
+// sched is the test app's schedule of that name, as the coordinator runs it.
+func (e *apiEnv) sched(name string) coordinator.Schedule {
+	e.t.Helper()
+	for _, s := range e.coord.Schedules() {
+		if s.Name == name {
+			return s
+		}
+	}
+	e.t.Fatalf("no schedule %s", name)
+	return coordinator.Schedule{}
 }
 
 func testCtx(t testing.TB) context.Context {
@@ -157,6 +194,14 @@ func goldenHTTP(t testing.TB, name string, edits ...func(req map[string]any)) []
 
 func withID(id string) func(map[string]any) {
 	return func(req map[string]any) { req["Params"] = map[string]any{"id": id} }
+}
+
+// withPath sets the {*path} route parameter of schedules/{*path} (and the Url to match).
+func withPath(p string) func(map[string]any) {
+	return func(req map[string]any) {
+		req["Params"] = map[string]any{routeParamPath: p}
+		req["Url"] = "http://localhost:7071/api/schedules/" + p
+	}
 }
 
 func withMethod(m string) func(map[string]any) {
@@ -238,16 +283,17 @@ func errCode(v map[string]any) string {
 	return s
 }
 
-// work delivers every queued message to the WorkQueue function, as the queue trigger would,
-// until the queue is empty.
+// work delivers every visible message to the WorkQueue function, as the queue trigger would,
+// until the queue shows none: start checks (which plan their runs and enqueue the partitions)
+// and partitions. Checks scheduled for later stay invisible.
 func (e *apiEnv) work() { e.t.Helper(); e.deliver(-1) }
 
-// deliver hands up to max partition messages (all when max < 0) to the WorkQueue function
-// and drops check messages; the rest stay invisible in the queue.
+// deliver delivers visible messages as work does, but at most max partitions (all when max <
+// 0): the first partition past max is made visible again and the rest left in the queue.
 func (e *apiEnv) deliver(max int) {
 	e.t.Helper()
 	ctx := testCtx(e.t)
-	for done := 0; max < 0 || done < max; {
+	for done := 0; ; {
 		resp, err := e.queue.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{NumberOfMessages: to.Ptr(int32(1)), VisibilityTimeout: to.Ptr(int32(600))})
 		if err != nil {
 			e.t.Fatalf("dequeue: %v", err)
@@ -260,10 +306,19 @@ func (e *apiEnv) deliver(max int) {
 			if err != nil {
 				e.t.Fatalf("message is not base64: %v", err)
 			}
-			if env, err := work.DecodeEnvelope(body); err == nil && env.Kind == work.KindCheck {
-				// The check is scheduled for later (the dead-man's switch); it has nothing to do here.
-				_, _ = e.queue.DeleteMessage(ctx, *m.MessageID, *m.PopReceipt, nil)
-				continue
+			env, err := work.DecodeEnvelope(body)
+			if err != nil {
+				e.t.Fatalf("message is not an envelope: %v", err)
+			}
+			if env.Kind != work.KindCheck {
+				if max >= 0 && done >= max {
+					if _, err := e.queue.UpdateMessage(ctx, *m.MessageID, *m.PopReceipt, *m.MessageText,
+						&azqueue.UpdateMessageOptions{VisibilityTimeout: to.Ptr(int32(0))}); err != nil {
+						e.t.Fatalf("put back: %v", err)
+					}
+					return
+				}
+				done++
 			}
 			inv := protocol.InvokeRequest{
 				Data: map[string]json.RawMessage{bindingMessage: protocol.EncodeStringData(string(body))},
@@ -285,7 +340,6 @@ func (e *apiEnv) deliver(max int) {
 			if _, err := e.queue.DeleteMessage(ctx, *m.MessageID, *m.PopReceipt, nil); err != nil {
 				e.t.Fatalf("delete: %v", err)
 			}
-			done++
 		}
 	}
 }
@@ -300,20 +354,21 @@ func (e *apiEnv) countRuns() int {
 	return n
 }
 
-// POST with the golden payload: 202, Location, the key's run; then GET shows it through
-// planning, work and the report.
+// POST with the golden payload: 202, Location, the key's run, handed to a planner; once its
+// start check is delivered, GET shows it enqueued, then through work to the report.
 func TestAPI_PostRun_AcceptedThenProgressThenReport(t *testing.T) {
 	e := newAPIEnv(t)
 	out := e.invoke(fnRuns, goldenHTTP(t, "http-runs-post.json"))
 	v := out.json(t)
-	wantRun := coordinator.ManualRunID("nightly-rerun-42", time.Time{})
-	if out.Status != http.StatusAccepted || v["run"] != wantRun || v["status"] != "started" {
+	wantRun := ledger.ManualRunID("nightly-rerun-42", time.Time{})
+	if out.Status != http.StatusAccepted || v["run"] != wantRun || v["status"] != "started" || v["state"] != "planning" {
 		t.Fatalf("POST: got %d %v, want 202 started %s", out.Status, v, wantRun)
 	}
 	if loc := out.Headers["Location"]; loc != "/api/runs/"+wantRun {
 		t.Errorf("Location = %q, want /api/runs/%s", loc, wantRun)
 	}
 
+	e.deliver(0) // the start check: planning, under the run's own lease
 	out = e.invoke(fnRuns, goldenHTTP(t, "http-runs-get.json", withID(wantRun)))
 	v = out.json(t)
 	p := v["progress"].(map[string]any)
@@ -351,12 +406,8 @@ func TestAPI_PostRun_AcceptedThenProgressThenReport(t *testing.T) {
 	}
 }
 
-// Ten concurrent POSTs with one Idempotency-Key make one run: every reply names it, one
-// started it, and the ledger and queue hold exactly one run's work.
-func TestAPI_PostRun_TenConcurrentSameKey_OneRun(t *testing.T) {
-	e := newAPIEnv(t)
-	const n = 10
-	payload := goldenHTTP(t, "http-runs-post.json", withHeader("Idempotency-Key", "concurrent-key-1"))
+// concurrently sends payload to fn n times at once and returns the replies.
+func (e *apiEnv) concurrently(n int, fn string, payload []byte) []httpOut {
 	outs := make([]httpOut, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -365,100 +416,158 @@ func TestAPI_PostRun_TenConcurrentSameKey_OneRun(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			outs[i] = e.invoke(fnRuns, payload)
+			outs[i] = e.invoke(fn, payload)
 		}()
 	}
 	close(start)
 	wg.Wait()
+	return outs
+}
 
-	want := coordinator.ManualRunID("concurrent-key-1", time.Time{})
-	started := 0
-	for i, out := range outs {
-		var v map[string]any
-		_ = json.Unmarshal([]byte(out.Body), &v)
-		if (out.Status != http.StatusAccepted && out.Status != http.StatusOK) || v["run"] != want {
-			t.Errorf("POST %d: got %d %s, want 200/202 for %s", i, out.Status, out.Body, want)
+// Ten concurrent POSTs with one Idempotency-Key make one run, to /api/runs and to a schedule's
+// run now alike: every reply names it, one started it, the ledger holds one run, and once the
+// queue is worked it ran once.
+func TestAPI_TenConcurrentSameKey_OneRun(t *testing.T) {
+	e := newAPIEnv(t)
+	cases := []struct {
+		fn      string
+		payload []byte
+		want    string
+	}{
+		{fnRuns, goldenHTTP(t, "http-runs-post.json", withHeader("Idempotency-Key", "concurrent-key-1")), ledger.ManualRunID("concurrent-key-1", time.Time{})},
+		{fnSchedules, goldenHTTP(t, "http-schedules-run.json", withHeader("Idempotency-Key", "concurrent-key-1")),
+			ledger.ScheduleNowRunID("nightly", "concurrent-key-1", time.Time{})},
+	}
+	for i, c := range cases {
+		started := 0
+		for j, out := range e.concurrently(10, c.fn, c.payload) {
+			var v map[string]any
+			_ = json.Unmarshal([]byte(out.Body), &v)
+			if (out.Status != http.StatusAccepted && out.Status != http.StatusOK) || v["run"] != c.want {
+				t.Errorf("%s POST %d: got %d %s, want 200/202 for %s", c.fn, j, out.Status, out.Body, c.want)
+			}
+			if v["status"] == "started" {
+				started++
+			}
 		}
-		if v["status"] == "started" {
-			started++
+		if started != 1 {
+			t.Errorf("%s: %d replies say started, want exactly 1", c.fn, started)
+		}
+		if got := e.countRuns(); got != i+1 {
+			t.Errorf("%s: %d runs in the ledger, want %d", c.fn, got, i+1)
 		}
 	}
-	if started != 1 {
-		t.Errorf("%d replies say started, want exactly 1", started)
-	}
-	if got := e.countRuns(); got != 1 {
-		t.Errorf("%d runs in the ledger, want 1", got)
-	}
-	// Exactly one run's partitions were enqueued (3), plus its check message.
-	props, err := e.queue.GetProperties(testCtx(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if props.ApproximateMessagesCount == nil || *props.ApproximateMessagesCount != 4 {
-		t.Errorf("queue holds %v messages, want 4 (3 partitions + 1 check)", props.ApproximateMessagesCount)
+	e.work()
+	for _, c := range cases {
+		m, err := e.store.ReadManifest(testCtx(t), c.want)
+		if err != nil || m.State != ledger.StateSucceeded || m.Succeeded != m.Partitions || len(m.Segments) != 1 {
+			t.Errorf("%s: %+v %v, want one planning and succeeded", c.want, m, err)
+		}
 	}
 }
 
-// While another instance holds the lease, a POST gets 409 naming that holder; while a run is
-// in progress, a POST gets 409 naming the run.
-func TestAPI_PostRun_Conflicts(t *testing.T) {
+// Run now goes through each schedule's overlap policy: skip refuses a second run while the
+// first is in progress (409 naming it and the leader, nothing recorded), buffer-one queues one
+// (202 queued) and then refuses, allow starts beside it. GET /api/leader then names this
+// instance: run now decides under the scheduler lease.
+func TestAPI_RunNow_OverlapPolicies(t *testing.T) {
 	e := newAPIEnv(t)
-	other, err := election.NewLeader(election.LeaderConfig{Lock: e.leases.lock,
-		Identity: ledger.Holder{App: "baton-test", Instance: "inst-b", PID: 202}, LeaseDuration: testLeaseDuration,
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
+	post := func(name string) (int, map[string]any) {
+		out := e.invoke(fnSchedules, goldenHTTP(t, "http-schedules-run.json", withPath(name+"/runs"),
+			func(req map[string]any) { delete(req["Headers"].(map[string]any), "Idempotency-Key") }))
+		return out.Status, out.json(t)
 	}
-	acquired, release, done := make(chan int64, 1), make(chan struct{}), make(chan error, 1)
-	go func() {
-		done <- other.RunAsLeader(context.Background(), func(ctx context.Context, l election.Lease, beat func()) error {
-			acquired <- l.Epoch
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-			return nil
-		})
-	}()
-	var epoch int64
-	select {
-	case epoch = <-acquired:
-	case err := <-done:
-		t.Fatalf("the other instance did not get the lease: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("the other instance did not get the lease in time")
+	st, first := post("nightly")
+	if st != http.StatusAccepted || first["status"] != "started" || first["schedule"] != "nightly" ||
+		!strings.HasPrefix(first["run"].(string), "nightly-now-") {
+		t.Fatalf("nightly: %d %v", st, first)
 	}
-
-	out := e.invoke(fnRuns, goldenHTTP(t, "http-runs-post-nobody.json"))
-	v := out.json(t)
+	st, v := post("nightly")
 	l, _ := v["leader"].(map[string]any)
-	h, _ := l["holder"].(map[string]any)
-	if out.Status != http.StatusConflict || errCode(v) != "conflict" || h["instance"] != "inst-b" || l["epoch"] != float64(epoch) {
-		t.Errorf("POST while held: got %d %v, want 409 naming inst-b at epoch %d", out.Status, v, epoch)
+	if st != http.StatusConflict || errCode(v) != "conflict" || v["activeRun"] != first["run"] || l == nil ||
+		l["holder"].(map[string]any)["instance"] != "inst-a" || !strings.Contains(v["error"].(map[string]any)["message"].(string), "overlap policy: skip") {
+		t.Errorf("nightly again: %d %v, want 409 naming %v and the leader", st, v, first["run"])
 	}
 
-	lv := e.invoke(fnLeader, goldenHTTP(t, "http-leader.json")).json(t)
-	if lv["held"] != true || lv["leaseState"] != "leased" || lv["holder"].(map[string]any)["instance"] != "inst-b" || lv["epoch"] != float64(epoch) || lv["since"] == nil {
-		t.Errorf("leader while held = %v", lv)
+	var hourly []string
+	for i, want := range []struct {
+		status int
+		state  string
+	}{{http.StatusAccepted, "started"}, {http.StatusAccepted, "queued"}, {http.StatusConflict, ""}} {
+		st, v := post("hourly")
+		if st != want.status || (want.state != "" && v["status"] != want.state) {
+			t.Errorf("hourly %d: %d %v, want %d %s", i, st, v, want.status, want.state)
+		}
+		if r, ok := v["run"].(string); ok {
+			hourly = append(hourly, r)
+		}
 	}
-	close(release)
-	if err := <-done; err != nil {
+	if m, err := e.store.ReadManifest(testCtx(t), hourly[1]); err != nil || m.State != ledger.StateQueued {
+		t.Errorf("the buffered run: %+v %v, want queued", m.State, err)
+	}
+	for i := range 2 {
+		if st, v := post("reports"); st != http.StatusAccepted || v["status"] != "started" {
+			t.Errorf("reports %d: %d %v, want 202 started (overlap allow)", i, st, v)
+		}
+	}
+	if n := e.countRuns(); n != 5 {
+		t.Errorf("%d runs in the ledger, want 5 (a refused run now records nothing)", n)
+	}
+	lv := e.invoke(fnLeader, goldenHTTP(t, "http-leader.json")).json(t)
+	if h, _ := lv["holder"].(map[string]any); h["instance"] != "inst-a" || lv["epoch"].(float64) < 6 {
+		t.Errorf("leader after six runs now = %v", lv)
+	}
+
+	// The schedules page shows it: nightly's last run planning, hourly's queued run.
+	out := e.invoke(fnSchedules, goldenHTTP(t, "http-schedules-list.json"))
+	v = out.json(t)
+	byName := map[string]map[string]any{}
+	for _, x := range v["schedules"].([]any) {
+		byName[x.(map[string]any)["name"].(string)] = x.(map[string]any)
+	}
+	if lr, _ := byName["nightly"]["lastRun"].(map[string]any); lr["run"] != first["run"] || byName["hourly"]["queuedRun"] != hourly[1] {
+		t.Errorf("schedules = %v", v)
+	}
+}
+
+// Pause and resume through the host's payloads: the note and the Easy Auth principal are kept
+// in the ledger and shown by GET; a heartbeat then records the due occurrence paused with the
+// note as its reason.
+func TestAPI_PauseResume(t *testing.T) {
+	e := newAPIEnv(t)
+	// The first heartbeat creates the runs container; a pause before it fails (reported).
+	if err := e.store.EnsureContainer(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-
-	// Now a run starts and stays in progress (no worker runs); a second run is refused.
-	out = e.invoke(fnRuns, goldenHTTP(t, "http-runs-post-nobody.json"))
-	first := out.json(t)
-	if out.Status != http.StatusAccepted {
-		t.Fatalf("POST after release: got %d %v, want 202", out.Status, first)
+	out := e.invoke(fnSchedules, goldenHTTP(t, "http-schedules-pause.json"))
+	v := out.json(t)
+	if out.Status != http.StatusOK {
+		t.Log(e.logs.String())
 	}
-	out = e.invoke(fnRuns, goldenHTTP(t, "http-runs-post-nobody.json"))
-	v = out.json(t)
-	if out.Status != http.StatusConflict || errCode(v) != "conflict" || v["activeRun"] != first["run"] || v["leader"] == nil {
-		t.Errorf("POST while %v runs: got %d %v, want 409 with activeRun and leader", first["run"], out.Status, v)
+	if out.Status != http.StatusOK || v["name"] != "nightly" || v["paused"] != true || v["note"] != "storage migration until 14:00 UTC" ||
+		v["pausedBy"] != "alice@contoso.com" || v["pausedAt"] == nil {
+		t.Fatalf("pause: %d %v", out.Status, v)
 	}
-	if n := e.countRuns(); n != 1 {
-		t.Errorf("%d runs in the ledger, want 1 (a refused manual start records nothing)", n)
+	st, err := e.store.ReadSchedule(testCtx(t), "nightly")
+	if err != nil || !st.Paused || st.Note != "storage migration until 14:00 UTC" || st.PausedBy != "alice@contoso.com" {
+		t.Errorf("ledger state = %+v %v", st, err)
+	}
+	out = e.invoke(fnSchedules, goldenHTTP(t, "http-schedules-get.json"))
+	if v := out.json(t); out.Status != http.StatusOK || v["paused"] != true || v["note"] != "storage migration until 14:00 UTC" {
+		t.Errorf("GET after pause: %d %v", out.Status, v)
+	}
+	out = e.invoke(fnSchedules, goldenHTTP(t, "http-schedules-pause.json", withPath("nightly/resume"), withBody("")))
+	if v := out.json(t); out.Status != http.StatusOK || v["paused"] != false || v["note"] != nil {
+		t.Errorf("resume: %d %v", out.Status, v)
+	}
+	if st, _ := e.store.ReadSchedule(testCtx(t), "nightly"); st.Paused || st.Note != "" {
+		t.Errorf("ledger state after resume = %+v", st)
+	}
+	// Without Easy Auth, the pause is by "a function key holder".
+	out = e.invoke(fnSchedules, goldenHTTP(t, "http-schedules-pause.json", withPath("hourly/pause"), withBody(""),
+		func(req map[string]any) { delete(req["Headers"].(map[string]any), api.PrincipalHeader) }))
+	if v := out.json(t); out.Status != http.StatusOK || v["pausedBy"] != api.AnonymousOperator || v["note"] != nil {
+		t.Errorf("pause without a principal: %d %v", out.Status, v)
 	}
 }
 
@@ -486,13 +595,26 @@ func TestAPI_BadInputs(t *testing.T) {
 		{"not JSON", fnRuns, goldenHTTP(t, "http-runs-post.json", withBody(`job=synthetic`)), 400, "bad_request"},
 		{"unknown job", fnRuns, goldenHTTP(t, "http-runs-post.json", withBody(`{"job":"nope"}`)), 400, "bad_request"},
 		{"bad params", fnRuns, goldenHTTP(t, "http-runs-post.json", withBody(`{"job":"synthetic","params":{"partitions":0}}`)), 400, "bad_request"},
+		{"no job", fnRuns, goldenHTTP(t, "http-runs-post-nobody.json"), 400, "bad_request"},
 		{"key too long", fnRuns, goldenHTTP(t, "http-runs-post.json", withHeader("Idempotency-Key", strings.Repeat("k", 201))), 400, "invalid_idempotency_key"},
 		{"bad limit", fnRuns, goldenHTTP(t, "http-runs-list.json", withQuery("limit", "1000")), 400, "invalid_limit"},
 		{"bad continuation", fnRuns, goldenHTTP(t, "http-runs-list.json", withQuery("continuation", "Li4vbGVhc2Vz")), 400, "invalid_continuation"},
+		{"bad schedule filter", fnRuns, goldenHTTP(t, "http-runs-list.json", withQuery("schedule", "../x")), 400, "invalid_schedule"},
+		{"occurrences moved", fnRuns, goldenHTTP(t, "http-runs-list.json", withQuery("occurrences", "30")), 400, "bad_request"},
 		{"DELETE runs", fnRuns, goldenHTTP(t, "http-runs-list.json", withMethod("DELETE")), 405, "method_not_allowed"},
 		{"POST a run ID", fnRuns, goldenHTTP(t, "http-runs-get.json", withMethod("POST")), 405, "method_not_allowed"},
 		{"POST leader", fnLeader, goldenHTTP(t, "http-leader.json", withMethod("POST")), 405, "method_not_allowed"},
 		{"PUT dashboard", fnDashboard, goldenHTTP(t, "http-dashboard.json", withMethod("PUT")), 405, "method_not_allowed"},
+		{"unknown schedule", fnSchedules, goldenHTTP(t, "http-schedules-get.json", withPath("weekly")), 404, "not_found"},
+		{"run now of an unknown schedule", fnSchedules, goldenHTTP(t, "http-schedules-run.json", withPath("weekly/runs")), 404, "not_found"},
+		{"unknown action", fnSchedules, goldenHTTP(t, "http-schedules-run.json", withPath("nightly/start")), 404, "not_found"},
+		{"schedule traversal", fnSchedules, goldenHTTP(t, "http-schedules-run.json", withPath("../runs")), 404, "not_found"},
+		{"GET pause", fnSchedules, goldenHTTP(t, "http-schedules-get.json", withPath("nightly/pause")), 405, "method_not_allowed"},
+		{"POST the list", fnSchedules, goldenHTTP(t, "http-schedules-list.json", withMethod("POST")), 405, "method_not_allowed"},
+		{"bad occurrences", fnSchedules, goldenHTTP(t, "http-schedules-get.json", withQuery("occurrences", "101")), 400, "invalid_occurrences"},
+		{"note too long", fnSchedules, goldenHTTP(t, "http-schedules-pause.json", withBody(`{"note":"`+strings.Repeat("n", 501)+`"}`)), 400, "bad_request"},
+		{"pause with a by", fnSchedules, goldenHTTP(t, "http-schedules-pause.json", withBody(`{"note":"x","by":"mallory"}`)), 400, "bad_request"},
+		{"run now with a job", fnSchedules, goldenHTTP(t, "http-schedules-run.json", withBody(`{"job":"synthetic"}`)), 400, "bad_request"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -509,6 +631,9 @@ func TestAPI_BadInputs(t *testing.T) {
 	if n := e.countRuns(); n != 0 {
 		t.Errorf("%d runs in the ledger after bad requests only, want 0", n)
 	}
+	if st, err := e.store.ReadSchedule(testCtx(t), "nightly"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("nightly's state after bad requests only: %+v %v, want none", st, err)
+	}
 }
 
 func TestAPI_ListAndLeader_Golden(t *testing.T) {
@@ -522,11 +647,10 @@ func TestAPI_ListAndLeader_Golden(t *testing.T) {
 		t.Fatalf("empty listing: %d %v", out.Status, v)
 	}
 
-	// Three runs: each finishes before the next starts (the overlap policy would skip it).
+	// Three runs now of nightly: each finishes before the next starts (skip would refuse it).
 	var ids []string
 	for i := range 3 {
-		out := e.invoke(fnRuns, goldenHTTP(t, "http-runs-post.json", withHeader("Idempotency-Key", fmt.Sprintf("list-%d", i)),
-			withBody(`{"job":"synthetic","params":{"partitions":1}}`)))
+		out := e.invoke(fnSchedules, goldenHTTP(t, "http-schedules-run.json", withHeader("Idempotency-Key", fmt.Sprintf("list-%d", i))))
 		v := out.json(t)
 		if out.Status != http.StatusAccepted {
 			t.Fatalf("POST %d: %d %v", i, out.Status, v)
@@ -567,7 +691,7 @@ func TestAPI_ListAndLeader_Golden(t *testing.T) {
 	lv = e.invoke(fnLeader, goldenHTTP(t, "http-leader.json")).json(t)
 	h, _ := lv["holder"].(map[string]any)
 	if lv["held"] != false || lv["leaseState"] != "available" || h["instance"] != "inst-a" || lv["epoch"].(float64) < 3 || lv["since"] == nil || lv["releasedAt"] == nil {
-		t.Errorf("leader after three runs = %v", lv)
+		t.Errorf("leader after three runs now = %v", lv)
 	}
 }
 
@@ -577,8 +701,9 @@ func TestAPI_Dashboard_Golden(t *testing.T) {
 	if out.Status != http.StatusOK || !strings.HasPrefix(out.Headers["Content-Type"], "text/html") {
 		t.Fatalf("got %d %v", out.Status, out.Headers)
 	}
-	if !strings.Contains(out.Body, "<title>Baton</title>") || !strings.Contains(out.Headers["Content-Security-Policy"], "default-src 'none'") {
-		t.Errorf("page or CSP missing: %v\n%.200s", out.Headers, out.Body)
+	if !strings.Contains(out.Body, "<title>Baton</title>") || !strings.Contains(out.Headers["Content-Security-Policy"], "default-src 'none'") ||
+		out.Headers["Cache-Control"] != "no-store" || out.Headers["X-Content-Type-Options"] != "nosniff" {
+		t.Errorf("page or headers missing: %v\n%.200s", out.Headers, out.Body)
 	}
 }
 
@@ -597,7 +722,7 @@ func TestFunctionFolders_AreRegistered(t *testing.T) {
 			t.Fatal(err)
 		}
 		var fj struct {
-			Bindings []struct{ Name, Type, Direction, AuthLevel string }
+			Bindings []struct{ Name, Type, Direction, AuthLevel, Route string }
 		}
 		if err := json.Unmarshal(b, &fj); err != nil {
 			t.Fatalf("%s: %v", path, err)
@@ -611,17 +736,24 @@ func TestFunctionFolders_AreRegistered(t *testing.T) {
 			if trigger.AuthLevel != "function" {
 				t.Errorf("%s: authLevel %q, want function", name, trigger.AuthLevel)
 			}
+			// The local host accepts an optional or catch-all parameter only as the last segment.
+			if segs := strings.Split(trigger.Route, "/"); strings.ContainsAny(strings.Join(segs[:len(segs)-1], "/"), "?*") {
+				t.Errorf("%s: route %q has an optional or catch-all parameter before its last segment", name, trigger.Route)
+			}
 			continue
 		}
 		if _, ok := s.triggers[name]; !ok {
 			t.Errorf("%s: %s function not registered", name, trigger.Type)
 		}
 	}
+	if _, ok := s.http[fnSchedules]; !ok {
+		t.Errorf("%s is not registered", fnSchedules)
+	}
 }
 
-// GET /api/runs's query parameters through the handler on Azurite: filters, the last N
-// occurrences with their record or null and the schedule object, and a run's detail with
-// who worked on it and its failed partitions; bad values are 400 with a JSON error.
+// GET /api/runs's filters through the handler on Azurite (state, trigger, schedule), a
+// schedule's occurrence strip with a record of each kind and none, and a run's detail with who
+// worked on it and its failed partitions; bad values are 400 with a JSON error.
 func TestAPI_RunsQuery_FiltersOccurrencesDetail(t *testing.T) {
 	e := newAPIEnv(t)
 	ctx := testCtx(t)
@@ -632,25 +764,34 @@ func TestAPI_RunsQuery_FiltersOccurrencesDetail(t *testing.T) {
 		t.Fatalf("POST: %d %v", out.Status, v)
 	}
 	manual := v["run"].(string)
+	out = e.invoke(fnSchedules, goldenHTTP(t, "http-schedules-run.json", withPath("hourly/runs")))
+	if out.Status != http.StatusAccepted {
+		t.Fatalf("run now: %d %s", out.Status, out.Body)
+	}
+	runNow := out.json(t)["run"].(string)
 	e.work()
 
-	// Two timer records: yesterday's occurrence missed, the one before skipped; the one
-	// before that has no record.
-	occ0, err := e.schedule.Prev(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	occ1, _ := e.schedule.Prev(occ0.Add(-time.Second))
-	occ2, _ := e.schedule.Prev(occ1.Add(-time.Second))
+	// Nightly's latest occurrence missed, the one before skipped, the one before that with no
+	// record; the cursor past all three (the heartbeat decided them).
+	nightly := e.sched("nightly")
+	occ0, _ := nightly.Cron.Prev(time.Now())
+	occ1, _ := nightly.Cron.Prev(occ0.Add(-time.Second))
+	occ2, _ := nightly.Cron.Prev(occ1.Add(-time.Second))
+	occ3, _ := nightly.Cron.Prev(occ2.Add(-time.Second))
 	for _, m := range []ledger.Manifest{
-		{RunID: coordinator.TimerRunID(occ0), Trigger: ledger.TriggerTimer, Occurrence: occ0, Job: "synthetic", State: ledger.StateMissed,
-			Reason: "no tick fired", Created: occ0.Add(time.Hour)},
-		{RunID: coordinator.TimerRunID(occ1), Trigger: ledger.TriggerTimer, Occurrence: occ1, Job: "synthetic", State: ledger.StateSkipped,
-			Reason: "a run was in progress", Created: occ1},
+		{RunID: ledger.ScheduleRunID("nightly", occ0), Trigger: ledger.TriggerTimer, Schedule: "nightly", Occurrence: occ0, Job: "synthetic",
+			State: ledger.StateMissed, Reason: "no heartbeat decided it within the catch-up window", Created: occ0.Add(time.Hour)},
+		{RunID: ledger.ScheduleRunID("nightly", occ1), Trigger: ledger.TriggerTimer, Schedule: "nightly", Occurrence: occ1, Job: "synthetic",
+			State: ledger.StateSkipped, Reason: "a run was in progress", Created: occ1},
+		{RunID: ledger.ScheduleRunID("nightly", occ3), Trigger: ledger.TriggerTimer, Schedule: "nightly", Occurrence: occ3, Job: "synthetic",
+			State: ledger.StatePaused, Reason: "maintenance", Created: occ3},
 	} {
 		if err := e.store.CreateManifest(ctx, &m); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if _, err := e.store.UpdateSchedule(ctx, "nightly", func(st *ledger.ScheduleState) error { st.Cursor = occ0; return nil }); err != nil {
+		t.Fatal(err)
 	}
 
 	list := func(edits ...func(map[string]any)) (int, map[string]any) {
@@ -664,46 +805,49 @@ func TestAPI_RunsQuery_FiltersOccurrencesDetail(t *testing.T) {
 		}
 		return s
 	}
-	if st, v := list(withQuery("state", "missed")); st != http.StatusOK || fmt.Sprint(ids(v)) != fmt.Sprint([]string{coordinator.TimerRunID(occ0)}) {
-		t.Errorf("state=missed: %d %v", st, v)
-	}
-	if st, v := list(withQuery("trigger", "manual")); st != http.StatusOK || fmt.Sprint(ids(v)) != fmt.Sprint([]string{manual}) {
-		t.Errorf("trigger=manual: %d %v", st, v)
-	}
-	if st, v := list(withQuery("trigger", "timer"), withQuery("state", "partial,skipped")); st != http.StatusOK ||
-		fmt.Sprint(ids(v)) != fmt.Sprint([]string{coordinator.TimerRunID(occ1)}) {
-		t.Errorf("trigger=timer&state=partial,skipped: %d %v", st, v)
+	for _, c := range []struct {
+		edits []func(map[string]any)
+		want  []string
+	}{
+		{[]func(map[string]any){withQuery("state", "missed")}, []string{ledger.ScheduleRunID("nightly", occ0)}},
+		{[]func(map[string]any){withQuery("trigger", "manual"), withQuery("limit", "5")}, []string{runNow, manual}},
+		{[]func(map[string]any){withQuery("trigger", "timer"), withQuery("state", "partial,skipped")}, []string{ledger.ScheduleRunID("nightly", occ1)}},
+		{[]func(map[string]any){withQuery("schedule", "hourly")}, []string{runNow}},
+		{[]func(map[string]any){withQuery("schedule", "nightly"), withQuery("state", "paused")}, []string{ledger.ScheduleRunID("nightly", occ3)}},
+	} {
+		st, v := list(c.edits...)
+		if got := ids(v); st != http.StatusOK || !slices.Equal(got, c.want) {
+			t.Errorf("%d %v, want %v", st, got, c.want)
+		}
 	}
 
-	st, v := list(withQuery("occurrences", "3"), withQuery("limit", "1"))
-	if st != http.StatusOK {
-		t.Fatalf("occurrences=3: %d %v", st, v)
+	out = e.invoke(fnSchedules, goldenHTTP(t, "http-schedules-get.json", withQuery("occurrences", "5")))
+	v = out.json(t)
+	if out.Status != http.StatusOK {
+		t.Fatalf("GET /api/schedules/nightly: %d %v", out.Status, v)
 	}
 	occ := v["occurrences"].([]any)
-	wantOcc := []struct {
+	want := []struct {
 		at    time.Time
 		state any
-	}{{occ0, "missed"}, {occ1, "skipped"}, {occ2, nil}}
-	if len(occ) != 3 {
+		flag  string
+	}{{occ0, "missed", ""}, {occ1, "skipped", ""}, {occ2, nil, ""}, {occ3, "paused", ""}, {time.Time{}, nil, "beforeLedger"}}
+	if len(occ) != 5 {
 		t.Fatalf("occurrences: %v", occ)
 	}
-	for i, w := range wantOcc {
+	for i, w := range want {
 		o := occ[i].(map[string]any)
 		var state any
 		if rec, ok := o["record"].(map[string]any); ok {
 			state = rec["state"]
-		} else if o["record"] != nil {
-			t.Errorf("occurrence %d record = %v", i, o["record"])
 		}
-		if o["occurrence"] != w.at.Format(time.RFC3339) || o["run"] != coordinator.TimerRunID(w.at) || state != w.state {
-			t.Errorf("occurrence %d = %v, want %s with state %v", i, o, w.at, w.state)
+		if (!w.at.IsZero() && (o["occurrence"] != w.at.UTC().Format(time.RFC3339) || o["run"] != ledger.ScheduleRunID("nightly", w.at))) ||
+			state != w.state || (w.flag != "" && o[w.flag] != true) || (w.flag == "" && (o["beforeLedger"] != nil || o["pending"] != nil)) {
+			t.Errorf("occurrence %d = %v, want %s with state %v %s", i, o, w.at, w.state, w.flag)
 		}
 	}
-	if s := v["schedule"].(map[string]any); s["expression"] != "0 0 3 * * *" || s["overlap"] != "skip" || len(s["next"].([]any)) != 3 {
-		t.Errorf("schedule = %v", s)
-	}
-	if len(v["runs"].([]any)) != 1 {
-		t.Errorf("occurrences changed the listing: %v", v["runs"])
+	if v["expression"] != "0 0 3 * * *" || v["timeZone"] != "Europe/Berlin" || v["overlap"] != "skip" || len(v["next"].([]any)) != 3 {
+		t.Errorf("schedule = %v", v)
 	}
 
 	// The manual run's detail: five partitions by inst-a, partition 1 failed with its attempts.
@@ -728,8 +872,7 @@ func TestAPI_RunsQuery_FiltersOccurrencesDetail(t *testing.T) {
 	}
 
 	for _, c := range []struct{ k, v, code string }{
-		{"state", "finished", "invalid_state"}, {"trigger", "check", "invalid_trigger"},
-		{"occurrences", "0", "invalid_occurrences"}, {"occurrences", "1000", "invalid_occurrences"}, {"occurrences", "x", "invalid_occurrences"},
+		{"state", "finished", "invalid_state"}, {"trigger", "check", "invalid_trigger"}, {"schedule", "Nightly", "invalid_schedule"},
 	} {
 		out := e.invoke(fnRuns, goldenHTTP(t, "http-runs-list.json", withQuery(c.k, c.v)))
 		if v := out.json(t); out.Status != http.StatusBadRequest || errCode(v) != c.code {
@@ -739,23 +882,33 @@ func TestAPI_RunsQuery_FiltersOccurrencesDetail(t *testing.T) {
 }
 
 // BenchmarkAPI_ListRuns_Dashboard measures the dashboard's requests over 1,000 finished runs
-// on Azurite (half timer, half keyed manual; none on the schedule's occurrences, so the
-// strip's 30 reads all miss): "refresh" is the page's poll (a page of 20 and the last 30
-// occurrences with the schedule), warm; "filter-none" is a state filter that matches nothing
-// (the scan stops after MaxScanReads manifests per page), on a fresh API each time, and
-// "filter-none-warm" the same once this instance has cached the final manifests.
+// on Azurite (half of schedule tick's occurrences, half keyed manual runs): "refresh" is the
+// page's poll of the runs (a page of 20) and of the schedules page (three schedules, each
+// decided up to now, with 20 occurrences each), warm; "filter-none" is a state filter that matches nothing (the scan stops
+// after MaxScanReads manifests per page), on a fresh API each time, and "filter-none-warm" the
+// same once this instance has cached the final manifests.
 func BenchmarkAPI_ListRuns_Dashboard(b *testing.B) {
 	e := newAPIEnv(b)
 	seedFinishedRuns(b, e, 1000)
-	refresh := goldenHTTP(b, "http-runs-list.json", withQuery("limit", "20"), withQuery("occurrences", "30"))
+	decideUpToNow(b, e)
+	runs := goldenHTTP(b, "http-runs-list.json", withQuery("limit", "20"))
+	schedules := goldenHTTP(b, "http-schedules-list.json", withQuery("occurrences", "20"))
 	b.Run("refresh", func(b *testing.B) {
-		if out := e.invoke(fnRuns, refresh); out.Status != http.StatusOK {
-			b.Fatalf("GET /api/runs: %d %s", out.Status, out.Body)
+		for _, p := range []struct {
+			fn      string
+			payload []byte
+		}{{fnRuns, runs}, {fnSchedules, schedules}} {
+			if out := e.invoke(p.fn, p.payload); out.Status != http.StatusOK {
+				b.Fatalf("%s: %d %s", p.fn, out.Status, out.Body)
+			}
 		}
 		b.ResetTimer()
 		for b.Loop() {
-			if out := e.invoke(fnRuns, refresh); out.Status != http.StatusOK {
+			if out := e.invoke(fnRuns, runs); out.Status != http.StatusOK {
 				b.Fatalf("GET /api/runs: %d", out.Status)
+			}
+			if out := e.invoke(fnSchedules, schedules); out.Status != http.StatusOK {
+				b.Fatalf("GET /api/schedules: %d", out.Status)
 			}
 		}
 	})
@@ -798,29 +951,82 @@ func BenchmarkAPI_ListRuns_Dashboard(b *testing.B) {
 	})
 }
 
-// newApp hands the API the schedule and policies it was configured with: the production
-// wiring, through config.Load, over Azurite.
-func TestNewApp_APIShowsTheConfiguredSchedule(t *testing.T) {
-	hs := newTestApp(t, map[string]string{
-		config.SettingSchedule:      "0 30 9 * * 1-5",
-		config.SettingMisfire:       "run-latest",
-		config.SettingStartDeadline: "20m",
-		config.SettingOverlap:       "allow",
-		config.SettingJob:           "synthetic",
-		config.SettingJobParams:     `{"partitions":2}`,
-	})
-	out := invokeHTTP(t, hs.URL, fnRuns, goldenHTTP(t, "http-runs-list.json", withQuery("occurrences", "2")))
+// newScheduledApp serves the production wiring (config.Load, newApp) over the shared Azurite
+// with the app's schedules and env's settings on top of newTestApp's.
+func newScheduledApp(t *testing.T, env map[string]string, schedules []Schedule) *httptest.Server {
+	t.Helper()
+	settings := map[string]string{
+		"FUNCTIONS_CUSTOMHANDLER_PORT": "7999",
+		config.SettingHostStorage:      azurite.Shared(t).ConnectionString(),
+		config.SettingTransport:        "queue",
+		config.SettingHeartbeat:        "0 * * * * *",
+		config.SettingRunsContainer:    azurite.UniqueName(t, "runs"),
+		config.SettingLeaseContainer:   azurite.UniqueName(t, "leases"),
+		config.SettingWorkQueue:        azurite.UniqueName(t, "work"),
+	}
+	maps.Copy(settings, env)
+	cfg, err := config.Load(func(k string) string { return settings[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := newApp(cfg, slog.New(slog.DiscardHandler), Options{Jobs: builtinJobs(), Schedules: schedules,
+		Getenv: func(k string) string { return settings[k] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = app.Close(context.Background()) })
+	hs := httptest.NewServer(app.server)
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+// newApp hands the API every schedule as the settings leave it: the app's own (with their
+// zones and policies), the one BATON_SCHEDULE declares (tick), and BATON_SCHEDULES' overrides
+// (a pause the API cannot lift, a new expression and zone); the production wiring, through
+// config.Load, over Azurite.
+func TestNewApp_APIShowsEverySchedule(t *testing.T) {
+	hs := newScheduledApp(t, map[string]string{
+		config.SettingSchedule:  "0 30 9 * * 1-5",
+		config.SettingOverlap:   "allow",
+		config.SettingJob:       "synthetic",
+		config.SettingJobParams: `{"partitions":2}`,
+		config.SettingSchedules: `{"hourly":{"paused":true,"jitter":"10s"},"reports":{"cron":"0 0 18 * * 5","timeZone":"Asia/Tokyo"}}`,
+	}, testSchedules)
+	out := invokeHTTP(t, hs.URL, fnSchedules, goldenHTTP(t, "http-schedules-list.json", withQuery("occurrences", "2")))
 	v := out.json(t)
 	if out.Status != http.StatusOK {
-		t.Fatalf("GET /api/runs?occurrences=2: %d %v", out.Status, v)
+		t.Fatalf("GET /api/schedules: %d %v", out.Status, v)
 	}
-	s := v["schedule"].(map[string]any)
-	if s["expression"] != "0 30 9 * * 1-5" || s["description"] != "at 09:30 UTC, Monday through Friday" || s["overlap"] != "allow" ||
-		s["misfire"] != "run-latest" || s["startingDeadlineSeconds"] != float64(1200) {
-		t.Errorf("schedule = %v", s)
+	byName := map[string]map[string]any{}
+	var names []string
+	for _, x := range v["schedules"].([]any) {
+		s := x.(map[string]any)
+		byName[s["name"].(string)] = s
+		names = append(names, s["name"].(string))
+		if occ := s["occurrences"].([]any); len(occ) != 2 || occ[1].(map[string]any)["beforeLedger"] != true {
+			t.Errorf("%s: occurrences %v; want 2, the older before the (empty) ledger", s["name"], occ)
+		}
 	}
-	if occ := v["occurrences"].([]any); len(occ) != 2 || occ[0].(map[string]any)["beforeLedger"] != true {
-		t.Errorf("occurrences = %v; want 2 before the (empty) ledger's first run", occ)
+	if !slices.Equal(names, []string{"nightly", "hourly", "reports", "tick"}) {
+		t.Errorf("schedules %v, want the app's in order, then tick", names)
+	}
+	if s := byName["tick"]; s["expression"] != "0 30 9 * * 1-5" || s["description"] != "at 09:30:00 on Monday through Friday" ||
+		s["timeZone"] != "UTC" || s["overlap"] != "allow" || s["catchUpSeconds"] != float64(600) || s["job"] != "synthetic" {
+		t.Errorf("tick = %v", s)
+	}
+	if s := byName["nightly"]; s["timeZone"] != "Europe/Berlin" || s["paused"] != false {
+		t.Errorf("nightly = %v", s)
+	}
+	if s := byName["hourly"]; s["paused"] != true || s["pausedBySetting"] != "the app setting "+config.SettingSchedules || s["jitter"] != "10s" {
+		t.Errorf("hourly = %v", s)
+	}
+	if s := byName["reports"]; s["expression"] != "0 0 18 * * 5" || s["timeZone"] != "Asia/Tokyo" ||
+		!strings.HasSuffix(s["next"].([]any)[0].(map[string]any)["local"].(string), "T18:00:00+09:00") {
+		t.Errorf("reports = %v", s)
+	}
+	out = invokeHTTP(t, hs.URL, fnSchedules, goldenHTTP(t, "http-schedules-pause.json", withPath("hourly/resume"), withBody("")))
+	if v := out.json(t); out.Status != http.StatusConflict || !strings.Contains(v["error"].(map[string]any)["message"].(string), config.SettingSchedules) {
+		t.Errorf("resume of hourly: %d %v, want 409 naming %s", out.Status, v, config.SettingSchedules)
 	}
 }
 
@@ -829,8 +1035,8 @@ func TestNewApp_APIShowsTheConfiguredSchedule(t *testing.T) {
 // params over the app's caps; what the settings allow starts.
 func TestNewApp_ManualRunPolicy(t *testing.T) {
 	runs := azurite.UniqueName(t, "runs")
-	hs := newTestApp(t, map[string]string{config.SettingRunsContainer: runs, config.SettingManualJobs: "synthetic",
-		config.SettingSyntheticMax: "50", config.SettingSyntheticWork: "100"})
+	hs := newScheduledApp(t, map[string]string{config.SettingRunsContainer: runs, config.SettingManualJobs: "synthetic",
+		config.SettingSyntheticMax: "50", config.SettingSyntheticWork: "100"}, nil)
 	for _, c := range []struct {
 		name, body string
 		status     int
@@ -848,7 +1054,7 @@ func TestNewApp_ManualRunPolicy(t *testing.T) {
 			}
 		})
 	}
-	all := newTestApp(t, map[string]string{config.SettingRunsContainer: runs})
+	all := newScheduledApp(t, map[string]string{config.SettingRunsContainer: runs}, nil)
 	for _, container := range []string{runs, "azure-webjobs-secrets"} {
 		body := `{"job":"inventory","params":{"container":"` + container + `"}}`
 		out := invokeHTTP(t, all.URL, fnRuns, goldenHTTP(t, "http-runs-post.json", withBody(body)))

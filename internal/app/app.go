@@ -39,6 +39,7 @@ const (
 	fnRuns         = "Runs"
 	fnLeader       = "Leader"
 	fnDashboard    = "Dashboard"
+	fnSchedules    = "Schedules"
 )
 
 // Binding names used in the function.json files.
@@ -104,7 +105,12 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 	if err != nil {
 		return nil, err
 	}
-	leader, err := election.NewLeader(election.LeaderConfig{Lock: lock, Identity: identity,
+	// The scheduler's lease is the lock; each run's planning takes a lease of its own beside it.
+	leaseContainer := leaseBlobs.ServiceClient().NewContainerClient(cfg.LeaseContainer)
+	runLock := func(name string) (election.Lock, error) {
+		return bloblease.NewBlobLock(leaseContainer, name, bloblease.BlobLockOptions{Duration: cfg.LeaseDuration, Setting: cfg.Storage.Name, Logger: logger})
+	}
+	leader, err := election.NewLeader(election.LeaderConfig{Lock: lock, Locks: runLock, Identity: identity,
 		LeaseDuration: cfg.LeaseDuration, StallTimeout: cfg.StallTimeout, Logger: logger})
 	if err != nil {
 		return nil, err
@@ -142,21 +148,29 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 		return nil, err
 	}
 
-	schedule, err := coordinator.ParseSchedule(cfg.Schedule, o.Getenv)
+	heartbeat, err := heartbeatPeriod(cfg.Heartbeat)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", config.SettingSchedule, err)
+		return nil, err
 	}
-	// A misconfigured timer job must not take the app down: the leader, the ledger, the API and
-	// the dashboard keep working, every occurrence records a failed run naming the setting, and
-	// a manual run of the default job is refused with the same message.
-	jobErr := jobError(jobs, cfg.Job, cfg.JobParams)
+	// A misconfigured job of the settings' schedule must not take the app down: the leader, the
+	// ledger, the API and the dashboard keep working, every occurrence of it records a failed
+	// run naming the setting, and a manual run of the default job is refused with the same
+	// message.
+	var jobErr error
 	var params json.RawMessage
-	if cfg.JobParams != "" && jobErr == nil {
-		params = json.RawMessage(cfg.JobParams)
+	if cfg.Schedule != "" {
+		jobErr = jobError(jobs, cfg.Job, cfg.JobParams)
+		if cfg.JobParams != "" && jobErr == nil {
+			params = json.RawMessage(cfg.JobParams)
+		}
 	}
 	if jobErr != nil {
-		logger.Error("timer job is misconfigured: every occurrence will record a failed run until it is fixed", "err", jobErr,
-			"instance", cfg.InstanceID)
+		logger.Error("the settings' job is misconfigured: every occurrence of the schedule "+coordinator.LegacySchedule+" will record a failed run until it is fixed",
+			"err", jobErr, "instance", cfg.InstanceID)
+	}
+	schedules, err := buildSchedules(cfg, o, jobErr, params)
+	if err != nil {
+		return nil, err
 	}
 	deadLetters, err := deadletter.Open(cfg)
 	if err != nil {
@@ -171,18 +185,18 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 	}
 	coord, err = coordinator.New(coordinator.Config{
 		Leader: leader, Store: store, Sender: sender, Control: control, Jobs: jobs, Finisher: worker, Identity: identity,
-		Job: cfg.Job, Params: params, JobError: jobErr, Schedule: schedule, AllowOverlap: cfg.Overlap == config.OverlapAllow,
+		Schedules: schedules, HeartbeatPeriod: heartbeat,
 		BatchSize: cfg.EnqueueBatch, RunTimeout: cfg.RunTimeout, CheckRounds: cfg.CheckRounds, Logger: logger,
-		MaxDeliveries: cfg.MaxDeliveries, Misfire: coordinator.Misfire(cfg.Misfire), StartingDeadline: cfg.StartingDeadline,
-		SliceBudget: cfg.SliceBudget, MaxBacklog: cfg.MaxBacklog, DeadLetters: workDeadLetters,
+		MaxDeliveries: cfg.MaxDeliveries, SliceBudget: cfg.SliceBudget, MaxBacklog: cfg.MaxBacklog, DeadLetters: workDeadLetters,
 	})
 	if err != nil {
 		return nil, err
 	}
 
-	starter := manualGuard{Starter: coord, jobErr: jobErr, timerJob: cfg.Job, allowed: cfg.ManualJobs, defaults: o.DefaultParams}
+	starter := manualGuard{Starter: coord, scheduler: coord, jobErr: jobErr, defaultJob: cfg.Job, hasDefault: cfg.Schedule != "",
+		allowed: cfg.ManualJobs, defaults: o.DefaultParams}
 	f := &functions{coord: coord, starter: starter, worker: worker, leader: leader, store: store, now: time.Now}
-	register(app.server, f, withSchedule(schedule, cfg), withDeadLetters(deadLetters.List))
+	register(app.server, f, withSchedules(coord, heartbeat), withDeadLetters(deadLetters.List))
 	return app, nil
 }
 
@@ -232,7 +246,7 @@ func register(s *server, f *functions, apiOpts ...func(*api.Config)) {
 		unavailable := func(ctx context.Context, inv *invocation, req *protocol.HTTPRequest) api.Reply {
 			return errorReply(http.StatusServiceUnavailable, "unavailable", inv.Function+" is not configured: "+err.Error())
 		}
-		for _, fn := range []string{fnRuns, fnLeader, fnDashboard} {
+		for _, fn := range []string{fnRuns, fnLeader, fnDashboard, fnSchedules} {
 			s.addHTTP(fn, bindingRequest, unavailable)
 		}
 		return
@@ -240,4 +254,5 @@ func register(s *server, f *functions, apiOpts ...func(*api.Config)) {
 	s.addHTTP(fnRuns, bindingRequest, apiFunc(a.Runs))
 	s.addHTTP(fnLeader, bindingRequest, apiFunc(a.Leader))
 	s.addHTTP(fnDashboard, bindingRequest, apiFunc(a.Dashboard))
+	s.addHTTP(fnSchedules, bindingRequest, apiFunc(a.Schedules))
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/api"
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/ledger"
 )
@@ -75,9 +76,10 @@ func rowAttrs(dom, run string) (map[string]string, string, bool) {
 }
 
 // The dashboard in a real browser: served through a stand-in for the host, over a ledger
-// seeded by real runs (one finished, one three partitions of seven in), it shows both runs
-// with the state and percentage the API reports, and the leader; opened with ?code=<key>, it
-// sends the key as the x-functions-key header and puts it in no request URL and no link.
+// seeded by real runs (one finished, one three partitions of seven in), it opens on the app's
+// three schedules and shows both runs with the state and percentage the API reports, and the
+// leader; opened with ?code=<key>, it sends the key as the x-functions-key header and puts it in
+// no request URL and no link.
 func TestDashboard_Browser(t *testing.T) {
 	browser := chromium(t)
 	e := newAPIEnv(t)
@@ -96,6 +98,10 @@ func TestDashboard_Browser(t *testing.T) {
 	e.work()
 	running := start("dashboard-running", 7)
 	e.deliver(3)
+	// Run now of nightly takes the scheduler lease, so the page has a leader to show.
+	if out := e.invoke(fnSchedules, goldenHTTP(t, "http-schedules-run.json")); out.Status != http.StatusAccepted {
+		t.Fatalf("run now: %d %s", out.Status, out.Body)
+	}
 
 	// What the API says, fetched through the same stand-in host.
 	resp, err := http.Get(shim.srv.URL + "/api/runs")
@@ -111,8 +117,8 @@ func TestDashboard_Browser(t *testing.T) {
 	}
 	err = json.NewDecoder(resp.Body).Decode(&list)
 	resp.Body.Close()
-	if err != nil || len(list.Runs) != 2 {
-		t.Fatalf("API listing: %v %+v, want 2 runs", err, list)
+	if err != nil || len(list.Runs) != 3 {
+		t.Fatalf("API listing: %v %+v, want 3 runs", err, list)
 	}
 	want := map[string]struct {
 		state   string
@@ -135,6 +141,11 @@ func TestDashboard_Browser(t *testing.T) {
 	if !strings.Contains(dom, `data-loaded="true"`) {
 		t.Fatalf("the page never finished a refresh (script blocked or fetch failed); DOM:\n%s", dom)
 	}
+	for _, name := range []string{"nightly", "hourly", "reports"} {
+		if !regexp.MustCompile(`<tr\b[^>]*\bdata-schedule="` + name + `"`).MatchString(dom) {
+			t.Errorf("no row for schedule %s on the schedules page", name)
+		}
+	}
 	for _, run := range []string{running, finished} {
 		attrs, text, ok := rowAttrs(dom, run)
 		if !ok {
@@ -154,8 +165,8 @@ func TestDashboard_Browser(t *testing.T) {
 	}
 
 	// Every API call the page made sent the key as the x-functions-key header and in no URL,
-	// and it called both endpoints.
-	var sawRuns, sawLeader bool
+	// and it called every endpoint it shows.
+	saw := map[string]bool{}
 	browserRequests, keys := shim.requests()[before:], shim.functionKeys()[before:]
 	for i, uri := range browserRequests {
 		if strings.HasPrefix(uri, "/api/dashboard") {
@@ -167,11 +178,12 @@ func TestDashboard_Browser(t *testing.T) {
 		if keys[i] != key {
 			t.Errorf("page fetched %s with x-functions-key %q, want %q", uri, keys[i], key)
 		}
-		sawRuns = sawRuns || strings.HasPrefix(uri, "/api/runs?")
-		sawLeader = sawLeader || strings.HasPrefix(uri, "/api/leader")
+		for _, p := range []string{"/api/schedules?", "/api/runs?", "/api/leader"} {
+			saw[p] = saw[p] || strings.HasPrefix(uri, p)
+		}
 	}
-	if !sawRuns || !sawLeader {
-		t.Errorf("page requests %v: want /api/runs and /api/leader", browserRequests)
+	if len(saw) != 3 || !saw["/api/schedules?"] || !saw["/api/runs?"] || !saw["/api/leader"] {
+		t.Errorf("page requests %v: want /api/schedules, /api/runs and /api/leader", browserRequests)
 	}
 	checkLinksWithoutKey(t, dom, shim.srv.URL+"/api/dashboard", key)
 }
@@ -199,8 +211,8 @@ func checkLinksWithoutKey(t *testing.T, dom, pageURL, key string) {
 	}
 }
 
-// On an instance without the schedule (GET /api/runs?occurrences= answers 503), the page
-// still lists the runs and says why the schedule panel is empty.
+// On an instance without the scheduler (GET /api/schedules answers 503), the page still lists
+// the runs and says why the schedules page is empty.
 func TestDashboard_Browser_WithoutSchedule(t *testing.T) {
 	browser := chromium(t)
 	e := newAPIEnv(t, envWithoutSchedule{})
@@ -217,9 +229,9 @@ func TestDashboard_Browser_WithoutSchedule(t *testing.T) {
 	if _, _, ok := rowAttrs(dom, v["run"].(string)); !ok {
 		t.Errorf("no row for run %s", v["run"])
 	}
-	m := regexp.MustCompile(`<div id="schedule-error" class="error">([^<]*)</div>`).FindStringSubmatch(dom)
-	if m == nil || !strings.Contains(m[1], "503 unavailable: the schedule is not configured") {
-		t.Errorf("schedule panel error: %v; want the 503 in words", m)
+	m := regexp.MustCompile(`<div id="schedules-error" class="error">([^<]*)</div>`).FindStringSubmatch(dom)
+	if m == nil || !strings.Contains(m[1], "503 unavailable: schedules are not configured") {
+		t.Errorf("schedules page error: %v; want the 503 in words", m)
 	}
 }
 
@@ -473,7 +485,8 @@ func (b *cdp) screenshot(dir, name string) {
 		return
 	}
 	var h int
-	b.eval("Math.ceil(document.documentElement.scrollHeight)", &h)
+	// The whole page; only the viewport while a modal dialog dims it.
+	b.eval(`document.querySelector("dialog[open]") ? window.innerHeight : Math.ceil(document.documentElement.scrollHeight)`, &h)
 	var shot struct{ Data []byte }
 	b.call("Page.captureScreenshot", map[string]any{"format": "png", "captureBeyondViewport": true,
 		"clip": map[string]any{"x": 0, "y": 0, "width": 1280, "height": h, "scale": 1}}, &shot)
@@ -482,19 +495,21 @@ func (b *cdp) screenshot(dir, name string) {
 	}
 }
 
-// operatorLedger is what seedOperatorLedger wrote: the schedule's latest occurrences (newest
-// first) and the run IDs of interest.
+// operatorLedger is what seedOperatorLedger wrote: nightly's and hourly's latest occurrences
+// (newest first) and the run IDs of interest.
 type operatorLedger struct {
-	occ                      []time.Time
-	missed, gap, skipped     string
-	failover, timedOut, good string
+	occ, hours                       []time.Time
+	paused, missed, gap, skipped     string
+	failover, timedOut, good, queued string
 }
 
-// seedOperatorLedger writes a history the way the coordinator and workers leave it, straight
-// into the ledger on Azurite: for the daily schedule's latest occurrences, newest first,
-// occ[1] succeeded, occ[2] missed, occ[3] nothing at all (a gap), occ[4] skipped, occ[5]
-// partial after a failover (two segments, partitions by two workers, two failed), occ[6]
-// timed out, and occ[7] to occ[29] succeeded (a month of history).
+// seedOperatorLedger writes a history the way the scheduler and workers leave it, straight into
+// the ledger on Azurite. For nightly's latest occurrences, newest first: occ[0] paused, occ[1]
+// succeeded, occ[2] missed, occ[3] nothing at all (a gap), occ[4] skipped, occ[5] partial after
+// a failover (two segments, partitions by two workers, two failed), occ[6] timed out, and
+// occ[7] to occ[29] succeeded (a month of history); its cursor at occ[0]. For hourly: hours[0]
+// queued behind hours[1] running, hours[2] succeeded, hours[3] skipped, hours[4] paused, and
+// nothing before (its first heartbeat came after hours[5]). Reports has no history.
 func seedOperatorLedger(t *testing.T, e *apiEnv) operatorLedger {
 	t.Helper()
 	ctx := testCtx(t)
@@ -502,61 +517,93 @@ func seedOperatorLedger(t *testing.T, e *apiEnv) operatorLedger {
 		t.Fatal(err)
 	}
 	var o operatorLedger
-	at := time.Now().UTC()
-	for range 30 {
-		p, err := e.schedule.Prev(at)
-		if err != nil {
-			t.Fatal(err)
+	prev := func(s coordinator.Schedule, n int) []time.Time {
+		var out []time.Time
+		at := time.Now().UTC()
+		for range n {
+			p, ok := s.Cron.Prev(at)
+			if !ok {
+				t.Fatal("no earlier occurrence")
+			}
+			out = append(out, p)
+			at = p.Add(-time.Second)
 		}
-		o.occ = append(o.occ, p)
-		at = p.Add(-time.Second)
+		return out
 	}
+	o.occ, o.hours = prev(e.sched("nightly"), 30), prev(e.sched("hourly"), 6)
 	instA := ledger.Holder{App: "baton-test", Instance: "inst-a", PID: 101}
 	instB := ledger.Holder{App: "baton-test", Instance: "inst-b", PID: 202}
-	timer := func(i int, state ledger.State, reason string, parts int) *ledger.Manifest {
-		occ := o.occ[i]
-		m := &ledger.Manifest{RunID: coordinator.TimerRunID(occ), Trigger: ledger.TriggerTimer, Occurrence: occ, Epoch: int64(100 - i),
-			Leader: instA, Segments: []ledger.Segment{{Epoch: int64(100 - i), From: 0}}, Job: "synthetic", State: state, Reason: reason,
+	record := func(schedule string, occ time.Time, epoch int64, state ledger.State, reason string, parts int) *ledger.Manifest {
+		m := &ledger.Manifest{RunID: ledger.ScheduleRunID(schedule, occ), Trigger: ledger.TriggerTimer, Schedule: schedule, Occurrence: occ,
+			Epoch: epoch, Leader: instA, Segments: []ledger.Segment{{Epoch: epoch, From: 0}}, Job: "synthetic", State: state, Reason: reason,
 			Partitions: parts, PlanDone: parts > 0, Checkpoint: ledger.Checkpoint{Batches: 1, Next: parts}, BatchSize: 100,
 			Created: occ.Add(800 * time.Millisecond)}
-		if parts > 0 {
+		switch {
+		case parts > 0:
 			m.Enqueued = m.Created.Add(150 * time.Millisecond)
 			m.Deadline = m.Enqueued.Add(time.Hour)
-			m.Finished = m.Enqueued.Add(42 * time.Second)
-		} else {
-			m.Segments, m.Created = nil, occ
+			if state.Final() {
+				m.Finished = m.Enqueued.Add(42 * time.Second)
+			}
+		case state == ledger.StateQueued:
+			m.Segments, m.Epoch, m.Created = nil, 0, occ
+		default:
+			m.Segments, m.Created, m.Finished = nil, occ, occ
 			if state == ledger.StateMissed {
-				m.Epoch, m.Leader, m.Created = 0, ledger.Holder{}, occ.Add(26*time.Hour)
+				m.Epoch, m.Leader, m.Created, m.Finished = 0, ledger.Holder{}, occ.Add(26*time.Hour), occ.Add(26*time.Hour)
 			}
 		}
 		return m
 	}
+	nightly := func(i int, state ledger.State, reason string, parts int) *ledger.Manifest {
+		return record("nightly", o.occ[i], int64(100-i), state, reason, parts)
+	}
 	var ms []*ledger.Manifest
-
-	good := timer(1, ledger.StateSucceeded, "", 4)
+	ms = append(ms, nightly(0, ledger.StatePaused, "storage migration, back at 06:00 (ask Alice)", 0))
+	good := nightly(1, ledger.StateSucceeded, "", 4)
 	good.Succeeded = 4
 	ms = append(ms, good)
-	ms = append(ms, timer(2, ledger.StateMissed, "no tick fired: the app was stopped across this occurrence", 0))
-	ms = append(ms, timer(4, ledger.StateSkipped, fmt.Sprintf("run %s was still in progress (BATON_OVERLAP=skip)", coordinator.TimerRunID(o.occ[5])), 0))
-	fo := timer(5, ledger.StatePartial, "2 of 12 partitions failed", 12)
+	ms = append(ms, nightly(2, ledger.StateMissed, "found 26h0m0s late, past the catch-up window of 10m0s: the app was stopped", 0))
+	ms = append(ms, nightly(4, ledger.StateSkipped, fmt.Sprintf("run %s is still in progress (overlap policy: skip)", ledger.ScheduleRunID("nightly", o.occ[5])), 0))
+	fo := nightly(5, ledger.StatePartial, "2 of 12 partitions failed", 12)
 	fo.Epoch, fo.Leader, fo.Segments = 96, instB, []ledger.Segment{{Epoch: 95, From: 0}, {Epoch: 96, From: 7}}
 	fo.Succeeded, fo.Failed = 10, 2
 	ms = append(ms, fo)
-	to := timer(6, ledger.StateTimedOut, "3 of 5 partitions had no result 1h0m0s after the deadline", 5)
+	to := nightly(6, ledger.StateTimedOut, "3 of 5 partitions had no result 1h0m0s after the deadline", 5)
 	to.Succeeded, to.Failed = 2, 3
 	ms = append(ms, to)
 	for i := 7; i < len(o.occ); i++ {
-		m := timer(i, ledger.StateSucceeded, "", 4)
+		m := nightly(i, ledger.StateSucceeded, "", 4)
 		m.Succeeded = 4
 		ms = append(ms, m)
 	}
+	hour := func(i int, state ledger.State, reason string, parts int) *ledger.Manifest {
+		return record("hourly", o.hours[i], 50, state, reason, parts)
+	}
+	hourly := []*ledger.Manifest{hour(0, ledger.StateQueued, "", 0), hour(1, ledger.StateRunning, "", 3), hour(2, ledger.StateSucceeded, "", 1),
+		hour(3, ledger.StateSkipped, "run hourly-x is still in progress (overlap policy: buffer-one) and hourly-y is already waiting for it", 0),
+		hour(4, ledger.StatePaused, "maintenance window", 0)}
+	hourly[2].Succeeded = 1
+	ms = append(ms, hourly...)
 	for _, m := range ms {
 		if err := e.store.CreateManifest(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	o.good, o.missed, o.gap, o.skipped, o.failover, o.timedOut = good.RunID, coordinator.TimerRunID(o.occ[2]),
-		coordinator.TimerRunID(o.occ[3]), coordinator.TimerRunID(o.occ[4]), fo.RunID, to.RunID
+	for name, st := range map[string]ledger.ScheduleState{
+		"nightly": {Cursor: o.occ[0], Latest: good.RunID},
+		"hourly":  {Cursor: o.hours[0], Latest: hourly[1].RunID, Buffered: hourly[0].RunID},
+	} {
+		if _, err := e.store.UpdateSchedule(ctx, name, func(cur *ledger.ScheduleState) error {
+			cur.Cursor, cur.Latest, cur.Buffered = st.Cursor, st.Latest, st.Buffered
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o.paused, o.good, o.missed, o.gap, o.skipped, o.failover, o.timedOut, o.queued = ms[0].RunID, good.RunID,
+		ledger.ScheduleRunID("nightly", o.occ[2]), ledger.ScheduleRunID("nightly", o.occ[3]), ledger.ScheduleRunID("nightly", o.occ[4]),
+		fo.RunID, to.RunID, hourly[0].RunID
 
 	// The failover run's results: partitions 0-6 enqueued by epoch 95, 7-11 by epoch 96; inst-a
 	// worked the first seven, inst-b the rest; 3 and 9 failed after five attempts.
@@ -591,6 +638,16 @@ func seedOperatorLedger(t *testing.T, e *apiEnv) operatorLedger {
 	return o
 }
 
+// wallTime is the page's rendering of t on a zone's wall clock (its wall()): "2026-11-25
+// 03:00:00 CET".
+func wallTime(t time.Time, zone string) string {
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		panic(err)
+	}
+	return t.In(loc).Format("2006-01-02 15:04:05 MST")
+}
+
 // localTime is the page's rendering of t in a fixed-offset zone (the page's local()).
 func localTime(t time.Time, zone *time.Location) string {
 	l := t.In(zone)
@@ -602,12 +659,28 @@ func localTime(t time.Time, zone *time.Location) string {
 	return l.Format("2006-01-02 15:04:05") + fmt.Sprintf(" (UTC%s%02d:%02d)", sign, off/3600, off%3600/60)
 }
 
-// The operator's dashboard in a real browser, driven over the DevTools protocol: the
-// schedule panel (words, NCRONTAB, the next three occurrences in UTC and in the browser's
-// zone, the policies), the occurrence strip with a missed, a skipped and a no-record cell,
-// a run's detail opened by URL (two segments, failed partitions with attempts, workers,
-// aggregate, reason), Run now (202 followed, then 409 in words), and the filters. With
-// BATON_SCREENSHOTS=<dir> it saves a PNG of each view there (scripts/screenshots.sh).
+// stripCell is one cell of an occurrence strip as the page shows it.
+type stripCell struct{ Run, State, Label, Glyph string }
+
+// strip reads the cells of the strip list that selector finds, oldest first.
+func (b *cdp) strip(selector string) []stripCell {
+	b.t.Helper()
+	var cells []stripCell
+	b.eval(`Array.from(document.querySelectorAll(`+strconv.Quote(selector)+`)).map(li => ({run: li.dataset.run, state: li.dataset.state,
+		label: li.firstChild.getAttribute("aria-label"), glyph: li.firstChild.textContent}))`, &cells)
+	return cells
+}
+
+// The operator's dashboard in a real browser, driven over the DevTools protocol. It opens on
+// the schedules page: every schedule with its strip (paused, missed, skipped, queued, a gap),
+// next run in its zone and in UTC, last run, pause state (the setting's pause cannot be lifted
+// here) and buttons. A schedule's detail (words, NCRONTAB, zone, the next three occurrences on
+// the zone's clock, in UTC and in the browser's zone, the policies, a strip of 30 opened by
+// keyboard) filters the runs to it; a run's detail opens by URL (two segments, failed
+// partitions with attempts, workers, aggregate, reason). Pause asks for a note and shows it,
+// resume lifts it, Run now starts a run (202 followed, then 409 in words), and the filters and
+// paging work. No link or request URL carries the key. With BATON_SCREENSHOTS=<dir> it saves a
+// PNG of each view there (scripts/screenshots.sh).
 func TestDashboard_Operator(t *testing.T) {
 	exe := chromium(t)
 	shots := os.Getenv("BATON_SCREENSHOTS")
@@ -621,70 +694,117 @@ func TestDashboard_Operator(t *testing.T) {
 	b := startBrowser(t, exe, 1280, 900, "TZ=Asia/Kolkata", "LANG=en_US.UTF-8")
 
 	b.navigate(dash)
-	b.waitFor("the first refresh", `document.body.dataset.loaded === "true" && document.querySelectorAll("#strip li").length > 0`)
+	b.waitFor("the schedules page", `document.body.dataset.loaded === "true" && document.querySelectorAll("#schedules tbody tr").length === 3`)
 
-	// Schedule panel.
+	// One row per schedule, in declaration order, with its state, next run and buttons.
+	var rows []struct {
+		Schedule, Paused, Last, Next, NextUTC, Status string
+		Buttons                                       []struct {
+			Action, Text string
+			Disabled     bool
+		}
+		Cells int
+	}
+	b.eval(`Array.from(document.querySelectorAll("#schedules tbody tr")).map(tr => ({schedule: tr.dataset.schedule, paused: tr.dataset.paused,
+		last: tr.dataset.last, next: tr.cells[3].textContent, nextUTC: tr.cells[3].dataset.utc, status: tr.cells[5].textContent,
+		cells: tr.querySelectorAll(".strip li").length,
+		buttons: Array.from(tr.querySelectorAll("button")).map(b => ({action: b.dataset.action, text: b.textContent, disabled: b.disabled}))}))`, &rows)
+	if len(rows) != 3 || rows[0].Schedule != "nightly" || rows[1].Schedule != "hourly" || rows[2].Schedule != "reports" {
+		t.Fatalf("schedule rows = %+v", rows)
+	}
+	for _, r := range rows {
+		s := e.sched(r.Schedule)
+		got, _ := time.Parse(time.RFC3339, r.NextUTC)
+		if p, _ := s.Cron.Prev(got); !p.Equal(got) || !got.After(time.Now().Add(-time.Minute)) {
+			t.Errorf("%s: next run %s is not its coming occurrence", r.Schedule, r.NextUTC)
+		}
+		if !strings.Contains(r.Next, wallTime(got, s.TimeZone)) || !strings.Contains(r.Next, got.Format("2006-01-02 15:04:05Z")) {
+			t.Errorf("%s: next run reads %q; want %s on its clock and in UTC", r.Schedule, r.Next, wallTime(got, s.TimeZone))
+		}
+		if r.Cells != 20 {
+			t.Errorf("%s: %d strip cells, want 20", r.Schedule, r.Cells)
+		}
+	}
+	if r := rows[0]; r.Paused != "false" || r.Last != "succeeded" || !strings.Contains(r.Status, "active") ||
+		len(r.Buttons) != 2 || r.Buttons[0].Action != "pause" || r.Buttons[1].Action != "run" {
+		t.Errorf("nightly row = %+v", r)
+	}
+	if r := rows[1]; r.Last != "running" || len(r.Buttons) != 2 || r.Buttons[0].Action != "pause" {
+		t.Errorf("hourly row = %+v", r)
+	}
+	if r := rows[2]; r.Paused != "true" || !strings.Contains(r.Status, "BATON_SCHEDULES") || len(r.Buttons) != 2 ||
+		r.Buttons[0].Action != "resume" || !r.Buttons[0].Disabled || r.Buttons[1].Disabled {
+		t.Errorf("reports row (paused by the setting) = %+v", r)
+	}
+	// The rows' strips: each record's state, by run.
+	cells := b.strip(`#schedules tr[data-schedule="hourly"] .strip li`)
+	byRun := map[string]stripCell{}
+	for _, c := range cells {
+		byRun[c.Run] = c
+	}
+	for run, state := range map[string]string{o.queued: "queued", ledger.ScheduleRunID("hourly", o.hours[3]): "skipped",
+		ledger.ScheduleRunID("hourly", o.hours[4]): "paused", ledger.ScheduleRunID("hourly", o.hours[5]): "before"} {
+		if c := byRun[run]; c.State != state || c.Glyph == "" {
+			t.Errorf("hourly strip cell %s = %+v, want %s", run, c, state)
+		}
+	}
+	b.screenshot(shots, "dashboard-overview.png")
+
+	// A schedule's detail: click its name. The runs table follows it.
+	b.eval(`document.querySelector('#schedules a[data-schedule="nightly"]').click()`, nil)
+	b.waitFor("nightly's detail", `location.hash === "#schedule=nightly" && document.getElementById("sched-detail").dataset.schedule === "nightly" &&
+		document.querySelectorAll("#strip li").length === 30 && document.querySelectorAll("#runs tbody tr").length > 0 &&
+		Array.from(document.querySelectorAll("#runs tbody tr")).every(r => r.dataset.schedule === "nightly") &&
+		document.getElementById("f-schedule").value === "nightly"`)
 	var sched struct {
-		Words, Expr, Overlap, Misfire string
-		Next                          []struct{ UTC, Text string }
+		Words, Expr, Zone, Overlap, Catchup, Cursor string
+		Next                                        []struct{ UTC, Text string }
 	}
-	b.eval(`({words: document.getElementById("sched-words").textContent, expr: document.getElementById("sched-expr").textContent,
-		overlap: document.getElementById("sched-overlap").textContent, misfire: document.getElementById("sched-misfire").textContent,
-		next: Array.from(document.querySelectorAll("#sched-next li")).map(li => ({utc: li.dataset.utc, text: li.textContent}))})`, &sched)
-	if sched.Words != "at 03:00 UTC, every day" || sched.Expr != "0 0 3 * * *" {
-		t.Errorf("schedule shown as %q / %q", sched.Words, sched.Expr)
-	}
-	if !strings.HasPrefix(sched.Overlap, "skip") || !strings.HasPrefix(sched.Misfire, "skip") || !strings.Contains(sched.Misfire, "starting deadline 1 h") {
-		t.Errorf("policies shown as %q / %q", sched.Overlap, sched.Misfire)
+	b.eval(`({words: document.getElementById("sd-words").textContent, expr: document.getElementById("sd-expr").textContent,
+		zone: document.getElementById("sd-zone").textContent, overlap: document.getElementById("sd-overlap").textContent,
+		catchup: document.getElementById("sd-catchup").textContent, cursor: document.getElementById("sd-cursor").textContent,
+		next: Array.from(document.querySelectorAll("#sd-next li")).map(li => ({utc: li.dataset.utc, text: li.textContent}))})`, &sched)
+	if sched.Words != "at 03:00:00 every day" || sched.Expr != "0 0 3 * * *" || sched.Zone != "Europe/Berlin" ||
+		!strings.HasPrefix(sched.Overlap, "skip") || !strings.HasPrefix(sched.Catchup, "10 min") || sched.Cursor != o.occ[0].Format("2006-01-02 15:04:05Z") {
+		t.Errorf("schedule shown as %+v", sched)
 	}
 	if len(sched.Next) != 3 {
 		t.Fatalf("next occurrences: %+v, want 3", sched.Next)
 	}
-	next := o.occ[0]
+	prev := o.occ[0]
 	for i, n := range sched.Next {
-		var err error
-		if next, err = e.schedule.Next(next); err != nil {
-			t.Fatal(err)
+		at, _ := time.Parse(time.RFC3339, n.UTC)
+		if want, _ := e.sched("nightly").Cron.Next(prev); !at.Equal(want) && i > 0 || !at.After(prev) {
+			t.Errorf("next[%d] = %s, want the occurrence after %s", i, n.UTC, prev)
 		}
-		if got, _ := time.Parse(time.RFC3339, n.UTC); !got.Equal(next) {
-			t.Errorf("next[%d] = %s, want %s", i, n.UTC, next)
-		}
-		if u, l := next.Format("2006-01-02 15:04:05Z"), localTime(next, kolkata); !strings.Contains(n.Text, u) || !strings.Contains(n.Text, l) {
-			t.Errorf("next[%d] reads %q; want UTC %q and local %q", i, n.Text, u, l)
+		prev = at
+		if w, u, l := wallTime(at, "Europe/Berlin"), at.Format("2006-01-02 15:04:05Z"), localTime(at, kolkata); !strings.Contains(n.Text, w) ||
+			!strings.Contains(n.Text, u) || !strings.Contains(n.Text, l) {
+			t.Errorf("next[%d] reads %q; want Berlin %q, UTC %q and the browser's %q", i, n.Text, w, u, l)
 		}
 	}
 
 	// The strip: one cell per occurrence, the gap as its own "no record" cell, with words.
-	var cells []struct{ Run, State, Label, Glyph string }
-	b.eval(`Array.from(document.querySelectorAll("#strip li")).map(li => ({run: li.dataset.run, state: li.dataset.state,
-		label: li.firstChild.getAttribute("aria-label"), glyph: li.firstChild.textContent}))`, &cells)
-	if len(cells) != 30 || cells[0].Run != coordinator.TimerRunID(o.occ[29]) || cells[0].State != "succeeded" {
-		t.Errorf("strip has %d cells starting %+v, want 30 starting with %s succeeded", len(cells), cells[0], coordinator.TimerRunID(o.occ[29]))
-	}
-	byRun := map[string]int{}
+	cells = b.strip("#strip li")
+	byRun = map[string]stripCell{}
+	pos := map[string]int{}
 	for i, c := range cells {
-		byRun[c.Run] = i
+		byRun[c.Run], pos[c.Run] = c, i
 	}
-	want := []struct{ run, state, words string }{
-		{o.good, "succeeded", "succeeded"}, {o.missed, "missed", "missed"}, {o.gap, "none", "no record"},
-		{o.skipped, "skipped", "skipped"}, {o.failover, "partial", "partial"}, {o.timedOut, "timed-out", "timed out"},
-	}
-	for _, w := range want {
-		i, ok := byRun[w.run]
-		if !ok {
-			t.Errorf("no strip cell for %s", w.run)
-			continue
-		}
-		if c := cells[i]; c.State != w.state || !strings.Contains(c.Label, w.words) || c.Glyph == "" {
+	for _, w := range []struct{ run, state, words string }{
+		{o.paused, "paused", "storage migration"}, {o.good, "succeeded", "succeeded"}, {o.missed, "missed", "catch-up window"},
+		{o.gap, "none", "no record"}, {o.skipped, "skipped", "skipped"}, {o.failover, "partial", "partial"}, {o.timedOut, "timed-out", "timed out"},
+	} {
+		if c, ok := byRun[w.run]; !ok || c.State != w.state || !strings.Contains(c.Label, w.words) || c.Glyph == "" {
 			t.Errorf("cell %s: %+v, want state %s and words %q", w.run, c, w.state, w.words)
 		}
 	}
-	// Oldest left, newest right: the gap sits between the skipped and the missed cells.
-	if !(byRun[o.skipped]+1 == byRun[o.gap] && byRun[o.gap]+1 == byRun[o.missed]) {
-		t.Errorf("strip order: skipped %d, gap %d, missed %d; want adjacent, oldest first", byRun[o.skipped], byRun[o.gap], byRun[o.missed])
+	if c := byRun[o.missed]; !strings.Contains(c.Label, wallTime(o.occ[2], "Europe/Berlin")) {
+		t.Errorf("missed cell label %q does not name the occurrence on Berlin's clock", c.Label)
 	}
-	if c := cells[byRun[o.missed]]; !strings.Contains(c.Label, "the app was stopped") {
-		t.Errorf("missed cell label %q lacks the reason", c.Label)
+	// Oldest left, newest right: the gap sits between the skipped and the missed cells.
+	if !(pos[o.skipped]+1 == pos[o.gap] && pos[o.gap]+1 == pos[o.missed]) {
+		t.Errorf("strip order: skipped %d, gap %d, missed %d; want adjacent, oldest first", pos[o.skipped], pos[o.gap], pos[o.missed])
 	}
 
 	// Keyboard: Tab reaches the strip's cells (the gap's too), and Enter on a cell opens its run.
@@ -697,8 +817,11 @@ func TestDashboard_Operator(t *testing.T) {
 	for _, typ := range []string{"keyDown", "keyUp"} {
 		b.call("Input.dispatchKeyEvent", map[string]any{"type": typ, "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13, "text": "\r"}, nil)
 	}
-	b.waitFor("the timed-out run's detail after Enter", `location.hash === "#run=`+o.timedOut+`" && document.getElementById("detail").dataset.state === "timed-out" &&
+	b.waitFor("the timed-out run's detail after Enter", `location.hash === "#schedule=nightly&run=`+o.timedOut+`" && document.getElementById("detail").dataset.state === "timed-out" &&
 		(document.getElementById("detail-reason") || {}).textContent.includes("no result")`)
+	b.eval(`document.getElementById("detail-close").click()`, nil)
+	b.waitFor("the schedule's view again", `location.hash === "#schedule=nightly" && document.getElementById("detail").hidden`)
+	b.screenshot(shots, "dashboard-schedule.png")
 
 	// Run detail by URL (what an alert links to): a fresh load straight onto #run=<id>.
 	b.navigate(dash + "#run=" + o.failover)
@@ -742,64 +865,116 @@ func TestDashboard_Operator(t *testing.T) {
 	b.waitFor("the missed record's reason", `document.getElementById("detail").dataset.state === "missed" &&
 		(document.getElementById("detail-reason") || {}).textContent.includes("the app was stopped")`)
 
-	// Filters: state=missed shows only the missed record; the select follows the URL.
+	// Filters: state=missed shows only the missed record; the select follows the URL. Then the
+	// schedule filter alone.
 	b.navigate(dash)
 	b.waitFor("the runs table", `document.querySelectorAll("#runs tbody tr").length >= 5`)
-	b.eval(`(() => { const s = document.getElementById("f-state"); s.value = "missed"; s.dispatchEvent(new Event("change")); })()`, nil)
+	change := func(id, value string) {
+		b.eval(`(() => { const s = document.getElementById("`+id+`"); s.value = "`+value+`"; s.dispatchEvent(new Event("change")); })()`, nil)
+	}
+	change("f-state", "missed")
 	b.waitFor("the filtered table", `location.hash.includes("state=missed") && Array.from(document.querySelectorAll("#runs tbody tr")).every(r => r.dataset.state === "missed") && document.querySelectorAll("#runs tbody tr").length === 1`)
 	b.screenshot(shots, "dashboard-filtered.png")
-	b.eval(`(() => { const s = document.getElementById("f-state"); s.value = ""; s.dispatchEvent(new Event("change"));
-		const g = document.getElementById("f-trigger"); g.value = "timer"; g.dispatchEvent(new Event("change")); })()`, nil)
+	change("f-state", "")
+	change("f-schedule", "hourly")
+	b.waitFor("hourly's runs", `location.hash === "#schedule=hourly" && document.querySelectorAll("#runs tbody tr").length === 5 &&
+		Array.from(document.querySelectorAll("#runs tbody tr")).every(r => r.dataset.schedule === "hourly") &&
+		document.getElementById("sched-detail").dataset.schedule === "hourly"`)
+	change("f-schedule", "")
+	change("f-trigger", "timer")
 	b.waitFor("the timer-only table", `location.hash === "#trigger=timer" && document.querySelectorAll("#runs tbody tr").length === 20 &&
-		Array.from(document.querySelectorAll("#runs tbody tr")).every(r => r.dataset.trigger === "timer")`)
-	// Paging: the older page holds the other eight timer runs, the oldest last.
+		Array.from(document.querySelectorAll("#runs tbody tr")).every(r => r.dataset.trigger === "timer") && document.getElementById("sched-detail").hidden`)
+	// Paging: 34 timer records, so the older page holds 14, nightly's oldest last.
 	b.eval(`document.getElementById("older").click()`, nil)
-	oldest := coordinator.TimerRunID(o.occ[len(o.occ)-1])
-	b.waitFor("the older page", `document.querySelectorAll("#runs tbody tr").length === 8 &&
+	oldest := ledger.ScheduleRunID("nightly", o.occ[len(o.occ)-1])
+	b.waitFor("the older page", `document.querySelectorAll("#runs tbody tr").length === 14 &&
 		document.querySelector("#runs tbody tr:last-child").dataset.run === "`+oldest+`" && document.getElementById("older").hidden &&
 		!document.getElementById("newer").hidden`)
 	b.eval(`document.getElementById("newer").click()`, nil)
 	b.waitFor("the first page again", `document.querySelectorAll("#runs tbody tr").length === 20`)
 
+	// Pause with a note: the dialog asks for it; the row then shows it and the paused state.
+	const note = "Storage migration until 14:00 UTC — ask Alice"
+	b.navigate(dash)
+	b.waitFor("the page", `document.body.dataset.loaded === "true" && document.querySelector('#schedules tr[data-schedule="hourly"] button[data-action="pause"]')`)
+	b.eval(`document.querySelector('#schedules tr[data-schedule="hourly"] button[data-action="pause"]').click()`, nil)
+	b.waitFor("the pause dialog", `document.getElementById("pause-dialog").open && document.activeElement === document.getElementById("pause-note")`)
+	b.call("Input.insertText", map[string]any{"text": note}, nil)
+	b.waitFor("the note typed", `document.getElementById("pause-count").textContent === "`+strconv.Itoa(len([]rune(note)))+` / 500"`)
+	b.screenshot(shots, "dashboard-pause.png")
+	b.eval(`document.getElementById("pause-ok").click()`, nil)
+	b.waitFor("hourly paused", `document.getElementById("action-msg").dataset.status === "200" &&
+		document.querySelector('#schedules tr[data-schedule="hourly"]').dataset.paused === "true" &&
+		document.querySelector('#schedules tr[data-schedule="hourly"] .pause-note')`)
+	var paused struct{ Note, Status, Msg string }
+	b.eval(`({note: document.querySelector('#schedules tr[data-schedule="hourly"] .pause-note').textContent,
+		status: document.querySelector('#schedules tr[data-schedule="hourly"]').cells[5].textContent,
+		msg: document.getElementById("action-msg").textContent})`, &paused)
+	if paused.Note != note || !strings.Contains(paused.Status, "paused by "+api.AnonymousOperator) || !strings.Contains(paused.Msg, "Paused hourly") {
+		t.Errorf("after pause: %+v", paused)
+	}
+	if st, err := e.store.ReadSchedule(testCtx(t), "hourly"); err != nil || !st.Paused || st.Note != note || st.PausedBy != api.AnonymousOperator {
+		t.Errorf("hourly's state in the ledger: %+v %v", st, err)
+	}
+	// Its detail says so too; Resume lifts it.
+	b.eval(`document.querySelector('#schedules a[data-schedule="hourly"]').click()`, nil)
+	b.waitFor("hourly's detail, paused", `document.getElementById("sched-detail").dataset.paused === "true" &&
+		(document.getElementById("sd-pause-note") || {}).textContent === " Note: `+note+`"`)
+	b.eval(`document.querySelector('#sd-actions button[data-action="resume"]').click()`, nil)
+	b.waitFor("hourly resumed", `document.getElementById("action-msg").dataset.status === "200" &&
+		document.querySelector('#schedules tr[data-schedule="hourly"]').dataset.paused === "false" &&
+		document.getElementById("sched-detail").dataset.paused === "false"`)
+	if st, err := e.store.ReadSchedule(testCtx(t), "hourly"); err != nil || st.Paused || st.Note != "" {
+		t.Errorf("hourly's state after resume: %+v %v", st, err)
+	}
+
 	// Run now: 202, shown in words, and the page follows the new run.
+	runs := e.countRuns()
 	b.navigate(dash)
 	b.waitFor("the page", `document.body.dataset.loaded === "true"`)
-	b.eval(`document.getElementById("runnow").click()`, nil)
-	b.waitFor("the 202 answer", `document.getElementById("runnow-msg").dataset.status === "202"`)
+	b.eval(`document.querySelector('#schedules tr[data-schedule="nightly"] button[data-action="run"]').click()`, nil)
+	b.waitFor("the 202 answer", `document.getElementById("action-msg").dataset.status === "202"`)
 	var started struct{ Msg, Hash, Detail string }
-	b.waitFor("the new run's detail", `document.getElementById("detail").dataset.run && location.hash.includes("run=manual-") &&
+	b.waitFor("the new run's detail", `document.getElementById("detail").dataset.run && location.hash.includes("run=nightly-now-") &&
 		document.getElementById("detail").dataset.run === new URLSearchParams(location.hash.slice(1)).get("run")`)
-	b.eval(`({msg: document.getElementById("runnow-msg").textContent, hash: location.hash, detail: document.getElementById("detail").dataset.run})`, &started)
-	if !strings.HasPrefix(started.Msg, "Started run "+started.Detail) || !strings.Contains(started.Msg, "Following it") {
+	b.eval(`({msg: document.getElementById("action-msg").textContent, hash: location.hash, detail: document.getElementById("detail").dataset.run})`, &started)
+	b.waitFor("the buttons back", `!document.querySelector('#schedules tr[data-schedule="nightly"] button[data-action="run"]').disabled`)
+	if !strings.HasPrefix(started.Msg, "Started run "+started.Detail+" of nightly") || !strings.Contains(started.Msg, "Following it") {
 		t.Errorf("after Run now: message %q, following %q", started.Msg, started.Detail)
 	}
+	if n := e.countRuns(); n != runs+1 {
+		t.Errorf("ledger holds %d runs after Run now, want %d", n, runs+1)
+	}
+	// Its start check planned it (as the control queue's trigger would); the page follows.
+	e.deliver(0)
+	b.eval(`window.dispatchEvent(new HashChangeEvent("hashchange"))`, nil) // refresh now rather than in 5 s
+	b.waitFor("the run planned, everywhere", `document.getElementById("detail").dataset.state === "running" &&
+		document.querySelector('#schedules tr[data-schedule="nightly"]').dataset.last === "running" &&
+		document.querySelector('#runs tbody tr[data-run="`+started.Detail+`"][data-state="running"]')`)
 	b.screenshot(shots, "dashboard-run-now.png")
 
 	// Run now again while that run is in progress: 409, in words, naming the active run.
-	b.eval(`document.getElementById("runnow").click()`, nil)
-	b.waitFor("the 409 answer", `document.getElementById("runnow-msg").dataset.status === "409"`)
+	b.eval(`document.querySelector('#schedules tr[data-schedule="nightly"] button[data-action="run"]').click()`, nil)
+	b.waitFor("the 409 answer", `document.getElementById("action-msg").dataset.status === "409"`)
 	var msg string
-	b.eval(`document.getElementById("runnow-msg").textContent`, &msg)
+	b.eval(`document.getElementById("action-msg").textContent`, &msg)
 	if !strings.HasPrefix(msg, "Not started: run "+started.Detail+" is still in progress") || !strings.Contains(msg, "Leader: baton-test/inst-a/101") {
 		t.Errorf("409 shown as %q", msg)
 	}
 	b.screenshot(shots, "dashboard-run-now-409.png")
+	if n := e.countRuns(); n != runs+1 {
+		t.Errorf("ledger holds %d runs after the refused Run now, want %d", n, runs+1)
+	}
 
-	// The overview, now with a leader and a manual run in progress.
-	b.navigate(dash)
-	b.waitFor("the overview", `document.body.dataset.loaded === "true" && document.querySelectorAll("#strip li").length === 30 &&
-		document.getElementById("leader").dataset.holder === "inst-a"`)
-	b.screenshot(shots, "dashboard-overview.png")
-
-	// A longer strip (?occurrences=40 on the page URL) reaches back before the ledger's first
-	// run: those ten cells say so instead of showing as gaps.
-	b.navigate(shim.srv.URL + "/api/dashboard?occurrences=40&code=" + key)
+	// A longer strip (?occurrences=40 on the page URL) reaches back before nightly's first
+	// record: those cells say so instead of showing as gaps.
+	b.navigate(shim.srv.URL + "/api/dashboard?occurrences=40&code=" + key + "#schedule=nightly")
 	b.waitFor("a strip of 40", `document.querySelectorAll("#strip li").length === 40`)
-	var kinds []string
-	b.eval(`Array.from(document.querySelectorAll("#strip li")).map(li => li.dataset.state)`, &kinds)
-	for i, k := range kinds {
-		if (k == "before") != (i < 10) {
-			t.Errorf("strip cell %d (oldest first) is %q; want the ten oldest, and only them, before the ledger", i, k)
+	for _, c := range b.strip("#strip li") {
+		n, _ := ledger.ParseRunID(c.Run)
+		_, seeded := byRun[c.Run]
+		if older := n.Occurrence.Before(o.occ[len(o.occ)-1]); older != (c.State == "before") || seeded && older {
+			t.Errorf("strip cell %s is %q; want the cells older than the seeded month, and only them, before the ledger", c.Run, c.State)
 		}
 	}
 
@@ -820,34 +995,38 @@ func TestDashboard_Operator(t *testing.T) {
 	}
 	// Every API call the page made sent the key as a header and in no URL, the POSTs included.
 	keys := shim.functionKeys()
+	calls := 0
 	for i, uri := range shim.requests() {
-		if strings.HasPrefix(uri, "/api/runs") || strings.HasPrefix(uri, "/api/leader") {
-			if strings.Contains(uri, key) || keys[i] != key {
-				t.Errorf("page fetched %s with x-functions-key %q: want the key %q in the header only", uri, keys[i], key)
-			}
+		if strings.HasPrefix(uri, "/api/dashboard") {
+			continue
+		}
+		calls++
+		if strings.Contains(uri, key) || keys[i] != key {
+			t.Errorf("page fetched %s with x-functions-key %q: want the key %q in the header only", uri, keys[i], key)
 		}
 	}
-	if n := e.countRuns(); n != 29 {
-		t.Errorf("ledger holds %d runs, want 29 (28 seeded + 1 started; the 409 started none)", n)
+	if calls == 0 {
+		t.Error("the page made no API call")
 	}
 }
 
 // BenchmarkDashboard_Browser1000 measures the dashboard in headless chromium over 1,000
 // finished runs on Azurite (seedFinishedRuns): from navigation start to the first complete
-// view (page, one GET /api/runs with ?occurrences=30, one GET /api/leader, render), as the
-// page marks it ("ms/view"). The handler's caches are warm after the first load, as they are
+// view (page, one GET /api/schedules with three strips of 20, one GET /api/runs, one GET
+// /api/leader, render), as the page marks it ("ms/view"). The handler's caches are warm after the first load, as they are
 // for an operator who keeps the page open.
 func BenchmarkDashboard_Browser1000(b *testing.B) {
 	exe := chromium(b)
 	e := newAPIEnv(b)
 	seedFinishedRuns(b, e, 1000)
+	decideUpToNow(b, e)
 	shim := newHostShim(b, e.hs.URL)
 	br := startBrowser(b, exe, 1280, 900)
 	load := func(i int) float64 {
 		br.eval("window.__old = true", nil)
 		br.navigate(fmt.Sprintf("%s/api/dashboard?i=%d", shim.srv.URL, i))
 		br.waitFor("the first view", `!window.__old && performance.getEntriesByName("baton-first-refresh").length === 1 &&
-			document.querySelectorAll("#runs tbody tr").length === 20 && document.querySelectorAll("#strip li").length === 30`)
+			document.querySelectorAll("#runs tbody tr").length === 20 && document.querySelectorAll("#schedules .strip li").length === 60`)
 		var ms float64
 		br.eval(`performance.getEntriesByName("baton-first-refresh")[0].startTime`, &ms)
 		return ms

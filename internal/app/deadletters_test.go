@@ -24,6 +24,7 @@ func newTestApp(t *testing.T, env map[string]string) *httptest.Server {
 		"FUNCTIONS_CUSTOMHANDLER_PORT": "7999",
 		config.SettingHostStorage:      azurite.Shared(t).ConnectionString(),
 		config.SettingTransport:        "queue",
+		config.SettingHeartbeat:        "0 * * * * *",
 		config.SettingSchedule:         "0 0 3 * * *",
 		config.SettingRunsContainer:    azurite.UniqueName(t, "runs"),
 		config.SettingLeaseContainer:   azurite.UniqueName(t, "leases"),

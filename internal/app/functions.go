@@ -32,7 +32,9 @@ type functions struct {
 	now   func() time.Time
 }
 
-// tick is the Tick function: decode the timer payload, then one attempt at the lease.
+// tick is the Tick function, the scheduler's heartbeat: decode the timer payload, then one
+// attempt at the scheduler lease, which decides every schedule's due occurrences. A heartbeat
+// that finds the lease held is done: the holder decides every schedule.
 func (f *functions) tick(ctx context.Context, inv *invocation) error {
 	raw, ok := inv.Request.Data[bindingTimer]
 	if !ok {
@@ -42,26 +44,28 @@ func (f *functions) tick(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return badInput(err)
 	}
-	in := coordinator.TickInput{Now: f.now(), PastDue: ti.IsPastDue}
-	if t, err := protocol.ParseTime(inv.Request.Sys().UtcNow); err == nil {
-		in.Now = t // the host's clock, the same on every instance that fires for this occurrence
-	}
-	if ti.ScheduleStatus != nil {
-		in.Next = ti.ScheduleStatus.Next.Time
-	}
-	out, err := f.coord.Tick(ctx, in)
+	out, err := f.coord.Heartbeat(ctx)
 	if err != nil {
 		return err
 	}
-	log := inv.Logger.With("run", out.Run, "epoch", out.Epoch)
-	switch out.Status {
-	case coordinator.StatusHeld:
-		log.Info("tick lost the election", "leader", out.Holder.String(), "leaderEpoch", out.HolderEpoch, "activeRun", out.ActiveRun)
-	case coordinator.StatusSkipped:
-		log.Warn("tick skipped the occurrence", "reason", out.Reason)
-	default:
-		log.Info("tick won the election", "status", out.Status, "state", out.State)
+	log := inv.Logger.With("epoch", out.Epoch, "pastDue", ti.IsPastDue)
+	if out.Status == coordinator.StatusHeld {
+		log.Info("heartbeat: the scheduler lease is held; its holder decides every schedule", "leader", out.Holder.String(),
+			"leaderEpoch", out.HolderEpoch)
+		return nil
 	}
+	for _, d := range out.Decisions {
+		l := log.With("run", d.Run, "schedule", d.Schedule, "occurrence", d.Occurrence, "status", d.Status, "state", d.State)
+		if d.Reason != "" {
+			l = l.With("reason", d.Reason)
+		}
+		if d.State.Final() && d.State != "" {
+			l.Warn("heartbeat: occurrence recorded")
+		} else {
+			l.Info("heartbeat: occurrence decided")
+		}
+	}
+	log.Info("heartbeat: schedules decided", "decisions", len(out.Decisions))
 	return nil
 }
 
@@ -154,27 +158,38 @@ func waitOutOutage(ctx context.Context, log *slog.Logger, fn func(context.Contex
 	}
 }
 
-// manualGuard is the app's policy on manual runs: a run of the default (timer) job is refused
-// while that job is misconfigured, with the error that names the setting; a run naming another
-// job must name one BATON_MANUAL_JOBS allows (allowed; empty allows all). Both answer 400. A run
+// manualGuard is the app's policy on manual runs. A run that names no job is a run now of the
+// settings' schedule (BATON_SCHEDULE), refused while its job is misconfigured with the error that
+// names the setting, and refused when the app declares no such schedule; a run naming a job must
+// name one BATON_MANUAL_JOBS allows (allowed; empty allows all). Each refusal answers 400. A run
 // that names its job and gives no params gets the job's default params.
 type manualGuard struct {
 	api.Starter
-	jobErr   error
-	timerJob string
-	allowed  []string
-	defaults map[string]json.RawMessage
+	scheduler interface {
+		RunNow(ctx context.Context, schedule, key string) (coordinator.Outcome, error)
+	}
+	jobErr     error
+	defaultJob string
+	hasDefault bool
+	allowed    []string
+	defaults   map[string]json.RawMessage
 }
 
 func (g manualGuard) StartManual(ctx context.Context, req coordinator.ManualRequest) (coordinator.Outcome, error) {
-	if req.Job == "" && g.jobErr != nil {
-		return coordinator.Outcome{}, fmt.Errorf("%w: the default job is misconfigured: %w", coordinator.ErrBadRequest, g.jobErr)
+	if req.Job == "" {
+		switch {
+		case !g.hasDefault:
+			return coordinator.Outcome{}, fmt.Errorf("%w: %w", coordinator.ErrBadRequest, errNoSchedule)
+		case g.jobErr != nil:
+			return coordinator.Outcome{}, fmt.Errorf("%w: the default job is misconfigured: %w", coordinator.ErrBadRequest, g.jobErr)
+		}
+		return g.scheduler.RunNow(ctx, coordinator.LegacySchedule, req.IdempotencyKey)
 	}
-	if req.Job != "" && req.Job != g.timerJob && len(g.allowed) > 0 && !slices.Contains(g.allowed, req.Job) {
-		return coordinator.Outcome{}, fmt.Errorf("%w: job %q cannot be started by hand here: %s allows %s and the timer job %s",
-			coordinator.ErrBadRequest, req.Job, config.SettingManualJobs, strings.Join(g.allowed, ", "), g.timerJob)
+	if req.Job != g.defaultJob && len(g.allowed) > 0 && !slices.Contains(g.allowed, req.Job) {
+		return coordinator.Outcome{}, fmt.Errorf("%w: job %q cannot be started by hand here: %s allows %s and the default job %s",
+			coordinator.ErrBadRequest, req.Job, config.SettingManualJobs, strings.Join(g.allowed, ", "), g.defaultJob)
 	}
-	if req.Job != "" && len(req.Params) == 0 {
+	if len(req.Params) == 0 {
 		req.Params = g.defaults[req.Job]
 	}
 	return g.Starter.StartManual(ctx, req)

@@ -166,3 +166,33 @@ func TestGolden_HTTP(t *testing.T) {
 		t.Errorf("Query = %v, want empty", r.Query)
 	}
 }
+
+// The schedules endpoints' payloads, as the host sends them for schedules/{*path}: the
+// catch-all parameter carries what follows schedules/ (null when nothing does), and a call
+// through App Service authentication carries the principal's headers.
+func TestGolden_HTTP_Schedules(t *testing.T) {
+	cases := []struct {
+		file, method, path, header, body string
+	}{
+		{"http-schedules-list.json", "GET", "", "", ""},
+		{"http-schedules-get.json", "GET", "nightly", "", ""},
+		{"http-schedules-run.json", "POST", "nightly/runs", "", ""},
+		{"http-schedules-pause.json", "POST", "nightly/pause", "alice@contoso.com", `{"note":"storage migration until 14:00 UTC"}`},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			req := loadGolden(t, c.file)
+			if got := req.Sys().MethodName; got != fnSchedules {
+				t.Errorf("sys.MethodName = %q, want %q", got, fnSchedules)
+			}
+			r, err := protocol.DecodeHTTPRequest(req.Data[bindingRequest])
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := r.BodyBytes()
+			if r.Method != c.method || r.Param(routeParamPath) != c.path || r.Header("X-MS-CLIENT-PRINCIPAL-NAME") != c.header || string(body) != c.body {
+				t.Errorf("decoded as %s path=%q principal=%q body=%q", r.Method, r.Param(routeParamPath), r.Header("X-MS-CLIENT-PRINCIPAL-NAME"), body)
+			}
+		})
+	}
+}

@@ -51,7 +51,7 @@ func (h *hostShim) functionKeys() []string {
 }
 
 // route maps a path under /api/ to a function and its route parameters (function.json routes:
-// runs/{id?}, leader, dashboard).
+// runs/{id?}, schedules/{*path}, leader, dashboard).
 func route(path string) (fn string, params map[string]any, ok bool) {
 	rest, found := strings.CutPrefix(path, "/api/")
 	if !found {
@@ -62,6 +62,10 @@ func route(path string) (fn string, params map[string]any, ok bool) {
 		return fnRuns, map[string]any{}, true
 	case strings.HasPrefix(rest, "runs/") && !strings.Contains(rest[len("runs/"):], "/"):
 		return fnRuns, map[string]any{routeParamID: rest[len("runs/"):]}, true
+	case rest == "schedules":
+		return fnSchedules, map[string]any{}, true
+	case strings.HasPrefix(rest, "schedules/"):
+		return fnSchedules, map[string]any{routeParamPath: rest[len("schedules/"):]}, true
 	case rest == "leader":
 		return fnLeader, nil, true
 	case rest == "dashboard":

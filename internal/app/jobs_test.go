@@ -60,26 +60,46 @@ func (f starterFunc) StartManual(ctx context.Context, req coordinator.ManualRequ
 	return f(ctx, req)
 }
 
-// A manual run of the default job is refused as a bad request naming the setting while the job
-// is misconfigured; a run that names its own job goes through.
+// runNowFunc records the runs now a guard asks for.
+type runNowFunc func(ctx context.Context, schedule, key string) (coordinator.Outcome, error)
+
+func (f runNowFunc) RunNow(ctx context.Context, schedule, key string) (coordinator.Outcome, error) {
+	return f(ctx, schedule, key)
+}
+
+// A manual run without a job is a run now of the settings' schedule: refused as a bad request
+// naming the setting while its job is misconfigured, and naming the way out when the app
+// declares no such schedule; a run that names its own job is an ad-hoc run and goes through.
 func TestDefaultJobGuard(t *testing.T) {
-	calls := 0
+	calls, nows := 0, 0
 	next := starterFunc(func(context.Context, coordinator.ManualRequest) (coordinator.Outcome, error) {
 		calls++
 		return coordinator.Outcome{Status: coordinator.StatusStarted}, nil
 	})
+	var gotSchedule, gotKey string
+	now := runNowFunc(func(_ context.Context, schedule, key string) (coordinator.Outcome, error) {
+		nows++
+		gotSchedule, gotKey = schedule, key
+		return coordinator.Outcome{Status: coordinator.StatusStarted}, nil
+	})
 	jobErr := errors.New(config.SettingJobParams + ` is not valid`)
-	g := manualGuard{Starter: next, jobErr: jobErr}
+	g := manualGuard{Starter: next, scheduler: now, jobErr: jobErr, hasDefault: true}
 	_, err := g.StartManual(context.Background(), coordinator.ManualRequest{})
-	if !errors.Is(err, coordinator.ErrBadRequest) || !strings.Contains(err.Error(), config.SettingJobParams) || calls != 0 {
-		t.Errorf("default job: %v (calls %d), want ErrBadRequest naming %s", err, calls, config.SettingJobParams)
+	if !errors.Is(err, coordinator.ErrBadRequest) || !strings.Contains(err.Error(), config.SettingJobParams) || calls+nows != 0 {
+		t.Errorf("default job: %v (calls %d, %d), want ErrBadRequest naming %s", err, calls, nows, config.SettingJobParams)
 	}
 	if _, err := g.StartManual(context.Background(), coordinator.ManualRequest{Job: synthetic.Name}); err != nil || calls != 1 {
 		t.Errorf("explicit job: %v (calls %d)", err, calls)
 	}
-	ok := manualGuard{Starter: next}
-	if _, err := ok.StartManual(context.Background(), coordinator.ManualRequest{}); err != nil || calls != 2 {
-		t.Errorf("valid default job: %v (calls %d)", err, calls)
+	ok := manualGuard{Starter: next, scheduler: now, hasDefault: true}
+	if _, err := ok.StartManual(context.Background(), coordinator.ManualRequest{IdempotencyKey: "k"}); err != nil || nows != 1 ||
+		gotSchedule != coordinator.LegacySchedule || gotKey != "k" {
+		t.Errorf("valid default job: %v (runs now %d of %q with key %q), want a run now of %q", err, nows, gotSchedule, gotKey, coordinator.LegacySchedule)
+	}
+	none := manualGuard{Starter: next, scheduler: now}
+	if _, err := none.StartManual(context.Background(), coordinator.ManualRequest{}); !errors.Is(err, coordinator.ErrBadRequest) ||
+		!strings.Contains(err.Error(), config.SettingSchedule) || !strings.Contains(err.Error(), "/api/schedules/") {
+		t.Errorf("no settings' schedule: %v, want ErrBadRequest saying how to start a run", err)
 	}
 }
 
@@ -115,7 +135,7 @@ func TestResolveTimerJob(t *testing.T) {
 }
 
 // A manual run that names a job without params gets the job's default params; one with
-// params keeps its own, and one without a job is the timer's business.
+// params keeps its own.
 func TestDefaultJobGuard_DefaultParams(t *testing.T) {
 	var got []coordinator.ManualRequest
 	next := starterFunc(func(_ context.Context, req coordinator.ManualRequest) (coordinator.Outcome, error) {
@@ -123,12 +143,12 @@ func TestDefaultJobGuard_DefaultParams(t *testing.T) {
 		return coordinator.Outcome{}, nil
 	})
 	g := manualGuard{Starter: next, defaults: map[string]json.RawMessage{"export": json.RawMessage(`{"a":1}`)}}
-	for _, req := range []coordinator.ManualRequest{{Job: "export"}, {Job: "export", Params: json.RawMessage(`{"a":2}`)}, {}} {
+	for _, req := range []coordinator.ManualRequest{{Job: "export"}, {Job: "export", Params: json.RawMessage(`{"a":2}`)}} {
 		if _, err := g.StartManual(context.Background(), req); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want := []string{`{"a":1}`, `{"a":2}`, ``}
+	want := []string{`{"a":1}`, `{"a":2}`}
 	for i, w := range want {
 		if string(got[i].Params) != w {
 			t.Errorf("request %d: params %s, want %s", i, got[i].Params, w)
@@ -140,7 +160,7 @@ func TestDefaultJobGuard_DefaultParams(t *testing.T) {
 func localConfig(t *testing.T) config.Config {
 	t.Helper()
 	env := map[string]string{config.SettingHostStorage: "UseDevelopmentStorage=true", config.SettingTransport: "queue",
-		config.SettingSchedule: "0 */5 * * * *", config.SettingAppRoot: "/nonexistent-app-root"}
+		config.SettingSchedule: "0 */5 * * * *", config.SettingHeartbeat: "0 * * * * *", config.SettingAppRoot: "/nonexistent-app-root"}
 	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
@@ -148,15 +168,19 @@ func localConfig(t *testing.T) config.Config {
 	return cfg
 }
 
-// BATON_MANUAL_JOBS limits the jobs a manual run may name; the timer job always passes, by
-// name or by default.
+// BATON_MANUAL_JOBS limits the jobs a manual run may name; the default job always passes, by
+// name or as a run now of the settings' schedule.
 func TestManualGuard_AllowList(t *testing.T) {
 	calls := 0
 	next := starterFunc(func(context.Context, coordinator.ManualRequest) (coordinator.Outcome, error) {
 		calls++
 		return coordinator.Outcome{Status: coordinator.StatusStarted}, nil
 	})
-	g := manualGuard{Starter: next, timerJob: synthetic.Name, allowed: []string{"report"}}
+	now := runNowFunc(func(context.Context, string, string) (coordinator.Outcome, error) {
+		calls++
+		return coordinator.Outcome{Status: coordinator.StatusStarted}, nil
+	})
+	g := manualGuard{Starter: next, scheduler: now, hasDefault: true, defaultJob: synthetic.Name, allowed: []string{"report"}}
 	for _, c := range []struct {
 		job string
 		ok  bool
@@ -170,7 +194,7 @@ func TestManualGuard_AllowList(t *testing.T) {
 			t.Errorf("job %q: %v, want ErrBadRequest naming %s and no start", c.job, err, config.SettingManualJobs)
 		}
 	}
-	all := manualGuard{Starter: next, timerJob: synthetic.Name}
+	all := manualGuard{Starter: next, defaultJob: synthetic.Name}
 	if _, err := all.StartManual(context.Background(), coordinator.ManualRequest{Job: inventory.Name}); err != nil {
 		t.Errorf("no allow-list: %v, want every job allowed", err)
 	}

@@ -35,6 +35,9 @@ type Options struct {
 	// DefaultParams are a job's params for a run that names the job and gives none (the
 	// timer's job when BATON_JOB_PARAMS is unset, or a manual run); keyed by job name.
 	DefaultParams map[string]json.RawMessage
+	// Schedules are the schedules the app declares; the settings may change them
+	// (BATON_SCHEDULES) and add one (BATON_SCHEDULE).
+	Schedules []Schedule
 	// Logger receives every line. Default: JSON on Stdout at BATON_LOG_LEVEL.
 	Logger *slog.Logger
 	// Getenv reads the settings. Default: os.Getenv.

@@ -4,19 +4,22 @@ import (
 	"fmt"
 	"strings"
 
+	"encoding/json"
+
 	"github.com/batonfn/baton/config"
-	"github.com/batonfn/baton/coordinator"
 )
 
-// templateSchedule is infra/main.bicep's default BATON_SCHEDULE (hourly). Every other setting
-// the template deploys by default equals config's default, which the infra tests check.
-const templateSchedule = "0 0 * * * *"
+// templateHeartbeat is infra/main.bicep's default BATON_HEARTBEAT (every minute). Every other
+// setting the template deploys by default equals config's default, which the infra tests check.
+const templateHeartbeat = "0 * * * * *"
 
 // envSettings are the settings `azd env set` can change: the ones infra/main.parameters.json
 // maps from the azd environment into the template.
 var envSettings = []string{
-	config.SettingSchedule, config.SettingJob, config.SettingJobParams, config.SettingOverlap, config.SettingMisfire,
-	config.SettingStartDeadline, config.SettingLeaseDuration, config.SettingRunTimeout, config.SettingLogLevel,
+	config.SettingHeartbeat, config.SettingSchedule, config.SettingSchedules, config.SettingJob, config.SettingJobParams,
+	config.SettingOverlap, config.SettingLeaseDuration, config.SettingRunTimeout, config.SettingLogLevel,
+	// Not mapped any more, but an environment that still sets them must hear so.
+	config.SettingMisfire, config.SettingStartDeadline,
 }
 
 // validate is `<exe> validate`, run by azd's preprovision hook on the developer's machine
@@ -35,7 +38,7 @@ func validate(o Options) int {
 		config.SettingHostStorage + "__credential":             "managedidentity",
 		config.SettingServiceBus + "__fullyQualifiedNamespace": "namespace.servicebus.windows.net",
 		config.SettingServiceBus + "__credential":              "managedidentity",
-		config.SettingSchedule:                                 templateSchedule,
+		config.SettingHeartbeat:                                templateHeartbeat,
 		config.SettingAppRoot:                                  getenv(config.SettingAppRoot),
 		config.SettingInstanceID:                               "validate",
 	}
@@ -52,17 +55,33 @@ func validate(o Options) int {
 	if err != nil {
 		problems = append(problems, strings.Split(err.Error(), "\n")...)
 	}
-	if _, err := coordinator.ParseSchedule(env[config.SettingSchedule], lookup); err != nil {
-		problems = append(problems, fmt.Sprintf("%s: %v", config.SettingSchedule, err))
-	}
 	// The inventory connection is the operator's to add (docs/deploy.md): a stand-in, like the
 	// template's connections, so that only the params are judged here.
 	if cfg.Inventory == nil {
 		cfg.Inventory = &config.StorageConnection{Name: "stand-in"}
 	}
 	configureBuiltins(o.Jobs, cfg, nil)
-	if err := jobError(o.Jobs, cfg.Job, cfg.JobParams); err != nil {
+	var jobErr error
+	var params json.RawMessage
+	if cfg.Schedule != "" {
+		if jobErr = jobError(o.Jobs, cfg.Job, cfg.JobParams); jobErr != nil {
+			problems = append(problems, jobErr.Error())
+		} else if cfg.JobParams != "" {
+			params = json.RawMessage(cfg.JobParams)
+		}
+	}
+	heartbeat, err := heartbeatPeriod(cfg.Heartbeat)
+	if err != nil && cfg.Heartbeat != "" {
 		problems = append(problems, err.Error())
+	}
+	schedules, err := buildSchedules(cfg, o, jobErr, params)
+	if err != nil {
+		problems = append(problems, strings.Split(err.Error(), "\n")...)
+	}
+	for _, s := range schedules {
+		if err := s.Validate(heartbeat); err != nil {
+			problems = append(problems, err.Error())
+		}
 	}
 	if len(problems) > 0 {
 		fmt.Fprintln(stderr, "baton validate: the azd environment's Baton settings would not work (fix them with azd env set):")
@@ -71,7 +90,21 @@ func validate(o Options) int {
 		}
 		return 2
 	}
-	fmt.Fprintf(stdout, "baton validate: ok: %s=%s %s=%s %s=%s\n", config.SettingSchedule, cfg.Schedule,
-		config.SettingJob, cfg.Job, config.SettingJobParams, cfg.JobParams)
+	var names []string
+	for _, s := range schedules {
+		params := string(s.Params)
+		if params == "" {
+			params = "none"
+		}
+		names = append(names, fmt.Sprintf("%s (%q %s, job %s, params %s)", s.Name, s.Cron.String(), s.TimeZone, s.Job, params))
+	}
+	fmt.Fprintf(stdout, "baton validate: ok: %s=%s; schedules: %s\n", config.SettingHeartbeat, cfg.Heartbeat, orNone(names))
 	return 0
+}
+
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }

@@ -10,7 +10,8 @@ import (
 )
 
 // validate accepts an empty azd environment (the template's defaults) and refuses each bad
-// value with the handler's own message naming the setting.
+// value with the handler's own message naming the setting. The settings' schedule and its job
+// are judged when the environment sets BATON_SCHEDULE.
 func TestValidate(t *testing.T) {
 	run := func(kv ...string) (int, string) {
 		env := map[string]string{config.SettingAppRoot: filepath.Join("..", "..")} // the repo's host.json
@@ -21,26 +22,34 @@ func TestValidate(t *testing.T) {
 		code := validate(Options{Jobs: builtinJobs(), Getenv: func(k string) string { return env[k] }, Stdout: &out, Stderr: &errb})
 		return code, out.String() + errb.String()
 	}
-	if code, out := run(); code != 0 || !strings.Contains(out, "BATON_JOB=synthetic") || !strings.Contains(out, config.DefaultJobParams) {
+	if code, out := run(); code != 0 || !strings.Contains(out, "schedules: none") {
 		t.Errorf("empty environment: exit %d: %s", code, out)
 	}
-	if code, out := run(config.SettingJob, "inventory", config.SettingJobParams, `{"container":"data"}`); code != 0 {
+	hourly := []string{config.SettingSchedule, "0 0 * * * *"}
+	if code, out := run(hourly...); code != 0 || !strings.Contains(out, "tick (\"0 0 * * * *\" UTC, job synthetic, params "+config.DefaultJobParams+")") {
+		t.Errorf("the settings' schedule: exit %d: %s", code, out)
+	}
+	if code, out := run(append(hourly, config.SettingJob, "inventory", config.SettingJobParams, `{"container":"data"}`)...); code != 0 {
 		t.Errorf("inventory with a container: exit %d: %s", code, out)
 	}
 	for _, c := range []struct {
 		kv   []string
 		want string
 	}{
-		{[]string{config.SettingJob, "inventory"}, config.SettingJobParams + " is not set"},
-		{[]string{config.SettingJob, "inventory", config.SettingJobParams, "{}"}, "container"},
-		{[]string{config.SettingJobParams, `{"partitions":`}, config.SettingJobParams},
-		{[]string{config.SettingJob, "nightly"}, config.SettingJob + `="nightly"`},
+		{append(hourly, config.SettingJob, "inventory"), config.SettingJobParams + " is not set"},
+		{append(hourly, config.SettingJob, "inventory", config.SettingJobParams, "{}"), "container"},
+		{append(hourly, config.SettingJobParams, `{"partitions":`), config.SettingJobParams},
+		{append(hourly, config.SettingJob, "nightly"), config.SettingJob + `="nightly"`},
 		{[]string{config.SettingLeaseDuration, "20.5s"}, "whole number of seconds"},
 		{[]string{config.SettingSchedule, "every hour"}, config.SettingSchedule},
+		{[]string{config.SettingHeartbeat, "0 0 */2 * * *"}, config.SettingHeartbeat + `="0 0 */2 * * *" beats every 2h0m0s at most`},
+		{[]string{config.SettingSchedules, `{"tick":{"paused":true}}`}, `names the schedule "tick", which this app does not declare`},
+		{append(hourly, config.SettingSchedules, `{"tick":{"catchUp":"30s"}}`), `schedule "tick": CatchUp 30s must be longer than the heartbeat's period 1m0s`},
+		{[]string{config.SettingMisfire, "skip"}, config.SettingMisfire + `="skip" is no longer read`},
 		{[]string{config.SettingOverlap, "queue"}, config.SettingOverlap},
 		{[]string{config.SettingRunTimeout, "48h"}, config.SettingRunTimeout},
 		// Not settable through azd env: a stray value in the environment is ignored.
-		{[]string{config.SettingStallTimeout, "48h", config.SettingJob, "x"}, config.SettingJob},
+		{append(hourly, config.SettingStallTimeout, "48h", config.SettingJob, "x"), config.SettingJob},
 	} {
 		code, out := run(c.kv...)
 		if code != 2 || !strings.Contains(out, c.want) {

@@ -51,9 +51,10 @@
 //
 // The host also checks, before starting anything, that Baton's config.Load accepts the
 // settings (Options.SkipConfigCheck turns that off for other handlers), and Preflight runs one
-// handler to surface a start-up failure once. The progress line reads the run ledger and the
-// lease blob every second; every handler output line is kept in memory for tests (Lines,
-// WaitLine, Subscribe) and rendered for a terminal.
+// handler to surface a start-up failure once. A progress line follows every run the instances
+// report creating (an occurrence of any schedule, a run now, a manual run), read every second
+// from the run ledger and the run's own lease blob; every handler output line is kept in memory
+// for tests (Lines, WaitLine, Subscribe) and rendered for a terminal.
 //
 // What is not emulated: the host's timer singleton lock and schedule monitor storage (mode
 // "one" picks the instance without a lock, and each instance keeps its own ScheduleStatus), a Service Bus broker, function keys, HTTP forwarding/proxying mode, output

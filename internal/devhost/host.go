@@ -53,8 +53,8 @@ type Options struct {
 	HandlerLogLevel slog.Level
 	// HandlerFilter, when set, also decides which handler lines reach Out.
 	HandlerFilter func(LogLine) bool
-	// ProgressInterval is how often the active run's progress is printed (default 1s;
-	// negative: never).
+	// ProgressInterval is how often a progress line is printed for each run in progress, every
+	// run the instances report creating (default 1s; negative: never).
 	ProgressInterval time.Duration
 	// TimerSkew is the largest random offset of a timer fire (default DefaultTimerSkew;
 	// negative: none).
@@ -366,7 +366,13 @@ func (h *Host) Start(ctx context.Context) error {
 
 	for _, t := range h.timers {
 		h.log.Info("timer mode", "function", t.fn.Name, "mode", string(h.opts.TimerMode), "seed", h.opts.TimerSeed)
-		h.goTrigger(t.run)
+		tctx, stop := context.WithCancel(h.trigCtx)
+		t.stop, t.done = stop, make(chan struct{})
+		h.goTrigger(func(context.Context) {
+			defer close(t.done)
+			defer stop()
+			t.run(tctx)
+		})
 	}
 	for _, q := range h.queues {
 		if q.sb != nil {
@@ -443,12 +449,13 @@ func (h *Host) startProgress() error {
 		return err
 	}
 	svc := blobs.ServiceClient()
-	lock, err := bloblease.NewBlobLock(svc.NewContainerClient(h.cfg.LeaseContainer), h.cfg.LeaseName,
-		bloblease.BlobLockOptions{Duration: h.cfg.LeaseDuration, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		return err
+	h.progress = &progressWatcher{store: blobstore.New(svc.NewContainerClient(h.cfg.RunsContainer), blobstore.Options{}),
+		leases: svc.NewContainerClient(h.cfg.LeaseContainer),
+		opts:   bloblease.BlobLockOptions{Duration: h.cfg.LeaseDuration, Logger: slog.New(slog.DiscardHandler)}}
+	h.Subscribe(h.progress.track)
+	for _, l := range h.Lines() { // a run created before the subscription
+		h.progress.track(l)
 	}
-	h.progress = &progressWatcher{store: blobstore.New(svc.NewContainerClient(h.cfg.RunsContainer), blobstore.Options{}), lock: lock}
 	h.goTrigger(func(ctx context.Context) { h.watchProgress(ctx, h.progress, h.opts.ProgressInterval) })
 	return nil
 }
@@ -682,12 +689,25 @@ func (h *Host) Config() config.Config { return h.cfg }
 // App returns the app as read.
 func (h *Host) App() *App { return h.app }
 
-// Progress reads the active run's progress now (ok false when there is none).
-func (h *Host) Progress(ctx context.Context) (Progress, bool, error) {
-	if h.progress == nil {
-		return Progress{}, false, errors.New("progress is disabled")
+// StopTimers stops every timer trigger: no occurrence fires after it returns (fires already
+// under way complete). The instances and every other trigger keep running.
+func (h *Host) StopTimers() {
+	for _, t := range h.timers {
+		if t.done == nil {
+			continue // not started
+		}
+		t.stop()
+		<-t.done
+		h.log.Info("timer stopped", "function", t.fn.Name)
 	}
-	return h.progress.read(ctx)
+}
+
+// Runs lists the runs the instances reported creating, oldest first.
+func (h *Host) Runs() []string {
+	if h.progress == nil {
+		return nil
+	}
+	return h.progress.tracked()
 }
 
 // RunProgress reads one run's progress now.

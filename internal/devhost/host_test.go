@@ -380,3 +380,25 @@ func TestHost_TimerFiresOnEveryInstance(t *testing.T) {
 		}
 	}
 }
+
+// TestHost_StopTimers: StopTimers ends every timer's loop (nothing can fire after it returns)
+// and leaves the instances serving.
+func TestHost_StopTimers(t *testing.T) {
+	h := startFake(t, fakeApp(t, false), 2, map[string]string{"FAKE_SCHEDULE": "* * * * * *"}, nil)
+	ctx := testCtx(t, 30*time.Second)
+	if _, err := h.WaitFires(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	h.StopTimers()
+	for _, tt := range h.timers {
+		select {
+		case <-tt.done:
+		default:
+			t.Errorf("timer %s still runs after StopTimers", tt.fn.Name)
+		}
+	}
+	if resp, _ := get(t, "GET", h.HTTPURL()+"/api/echo/p", "", nil); resp.StatusCode/100 != 2 {
+		t.Errorf("GET /api/echo/p after StopTimers: %d, want the fake's answer", resp.StatusCode)
+	}
+	h.StopTimers() // twice is harmless
+}

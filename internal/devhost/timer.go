@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/internal/ncrontab"
 	"github.com/batonfn/baton/protocol"
 )
 
@@ -82,10 +82,14 @@ type timerTrigger struct {
 	h        *Host
 	fn       *Function
 	binding  string
-	schedule coordinator.Schedule
+	schedule ncrontab.Expr
 	monitor  bool
 	// rng picks the instance in TimerOne mode; only run uses it.
 	rng *rand.Rand
+
+	// stop ends run (StopTimers); done is closed when run has returned.
+	stop context.CancelFunc
+	done chan struct{}
 
 	mu     sync.Mutex
 	status map[string]*protocol.ScheduleStatus // per instance: what its host's monitor holds
@@ -98,7 +102,7 @@ func newTimerTrigger(h *Host, fn *Function) (*timerTrigger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s schedule: %w", fn.Name, err)
 	}
-	sched, err := coordinator.ParseSchedule(expr, nil)
+	sched, err := ncrontab.Parse(expr) // the host evaluates a timer's NCRONTAB in UTC
 	if err != nil {
 		return nil, fmt.Errorf("%s schedule: %w", fn.Name, err)
 	}
@@ -120,9 +124,9 @@ func newTimerTrigger(h *Host, fn *Function) (*timerTrigger, error) {
 // run fires occurrences until ctx ends or Options.MaxTimerFires occurrences were fired.
 func (t *timerTrigger) run(ctx context.Context) {
 	h := t.h
-	next, err := t.schedule.Next(h.now())
-	if err != nil {
-		h.log.Error("timer schedule", "function", t.fn.Name, "err", err)
+	next, ok := t.schedule.Next(h.now(), time.UTC)
+	if !ok {
+		h.log.Error("timer schedule never fires again", "function", t.fn.Name, "schedule", t.schedule.String())
 		return
 	}
 	h.log.Info("timer armed", "function", t.fn.Name, "schedule", t.schedule.String(), "next", next.UTC().Format(time.RFC3339))
@@ -145,8 +149,8 @@ func (t *timerTrigger) run(ctx context.Context) {
 		h.recordFire(TimerFire{Function: t.fn.Name, Occurrence: next, Instances: targets})
 		h.log.Info("timer fired", "function", t.fn.Name, "occurrence", next.UTC().Format(time.RFC3339),
 			"instances", strings.Join(targets, ","), "mode", string(h.opts.TimerMode))
-		if next, err = t.schedule.Next(next); err != nil {
-			h.log.Error("timer schedule", "function", t.fn.Name, "err", err)
+		if next, ok = t.schedule.Next(next, time.UTC); !ok {
+			h.log.Error("timer schedule never fires again", "function", t.fn.Name, "schedule", t.schedule.String())
 			return
 		}
 	}

@@ -1,17 +1,21 @@
 package readme_test
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/internal/readme"
 )
 
@@ -31,7 +35,8 @@ func TestReadme_StaysShort(t *testing.T) {
 		t.Errorf("README.md is %d bytes, over its %d-byte budget: move reference material to docs/", len(doc), maxReadme)
 	}
 	for _, want := range []string{"make demo", "make test", "cmd/devhost", "func start", "docs/api.md", "docs/deploy.md",
-		"docs/design.md", "docs/reliability.md", "docs/jobs.md", "docs/configuration.md"} {
+		"docs/design.md", "docs/reliability.md", "docs/jobs.md", "docs/configuration.md", "app.Schedule(",
+		"BATON_HEARTBEAT", "BATON_SCHEDULES"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("README.md does not mention %q", want)
 		}
@@ -63,9 +68,109 @@ func TestReadme_ConfigurationTableListsEverySetting(t *testing.T) {
 	if len(settings) < 20 {
 		t.Fatalf("read %d settings from config/config.go: the parser found too little", len(settings))
 	}
+	known := map[string]bool{}
 	for _, s := range settings {
+		known[s] = true
 		if !hostInternal[s] && !rows[s] {
 			t.Errorf("docs/configuration.md's table has no row for %s", s)
+		}
+	}
+	for r := range rows {
+		if !known[r] {
+			t.Errorf("docs/configuration.md's table has a row for %s, which config/config.go does not read", r)
+		}
+	}
+}
+
+// The table's defaults are the code's: each setting's default column names the value config
+// falls back to (or the template's, for the heartbeat the code requires).
+func TestReadme_ConfigurationDefaults(t *testing.T) {
+	section, err := readme.SectionOf(root, "docs/configuration.md", "Settings")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaults := map[string]string{}
+	for _, line := range strings.Split(section, "\n") {
+		cols := strings.Split(line, "|")
+		if !strings.HasPrefix(line, "| `") || len(cols) < 4 {
+			continue
+		}
+		for _, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(cols[1], -1) {
+			defaults[m[1]] = cols[2]
+		}
+	}
+	for setting, want := range map[string]any{
+		config.SettingTransport: config.DefaultTransport, config.SettingWorkQueue: config.DefaultWorkQueue,
+		config.SettingControlQueue: config.DefaultControlQueue, config.SettingJob: config.DefaultJob,
+		config.SettingJobParams: config.DefaultJobParams, config.SettingLeaseContainer: config.DefaultLeaseContainer,
+		config.SettingRunsContainer: config.DefaultRunsContainer, config.SettingLeaseName: config.DefaultLeaseName,
+		config.SettingLeaseDuration: "30s", config.SettingStallTimeout: "2m", config.SettingOverlap: config.DefaultOverlap,
+		config.SettingMaxDeliveries: config.DefaultMaxDeliveries, config.SettingRunTimeout: "1h",
+		config.SettingCheckRounds: config.DefaultCheckRounds, config.SettingEnqueueBatch: config.DefaultEnqueueBatch,
+		config.SettingMaxBacklog: config.DefaultMaxBacklog, config.SettingSyntheticMax: config.DefaultSyntheticMax,
+		config.SettingHeartbeat: "0 * * * * *", config.SettingMisfire: "removed", config.SettingStartDeadline: "removed",
+	} {
+		if w := fmt.Sprint(want); !strings.Contains(defaults[setting], w) {
+			t.Errorf("docs/configuration.md: %s's default is %q, want it to say %s", setting, strings.TrimSpace(defaults[setting]), w)
+		}
+	}
+	// The durations the table spells out are config's.
+	for setting, d := range map[string]time.Duration{
+		"30s": config.DefaultLeaseDuration, "2m": config.DefaultStallTimeout, "1h": config.DefaultRunTimeout,
+	} {
+		if got, err := time.ParseDuration(setting); err != nil || got != d {
+			t.Errorf("the table's default %s is not config's %s", setting, d)
+		}
+	}
+}
+
+// The fields of BATON_SCHEDULES the docs list are exactly the ones config reads (the JSON tags
+// of the object config/config.go decodes each entry into).
+func TestReadme_ScheduleOverrideFields(t *testing.T) {
+	section, err := readme.SectionOf(root, "docs/configuration.md", "BATON_SCHEDULES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `(\\w+)` \\|").FindAllStringSubmatch(section, -1) {
+		documented[m[1]] = true
+	}
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, "config", "config.go"), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := map[string]bool{}
+	for _, d := range f.Decls {
+		fn, ok := d.(*ast.FuncDecl)
+		if !ok || fn.Name.Name != "overrides" {
+			continue
+		}
+		ast.Inspect(fn, func(n ast.Node) bool {
+			if st, ok := n.(*ast.StructType); ok {
+				for _, field := range st.Fields.List {
+					if field.Tag == nil {
+						continue
+					}
+					tag, _ := strconv.Unquote(field.Tag.Value)
+					if name, _, _ := strings.Cut(reflect.StructTag(tag).Get("json"), ","); name != "" {
+						read[name] = true
+					}
+				}
+			}
+			return true
+		})
+	}
+	if len(read) < 4 {
+		t.Fatalf("read %d fields from config.overrides: the parser found too little", len(read))
+	}
+	for name := range read {
+		if !documented[name] {
+			t.Errorf("docs/configuration.md's BATON_SCHEDULES table has no row for the field %s", name)
+		}
+	}
+	for name := range documented {
+		if !read[name] {
+			t.Errorf("docs/configuration.md's BATON_SCHEDULES table lists %s, which config does not read", name)
 		}
 	}
 }
@@ -115,7 +220,7 @@ func TestDesign_PackageMapAndSections(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"```mermaid", "\n## Package map\n", "\n## Storage layout\n", "\n## Invariants\n",
-		"\n## Host protocol\n", "\n## Azure SDK and Azurite\n", "_pending/<run>.json", "_schedule.json", "active.json"} {
+		"\n## Host protocol\n", "\n## Azure SDK and Azurite\n", "_schedules/"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("docs/design.md does not have %q", want)
 		}
@@ -230,6 +335,51 @@ func TestSecurity_NamedTestsExist(t *testing.T) {
 	for _, m := range named {
 		if !defined[m[1]] {
 			t.Errorf("docs/security.md names %s, which no test file defines", m[1])
+		}
+	}
+}
+
+// docs/jobs.md's schedules section names every schedule option the package offers (the
+// exported functions of schedule.go that return a ScheduleOption, and the overlap policies),
+// and says what daylight saving, catch-up, run now and pause do.
+func TestJobs_SchedulesSection(t *testing.T) {
+	section, err := readme.SectionOf(root, "docs/jobs.md", "Schedules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, "schedule.go"), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range f.Decls {
+		switch d := d.(type) {
+		case *ast.FuncDecl:
+			if res := d.Type.Results; d.Recv == nil && d.Name.IsExported() && res != nil && len(res.List) == 1 {
+				if id, ok := res.List[0].Type.(*ast.Ident); ok && id.Name == "ScheduleOption" {
+					names = append(names, d.Name.Name)
+				}
+			}
+		case *ast.GenDecl:
+			for _, spec := range d.Specs {
+				if vs, ok := spec.(*ast.ValueSpec); ok {
+					for _, n := range vs.Names {
+						if strings.HasPrefix(n.Name, "Overlap") {
+							names = append(names, n.Name)
+						}
+					}
+				}
+			}
+		}
+	}
+	if len(names) < 6 {
+		t.Fatalf("read %d schedule options and policies from schedule.go: the parser found too little", len(names))
+	}
+	flat := strings.Join(strings.Fields(section), " ") // prose wraps anywhere
+	for _, want := range append(names, "app.Schedule(", "RegistrationError", "BATON_HEARTBEAT", "BATON_SCHEDULES",
+		"does not fire", "fires once", "missed", "/runs", "/pause", "/resume") {
+		if !strings.Contains(flat, want) {
+			t.Errorf("docs/jobs.md's section Schedules does not mention %s", want)
 		}
 	}
 }

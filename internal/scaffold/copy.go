@@ -11,6 +11,7 @@ var Copied = []string{
 	"Dashboard/function.json",
 	"Leader/function.json",
 	"Runs/function.json",
+	"Schedules/function.json",
 	"Tick/function.json",
 	"Work/function.json",
 	"WorkQueue/function.json",

@@ -20,11 +20,17 @@ var rules = map[string][]rule{
 	"package-lock.json": {{`"name": "baton-dev-tools"`, `"name": "APPNAME-dev-tools"`}},
 	"infra/main.bicep": {
 		{"}baton-${resourceToken}", "}APPNAME-${resourceToken}"},
-		{"the registered job a timer run executes. synthetic needs no input, so a fresh deployment\\'s first occurrence really runs; inventory lists a blob container named in jobParams.')\n@allowed([\n  'synthetic'\n  'inventory'\n])\nparam job string = 'synthetic'",
-			"the registered job a timer run executes; empty means the app\\'s only job.')\nparam job string = ''"},
+		{"the registered job of the schedule tick (BATON_SCHEDULE) and of a manual run that names none. synthetic needs no input, so a fresh deployment\\'s first occurrence really runs; inventory lists a blob container named in jobParams.')\n@allowed([\n  'synthetic'\n  'inventory'\n])\nparam job string = 'synthetic'",
+			"the registered job of the schedule tick (BATON_SCHEDULE) and of a manual run that names none; empty means the app\\'s only job.')\nparam job string = ''"},
+		// The app declares its schedules in code: the settings declare none unless asked to.
+		{"in UTC (default: hourly on the hour). Schedules declared in code (App.Schedule) need no setting.')\nparam schedule string = '0 0 * * * *'",
+			"in UTC (default: none, the app declares its schedules in code with App.Schedule).')\nparam schedule string = ''"},
 	},
-	"infra/main.parameters.json": {{`"${BATON_JOB=synthetic}"`, `"${BATON_JOB}"`}},
-	"infra/app/api.bicep":        {{"defaultExecutablePath (baton)", "defaultExecutablePath (APPNAME)"}},
+	"infra/main.parameters.json": {
+		{`"${BATON_JOB=synthetic}"`, `"${BATON_JOB}"`},
+		{`"${BATON_SCHEDULE=0 0 * * * *}"`, `"${BATON_SCHEDULE}"`},
+	},
+	"infra/app/api.bicep": {{"defaultExecutablePath (baton)", "defaultExecutablePath (APPNAME)"}},
 	"scripts/package.sh": {
 		{"(default: ./handler)", "(default: .)"},
 		{"${GO_PACKAGE:-./handler}", "${GO_PACKAGE:-.}"},
@@ -44,6 +50,7 @@ var rules = map[string][]rule{
 	"scripts/validate.sh":  {{"run ./handler validate", "run . validate"}, {"(`baton validate`", "(`APPNAME validate`"}},
 	"scripts/validate.ps1": {{"run ./handler validate", "run . validate"}, {"(`baton validate`", "(`APPNAME validate`"}},
 	"local.settings.example.json": {
+		{`"BATON_SCHEDULE": "0 */5 * * * *"`, `"BATON_SCHEDULE": ""`},
 		{`"BATON_JOB": "synthetic"`, `"BATON_JOB": ""`},
 		{`"BATON_JOB_PARAMS": "{\"partitions\":20}"`, `"BATON_JOB_PARAMS": ""`},
 	},

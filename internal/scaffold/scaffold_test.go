@@ -52,6 +52,29 @@ func TestCopiesCoverBatonsInfra(t *testing.T) {
 	}
 }
 
+// TestCopiesCoverBatonsFunctions: every function folder of Baton's (a top-level folder with a
+// function.json) is copied, so an app has every function Baton's handler serves.
+func TestCopiesCoverBatonsFunctions(t *testing.T) {
+	entries, err := os.ReadDir(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		rel := e.Name() + "/function.json"
+		if _, err := os.Stat(filepath.Join(repoRoot, e.Name(), "function.json")); !e.IsDir() || err != nil {
+			continue
+		}
+		n++
+		if !slices.Contains(Copied, rel) {
+			t.Errorf("%s is not in Copied (copy.go): an app would lack the function; add it, run go generate ./internal/scaffold and go tool baton sync in examples/csvtotals", rel)
+		}
+	}
+	if n < 5 {
+		t.Fatalf("found %d function folders at Baton's root: the walk found too little", n)
+	}
+}
+
 func render(t *testing.T, p Params) map[string]File {
 	t.Helper()
 	files, err := Render(p)
@@ -70,16 +93,21 @@ func render(t *testing.T, p Params) map[string]File {
 func TestRender(t *testing.T) {
 	files := render(t, Params{Module: "example.com/team/nightly"})
 	for path, want := range map[string]string{
-		"host.json":                  `"defaultExecutablePath": "nightly"`,
-		"azure.yaml":                 "\nname: nightly\n",
-		"infra/main.bicep":           "}nightly-${resourceToken}",
-		"infra/main.parameters.json": `"${BATON_JOB}"`,
-		"scripts/package.sh":         `-o "$dist/nightly" "$pkg"`,
-		"scripts/validate.sh":        "run . validate",
-		"package.json":               `"name": "nightly-dev-tools"`,
-		"go.mod":                     "module example.com/team/nightly\n",
-		"Makefile":                   "BIN := nightly\n",
+		"host.json":                              `"defaultExecutablePath": "nightly"`,
+		"azure.yaml":                             "\nname: nightly\n",
+		"infra/main.bicep":                       "}nightly-${resourceToken}",
+		"infra/main.parameters.json":             `"${BATON_JOB}"`,
+		"infra/main.bicep\x00schedule":           "param schedule string = ''\n",
+		"infra/main.parameters.json\x00schedule": `"${BATON_SCHEDULE}"`,
+		"local.settings.example.json":            `"BATON_SCHEDULE": ""`,
+		"main.go":                                `app.Schedule("nightly", "primes", "0 0 2 * * *")`,
+		"scripts/package.sh":                     `-o "$dist/nightly" "$pkg"`,
+		"scripts/validate.sh":                    "run . validate",
+		"package.json":                           `"name": "nightly-dev-tools"`,
+		"go.mod":                                 "module example.com/team/nightly\n",
+		"Makefile":                               "BIN := nightly\n",
 	} {
+		path, _, _ = strings.Cut(path, "\x00") // a second expectation on one file
 		if !strings.Contains(string(files[path].Content), want) {
 			t.Errorf("%s does not contain %q", path, want)
 		}

@@ -4,30 +4,37 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/ledger"
 )
 
 // CheckMargin is the coordinator's delay beyond the lease duration for a check message: a
 // check is due lease + CheckMargin after it is scheduled.
 const CheckMargin = config.CheckMargin
 
-// DefaultSlack is what the checker adds to FinalBound for its own sake (log and storage
+// DefaultSlack is what the checker adds to a run's bound for its own sake (log and storage
 // timestamps, a busy machine).
 const DefaultSlack = 30 * time.Second
 
-// FinalBound is the latest time a run with this deadline may still be non-final: the deadline,
-// plus the lease duration (a leader that died holding the lease), plus two check delays
-// (lease + CheckMargin each: the check that finds the run overdue and the one that finishes
-// it). It is the one place the documented bound is computed, so it can be tightened later.
+// DefaultDelayMargin is how long after a heartbeat's period an occurrence's record may still
+// appear without a fault to explain it (History.Heartbeat + this): a heartbeat's storage calls
+// on a loaded machine, and the timer's skew.
+const DefaultDelayMargin = 5 * time.Second
+
+// FinalBound is the latest time a run whose manifest has no hard deadline (written before
+// Manifest.Expires existed) may still be non-final: its deadline, plus the lease duration (a
+// leader that died holding the lease), plus two check delays (lease + CheckMargin each: the
+// check that finds the run overdue and the one that finishes it).
 func FinalBound(deadline time.Time, lease time.Duration) time.Time {
 	return deadline.Add(lease + 2*(lease+CheckMargin))
 }
 
-// DocumentedBound is the bound docs/design.md promises for a run with a hard deadline
-// (Manifest.Expires): final by Expires plus one check delay while checks flow. A manifest
-// without Expires falls back to FinalBound of its deadline.
-func DocumentedBound(expires, deadline time.Time, lease time.Duration) time.Time {
-	if expires.IsZero() {
-		return FinalBound(deadline, lease)
+// DocumentedBound is coordinator.Coordinator.FinalBound, the bound docs/design.md promises: a
+// run is final by its hard deadline (Manifest.Expires) plus one check delay while checks flow.
+// A manifest without Expires falls back to FinalBound of its deadline. (The checker computes it
+// from the manifest alone; a test holds it to the coordinator's.)
+func DocumentedBound(m ledger.Manifest, lease time.Duration) time.Time {
+	if m.Expires.IsZero() {
+		return FinalBound(m.Deadline, lease)
 	}
-	return expires.Add(lease + CheckMargin)
+	return m.Expires.Add(lease + CheckMargin)
 }

@@ -3,6 +3,7 @@ package soak
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -14,17 +15,22 @@ import (
 
 // Violation kinds, one per promise.
 const (
-	VUnrecorded  = "occurrence-unrecorded" // a schedule occurrence has no record
-	VBadRecord   = "bad-record"            // a record is malformed for what it is (trigger, occurrence, reason)
-	VUnexpected  = "unexpected-record"     // a record matches no occurrence or manual call
+	VUnrecorded  = "occurrence-unrecorded" // a due occurrence has no record
+	VBadRecord   = "bad-record"            // a record is malformed for what it is (trigger, schedule, occurrence, reason)
+	VUnexpected  = "unexpected-record"     // a record matches no occurrence of a declared schedule, nor a manual call
 	VDuplicate   = "duplicate-run"         // two runs or two creations for one occurrence or key
 	VManual      = "manual-start"          // an accepted manual start without its run, or replies disagreeing
 	VResults     = "results"               // a planned run's results are not exactly one per partition
 	VReport      = "report"                // the report is missing or disagrees with the results
 	VAggregation = "aggregation"           // a run aggregated more (or less) than once
-	VLeadership  = "leadership"            // overlapping leaderships or epochs not rising
-	VNotFinal    = "not-final"             // a run not final within the bound
+	VLeadership  = "leadership"            // overlapping leaderships of one lease, or its epochs not rising
+	VNotFinal    = "not-final"             // a run not final within its bound
 	VPoison      = "poison"                // a poison partition not recorded as failed
+	VPolicy      = "overlap-policy"        // a record or a start the schedule's overlap policy does not give
+	VPause       = "pause"                 // a paused record outside a pause, or a decision other than paused inside one
+	VDelay       = "delayed"               // an occurrence decided late (or missed) with no fault to explain it
+	VOwnLease    = "own-lease"             // a run planned outside its own lease
+	VEarly       = "early-start"           // a run of an occurrence that began planning before its time
 )
 
 // Violation is one broken promise, with the run or occurrence it concerns and why.
@@ -38,21 +44,40 @@ func (v Violation) String() string { return fmt.Sprintf("%s %s: %s", v.Kind, v.S
 
 // Figures summarise a soak.
 type Figures struct {
-	Fired        int            // occurrences fired on at least one instance
-	FiredNowhere int            // occurrences due while no instance was running
-	Occurrences  int            // schedule occurrences from the first fire to the last fired one
-	TimerStates  map[string]int // timer records by state
+	Heartbeats        int // heartbeats fired on at least one instance
+	HeartbeatsNowhere int // heartbeats due while no instance was running
+	// Schedules are the figures of each declared schedule, by name.
+	Schedules    map[string]*ScheduleFigures
 	ManualCalls  int
 	ManualByCode map[int]int
-	ManualRuns   map[string]int // manual runs by state
+	ManualRuns   map[string]int // manual runs (ad hoc and run now) by state
 	Faults       map[string]int // faults by kind
 	Runs         int            // records in the ledger
 	Planned      int            // runs that planned
 	Partitions   int            // partitions over planned runs
-	Epochs       int            // leaderships
+	// SchedulerEpochs are the scheduler lease's leaderships; RunLeaderships those of the runs'
+	// own leases, over RunLeases leases.
+	SchedulerEpochs int
+	RunLeaderships  int
+	RunLeases       int
 	// LeasesLostToRestart counts leases of killed holders that an Azurite restart lost before
 	// they lapsed (an emulator artifact, reported but not a violation).
 	LeasesLostToRestart int
+}
+
+// ScheduleFigures are one schedule's figures.
+type ScheduleFigures struct {
+	// Occurrences are the due occurrences in the window (each must have one record).
+	Occurrences int
+	// States are the schedule's occurrence records by state; Queued how many of its runs
+	// waited, queued, for the run before them; Now its runs now.
+	States map[string]int
+	Queued int
+	Now    int
+	// MaxDelay is the longest time from an occurrence to its record that no fault explains
+	// (MaxDelayRun's); MaxDelayFault the longest one a fault explains.
+	MaxDelay, MaxDelayFault time.Duration
+	MaxDelayRun             string
 }
 
 // Result is the checker's verdict.
@@ -63,16 +88,39 @@ type Result struct {
 
 // Check verifies h and returns the figures and every violation found.
 func Check(h History) Result {
-	c := &checker{h: h, slack: h.Slack}
+	c := &checker{h: h, slack: h.Slack, schedules: map[string]Schedule{}}
 	if c.slack == 0 {
 		c.slack = DefaultSlack
 	}
-	c.fig = Figures{TimerStates: map[string]int{}, ManualByCode: map[int]int{}, ManualRuns: map[string]int{}, Faults: map[string]int{}}
+	c.fig = Figures{Schedules: map[string]*ScheduleFigures{}, ManualByCode: map[int]int{}, ManualRuns: map[string]int{},
+		Faults: map[string]int{}}
 	c.fig.Runs = len(h.Runs)
+	for _, s := range h.Schedules {
+		c.schedules[s.Name] = s
+		c.fig.Schedules[s.Name] = &ScheduleFigures{States: map[string]int{}}
+	}
 	for _, f := range h.Faults {
 		c.fig.Faults[f.Kind]++
 	}
-	c.occurrences()
+	for _, f := range h.Fires {
+		if len(f.Instances) == 0 {
+			c.fig.HeartbeatsNowhere++
+		} else {
+			c.fig.Heartbeats++
+		}
+	}
+	c.ts, c.dupEpochs = Tenures(h.Lines)
+	c.queued = map[string]bool{}
+	for _, l := range h.Lines {
+		if l.Msg == "run created" && l.Str("state") == string(ledger.StateQueued) {
+			c.queued[l.Str("run")] = true
+		}
+	}
+	c.records()
+	for _, s := range h.Schedules {
+		c.occurrences(s)
+		c.policy(s)
+	}
 	c.manual()
 	c.creations()
 	for _, id := range sortedIDs(h.Runs) {
@@ -84,12 +132,19 @@ func Check(h History) Result {
 }
 
 type checker struct {
-	h     History
-	slack time.Duration
-	fig   Figures
-	v     []Violation
-	// accounted run IDs: a fired occurrence or a manual call explains them.
+	h         History
+	slack     time.Duration
+	fig       Figures
+	v         []Violation
+	schedules map[string]Schedule
+	ts        []Tenure
+	dupEpochs []string
+	// queued are the runs created queued (buffer-one), from the "run created" lines.
+	queued map[string]bool
+	// accounted run IDs: a schedule occurrence or a manual call explains them.
 	accounted map[string]bool
+	// bySchedule are each schedule's occurrence records: their occurrences by run ID.
+	bySchedule map[string]map[string]time.Time
 }
 
 func (c *checker) add(kind, subject, format string, args ...any) {
@@ -115,89 +170,82 @@ func sortedIDs(runs map[string]Run) []string {
 // needsReason lists the final states that must say why.
 func needsReason(s ledger.State) bool {
 	switch s {
-	case ledger.StateSkipped, ledger.StateMissed, ledger.StateFailed, ledger.StateTimedOut:
+	case ledger.StateSkipped, ledger.StateMissed, ledger.StateFailed, ledger.StateTimedOut, ledger.StatePaused:
 		return true
 	}
 	return false
 }
 
-// occurrences: every schedule occurrence from the first fire to the last one fired on an
-// instance has exactly one timer record. Outside that window a timer record must be a real
-// occurrence: before it, recorded as missed; after it, not later than the end of the soak (a
-// past-due fire of a resumed instance lands on the latest occurrence passed).
-func (c *checker) occurrences() {
-	h := c.h
-	fired := map[time.Time][]string{}
-	var first, last time.Time
-	for _, f := range h.Fires {
-		occ := f.Occurrence.UTC()
-		if first.IsZero() || occ.Before(first) {
-			first = occ
-		}
-		if len(f.Instances) == 0 {
-			c.fig.FiredNowhere++
-			continue
-		}
-		c.fig.Fired++
-		fired[occ] = f.Instances
-		if occ.After(last) {
-			last = occ
+// early is how long before its time a heartbeat may decide an occurrence (coordinator.MaxEarly,
+// at most half the heartbeat).
+func (c *checker) early() time.Duration {
+	if c.h.Heartbeat <= 0 {
+		return coordinator.MaxEarly
+	}
+	return min(coordinator.MaxEarly, c.h.Heartbeat/2)
+}
+
+// lag is how long after a heartbeat's period a decision may still land: the period plus the
+// margin for a heartbeat's own storage calls.
+func (c *checker) lag() time.Duration { return c.h.Heartbeat + DefaultDelayMargin }
+
+// explained reports whether a fault may have held up the scheduler between from and to, and
+// names it.
+func (c *checker) explained(from, to time.Time) (string, bool) {
+	for _, f := range c.h.Faults {
+		a, b := f.Effect(c.h.LeaseDuration, c.h.Heartbeat)
+		if !a.After(to) && !b.Before(from) && b.After(a) {
+			return fmt.Sprintf("%s at %s", f.Kind, f.At.UTC().Format("15:04:05.000")), true
 		}
 	}
-	if last.IsZero() {
-		return
-	}
-	inWindow := map[string]bool{}
-	for occ := first; !occ.After(last); {
-		c.fig.Occurrences++
-		id := coordinator.TimerRunID(occ)
-		inWindow[id] = true
-		c.account(id)
-		r, ok := h.Runs[id]
-		on, wasFired := fired[occ]
+	return "", false
+}
+
+// records classifies every record by its ID: a schedule's occurrence, a schedule's run now, or
+// an ad-hoc run; anything else, or a schedule that is not declared, is unexpected.
+func (c *checker) records() {
+	c.bySchedule = map[string]map[string]time.Time{}
+	for _, id := range sortedIDs(c.h.Runs) {
+		m := c.h.Runs[id].Manifest
+		name, ok := ledger.ParseRunID(id)
 		switch {
-		case !ok && wasFired:
-			c.add(VUnrecorded, id, "occurrence %s fired on %s has no record", occ.Format(time.RFC3339), strings.Join(on, ","))
 		case !ok:
-			c.add(VUnrecorded, id, "occurrence %s was never fired (no instance running) and is not recorded as missed", occ.Format(time.RFC3339))
-		default:
-			c.timerRecord(id, occ, r)
+			c.add(VUnexpected, id, "no run ID format gives this ID")
+			continue
+		case name.Manual:
+			continue // manual() accounts for it
 		}
-		next, err := h.Schedule.Next(occ)
-		if err != nil {
-			c.add(VBadRecord, id, "schedule: %v", err)
-			break
-		}
-		occ = next
-	}
-	for _, id := range sortedIDs(h.Runs) {
-		m := h.Runs[id].Manifest
-		if inWindow[id] || m.Trigger != ledger.TriggerTimer {
+		s, declared := c.schedules[name.Schedule]
+		if !declared {
+			if !(name.Now && name.Schedule == coordinator.LegacySchedule) {
+				c.add(VUnexpected, id, "a record of schedule %q, which the app does not declare", name.Schedule)
+			}
 			continue
 		}
-		c.account(id)
-		occ := m.Occurrence.UTC()
-		prev, err := h.Schedule.Prev(occ)
-		switch {
-		case m.Occurrence.IsZero() || err != nil || !prev.Equal(occ) || coordinator.TimerRunID(occ) != id:
-			c.add(VUnexpected, id, "timer record for occurrence %s, which is not a schedule occurrence named by this ID", occ.Format(time.RFC3339))
-		case occ.After(last) && occ.After(h.End):
-			c.add(VUnexpected, id, "timer record for occurrence %s, after the last fired occurrence %s and after the end of the soak", occ.Format(time.RFC3339), last.Format(time.RFC3339))
-		case occ.After(last):
-			// A past-due fire (an instance resumed after the host's last fire) belongs to the
-			// latest occurrence passed: a real occurrence of the schedule, recorded once.
-			c.timerRecord(id, occ, h.Runs[id])
-		case m.State != ledger.StateMissed:
-			c.add(VUnexpected, id, "occurrence %s before the first fire is recorded as %s, want missed", occ.Format(time.RFC3339), m.State)
-		default:
-			c.fig.TimerStates[string(m.State)]++
+		if m.Schedule != s.Name {
+			c.add(VBadRecord, id, "manifest names schedule %q", m.Schedule)
 		}
+		if name.Now {
+			c.fig.Schedules[s.Name].Now++
+			continue // manual() accounts for it
+		}
+		c.account(id)
+		occ := name.Occurrence
+		if c.bySchedule[s.Name] == nil {
+			c.bySchedule[s.Name] = map[string]time.Time{}
+		}
+		c.bySchedule[s.Name][id] = occ
+		c.fig.Schedules[s.Name].States[string(m.State)]++
+		if c.queued[id] {
+			c.fig.Schedules[s.Name].Queued++
+		}
+		c.occurrenceRecord(s, id, occ, m)
 	}
 }
 
-func (c *checker) timerRecord(id string, occ time.Time, r Run) {
-	m := r.Manifest
-	c.fig.TimerStates[string(m.State)]++
+// occurrenceRecord checks one occurrence's record: what it says it is, when it was decided,
+// and, for a decision the schedule's pauses or policies rule, that they allowed it.
+func (c *checker) occurrenceRecord(s Schedule, id string, occ time.Time, m ledger.Manifest) {
 	if m.RunID != id {
 		c.add(VBadRecord, id, "manifest names run %q", m.RunID)
 	}
@@ -205,15 +253,238 @@ func (c *checker) timerRecord(id string, occ time.Time, r Run) {
 		c.add(VBadRecord, id, "trigger %q, want timer", m.Trigger)
 	}
 	if !m.Occurrence.Equal(occ) {
-		c.add(VBadRecord, id, "occurrence %s, want %s", m.Occurrence.UTC().Format(time.RFC3339), occ.Format(time.RFC3339))
+		c.add(VBadRecord, id, "occurrence %s, its ID says %s", fmtTime(m.Occurrence), fmtTime(occ))
+	}
+	if prev, ok := s.Cron.Prev(occ); !ok || !prev.Equal(occ) {
+		c.add(VUnexpected, id, "%s is not an occurrence of %s (%s)", fmtTime(occ), s.Name, s.Cron)
+		return
+	}
+	if !c.h.Started.IsZero() && !occ.After(c.h.Started) {
+		c.add(VUnexpected, id, "occurrence %s is before the app started (%s): nothing before a schedule's first heartbeat is its to run",
+			fmtTime(occ), fmtTime(c.h.Started))
 	}
 	if m.State.Final() && needsReason(m.State) && m.Reason == "" {
 		c.add(VBadRecord, id, "%s without a reason", m.State)
 	}
+	if m.Created.IsZero() {
+		c.add(VBadRecord, id, "no creation time")
+		return
+	}
+	if m.Created.After(c.h.End) {
+		c.add(VBadRecord, id, "created at %s, after the end of the soak", fmtTime(m.Created))
+	}
+	if m.Created.Before(occ.Add(-c.early() - LogTolerance)) {
+		c.add(VBadRecord, id, "decided at %s, more than %s before its occurrence %s", fmtTime(m.Created), c.early(), fmtTime(occ))
+	}
+	delay := m.Created.Sub(occ)
+	_, isExplained := c.explained(occ, m.Created)
+	fig := c.fig.Schedules[s.Name]
+	switch {
+	case m.State == ledger.StateMissed:
+		if delay <= s.CatchUp {
+			c.add(VBadRecord, id, "recorded missed %s after its occurrence, within the catch-up window of %s", delay.Round(time.Millisecond), s.CatchUp)
+		}
+		if !isExplained {
+			c.add(VDelay, id, "missed (decided %s after its occurrence) with no fault to explain it", delay.Round(time.Millisecond))
+		}
+		return
+	case delay > c.lag() && !isExplained:
+		c.add(VDelay, id, "decided (%s) %s after its occurrence, over the heartbeat %s + %s, with no fault to explain it",
+			m.State, delay.Round(time.Millisecond), c.h.Heartbeat, DefaultDelayMargin)
+	}
+	if isExplained {
+		fig.MaxDelayFault = max(fig.MaxDelayFault, delay)
+	} else if delay > fig.MaxDelay {
+		fig.MaxDelay, fig.MaxDelayRun = delay, id
+	}
+	c.paused(s, id, m)
+	// A heartbeat may decide an occurrence a little early; its run still starts no earlier than
+	// its occurrence (its planning begins when its first planner takes its lease).
+	for _, tn := range c.ts {
+		if tn.Lease == ledger.RunLeaseName(id) && tn.Acquired.Before(occ) {
+			c.add(VEarly, id, "planning began at %s (epoch %d of %s, by %s), %s before its occurrence %s (decided at %s)", fmtTime(tn.Acquired),
+				tn.Epoch, tn.Lease, tn.Holder, occ.Sub(tn.Acquired).Round(time.Millisecond), fmtTime(occ), fmtTime(m.Created))
+		}
+	}
 }
 
-// manual: each key maps to one run (its ManualRunID) and every reply for it names that run;
-// every accepted start names a run in the ledger; every manual run was asked for.
+// paused: a paused record was decided while the schedule was paused, naming the pause's note;
+// any other decision (not a missed record) was not made while it was. One heartbeat and the
+// margin of lag are allowed at each edge (a heartbeat reads the state, then decides), more when
+// a fault held that heartbeat up.
+func (c *checker) paused(s Schedule, id string, m ledger.Manifest) {
+	lag := c.lag()
+	at := m.Created
+	var pauses []Pause
+	for _, p := range c.h.Pauses {
+		if p.Schedule == s.Name {
+			pauses = append(pauses, p)
+		}
+	}
+	if m.State == ledger.StatePaused {
+		for _, p := range pauses {
+			if at.Before(p.From) {
+				continue
+			}
+			end := c.h.End
+			if !p.To.IsZero() {
+				end = p.ToDone.Add(lag)
+			}
+			_, heldUp := c.explained(p.ToDone, at)
+			if !at.After(end) || !p.To.IsZero() && heldUp {
+				if p.Note != "" && !strings.Contains(m.Reason, p.Note) {
+					c.add(VPause, id, "paused with reason %q, which does not name the pause's note %q", m.Reason, p.Note)
+				}
+				return
+			}
+		}
+		c.add(VPause, id, "recorded paused at %s, when the schedule was not paused", fmtTime(at))
+		return
+	}
+	for _, p := range pauses {
+		to := p.To
+		if to.IsZero() {
+			to = c.h.End
+		}
+		if !at.After(p.FromDone.Add(lag)) || !at.Before(to) {
+			continue
+		}
+		if _, heldUp := c.explained(p.FromDone, at); heldUp {
+			continue
+		}
+		c.add(VPause, id, "decided %s at %s, while the schedule was paused (from %s to %s)", m.State, fmtTime(at),
+			fmtTime(p.FromDone), fmtTimeOr(p.To, "the end"))
+	}
+}
+
+// occurrences: every occurrence of s after its first cursor and up to the window's end has a
+// record.
+func (c *checker) occurrences(s Schedule) {
+	first := c.h.First[s.Name]
+	if first.IsZero() {
+		first = c.h.Started
+	}
+	if first.IsZero() || c.h.WindowEnd.IsZero() {
+		return
+	}
+	fig := c.fig.Schedules[s.Name]
+	have := c.bySchedule[s.Name]
+	for occ, ok := s.Cron.Next(first); ok && !occ.After(c.h.WindowEnd); occ, ok = s.Cron.Next(occ) {
+		fig.Occurrences++
+		if _, ok := have[ledger.ScheduleRunID(s.Name, occ)]; !ok {
+			c.add(VUnrecorded, ledger.ScheduleRunID(s.Name, occ), "occurrence %s of %s has no record (due after its first cursor %s, before the window's end %s)",
+				fmtTime(occ), s.Name, fmtTime(first), fmtTime(c.h.WindowEnd))
+		}
+	}
+}
+
+// policy: what the schedule's overlap policy recorded. A skip names the run in progress, of the
+// same schedule, created before and not yet final when the skip was decided; allow never skips;
+// under skip and buffer-one no run starts before the one before it is final (a queued run
+// starts planning only once it is).
+func (c *checker) policy(s Schedule) {
+	type started struct {
+		id            string
+		start, finish time.Time
+		final         bool
+	}
+	var runs []started
+	for _, id := range slices.Sorted(maps.Keys(c.bySchedule[s.Name])) {
+		m := c.h.Runs[id].Manifest
+		switch m.State {
+		case ledger.StateSkipped:
+			c.skip(s, id, m)
+			continue
+		case ledger.StateMissed, ledger.StatePaused:
+			continue
+		case ledger.StateFailed:
+			if m.Lease == "" && m.Epoch == 0 && !m.PlanDone {
+				continue // a misconfigured job's record: no run was started
+			}
+		}
+		st := started{id: id, start: m.Created, finish: m.Finished, final: m.State.Final()}
+		if c.queued[id] {
+			if s.Overlap != coordinator.OverlapBufferOne {
+				c.add(VPolicy, id, "queued, but the policy of %s is %s", s.Name, s.Overlap)
+			}
+			// A queued run starts when its first planner takes its lease (logged after the
+			// acquisition, which follows the promotion, which follows the end of the run before).
+			st.start = time.Time{}
+			for _, tn := range c.ts {
+				if tn.Lease == ledger.RunLeaseName(id) && (st.start.IsZero() || tn.Acquired.Before(st.start)) {
+					st.start = tn.Acquired
+				}
+			}
+			if st.start.IsZero() {
+				continue // never started (still queued at the end: the bound says whether that is late)
+			}
+		}
+		runs = append(runs, st)
+	}
+	if s.Overlap == coordinator.OverlapAllow {
+		return
+	}
+	slices.SortFunc(runs, func(a, b started) int { return a.start.Compare(b.start) })
+	for i := 1; i < len(runs); i++ {
+		prev, next := runs[i-1], runs[i]
+		switch {
+		case !prev.final:
+			c.add(VPolicy, next.id, "started at %s while %s was never final (policy %s)", fmtTime(next.start), prev.id, s.Overlap)
+		case next.start.Before(prev.finish):
+			c.add(VPolicy, next.id, "started at %s, before %s was final at %s (policy %s)", fmtTime(next.start), prev.id,
+				fmtTime(prev.finish), s.Overlap)
+		}
+	}
+}
+
+// skip checks one skipped record against the policy.
+func (c *checker) skip(s Schedule, id string, m ledger.Manifest) {
+	if s.Overlap == coordinator.OverlapAllow {
+		c.add(VPolicy, id, "skipped, but %s allows overlapping runs: %q", s.Name, m.Reason)
+		return
+	}
+	rest, ok := strings.CutPrefix(m.Reason, "run ")
+	if !ok || !strings.Contains(m.Reason, " is still in progress") {
+		c.add(VPolicy, id, "skipped for a reason no policy gives: %q", m.Reason)
+		return
+	}
+	named := []string{strings.Fields(rest)[0]}
+	if s.Overlap == coordinator.OverlapBufferOne {
+		// "... and <queued> is already waiting for it (overlap policy: buffer-one)"
+		if _, after, ok := strings.Cut(m.Reason, " and "); ok {
+			named = append(named, strings.Fields(after)[0])
+		}
+	}
+	for i, other := range named {
+		r, ok := c.h.Runs[other]
+		name, _ := ledger.ParseRunID(other)
+		switch {
+		case !ok:
+			c.add(VPolicy, id, "skipped for run %s, which is not in the ledger", other)
+			continue
+		case name.Schedule != s.Name:
+			c.add(VPolicy, id, "skipped for run %s, which is not a run of %s", other, s.Name)
+			continue
+		case r.Manifest.Created.After(m.Created):
+			c.add(VPolicy, id, "skipped at %s for run %s, created later (%s)", fmtTime(m.Created), other, fmtTime(r.Manifest.Created))
+			continue
+		}
+		if i > 0 || r.Manifest.Finished.IsZero() {
+			continue
+		}
+		// The heartbeat read the run in progress at the start of its pass over the schedule.
+		if stale := m.Created.Sub(r.Manifest.Finished); stale > c.lag() {
+			if _, ok := c.explained(r.Manifest.Finished, m.Created); !ok {
+				c.add(VPolicy, id, "skipped at %s for run %s, which was final %s before (%s)", fmtTime(m.Created), other,
+					stale.Round(time.Millisecond), fmtTime(r.Manifest.Finished))
+			}
+		}
+	}
+}
+
+// manual: each key maps to one run (ManualRunID, or ScheduleNowRunID of the settings' schedule
+// for a call without a job) and every reply for it names that run; every accepted start names a
+// run in the ledger; every manual run was asked for.
 func (c *checker) manual() {
 	h := c.h
 	c.fig.ManualCalls = len(h.Manual)
@@ -245,15 +516,13 @@ func (c *checker) manual() {
 			c.add(VBadRecord, call.Run, "run records Idempotency-Key %q, the call sent %q", r.Manifest.IdempotencyKey, call.Key)
 		}
 	}
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		want := coordinator.ManualRunID(k, time.Time{})
-		c.account(want)
+	for _, k := range slices.Sorted(maps.Keys(byKey)) {
 		for _, call := range byKey[k] {
+			want := ledger.ManualRunID(k, time.Time{})
+			if strings.TrimSpace(call.Body) == "" {
+				want = ledger.ScheduleNowRunID(coordinator.LegacySchedule, k, time.Time{})
+			}
+			c.account(want)
 			if call.Status/100 == 2 && call.Run != want {
 				c.add(VDuplicate, want, "Idempotency-Key %q answered with run %s, want %s (one run per key)", k, call.Run, want)
 			}
@@ -273,8 +542,8 @@ func (c *checker) manual() {
 			c.add(VUnexpected, id, "manual run that no accepted POST /api/runs named")
 		}
 	}
-	for k, ids := range perKey {
-		if len(ids) > 1 {
+	for _, k := range slices.Sorted(maps.Keys(perKey)) {
+		if ids := perKey[k]; len(ids) > 1 {
 			c.add(VDuplicate, ids[0], "Idempotency-Key %q has %d runs: %v", k, len(ids), ids)
 		}
 	}
@@ -285,17 +554,17 @@ func (c *checker) creations() {
 	created := map[string][]string{}
 	for _, l := range c.h.Lines {
 		if l.Msg == "run created" {
-			created[l.Str("run")] = append(created[l.Str("run")], fmt.Sprintf("%s/%d epoch %d", l.Instance, l.PID, l.Int("epoch")))
+			created[l.Str("run")] = append(created[l.Str("run")], fmt.Sprintf("%s/%d", l.Instance, l.PID))
 		}
 	}
-	for id, by := range created {
-		if len(by) > 1 {
+	for _, id := range slices.Sorted(maps.Keys(created)) {
+		if by := created[id]; len(by) > 1 {
 			c.add(VDuplicate, id, "created %d times: %s", len(by), strings.Join(by, "; "))
 		}
 	}
 }
 
-// run checks one run's records: results, report, aggregation, bound.
+// run checks one run's records: its own lease, results, report, aggregation, bound.
 func (c *checker) run(id string, r Run) {
 	m := r.Manifest
 	if m.Trigger != ledger.TriggerTimer && m.Trigger != ledger.TriggerManual {
@@ -305,6 +574,7 @@ func (c *checker) run(id string, r Run) {
 		c.add(VBadRecord, id, "%s without a reason", m.State)
 	}
 	c.bound(id, m)
+	c.ownLease(id, m)
 	if !m.PlanDone {
 		if len(r.Indexes) > 0 && m.State.Final() {
 			c.add(VResults, id, "%s before planning finished, yet %d results exist", m.State, len(r.Indexes))
@@ -360,9 +630,60 @@ func (c *checker) run(id string, r Run) {
 	c.aggregation(id, rep)
 }
 
+// ownLease: a run is planned under its own lease, leases/runs/<run>: the manifest names it,
+// every segment's epoch is a leadership of that lease, and every line that begins or resumes
+// its planning comes from the process holding that lease at that epoch.
+func (c *checker) ownLease(id string, m ledger.Manifest) {
+	if m.Epoch == 0 && !m.PlanDone {
+		return // never planned
+	}
+	want := ledger.RunLeaseName(id)
+	if m.Lease != want {
+		c.add(VOwnLease, id, "manifest names lease %q, want its own %q", m.Lease, want)
+		return
+	}
+	byEpoch := map[int64]Tenure{}
+	for _, tn := range c.ts {
+		if tn.Lease == want {
+			byEpoch[tn.Epoch] = tn
+		}
+	}
+	for _, s := range m.Segments {
+		if s.Epoch == 0 {
+			continue
+		}
+		if _, ok := byEpoch[s.Epoch]; !ok {
+			c.add(VOwnLease, id, "segment from %d has epoch %d, which no handler logged acquiring on %s", s.From, s.Epoch, want)
+		}
+	}
+	for _, l := range c.h.Lines {
+		if l.Str("run") != id || !planningLine(l.Msg) {
+			continue
+		}
+		tn, ok := byEpoch[l.Int("epoch")]
+		switch {
+		case !ok:
+			c.add(VOwnLease, id, "%q at %s under epoch %d, which no handler logged acquiring on %s", l.Msg, fmtTime(l.Time), l.Int("epoch"), want)
+		case tn.Instance != l.Instance || tn.PID != l.PID:
+			c.add(VOwnLease, id, "%q by %s/%d, but epoch %d of %s is held by %s", l.Msg, l.Instance, l.PID, tn.Epoch, want, tn.Holder)
+		case l.Time.Before(tn.Acquired.Add(-LogTolerance)):
+			c.add(VOwnLease, id, "%q at %s, before epoch %d of %s was acquired (%s)", l.Msg, fmtTime(l.Time), tn.Epoch, want, fmtTime(tn.Acquired))
+		}
+	}
+}
+
+// planningLine reports whether msg begins or resumes a run's planning under its lease.
+func planningLine(msg string) bool {
+	switch msg {
+	case "planning the run", "check: resuming a run its leader left mid-enqueue":
+		return true
+	}
+	return false
+}
+
 // poison: a synthetic run asked to fail a partition always must record that partition as failed.
 func (c *checker) poison(id string, m ledger.Manifest, r Run) {
-	if m.Job != "synthetic" || len(m.Params) == 0 || !m.State.Final() {
+	if len(m.Params) == 0 || !m.State.Final() {
 		return
 	}
 	var p struct {
@@ -414,7 +735,9 @@ func (c *checker) killed(instance string, pid int) bool {
 	return false
 }
 
-// bound: final by the documented bound (DocumentedBound) + slack.
+// bound: final by the documented bound (DocumentedBound) + slack. A run still queued at the end
+// waits for the run before it: its bound is that run's, plus a heartbeat to start it, plus its
+// own run.
 func (c *checker) bound(id string, m ledger.Manifest) {
 	if m.Deadline.IsZero() {
 		if !m.State.Final() {
@@ -422,9 +745,14 @@ func (c *checker) bound(id string, m ledger.Manifest) {
 		}
 		return
 	}
-	bound := DocumentedBound(m.Expires, m.Deadline, c.h.LeaseDuration)
+	bound := DocumentedBound(m, c.h.LeaseDuration)
 	limit := bound.Add(c.slack)
 	switch {
+	case m.State == ledger.StateQueued:
+		if ahead, ok := c.ahead(id); ok && ahead.State.Final() && c.h.End.After(ahead.Finished.Add(c.lag()+c.slack)) {
+			c.add(VNotFinal, id, "still queued at %s, though %s, the run it waited for, was final at %s", fmtTime(c.h.End), ahead.RunID,
+				fmtTime(ahead.Finished))
+		}
 	case !m.State.Final():
 		c.add(VNotFinal, id, "still %s at %s; deadline %s, bound %s (+%s slack)", m.State, c.h.End.UTC().Format(time.TimeOnly),
 			m.Deadline.UTC().Format(time.TimeOnly), bound.UTC().Format(time.TimeOnly), c.slack)
@@ -434,10 +762,41 @@ func (c *checker) bound(id string, m ledger.Manifest) {
 	}
 }
 
+// ahead is the latest run of id's schedule created before it that is not queued: the run a
+// queued run waits for.
+func (c *checker) ahead(id string) (ledger.Manifest, bool) {
+	name, ok := ledger.ParseRunID(id)
+	if !ok {
+		return ledger.Manifest{}, false
+	}
+	m := c.h.Runs[id].Manifest
+	var best ledger.Manifest
+	for rid := range c.bySchedule[name.Schedule] {
+		o := c.h.Runs[rid].Manifest
+		switch o.State {
+		case ledger.StateSkipped, ledger.StateMissed, ledger.StatePaused, ledger.StateQueued:
+			continue
+		}
+		if o.Created.Before(m.Created) && o.Created.After(best.Created) {
+			best = o
+		}
+	}
+	return best, best.RunID != ""
+}
+
 // summarize prints a sorted index list briefly.
 func summarize(idx []int) string {
 	if len(idx) <= 12 {
 		return fmt.Sprint(idx)
 	}
 	return fmt.Sprintf("%d indexes %v…%v", len(idx), idx[:6], idx[len(idx)-6:])
+}
+
+func fmtTime(t time.Time) string { return t.UTC().Format("15:04:05.000") }
+
+func fmtTimeOr(t time.Time, zero string) string {
+	if t.IsZero() {
+		return zero
+	}
+	return fmtTime(t)
 }

@@ -16,14 +16,52 @@ const testLease = 15 * time.Second
 
 var t0 = time.Date(2026, 11, 25, 1, 0, 0, 0, time.UTC)
 
+func at(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
+
 func line(at time.Time, inst string, pid int, msg string, attrs map[string]any) devhost.LogLine {
 	return devhost.LogLine{Instance: inst, PID: pid, Time: at, Level: "INFO", Msg: msg, Attrs: attrs}
 }
 
 func holder(inst string, pid int) string { return fmt.Sprintf("/%s/%d", inst, pid) }
 
-// planned builds a finished run with n partitions whose failed indexes failed.
-func planned(id string, trig ledger.Trigger, occ, created time.Time, n int, failed ...int) Run {
+// history builds a History by hand: schedules, runs and the lines that go with them.
+type history struct {
+	t *testing.T
+	h History
+}
+
+func newHistory(t *testing.T) *history {
+	t.Helper()
+	b := &history{t: t, h: History{Heartbeat: time.Second, LeaseDuration: testLease, Started: at(-1),
+		First: map[string]time.Time{}, Runs: map[string]Run{}, End: at(60), WindowEnd: at(15)}}
+	b.schedule("fast", "*/5 * * * * *", coordinator.OverlapSkip)
+	b.schedule("many", "*/10 * * * * *", coordinator.OverlapAllow)
+	b.schedule("held", "*/5 * * * * *", coordinator.OverlapBufferOne)
+	b.schedule("pausable", "*/5 * * * * *", coordinator.OverlapSkip)
+	return b
+}
+
+func (b *history) schedule(name, expr string, o coordinator.Overlap) {
+	cron, err := UTC(expr)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.h.Schedules = append(b.h.Schedules, Schedule{Name: name, Job: "synthetic", Cron: cron, Overlap: o, CatchUp: 8 * time.Second})
+	b.h.First[name] = t0
+}
+
+// heartbeat logs one heartbeat's leadership of the scheduler lease.
+func (b *history) heartbeat(sec float64, epoch int64) {
+	h := holder("instance-1", 101)
+	b.h.Lines = append(b.h.Lines,
+		line(at(sec), "instance-1", 101, "leadership acquired", map[string]any{"epoch": float64(epoch), "holder": h}),
+		line(at(sec+0.2), "instance-1", 101, "leadership released", map[string]any{"epoch": float64(epoch), "holder": h}))
+	b.h.Lease = append(b.h.Lease, LeaseSample{At: at(sec + 0.05), Held: true, Epoch: epoch, Holder: h})
+}
+
+// run records a planned run of n partitions created at created and final at finished, planned
+// by instance-2 under its own lease, aggregated by instance-3.
+func (b *history) run(id string, trig ledger.Trigger, occ time.Time, created, finished float64, n int, failed ...int) {
 	isFailed := map[int]bool{}
 	for _, i := range failed {
 		isFailed[i] = true
@@ -32,9 +70,11 @@ func planned(id string, trig ledger.Trigger, occ, created time.Time, n int, fail
 	if len(failed) > 0 {
 		state = ledger.StatePartial
 	}
-	m := ledger.Manifest{RunID: id, Trigger: trig, Occurrence: occ, Epoch: 1, Job: "synthetic",
+	name, _ := ledger.ParseRunID(id)
+	m := ledger.Manifest{RunID: id, Trigger: trig, Schedule: name.Schedule, Occurrence: occ, Epoch: 1, Job: "synthetic",
 		Params: json.RawMessage(fmt.Sprintf(`{"partitions":%d}`, n)), State: state, Partitions: n, PlanDone: true,
-		Created: created, Deadline: created.Add(time.Minute), Finished: created.Add(2 * time.Second),
+		Lease: ledger.RunLeaseName(id), Segments: []ledger.Segment{{Epoch: 1, From: 0}},
+		Created: at(created), Deadline: at(created + 60), Expires: at(created + 60), Finished: at(finished),
 		Succeeded: n - len(failed), Failed: len(failed)}
 	if state == ledger.StatePartial {
 		m.Reason = "some failed"
@@ -45,67 +85,94 @@ func planned(id string, trig ledger.Trigger, occ, created time.Time, n int, fail
 		r.Results[i] = ledger.Result{Run: id, Index: i, OK: !isFailed[i]}
 	}
 	r.Report = &ledger.Report{Run: id, State: state, Partitions: n, Succeeded: n - len(failed), Failed: len(failed),
-		Aggregator: ledger.Holder{Instance: "instance-2", PID: 202}, Created: m.Finished}
-	return r
+		Aggregator: ledger.Holder{Instance: "instance-3", PID: 303}, Created: m.Finished}
+	b.h.Runs[id] = r
+	lease, h := ledger.RunLeaseName(id), holder("instance-2", 202)
+	b.h.Lines = append(b.h.Lines,
+		line(at(created), "instance-1", 101, "run created", map[string]any{"run": id, "state": "planning"}),
+		line(at(created+0.1), "instance-2", 202, "leadership acquired", map[string]any{"epoch": float64(1), "holder": h, "lease": lease}),
+		line(at(created+0.1), "instance-2", 202, "planning the run", map[string]any{"run": id, "epoch": float64(1)}),
+		line(at(created+0.3), "instance-2", 202, "leadership released", map[string]any{"epoch": float64(1), "holder": h, "lease": lease}),
+		line(at(finished), "instance-3", 303, "run finished", map[string]any{"run": id}))
+	b.h.RunLeases[lease] = LeaseSample{At: b.h.End, Epoch: 1, Holder: h}
 }
 
-// goodHistory is a soak in which every promise holds: three occurrences (two runs and a
-// skip), one manual run asked for twice with a key, three leaderships one after another.
-func goodHistory(t *testing.T) History {
-	t.Helper()
-	sched, err := coordinator.ParseSchedule("*/5 * * * * *", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	occ := []time.Time{t0, t0.Add(5 * time.Second), t0.Add(10 * time.Second)}
-	ids := make([]string, len(occ))
-	for i, o := range occ {
-		ids[i] = coordinator.TimerRunID(o)
-	}
-	manualID := coordinator.ManualRunID("k1", time.Time{})
-	runs := map[string]Run{
-		ids[0]:   planned(ids[0], ledger.TriggerTimer, occ[0], occ[0], 3),
-		ids[2]:   planned(ids[2], ledger.TriggerTimer, occ[2], occ[2], 3, 1),
-		manualID: planned(manualID, ledger.TriggerManual, time.Time{}, occ[1].Add(2*time.Second), 2),
-	}
-	mr := runs[manualID]
-	mr.Manifest.IdempotencyKey = "k1"
-	runs[manualID] = mr
-	runs[ids[1]] = Run{Manifest: ledger.Manifest{RunID: ids[1], Trigger: ledger.TriggerTimer, Occurrence: occ[1], Epoch: 2,
-		State: ledger.StateSkipped, Reason: "run still in progress", Created: occ[1], Deadline: occ[1].Add(time.Minute), Finished: occ[1]}}
+// record records an occurrence decided without a run (skipped, missed, paused).
+func (b *history) record(id string, occ time.Time, created float64, state ledger.State, reason string) {
+	name, _ := ledger.ParseRunID(id)
+	b.h.Runs[id] = Run{Manifest: ledger.Manifest{RunID: id, Trigger: ledger.TriggerTimer, Schedule: name.Schedule, Occurrence: occ,
+		State: state, Reason: reason, Created: at(created), Finished: at(created)}}
+}
 
-	var lines []devhost.LogLine
-	acq := func(at time.Time, inst string, pid int, epoch int64, hold time.Duration) {
-		h := holder(inst, pid)
-		lines = append(lines,
-			line(at, inst, pid, "leadership acquired", map[string]any{"epoch": float64(epoch), "holder": h}),
-			line(at.Add(hold), inst, pid, "leadership released", map[string]any{"epoch": float64(epoch), "holder": h}))
+func occID(schedule string, sec float64) string { return ledger.ScheduleRunID(schedule, at(sec)) }
+
+// goodHistory is a soak in which every promise holds: four schedules over 15 s, one of them
+// paused for one occurrence; runs, a skip, a queued run; a manual run asked for twice with a
+// key and a run now; heartbeat leaderships one after another.
+func goodHistory(t *testing.T) History {
+	b := newHistory(t)
+	b.h.RunLeases = map[string]LeaseSample{}
+	for i, sec := range []float64{5, 10, 15} {
+		b.heartbeat(sec, int64(i+1))
 	}
-	acq(occ[0], "instance-1", 101, 1, time.Second)
-	acq(occ[1].Add(2*time.Second), "instance-3", 303, 2, time.Second)
-	acq(occ[2], "instance-1", 101, 3, time.Second)
-	for _, id := range []string{ids[0], manualID, ids[2]} {
-		lines = append(lines,
-			line(runs[id].Manifest.Created, "instance-1", 101, "run created", map[string]any{"run": id}),
-			line(runs[id].Manifest.Finished, "instance-2", 202, "run finished", map[string]any{"run": id}))
+	// fast (skip): a run outlasting the next occurrence, which is skipped naming it.
+	b.run(occID("fast", 5), ledger.TriggerTimer, at(5), 5.1, 11, 3)
+	b.record(occID("fast", 10), at(10), 10.1, ledger.StateSkipped, "run "+occID("fast", 5)+" is still in progress (overlap policy: skip)")
+	b.run(occID("fast", 15), ledger.TriggerTimer, at(15), 15.1, 17, 3, 1)
+	// many (allow): one occurrence in the window.
+	b.run(occID("many", 10), ledger.TriggerTimer, at(10), 10.2, 14, 2)
+	// held (buffer-one): occurrence 10 queued behind 5, started once 5 ended; 15 skipped.
+	b.run(occID("held", 5), ledger.TriggerTimer, at(5), 5.2, 12, 2)
+	b.run(occID("held", 10), ledger.TriggerTimer, at(10), 10.3, 16, 2)
+	b.h.Lines = append(b.h.Lines, line(at(10.3), "instance-1", 101, "run created", map[string]any{"run": occID("held", 10), "state": "queued"}))
+	b.dropLine(func(l devhost.LogLine) bool { // the queued run was created queued, and planned after 12
+		return l.Msg == "run created" && l.Str("run") == occID("held", 10) && l.Str("state") == "planning"
+	})
+	b.shiftRunLease(occID("held", 10), 12.5)
+	b.record(occID("held", 15), at(15), 15.2, ledger.StateSkipped,
+		"run "+occID("held", 10)+" is still in progress and "+occID("held", 5)+" is already waiting for it (overlap policy: buffer-one)")
+	// pausable: paused from 7 to 13.
+	b.h.Pauses = []Pause{{Schedule: "pausable", Note: "maintenance", From: at(7), FromDone: at(7.1), To: at(13), ToDone: at(13.1)}}
+	b.run(occID("pausable", 5), ledger.TriggerTimer, at(5), 5.3, 6, 2)
+	b.record(occID("pausable", 10), at(10), 10.4, ledger.StatePaused, "schedule paused: maintenance")
+	b.run(occID("pausable", 15), ledger.TriggerTimer, at(15), 15.3, 16, 2)
+	// A manual run asked for twice with a key, a run now of the settings' schedule, a refusal.
+	manualID := ledger.ManualRunID("k1", time.Time{})
+	b.run(manualID, ledger.TriggerManual, time.Time{}, 7, 9, 2)
+	mr := b.h.Runs[manualID]
+	mr.Manifest.IdempotencyKey = "k1"
+	b.h.Runs[manualID] = mr
+	nowID := ledger.ScheduleNowRunID(coordinator.LegacySchedule, "k2", time.Time{})
+	b.run(nowID, ledger.TriggerManual, time.Time{}, 8, 9, 1)
+	nr := b.h.Runs[nowID]
+	nr.Manifest.IdempotencyKey = "k2"
+	nr.Manifest.Schedule = coordinator.LegacySchedule
+	b.h.Runs[nowID] = nr
+	b.h.Manual = []ManualCall{
+		{At: at(7), Key: "k1", Body: `{"job":"synthetic"}`, Status: 202, Run: manualID},
+		{At: at(8), Key: "k1", Body: `{"job":"synthetic"}`, Status: 200, Run: manualID},
+		{At: at(8), Key: "k2", Status: 202, Run: nowID},
+		{At: at(9), Status: 409},
 	}
-	return History{
-		Schedule: sched, LeaseDuration: testLease,
-		Fires: []devhost.TimerFire{
-			{Function: "Tick", Occurrence: occ[0], Instances: []string{"instance-1"}},
-			{Function: "Tick", Occurrence: occ[1], Instances: []string{"instance-2"}},
-			{Function: "Tick", Occurrence: occ[2], Instances: []string{"instance-3"}},
-		},
-		Runs:  runs,
-		Lines: lines,
-		Lease: []LeaseSample{{At: occ[0], Held: true, Epoch: 1, Holder: holder("instance-1", 101)},
-			{At: occ[2], Held: true, Epoch: 3, Holder: holder("instance-1", 101)}},
-		Manual: []ManualCall{
-			{At: occ[1].Add(2 * time.Second), Key: "k1", Status: 202, Run: manualID},
-			{At: occ[1].Add(3 * time.Second), Key: "k1", Status: 200, Run: manualID},
-			{At: occ[1].Add(4 * time.Second), Status: 409},
-		},
-		End: occ[2].Add(time.Minute),
+	return b.h
+}
+
+func (b *history) dropLine(drop func(devhost.LogLine) bool) {
+	var keep []devhost.LogLine
+	for _, l := range b.h.Lines {
+		if !drop(l) {
+			keep = append(keep, l)
+		}
+	}
+	b.h.Lines = keep
+}
+
+// shiftRunLease moves the acquisition, planning and release of run's lease to sec.
+func (b *history) shiftRunLease(run string, sec float64) {
+	for i, l := range b.h.Lines {
+		if l.Str("lease") == ledger.RunLeaseName(run) || (l.Msg == "planning the run" && l.Str("run") == run) {
+			b.h.Lines[i].Time = at(sec)
+		}
 	}
 }
 
@@ -115,14 +182,15 @@ func TestCheck_GoodHistoryHasNoViolations(t *testing.T) {
 		t.Fatalf("violations in a good history: %v", res.Violations)
 	}
 	f := res.Figures
-	if f.Fired != 3 || f.Occurrences != 3 || f.TimerStates["succeeded"] != 1 || f.TimerStates["partial"] != 1 ||
-		f.TimerStates["skipped"] != 1 || f.ManualCalls != 3 || f.ManualRuns["succeeded"] != 1 || f.Runs != 4 ||
-		f.Planned != 3 || f.Partitions != 8 || f.Epochs != 3 {
-		t.Errorf("figures = %+v", f)
+	fast, held, pausable := f.Schedules["fast"], f.Schedules["held"], f.Schedules["pausable"]
+	if fast.Occurrences != 3 || fast.States["succeeded"] != 1 || fast.States["partial"] != 1 || fast.States["skipped"] != 1 ||
+		held.Queued != 1 || held.States["skipped"] != 1 || pausable.States["paused"] != 1 || f.Schedules["many"].Occurrences != 1 ||
+		f.ManualCalls != 4 || f.ManualRuns["succeeded"] != 2 || f.Planned != 9 || f.SchedulerEpochs != 3 || f.RunLeases != 9 {
+		t.Errorf("figures = %+v; fast %+v held %+v pausable %+v", f, fast, held, pausable)
 	}
 	var sb strings.Builder
 	res.Print(&sb)
-	if !strings.Contains(sb.String(), "violations: 0") {
+	if !strings.Contains(sb.String(), "violations: 0") || !strings.Contains(sb.String(), "schedule pausable:") {
 		t.Errorf("printed:\n%s", sb.String())
 	}
 }
@@ -130,119 +198,217 @@ func TestCheck_GoodHistoryHasNoViolations(t *testing.T) {
 // TestCheck_DetectsEachViolation breaks one promise at a time in a good history; the checker
 // must name it (a checker that cannot fail proves nothing).
 func TestCheck_DetectsEachViolation(t *testing.T) {
-	id0 := coordinator.TimerRunID(t0)
-	id1 := coordinator.TimerRunID(t0.Add(5 * time.Second))
-	id2 := coordinator.TimerRunID(t0.Add(10 * time.Second))
-	manualID := coordinator.ManualRunID("k1", time.Time{})
+	fast5, fast10, fast15 := occID("fast", 5), occID("fast", 10), occID("fast", 15)
+	held10 := occID("held", 10)
+	manualID := ledger.ManualRunID("k1", time.Time{})
 	editRun := func(h *History, id string, fn func(*Run)) {
 		r := h.Runs[id]
 		fn(&r)
 		h.Runs[id] = r
+	}
+	editLines := func(h *History, fn func(*devhost.LogLine)) {
+		for i := range h.Lines {
+			fn(&h.Lines[i])
+		}
+	}
+	record := func(h *History, id string, occ time.Time, created time.Time, state ledger.State, reason string) {
+		name, _ := ledger.ParseRunID(id)
+		h.Runs[id] = Run{Manifest: ledger.Manifest{RunID: id, Trigger: ledger.TriggerTimer, Schedule: name.Schedule, Occurrence: occ,
+			State: state, Reason: reason, Created: created, Finished: created}}
 	}
 	for _, c := range []struct {
 		name   string
 		kind   string
 		break_ func(h *History)
 	}{
-		{"a fired occurrence has no record", VUnrecorded, func(h *History) { delete(h.Runs, id1) }},
-		{"an occurrence fired nowhere is not recorded as missed", VUnrecorded, func(h *History) {
-			h.Fires[1].Instances = nil
-			delete(h.Runs, id1)
+		{"a due occurrence has no record", VUnrecorded, func(h *History) { delete(h.Runs, fast15) }},
+		{"a skip without a reason", VBadRecord, func(h *History) { editRun(h, fast10, func(r *Run) { r.Manifest.Reason = "" }) }},
+		{"a record with another occurrence", VBadRecord, func(h *History) {
+			editRun(h, fast5, func(r *Run) { r.Manifest.Occurrence = at(6) })
 		}},
-		{"a skip without a reason", VBadRecord, func(h *History) { editRun(h, id1, func(r *Run) { r.Manifest.Reason = "" }) }},
-		{"a timer record with another occurrence", VBadRecord, func(h *History) {
-			editRun(h, id0, func(r *Run) { r.Manifest.Occurrence = t0.Add(time.Second) })
+		{"an occurrence record with a manual trigger", VBadRecord, func(h *History) {
+			editRun(h, fast5, func(r *Run) { r.Manifest.Trigger = ledger.TriggerManual })
 		}},
-		{"a timer record with a manual trigger", VBadRecord, func(h *History) {
-			editRun(h, id0, func(r *Run) { r.Manifest.Trigger = ledger.TriggerManual })
+		{"a record naming another schedule", VBadRecord, func(h *History) {
+			editRun(h, fast5, func(r *Run) { r.Manifest.Schedule = "many" })
 		}},
-		{"a timer record after the end of the soak", VUnexpected, func(h *History) {
-			occ := t0.Add(2 * time.Minute)
-			id := coordinator.TimerRunID(occ)
-			h.Runs[id] = Run{Manifest: ledger.Manifest{RunID: id, Trigger: ledger.TriggerTimer, Occurrence: occ, State: ledger.StateMissed,
-				Reason: "never fired", Created: occ, Deadline: occ}}
+		{"a record decided before its occurrence", VBadRecord, func(h *History) {
+			editRun(h, fast15, func(r *Run) { r.Manifest.Created = at(13) })
+		}},
+		{"a record of a time that is no occurrence", VUnexpected, func(h *History) {
+			record(h, occID("fast", 7), at(7), at(7), ledger.StateSkipped, "run x is still in progress")
+		}},
+		{"a record of an undeclared schedule", VUnexpected, func(h *History) {
+			record(h, occID("ghost", 5), at(5), at(5), ledger.StateMissed, "late")
+		}},
+		{"a record of an occurrence before the app started", VUnexpected, func(h *History) {
+			record(h, occID("fast", -5), at(-5), at(1), ledger.StateMissed, "found late")
+		}},
+		{"an ID no format gives", VUnexpected, func(h *History) {
+			h.Runs["nothing-like-a-run"] = Run{Manifest: ledger.Manifest{RunID: "nothing-like-a-run", State: ledger.StateSucceeded}}
+		}},
+		{"an occurrence decided late with no fault", VDelay, func(h *History) {
+			editRun(h, fast15, func(r *Run) { r.Manifest.Created = at(25) })
+		}},
+		{"missed with no fault", VDelay, func(h *History) {
+			record(h, fast15, at(15), at(25), ledger.StateMissed, "found late")
+		}},
+		{"missed within the catch-up window", VBadRecord, func(h *History) {
+			h.Faults = []Fault{{At: at(14), Kind: FaultKillLeader, Instance: "instance-1", PID: 101}}
+			record(h, fast15, at(15), at(17), ledger.StateMissed, "found late")
+		}},
+		{"a skip naming a run of another schedule", VPolicy, func(h *History) {
+			editRun(h, fast10, func(r *Run) {
+				r.Manifest.Reason = "run " + occID("many", 10) + " is still in progress (overlap policy: skip)"
+			})
+		}},
+		{"a skip naming a run long final", VPolicy, func(h *History) {
+			editRun(h, fast5, func(r *Run) { r.Manifest.Finished = at(5.5); r.Report.Created = at(5.5) })
+			editLines(h, func(l *devhost.LogLine) {
+				if l.Msg == "run finished" && l.Str("run") == fast5 {
+					l.Time = at(5.5)
+				}
+			})
+			editRun(h, fast10, func(r *Run) { r.Manifest.Created = at(12) })
+		}},
+		{"a skip for a reason no policy gives", VPolicy, func(h *History) {
+			editRun(h, fast10, func(r *Run) { r.Manifest.Reason = "felt like it" })
+		}},
+		{"allow skipping", VPolicy, func(h *History) {
+			record(h, occID("many", 0), at(0), at(0.1), ledger.StateSkipped, "run "+occID("many", 10)+" is still in progress")
+		}},
+		{"a skip schedule running two at once", VPolicy, func(h *History) {
+			delete(h.Runs, fast10)
+			b := &history{t: t, h: *h}
+			b.run(fast10, ledger.TriggerTimer, at(10), 10.1, 12, 3)
+			*h = b.h
+		}},
+		{"a queued run planned before the run it waited for ended", VPolicy, func(h *History) {
+			b := &history{t: t, h: *h}
+			b.shiftRunLease(held10, 10.5)
+			*h = b.h
+		}},
+		{"a paused record outside the pause", VPause, func(h *History) {
+			h.Pauses[0].From, h.Pauses[0].FromDone = at(12), at(12.1)
+		}},
+		{"a run decided while paused", VPause, func(h *History) {
+			h.Pauses[0].To, h.Pauses[0].ToDone = at(20), at(20.1)
+		}},
+		{"a paused record not naming the note", VPause, func(h *History) {
+			h.Pauses[0].Note = "something else"
+		}},
+		{"a run planned under no lease of its own", VOwnLease, func(h *History) {
+			editRun(h, fast5, func(r *Run) { r.Manifest.Lease = "" })
+		}},
+		{"a segment under an epoch nobody acquired on the run's lease", VOwnLease, func(h *History) {
+			editRun(h, fast5, func(r *Run) { r.Manifest.Segments = append(r.Manifest.Segments, ledger.Segment{Epoch: 2, From: 1}) })
+		}},
+		{"planning under the scheduler lease", VOwnLease, func(h *History) {
+			editLines(h, func(l *devhost.LogLine) {
+				if l.Str("lease") == ledger.RunLeaseName(fast5) {
+					delete(l.Attrs, "lease") // the acquisition was the scheduler lease's, not the run's
+				}
+			})
+		}},
+		{"planning by a process not holding the run's lease", VOwnLease, func(h *History) {
+			editLines(h, func(l *devhost.LogLine) {
+				if l.Msg == "planning the run" && l.Str("run") == fast5 {
+					l.Instance, l.PID = "instance-4", 404
+				}
+			})
+		}},
+		{"a run planned before its occurrence", VEarly, func(h *History) {
+			editRun(h, fast15, func(r *Run) { r.Manifest.Created = at(14.6) })
+			b := &history{t: t, h: *h}
+			b.shiftRunLease(fast15, 14.8)
+			*h = b.h
 		}},
 		{"a run still running at the end", VNotFinal, func(h *History) {
-			editRun(h, id0, func(r *Run) { r.Manifest.State = ledger.StateRunning; r.Report = nil })
+			editRun(h, fast5, func(r *Run) { r.Manifest.State = ledger.StateRunning; r.Report = nil })
 		}},
 		{"a run finished long after its bound", VNotFinal, func(h *History) {
-			editRun(h, id0, func(r *Run) {
-				r.Manifest.Finished = FinalBound(r.Manifest.Deadline, testLease).Add(DefaultSlack + time.Second)
+			editRun(h, fast15, func(r *Run) {
+				r.Manifest.Finished = DocumentedBound(r.Manifest, testLease).Add(DefaultSlack + time.Second)
 			})
+		}},
+		{"a queued run still waiting long after the run before it ended", VNotFinal, func(h *History) {
+			editRun(h, held10, func(r *Run) { r.Manifest.State = ledger.StateQueued; r.Manifest.PlanDone = false; r.Report = nil })
 		}},
 		{"a partition without a result", VResults, func(h *History) {
-			editRun(h, id0, func(r *Run) { r.Indexes = r.Indexes[:2]; delete(r.Results, 2) })
+			editRun(h, fast5, func(r *Run) { r.Indexes = r.Indexes[:2]; delete(r.Results, 2) })
 		}},
 		{"a result beyond the partitions", VResults, func(h *History) {
-			editRun(h, id0, func(r *Run) {
+			editRun(h, fast5, func(r *Run) {
 				r.Indexes = append(r.Indexes, 3)
-				r.Results[3] = ledger.Result{Run: id0, Index: 3, OK: true}
+				r.Results[3] = ledger.Result{Run: fast5, Index: 3, OK: true}
 			})
 		}},
-		{"results for a skipped run", VResults, func(h *History) {
-			editRun(h, id1, func(r *Run) { r.Indexes = []int{0} })
+		{"results for a skipped record", VResults, func(h *History) {
+			editRun(h, fast10, func(r *Run) { r.Indexes = []int{0} })
 		}},
 		{"the report counts disagree with the results", VReport, func(h *History) {
-			editRun(h, id2, func(r *Run) { rep := *r.Report; rep.Failed = 0; rep.Succeeded = 3; r.Report = &rep })
+			editRun(h, fast15, func(r *Run) { rep := *r.Report; rep.Failed = 0; rep.Succeeded = 3; r.Report = &rep })
 		}},
-		{"a finished planned run without a report", VReport, func(h *History) { editRun(h, id0, func(r *Run) { r.Report = nil }) }},
+		{"a finished planned run without a report", VReport, func(h *History) { editRun(h, fast5, func(r *Run) { r.Report = nil }) }},
 		{"aggregated twice", VAggregation, func(h *History) {
-			h.Lines = append(h.Lines, line(t0.Add(3*time.Second), "instance-4", 404, "run finished", map[string]any{"run": id0}))
+			h.Lines = append(h.Lines, line(at(8), "instance-4", 404, "run finished", map[string]any{"run": fast5}))
 		}},
 		{"no aggregation logged", VAggregation, func(h *History) {
-			var keep []devhost.LogLine
-			for _, l := range h.Lines {
-				if !(l.Msg == "run finished" && l.Str("run") == id0) {
-					keep = append(keep, l)
-				}
-			}
-			h.Lines = keep
+			b := &history{h: *h}
+			b.dropLine(func(l devhost.LogLine) bool { return l.Msg == "run finished" && l.Str("run") == fast5 })
+			*h = b.h
 		}},
 		{"created twice", VDuplicate, func(h *History) {
-			h.Lines = append(h.Lines, line(t0.Add(time.Second), "instance-5", 505, "run created", map[string]any{"run": id0}))
+			h.Lines = append(h.Lines, line(at(6), "instance-5", 505, "run created", map[string]any{"run": fast5}))
 		}},
 		{"a repeated key answered with another run", VDuplicate, func(h *History) { h.Manual[1].Run = "manual-other" }},
 		{"two runs recorded for one key", VDuplicate, func(h *History) {
-			r := planned("manual-second", ledger.TriggerManual, time.Time{}, t0, 1)
-			r.Manifest.IdempotencyKey = "k1"
-			h.Runs["manual-second"] = r
+			b := &history{t: t, h: *h}
+			b.run("manual-second", ledger.TriggerManual, time.Time{}, 3, 4, 1)
+			*h = b.h
+			editRun(h, "manual-second", func(r *Run) { r.Manifest.IdempotencyKey = "k1" })
 			h.Manual = append(h.Manual, ManualCall{Status: 202, Run: "manual-second"})
 		}},
 		{"an accepted start whose run does not exist", VManual, func(h *History) {
 			h.Manual = append(h.Manual, ManualCall{At: t0, Status: 202, Run: "manual-20261125t010000z-abcd1234"})
 		}},
 		{"a manual run nobody asked for", VUnexpected, func(h *History) {
-			h.Runs["manual-stray"] = planned("manual-stray", ledger.TriggerManual, time.Time{}, t0, 1)
+			b := &history{t: t, h: *h}
+			b.run("manual-stray", ledger.TriggerManual, time.Time{}, 3, 4, 1)
+			*h = b.h
 		}},
-		{"two leaders at once", VLeadership, func(h *History) {
-			h.Lines = append(h.Lines, line(t0.Add(500*time.Millisecond), "instance-4", 404, "leadership acquired",
+		{"two leaders of the scheduler lease at once", VLeadership, func(h *History) {
+			h.Lines = append(h.Lines, line(at(5.1), "instance-4", 404, "leadership acquired",
 				map[string]any{"epoch": float64(9), "holder": holder("instance-4", 404)}))
 		}},
-		{"epochs going back", VLeadership, func(h *History) {
-			// Epoch 2 becomes 5: the next acquisition, epoch 3, is then lower.
-			for i, l := range h.Lines {
-				if l.Int("epoch") == 2 {
-					h.Lines[i].Attrs = map[string]any{"epoch": float64(5), "holder": l.Str("holder")}
+		{"two leaders of a run's lease at once", VLeadership, func(h *History) {
+			editLines(h, func(l *devhost.LogLine) {
+				if l.Msg == "leadership released" && l.Str("lease") == ledger.RunLeaseName(fast5) {
+					l.Time = at(9) // planned until 9
 				}
-			}
+			})
+			h.Lines = append(h.Lines, line(at(6), "instance-4", 404, "leadership acquired",
+				map[string]any{"epoch": float64(2), "holder": holder("instance-4", 404), "lease": ledger.RunLeaseName(fast5)}))
+			h.RunLeases[ledger.RunLeaseName(fast5)] = LeaseSample{Epoch: 2, Holder: holder("instance-4", 404)}
 		}},
-		{"a renewed leader overlapping the next", VLeadership, func(h *History) {
-			h.Lines = append(h.Lines, line(t0.Add(6*time.Second), "instance-1", 101, "lease renewed",
-				map[string]any{"epoch": float64(1), "holder": holder("instance-1", 101)}))
-			// Its release line now comes before the renewal: drop it so the lease stays valid.
-			var keep []devhost.LogLine
-			for _, l := range h.Lines {
-				if !(l.Msg == "leadership released" && l.Int("epoch") == 1) {
-					keep = append(keep, l)
+		{"scheduler epochs going back", VLeadership, func(h *History) {
+			editLines(h, func(l *devhost.LogLine) { // epoch 2 becomes 5: the next acquisition, epoch 3, is then lower
+				if l.Str("lease") == "" && l.Int("epoch") == 2 {
+					l.Attrs = map[string]any{"epoch": float64(5), "holder": l.Str("holder")}
 				}
-			}
-			h.Lines = keep
+			})
 		}},
-		{"the lease blob going back", VLeadership, func(h *History) {
-			h.Lease = append(h.Lease, LeaseSample{At: t0.Add(11 * time.Second), Held: true, Epoch: 2, Holder: holder("instance-3", 303)})
+		{"the scheduler lease blob going back", VLeadership, func(h *History) {
+			h.Lease = append(h.Lease, LeaseSample{At: at(16), Held: true, Epoch: 2, Holder: holder("instance-1", 101)})
 		}},
-		{"the lease blob naming a holder nobody logged", VLeadership, func(h *History) {
-			h.Lease = append(h.Lease, LeaseSample{At: t0.Add(12 * time.Second), Held: true, Epoch: 7, Holder: holder("instance-5", 505)})
+		{"the scheduler lease blob naming a holder nobody logged", VLeadership, func(h *History) {
+			h.Lease = append(h.Lease, LeaseSample{At: at(16), Held: true, Epoch: 7, Holder: holder("instance-5", 505)})
+		}},
+		{"a run's lease blob behind its log", VLeadership, func(h *History) {
+			h.RunLeases[ledger.RunLeaseName(fast5)] = LeaseSample{Epoch: 0}
+		}},
+		{"a run's lease blob ahead of its log", VLeadership, func(h *History) {
+			h.RunLeases[ledger.RunLeaseName(fast5)] = LeaseSample{Epoch: 4, Holder: holder("instance-4", 404)}
 		}},
 		{"a poison partition recorded as a success", VPoison, func(h *History) {
 			editRun(h, manualID, func(r *Run) { r.Manifest.Params = json.RawMessage(`{"partitions":2,"failAlways":[1]}`) })
@@ -252,11 +418,7 @@ func TestCheck_DetectsEachViolation(t *testing.T) {
 			h := goodHistory(t)
 			c.break_(&h)
 			res := Check(h)
-			found := false
-			for _, v := range res.Violations {
-				found = found || v.Kind == c.kind
-			}
-			if !found {
+			if !hasKind(res.Violations, c.kind) {
 				t.Errorf("no %s violation; got %v", c.kind, res.Violations)
 			}
 			t.Logf("found: %v", res.Violations)
@@ -264,60 +426,76 @@ func TestCheck_DetectsEachViolation(t *testing.T) {
 	}
 }
 
+// TestCheck_FaultsExplainDelays: a record decided late, a missed record and a pause edge a
+// heartbeat crossed late are no violations when a fault held the scheduler up then.
+func TestCheck_FaultsExplainDelays(t *testing.T) {
+	fast15 := occID("fast", 15)
+	h := goodHistory(t)
+	r := h.Runs[fast15]
+	r.Manifest.Created = at(27)
+	h.Runs[fast15] = r
+	h.Faults = []Fault{{At: at(14), Kind: FaultKillLeader, Instance: "instance-1", PID: 101}}
+	if res := Check(h); len(res.Violations) != 0 {
+		t.Errorf("decided 12 s late after the scheduler's holder was killed: violations %v", res.Violations)
+	}
+	h = goodHistory(t)
+	h.Runs[fast15] = Run{Manifest: ledger.Manifest{RunID: fast15, Trigger: ledger.TriggerTimer, Schedule: "fast", Occurrence: at(15),
+		State: ledger.StateMissed, Reason: "found late", Created: at(26), Finished: at(26)}}
+	h.Faults = []Fault{{At: at(10), Kind: FaultAzurite, Until: at(18)}}
+	if res := Check(h); len(res.Violations) != 0 {
+		t.Errorf("missed while storage was down: violations %v", res.Violations)
+	}
+	// A heartbeat that read the pause, then stalled past the resume with storage down.
+	h = goodHistory(t)
+	r = h.Runs[occID("pausable", 10)]
+	r.Manifest.Created = at(16)
+	h.Runs[occID("pausable", 10)] = r
+	h.Faults = []Fault{{At: at(10), Kind: FaultAzurite, Until: at(15)}}
+	if res := Check(h); len(res.Violations) != 0 {
+		t.Errorf("a paused decision held past the resume by an outage: violations %v", res.Violations)
+	}
+}
+
 // TestCheck_KilledAggregatorMayNotLog: the aggregation line of a process the driver killed may
 // never have been written; that alone is no violation.
 func TestCheck_KilledAggregatorMayNotLog(t *testing.T) {
-	h := goodHistory(t)
-	id0 := coordinator.TimerRunID(t0)
-	var keep []devhost.LogLine
-	for _, l := range h.Lines {
-		if !(l.Msg == "run finished" && l.Str("run") == id0) {
-			keep = append(keep, l)
-		}
-	}
-	h.Lines = keep
-	h.Faults = []Fault{{At: t0.Add(2 * time.Second), Kind: FaultKillOther, Instance: "instance-2", PID: 202}}
-	if res := Check(h); len(res.Violations) != 0 {
+	b := &history{t: t, h: goodHistory(t)}
+	fast5 := occID("fast", 5)
+	b.dropLine(func(l devhost.LogLine) bool { return l.Msg == "run finished" && l.Str("run") == fast5 })
+	b.h.Faults = []Fault{{At: at(30), Kind: FaultKillOther, Instance: "instance-3", PID: 303}}
+	if res := Check(b.h); len(res.Violations) != 0 {
 		t.Errorf("violations: %v", res.Violations)
 	}
 }
 
-// TestCheck_PastDueRecordAfterLastFire: a resumed instance's past-due fire after the host's
-// last fire records the latest occurrence passed; that is a real occurrence, checked like the
-// others, not an unexpected record.
-func TestCheck_PastDueRecordAfterLastFire(t *testing.T) {
+// TestCheck_RecordsAfterTheWindow: an occurrence after the window's end may or may not have a
+// record yet; one that has is checked like the others.
+func TestCheck_RecordsAfterTheWindow(t *testing.T) {
 	h := goodHistory(t)
-	occ := t0.Add(20 * time.Second)
-	id := coordinator.TimerRunID(occ)
-	h.Runs[id] = Run{Manifest: ledger.Manifest{RunID: id, Trigger: ledger.TriggerTimer, Occurrence: occ, State: ledger.StateSkipped,
-		Reason: "busy", Created: occ, Deadline: occ.Add(time.Minute), Finished: occ}}
+	h.WindowEnd = at(12)
+	if res := Check(h); len(res.Violations) != 0 || res.Figures.Schedules["fast"].Occurrences != 2 {
+		t.Errorf("violations %v, fast figures %+v", res.Violations, res.Figures.Schedules["fast"])
+	}
+	delete(h.Runs, occID("fast", 15))
 	if res := Check(h); len(res.Violations) != 0 {
-		t.Errorf("violations: %v", res.Violations)
-	}
-	r := h.Runs[id]
-	r.Manifest.Reason = ""
-	h.Runs[id] = r
-	if res := Check(h); len(res.Violations) != 1 || res.Violations[0].Kind != VBadRecord {
-		t.Errorf("a past-due skip without a reason: violations %v, want one %s", res.Violations, VBadRecord)
+		t.Errorf("an occurrence after the window without a record: violations %v", res.Violations)
 	}
 }
 
-func TestFinalBound(t *testing.T) {
-	d := t0.Add(time.Minute)
-	// deadline + lease + 2 × (lease + 5 s) = deadline + 15 + 40 s.
-	if got, want := FinalBound(d, 15*time.Second), d.Add(55*time.Second); !got.Equal(want) {
-		t.Errorf("FinalBound = %s, want %s", got, want)
-	}
-}
-
-// The documented bound is the hard deadline plus one check delay; without one, FinalBound.
+// The documented bound is the coordinator's FinalBound: the hard deadline plus one check delay;
+// without a hard deadline, FinalBound of the deadline.
 func TestDocumentedBound(t *testing.T) {
 	exp := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-	if got, want := DocumentedBound(exp, exp.Add(-time.Hour), 15*time.Second), exp.Add(20*time.Second); !got.Equal(want) {
+	m := ledger.Manifest{Expires: exp, Deadline: exp.Add(-time.Hour)}
+	if got, want := DocumentedBound(m, 15*time.Second), exp.Add(20*time.Second); !got.Equal(want) {
 		t.Errorf("DocumentedBound = %s, want %s", got, want)
 	}
-	if got, want := DocumentedBound(time.Time{}, exp, 15*time.Second), FinalBound(exp, 15*time.Second); !got.Equal(want) {
+	if got, want := DocumentedBound(ledger.Manifest{Deadline: exp}, 15*time.Second), FinalBound(exp, 15*time.Second); !got.Equal(want) {
 		t.Errorf("without Expires: %s, want %s", got, want)
+	}
+	// deadline + lease + 2 × (lease + 5 s) = deadline + 15 + 40 s.
+	if got, want := FinalBound(exp, 15*time.Second), exp.Add(55*time.Second); !got.Equal(want) {
+		t.Errorf("FinalBound = %s, want %s", got, want)
 	}
 }
 
@@ -327,33 +505,31 @@ func TestDocumentedBound(t *testing.T) {
 // alive, it is two leaders.
 func TestCheck_LeaseLostToAnAzuriteRestart(t *testing.T) {
 	overlap := func(h *History) {
-		// instance-4 takes epoch 9 half a second after epoch 3 (instance-1, t0+10 s) was taken.
-		h.Lines = append(h.Lines, line(t0.Add(10500*time.Millisecond), "instance-4", 404, "leadership acquired",
+		// instance-4 takes epoch 9 half a second after epoch 3 (instance-1, at 15 s) was taken.
+		h.Lines = append(h.Lines, line(at(15.5), "instance-4", 404, "leadership acquired",
 			map[string]any{"epoch": float64(9), "holder": holder("instance-4", 404)}))
-		var keep []devhost.LogLine
-		for _, l := range h.Lines { // epoch 3's holder never released: it was killed
-			if !(l.Msg == "leadership released" && l.Int("epoch") == 3) {
-				keep = append(keep, l)
-			}
-		}
-		h.Lines = keep
+		b := &history{h: *h}
+		b.dropLine(func(l devhost.LogLine) bool { // epoch 3's holder never released: it was killed
+			return l.Msg == "leadership released" && l.Str("lease") == "" && l.Int("epoch") == 3
+		})
+		*h = b.h
 	}
-	kill := Fault{At: t0.Add(10100 * time.Millisecond), Kind: FaultKillLeader, Instance: "instance-1", PID: 101}
-	restart := Fault{At: t0.Add(10200 * time.Millisecond), Kind: FaultAzurite, Until: t0.Add(10400 * time.Millisecond)}
+	kill := Fault{At: at(15.1), Kind: FaultKillLeader, Instance: "instance-1", PID: 101}
+	restart := Fault{At: at(15.2), Kind: FaultAzurite, Until: at(15.4)}
 
 	h := goodHistory(t)
 	overlap(&h)
 	h.Faults = []Fault{kill, restart}
-	if res := Check(h); len(res.Violations) != 0 || res.Figures.LeasesLostToRestart != 1 {
-		t.Errorf("killed holder, Azurite restarted: violations %v, lost leases %d; want none and 1", res.Violations, res.Figures.LeasesLostToRestart)
+	if res := Check(h); hasKind(res.Violations, VLeadership) || res.Figures.LeasesLostToRestart != 1 {
+		t.Errorf("killed holder, Azurite restarted: violations %v, lost leases %d; want no leadership violation and 1", res.Violations, res.Figures.LeasesLostToRestart)
 	}
 	// A live holder that noticed the loss and stopped within a renew interval counts too.
 	h = goodHistory(t)
 	overlap(&h)
-	h.Lines = append(h.Lines, line(t0.Add(12*time.Second), "instance-1", 101, "lease renewal failed: leadership lost",
+	h.Lines = append(h.Lines, line(at(17), "instance-1", 101, "lease renewal failed: leadership lost",
 		map[string]any{"epoch": float64(3), "holder": holder("instance-1", 101)}))
 	h.Faults = []Fault{restart}
-	if res := Check(h); len(res.Violations) != 0 || res.Figures.LeasesLostToRestart != 1 {
+	if res := Check(h); hasKind(res.Violations, VLeadership) || res.Figures.LeasesLostToRestart != 1 {
 		t.Errorf("live holder stopping in time: violations %v, lost leases %d", res.Violations, res.Figures.LeasesLostToRestart)
 	}
 	for name, faults := range map[string][]Fault{"no restart": {kill}, "holder alive": {restart}} {
@@ -363,6 +539,27 @@ func TestCheck_LeaseLostToAnAzuriteRestart(t *testing.T) {
 		if res := Check(h); !hasKind(res.Violations, VLeadership) {
 			t.Errorf("%s: violations %v, want two leaders reported", name, res.Violations)
 		}
+	}
+}
+
+func TestTenures_PerLease(t *testing.T) {
+	h := holder("instance-1", 101)
+	lines := []devhost.LogLine{
+		line(at(1), "instance-1", 101, "leadership acquired", map[string]any{"epoch": float64(1), "holder": h}),
+		line(at(1), "instance-1", 101, "leadership acquired", map[string]any{"epoch": float64(1), "holder": h, "lease": "runs/a"}),
+		line(at(2), "instance-1", 101, "lease renewed", map[string]any{"epoch": float64(1), "holder": h, "lease": "runs/a"}),
+		line(at(3), "instance-1", 101, "leadership released", map[string]any{"epoch": float64(1), "holder": h}),
+	}
+	ts, dup := Tenures(lines)
+	if len(ts) != 2 || len(dup) != 0 {
+		t.Fatalf("tenures %+v, dup %v: want one per lease", ts, dup)
+	}
+	g := ByLease(ts)
+	if s, r := g[""][0], g["runs/a"][0]; !s.Released.Equal(at(3)) || !s.LastConfirm.Equal(at(1)) || !r.LastConfirm.Equal(at(2)) || !r.Released.IsZero() {
+		t.Errorf("scheduler %+v, run %+v", s, r)
+	}
+	if _, dup := Tenures(append(lines, lines[1])); len(dup) != 1 {
+		t.Errorf("an epoch of one lease acquired twice: dup %v", dup)
 	}
 }
 

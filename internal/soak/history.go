@@ -1,36 +1,92 @@
 package soak
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/devhost"
+	"github.com/batonfn/baton/internal/ncrontab"
 	"github.com/batonfn/baton/ledger"
 )
 
 // History is everything the checker reads about one soak.
 type History struct {
-	// Schedule is the timer's schedule (BATON_SCHEDULE).
-	Schedule coordinator.Schedule
-	// LeaseDuration is BATON_LEASE_DURATION; Slack is added to FinalBound (default
+	// Schedules are the app's schedules as it declared them.
+	Schedules []Schedule
+	// Heartbeat is the period of the Tick timer (BATON_HEARTBEAT): how long a due occurrence
+	// may wait for a heartbeat to decide it.
+	Heartbeat time.Duration
+	// LeaseDuration is BATON_LEASE_DURATION; Slack is added to the final bound (default
 	// DefaultSlack).
 	LeaseDuration time.Duration
 	Slack         time.Duration
-	// Fires are the timer occurrences the host fired, in order; an occurrence fired on no
-	// instance (none was running) has no Instances.
+	// Started is when the host was started: no schedule existed before, so no occurrence before
+	// it may have a record.
+	Started time.Time
+	// First is, per schedule, its cursor as first read from the ledger (runs/_schedules/<name>):
+	// every occurrence after it must have a record. A schedule without one is checked from
+	// Started.
+	First map[string]time.Time
+	// WindowEnd bounds the occurrences that must have a record: the last heartbeat less one
+	// heartbeat and a margin (those after it may not have been decided yet). Records of later
+	// occurrences are checked like the others.
+	WindowEnd time.Time
+	// Pauses are the pauses the driver made, per schedule, in time order.
+	Pauses []Pause
+	// Fires are the heartbeats the host fired, in order; one fired on no instance (none was
+	// running) has no Instances.
 	Fires []devhost.TimerFire
 	// Runs is the ledger as read at End, by run ID.
 	Runs map[string]Run
 	// Lines are the handler log lines the host kept.
 	Lines []devhost.LogLine
-	// Lease are samples of the lease blob (each differs from the previous one).
+	// Lease are samples of the scheduler lease blob (each differs from the previous one).
 	Lease []LeaseSample
+	// RunLeases are the runs' lease blobs (leases/runs/<run>) as read at End, by lease name.
+	RunLeases map[string]LeaseSample
 	// Manual are the POST /api/runs calls the driver made.
 	Manual []ManualCall
 	// Faults are the faults the driver injected.
 	Faults []Fault
 	// End is when the ledger was read.
 	End time.Time
+}
+
+// Schedule is one of the app's schedules as the checker needs it.
+type Schedule struct {
+	Name    string
+	Job     string
+	Cron    coordinator.Cron
+	Overlap coordinator.Overlap
+	// CatchUp is how late an occurrence may still start; a later one is recorded missed.
+	CatchUp time.Duration
+}
+
+// UTC is an NCRONTAB expression evaluated in UTC, as a coordinator.Cron.
+func UTC(expr string) (coordinator.Cron, error) {
+	e, err := ncrontab.Parse(expr)
+	if err != nil {
+		return nil, fmt.Errorf("cron %q: %w", expr, err)
+	}
+	return utcCron{e}, nil
+}
+
+type utcCron struct{ e ncrontab.Expr }
+
+func (c utcCron) Next(t time.Time) (time.Time, bool) { return c.e.Next(t, time.UTC) }
+func (c utcCron) Prev(t time.Time) (time.Time, bool) { return c.e.Prev(t, time.UTC) }
+func (c utcCron) String() string                     { return c.e.String() }
+
+// Pause is one pause of a schedule through its ledger state (what the API's pause writes), and
+// the resume that ended it.
+type Pause struct {
+	Schedule string
+	Note     string
+	// From is when the pause was written (the write sent), FromDone when storage confirmed it.
+	From, FromDone time.Time
+	// To and ToDone are the same for the resume; zero To: paused to the end.
+	To, ToDone time.Time
 }
 
 // Run is one run's records in the ledger.
@@ -44,7 +100,7 @@ type Run struct {
 	Report *ledger.Report
 }
 
-// LeaseSample is one read of the lease blob.
+// LeaseSample is one read of a lease blob.
 type LeaseSample struct {
 	At     time.Time
 	Held   bool
@@ -55,7 +111,8 @@ type LeaseSample struct {
 // ManualCall is one POST /api/runs as the driver saw it.
 type ManualCall struct {
 	At time.Time
-	// Key is the Idempotency-Key ("" for none); Body the request body.
+	// Key is the Idempotency-Key ("" for none); Body the request body ("" runs the settings'
+	// schedule now).
 	Key  string
 	Body string
 	// Status is the HTTP status (0 when the call itself failed: no answer); Run the run ID in
@@ -67,10 +124,10 @@ type ManualCall struct {
 
 // Fault kinds.
 const (
-	FaultKillLeader = "kill-leader"     // kill -9 of the instance that just took the lease
-	FaultKillOther  = "kill-other"      // kill -9 of an instance that does not hold the lease
-	FaultPause      = "pause-leader"    // SIGSTOP of the instance that just took the lease, SIGCONT past the lease
-	FaultTerm       = "term"            // SIGTERM of an instance (graceful: it releases its lease)
+	FaultKillLeader = "kill-leader"     // kill -9 of the instance that just took a lease, created or began planning a run
+	FaultKillOther  = "kill-other"      // kill -9 of an instance that does not hold the scheduler lease
+	FaultPause      = "pause-leader"    // SIGSTOP of the instance that just took a lease, SIGCONT past the lease
+	FaultTerm       = "term"            // SIGTERM of an instance (graceful: it releases its leases)
 	FaultAzurite    = "azurite-restart" // storage down for a few seconds, back with its data
 	FaultPoison     = "poison"          // a manual run with a partition that always fails
 )
@@ -89,4 +146,29 @@ type Fault struct {
 	Until time.Time
 	// Note says what happened (e.g. "no leader seen; hit instance-3").
 	Note string
+}
+
+// Effect is the span in which f may hold up the scheduler: a killed or stopped process may have
+// held the scheduler lease (it lapses a lease duration after its last renewal), a SIGSTOPped
+// one until then or its SIGCONT, storage until it is back and the leases it lost or kept have
+// lapsed. Each ends one heartbeat later, when the next heartbeat decides. A poison run holds
+// up nothing.
+func (f Fault) Effect(lease, heartbeat time.Duration) (from, to time.Time) {
+	until := f.Until
+	if until.Before(f.At) {
+		until = f.At
+	}
+	switch f.Kind {
+	case FaultPoison:
+		return f.At, f.At
+	case FaultPause:
+		end := f.At.Add(lease)
+		if until.After(end) {
+			end = until
+		}
+		return f.At, end.Add(heartbeat)
+	case FaultAzurite:
+		return f.At, until.Add(lease + heartbeat)
+	}
+	return f.At, f.At.Add(lease + heartbeat)
 }

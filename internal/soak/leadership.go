@@ -1,7 +1,9 @@
 package soak
 
 import (
-	"sort"
+	"cmp"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,8 +14,11 @@ import (
 // LogTolerance is how far log timestamps may trail the storage calls they report.
 const LogTolerance = time.Second
 
-// Tenure is one leadership as the handlers' own log lines tell it.
+// Tenure is one leadership of one lease as the handlers' own log lines tell it.
 type Tenure struct {
+	// Lease names the lease: "" for the scheduler lease (the leader's own lock), else the named
+	// lease, e.g. "runs/<run>" for a run's planning. Epochs count per lease.
+	Lease    string
 	Epoch    int64
 	Holder   string // app/instance/pid
 	Instance string
@@ -36,23 +41,40 @@ func (t Tenure) ValidUntil(lease time.Duration) time.Time {
 	return end
 }
 
+// Name is the lease's name for people: "scheduler" or the named lease.
+func (t Tenure) Name() string { return LeaseName(t.Lease) }
+
+// LeaseName is a lease's name for people: "scheduler" for the leader's own lock.
+func LeaseName(lease string) string {
+	if lease == "" {
+		return "scheduler"
+	}
+	return lease
+}
+
+type tenureKey struct {
+	lease string
+	epoch int64
+}
+
 // Tenures builds the leadership log from handler lines ("leadership acquired", "lease
-// renewed", "leadership released", and the lines of a holder that lost its lease), in order of
-// acquisition. dup lists epochs logged as
-// acquired more than once (by any holder).
+// renewed", "leadership released", and the lines of a holder that lost its lease), of every
+// lease, in order of acquisition. dup lists epochs of one lease logged as acquired more than
+// once (by any holder).
 func Tenures(lines []devhost.LogLine) (ts []Tenure, dup []string) {
-	byEpoch := map[int64]*Tenure{}
+	byKey := map[tenureKey]*Tenure{}
 	for _, l := range lines {
-		epoch, holder := l.Int("epoch"), l.Str("holder")
+		k := tenureKey{lease: l.Str("lease"), epoch: l.Int("epoch")}
+		holder := l.Str("holder")
 		if l.Msg == "leadership acquired" {
-			if prev, ok := byEpoch[epoch]; ok {
-				dup = append(dup, prev.Holder+" and "+holder)
+			if prev, ok := byKey[k]; ok {
+				dup = append(dup, LeaseName(k.lease)+" epoch "+itoa(k.epoch)+": "+prev.Holder+" and "+holder)
 				continue
 			}
-			byEpoch[epoch] = &Tenure{Epoch: epoch, Holder: holder, Instance: l.Instance, PID: l.PID, Acquired: l.Time, LastConfirm: l.Time}
+			byKey[k] = &Tenure{Lease: k.lease, Epoch: k.epoch, Holder: holder, Instance: l.Instance, PID: l.PID, Acquired: l.Time, LastConfirm: l.Time}
 			continue
 		}
-		tn := byEpoch[epoch]
+		tn := byKey[k]
 		if tn == nil || tn.Holder != holder {
 			continue
 		}
@@ -71,54 +93,70 @@ func Tenures(lines []devhost.LogLine) (ts []Tenure, dup []string) {
 			}
 		}
 	}
-	for _, tn := range byEpoch {
+	for _, tn := range byKey {
 		ts = append(ts, *tn)
 	}
-	sort.Slice(ts, func(i, j int) bool {
-		if !ts[i].Acquired.Equal(ts[j].Acquired) {
-			return ts[i].Acquired.Before(ts[j].Acquired)
-		}
-		return ts[i].Epoch < ts[j].Epoch
+	slices.SortFunc(ts, func(a, b Tenure) int {
+		return cmp.Or(a.Acquired.Compare(b.Acquired), cmp.Compare(a.Lease, b.Lease), cmp.Compare(a.Epoch, b.Epoch))
 	})
+	slices.Sort(dup)
 	return ts, dup
 }
 
-// leadership: epochs rise with acquisition time, no tenure is valid after the next one began,
-// and the sampled lease blob never goes back and shows only holders that logged their epoch.
+// ByLease groups tenures by lease, each group in order of acquisition.
+func ByLease(ts []Tenure) map[string][]Tenure {
+	out := map[string][]Tenure{}
+	for _, tn := range ts {
+		out[tn.Lease] = append(out[tn.Lease], tn)
+	}
+	return out
+}
+
+// leadership: per lease, epochs rise with acquisition time and no tenure is valid after the
+// next one began; the sampled scheduler lease blob never goes back and shows only holders that
+// logged their epoch; each run's lease blob, read at the end, shows the last epoch logged.
 func (c *checker) leadership() {
-	ts, dup := Tenures(c.h.Lines)
-	c.fig.Epochs = len(ts)
-	if len(dup) > 0 {
-		c.add(VLeadership, "lease", "an epoch was acquired twice: %s", strings.Join(dup, "; "))
+	if len(c.dupEpochs) > 0 {
+		c.add(VLeadership, "lease", "an epoch was acquired twice: %s", strings.Join(c.dupEpochs, "; "))
+	}
+	groups := ByLease(c.ts)
+	for _, lease := range slices.Sorted(maps.Keys(groups)) {
+		ts := groups[lease]
+		if lease == "" {
+			c.fig.SchedulerEpochs = len(ts)
+		} else {
+			c.fig.RunLeaderships += len(ts)
+			c.fig.RunLeases++
+		}
+		for i := 1; i < len(ts); i++ {
+			prev, tn := ts[i-1], ts[i]
+			subject := tn.Name() + " epoch " + itoa(tn.Epoch)
+			if tn.Epoch <= prev.Epoch {
+				c.add(VLeadership, subject, "acquired by %s at %s, after epoch %d (%s, %s): epochs must rise",
+					tn.Holder, tn.Acquired.Format(time.StampMilli), prev.Epoch, prev.Holder, prev.Acquired.Format(time.StampMilli))
+			}
+			if end := prev.ValidUntil(c.h.LeaseDuration); end.After(tn.Acquired.Add(LogTolerance)) {
+				if c.lostToEmulatorRestart(prev, tn) {
+					// Azurite restarted (disk persistence) while the earlier lease was held, and
+					// its lease did not survive the restart; its holder was dead, or stopped within
+					// a renew interval as a deposed leader must (its writes are fenced by epoch).
+					// Real storage does not lose leases.
+					c.fig.LeasesLostToRestart++
+					continue
+				}
+				c.add(VLeadership, subject, "acquired by %s at %s while epoch %d (%s) was valid until %s: two leaders",
+					tn.Holder, tn.Acquired.Format(time.StampMilli), prev.Epoch, prev.Holder, end.Format(time.StampMilli))
+			}
+		}
 	}
 	byEpoch := map[int64]Tenure{}
-	for i, tn := range ts {
+	for _, tn := range groups[""] {
 		byEpoch[tn.Epoch] = tn
-		if i == 0 {
-			continue
-		}
-		prev := ts[i-1]
-		if tn.Epoch <= prev.Epoch {
-			c.add(VLeadership, "epoch "+itoa(tn.Epoch), "acquired by %s at %s, after epoch %d (%s, %s): epochs must rise",
-				tn.Holder, tn.Acquired.Format(time.StampMilli), prev.Epoch, prev.Holder, prev.Acquired.Format(time.StampMilli))
-		}
-		if end := prev.ValidUntil(c.h.LeaseDuration); end.After(tn.Acquired.Add(LogTolerance)) {
-			if c.lostToEmulatorRestart(prev, tn) {
-				// Azurite restarted (disk persistence) while the earlier lease was held, and
-				// its lease did not survive the restart; its holder was dead, or stopped within
-				// a renew interval as a deposed leader must (its writes are fenced by epoch).
-				// Real storage does not lose leases.
-				c.fig.LeasesLostToRestart++
-				continue
-			}
-			c.add(VLeadership, "epoch "+itoa(tn.Epoch), "acquired by %s at %s while epoch %d (%s) was valid until %s: two leaders",
-				tn.Holder, tn.Acquired.Format(time.StampMilli), prev.Epoch, prev.Holder, end.Format(time.StampMilli))
-		}
 	}
 	var last int64
 	for _, s := range c.h.Lease {
 		if s.Epoch < last {
-			c.add(VLeadership, "lease blob", "showed epoch %d at %s after epoch %d", s.Epoch, s.At.Format(time.StampMilli), last)
+			c.add(VLeadership, "scheduler lease blob", "showed epoch %d at %s after epoch %d", s.Epoch, s.At.Format(time.StampMilli), last)
 		}
 		last = max(last, s.Epoch)
 		if s.Epoch == 0 {
@@ -127,11 +165,40 @@ func (c *checker) leadership() {
 		tn, ok := byEpoch[s.Epoch]
 		switch {
 		case !ok:
-			c.add(VLeadership, "epoch "+itoa(s.Epoch), "lease blob shows it held by %s; no handler logged acquiring it", s.Holder)
+			c.add(VLeadership, "scheduler epoch "+itoa(s.Epoch), "lease blob shows it held by %s; no handler logged acquiring it", s.Holder)
 		case tn.Holder != s.Holder:
-			c.add(VLeadership, "epoch "+itoa(s.Epoch), "lease blob says holder %s, the log says %s", s.Holder, tn.Holder)
+			c.add(VLeadership, "scheduler epoch "+itoa(s.Epoch), "lease blob says holder %s, the log says %s", s.Holder, tn.Holder)
 		}
 	}
+	for _, lease := range slices.Sorted(maps.Keys(c.h.RunLeases)) {
+		s := c.h.RunLeases[lease]
+		ts := groups[lease]
+		var logged Tenure
+		for _, tn := range ts {
+			if tn.Epoch > logged.Epoch {
+				logged = tn
+			}
+		}
+		switch {
+		case s.Epoch < logged.Epoch:
+			c.add(VLeadership, lease, "lease blob shows epoch %d at the end, below epoch %d logged acquired by %s", s.Epoch, logged.Epoch, logged.Holder)
+		case s.Epoch > logged.Epoch && !c.killedHolder(s.Holder):
+			c.add(VLeadership, lease, "lease blob shows epoch %d held by %s; no handler logged acquiring it", s.Epoch, s.Holder)
+		case s.Epoch == logged.Epoch && s.Epoch > 0 && s.Holder != logged.Holder:
+			c.add(VLeadership, lease, "lease blob says epoch %d's holder is %s, the log says %s", s.Epoch, s.Holder, logged.Holder)
+		}
+	}
+}
+
+// killedHolder reports whether holder (app/instance/pid) is a process the driver killed: it may
+// have taken a lease and died before logging it.
+func (c *checker) killedHolder(holder string) bool {
+	parts := strings.Split(holder, "/")
+	if len(parts) < 3 {
+		return false
+	}
+	pid, err := strconv.Atoi(parts[len(parts)-1])
+	return err == nil && c.killed(parts[len(parts)-2], pid)
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

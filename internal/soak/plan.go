@@ -8,8 +8,15 @@ import (
 	"time"
 )
 
-// StepManual is a plan step that is a manual start (POST /api/runs), not a fault.
-const StepManual = "manual"
+// Plan steps that are not faults.
+const (
+	// StepManual is a manual start (POST /api/runs).
+	StepManual = "manual"
+	// StepPause and StepResume pause and resume a schedule (Step.Schedule) through its ledger
+	// state, as the API's pause does.
+	StepPause  = "pause"
+	StepResume = "resume"
+)
 
 // Step is one thing the driver does, at an offset from the start of the fault phase.
 type Step struct {
@@ -25,10 +32,12 @@ type Step struct {
 	// or "run created" line, per On) before it falls back to the last known holder.
 	Wait time.Duration
 	On   string
-	// Key and Body are a manual start's Idempotency-Key ("" for none) and body ("" for the
-	// timer's job). A poison step is a manual start too, retried on 409 with its key.
+	// Key and Body are a manual start's Idempotency-Key ("" for none) and body ("" runs the
+	// settings' schedule now). A poison step is a manual start too, retried on 409 with its key.
 	Key  string
 	Body string
+	// Schedule is the schedule a pause or a resume is for.
+	Schedule string
 }
 
 func (s Step) String() string {
@@ -38,6 +47,8 @@ func (s Step) String() string {
 		out += fmt.Sprintf(" key=%q body=%s", s.Key, s.Body)
 	case FaultPause, FaultAzurite:
 		out += fmt.Sprintf(" hold=%s", s.Hold.Round(time.Millisecond))
+	case StepPause, StepResume:
+		out += " " + s.Schedule
 	}
 	if s.On != "" {
 		out += " on=" + s.On
@@ -52,19 +63,26 @@ type PlanOptions struct {
 	Span time.Duration
 	// Lease is BATON_LEASE_DURATION: a pause lasts past it.
 	Lease time.Duration
+	// Pausable, when set, is the schedule the plan pauses and resumes: paused 8–20 s at a
+	// time, 10–30 s apart, from a fifth of the span on.
+	Pausable string
 }
 
-// Leader-fault triggers: the log line at which the driver strikes.
+// Leader-fault triggers: the log line at which the driver strikes. A leadership is acquired
+// by a heartbeat (the scheduler lease, every heartbeat), a run's planner or a check (a run's
+// lease); a run is created by the heartbeat that decided its occurrence, before the check that
+// plans it is sent; planning begins under the run's own lease.
 const (
 	OnAcquired = "leadership acquired"
 	OnCreated  = "run created"
+	OnPlanning = "planning the run"
 )
 
 // NewPlan returns the seed's steps, in time order. Faults never overlap: each starts after the
 // previous one ended (its Hold) and a gap of 2–6 s. Fault kinds are drawn from a shuffled bag
 // of every kind, refilled when empty, so any six consecutive faults cover every kind. Manual
 // starts come every 3–8 s throughout: a third without a key, the rest with one of three keys
-// (so keys repeat), each key always with the same body.
+// (so keys repeat), each key always with the same body. With Pausable, its pauses and resumes.
 func NewPlan(o PlanOptions) []Step {
 	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x50a4))
 	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
@@ -89,7 +107,7 @@ func NewPlan(o PlanOptions) []Step {
 			s.Body = fmt.Sprintf(`{"job":"synthetic","params":{"partitions":4,"workMs":50,"failAlways":[%d]}}`, rng.IntN(4))
 		}
 		if s.Kind == FaultKillLeader || s.Kind == FaultPause {
-			s.On = []string{OnAcquired, OnCreated}[rng.IntN(2)]
+			s.On = []string{OnAcquired, OnCreated, OnPlanning}[rng.IntN(3)]
 			s.Wait = 8 * time.Second
 		}
 		steps = append(steps, s)
@@ -109,6 +127,14 @@ func NewPlan(o PlanOptions) []Step {
 			s.Key, s.Body = fmt.Sprintf("soak-%d-key-%d", o.Seed, k), keyBody[k]
 		}
 		steps = append(steps, s)
+	}
+	if o.Pausable != "" {
+		for at := o.Span/5 + dur(0, o.Span/10); at+20*time.Second < o.Span; {
+			steps = append(steps, Step{At: at, Kind: StepPause, Schedule: o.Pausable})
+			at += dur(8*time.Second, 20*time.Second)
+			steps = append(steps, Step{At: at, Kind: StepResume, Schedule: o.Pausable})
+			at += dur(10*time.Second, 30*time.Second)
+		}
 	}
 	slices.SortStableFunc(steps, func(a, b Step) int { return cmp.Compare(a.At, b.At) })
 	return steps

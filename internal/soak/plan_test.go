@@ -9,7 +9,7 @@ import (
 
 // TestNewPlan_SeedDecidesEverything: the same seed gives the same plan; another seed another.
 func TestNewPlan_SeedDecidesEverything(t *testing.T) {
-	o := PlanOptions{Seed: 12345, Span: 5 * time.Minute, Lease: 15 * time.Second}
+	o := PlanOptions{Seed: 12345, Span: 5 * time.Minute, Lease: 15 * time.Second, Pausable: "p"}
 	a, b := NewPlan(o), NewPlan(o)
 	if !slices.Equal(a, b) {
 		t.Fatalf("seed %d gave two plans:\n%v\n%v", o.Seed, a, b)
@@ -22,12 +22,14 @@ func TestNewPlan_SeedDecidesEverything(t *testing.T) {
 
 // TestNewPlan_Shape: steps in time order inside the span; faults never overlap and any six
 // consecutive faults cover every kind; pauses outlast the lease; keys repeat with one body
-// each; poison steps carry a key and a failAlways rule.
+// each; poison steps carry a key and a failAlways rule; the pausable schedule is paused and
+// resumed in turn, each pause 8-20 s.
 func TestNewPlan_Shape(t *testing.T) {
 	const lease = 15 * time.Second
 	for seed := int64(1); seed <= 20; seed++ {
-		steps := NewPlan(PlanOptions{Seed: seed, Span: 5 * time.Minute, Lease: lease})
+		steps := NewPlan(PlanOptions{Seed: seed, Span: 5 * time.Minute, Lease: lease, Pausable: "p"})
 		var faults []Step
+		var pauses []Step
 		keyBody := map[string]string{}
 		keyUses := map[string]int{}
 		for i, s := range steps {
@@ -46,6 +48,11 @@ func TestNewPlan_Shape(t *testing.T) {
 					keyBody[s.Key] = s.Body
 					keyUses[s.Key]++
 				}
+			case StepPause, StepResume:
+				if s.Schedule != "p" {
+					t.Errorf("seed %d: %v is not for the pausable schedule", seed, s)
+				}
+				pauses = append(pauses, s)
 			default:
 				faults = append(faults, s)
 			}
@@ -54,6 +61,15 @@ func TestNewPlan_Shape(t *testing.T) {
 			}
 			if s.Kind == FaultPoison && (s.Key == "" || !contains(s.Body, "failAlways")) {
 				t.Errorf("seed %d: poison step %v", seed, s)
+			}
+		}
+		if len(pauses) < 2 || len(pauses)%2 != 0 {
+			t.Errorf("seed %d: pauses and resumes %v, want pairs", seed, pauses)
+		}
+		for i := 0; i+1 < len(pauses); i += 2 {
+			p, r := pauses[i], pauses[i+1]
+			if p.Kind != StepPause || r.Kind != StepResume || r.At-p.At < 8*time.Second || r.At-p.At > 20*time.Second {
+				t.Errorf("seed %d: pause %v then %v, want a resume 8-20 s after each pause", seed, p, r)
 			}
 		}
 		for i := 1; i < len(faults); i++ {

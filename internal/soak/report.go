@@ -3,15 +3,21 @@ package soak
 import (
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
+	"time"
 )
 
 // Print writes the figures, then every violation (or "violations: 0").
 func (r Result) Print(w io.Writer) {
 	f := r.Figures
-	fmt.Fprintf(w, "occurrences: %d in the window, %d fired, %d due with no instance running\n", f.Occurrences, f.Fired, f.FiredNowhere)
-	fmt.Fprintf(w, "timer records by state: %s\n", counts(f.TimerStates))
+	fmt.Fprintf(w, "heartbeats: %d fired, %d due with no instance running\n", f.Heartbeats, f.HeartbeatsNowhere)
+	for _, name := range slices.Sorted(maps.Keys(f.Schedules)) {
+		s := f.Schedules[name]
+		fmt.Fprintf(w, "schedule %s: %d due occurrences in the window; records by state: %s; queued first: %d; runs now: %d; occurrence→record at most %s (%s), %s under a fault\n",
+			name, s.Occurrences, counts(s.States), s.Queued, s.Now, s.MaxDelay.Round(time.Millisecond), s.MaxDelayRun, s.MaxDelayFault.Round(time.Millisecond))
+	}
 	codes := map[string]int{}
 	for k, v := range f.ManualByCode {
 		name := fmt.Sprint(k)
@@ -22,25 +28,23 @@ func (r Result) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "manual calls: %d (by status: %s); manual runs by state: %s\n", f.ManualCalls, counts(codes), counts(f.ManualRuns))
 	fmt.Fprintf(w, "faults by kind: %s\n", counts(f.Faults))
-	fmt.Fprintf(w, "runs: %d records, %d planned, %d partitions; leaderships: %d (leases of killed holders lost to an Azurite restart: %d)\n",
-		f.Runs, f.Planned, f.Partitions, f.Epochs, f.LeasesLostToRestart)
+	fmt.Fprintf(w, "runs: %d records, %d planned, %d partitions; leaderships: %d of the scheduler lease, %d of %d run leases (leases of killed holders lost to an Azurite restart: %d)\n",
+		f.Runs, f.Planned, f.Partitions, f.SchedulerEpochs, f.RunLeaderships, f.RunLeases, f.LeasesLostToRestart)
 	fmt.Fprintf(w, "violations: %d\n", len(r.Violations))
 	for _, v := range r.Violations {
 		fmt.Fprintf(w, "  %s\n", v)
 	}
 }
 
+// Counts formats a count per name, sorted by name.
+func Counts(m map[string]int) string { return counts(m) }
+
 func counts(m map[string]int) string {
 	if len(m) == 0 {
 		return "none"
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
 	}
 	return strings.Join(parts, " ")

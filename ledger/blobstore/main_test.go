@@ -97,3 +97,23 @@ func TestBlobStore_ErrorsAreOneLine(t *testing.T) {
 		t.Errorf("unreachable storage: %q, want one line wrapping ErrUnavailable", err)
 	}
 }
+
+// A ledger written by the single-schedule versions (its cursor in _schedule.json, its latest
+// run in active.json, byte for byte as they wrote them) is read back for the settings'
+// schedule to take over.
+func TestBlobStore_ReadLegacySchedule(t *testing.T) {
+	s, cc := newStore(t, blobstore.Options{})
+	ctx := context.Background()
+	for name, body := range map[string]string{
+		"_schedule.json": `{"last":"2026-11-21T02:00:00Z","updated":"2026-11-21T02:00:41.123Z"}`,
+		"active.json":    `{"run":"tick-20261121t020000z","epoch":17,"started":"2026-11-21T02:00:00.5Z"}`,
+	} {
+		if _, err := cc.NewBlockBlobClient(name).UploadBuffer(ctx, []byte(body), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, ok, err := s.ReadLegacySchedule(ctx)
+	if err != nil || !ok || !l.Cursor.Equal(time.Date(2026, 11, 21, 2, 0, 0, 0, time.UTC)) || l.Latest != "tick-20261121t020000z" {
+		t.Fatalf("ReadLegacySchedule = %+v, %v, %v", l, ok, err)
+	}
+}

@@ -10,73 +10,64 @@ import (
 	"github.com/batonfn/baton/ledger"
 )
 
-// testSchedule: the schedule's inbox, its cursor and the active-run pointer, none of which is
-// ever listed as a run.
+// testSchedule: a schedule's state is created on its first update, changed only with the
+// version read (concurrent writers of different fields both land), and never listed as a run.
 func testSchedule(t *testing.T, newStore Factory) {
 	ctx := testContext(t)
 	s := newStore(t, Options{})
 	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
-	// Inbox: a repeat is a no-op that keeps the first entry; oldest occurrence first.
-	for _, p := range []ledger.Pending{
-		{Run: "tick-b", Occurrence: t0.Add(time.Minute), FiredBy: ledger.Holder{Instance: "i1"}},
-		{Run: "tick-a", Occurrence: t0, FiredBy: ledger.Holder{Instance: "i1"}},
-		{Run: "tick-a", Occurrence: t0, FiredBy: ledger.Holder{Instance: "i2"}},
-	} {
-		if err := s.PutPending(ctx, p); err != nil {
-			t.Fatalf("PutPending %s: %v", p.Run, err)
-		}
+	if _, err := s.ReadSchedule(ctx, "nightly"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("ReadSchedule before any update: %v, want ErrNotFound", err)
 	}
-	if err := s.PutPending(ctx, ledger.Pending{Run: "../x"}); err == nil {
-		t.Error("PutPending accepted an invalid run ID")
+	if _, err := s.ReadSchedule(ctx, "../x"); err == nil {
+		t.Error("ReadSchedule accepted an invalid schedule name")
 	}
-	got, err := s.ListPending(ctx)
-	if err != nil || len(got) != 2 || got[0].Run != "tick-a" || got[1].Run != "tick-b" || got[0].FiredBy.Instance != "i1" {
-		t.Fatalf("ListPending = %+v, %v; want tick-a (first record, i1) then tick-b", got, err)
+	if _, err := s.UpdateSchedule(ctx, "Bad_Name", func(*ledger.ScheduleState) error { return nil }); err == nil {
+		t.Error("UpdateSchedule accepted an invalid schedule name")
 	}
-	if err := s.DeletePending(ctx, "tick-a"); err != nil {
+	// ErrNoChange writes nothing, not even the first state.
+	if _, err := s.UpdateSchedule(ctx, "nightly", func(*ledger.ScheduleState) error { return ledger.ErrNoChange }); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeletePending(ctx, "tick-a"); err != nil {
-		t.Errorf("deleting a missing entry: %v, want nil", err)
-	}
-	if got, err := s.ListPending(ctx); err != nil || len(got) != 1 || got[0].Run != "tick-b" {
-		t.Errorf("after delete: %+v, %v", got, err)
+	if _, err := s.ReadSchedule(ctx, "nightly"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("after ErrNoChange: %v, want still ErrNotFound", err)
 	}
 
-	// Cursor: absent at first, moves forward only, concurrent advances keep the latest.
-	if _, ok, err := s.ReadCursor(ctx); err != nil || ok {
-		t.Fatalf("fresh cursor: ok %v, %v; want none", ok, err)
-	}
+	// Concurrent writers: n advance the cursor (never back), one pauses. All land.
 	const n = 8
 	var wg sync.WaitGroup
-	errs := make([]error, n)
+	errs := make([]error, n+1)
 	for i := range n {
-		wg.Go(func() { errs[i] = s.AdvanceCursor(ctx, t0.Add(time.Duration(i)*time.Minute)) })
+		wg.Go(func() {
+			_, errs[i] = s.UpdateSchedule(ctx, "nightly", func(st *ledger.ScheduleState) error {
+				at := t0.Add(time.Duration(i) * time.Minute)
+				if !at.After(st.Cursor) {
+					return ledger.ErrNoChange
+				}
+				st.Cursor, st.Latest = at, ledger.ScheduleRunID("nightly", at)
+				return nil
+			})
+		})
 	}
+	wg.Go(func() {
+		_, errs[n] = s.UpdateSchedule(ctx, "nightly", func(st *ledger.ScheduleState) error {
+			st.Paused, st.Note, st.PausedAt = true, "maintenance", t0
+			return nil
+		})
+	})
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AdvanceCursor(ctx, t0); err != nil {
-		t.Fatal(err)
-	}
-	if c, ok, err := s.ReadCursor(ctx); err != nil || !ok || !c.Last.Equal(t0.Add((n-1)*time.Minute)) {
-		t.Errorf("cursor = %+v %v %v; want the latest of the concurrent advances", c, ok, err)
-	}
-
-	// Active run pointer.
-	if _, ok, err := s.ReadActive(ctx); err != nil || ok {
-		t.Fatalf("fresh active: ok %v, %v", ok, err)
-	}
-	if err := s.SetActive(ctx, ledger.Active{Run: "run-a", Epoch: 3, Started: t0}); err != nil {
-		t.Fatal(err)
-	}
-	if a, ok, err := s.ReadActive(ctx); err != nil || !ok || a.Run != "run-a" || a.Epoch != 3 {
-		t.Errorf("active = %+v %v %v", a, ok, err)
+	st, err := s.ReadSchedule(ctx, "nightly")
+	last := t0.Add((n - 1) * time.Minute)
+	if err != nil || st.Schedule != "nightly" || !st.Cursor.Equal(last) || st.Latest != ledger.ScheduleRunID("nightly", last) ||
+		!st.Paused || st.Note != "maintenance" || st.Updated.IsZero() {
+		t.Fatalf("state = %+v, %v; want the latest cursor and the pause together", st, err)
 	}
 
-	// None of the above is a run.
+	// A schedule's state is not a run, and a fresh store kept no legacy schedule.
 	if err := s.CreateManifest(ctx, runningManifest("run-a", 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -86,5 +77,8 @@ func testSchedule(t *testing.T, newStore Factory) {
 	}
 	if !slices.Equal(runs, []string{"run-a"}) {
 		t.Errorf("ListRuns = %v, want only run-a", runs)
+	}
+	if l, ok, err := s.ReadLegacySchedule(ctx); err != nil || ok {
+		t.Errorf("ReadLegacySchedule on a new ledger = %+v, %v, %v; want none", l, ok, err)
 	}
 }

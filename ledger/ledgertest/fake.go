@@ -59,14 +59,15 @@ func reportName(run string) string        { return run + "/report.json" }
 func doneName(run string, shard int) string {
 	return fmt.Sprintf("%s/done/%04d", run, shard)
 }
-func pendingName(run string) string { return "_pending/" + run + ".json" }
+func scheduleName(name string) string { return "_schedules/" + name + ".json" }
 func partialName(run string, shard int) string {
 	return fmt.Sprintf("%s/partials/%03d.json", run, shard)
 }
 
+// What the single-schedule ledger of earlier versions kept (see ReadLegacySchedule).
 const (
-	activeName = "active.json"
-	cursorName = "_schedule.json"
+	legacyActiveName = "active.json"
+	legacyCursorName = "_schedule.json"
 )
 
 func storageErr(kind error, name string) error {
@@ -382,109 +383,92 @@ func add(seen map[string]bool, name string) {
 	}
 }
 
-func (f *Fake) SetActive(ctx context.Context, a ledger.Active) error {
-	if _, err := f.put(ctx, activeName, a, false, ""); err != nil {
-		return fmt.Errorf("record active run %s: %w", a.Run, err)
+func (f *Fake) ReadSchedule(ctx context.Context, name string) (ledger.ScheduleState, error) {
+	var st ledger.ScheduleState
+	if err := ledger.ValidateScheduleName(name); err != nil {
+		return st, err
 	}
-	return nil
+	if _, _, err := f.get(ctx, scheduleName(name), &st); err != nil {
+		return st, fmt.Errorf("read schedule %s: %w", name, err)
+	}
+	return st, nil
 }
 
-func (f *Fake) ReadActive(ctx context.Context) (ledger.Active, bool, error) {
-	var a ledger.Active
-	if _, _, err := f.get(ctx, activeName, &a); err != nil {
-		if isNotFound(err) {
-			return a, false, nil
-		}
-		return a, false, fmt.Errorf("read active run: %w", err)
+func (f *Fake) UpdateSchedule(ctx context.Context, name string, fn func(*ledger.ScheduleState) error) (ledger.ScheduleState, error) {
+	if err := ledger.ValidateScheduleName(name); err != nil {
+		return ledger.ScheduleState{}, err
 	}
-	return a, true, nil
-}
-
-func (f *Fake) PutPending(ctx context.Context, p ledger.Pending) error {
-	if err := ledger.ValidateRunID(p.Run); err != nil {
-		return err
-	}
-	if _, err := f.put(ctx, pendingName(p.Run), p, true, ""); err != nil && !isExists(err) {
-		return fmt.Errorf("record pending occurrence %s: %w", p.Run, err)
-	}
-	return nil
-}
-
-func (f *Fake) ListPending(ctx context.Context) ([]ledger.Pending, error) {
-	f.mu.Lock()
-	if err := f.check(ctx); err != nil {
-		f.mu.Unlock()
-		return nil, err
-	}
-	var out []ledger.Pending
-	for name, rec := range f.records {
-		if strings.HasPrefix(name, "_pending/") {
-			var p ledger.Pending
-			if err := json.Unmarshal(rec.data, &p); err != nil {
-				f.mu.Unlock()
-				return nil, fmt.Errorf("decode %s: %w", name, err)
-			}
-			out = append(out, p)
-		}
-	}
-	f.mu.Unlock()
-	slices.SortStableFunc(out, func(a, b ledger.Pending) int {
-		if c := a.Occurrence.Compare(b.Occurrence); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Run, b.Run)
-	})
-	return out, nil
-}
-
-func (f *Fake) DeletePending(ctx context.Context, run string) error {
-	if err := ledger.ValidateRunID(run); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.check(ctx); err != nil {
-		return err
-	}
-	delete(f.records, pendingName(run))
-	return nil
-}
-
-func (f *Fake) ReadCursor(ctx context.Context) (ledger.Cursor, bool, error) {
-	var c ledger.Cursor
-	if _, _, err := f.get(ctx, cursorName, &c); err != nil {
-		if isNotFound(err) {
-			return c, false, nil
-		}
-		return c, false, fmt.Errorf("read schedule cursor: %w", err)
-	}
-	return c, true, nil
-}
-
-func (f *Fake) AdvanceCursor(ctx context.Context, last time.Time) error {
-	last = last.UTC()
 	for attempt := 0; ; attempt++ {
-		var cur ledger.Cursor
-		etag, _, err := f.get(ctx, cursorName, &cur)
+		var st ledger.ScheduleState
+		etag, _, err := f.get(ctx, scheduleName(name), &st)
 		absent := isNotFound(err)
 		switch {
 		case absent:
+			st = ledger.ScheduleState{Schedule: name}
 		case err != nil:
-			return fmt.Errorf("read schedule cursor: %w", err)
-		case !last.After(cur.Last):
-			return nil
+			return st, fmt.Errorf("read schedule %s: %w", name, err)
 		}
-		_, err = f.put(ctx, cursorName, ledger.Cursor{Last: last, Updated: f.now().UTC()}, absent, etagIf(!absent, etag))
+		if err := fn(&st); errors.Is(err, ledger.ErrNoChange) {
+			return st, nil
+		} else if err != nil {
+			return st, err
+		}
+		st.Schedule, st.Updated = name, f.now().UTC()
+		_, err = f.put(ctx, scheduleName(name), &st, absent, etagIf(!absent, etag))
 		if err == nil {
-			return nil
+			return st, nil
 		}
 		if !isConflict(err) && !isExists(err) {
-			return fmt.Errorf("advance schedule cursor: %w", err)
+			return st, fmt.Errorf("update schedule %s: %w", name, err)
 		}
 		if attempt+1 >= f.retries {
-			return fmt.Errorf("advance schedule cursor: %d attempts: %w", attempt+1, ledger.ErrConflict)
+			return st, fmt.Errorf("update schedule %s: %d attempts: %w", name, attempt+1, ledger.ErrConflict)
 		}
 	}
+}
+
+// SetLegacySchedule writes what a single-schedule ledger of earlier versions kept (its cursor,
+// its latest run), as that code wrote it: for tests of the upgrade.
+func (f *Fake) SetLegacySchedule(ctx context.Context, l ledger.LegacySchedule) error {
+	if !l.Cursor.IsZero() {
+		if _, err := f.put(ctx, legacyCursorName, map[string]any{"last": l.Cursor.UTC(), "updated": l.Cursor.UTC()}, false, ""); err != nil {
+			return err
+		}
+	}
+	if l.Latest != "" {
+		if _, err := f.put(ctx, legacyActiveName, map[string]any{"run": l.Latest, "epoch": 1, "started": l.Cursor.UTC()}, false, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *Fake) ReadLegacySchedule(ctx context.Context) (ledger.LegacySchedule, bool, error) {
+	var (
+		l      ledger.LegacySchedule
+		cursor struct {
+			Last time.Time `json:"last"`
+		}
+		active struct {
+			Run string `json:"run"`
+		}
+	)
+	found := false
+	for _, r := range []struct {
+		name string
+		v    any
+	}{{legacyCursorName, &cursor}, {legacyActiveName, &active}} {
+		if _, _, err := f.get(ctx, r.name, r.v); err == nil {
+			found = true
+		} else if !isNotFound(err) {
+			return l, false, fmt.Errorf("read the legacy schedule: %w", err)
+		}
+	}
+	if !cursor.Last.IsZero() {
+		l.Cursor = cursor.Last.UTC()
+	}
+	l.Latest = active.Run
+	return l, found, nil
 }
 
 func etagIf(ok bool, e ledger.ETag) ledger.ETag {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/batonfn/baton/ledger"
 )
@@ -41,5 +42,19 @@ func TestFaulty(t *testing.T) {
 		if err := f.CreateManifest(ctx, runningManifest("run-y", 1)); err != nil {
 			t.Errorf("fault %d: the next call was not passed through: %v", c.fault, err)
 		}
+	}
+}
+
+// SetLegacySchedule writes what ReadLegacySchedule reads back.
+func TestFake_LegacySchedule(t *testing.T) {
+	ctx := context.Background()
+	f := NewFake(Options{})
+	at := time.Date(2026, 11, 21, 2, 0, 0, 0, time.UTC)
+	if err := f.SetLegacySchedule(ctx, ledger.LegacySchedule{Cursor: at, Latest: "tick-20261121t020000z"}); err != nil {
+		t.Fatal(err)
+	}
+	l, ok, err := f.ReadLegacySchedule(ctx)
+	if err != nil || !ok || !l.Cursor.Equal(at) || l.Latest != "tick-20261121t020000z" {
+		t.Fatalf("ReadLegacySchedule = %+v, %v, %v", l, ok, err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/batonfn/baton/ledger"
 )
@@ -174,35 +173,19 @@ func (f *Faulty) ListRuns(ctx context.Context, fn func(string) bool) error {
 	return f.call("ListRuns", "", func() error { return f.Store.ListRuns(ctx, fn) })
 }
 
-func (f *Faulty) SetActive(ctx context.Context, a ledger.Active) error {
-	return f.call("SetActive", a.Run, func() error { return f.Store.SetActive(ctx, a) })
-}
-
-func (f *Faulty) ReadActive(ctx context.Context) (a ledger.Active, ok bool, err error) {
-	err = f.call("ReadActive", "", func() (e error) { a, ok, e = f.Store.ReadActive(ctx); return })
+func (f *Faulty) ReadSchedule(ctx context.Context, name string) (st ledger.ScheduleState, err error) {
+	err = f.call("ReadSchedule", name, func() (e error) { st, e = f.Store.ReadSchedule(ctx, name); return })
 	return
 }
 
-func (f *Faulty) PutPending(ctx context.Context, p ledger.Pending) error {
-	return f.call("PutPending", p.Run, func() error { return f.Store.PutPending(ctx, p) })
-}
-
-func (f *Faulty) ListPending(ctx context.Context) (out []ledger.Pending, err error) {
-	err = f.call("ListPending", "", func() (e error) { out, e = f.Store.ListPending(ctx); return })
+func (f *Faulty) UpdateSchedule(ctx context.Context, name string, fn func(*ledger.ScheduleState) error) (st ledger.ScheduleState, err error) {
+	err = f.call("UpdateSchedule", name, func() (e error) { st, e = f.Store.UpdateSchedule(ctx, name, fn); return })
 	return
 }
 
-func (f *Faulty) DeletePending(ctx context.Context, run string) error {
-	return f.call("DeletePending", run, func() error { return f.Store.DeletePending(ctx, run) })
-}
-
-func (f *Faulty) ReadCursor(ctx context.Context) (c ledger.Cursor, ok bool, err error) {
-	err = f.call("ReadCursor", "", func() (e error) { c, ok, e = f.Store.ReadCursor(ctx); return })
+func (f *Faulty) ReadLegacySchedule(ctx context.Context) (l ledger.LegacySchedule, ok bool, err error) {
+	err = f.call("ReadLegacySchedule", "", func() (e error) { l, ok, e = f.Store.ReadLegacySchedule(ctx); return })
 	return
-}
-
-func (f *Faulty) AdvanceCursor(ctx context.Context, last time.Time) error {
-	return f.call("AdvanceCursor", "", func() error { return f.Store.AdvanceCursor(ctx, last) })
 }
 
 func (f *Faulty) ReadPartial(ctx context.Context, run string, shard int) (p ledger.Partial, etag ledger.ETag, err error) {

@@ -44,35 +44,32 @@ param maximumInstanceCount int = 100
 ])
 param instanceMemoryMB int = 2048
 
-@description('BATON_SCHEDULE: six-field NCRONTAB schedule of the Tick function, in UTC (default: hourly on the hour).')
+@description('BATON_HEARTBEAT: six-field NCRONTAB of the Tick timer, in UTC. On each heartbeat the scheduler decides every schedule\'s due occurrences, so a schedule fires at most one heartbeat late; it must beat at least hourly (default: every minute).')
+param heartbeat string = '0 * * * * *'
+
+@description('BATON_SCHEDULE: declares the schedule named tick, a run of BATON_JOB with BATON_JOB_PARAMS at each occurrence of this six-field NCRONTAB, in UTC (default: hourly on the hour). Schedules declared in code (App.Schedule) need no setting.')
 param schedule string = '0 0 * * * *'
 
-@description('BATON_JOB (azd env set BATON_JOB …): the registered job a timer run executes. synthetic needs no input, so a fresh deployment\'s first occurrence really runs; inventory lists a blob container named in jobParams.')
+@description('BATON_SCHEDULES (azd env set BATON_SCHEDULES \'{"tick":{"paused":true}}\'): changes schedules the app declares, by name, without a rebuild, as a JSON object of cron, timeZone, paused, overlap, catchUp and jitter. Empty ({}): every schedule as declared.')
+param schedules object = {}
+
+@description('BATON_JOB (azd env set BATON_JOB …): the registered job of the schedule tick (BATON_SCHEDULE) and of a manual run that names none. synthetic needs no input, so a fresh deployment\'s first occurrence really runs; inventory lists a blob container named in jobParams.')
 @allowed([
   'synthetic'
   'inventory'
 ])
 param job string = 'synthetic'
 
-@description('BATON_JOB_PARAMS (azd env set BATON_JOB_PARAMS \'{"container":"data"}\'): the job\'s parameters as a JSON object. Empty ({}) with the default job synthetic means its default params (16 partitions of 200 ms); any other job must be given its own.')
+@description('BATON_JOB_PARAMS (azd env set BATON_JOB_PARAMS \'{"container":"data"}\'): the parameters of the schedule tick\'s job as a JSON object. Empty ({}) with the default job synthetic means its default params (16 partitions of 200 ms); any other job must be given its own.')
 param jobParams object = {}
 
-@description('BATON_OVERLAP: what a new occurrence does while an earlier run is still in progress.')
+@description('BATON_OVERLAP: what an occurrence of the schedule tick does while its latest run is still in progress: skip records it skipped, buffer-one queues it until that run ends, allow starts it beside.')
 @allowed([
   'skip'
+  'buffer-one'
   'allow'
 ])
 param overlap string = 'skip'
-
-@description('BATON_MISFIRE: what happens to occurrences that never ran (app stopped or broken across them): skip records them as missed; run-latest also runs the most recent one within BATON_STARTING_DEADLINE.')
-@allowed([
-  'skip'
-  'run-latest'
-])
-param misfire string = 'skip'
-
-@description('BATON_STARTING_DEADLINE: how late a missed occurrence may still be started with BATON_MISFIRE=run-latest.')
-param startingDeadline string = '10m'
 
 @description('BATON_LEASE_DURATION: the blob lease duration, a whole number of seconds from 15s to 60s; the leader renews it every third.')
 param leaseDuration string = '30s'
@@ -228,12 +225,12 @@ module api 'app/api.bicep' = {
     applicationInsightsName: monitoring.outputs.applicationInsightsName
     maximumInstanceCount: maximumInstanceCount
     instanceMemoryMB: instanceMemoryMB
+    heartbeat: heartbeat
     schedule: schedule
+    schedules: schedules
     job: job
     jobParams: jobParams
     overlap: overlap
-    misfire: misfire
-    startingDeadline: startingDeadline
     maxDeliveries: maxDeliveries
     leaseDuration: leaseDuration
     runTimeout: runTimeout

@@ -1,0 +1,710 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/ledgertest"
+	"github.com/batonfn/baton/work"
+)
+
+// The scheduler's tests run in memory — the ledger fake (optionally with faults), the lease
+// fakes and a recording sender — with a settable clock, so each assertion is about what the
+// heartbeat recorded and in which order, never about how fast anything ran.
+
+// A heartbeat gives each due occurrence one record and hands the run to a planner: the run is
+// created at epoch 0 with its own lease, its start check goes out at once, and the check
+// plans it under the run's lease. Heartbeats are idempotent: another one, on any instance,
+// decides nothing twice.
+func TestHeartbeat_StartsEachOccurrenceOnceAndAPlannerPlansIt(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	a, b := e.instance("a", countSchedule("every10", 6, OverlapSkip)), e.instance("b", countSchedule("every10", 6, OverlapSkip))
+
+	// The first heartbeat of a new schedule starts its cursor: nothing before it was its to run.
+	if out := e.heartbeat(a, "2026-11-21T10:00:01Z"); len(out.Decisions) != 0 || out.Status != StatusStarted {
+		t.Fatalf("first heartbeat: %+v, want no decision", out)
+	}
+	if st := e.state("every10"); !st.Cursor.Equal(at2("2026-11-21T10:00:01Z")) {
+		t.Fatalf("cursor %s, want the first heartbeat's time", st.Cursor)
+	}
+	out := e.heartbeat(b, "2026-11-21T10:00:10.2Z")
+	run := occ("every10", "2026-11-21T10:00:10Z")
+	if len(out.Decisions) != 1 || out.Decisions[0].Run != run || out.Decisions[0].Status != StatusStarted {
+		t.Fatalf("heartbeat at 10:00:10: %+v, want %s started", out.Decisions, run)
+	}
+	m := e.manifest(run)
+	if m.State != ledger.StatePlanning || m.Epoch != 0 || m.Lease != ledger.RunLeaseName(run) || m.Schedule != "every10" ||
+		!m.Occurrence.Equal(at2("2026-11-21T10:00:10Z")) || m.Trigger != ledger.TriggerTimer {
+		t.Fatalf("record %+v", m)
+	}
+	if got := e.startChecks(run); len(got) != 1 || got[0].NotBefore.After(e.clock.Now()) {
+		t.Fatalf("start checks %+v, want one, due now", got)
+	}
+	// A replayed heartbeat (any instance, same time) decides nothing again.
+	for _, c := range []*Coordinator{a, b} {
+		if out := e.heartbeat(c, "2026-11-21T10:00:10.5Z"); len(out.Decisions) != 0 {
+			t.Fatalf("replayed heartbeat decided %+v", out.Decisions)
+		}
+	}
+	if n := e.deliverChecks(a); n != 1 {
+		t.Fatalf("delivered %d checks, want the start check", n)
+	}
+	m = e.manifest(run)
+	if !m.PlanDone || m.Partitions != 6 || m.Epoch != 1 || m.State != ledger.StateRunning {
+		t.Fatalf("after the start check: %+v, want planned by the run's first leader", m)
+	}
+	if idx, seen := e.sender.partitions(t); len(idx) != 6 || seen[0] != 1 {
+		t.Fatalf("partitions sent %v %v, want each of 6 once", idx, seen)
+	}
+	// The scheduler lease was free all along: planning took the run's own.
+	if e.locks.Get(ledger.RunLeaseName(run)).Releases.Load() != 1 || e.lock.Releases.Load() != 4 {
+		t.Errorf("run lease released %d times, scheduler lease %d; want 1 and one per heartbeat (4)",
+			e.locks.Get(ledger.RunLeaseName(run)).Releases.Load(), e.lock.Releases.Load())
+	}
+}
+
+// Each overlap policy records what it says while the latest run is in progress: skip records
+// the occurrence skipped, naming the run; buffer-one queues one and skips the rest until the
+// run ends, then starts the queued one; allow starts every one.
+func TestHeartbeat_OverlapPolicies(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	c := e.instance("a", countSchedule("skip", 1, OverlapSkip), countSchedule("buffer", 1, OverlapBufferOne), countSchedule("allow", 1, OverlapAllow))
+	e.heartbeat(c, "2026-11-21T10:00:01Z")
+	for _, t := range []string{"10:00:10", "10:00:20", "10:00:30", "10:00:40"} {
+		e.heartbeat(c, "2026-11-21T"+t+"Z")
+		e.deliverChecks(c) // planned; the finisher never finishes, so each run stays running
+	}
+	want := map[string][]ledger.State{
+		"skip":   {ledger.StateRunning, ledger.StateSkipped, ledger.StateSkipped, ledger.StateSkipped},
+		"buffer": {ledger.StateRunning, ledger.StateQueued, ledger.StateSkipped, ledger.StateSkipped},
+		"allow":  {ledger.StateRunning, ledger.StateRunning, ledger.StateRunning, ledger.StateRunning},
+	}
+	for name, states := range want {
+		for i, st := range states {
+			run := occ(name, fmt.Sprintf("2026-11-21T10:00:%d0Z", i+1))
+			if m := e.manifest(run); m.State != st {
+				t.Errorf("%s: %s (%s), want %s", name, run, m.State, st)
+			}
+		}
+	}
+	first := occ("skip", "2026-11-21T10:00:10Z")
+	if m := e.manifest(occ("skip", "2026-11-21T10:00:20Z")); !strings.Contains(m.Reason, first) || !strings.Contains(m.Reason, "skip") {
+		t.Errorf("skip's reason %q names neither the run in progress nor the policy", m.Reason)
+	}
+	queued := occ("buffer", "2026-11-21T10:00:20Z")
+	if m := e.manifest(occ("buffer", "2026-11-21T10:00:30Z")); !strings.Contains(m.Reason, queued) {
+		t.Errorf("buffer-one's skip %q does not name the queued run %s", m.Reason, queued)
+	}
+	if len(e.startChecks(queued)) != 0 {
+		t.Fatal("a queued run was handed to a planner before its turn")
+	}
+	// The buffered schedule's run ends: the next heartbeat starts the queued run first, so the
+	// occurrence due at the same heartbeat waits behind it.
+	e.finish(occ("buffer", "2026-11-21T10:00:10Z"))
+	e.heartbeat(c, "2026-11-21T10:00:50Z")
+	if m := e.manifest(queued); m.State != ledger.StatePlanning || len(e.startChecks(queued)) != 1 {
+		t.Fatalf("queued run after its turn came: %s with %d start checks, want planning with one", m.State, len(e.startChecks(queued)))
+	}
+	if m := e.manifest(occ("buffer", "2026-11-21T10:00:50Z")); m.State != ledger.StateQueued {
+		t.Errorf("the occurrence due with the promotion is %s, want queued behind the promoted run", m.State)
+	}
+	if st := e.state("buffer"); st.Latest != queued || st.Buffered != occ("buffer", "2026-11-21T10:00:50Z") {
+		t.Errorf("state latest %s buffered %s", st.Latest, st.Buffered)
+	}
+	// A check that meets a queued run leaves it to the scheduler.
+	if err := c.Check(testCtx(t), work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindCheck, Run: occ("buffer", "2026-11-21T10:00:50Z"), Round: 1},
+		work.Delivery{Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if m := e.manifest(occ("buffer", "2026-11-21T10:00:50Z")); m.State != ledger.StateQueued || m.Epoch != 0 {
+		t.Errorf("a stray check planned a queued run: %+v", m)
+	}
+}
+
+// An occurrence found later than the catch-up window after its time is recorded missed (the
+// app was down); the ones still inside it are decided by the overlap policy, oldest first.
+func TestHeartbeat_CatchUpWindow(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	s := countSchedule("s", 1, OverlapSkip)
+	s.CatchUp = 25 * time.Second
+	c := e.instance("a", s)
+	e.heartbeat(c, "2026-11-21T10:00:01Z")
+	out := e.heartbeat(c, "2026-11-21T10:01:05Z") // heartbeats were lost for a minute
+	var got []string
+	for _, d := range out.Decisions {
+		got = append(got, fmt.Sprintf("%s %s", d.Occurrence.Format("15:04:05"), d.State))
+	}
+	want := []string{"10:00:10 missed", "10:00:20 missed", "10:00:30 missed", "10:00:40 planning", "10:00:50 skipped", "10:01:00 skipped"}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Fatalf("decisions %v, want %v", got, want)
+	}
+	if m := e.manifest(occ("s", "2026-11-21T10:00:10Z")); !strings.Contains(m.Reason, "catch-up window of 25s") {
+		t.Errorf("missed reason %q does not name the window", m.Reason)
+	}
+}
+
+// A paused schedule records its occurrences paused with the note, in effect at the next
+// heartbeat; resumed, it starts runs again. A pause by setting is named in the reason, and a
+// run now still runs a paused schedule.
+func TestHeartbeat_PauseAndResume(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	c := e.instance("a", countSchedule("s", 1, OverlapAllow))
+	ctx := testCtx(t)
+	e.heartbeat(c, "2026-11-21T10:00:01Z")
+	if _, err := c.Pause(ctx, "s", "waiting for the data team", "ops@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	e.heartbeat(c, "2026-11-21T10:00:10Z")
+	if m := e.manifest(occ("s", "2026-11-21T10:00:10Z")); m.State != ledger.StatePaused || m.Reason != "schedule paused: waiting for the data team" {
+		t.Fatalf("while paused: %s %q", m.State, m.Reason)
+	}
+	if st := e.state("s"); !st.Paused || st.PausedBy != "ops@example.com" || !st.Cursor.Equal(at2("2026-11-21T10:00:10Z")) {
+		t.Errorf("state %+v: the pause and the cursor must both stand", st)
+	}
+	out, err := c.RunNow(ctx, "s", "")
+	if err != nil || out.Status != StatusStarted {
+		t.Fatalf("run now of a paused schedule: %+v, %v; want started", out, err)
+	}
+	if _, err := c.Resume(ctx, "s", "ops@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	e.heartbeat(c, "2026-11-21T10:00:20Z")
+	if m := e.manifest(occ("s", "2026-11-21T10:00:20Z")); m.State != ledger.StatePlanning {
+		t.Fatalf("after resume: %s, want started", m.State)
+	}
+	if _, err := c.Pause(ctx, "nope", "", ""); !errors.Is(err, ErrUnknownSchedule) {
+		t.Errorf("pausing an unknown schedule: %v", err)
+	}
+	if _, err := c.Pause(ctx, "s", strings.Repeat("x", MaxPauseNote+1), ""); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("an overlong note: %v", err)
+	}
+
+	bySetting := countSchedule("s", 1, OverlapAllow)
+	bySetting.Paused, bySetting.PausedBy = true, "the app setting BATON_SCHEDULES"
+	c2 := e.instance("b", bySetting)
+	e.heartbeat(c2, "2026-11-21T10:00:30Z")
+	if m := e.manifest(occ("s", "2026-11-21T10:00:30Z")); m.State != ledger.StatePaused || !strings.Contains(m.Reason, "BATON_SCHEDULES") {
+		t.Fatalf("paused by setting: %s %q", m.State, m.Reason)
+	}
+}
+
+// Jitter delays a run's start check by a pseudo-random amount below it, the same on every
+// instance; the run's deadlines count from that start.
+func TestHeartbeat_JitterDelaysTheStart(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	s := countSchedule("s", 1, OverlapAllow)
+	s.Jitter = 30 * time.Second
+	c := e.instance("a", s)
+	e.heartbeat(c, "2026-11-21T10:00:01Z")
+	var delays []time.Duration
+	for _, at := range []string{"10:00:10", "10:00:20", "10:00:30", "10:00:40"} {
+		e.heartbeat(c, "2026-11-21T"+at+"Z")
+		run := occ("s", "2026-11-21T"+at+"Z")
+		sc := e.startChecks(run)
+		if len(sc) != 1 {
+			t.Fatalf("%s: %d start checks", run, len(sc))
+		}
+		d := sc[0].NotBefore.Sub(e.clock.Now())
+		if d < 0 || d >= s.Jitter || d != (&s).jitter(run) {
+			t.Errorf("%s starts %s after its heartbeat, want the run's own delay below %s", run, d, s.Jitter)
+		}
+		if m := e.manifest(run); !m.Expires.Equal(sc[0].NotBefore.Add(time.Hour)) {
+			t.Errorf("%s expires %s, want its start + the run timeout", run, m.Expires)
+		}
+		e.deliverChecks(c)
+		if m := e.manifest(run); d > 0 && m.Epoch != 0 {
+			t.Errorf("%s was planned before its delayed start", run)
+		}
+		delays = append(delays, d)
+	}
+	if delays[0] == delays[1] && delays[1] == delays[2] && delays[2] == delays[3] {
+		t.Errorf("every run got the same delay %s", delays[0])
+	}
+}
+
+// A misconfigured job records each occurrence failed with the reason, and never plans.
+func TestHeartbeat_MisconfiguredJobRecordsFailed(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	s := countSchedule("s", 1, OverlapSkip)
+	s.JobError = errors.New(`BATON_JOB_PARAMS="{" is not valid for BATON_JOB=count`)
+	c := e.instance("a", s)
+	e.heartbeat(c, "2026-11-21T10:00:01Z")
+	e.heartbeat(c, "2026-11-21T10:00:10Z")
+	m := e.manifest(occ("s", "2026-11-21T10:00:10Z"))
+	if m.State != ledger.StateFailed || m.Reason != s.JobError.Error() || len(e.startChecks(m.RunID)) != 0 {
+		t.Fatalf("%s %q", m.State, m.Reason)
+	}
+	if _, err := c.RunNow(testCtx(t), "s", ""); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("run now of a misconfigured schedule: %v, want ErrBadRequest", err)
+	}
+	// Params the job refuses are found at start-up, named with the schedule.
+	bad := countSchedule("t", 1, OverlapSkip)
+	bad.Params = json.RawMessage(`[1]`)
+	c2 := e.instance("b", bad)
+	if got := c2.Schedules()[0].JobError; got == nil || !strings.Contains(got.Error(), "schedule t") {
+		t.Errorf("JobError = %v, want the params refused naming the schedule", got)
+	}
+}
+
+// A heartbeat whose state write fails (or whose response is lost) leaves records behind; the
+// next heartbeat adopts them — the run stands, its start check is sent again with the same
+// message ID, the cursor moves on — and nothing is decided twice.
+func TestHeartbeat_FailedStateWriteIsAdopted(t *testing.T) {
+	for name, fault := range map[string]ledgertest.Fault{"failed": ledgertest.Fail, "response lost": ledgertest.LoseResponse} {
+		t.Run(name, func(t *testing.T) {
+			e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+			faulty := &ledgertest.Faulty{Store: e.fake}
+			e.store = faulty
+			c := e.instance("a", countSchedule("s", 1, OverlapSkip))
+			e.heartbeat(c, "2026-11-21T10:00:01Z")
+			faulty.Decide = ledgertest.FaultOnce(fault, "UpdateSchedule", "s")
+			e.clock.set(at2("2026-11-21T10:00:10Z"))
+			if _, err := c.Heartbeat(testCtx(t)); err == nil {
+				t.Fatal("heartbeat with a failed state write reported success")
+			}
+			run := occ("s", "2026-11-21T10:00:10Z")
+			out := e.heartbeat(c, "2026-11-21T10:00:11Z")
+			starts := 1
+			if fault == ledgertest.Fail {
+				// The state was not written: the run is adopted and its start check sent again.
+				if len(out.Decisions) != 1 || out.Decisions[0].Status != StatusExisting {
+					t.Fatalf("second heartbeat %+v, want the run adopted", out.Decisions)
+				}
+				starts = 2
+			} else if len(out.Decisions) != 0 {
+				// The state was written, only its answer lost: nothing is left to decide.
+				t.Fatalf("second heartbeat %+v, want nothing to decide", out.Decisions)
+			}
+			if st := e.state("s"); st.Latest != run || !st.Cursor.Equal(at2("2026-11-21T10:00:10Z")) {
+				t.Fatalf("state %+v", st)
+			}
+			sc := e.startChecks(run)
+			if len(sc) != starts || sc[0].ID != sc[len(sc)-1].ID {
+				t.Fatalf("start checks %+v, want %d of the same message", sc, starts)
+			}
+			e.deliverChecks(c)
+			if _, seen := e.sender.partitions(t); seen[0] != 1 {
+				t.Errorf("partition 0 sent %d times, want once (the second start check finds the run planned)", seen[0])
+			}
+			// The next occurrence is decided against the adopted run.
+			e.heartbeat(c, "2026-11-21T10:00:20Z")
+			if m := e.manifest(occ("s", "2026-11-21T10:00:20Z")); m.State != ledger.StateSkipped || !strings.Contains(m.Reason, run) {
+				t.Errorf("next occurrence %s %q, want skipped behind the adopted run", m.State, m.Reason)
+			}
+		})
+	}
+}
+
+// A heartbeat that finds the scheduler lease held returns at once, decided nothing, and
+// records nothing of its own: the next heartbeat decides the occurrence.
+func TestHeartbeat_HeldReturnsAtOnce(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	c := e.instance("a", countSchedule("s", 1, OverlapSkip))
+	e.heartbeat(c, "2026-11-21T10:00:01Z")
+	other := ledger.Holder{App: "other", Instance: "x", PID: 2}
+	theirs, err := e.lock.Acquire(testCtx(t), other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := e.heartbeat(c, "2026-11-21T10:00:10Z")
+	if out.Status != StatusHeld || out.Holder != other || len(out.Decisions) != 0 {
+		t.Fatalf("heartbeat under another's lease: %+v", out)
+	}
+	if _, err := e.fake.ReadManifest(testCtx(t), occ("s", "2026-11-21T10:00:10Z")); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("a held heartbeat recorded something: %v", err)
+	}
+	if err := e.lock.Release(testCtx(t), theirs); err != nil {
+		t.Fatal(err)
+	}
+	e.heartbeat(c, "2026-11-21T10:00:20Z")
+	for _, o := range []string{"10:00:10", "10:00:20"} {
+		if m := e.manifest(occ("s", "2026-11-21T"+o+"Z")); m.State.Final() && m.State != ledger.StateSkipped {
+			t.Errorf("%s: %s", o, m.State)
+		}
+	}
+}
+
+// A long planning of one schedule's run never delays another schedule: planning holds only
+// its run's lease, in a check invocation, so the heartbeat that comes while it plans decides
+// the other schedule's occurrence and hands it to a planner of its own, and that run is
+// planned, all before the long planning ends.
+func TestHeartbeat_LongPlanningNeverDelaysAnotherSchedule(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:59Z")
+	slow := newBlockingJob()
+	e.jobs.Register("slow", slow)
+	long := Schedule{Name: "long", Job: "slow", Cron: every(time.Minute), CatchUp: time.Minute}
+	quick := countSchedule("quick", 3, OverlapAllow)
+	c := e.instance("a", long, quick)
+	e.heartbeat(c, "2026-11-21T10:00:59Z")
+	e.heartbeat(c, "2026-11-21T10:01:00Z") // long's occurrence and quick's
+	longRun, quickRun := occ("long", "2026-11-21T10:01:00Z"), occ("quick", "2026-11-21T10:01:00Z")
+
+	// Long's start check plans on instance b, blocked inside the job's Plan.
+	b := e.instance("b", long, quick)
+	planned := make(chan error, 1)
+	go func() {
+		env := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindCheck, Run: longRun, Round: 1}
+		planned <- b.Check(context.Background(), env, work.Delivery{Count: 1})
+	}()
+	<-slow.entered
+	// While long's planner holds long's lease: quick's run is planned, the next heartbeat
+	// decides quick's next occurrence, and that run is planned too.
+	deliverOnly(t, e, c, quickRun)
+	out := e.heartbeat(c, "2026-11-21T10:01:10Z")
+	next := occ("quick", "2026-11-21T10:01:10Z")
+	if len(out.Decisions) != 1 || out.Decisions[0].Run != next || out.Decisions[0].Status != StatusStarted {
+		t.Fatalf("heartbeat during long's planning decided %+v, want quick's occurrence started", out.Decisions)
+	}
+	deliverOnly(t, e, c, next)
+	select {
+	case err := <-planned:
+		t.Fatalf("long's planning ended (%v) before the test let it", err)
+	default:
+	}
+	for _, run := range []string{quickRun, next} {
+		if m := e.manifest(run); !m.PlanDone {
+			t.Fatalf("quick's run %s not planned while long planned: %s", run, m.State)
+		}
+	}
+	if m := e.manifest(longRun); m.PlanDone || m.Epoch != 1 {
+		t.Fatalf("long's run %+v, want still planning under its first leader", m)
+	}
+	close(slow.release)
+	if err := <-planned; err != nil {
+		t.Fatal(err)
+	}
+	if m := e.manifest(longRun); !m.PlanDone {
+		t.Errorf("long's run not planned after release: %s", m.State)
+	}
+}
+
+// deliverOnly delivers the start check of run through c.
+func deliverOnly(t *testing.T, e *schedEnv, c *Coordinator, run string) {
+	t.Helper()
+	sc := e.startChecks(run)
+	if len(sc) == 0 {
+		t.Fatalf("no start check for %s", run)
+	}
+	env, err := work.DecodeEnvelope(sc[0].Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Check(testCtx(t), env, work.Delivery{Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Run now goes through the scheduler lease and the schedule's overlap policy; a repeated
+// Idempotency-Key answers its run; an unknown schedule is refused.
+func TestRunNow_OverlapAndIdempotency(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	c := e.instance("a", countSchedule("skip", 1, OverlapSkip), countSchedule("buffer", 1, OverlapBufferOne), countSchedule("allow", 1, OverlapAllow))
+	ctx := testCtx(t)
+	first := map[string]string{}
+	for _, name := range []string{"skip", "buffer", "allow"} {
+		out, err := c.RunNow(ctx, name, "key-"+name)
+		if err != nil || out.Status != StatusStarted || !strings.HasPrefix(out.Run, name+"-now-") {
+			t.Fatalf("%s: first run now %+v, %v", name, out, err)
+		}
+		first[name] = out.Run
+		if again, err := c.RunNow(ctx, name, "key-"+name); err != nil || again.Status != StatusExisting || again.Run != out.Run {
+			t.Errorf("%s: repeated key %+v, %v; want the same run", name, again, err)
+		}
+	}
+	out, err := c.RunNow(ctx, "skip", "")
+	if !errors.Is(err, ErrRunInProgress) || out.ActiveRun != first["skip"] {
+		t.Errorf("skip while busy: %+v, %v; want ErrRunInProgress naming %s", out, err, first["skip"])
+	}
+	if out, err := c.RunNow(ctx, "buffer", ""); err != nil || out.Status != StatusQueued {
+		t.Errorf("buffer-one while busy: %+v, %v; want queued", out, err)
+	} else if st := e.state("buffer"); st.Buffered != out.Run {
+		t.Errorf("buffered %q, want %s", st.Buffered, out.Run)
+	}
+	if _, err := c.RunNow(ctx, "buffer", ""); !errors.Is(err, ErrRunInProgress) {
+		t.Errorf("buffer-one with one queued: %v, want ErrRunInProgress", err)
+	}
+	if out, err := c.RunNow(ctx, "allow", ""); err != nil || out.Status != StatusStarted {
+		t.Errorf("allow while busy: %+v, %v", out, err)
+	}
+	if _, err := c.RunNow(ctx, "nope", ""); !errors.Is(err, ErrUnknownSchedule) {
+		t.Errorf("unknown schedule: %v", err)
+	}
+	if name, ok := ledger.ParseRunID(first["skip"]); !ok || name.Schedule != "skip" || !name.Now {
+		t.Errorf("run now's ID %s does not name its schedule", first["skip"])
+	}
+}
+
+// An ad-hoc run of a job belongs to no schedule: no overlap policy, no lease to wait for.
+func TestStartManual_AdHocRun(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	c := e.instance("a", countSchedule("s", 2, OverlapSkip))
+	ctx := testCtx(t)
+	if _, err := c.RunNow(ctx, "s", ""); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.StartManual(ctx, ManualRequest{Job: "count", Params: json.RawMessage(`{"n":2}`), IdempotencyKey: "k"})
+	if err != nil || out.Status != StatusStarted || !strings.HasPrefix(out.Run, "manual-") {
+		t.Fatalf("ad-hoc run beside the schedule's: %+v, %v", out, err)
+	}
+	if m := e.manifest(out.Run); m.Schedule != "" || m.Trigger != ledger.TriggerManual || m.IdempotencyKey != "k" {
+		t.Errorf("record %+v", m)
+	}
+	if _, err := c.StartManual(ctx, ManualRequest{}); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("no job: %v", err)
+	}
+	if _, err := c.StartManual(ctx, ManualRequest{Job: "count", Params: json.RawMessage(`[]`)}); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("bad params: %v", err)
+	}
+	e.deliverChecks(c)
+	if m := e.manifest(out.Run); !m.PlanDone || m.Partitions != 2 {
+		t.Errorf("ad-hoc run not planned: %+v", m)
+	}
+}
+
+// A ledger written by the single-schedule versions keeps working: the settings' schedule
+// ("tick") takes over its cursor and its latest run, so its overlap policy sees the run in
+// progress, and its runs keep their IDs.
+func TestHeartbeat_TakesOverTheSingleScheduleLedger(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	ctx := testCtx(t)
+	old := "tick-20261121t095950z"
+	legacy := ledger.Manifest{Version: 1, RunID: old, Trigger: ledger.TriggerTimer, Occurrence: at2("2026-11-21T09:59:50Z"),
+		Epoch: 7, Segments: []ledger.Segment{{Epoch: 7}}, Job: "count", State: ledger.StateRunning, PlanDone: true, Partitions: 1,
+		BatchSize: 4, Created: at2("2026-11-21T09:59:50Z"), Expires: at2("2026-11-21T12:00:00Z")}
+	if err := e.fake.CreateManifest(ctx, &legacy); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.fake.SetLegacySchedule(ctx, ledger.LegacySchedule{Cursor: at2("2026-11-21T09:59:50Z"), Latest: old}); err != nil {
+		t.Fatal(err)
+	}
+	c := e.instance("a", countSchedule(LegacySchedule, 1, OverlapSkip))
+	out := e.heartbeat(c, "2026-11-21T10:00:01Z")
+	if len(out.Decisions) != 1 || out.Decisions[0].Run != "tick-20261121t100000z" || out.Decisions[0].State != ledger.StateSkipped {
+		t.Fatalf("first heartbeat after the upgrade: %+v, want 10:00:00 skipped behind %s", out.Decisions, old)
+	}
+	if m := e.manifest("tick-20261121t100000z"); !strings.Contains(m.Reason, old) {
+		t.Errorf("reason %q", m.Reason)
+	}
+	e.finish(old)
+	e.heartbeat(c, "2026-11-21T10:00:10Z")
+	if m := e.manifest("tick-20261121t100010z"); m.State != ledger.StatePlanning || m.Schedule != LegacySchedule {
+		t.Errorf("after the legacy run ended: %+v", m)
+	}
+	// Other schedules never read the legacy ledger.
+	e2 := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	if err := e2.fake.SetLegacySchedule(ctx, ledger.LegacySchedule{Cursor: at2("2026-11-21T09:00:00Z")}); err != nil {
+		t.Fatal(err)
+	}
+	c2 := e2.instance("a", countSchedule("nightly", 1, OverlapSkip))
+	if out := e2.heartbeat(c2, "2026-11-21T10:00:01Z"); len(out.Decisions) != 0 {
+		t.Errorf("a new schedule decided %+v from the legacy cursor", out.Decisions)
+	}
+}
+
+// A schedule's latest run still not final past its bound (its check chain is gone) gets a
+// fresh check from the heartbeat, which finishes it, so the schedule goes on.
+func TestHeartbeat_SupervisesTheLatestRun(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	c := e.instance("a", countSchedule("s", 1, OverlapSkip))
+	e.heartbeat(c, "2026-11-21T10:00:01Z")
+	e.heartbeat(c, "2026-11-21T10:00:10Z")
+	run := occ("s", "2026-11-21T10:00:10Z")
+	e.deliverChecks(c) // planned; the check chain's next check is at the deadline
+	e.mu.Lock()
+	e.sender.mu.Lock()
+	e.delivered = len(e.sender.msgs) // the chain is lost: its checks are never delivered
+	e.sender.mu.Unlock()
+	e.mu.Unlock()
+	m := e.manifest(run)
+	bound := c.FinalBound(m)
+	e.heartbeat(c, bound.Add(-time.Second).Format(time.RFC3339Nano))
+	if n := e.deliverChecks(c); n != 0 {
+		t.Fatalf("%d checks sent before the bound", n)
+	}
+	e.heartbeat(c, bound.Add(time.Second).Format(time.RFC3339Nano))
+	if n := e.deliverChecks(c); n != 1 {
+		t.Fatalf("%d checks delivered after the bound, want the supervision check", n)
+	}
+	// The check timed the run out: its missing partition is recorded (this test's finisher
+	// never aggregates, so the run's final state is the worker's to settle).
+	if r, err := e.fake.ReadResult(testCtx(t), run, 0); err != nil || !r.TimedOut {
+		t.Errorf("the overdue run's partition after the supervision check: %+v, %v; want recorded timed out", r, err)
+	}
+}
+
+// Bad schedules are refused at start-up, each naming the schedule and the field.
+func TestNew_RefusesBadSchedules(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	ld, err := election.NewLeader(election.LeaderConfig{Lock: e.lock, Identity: ledger.Holder{App: "a", Instance: "b"}, LeaseDuration: 15 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := countSchedule("good", 1, OverlapSkip)
+	_, err = New(Config{Leader: ld, Store: e.store, Sender: e.sender, Jobs: e.jobs, HeartbeatPeriod: 10 * time.Second, Schedules: []Schedule{
+		good, good,
+		{Name: "Bad", Job: "count", Cron: every(time.Second)},
+		{Name: "nocron", Job: "count"},
+		{Name: "overlap", Job: "count", Cron: every(time.Second), Overlap: "replace"},
+		{Name: "catchup", Job: "count", Cron: every(time.Second), CatchUp: 5 * time.Second},
+		{Name: "jitter", Job: "count", Cron: every(time.Second), Jitter: 2 * time.Hour},
+	}})
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{`"good" is declared twice`, `"Bad"`, `"nocron": Cron is required`, `"overlap": Overlap "replace"`,
+		`"catchup": CatchUp 5s must be longer than the heartbeat's period 10s`, `"jitter": Jitter 2h0m0s`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %s:\n%v", want, err)
+		}
+	}
+}
+
+// A heartbeat that beats a little before an occurrence decides it, but its run starts no
+// earlier than the occurrence (plus its jitter).
+func TestHeartbeat_EarlyBeatStartsNoEarlierThanTheOccurrence(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	c := e.instance("i1", countSchedule("s", 2, OverlapSkip))
+	e.heartbeat(c, "2026-11-21T10:00:01Z")
+	out := e.heartbeat(c, "2026-11-21T10:00:09Z") // 1 s before the occurrence at 10:00:10
+	run := occ("s", "2026-11-21T10:00:10Z")
+	if len(out.Decisions) != 1 || out.Decisions[0].Run != run {
+		t.Fatalf("decisions %+v, want the occurrence at 10:00:10 decided early", out.Decisions)
+	}
+	sc := e.startChecks(run)
+	if len(sc) != 1 || !sc[0].NotBefore.Equal(at2("2026-11-21T10:00:10Z")) {
+		t.Fatalf("start checks %+v, want one due at the occurrence", sc)
+	}
+	if m := e.manifest(run); !m.Expires.Equal(at2("2026-11-21T11:00:10Z")) {
+		t.Errorf("expires %s, want the run timeout counted from the occurrence", m.Expires)
+	}
+	if n := e.deliverChecks(c); n != 0 {
+		t.Errorf("%d checks delivered before the occurrence", n)
+	}
+}
+
+// Concurrent runs now with one Idempotency-Key make one run, and every request answers it:
+// the ones that get the scheduler lease after the first find the key's run, not the overlap
+// policy's refusal.
+func TestRunNow_ConcurrentSameKeyAnswersOneRun(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	// Every request reads the key's run (not found) before any of them creates it.
+	barrier := &readBarrier{Store: e.fake, n: 10, run: ledger.ScheduleNowRunID("s", "same-key", time.Time{}), all: make(chan struct{})}
+	e.store = barrier
+	c := e.instance("a", countSchedule("s", 1, OverlapSkip))
+	ctx := testCtx(t)
+	var wg sync.WaitGroup
+	outs := make([]Outcome, 10)
+	errs := make([]error, 10)
+	for i := range 10 {
+		wg.Go(func() { outs[i], errs[i] = c.RunNow(ctx, "s", "same-key") })
+	}
+	wg.Wait()
+	for i := range 10 {
+		if errs[i] != nil || outs[i].Run != outs[0].Run || (outs[i].Status != StatusStarted && outs[i].Status != StatusExisting) {
+			t.Errorf("request %d: %+v, %v; want run %s started or existing", i, outs[i], errs[i], outs[0].Run)
+		}
+	}
+}
+
+// A pause may come before the schedule's first heartbeat, on a ledger that does not exist yet.
+func TestPause_BeforeTheFirstHeartbeat(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	e.fake.Unensure()
+	c := e.instance("a", countSchedule("s", 1, OverlapSkip))
+	if _, err := c.Pause(testCtx(t), "s", "not yet", "ops"); err != nil {
+		t.Fatalf("pause before the first heartbeat: %v", err)
+	}
+	if st := e.state("s"); !st.Paused || !st.Cursor.IsZero() {
+		t.Fatalf("state %+v", st)
+	}
+	e.heartbeat(c, "2026-11-21T10:00:01Z")
+	e.heartbeat(c, "2026-11-21T10:00:10Z")
+	if m := e.manifest(occ("s", "2026-11-21T10:00:10Z")); m.State != ledger.StatePaused {
+		t.Errorf("first occurrence after an early pause: %s", m.State)
+	}
+}
+
+// readBarrier holds the first n reads of run's manifest until all n have arrived.
+type readBarrier struct {
+	ledger.Store
+	n    int
+	run  string
+	mu   sync.Mutex
+	seen int
+	all  chan struct{}
+}
+
+func (b *readBarrier) ReadManifest(ctx context.Context, run string) (ledger.Manifest, error) {
+	if run == b.run {
+		b.mu.Lock()
+		b.seen++
+		first := b.seen <= b.n
+		if b.seen == b.n {
+			close(b.all)
+		}
+		b.mu.Unlock()
+		if first {
+			select {
+			case <-b.all:
+			case <-ctx.Done():
+				return ledger.Manifest{}, ctx.Err()
+			}
+		}
+	}
+	return b.Store.ReadManifest(ctx, run)
+}
+
+// A schedule's very first heartbeat that dies after creating a run but before sending its
+// start check (here: the send fails) leaves the run after the schedule's stored cursor, so the
+// next heartbeat finds it and sends the check: the run is not orphaned.
+func TestHeartbeat_FirstHeartbeatDyingAfterTheRecordOrphansNothing(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:09Z")
+	// The heartbeat's process dies right after the run's record is created: its start check is
+	// never sent and nothing after the record reaches storage.
+	var dead atomic.Bool
+	faulty := &ledgertest.Faulty{Store: e.fake, Decide: func(op, name string) ledgertest.Fault {
+		if dead.Load() {
+			return ledgertest.Fail
+		}
+		if op == "CreateManifest" {
+			dead.Store(true)
+		}
+		return ledgertest.Pass
+	}}
+	e.store = faulty
+	flaky := &flakySender{memSender: e.sender, fail: map[int]bool{1: true}}
+	c := e.instanceWith("a", func(cfg *Config) { cfg.Sender = flaky }, countSchedule("s", 1, OverlapSkip))
+	e.clock.set(at2("2026-11-21T10:00:09.9Z")) // a little early for 10:00:10: decided now
+	if _, err := c.Heartbeat(testCtx(t)); err == nil {
+		t.Fatal("the first heartbeat's failed start check went unreported")
+	}
+	run := occ("s", "2026-11-21T10:00:10Z")
+	if m := e.manifest(run); m.State != ledger.StatePlanning || len(e.startChecks(run)) != 0 {
+		t.Fatalf("after the failed heartbeat: %s with %d start checks", m.State, len(e.startChecks(run)))
+	}
+	if st := e.state("s"); !st.Cursor.Equal(at2("2026-11-21T10:00:09.9Z")) {
+		t.Fatalf("the first heartbeat did not store its starting cursor first: %+v", st)
+	}
+	dead.Store(false)
+	faulty.Decide = nil
+	out := e.heartbeat(c, "2026-11-21T10:00:30Z")
+	if len(out.Decisions) == 0 || out.Decisions[0].Run != run || out.Decisions[0].Status != StatusExisting {
+		t.Fatalf("next heartbeat %+v, want %s adopted", out.Decisions, run)
+	}
+	if len(e.startChecks(run)) != 1 {
+		t.Fatalf("start checks of %s: %d, want the one the next heartbeat sent", run, len(e.startChecks(run)))
+	}
+	e.deliverChecks(c)
+	if m := e.manifest(run); !m.PlanDone {
+		t.Errorf("the run is %s, want planned", m.State)
+	}
+}

@@ -1,0 +1,167 @@
+package app
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/internal/ncrontab"
+	"github.com/batonfn/baton/work"
+)
+
+// Schedule is one schedule as the app declared it (baton.App.Schedule), before the settings
+// change it.
+type Schedule struct {
+	Name, Job string
+	// Cron is the six-field NCRONTAB expression, evaluated in TimeZone ("" is UTC).
+	Cron, TimeZone string
+	Params         json.RawMessage
+	// Overlap is "skip", "buffer-one" or "allow".
+	Overlap string
+	CatchUp time.Duration
+	Jitter  time.Duration
+}
+
+// zoned is an expression evaluated in a time zone: the coordinator's Cron.
+type zoned struct {
+	expr ncrontab.Expr
+	loc  *time.Location
+}
+
+func (z zoned) Next(t time.Time) (time.Time, bool) { return z.expr.Next(t, z.loc) }
+func (z zoned) Prev(t time.Time) (time.Time, bool) { return z.expr.Prev(t, z.loc) }
+func (z zoned) String() string                     { return z.expr.String() }
+
+// heartbeatPeriod is the longest gap between two occurrences of the heartbeat expression over
+// a day (BATON_HEARTBEAT): an occurrence may wait that long to be decided.
+func heartbeatPeriod(expr string) (time.Duration, error) {
+	e, err := ncrontab.Parse(expr)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: %w", config.SettingHeartbeat, expr, err)
+	}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var longest time.Duration
+	prev, ok := e.Prev(start, time.UTC)
+	for t := prev; ok && t.Before(start.Add(24*time.Hour)); {
+		next, more := e.Next(t, time.UTC)
+		if !more {
+			break
+		}
+		longest = max(longest, next.Sub(t))
+		t, ok = next, more
+	}
+	if longest == 0 || longest > time.Hour {
+		return 0, fmt.Errorf("%s=%q beats every %s at most: the heartbeat decides every schedule's occurrences, so it must beat at least hourly (\"0 * * * * *\" is every minute)",
+			config.SettingHeartbeat, expr, longest)
+	}
+	return longest, nil
+}
+
+// buildSchedules makes the coordinator's schedules: the app's own, then the settings' ("tick":
+// BATON_SCHEDULE of BATON_JOB with BATON_JOB_PARAMS, when set), each with BATON_SCHEDULES
+// applied. Every problem names the setting or the schedule; all are reported at once. A
+// schedule whose job the settings misconfigure (jobErr, for "tick") is kept: its occurrences are
+// recorded failed with the reason, and the app stays up.
+func buildSchedules(cfg config.Config, o Options, jobErr error, tickParams json.RawMessage) ([]coordinator.Schedule, error) {
+	decls := slices.Clone(o.Schedules)
+	var errs []error
+	if cfg.Schedule != "" {
+		if slices.ContainsFunc(decls, func(s Schedule) bool { return s.Name == coordinator.LegacySchedule }) {
+			errs = append(errs, fmt.Errorf("%s declares the schedule %q, which the app declares too: unset %s or rename the app's schedule",
+				config.SettingSchedule, coordinator.LegacySchedule, config.SettingSchedule))
+		} else {
+			decls = append(decls, Schedule{Name: coordinator.LegacySchedule, Job: cfg.Job, Cron: cfg.Schedule, Params: tickParams,
+				Overlap: string(cfg.Overlap), CatchUp: coordinator.DefaultCatchUp})
+		}
+	}
+	names := make(map[string]bool, len(decls))
+	for _, d := range decls {
+		names[d.Name] = true
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Overrides)) {
+		if !names[name] {
+			errs = append(errs, fmt.Errorf("%s names the schedule %q, which this app does not declare (it declares: %s)",
+				config.SettingSchedules, name, declared(names)))
+		}
+	}
+	out := make([]coordinator.Schedule, 0, len(decls))
+	for _, d := range decls {
+		s, err := schedule(d, cfg.Overrides[d.Name], o.Jobs)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if d.Name == coordinator.LegacySchedule && cfg.Schedule != "" {
+			s.JobError = jobErr
+		}
+		out = append(out, s)
+	}
+	return out, errors.Join(errs...)
+}
+
+// schedule makes one coordinator schedule of d with its override applied.
+func schedule(d Schedule, ov config.ScheduleOverride, jobs *work.Registry) (coordinator.Schedule, error) {
+	where := func(field string) string {
+		if d.Name == coordinator.LegacySchedule && field == "cron" && ov.Cron == "" {
+			return config.SettingSchedule
+		}
+		return fmt.Sprintf("schedule %q: %s", d.Name, field)
+	}
+	if ov.Cron != "" {
+		d.Cron = ov.Cron
+		where = func(field string) string {
+			return fmt.Sprintf("%s: schedule %q: %s", config.SettingSchedules, d.Name, field)
+		}
+	}
+	expr, err := ncrontab.Parse(d.Cron)
+	if err != nil {
+		return coordinator.Schedule{}, fmt.Errorf("%s: %w", where("cron"), err)
+	}
+	tz := d.TimeZone
+	if ov.TimeZone != "" {
+		tz = ov.TimeZone
+	}
+	loc := time.UTC
+	if tz != "" {
+		if loc, err = time.LoadLocation(tz); err != nil || tz == "Local" {
+			return coordinator.Schedule{}, fmt.Errorf("%s: schedule %q: timeZone %q is not an IANA time zone such as \"Europe/Berlin\"",
+				config.SettingSchedules, d.Name, tz)
+		}
+	}
+	s := coordinator.Schedule{Name: d.Name, Job: d.Job, Params: d.Params, Cron: zoned{expr, loc}, TimeZone: loc.String(),
+		Description: expr.Describe(), Overlap: coordinator.Overlap(d.Overlap), CatchUp: d.CatchUp, Jitter: d.Jitter}
+	if ov.Overlap != "" {
+		s.Overlap = coordinator.Overlap(ov.Overlap)
+	}
+	if ov.CatchUp != nil {
+		s.CatchUp = *ov.CatchUp
+	}
+	if ov.Jitter != nil {
+		s.Jitter = *ov.Jitter
+	}
+	if ov.Paused != nil && *ov.Paused {
+		s.Paused, s.PausedBy = true, "the app setting "+config.SettingSchedules
+	}
+	if _, err := jobs.Lookup(d.Job); err != nil && d.Name != coordinator.LegacySchedule {
+		return coordinator.Schedule{}, fmt.Errorf("schedule %q: job %q is not registered", d.Name, d.Job)
+	}
+	return s, nil
+}
+
+func declared(names map[string]bool) string {
+	if len(names) == 0 {
+		return "no schedule"
+	}
+	return strings.Join(slices.Sorted(maps.Keys(names)), ", ")
+}
+
+// errNoSchedule is the answer to a manual run that names neither a job nor a schedule when the
+// app declares no settings' schedule to fall back on.
+var errNoSchedule = errors.New(`name a job ({"job":"..."}) or run a schedule now (POST /api/schedules/{name}/runs): this app has no default schedule (` +
+	config.SettingSchedule + ` is not set)`)

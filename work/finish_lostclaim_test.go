@@ -1,0 +1,53 @@
+package work_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/ledgertest"
+	"github.com/batonfn/baton/work"
+	"github.com/batonfn/baton/work/synthetic"
+)
+
+// A report claim whose create took effect but whose response was lost to an outage must not
+// block the run for StaleClaim (10 min, far past the run's documented bound): the process
+// that made it (the invocation waits the outage out and tries again) recognises its own claim
+// and finishes the run. (A claim whose process crashed is taken over once stale.)
+func TestTryFinish_ClaimLostToAnOutageDoesNotBlockTheNextTry(t *testing.T) {
+	ctx := context.Background()
+	fake := ledgertest.NewFake(ledgertest.Options{})
+	store := &ledgertest.Faulty{Store: fake, Decide: ledgertest.FaultOnce(ledgertest.LoseResponse, "ClaimReport", "")}
+	const run, n = "manual-lost-claim", 2
+	params, _ := json.Marshal(synthetic.Params{Partitions: n})
+	if err := fake.CreateManifest(ctx, &ledger.Manifest{RunID: run, Trigger: ledger.TriggerManual, Epoch: 1, Segments: []ledger.Segment{{Epoch: 1}},
+		Job: synthetic.Name, Params: params, State: ledger.StateRunning, Partitions: n, PlanDone: true, BatchSize: 250}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := fake.PutResult(ctx, ledger.Result{Run: run, Index: i, Epoch: 1, OK: true, Attempts: 1, Output: fmt.Appendf(nil, `{"i":%d,"v":%d}`, i, i*i)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fake.AppendDone(ctx, run, i, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jobs := work.NewRegistry()
+	jobs.Register(synthetic.Name, synthetic.New())
+	w, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: ledger.Holder{App: "t", Instance: "i", PID: 1}, MaxDeliveries: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, err := w.TryFinish(ctx, run); err == nil || done {
+		t.Fatalf("first TryFinish = %v, %v; want the outage's error", done, err)
+	}
+	done, err := w.TryFinish(ctx, run) // the invocation's retry once storage is back
+	if err != nil || !done {
+		t.Errorf("TryFinish after the outage = %v, %v: the run's own lost claim blocks it until the claim is stale (StaleClaim)", done, err)
+	}
+	if m, err := fake.ReadManifest(ctx, run); err != nil || m.State != ledger.StateSucceeded {
+		t.Errorf("run after the retry: %s, %v; want succeeded", m.State, err)
+	}
+}
