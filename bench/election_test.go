@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/election/bloblease"
 	"github.com/batonfn/baton/internal/azurite"
@@ -29,56 +28,40 @@ const roundTripCalls = 200
 // baseline of roundTripCalls plain GetProperties calls on the same blob (half before, half
 // after the rounds), plus the same number of calls issued N at a time.
 //
-// contenders=N is the steady state of a heartbeat: the previous round's winner contends again
-// with the others (it claims without reading first, so it usually wins again). takeover/
-// contenders=N replaces each round's winner by a new instance (a fresh BlobLock) before the
-// next round, so every round elects a new leader from contenders that last saw the lease held.
-//
 // Metrics: winner-p50/p99-ns (Acquire → leader), loser-p50/p99-ns (Acquire → HeldError),
 // roundtrip-p50/p99-ns (one GetProperties alone), roundtrip-concurrent-p50-ns (N at once),
 // and winner/loser p50 as a ratio of the round trip; winner-calls and loser-calls are the
-// storage requests one Acquire made (mean; the winner's release is not counted);
-// leader-changes is the share of rounds won by another contender than the round before.
+// storage requests one Acquire made (mean; the winner's release is not counted).
 func BenchmarkElection(b *testing.B) {
 	for _, n := range sizes(2, 8, 32) {
-		b.Run(fmt.Sprintf("contenders=%d", n), func(b *testing.B) { benchElection(b, n, false) })
+		b.Run(fmt.Sprintf("contenders=%d", n), func(b *testing.B) {
+			var winners, losers, rtt, rttConc Samples
+			var st roundStats
+			for b.Loop() {
+				e := newElection(b, n)
+				e.round(b, nil) // warm-up: creates the container and the blob, opens connections
+				e.roundTrips(b, &rtt, roundTripCalls/2)
+				e.concurrentRoundTrips(b, &rttConc, roundTripCalls/n+1)
+				st = roundStats{winners: &winners, losers: &losers}
+				for range electionRounds {
+					e.round(b, &st)
+				}
+				e.roundTrips(b, &rtt, roundTripCalls/2)
+			}
+			b.ReportMetric(float64(st.winnerCalls)/float64(electionRounds), "winner-calls")
+			b.ReportMetric(float64(st.loserCalls)/float64(electionRounds*(n-1)), "loser-calls")
+			rt := rtt.Percentile(50)
+			b.ReportMetric(float64(winners.Percentile(50)), "winner-p50-ns")
+			b.ReportMetric(float64(winners.Percentile(99)), "winner-p99-ns")
+			b.ReportMetric(float64(losers.Percentile(50)), "loser-p50-ns")
+			b.ReportMetric(float64(losers.Percentile(99)), "loser-p99-ns")
+			b.ReportMetric(float64(rt), "roundtrip-p50-ns")
+			b.ReportMetric(float64(rtt.Percentile(99)), "roundtrip-p99-ns")
+			b.ReportMetric(float64(rttConc.Percentile(50)), "roundtrip-concurrent-p50-ns")
+			b.ReportMetric(Ratio(winners.Percentile(50), rt), "winner-ratio-vs-roundtrip")
+			b.ReportMetric(Ratio(losers.Percentile(50), rt), "loser-ratio-vs-roundtrip")
+		})
 	}
-	b.Run("takeover", func(b *testing.B) {
-		for _, n := range sizes(2, 8, 32) {
-			b.Run(fmt.Sprintf("contenders=%d", n), func(b *testing.B) { benchElection(b, n, true) })
-		}
-	})
-}
-
-// benchElection runs BenchmarkElection for n contenders; takeover replaces each round's winner.
-func benchElection(b *testing.B, n int, takeover bool) {
-	var winners, losers, rtt, rttConc Samples
-	var st roundStats
-	for b.Loop() {
-		e := newElection(b, n)
-		e.takeover = takeover
-		e.round(b, nil) // warm-up: creates the container and the blob, opens connections
-		e.roundTrips(b, &rtt, roundTripCalls/2)
-		e.concurrentRoundTrips(b, &rttConc, roundTripCalls/n+1)
-		st = roundStats{winners: &winners, losers: &losers}
-		for range electionRounds {
-			e.round(b, &st)
-		}
-		e.roundTrips(b, &rtt, roundTripCalls/2)
-	}
-	b.ReportMetric(float64(st.winnerCalls)/float64(electionRounds), "winner-calls")
-	b.ReportMetric(float64(st.loserCalls)/float64(electionRounds*(n-1)), "loser-calls")
-	b.ReportMetric(float64(st.changes)/float64(electionRounds), "leader-changes")
-	rt := rtt.Percentile(50)
-	b.ReportMetric(float64(winners.Percentile(50)), "winner-p50-ns")
-	b.ReportMetric(float64(winners.Percentile(99)), "winner-p99-ns")
-	b.ReportMetric(float64(losers.Percentile(50)), "loser-p50-ns")
-	b.ReportMetric(float64(losers.Percentile(99)), "loser-p99-ns")
-	b.ReportMetric(float64(rt), "roundtrip-p50-ns")
-	b.ReportMetric(float64(rtt.Percentile(99)), "roundtrip-p99-ns")
-	b.ReportMetric(float64(rttConc.Percentile(50)), "roundtrip-concurrent-p50-ns")
-	b.ReportMetric(Ratio(winners.Percentile(50), rt), "winner-ratio-vs-roundtrip")
-	b.ReportMetric(Ratio(losers.Percentile(50), rt), "loser-ratio-vs-roundtrip")
 }
 
 // contest is N contenders over one lease blob in a fresh container.
@@ -88,38 +71,28 @@ type contest struct {
 	calls []*counter // each contender's storage requests
 	// probes make one plain GetProperties on the lease blob, each through a contender's client.
 	probes []func() error
-	// newLock makes contender i's lock afresh (a new instance in its place); takeover does so
-	// for each round's winner.
-	newLock  func(i int) *bloblease.BlobLock
-	takeover bool
-	last     *bloblease.BlobLock // the previous round's winner
 }
 
 func newElection(b *testing.B, n int) *contest {
 	b.Helper()
 	name := azurite.UniqueName(b, "elect")
 	e := &contest{}
-	var containers []*container.Client
-	e.newLock = func(i int) *bloblease.BlobLock {
-		lk, err := bloblease.NewBlobLock(containers[i], "leader", bloblease.BlobLockOptions{
-			Duration: 15 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return lk
-	}
 	for i := range n {
 		// Each contender is a separate "process": its own client and connections.
 		calls := &counter{}
 		e.calls = append(e.calls, calls)
 		c := blobClient(b, azurite.Shared(b), calls, true).ServiceClient().NewContainerClient(name)
-		containers = append(containers, c)
 		blob := c.NewBlobClient("leader")
 		e.probes = append(e.probes, func() error {
 			_, err := blob.GetProperties(b.Context(), nil)
 			return err
 		})
-		e.locks = append(e.locks, e.newLock(i))
+		lk, err := bloblease.NewBlobLock(c, "leader", bloblease.BlobLockOptions{
+			Duration: 15 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.locks = append(e.locks, lk)
 		e.ids = append(e.ids, ledger.Holder{App: "bench", Instance: fmt.Sprintf("contender-%d", i), PID: os.Getpid()})
 	}
 	b.Cleanup(func() {
@@ -132,7 +105,6 @@ func newElection(b *testing.B, n int) *contest {
 type roundStats struct {
 	winners, losers         *Samples
 	winnerCalls, loserCalls int64
-	changes                 int // rounds won by another contender than the round before
 }
 
 // round starts every contender's Acquire at once, checks that exactly one won, records the
@@ -189,13 +161,6 @@ func (e *contest) round(b *testing.B, st *roundStats) {
 	}
 	if err := e.locks[won].Release(ctx, res[won].lease); err != nil {
 		b.Fatalf("release: %v", err)
-	}
-	if st != nil && e.locks[won] != e.last {
-		st.changes++
-	}
-	e.last = e.locks[won]
-	if e.takeover {
-		e.locks[won] = e.newLock(won)
 	}
 }
 

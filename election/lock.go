@@ -12,9 +12,7 @@ import (
 
 // Lock is a try-once mutex with a time-bounded lease. Implementations must make Acquire a
 // single attempt (no waiting for the holder to go away) and must give every acquisition a
-// fresh lease ID and an epoch higher than every earlier acquisition's: one higher than the
-// previous one's, except that a number may be skipped (never reused) when an attempt that
-// recorded it did not end up holding the lock.
+// fresh lease ID and an epoch one higher than the previous acquisition's.
 type Lock interface {
 	// Acquire makes ONE attempt to take the lock for holder. It returns *HeldError when
 	// someone else holds it.
@@ -57,11 +55,9 @@ type Lease struct {
 
 // HeldError reports that another process holds the lock. Match it with errors.As.
 type HeldError struct {
-	// Holder, Epoch and Since describe the current holder as recorded in storage (a BlobLock
-	// contender records itself before it takes the lease). While contenders are still racing
-	// for a free lock they may name the latest one to claim it, and a lease taken by a process
-	// that records itself only afterwards (a Baton before claims) may show the previous holder
-	// for a moment. Holder is zero when nothing was recorded.
+	// Holder, Epoch and Since describe the current holder as recorded in storage. Right after
+	// a takeover by a process that crashed before recording itself they may still describe the
+	// previous holder; Holder is zero when nothing was recorded.
 	Holder ledger.Holder
 	Epoch  int64
 	Since  time.Time

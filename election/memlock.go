@@ -14,9 +14,8 @@ import (
 // MemoryLock is an in-memory Lock that enforces the blob lease rules BlobLock relies on, for
 // tests of code that leads (here and in other packages):
 // one live lease ID at a time, expiry after the duration, renewal by the holder even after
-// expiry as long as nobody took over (as Azure and Azurite do; a BlobLock contender's claim is
-// the start of a takeover), ErrLeaseLost for a stale ID, and an epoch bumped on every
-// acquisition. Tests inject failures through the hooks.
+// expiry as long as nobody took over (as Azure and Azurite do), ErrLeaseLost for a stale ID,
+// and an epoch bumped on every acquisition. Tests inject failures through the hooks.
 type MemoryLock struct {
 	duration time.Duration
 	now      func() time.Time

@@ -21,6 +21,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/ledger"
+	"github.com/google/uuid"
 )
 
 // DefaultAttemptTimeout bounds one storage call of a BlobLock.
@@ -45,10 +47,9 @@ type BlobLockOptions struct {
 	Logger *slog.Logger
 }
 
-// BlobLock is a election.Lock over one zero-length block blob in a container: holding the
-// blob's lease is holding the lock. The holder's identity, epoch, acquired-at and released-at
-// live in the blob's metadata: a contender writes its record before it takes the lease (see
-// Acquire), and only the lease holder can write it while the lease lasts.
+// BlobLock is a election.Lock over one zero-length blob in a container: holding the blob's lease is
+// holding the lock. The holder's identity, epoch and acquired-at live in the blob's metadata,
+// which only the lease holder can write.
 type BlobLock struct {
 	container *container.Client
 	blob      *blockblob.Client
@@ -59,10 +60,6 @@ type BlobLock struct {
 	// confirmed maps a lease ID to the local time just before its last successful acquire
 	// or renew was sent: the lease lasts at least Duration from then.
 	confirmed map[string]time.Time
-	// known is the record (with its ETag) this lock last saw or wrote; won is whether its last
-	// Acquire won. Together they let the last winner claim without reading first.
-	known leaseRecord
-	won   bool
 }
 
 var _ election.Lock = (*BlobLock)(nil)
@@ -120,6 +117,129 @@ func NewBlobLock(c *container.Client, name string, opts BlobLockOptions) (*BlobL
 
 // Duration is the lease duration this lock acquires with.
 func (b *BlobLock) Duration() time.Duration { return b.opts.Duration }
+
+// Acquire makes one attempt to take the lease, creating the container and the blob first
+// when missing (concurrent creators all succeed). It reads the lease blob first: when that
+// shows a live lease, the attempt ends there with *election.HeldError describing the holder (one round
+// trip, the common case on a busy tick). Otherwise it acquires the lease and records holder,
+// epoch+1 and the acquired-at time in the blob's metadata, conditioned on the new lease ID and
+// on the ETag of the record it read, so no two acquisitions can record the same epoch. The
+// whole attempt is bounded by a third of the lease duration.
+func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (election.Lease, error) {
+	if err := holder.Validate(); err != nil {
+		return election.Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.opts.Duration/3)
+	defer cancel()
+
+	id := uuid.NewString()
+	lc, err := lease.NewBlobClient(b.blob, &lease.BlobClientOptions{LeaseID: &id})
+	if err != nil {
+		return election.Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
+	}
+	start := b.opts.Now()
+	var rec leaseRecord
+	for created := false; ; {
+		// 1. Read the record: the holder for election.HeldError, the epoch and ETag for the winner.
+		rec, err = b.read(ctx)
+		switch {
+		case err == nil:
+			if rec.LeaseState == election.LeaseStateLeased || rec.LeaseState == election.LeaseStateBreaking {
+				return election.Lease{}, b.heldError(ctx, rec, true)
+			}
+		case !created && (errors.Is(err, errBlobNotFound) || errors.Is(err, errContainerNotFound)):
+			// First use: create what is missing, then start over once.
+			if err := b.create(ctx, errors.Is(err, errContainerNotFound)); err != nil {
+				return election.Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
+			}
+			created = true
+			continue
+		default:
+			return election.Lease{}, fmt.Errorf("acquire lease %s: read record: %w", b.name, err)
+		}
+
+		// 2. The lease looked free: try to take it. Retries of a lost response reuse the
+		// lease ID, which storage treats as the same acquisition.
+		err = b.do(ctx, "acquire", func(ctx context.Context) error {
+			_, err := lc.AcquireLease(ctx, int32(b.opts.Duration/time.Second), nil)
+			return err
+		})
+		switch {
+		case err == nil:
+		case errors.Is(err, errLeasePresent):
+			return election.Lease{}, b.heldError(ctx, rec, false) // someone won since the read
+		case !created && (errors.Is(err, errBlobNotFound) || errors.Is(err, errContainerNotFound)):
+			continue // deleted since the read: the read will see it missing and create it
+		default:
+			if errors.Is(err, errTransient) {
+				// A lost response may hide a granted lease: give it back rather than block
+				// everyone until it lapses.
+				b.releaseQuietly(lc)
+			}
+			return election.Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
+		}
+		break
+	}
+
+	// 3. Record the new holder. Only our lease ID can write; If-Match guarantees the epoch we
+	// bump is the latest one. A mismatch means another holder came and went between our read
+	// and our acquire: re-read (we hold the lease now, so that read is authoritative) and
+	// write again.
+	l := election.Lease{ID: id, Holder: holder, AcquiredAt: start, Duration: b.opts.Duration}
+	for try := 0; try < 2; try++ {
+		if try > 0 {
+			if rec, err = b.read(ctx); err != nil {
+				break
+			}
+		}
+		l.Epoch = rec.Epoch + 1
+		md := encodeLeaseMetadata(holder, l.Epoch, start, time.Time{})
+		etag := rec.ETag
+		err = b.do(ctx, "record holder", func(ctx context.Context) error {
+			_, err := b.blob.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+				LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &id},
+				ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
+			}})
+			return err
+		})
+		if !errors.Is(err, errConditionNotMet) {
+			break
+		}
+	}
+	if err != nil {
+		b.releaseQuietly(lc)
+		return election.Lease{}, fmt.Errorf("acquire lease %s: record holder: %w", b.name, err)
+	}
+	b.confirm(id, start)
+	return l, nil
+}
+
+// heldError builds the election.HeldError for a lost attempt from rec, re-reading it first unless it
+// is fresh. A record read just after a takeover may predate the winner's metadata write by a
+// few milliseconds (it then shows no holder, a released one, or no live lease): re-read a few
+// times, 2 ms to 256 ms apart, until it shows a live holder. This is a bounded confirmation
+// inside one attempt, not a wait for the lock.
+func (b *BlobLock) heldError(ctx context.Context, rec leaseRecord, fresh bool) error {
+	var err error
+	if !fresh {
+		rec, err = b.read(ctx)
+	}
+	settled := func() bool {
+		return err == nil && rec.Epoch > 0 && rec.ReleasedAt.IsZero() &&
+			(rec.LeaseState == election.LeaseStateLeased || rec.LeaseState == election.LeaseStateBreaking)
+	}
+	for wait := 2 * time.Millisecond; !settled() && wait <= 256*time.Millisecond; wait *= 2 {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return &election.HeldError{Holder: rec.Holder, Epoch: rec.Epoch, Since: rec.AcquiredAt}
+		case <-t.C:
+		}
+		rec, err = b.read(ctx)
+	}
+	return &election.HeldError{Holder: rec.Holder, Epoch: rec.Epoch, Since: rec.AcquiredAt}
+}
 
 // create makes the container (when missing) and the zero-length lease blob. Both are
 // create-if-absent, so concurrent creators all succeed.
@@ -201,21 +321,13 @@ func (b *BlobLock) Release(ctx context.Context, l election.Lease) error {
 	if err != nil {
 		return fmt.Errorf("release lease %s (epoch %d): %w", b.name, l.Epoch, err)
 	}
-	// The release mark is best effort: it tells readers the record is not a live holder's, and
-	// contenders that the lease is free to claim. Its ETag lets this lock claim again without
-	// reading first (Acquire).
-	rel := b.opts.Now()
-	md := encodeLeaseMetadata(l.Holder, l.Epoch, l.AcquiredAt, rel)
-	var mark blob.SetMetadataResponse
-	err = b.do(ctx, "mark released", func(ctx context.Context) (err error) {
-		mark, err = b.blob.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+	// The release mark is best effort: it tells readers the record is not a live holder's.
+	md := encodeLeaseMetadata(l.Holder, l.Epoch, l.AcquiredAt, b.opts.Now())
+	err = b.do(ctx, "mark released", func(ctx context.Context) error {
+		_, err := b.blob.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
 			LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: &l.ID}}})
 		return err
 	})
-	if err == nil && mark.ETag != nil {
-		b.learn(leaseRecord{Holder: l.Holder, Epoch: l.Epoch, AcquiredAt: l.AcquiredAt, ReleasedAt: rel,
-			LeaseState: election.LeaseStateAvailable, ETag: *mark.ETag})
-	}
 	if err == nil || errors.Is(err, errTransient) {
 		err = b.do(ctx, "release", func(ctx context.Context) error {
 			_, err := lc.ReleaseLease(ctx, nil)
@@ -244,8 +356,6 @@ func (b *BlobLock) releaseQuietly(lc *lease.BlobClient) {
 
 // State reads the lease blob's properties: lease state and the last holder's record. It
 // never takes or changes the lease. A missing container or blob means no one has contended.
-// For the moment between a contender's claim and its taking the lease (see Acquire), the
-// record is that contender's and the lease shows as not held.
 func (b *BlobLock) State(ctx context.Context) (election.LeaderState, error) {
 	rec, err := b.read(ctx)
 	switch {
@@ -284,7 +394,6 @@ func (b *BlobLock) read(ctx context.Context) (leaseRecord, error) {
 	if props.ETag != nil {
 		rec.ETag = *props.ETag
 	}
-	b.learn(rec)
 	return rec, nil
 }
 

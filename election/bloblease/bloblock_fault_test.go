@@ -119,14 +119,9 @@ func isTestRenewRequest(req *http.Request) bool { return testLeaseAction(req) ==
 // sets its x-ms-* headers in lower case, bypassing http.Header's canonical keys, so look at
 // every key.
 func testLeaseAction(req *http.Request) string {
-	return strings.ToLower(testHeader(req, "x-ms-lease-action"))
-}
-
-// testHeader is req's header key, looked up case-insensitively (see testLeaseAction).
-func testHeader(req *http.Request, key string) string {
 	for k, v := range req.Header {
-		if strings.EqualFold(k, key) && len(v) > 0 {
-			return v[0]
+		if strings.EqualFold(k, "x-ms-lease-action") && len(v) > 0 {
+			return strings.ToLower(v[0])
 		}
 	}
 	return ""
