@@ -93,6 +93,11 @@ func (c *Coordinator) check(ctx context.Context, env work.Envelope) error {
 		log.Info("check: run is queued behind its schedule's run in progress; the scheduler starts it")
 		return nil
 	}
+	if env.Round == startBackstopRound && (m.Epoch != 0 || m.PlanDone) {
+		// The start check was delivered and a planner took the run: its chain supervises it.
+		log.Debug("check: the run has started; its start's backstop ends")
+		return nil
+	}
 	next := env.Round + 1
 	now := c.cfg.Now()
 

@@ -227,6 +227,9 @@ type runSpec struct {
 	job        string
 	params     json.RawMessage
 	jitter     time.Duration // the start's delay
+	// backstop: send the start's backstop check before the record (runs that no heartbeat
+	// finds again: manual runs and runs now).
+	backstop bool
 }
 
 func (c *Coordinator) log(run string, epoch int64) *slog.Logger {
@@ -252,7 +255,7 @@ func (c *Coordinator) StartManual(ctx context.Context, req ManualRequest) (Outco
 		return Outcome{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	spec := runSpec{id: ledger.ManualRunID(req.IdempotencyKey, c.cfg.Now()), trigger: ledger.TriggerManual,
-		key: req.IdempotencyKey, job: req.Job, params: req.Params}
+		key: req.IdempotencyKey, job: req.Job, params: req.Params, backstop: true}
 	if err := c.ensureContainer(ctx); err != nil {
 		return Outcome{}, err
 	}
@@ -264,9 +267,21 @@ func (c *Coordinator) StartManual(ctx context.Context, req ManualRequest) (Outco
 // so the check always finds its run; a run whose check could not be sent is found again by
 // the next heartbeat (its occurrence is still after the cursor) or by a repeated request, and
 // startRun sends the check again. A run that already exists is answered as it is.
+//
+// Nothing finds a manual run or a run now again when its caller does not repeat the request
+// (no Idempotency-Key, or a caller that gave up), so for those (spec.backstop) a backstop
+// check goes out before the record, scheduled one check interval later: if the process dies
+// between the record and the start check, or the start check cannot be sent, the backstop
+// starts the planning; otherwise it finds the run taken and ends (see Check). If the record
+// is never created, the backstop finds no run and is dropped.
 func (c *Coordinator) open(ctx context.Context, spec runSpec, state ledger.State) (Outcome, error) {
 	m := c.newManifest(spec)
 	m.State = state
+	if spec.backstop && state == ledger.StatePlanning {
+		if err := c.scheduleCheck(ctx, spec.id, 0, startBackstopRound, c.cfg.Now().Add(c.checkDelay())); err != nil {
+			return Outcome{}, err
+		}
+	}
 	switch err := c.cfg.Store.CreateManifest(ctx, &m); {
 	case errors.Is(err, ledger.ErrExists):
 		cur, rerr := c.cfg.Store.ReadManifest(ctx, spec.id)
@@ -300,6 +315,10 @@ func (c *Coordinator) startRun(ctx context.Context, m ledger.Manifest, jitter ti
 	}
 	return c.scheduleCheck(ctx, m.RunID, 0, 1, c.startAt(m.Occurrence, jitter))
 }
+
+// startBackstopRound is the envelope round of a start's backstop check (see open), apart from
+// the chain's, the planning slices' and the supervision's rounds.
+const startBackstopRound = 1_500_000_000
 
 // startAt is when a run's planning may start: not before its occurrence (a heartbeat may beat
 // a little early), and its jitter later.

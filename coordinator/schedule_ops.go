@@ -90,7 +90,7 @@ func (c *Coordinator) runNow(ctx context.Context, s *Schedule, id, key string) (
 		return Outcome{}, err
 	}
 	b := &beat{c: c, s: s, st: st, now: c.cfg.Now()}
-	spec := runSpec{id: id, trigger: ledger.TriggerManual, schedule: s.Name, key: key, job: s.Job, params: s.Params}
+	spec := runSpec{id: id, trigger: ledger.TriggerManual, schedule: s.Name, key: key, job: s.Job, params: s.Params, backstop: true}
 	active, busy, err := b.busy(ctx)
 	if err != nil {
 		return Outcome{}, err
@@ -106,10 +106,9 @@ func (c *Coordinator) runNow(ctx context.Context, s *Schedule, id, key string) (
 	case busy && s.Overlap == OverlapBufferOne:
 		state = ledger.StateQueued
 	}
-	out, err := c.open(ctx, spec, state)
-	if err != nil || out.Status == StatusExisting {
-		return out, err
-	}
+	// The schedule's state names the run before the run exists: a queued run that no state
+	// names would never be started, while a name without a record is cleared by the next
+	// heartbeat (a queued run) or ignored (the latest run), and the caller got an error.
 	_, err = c.cfg.Store.UpdateSchedule(ctx, s.Name, func(cur *ledger.ScheduleState) error {
 		if state == ledger.StateQueued {
 			cur.Buffered = id
@@ -119,10 +118,9 @@ func (c *Coordinator) runNow(ctx context.Context, s *Schedule, id, key string) (
 		return nil
 	})
 	if err != nil {
-		// The run exists and its check is sent; only the overlap policy's view of it is lost.
-		c.log(id, 0).Warn("run now started, but the schedule's state was not updated", "schedule", s.Name, "err", err)
+		return Outcome{}, err
 	}
-	return out, nil
+	return c.open(ctx, spec, state)
 }
 
 // MaxPauseNote bounds a pause note, in characters.

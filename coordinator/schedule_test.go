@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/ledgertest"
+	"github.com/batonfn/baton/transport"
 	"github.com/batonfn/baton/work"
 )
 
@@ -707,4 +709,98 @@ func TestHeartbeat_FirstHeartbeatDyingAfterTheRecordOrphansNothing(t *testing.T)
 	if m := e.manifest(run); !m.PlanDone {
 		t.Errorf("the run is %s, want planned", m.State)
 	}
+}
+
+// dropStartChecks is a control queue that refuses every start check (epoch 0, round 1), as
+// when the process dies between a run's record and its start check.
+type dropStartChecks struct{ inner Sender }
+
+var errStartCheckLost = errors.New("start check lost")
+
+func (s dropStartChecks) Send(ctx context.Context, msgs []transport.Message) error {
+	for _, m := range msgs {
+		if env, err := work.DecodeEnvelope(m.Body); err == nil && env.Kind == work.KindCheck && env.Epoch == 0 && env.Round == 1 {
+			return errStartCheckLost
+		}
+	}
+	return s.inner.Send(ctx, msgs)
+}
+
+// A manual run or a run now whose start check never went out (its caller got an error and
+// need not ask again) is planned by its backstop check one check interval later; a run whose
+// start went well ends its backstop without a successor.
+func TestStartManual_BackstopPlansARunWhoseStartCheckWasLost(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	lossy := e.instanceWith("a", func(cfg *Config) { cfg.Control = dropStartChecks{inner: e.sender} }, countSchedule("s", 2, OverlapAllow))
+	c := e.instance("b", countSchedule("s", 2, OverlapAllow))
+	ctx := testCtx(t)
+
+	if _, err := lossy.StartManual(ctx, ManualRequest{Job: "count", Params: json.RawMessage(`{"n":3}`)}); !errors.Is(err, errStartCheckLost) {
+		t.Fatalf("StartManual with the start check lost: %v", err)
+	}
+	if _, err := lossy.RunNow(ctx, "s", ""); !errors.Is(err, errStartCheckLost) {
+		t.Fatalf("RunNow with the start check lost: %v", err)
+	}
+	orphans := planningRuns(t, e)
+	if len(orphans) != 2 {
+		t.Fatalf("runs recorded before their start checks were lost: %v, want 2", orphans)
+	}
+	e.clock.set(e.clock.Now().Add(15*time.Second + checkMargin))
+	e.deliverChecks(c)
+	for _, id := range orphans {
+		if m := e.manifest(id); !m.PlanDone || m.Epoch == 0 {
+			t.Errorf("run %s after its backstop: planned %v at epoch %d, want planned by a planner", id, m.PlanDone, m.Epoch)
+		}
+	}
+	if st := e.state("s"); st.Latest == "" || !slices.Contains(orphans, st.Latest) {
+		t.Errorf("schedule s names latest run %q, want the run now (one of %v)", st.Latest, orphans)
+	}
+
+	// A run started well: its backstop finds it taken and sends nothing.
+	out, err := c.StartManual(ctx, ManualRequest{Job: "count", Params: json.RawMessage(`{"n":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.deliverChecks(c) // the start check plans it
+	if m := e.manifest(out.Run); !m.PlanDone {
+		t.Fatalf("run %s not planned by its start check: %+v", out.Run, m)
+	}
+	e.skipSent()
+	e.clock.set(e.clock.Now().Add(15*time.Second + checkMargin))
+	before := sentFor(e, out.Run)
+	backstop := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindCheck, Run: out.Run, Round: startBackstopRound}
+	if err := c.Check(ctx, backstop, work.Delivery{Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if after := sentFor(e, out.Run); after != before {
+		t.Errorf("the backstop of a started run sent %d messages, want none", after-before)
+	}
+}
+
+// planningRuns lists the runs recorded as planning at epoch 0 (no planner has taken them).
+func planningRuns(t *testing.T, e *schedEnv) []string {
+	t.Helper()
+	var ids, out []string
+	if err := e.fake.ListRuns(testCtx(t), func(run string) bool { ids = append(ids, run); return true }); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if m := e.manifest(id); m.State == ledger.StatePlanning && m.Epoch == 0 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// sentFor counts the messages sent so far about run.
+func sentFor(e *schedEnv, run string) int {
+	e.sender.mu.Lock()
+	defer e.sender.mu.Unlock()
+	n := 0
+	for _, msg := range e.sender.msgs {
+		if env, err := work.DecodeEnvelope(msg.Body); err == nil && env.Run == run {
+			n++
+		}
+	}
+	return n
 }
