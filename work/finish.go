@@ -12,8 +12,8 @@ import (
 )
 
 // TryFinish aggregates the run if every partition has a result and nobody else is doing it,
-// and reports whether this call finished the run (moved its manifest to a final state; at
-// most one call per run does). It returns false, nil when planning is not
+// and reports whether this call finished the run (wrote its final report, and its manifest is
+// final; at most one call per run does). It returns false, nil when planning is not
 // done, a done shard counts fewer records than partitions, the listing of results/ lacks an
 // index, another worker holds a fresh claim on the report, or the run is already final.
 //
@@ -113,12 +113,15 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool) (bo
 	if err := w.cfg.Store.WriteReport(ctx, rep, etag); err != nil {
 		return false, fmt.Errorf("finish %s: %w", run, err)
 	}
-	changed, err := w.settle(ctx, rep, reason)
-	if err != nil || !changed {
-		return false, err // a caller that found the report written settled the manifest first
-	}
+	// The final report is the run's outcome, written once under the claim: this call
+	// aggregated the run, whatever happens to the manifest's copy below. (Its update may take
+	// effect with its answer lost, so that the retry finds the manifest final already; or fail,
+	// and the next try finds the report and settles the manifest from it.)
 	log.Info("run finished", "state", rep.State, "succeeded", rep.Succeeded, "failed", rep.Failed,
 		"aggregation", rep.Created.Sub(start).String())
+	if _, err := w.settle(ctx, rep, reason); err != nil {
+		return false, err
+	}
 	return true, nil
 }
 

@@ -1,9 +1,12 @@
 package work_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/batonfn/baton/ledger"
@@ -49,5 +52,49 @@ func TestTryFinish_ClaimLostToAnOutageDoesNotBlockTheNextTry(t *testing.T) {
 	}
 	if m, err := fake.ReadManifest(ctx, run); err != nil || m.State != ledger.StateSucceeded {
 		t.Errorf("run after the retry: %s, %v; want succeeded", m.State, err)
+	}
+}
+
+// The manifest update that settles a run may take effect with its answer lost: the retry then
+// finds the run final. The aggregation happened once, in the call that wrote the report, and
+// that call says so ("run finished", the line operators and the soak's checker count), even
+// though the manifest's copy went in on a write whose answer it never saw.
+func TestTryFinish_SettleLostToAnOutageStillLogsTheFinish(t *testing.T) {
+	ctx := context.Background()
+	fake := ledgertest.NewFake(ledgertest.Options{})
+	store := &ledgertest.Faulty{Store: fake, Decide: ledgertest.FaultOnce(ledgertest.LoseResponse, "UpdateManifest", "")}
+	const run, n = "manual-lost-settle", 2
+	params, _ := json.Marshal(synthetic.Params{Partitions: n})
+	if err := fake.CreateManifest(ctx, &ledger.Manifest{RunID: run, Trigger: ledger.TriggerManual, Epoch: 1, Segments: []ledger.Segment{{Epoch: 1}},
+		Job: synthetic.Name, Params: params, State: ledger.StateRunning, Partitions: n, PlanDone: true, BatchSize: 250}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := fake.PutResult(ctx, ledger.Result{Run: run, Index: i, Epoch: 1, OK: true, Attempts: 1, Output: fmt.Appendf(nil, `{"i":%d,"v":%d}`, i, i*i)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fake.AppendDone(ctx, run, i, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jobs := work.NewRegistry()
+	jobs.Register(synthetic.Name, synthetic.New())
+	var logs bytes.Buffer
+	w, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: ledger.Holder{App: "t", Instance: "i", PID: 1}, MaxDeliveries: 5,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.TryFinish(ctx, run); err == nil {
+		t.Fatal("first TryFinish succeeded; want the lost answer's error")
+	}
+	if _, err := w.TryFinish(ctx, run); err != nil { // the redelivery
+		t.Fatal(err)
+	}
+	if m, err := fake.ReadManifest(ctx, run); err != nil || m.State != ledger.StateSucceeded {
+		t.Fatalf("run: %s, %v; want succeeded", m.State, err)
+	}
+	if got := strings.Count(logs.String(), `"msg":"run finished"`); got != 1 {
+		t.Errorf(`"run finished" logged %d times, want once:\n%s`, got, logs.String())
 	}
 }
