@@ -112,7 +112,13 @@ func Check(h History) Result {
 	c.ts, c.dupEpochs = Tenures(h.Lines)
 	c.queued = map[string]bool{}
 	for _, l := range h.Lines {
-		if l.Msg == "run created" && l.Str("state") == string(ledger.StateQueued) {
+		// A run created queued whose create answered with an error (it took effect, the answer
+		// was lost) has no "run created" line: the heartbeat that adopts it, or the one that
+		// starts it, says it was queued.
+		switch {
+		case l.Msg == "run created" && l.Str("state") == string(ledger.StateQueued),
+			l.Msg == "heartbeat: occurrence decided" && l.Str("state") == string(ledger.StateQueued),
+			strings.HasPrefix(l.Msg, "queued run started"):
 			c.queued[l.Str("run")] = true
 		}
 	}

@@ -592,3 +592,28 @@ func TestCheck_SchedulerEpochOfAKilledProcess(t *testing.T) {
 		t.Errorf("epoch of a killed process: violations %v, want no leadership violation", res.Violations)
 	}
 }
+
+// A run created queued whose create took effect with its answer lost has no "run created"
+// line; the heartbeat that starts it says it was queued, and its start is its first planner's.
+// Without any line saying so, it counts as started when it was created: before the run it
+// waited for ended.
+func TestCheck_QueuedRunWhoseCreateAnswerWasLost(t *testing.T) {
+	held10 := occID("held", 10)
+	lost := func(h *History) {
+		b := &history{t: t, h: *h}
+		b.dropLine(func(l devhost.LogLine) bool { return l.Msg == "run created" && l.Str("run") == held10 })
+		*h = b.h
+	}
+	h := goodHistory(t)
+	lost(&h)
+	h.Lines = append(h.Lines, line(at(12.4), "instance-2", 202, "queued run started: the run it waited for has ended",
+		map[string]any{"run": held10, "epoch": float64(0), "schedule": "held"}))
+	if res := Check(h); hasKind(res.Violations, VPolicy) || res.Figures.Schedules["held"].Queued != 1 {
+		t.Errorf("queued run started by a heartbeat: violations %v, queued %d; want none and 1", res.Violations, res.Figures.Schedules["held"].Queued)
+	}
+	h = goodHistory(t)
+	lost(&h)
+	if res := Check(h); !hasKind(res.Violations, VPolicy) {
+		t.Errorf("no line says the run was queued: violations %v, want the policy's", res.Violations)
+	}
+}
