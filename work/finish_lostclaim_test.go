@@ -21,28 +21,8 @@ import (
 // and finishes the run. (A claim whose process crashed is taken over once stale.)
 func TestTryFinish_ClaimLostToAnOutageDoesNotBlockTheNextTry(t *testing.T) {
 	ctx := context.Background()
-	fake := ledgertest.NewFake(ledgertest.Options{})
-	store := &ledgertest.Faulty{Store: fake, Decide: ledgertest.FaultOnce(ledgertest.LoseResponse, "ClaimReport", "")}
-	const run, n = "manual-lost-claim", 2
-	params, _ := json.Marshal(synthetic.Params{Partitions: n})
-	if err := fake.CreateManifest(ctx, &ledger.Manifest{RunID: run, Trigger: ledger.TriggerManual, Epoch: 1, Segments: []ledger.Segment{{Epoch: 1}},
-		Job: synthetic.Name, Params: params, State: ledger.StateRunning, Partitions: n, PlanDone: true, BatchSize: 250}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range n {
-		if err := fake.PutResult(ctx, ledger.Result{Run: run, Index: i, Epoch: 1, OK: true, Attempts: 1, Output: fmt.Appendf(nil, `{"i":%d,"v":%d}`, i, i*i)}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := fake.AppendDone(ctx, run, i, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	jobs := work.NewRegistry()
-	jobs.Register(synthetic.Name, synthetic.New())
-	w, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: ledger.Holder{App: "t", Instance: "i", PID: 1}, MaxDeliveries: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
+	const run = "manual-lost-claim"
+	fake, w := completeRun(t, run, "ClaimReport", nil)
 	if done, err := w.TryFinish(ctx, run); err == nil || done {
 		t.Fatalf("first TryFinish = %v, %v; want the outage's error", done, err)
 	}
@@ -61,9 +41,32 @@ func TestTryFinish_ClaimLostToAnOutageDoesNotBlockTheNextTry(t *testing.T) {
 // though the manifest's copy went in on a write whose answer it never saw.
 func TestTryFinish_SettleLostToAnOutageStillLogsTheFinish(t *testing.T) {
 	ctx := context.Background()
+	const run = "manual-lost-settle"
+	var logs bytes.Buffer
+	fake, w := completeRun(t, run, "UpdateManifest", slog.New(slog.NewJSONHandler(&logs, nil)))
+	if _, err := w.TryFinish(ctx, run); err == nil {
+		t.Fatal("first TryFinish succeeded; want the lost answer's error")
+	}
+	if _, err := w.TryFinish(ctx, run); err != nil { // the redelivery
+		t.Fatal(err)
+	}
+	if m, err := fake.ReadManifest(ctx, run); err != nil || m.State != ledger.StateSucceeded {
+		t.Fatalf("run: %s, %v; want succeeded", m.State, err)
+	}
+	if got := strings.Count(logs.String(), `"msg":"run finished"`); got != 1 {
+		t.Errorf(`"run finished" logged %d times, want once:\n%s`, got, logs.String())
+	}
+}
+
+// completeRun records a planned 2-partition synthetic run with every result and done record
+// in, and returns the ledger and a worker whose store loses the answer of the first call to op
+// (the call takes effect, then fails as unavailable).
+func completeRun(t *testing.T, run, op string, logger *slog.Logger) (*ledgertest.Fake, *work.Worker) {
+	t.Helper()
+	ctx := context.Background()
 	fake := ledgertest.NewFake(ledgertest.Options{})
-	store := &ledgertest.Faulty{Store: fake, Decide: ledgertest.FaultOnce(ledgertest.LoseResponse, "UpdateManifest", "")}
-	const run, n = "manual-lost-settle", 2
+	store := &ledgertest.Faulty{Store: fake, Decide: ledgertest.FaultOnce(ledgertest.LoseResponse, op, "")}
+	const n = 2
 	params, _ := json.Marshal(synthetic.Params{Partitions: n})
 	if err := fake.CreateManifest(ctx, &ledger.Manifest{RunID: run, Trigger: ledger.TriggerManual, Epoch: 1, Segments: []ledger.Segment{{Epoch: 1}},
 		Job: synthetic.Name, Params: params, State: ledger.StateRunning, Partitions: n, PlanDone: true, BatchSize: 250}); err != nil {
@@ -79,22 +82,9 @@ func TestTryFinish_SettleLostToAnOutageStillLogsTheFinish(t *testing.T) {
 	}
 	jobs := work.NewRegistry()
 	jobs.Register(synthetic.Name, synthetic.New())
-	var logs bytes.Buffer
-	w, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: ledger.Holder{App: "t", Instance: "i", PID: 1}, MaxDeliveries: 5,
-		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	w, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: ledger.Holder{App: "t", Instance: "i", PID: 1}, MaxDeliveries: 5, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.TryFinish(ctx, run); err == nil {
-		t.Fatal("first TryFinish succeeded; want the lost answer's error")
-	}
-	if _, err := w.TryFinish(ctx, run); err != nil { // the redelivery
-		t.Fatal(err)
-	}
-	if m, err := fake.ReadManifest(ctx, run); err != nil || m.State != ledger.StateSucceeded {
-		t.Fatalf("run: %s, %v; want succeeded", m.State, err)
-	}
-	if got := strings.Count(logs.String(), `"msg":"run finished"`); got != 1 {
-		t.Errorf(`"run finished" logged %d times, want once:\n%s`, got, logs.String())
-	}
+	return fake, w
 }
