@@ -79,6 +79,7 @@ type Worker struct {
 	cfg       WorkerConfig
 	salt      [16]byte // random per process: see claimToken
 	finishing sync.Map // runs this process is finishing: one at a time each
+	manifests manifestCache
 }
 
 // NewWorker validates cfg and fills in its defaults.
@@ -131,7 +132,8 @@ func orDefault[T int | time.Duration](v, d T) T {
 
 // HandlePartition processes one delivery of a partition message. It returns:
 //   - nil when the partition's result is recorded (now or earlier), when the message is stale
-//     (an older epoch than the manifest's segment for the index) or the run is already final,
+//     (an older epoch than the manifest's segment for the index) or the run is already final
+//     (as far as the manifest read says: a planned run's is kept for a while, see manifestCache),
 //     when the job failed permanently or on its job's last try (a failure result is
 //     recorded), and when the job failed and its retry is scheduled (with a Retries sender);
 //   - an error wrapping ErrMalformed for a message that can never be processed (unknown run,
@@ -140,8 +142,9 @@ func orDefault[T int | time.Duration](v, d T) T {
 //     recorded): fail the invocation so the message is dead-lettered;
 //   - any other error for a transient failure: fail the invocation so the host retries.
 //
-// On the happy path it makes three storage calls besides the job's own: read the manifest,
-// create the result, append the done record (plus the finish on the run's last record).
+// On the happy path it makes three storage calls besides the job's own: read the manifest
+// (once per run and process while it cannot change: manifestCache), create the result, append
+// the done record (plus the finish on the run's last record).
 func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -159,7 +162,7 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 	log := w.logger().With("run", env.Run, "part", env.Part, "epoch", env.Epoch, "try", try, "delivery", delivery, "message", d.MessageID)
 
 	// 1. The manifest decides whether the message is current.
-	m, err := w.cfg.Store.ReadManifest(ctx, env.Run)
+	m, err := w.manifest(ctx, env.Run)
 	if errors.Is(err, ledger.ErrNotFound) {
 		// The leader creates the manifest before it enqueues anything.
 		return fmt.Errorf("%w: run %s has no manifest", ErrMalformed, env.Run)
@@ -305,4 +308,18 @@ func process(ctx context.Context, job Job, p Partition) (out json.RawMessage, er
 		return nil, Permanent(errors.New("job returned output that is not JSON"))
 	}
 	return out, err
+}
+
+// manifest returns run's manifest: the process's cached copy while it may stand in for a read
+// (manifestCache), otherwise a fresh read, cached when it may.
+func (w *Worker) manifest(ctx context.Context, run string) (ledger.Manifest, error) {
+	now := w.now()
+	if m, ok := w.manifests.get(run, now); ok {
+		return m, nil
+	}
+	m, err := w.cfg.Store.ReadManifest(ctx, run)
+	if err == nil {
+		w.manifests.put(m, now)
+	}
+	return m, err
 }

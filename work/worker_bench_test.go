@@ -26,7 +26,7 @@ func BenchmarkWorker_StorageCallsPerPartition(b *testing.B) {
 	n := min(b.N, synthetic.MaxPartitions)
 	f := newFixture(b)
 	run := fmt.Sprintf("calls-%d", n)
-	f.createRun(run, synthetic.Params{Partitions: n})
+	f.createRun(run, synthetic.Params{Partitions: n}, func(m *ledger.Manifest) { m.Deadline = time.Now().Add(time.Hour) })
 	per := make([]int64, n)
 	start := f.calls.n.Load()
 	b.ResetTimer()
