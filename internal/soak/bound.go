@@ -20,6 +20,16 @@ const DefaultSlack = 30 * time.Second
 // on a loaded machine, and the timer's skew.
 const DefaultDelayMargin = 5 * time.Second
 
+// DecisionMargin is how long after a heartbeat's period an occurrence may still be decided
+// without a fault to explain it. It is wider than DefaultDelayMargin because it bounds a whole
+// heartbeat, not one reading of the state: a heartbeat that decides every schedule makes
+// several storage calls per schedule, and on a loaded 2-core machine (make test runs packages
+// side by side while five instances and Azurite share it) one heartbeat took 7.9 s and the
+// next 5.5 s, one of its sends alone 5.6 s (the storage client's three backed-off retries).
+// That a long planning slice never holds up another schedule is proven without timing, in the
+// coordinator's tests; this bound catches a scheduler that stops deciding, not a slow one.
+const DecisionMargin = 15 * time.Second
+
 // FinalBound is the latest time a run whose manifest has no hard deadline (written before
 // Manifest.Expires existed) may still be non-final: its deadline, plus the lease duration (a
 // leader that died holding the lease), plus two check delays (lease + CheckMargin each: the

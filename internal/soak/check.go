@@ -294,9 +294,9 @@ func (c *checker) occurrenceRecord(s Schedule, id string, occ time.Time, m ledge
 			c.add(VDelay, id, "missed (decided %s after its occurrence) with no fault to explain it", delay.Round(time.Millisecond))
 		}
 		return
-	case delay > c.lag() && !isExplained:
+	case delay > c.h.Heartbeat+DecisionMargin && !isExplained:
 		c.add(VDelay, id, "decided (%s) %s after its occurrence, over the heartbeat %s + %s, with no fault to explain it",
-			m.State, delay.Round(time.Millisecond), c.h.Heartbeat, DefaultDelayMargin)
+			m.State, delay.Round(time.Millisecond), c.h.Heartbeat, DecisionMargin)
 	}
 	if isExplained {
 		fig.MaxDelayFault = max(fig.MaxDelayFault, delay)
