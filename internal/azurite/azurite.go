@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -141,7 +142,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if ready(s.BlobPort) && ready(s.QueuePort) {
+		if ready(s.BlobPort) && ready(s.QueuePort) && ready(s.TablePort) {
 			return s, nil
 		}
 		select {
@@ -185,13 +186,19 @@ func (s *Server) Restart(ctx context.Context) (*Server, error) {
 	return Start(ctx, opts)
 }
 
+// ready reports whether Azurite answers on port. An open port is not enough: the free ports
+// are found by listening and closing, so another process (another package's Azurite, a
+// handler) can take one before Azurite binds it; Azurite then exits, and a dial-only check
+// could have taken the other process for it. Azurite names itself in the Server header of
+// every reply (Azurite-Blob/3.37.0, an authorization error here).
 func ready(port int) bool {
-	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 200*time.Millisecond)
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/devstoreaccount1?comp=list", port))
 	if err != nil {
 		return false
 	}
-	_ = c.Close()
-	return true
+	_ = resp.Body.Close()
+	return strings.HasPrefix(resp.Header.Get("Server"), "Azurite-")
 }
 
 func freePorts(n int) ([]int, error) {
