@@ -119,12 +119,35 @@ func checkLeadership(t *testing.T, c *cluster) []tenure {
 		t.Fatalf("leadership log: %v", err)
 	}
 	const tolerance = time.Second // log timestamps trail the storage calls
+	// A process the test kills with SIGKILL may have released a lease, or taken one, without
+	// living to log it: its log is cut short, not its leadership extended. Storage grants an
+	// epoch only on a free lease, so the next holder's acquisition stands; the blob samples
+	// below still show every epoch's holder.
+	killed := map[string]time.Time{}
+	for _, l := range c.h.Lines() {
+		if l.Msg == "chaos: kill -9 (SIGKILL)" {
+			if key := fmt.Sprintf("%s/%d", l.Str("instance"), l.Int("pid")); killed[key].IsZero() {
+				killed[key] = l.Time
+			}
+		}
+	}
+	killedBy := func(holder string, at time.Time) bool { // holder: app/instance/pid
+		parts := strings.Split(holder, "/")
+		if len(parts) < 2 {
+			return false
+		}
+		k, ok := killed[strings.Join(parts[len(parts)-2:], "/")]
+		return ok && !k.After(at.Add(tolerance))
+	}
 	for lease, group := range soak.ByLease(ts) {
 		for i := 1; i < len(group); i++ {
 			prev, tn := group[i-1], group[i]
 			if tn.Epoch <= prev.Epoch {
 				t.Errorf("invariant 1: %s epoch %d acquired at %s after epoch %d (%s): epochs must rise", soak.LeaseName(lease), tn.Epoch,
 					tn.Acquired.Format(time.StampMilli), prev.Epoch, prev.Acquired.Format(time.StampMilli))
+			}
+			if prev.Released.IsZero() && prev.Lost.IsZero() && killedBy(prev.Holder, tn.Acquired) {
+				continue
 			}
 			if end := prev.ValidUntil(leaseDuration); end.After(tn.Acquired.Add(tolerance)) {
 				t.Errorf("invariant 1: %s epoch %d (%s) valid until %s, but epoch %d (%s) acquired at %s: two valid holders", soak.LeaseName(lease),
@@ -153,8 +176,10 @@ func checkLeadership(t *testing.T, c *cluster) []tenure {
 			}
 			tn, ok := byEpoch[s.State.Epoch]
 			switch {
-			case !ok:
+			case !ok && !killedBy(s.State.Holder.String(), s.At):
 				t.Errorf("storage shows %s epoch %d held by %s, which no handler logged acquiring", soak.LeaseName(sm.lease), s.State.Epoch, s.State.Holder)
+			case !ok:
+				// Taken by a process killed before it could log it.
 			case tn.Holder != s.State.Holder.String():
 				t.Errorf("%s epoch %d: storage says holder %s, the log says %s", soak.LeaseName(sm.lease), s.State.Epoch, s.State.Holder, tn.Holder)
 			}
