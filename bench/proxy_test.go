@@ -30,12 +30,13 @@ type storageProxy struct {
 	counts   map[string]int64
 	lastAt   map[string]time.Time
 	renewals []time.Duration
+	hot      *hotTracker
 }
 
 // startStorageProxy starts the proxy in front of srv; it stops with the benchmark.
 func startStorageProxy(tb testing.TB, srv *azurite.Server) *storageProxy {
 	tb.Helper()
-	p := &storageProxy{counts: map[string]int64{}, lastAt: map[string]time.Time{}}
+	p := &storageProxy{counts: map[string]int64{}, lastAt: map[string]time.Time{}, hot: newHotTracker()}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 512, 512
 	serve := func(target int, queue bool) (*http.Server, int) {
@@ -44,10 +45,10 @@ func startStorageProxy(tb testing.TB, srv *azurite.Server) *storageProxy {
 		rp.Transport = tr
 		rp.ErrorLog = nil
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			kind := callKind(r, queue)
+			kind, entity := callKind(r, queue), callEntity(r, queue)
 			t0 := time.Now()
 			rp.ServeHTTP(w, r)
-			p.record(kind, t0, time.Now())
+			p.record(kind, entity, t0, time.Now())
 		})
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -76,10 +77,11 @@ func (p *storageProxy) connectionString(srv *azurite.Server) string {
 	).Replace(srv.ConnectionString())
 }
 
-func (p *storageProxy) record(kind string, start, end time.Time) {
+func (p *storageProxy) record(kind, entity string, start, end time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.counts[kind]++
+	p.hot.add(entity, kind == "blob PUT result")
 	p.lastAt[kind] = end
 	if kind == "blob lease renew" {
 		p.renewals = append(p.renewals, end.Sub(start))
@@ -88,11 +90,21 @@ func (p *storageProxy) record(kind string, start, end time.Time) {
 
 // snapshot returns the counts so far and resets them, with the renewal latencies.
 func (p *storageProxy) snapshot() (counts map[string]int64, lastAt map[string]time.Time, renewals []time.Duration) {
+	counts, lastAt, renewals, _ = p.snapshotHot()
+	return counts, lastAt, renewals
+}
+
+// snapshotHot is snapshot with the hottest entity of the calls so far (see hotTracker; a
+// last window shorter than hotWindowParts counts only when it is the only one).
+func (p *storageProxy) snapshotHot() (counts map[string]int64, lastAt map[string]time.Time, renewals []time.Duration, hot hotSpot) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	counts, lastAt, renewals = p.counts, p.lastAt, p.renewals
-	p.counts, p.lastAt, p.renewals = map[string]int64{}, map[string]time.Time{}, nil
-	return counts, lastAt, renewals
+	if p.hot.window == 0 {
+		p.hot.close()
+	}
+	counts, lastAt, renewals, hot = p.counts, p.lastAt, p.renewals, p.hot.worst
+	p.counts, p.lastAt, p.renewals, p.hot = map[string]int64{}, map[string]time.Time{}, nil, newHotTracker()
+	return counts, lastAt, renewals, hot
 }
 
 // callKind names a storage call by service, operation and, for blobs, the part of the run

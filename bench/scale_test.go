@@ -38,7 +38,10 @@ type scaleResult struct {
 	resultToReport time.Duration
 	counts         map[string]int64
 	calls          int64
-	renewals       []time.Duration
+	// hot is the entity that took the most calls per partition in any stretch of
+	// hotWindowParts partitions.
+	hot      hotSpot
+	renewals []time.Duration
 	// peak RSS (VmHWM) of each instance, of those that led (took the lease at least once) and
 	// of the one that aggregated.
 	rss        map[string]int64
@@ -98,7 +101,7 @@ func scaledRun(b *testing.B, spec scaleSpec) scaleResult {
 	close(stop)
 	wall := time.Since(t0)
 	az1, self1 := azuriteStats(), selfCPU()
-	counts, lastAt, renewals := c.proxy.snapshot()
+	counts, lastAt, renewals, hot := c.proxy.snapshotHot()
 	if m.State != ledger.StateSucceeded || m.Succeeded != spec.partitions {
 		b.Fatalf("run %s ended %s with %d succeeded, want succeeded with %d (log: %s)", run, m.State, m.Succeeded, spec.partitions, c.logPath)
 	}
@@ -115,7 +118,7 @@ func scaledRun(b *testing.B, spec scaleSpec) scaleResult {
 		b.Fatal(err)
 	}
 	r := scaleResult{run: run, elapsed: m.Finished.Sub(m.Created), enqueue: m.Enqueued.Sub(m.Created),
-		resultToReport: lastAt["blob PUT report"].Sub(lastAt["blob PUT result"]), counts: counts, renewals: renewals,
+		resultToReport: lastAt["blob PUT report"].Sub(lastAt["blob PUT result"]), counts: counts, renewals: renewals, hot: hot,
 		rss: map[string]int64{}, failed: c.failures(),
 		azuriteCPU: cpuShare(az1.CPU-az0.CPU, wall), selfCPU: cpuShare(self1-self0, wall)}
 	r.calls, _ = callsTable(counts, spec.partitions)
@@ -185,9 +188,12 @@ func (r scaleResult) report(b *testing.B, n int) {
 		}
 	}
 	b.Logf("run %s: %d partitions in %s (planned in %s), %.0f partitions/s; last result → report %s; "+
-		"peak RSS %s; led: %v; aggregated: %s; failed invocations %v; %d storage calls:%s",
+		"peak RSS %s; led: %v; aggregated: %s; failed invocations %v; hottest entity %s: %d calls in %d partitions "+
+		"(window %d; %.4f per partition); %d storage calls:%s",
 		r.run, n, r.elapsed.Round(time.Millisecond), r.enqueue.Round(time.Millisecond), float64(n)/r.elapsed.Seconds(),
-		r.resultToReport.Round(time.Millisecond), strings.Join(per, ", "), r.leaders, r.aggregator, r.failed, total, table)
+		r.resultToReport.Round(time.Millisecond), strings.Join(per, ", "), r.leaders, r.aggregator, r.failed,
+		r.hot.Entity, r.hot.Calls, r.hot.Parts, r.hot.Window, r.hot.PerPart, total, table)
+	b.ReportMetric(r.hot.PerPart, "hottest-entity-calls/partition")
 	b.ReportMetric(float64(n)/r.elapsed.Seconds(), "partitions/s")
 	b.ReportMetric(r.elapsed.Seconds(), "run-s")
 	b.ReportMetric(r.enqueue.Seconds(), "enqueue-s")
