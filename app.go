@@ -102,6 +102,9 @@ func (a *App) register(name string, job Job, opts []JobOption) error {
 	if spec.retry != nil {
 		a.jobs.SetRetry(name, *spec.retry)
 	}
+	if spec.bundle > 0 {
+		a.jobs.SetMaxBundle(name, spec.bundle)
+	}
 	if spec.params != nil {
 		a.defaults[name] = spec.params
 	}

@@ -80,6 +80,8 @@ func TestRegister_MistakesAreTypedErrors(t *testing.T) {
 		{"tries", rawJob{}, []JobOption{WithRetry(RetryPolicy{Attempts: 11})}, "retry.Attempts", ErrInvalidRetry},
 		{"backoff", rawJob{}, []JobOption{WithRetry(RetryPolicy{Multiplier: 0.5})}, "retry.Multiplier", ErrInvalidRetry},
 		{"cap", rawJob{}, []JobOption{WithRetry(RetryPolicy{InitialDelay: time.Minute, MaxDelay: time.Second})}, "retry.MaxDelay", ErrInvalidRetry},
+		{"nobundle", rawJob{}, []JobOption{WithMaxBundle(0)}, "bundle", ErrInvalidBundle},
+		{"hugebundle", rawJob{}, []JobOption{WithMaxBundle(MaxBundle + 1)}, "bundle", ErrInvalidBundle},
 	}
 	for _, c := range cases {
 		err := app.Register(c.name, c.job, c.opts...)
@@ -123,6 +125,23 @@ func TestRegister_WithRetrySetsTheJobsPolicy(t *testing.T) {
 	}
 	if got := app.jobs.Retry("plain"); got != work.DefaultRetryPolicy() {
 		t.Errorf("plain's policy = %+v, want the defaults %+v", got, work.DefaultRetryPolicy())
+	}
+}
+
+// A job's bundle cap reaches the registry the leader reads; a job without one gets the default.
+func TestRegister_WithMaxBundleSetsTheJobsCap(t *testing.T) {
+	app := New()
+	if err := app.Register("heavy", rawJob{}, WithMaxBundle(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Register("light", rawJob{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := app.jobs.MaxBundle("heavy"); got != 1 {
+		t.Errorf("heavy's cap = %d, want 1", got)
+	}
+	if got := app.jobs.MaxBundle("light"); got != DefaultMaxBundle {
+		t.Errorf("light's cap = %d, want %d", got, DefaultMaxBundle)
 	}
 }
 

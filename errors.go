@@ -18,6 +18,8 @@ var (
 	ErrInvalidParams = errors.New("invalid params")
 	// ErrInvalidRetry: a job's RetryPolicy has a field out of range.
 	ErrInvalidRetry = errors.New("invalid retry policy")
+	// ErrInvalidBundle: a job's WithMaxBundle is not 1 to MaxBundle.
+	ErrInvalidBundle = errors.New("invalid bundle size")
 	// ErrDuplicateSchedule: a schedule name is declared twice.
 	ErrDuplicateSchedule = errors.New("schedule already declared")
 	// ErrUnknownJob: a schedule names a job that is not registered (register it first).
@@ -29,7 +31,7 @@ var (
 // RegistrationError is a refused registration of a job or a schedule: which one, which field
 // (the name, the job itself, or an option such as its params) and what is wrong. Match it with
 // errors.As, and its cause with errors.Is (ErrInvalidName, ErrDuplicateJob, ErrNilJob,
-// ErrInvalidParams, ErrInvalidRetry, ErrDuplicateSchedule, ErrUnknownJob, ErrInvalidSchedule).
+// ErrInvalidParams, ErrInvalidRetry, ErrInvalidBundle, ErrDuplicateSchedule, ErrUnknownJob, ErrInvalidSchedule).
 type RegistrationError struct {
 	// Schedule is the name passed to Schedule ("" for a job's registration).
 	Schedule string

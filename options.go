@@ -18,6 +18,7 @@ type jobSpec struct {
 	job    Job
 	params json.RawMessage
 	retry  *RetryPolicy
+	bundle int    // 0: the default
 	field  string // the field check found wrong
 }
 
@@ -43,6 +44,34 @@ func WithRetry(p RetryPolicy) JobOption {
 			return &RegistrationError{Field: field, Err: fmt.Errorf("%w: %w", ErrInvalidRetry, err)}
 		}
 		s.retry = &p
+		return nil
+	}
+}
+
+// MaxBundle is the most partitions of a job one message can carry (see WithMaxBundle).
+const MaxBundle = work.MaxBundle
+
+// DefaultMaxBundle is a job's cap on partitions per message unless WithMaxBundle sets one.
+const DefaultMaxBundle = work.DefaultMaxBundle
+
+// WithMaxBundle caps how many of the job's partitions one message carries. The leader sends a
+// plan batch in bundles of consecutive partitions — a power of two up to the cap, small enough
+// that the batch still spreads over at least 8 messages and that the payloads fit one message —
+// and a worker runs a bundle's partitions concurrently in one invocation. Each partition keeps
+// its own result, retries and report entry; a bundle that comes back (its invocation failed,
+// timed out, or its instance died) is sent again one partition per message. A bundle costs one
+// send, delivery and completion on the queue and one done record append and partial update in
+// storage, so larger bundles cost less per partition; they also run more of the job at once on
+// an instance (the host's concurrent deliveries times the bundle), so a job that holds scarce
+// resources per partition (connections, memory) should set a smaller cap. 1 sends every
+// partition alone. n outside 1 to MaxBundle is a *RegistrationError for the field "bundle"
+// wrapping ErrInvalidBundle. Default: DefaultMaxBundle (32).
+func WithMaxBundle(n int) JobOption {
+	return func(s *jobSpec) error {
+		if n < 1 || n > MaxBundle {
+			return &RegistrationError{Field: "bundle", Err: fmt.Errorf("%w: %d, want 1 to %d", ErrInvalidBundle, n, MaxBundle)}
+		}
+		s.bundle = n
 		return nil
 	}
 }

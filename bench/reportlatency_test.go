@@ -99,7 +99,7 @@ func reportLatency(b *testing.B, n int) {
 					errs <- fmt.Errorf("seed result %d: %w", i, err)
 					return
 				}
-				if _, err := store.AppendDone(ctx, run, i, 1); err != nil {
+				if _, err := store.AppendDone(ctx, run, 1, i); err != nil {
 					errs <- fmt.Errorf("seed done %d: %w", i, err)
 					return
 				}

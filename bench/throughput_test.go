@@ -240,7 +240,7 @@ func measureRaw(b *testing.B, depth int) rawRate {
 					fail(err)
 					return
 				}
-				if _, err := store.AppendDone(ctx, run, i, 1); err != nil {
+				if _, err := store.AppendDone(ctx, run, 1, i); err != nil {
 					fail(err)
 					return
 				}

@@ -135,7 +135,7 @@ func TestSupervision_OverdueRunTimesOutAndTheScheduleGoesOn(t *testing.T) {
 	var part0 *work.Envelope
 	for _, env := range e.drain() { // the partitions; the chain's next check is not due for an hour
 		if env.Kind == work.KindPartition && env.Part == 0 {
-			part0 = &env
+			part0 = &env // partition 0 alone, or the bundle it starts
 		}
 	}
 	if part0 == nil {

@@ -303,7 +303,7 @@ func (c *Coordinator) recordTimeouts(ctx context.Context, m ledger.Manifest, mis
 		if err := c.cfg.Store.PutResult(ctx, r); err != nil && !errors.Is(err, ledger.ErrExists) {
 			return err
 		} else if err == nil {
-			if _, err := c.cfg.Store.AppendDone(ctx, m.RunID, i, m.Epoch); err != nil {
+			if _, err := c.cfg.Store.AppendDone(ctx, m.RunID, m.Epoch, i); err != nil {
 				return err
 			}
 		}
@@ -329,7 +329,9 @@ func (c *Coordinator) deadLettered(ctx context.Context, run string) map[int]tran
 	out := map[int]transport.DeadLetter{}
 	for _, dl := range letters {
 		if env, err := work.DecodeEnvelope(dl.Body); err == nil && env.Kind == work.KindPartition && env.Run == run {
-			out[env.Part] = dl
+			for _, one := range env.Singles() {
+				out[one.Part] = dl
+			}
 		}
 	}
 	return out

@@ -281,28 +281,36 @@ func (c *Coordinator) planBatch(ctx context.Context, job work.Job, m *ledger.Man
 	return b, nil
 }
 
-// send enqueues the partitions of a plan batch (or the given subset) with the given epoch and
-// re-enqueue round.
+// send enqueues the partitions of a plan batch (or the given subset, one per message) with the
+// given epoch and re-enqueue round: the whole batch goes in bundles of consecutive partitions
+// (bundles).
 func (c *Coordinator) send(ctx context.Context, m ledger.Manifest, b ledger.PlanBatch, epoch int64, round int, only ...int) error {
 	parts := 0
 	if m.PlanDone {
 		parts = m.Partitions
 	}
-	want := map[int]bool{}
-	for _, i := range only {
-		want[i] = true
+	size := 1
+	if len(only) == 0 {
+		size = work.BundleSize(c.cfg.Jobs.MaxBundle(m.Job), len(b.Partitions))
 	}
-	msgs := make([]transport.Message, 0, len(b.Partitions))
-	for k, payload := range b.Partitions {
-		idx := b.First + k
-		if len(only) > 0 && !want[idx] {
+	envs := bundles(work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: m.RunID, Epoch: epoch,
+		Parts: parts, Round: round}, b, size, only)
+	msgs := make([]transport.Message, 0, len(envs))
+	for _, env := range envs {
+		body, err := env.Encode()
+		if errors.Is(err, work.ErrTooLarge) && env.Count > 1 {
+			// bundles keeps a bundle's payloads well inside the limit; should it still not
+			// fit, its partitions go one per message (each fits: see fits).
+			for _, one := range env.Singles() {
+				if body, err = one.Encode(); err != nil {
+					return fmt.Errorf("%w: partition %d of run %s cannot be sent: %w", errPlanning, one.Part, m.RunID, err)
+				}
+				msgs = append(msgs, transport.Message{ID: one.MessageID(), Body: body, Properties: one.Properties()})
+			}
 			continue
 		}
-		env := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: m.RunID, Epoch: epoch,
-			Part: idx, Parts: parts, Round: round, Payload: payload}
-		body, err := env.Encode()
 		if err != nil {
-			return fmt.Errorf("%w: partition %d of run %s cannot be sent: %w", errPlanning, idx, m.RunID, err)
+			return fmt.Errorf("%w: partition %d of run %s cannot be sent: %w", errPlanning, env.Part, m.RunID, err)
 		}
 		msgs = append(msgs, transport.Message{ID: env.MessageID(), Body: body, Properties: env.Properties()})
 	}
@@ -312,6 +320,80 @@ func (c *Coordinator) send(ctx context.Context, m ledger.Manifest, b ledger.Plan
 		return fmt.Errorf("send %d partitions of %s batch %d: %w", len(msgs), m.RunID, b.Batch, err)
 	}
 	return nil
+}
+
+// bundleHeadroom is what bundles keeps free in a message for everything but the payloads.
+const bundleHeadroom = 1024
+
+// bundles turns plan batch b's partitions (or only the listed indexes, one per message) into
+// envelopes like head: bundles of up to size consecutive partitions, each starting at a
+// multiple of size or at the batch's start and ending before the payloads would leave less
+// than bundleHeadroom of a message; a bundle of one is a message of one partition.
+func bundles(head work.Envelope, b ledger.PlanBatch, size int, only []int) []work.Envelope {
+	var out []work.Envelope
+	if len(only) > 0 {
+		want := map[int]bool{}
+		for _, i := range only {
+			want[i] = true
+		}
+		for k, payload := range b.Partitions {
+			if want[b.First+k] {
+				one := head
+				one.Part, one.Payload = b.First+k, payload
+				out = append(out, one)
+			}
+		}
+		return out
+	}
+	var (
+		cur   work.Envelope
+		bytes int
+	)
+	flush := func() {
+		switch n := len(cur.Payloads); {
+		case n == 1:
+			cur.Count, cur.Payload, cur.Payloads = 0, b.Partitions[cur.Part-b.First], nil
+		case n > 1:
+			cur.Count = n
+			if allEmpty(cur.Payloads) {
+				cur.Payloads = nil
+			}
+		default:
+			return
+		}
+		out = append(out, cur)
+		cur, bytes = work.Envelope{}, 0
+	}
+	for k, payload := range b.Partitions {
+		idx := b.First + k
+		// A payload costs its bytes and a comma; none is sent as null.
+		cost := max(len(payload), len("null")) + 1
+		if len(cur.Payloads) > 0 && (idx%size == 0 || bytes+cost > work.MaxEnvelopeBytes-bundleHeadroom) {
+			flush()
+		}
+		if len(cur.Payloads) == 0 {
+			cur = head
+			cur.Part = idx
+		}
+		p := payload
+		if len(p) == 0 {
+			p = json.RawMessage("null")
+		}
+		cur.Payloads = append(cur.Payloads, p)
+		bytes += cost
+	}
+	flush()
+	return out
+}
+
+// allEmpty reports whether no payload is more than null.
+func allEmpty(ps []json.RawMessage) bool {
+	for _, p := range ps {
+		if string(p) != "null" {
+			return false
+		}
+	}
+	return true
 }
 
 // fits checks that partition index of run, with this payload, encodes within the message limit

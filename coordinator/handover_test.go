@@ -259,6 +259,7 @@ func TestProbe_KilledPlannerResumedAtLeaseExpiry(t *testing.T) {
 	t.Parallel() // it waits for a lease to lapse, on an Azurite of its own
 	// Its backlog of 2,000 messages gets an Azurite of its own (see newRunEnvOn).
 	e := newControlEnvOn(t, azurite.Private(t, azurite.Options{}))
+	e.jobs.SetMaxBundle("count", 1)  // a backlog of one message per partition
 	const n, batch, k = 2250, 250, 8 // the planner dies after k batches: k*batch partitions queued, one batch left
 	ctx := testCtx(t)
 	killed := errors.New("killed")

@@ -171,7 +171,9 @@ func (s *memSender) partitions(t *testing.T) ([]int, map[int]int) {
 			t.Fatal(err)
 		}
 		if env.Kind == work.KindPartition {
-			seen[env.Part]++
+			for _, one := range env.Singles() {
+				seen[one.Part]++
+			}
 		}
 	}
 	idx := make([]int, 0, len(seen))

@@ -74,8 +74,10 @@ func (s *memSender) partitionRounds(t *testing.T) ([]int, []int) {
 			t.Fatal(err)
 		}
 		if env.Kind == work.KindPartition {
-			idx = append(idx, env.Part)
-			rounds = append(rounds, env.Round)
+			for _, one := range env.Singles() {
+				idx = append(idx, one.Part)
+				rounds = append(rounds, one.Round)
+			}
 		}
 	}
 	slices.Sort(idx)

@@ -282,8 +282,10 @@ func partitions(envs []work.Envelope) (idx []int, epochs map[int64]int, checks i
 			checks++
 			continue
 		}
-		idx = append(idx, e.Part)
-		epochs[e.Epoch]++
+		for _, one := range e.Singles() {
+			idx = append(idx, one.Part)
+			epochs[one.Epoch]++
+		}
 	}
 	sort.Ints(idx)
 	return idx, epochs, checks
@@ -385,7 +387,7 @@ func TestHeartbeat_TenInstancesOneRunOnePlanner(t *testing.T) {
 	drained := e.drain()
 	idx, epochs, _ := partitions(drained)
 	if len(idx) != n {
-		t.Errorf("%d partition messages, want %d (no second planning)", len(idx), n)
+		t.Errorf("%d partitions sent, want %d (no second planning)", len(idx), n)
 	}
 	// Each instance that found the run's lease held looks again a lease later (due at once on
 	// this test's clock); the planner's own next check is not due before the run's deadline.

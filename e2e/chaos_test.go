@@ -433,3 +433,81 @@ func poisonPartition(t *testing.T, d devhost.Delivery) {
 	figures(t, "delivery=%s run=%s partitions=6 state=%s, run took %s, poison queue=%d messages, junk deliveries=%d, duplicates=%d",
 		d, run, m.State, elapsed.Round(time.Millisecond), len(bodies), junkDeliveries, fig.Duplicates)
 }
+
+// TestChaos_KillWorkerMidBundle kills an instance while it processes a bundle (a message of
+// several consecutive partitions): the host fails the invocation, the bundle comes back, and
+// its redelivery is split into messages of one partition, each processed (or found recorded)
+// on its own. Every partition ends with one result and the run succeeds.
+func TestChaos_KillWorkerMidBundle(t *testing.T) {
+	t.Parallel()
+	for _, d := range deliveries() {
+		t.Run(string(d), func(t *testing.T) { killWorkerMidBundle(t, d) })
+	}
+}
+
+func killWorkerMidBundle(t *testing.T, d devhost.Delivery) {
+	t.Parallel()
+	const n = 32 // one plan batch: bundles of 4 (at least 8 messages a batch)
+	c := startCluster(t, clusterOpts{params: fmt.Sprintf(`{"partitions":%d,"workMs":3000}`, n), delivery: d})
+	ctx := testCtx(t, 3*time.Minute)
+	run := c.startRun(ctx)
+	var victim devhost.Invocation
+	if err := waitFor(ctx, 20*time.Millisecond, "a bundle in flight for a second", func() (bool, error) {
+		for _, inv := range c.h.InFlight() {
+			if inv.Function == c.workFunction() && time.Since(inv.Started) > time.Second {
+				victim = inv
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.h.Instance(victim.Instance).Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.waitFinal(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	ts := checkLeadership(t, c)
+	checkNoPolling(t, c, ts)
+	fig := checkRun(t, c, run, runWant{partitions: n, state: ledger.StateSucceeded}, ts)
+
+	// The bundles the killed process held: each came back and was split.
+	lost := map[string]work.Envelope{}
+	for _, r := range c.Records() {
+		if env, _, ok := envelopeOf(r); ok && r.PID == victim.PID && r.Err != nil && env.Kind == work.KindPartition && env.Run == run {
+			if env.Count < 2 {
+				t.Errorf("the killed instance held message %s of one partition; want bundles only in a run of %d", env.MessageID(), n)
+			}
+			lost[env.MessageID()] = env
+		}
+	}
+	if len(lost) == 0 {
+		t.Fatalf("no failed bundle invocation on the killed pid %d", victim.PID)
+	}
+	splits := map[int]bool{}
+	for _, l := range c.h.Lines() {
+		if l.Msg == "bundle redelivered; its partitions are sent again one per message" && l.Str("run") == run {
+			splits[int(l.Int("part"))] = true
+		}
+	}
+	var parts []string
+	for _, env := range lost {
+		if !splits[env.Part] {
+			t.Errorf("bundle %s came back without being split", env.MessageID())
+		}
+		for _, one := range env.Singles() {
+			res, err := c.store.ReadResult(ctx, run, one.Part)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Attempts < 2 {
+				t.Errorf("partition %d was in the killed bundle, but its result records %d attempt(s)", one.Part, res.Attempts)
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%d+%d", env.Part, env.Count))
+	}
+	figures(t, "run=%s partitions=%d killed %s (pid %d) holding bundles [%s], split %d, duplicates=%d redeliveries=%d",
+		run, n, victim.Instance, victim.PID, strings.Join(parts, " "), len(splits), fig.Duplicates, fig.Redelivered)
+}

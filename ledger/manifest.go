@@ -134,6 +134,10 @@ type Manifest struct {
 	// FoldShards is the number of partial aggregates results are folded into as they arrive
 	// (jobs with an associative merge); 0 means the report reads every result at the end.
 	FoldShards int `json:"foldShards,omitempty"`
+	// FoldBlock is how many consecutive partitions fold into the same partial (FoldSlot), so
+	// that a message carrying consecutive partitions updates one partial, not one per
+	// partition; 0 (a run created before blocks) means 1.
+	FoldBlock int `json:"foldBlock,omitempty"`
 
 	Created  time.Time `json:"created"`
 	Updated  time.Time `json:"updated"`
@@ -161,6 +165,16 @@ func (m *Manifest) SegmentEpoch(i int) int64 {
 		}
 	}
 	return e
+}
+
+// FoldSlot returns the partial that partition i folds into and its position in that
+// partial's bitmap: blocks of FoldBlock consecutive partitions go to the FoldShards partials in
+// turn (with a block of 1, partial i % FoldShards at position i / FoldShards). FoldShards
+// must be positive.
+func (m *Manifest) FoldSlot(i int) (shard, pos int) {
+	b := max(m.FoldBlock, 1)
+	block := i / b
+	return block % m.FoldShards, block/m.FoldShards*b + i%b
 }
 
 // BatchOf returns the plan batch holding partition index i.
@@ -252,14 +266,14 @@ type PlanBatch struct {
 	Last bool `json:"last"`
 }
 
-// Partial is runs/<runID>/partials/<shard>.json: the results of the partitions i with
-// i % FoldShards == Shard folded together as they arrived, so finishing a run reads FoldShards
-// partials instead of every result.
+// Partial is runs/<runID>/partials/<shard>.json: the results of the partitions whose
+// Manifest.FoldSlot is Shard folded together as they arrived, so finishing a run reads
+// FoldShards partials instead of every result.
 type Partial struct {
 	Run   string `json:"run"`
 	Shard int    `json:"shard"`
-	// Folded is a bitmap over i / FoldShards of the partitions folded in (a redelivery folds
-	// nothing twice).
+	// Folded is a bitmap over the FoldSlot positions of the partitions folded in (a
+	// redelivery folds nothing twice).
 	Folded []byte `json:"folded"`
 	// Count, Failed and TimedOut count the folded results and their failures.
 	Count    int  `json:"count"`
@@ -272,7 +286,7 @@ type Partial struct {
 	Aggregate json.RawMessage `json:"aggregate,omitempty"`
 }
 
-// Has reports whether the partition at position pos (index / FoldShards) is folded in.
+// Has reports whether the partition at position pos (see Manifest.FoldSlot) is folded in.
 func (p *Partial) Has(pos int) bool {
 	return pos/8 < len(p.Folded) && p.Folded[pos/8]&(1<<(pos%8)) != 0
 }

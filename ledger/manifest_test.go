@@ -84,3 +84,34 @@ func TestDoneShard(t *testing.T) {
 		}
 	}
 }
+
+func TestManifest_FoldSlot(t *testing.T) {
+	// A block of 1 (and a run written before blocks: 0) is partial i % shards at i / shards.
+	for _, block := range []int{0, 1} {
+		m := ledger.Manifest{FoldShards: 4, FoldBlock: block}
+		for i := range 40 {
+			if s, p := m.FoldSlot(i); s != i%4 || p != i/4 {
+				t.Fatalf("block %d: FoldSlot(%d) = %d, %d; want %d, %d", block, i, s, p, i%4, i/4)
+			}
+		}
+	}
+	// Blocks of 8 over 4 partials: 0-7 → partial 0, 8-15 → 1, ..., 32-39 → 0 again after 0-7.
+	m := ledger.Manifest{FoldShards: 4, FoldBlock: 8}
+	seen := map[[2]int]int{}
+	for i := range 1000 {
+		s, p := m.FoldSlot(i)
+		if want := i / 8 % 4; s != want {
+			t.Fatalf("FoldSlot(%d) partial %d, want %d", i, s, want)
+		}
+		if prev, dup := seen[[2]int{s, p}]; dup {
+			t.Fatalf("partitions %d and %d share partial %d position %d", prev, i, s, p)
+		}
+		seen[[2]int{s, p}] = i
+		if p > i {
+			t.Fatalf("FoldSlot(%d) position %d: a bitmap longer than the run", i, p)
+		}
+	}
+	if s, p := m.FoldSlot(33); s != 0 || p != 9 {
+		t.Errorf("FoldSlot(33) = %d, %d; want 0, 9", s, p)
+	}
+}

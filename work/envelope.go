@@ -27,7 +27,8 @@ const MaxPayloadBytes = MaxEnvelopeBytes - 1024
 type Kind string
 
 const (
-	// KindPartition asks a worker to process one partition.
+	// KindPartition asks a worker to process one partition, or a bundle of consecutive ones
+	// (Count above 1).
 	KindPartition Kind = "partition"
 	// KindCheck is the dead-man's switch: look at a run and resume, retry or finish it.
 	KindCheck Kind = "check"
@@ -42,8 +43,11 @@ type Envelope struct {
 	// Epoch is the run lease's epoch the message was sent under: at least 1 for a partition;
 	// 0 for the check that starts a run no planner has taken up yet.
 	Epoch int64 `json:"epoch"`
-	// Part is the partition index (partition messages only).
+	// Part is the partition index (partition messages only); a bundle's first.
 	Part int `json:"part"`
+	// Count is a bundle's number of consecutive partitions, Part to Part+Count-1, 2 to
+	// MaxBundle; 0 for a message of one partition (the only kind a retry or a check is).
+	Count int `json:"count,omitempty"`
 	// Parts is the run's partition count when known at send time, else 0; the manifest is
 	// authoritative.
 	Parts int `json:"parts"`
@@ -60,6 +64,32 @@ type Envelope struct {
 	// Errors are the earlier tries' errors, shortened, oldest first (a retry's only).
 	Errors  []string        `json:"errors,omitempty"`
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// Payloads are a bundle's payloads, one per partition in order (JSON null for a partition
+	// without one), or none when no partition has one. A bundle leaves Payload empty.
+	Payloads []json.RawMessage `json:"payloads,omitempty"`
+}
+
+// MaxBundle is the most partitions one message carries. It is also the block of consecutive
+// partitions that fold into one partial (DefaultFoldBlock), so a bundle that starts at a
+// multiple of its size updates one partial.
+const MaxBundle = 64
+
+// Singles returns the partitions the message carries, each as a message of one partition:
+// itself when it is not a bundle.
+func (e Envelope) Singles() []Envelope {
+	if e.Count < 2 {
+		return []Envelope{e}
+	}
+	out := make([]Envelope, e.Count)
+	for k := range out {
+		one := e
+		one.Part, one.Count, one.Payloads, one.Payload = e.Part+k, 0, nil, nil
+		if k < len(e.Payloads) && string(e.Payloads[k]) != "null" {
+			one.Payload = e.Payloads[k]
+		}
+		out[k] = one
+	}
+	return out
 }
 
 // ErrMalformed marks a message that can never be processed: it should be dead-lettered.
@@ -160,8 +190,11 @@ func (e Envelope) Validate() error {
 		if e.Handover {
 			return bad("a partition message is no handover check")
 		}
-		if e.Part < 0 || (e.Parts > 0 && e.Part >= e.Parts) {
-			return bad("part %d out of range [0, %d)", e.Part, e.Parts)
+		if e.Part < 0 || (e.Parts > 0 && e.Part+max(e.Count, 1) > e.Parts) {
+			return bad("part %d (count %d) out of range [0, %d)", e.Part, max(e.Count, 1), e.Parts)
+		}
+		if err := e.validateBundle(); err != nil {
+			return bad("%v", err)
 		}
 		if len(e.Payload) > MaxPayloadBytes {
 			return bad("payload of %d bytes exceeds %d", len(e.Payload), MaxPayloadBytes)
@@ -178,14 +211,41 @@ func (e Envelope) Validate() error {
 			}
 		}
 	case KindCheck:
-		if e.Part != 0 || len(e.Payload) != 0 || e.Attempt != 0 || len(e.Errors) != 0 {
-			return bad("a check message carries no part, payload, attempt or errors")
+		if e.Part != 0 || e.Count != 0 || len(e.Payload) != 0 || len(e.Payloads) != 0 || e.Attempt != 0 || len(e.Errors) != 0 {
+			return bad("a check message carries no part, count, payload, attempt or errors")
 		}
 		if e.Handover && e.Round != 0 {
 			return bad("a handover check has round 0, not %d", e.Round)
 		}
 	default:
 		return bad("kind %q, want %q or %q", e.Kind, KindPartition, KindCheck)
+	}
+	return nil
+}
+
+// validateBundle checks a bundle's own fields (Count, Payloads) and that a message of one
+// partition has none of them.
+func (e Envelope) validateBundle() error {
+	if e.Count == 0 {
+		if len(e.Payloads) != 0 {
+			return errors.New("payloads without a count: a message of one partition has a payload")
+		}
+		return nil
+	}
+	switch {
+	case e.Count < 2 || e.Count > MaxBundle:
+		return fmt.Errorf("count %d, want 2 to %d (0 for one partition)", e.Count, MaxBundle)
+	case len(e.Payloads) != 0 && len(e.Payloads) != e.Count:
+		return fmt.Errorf("%d payloads for %d partitions", len(e.Payloads), e.Count)
+	case len(e.Payload) != 0:
+		return errors.New("a bundle carries payloads, not a payload")
+	case e.Attempt > 1 || len(e.Errors) != 0:
+		return errors.New("a bundle is a first try: its retries are messages of one partition")
+	}
+	for k, p := range e.Payloads {
+		if !json.Valid(p) {
+			return fmt.Errorf("payload %d (partition %d) is not JSON", k, e.Part+k)
+		}
 	}
 	return nil
 }
@@ -213,7 +273,8 @@ func (e Envelope) Encode() ([]byte, error) {
 	return b, nil
 }
 
-// MessageID is the deterministic message ID: a replay by the same leader gets the same ID
+// MessageID is the deterministic message ID (a bundle's names its first partition and its
+// count: "run/32+16/e1"): a replay by the same leader gets the same ID
 // (Service Bus duplicate detection drops it), while a takeover (new epoch) or a re-enqueue
 // round gets a new one, so the resend is not mistaken for a duplicate of a message that the
 // workers will drop as stale. A retry (Attempt above 1) gets one per attempt: the redelivered
@@ -225,7 +286,11 @@ func (e Envelope) MessageID() string {
 	case KindCheck:
 		fmt.Fprintf(&b, "/check/e%d/r%d", e.Epoch, e.Round)
 	default:
-		fmt.Fprintf(&b, "/%d/e%d", e.Part, e.Epoch)
+		fmt.Fprintf(&b, "/%d", e.Part)
+		if e.Count > 1 {
+			fmt.Fprintf(&b, "+%d", e.Count)
+		}
+		fmt.Fprintf(&b, "/e%d", e.Epoch)
 		if e.Round > 0 {
 			fmt.Fprintf(&b, "/r%d", e.Round)
 		}

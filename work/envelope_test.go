@@ -71,6 +71,14 @@ func TestDecodeEnvelope_Rejects(t *testing.T) {
 		"unterminated":       `{"baton":1,"kind":"check","run":"r1","epoch":1`,
 		"epoch as string":    `{"baton":1,"kind":"check","run":"r1","epoch":"1"}`,
 		"oversize":           `{"baton":1,"kind":"partition","run":"r1","epoch":1,"payload":"` + strings.Repeat("x", MaxEnvelopeBytes) + `"}`,
+		"bundle of one":      `{"baton":1,"kind":"partition","run":"r1","epoch":1,"count":1}`,
+		"bundle too large":   `{"baton":1,"kind":"partition","run":"r1","epoch":1,"count":65}`,
+		"bundle past parts":  `{"baton":1,"kind":"partition","run":"r1","epoch":1,"part":3,"count":3,"parts":5}`,
+		"payloads short":     `{"baton":1,"kind":"partition","run":"r1","epoch":1,"count":3,"payloads":[1,2]}`,
+		"payloads no count":  `{"baton":1,"kind":"partition","run":"r1","epoch":1,"payloads":[1]}`,
+		"bundle payload":     `{"baton":1,"kind":"partition","run":"r1","epoch":1,"count":2,"payload":1}`,
+		"bundle retry":       `{"baton":1,"kind":"partition","run":"r1","epoch":1,"count":2,"attempt":2,"errors":["x"]}`,
+		"check with count":   `{"baton":1,"kind":"check","run":"r1","epoch":1,"count":2}`,
 	}
 	for name, body := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -94,6 +102,42 @@ func TestEnvelope_MessageID(t *testing.T) {
 	c := Envelope{Version: 1, Kind: KindCheck, Run: "r1", Epoch: 4, Round: 1}
 	if got := c.MessageID(); got != "r1/check/e4/r1" {
 		t.Errorf("check MessageID = %q", got)
+	}
+	b := Envelope{Version: 1, Kind: KindPartition, Run: "r1", Epoch: 2, Part: 32, Count: 16}
+	if got := b.MessageID(); got != "r1/32+16/e2" {
+		t.Errorf("bundle MessageID = %q", got)
+	}
+}
+
+func TestEnvelope_Singles(t *testing.T) {
+	body := `{"baton":1,"kind":"partition","run":"r1","epoch":2,"part":10,"count":3,"parts":20,"round":1,"payloads":[{"a":1},null,"x"]}`
+	b, err := DecodeEnvelope([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := b.Singles()
+	want := []Envelope{
+		{Version: 1, Kind: KindPartition, Run: "r1", Epoch: 2, Part: 10, Parts: 20, Round: 1, Payload: json.RawMessage(`{"a":1}`)},
+		{Version: 1, Kind: KindPartition, Run: "r1", Epoch: 2, Part: 11, Parts: 20, Round: 1},
+		{Version: 1, Kind: KindPartition, Run: "r1", Epoch: 2, Part: 12, Parts: 20, Round: 1, Payload: json.RawMessage(`"x"`)},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Singles:\n got %+v\nwant %+v", got, want)
+	}
+	for _, one := range got {
+		if err := one.Validate(); err != nil {
+			t.Errorf("single %d: %v", one.Part, err)
+		}
+	}
+	// Without payloads every single has none; a message of one partition is its own single.
+	b.Payloads = nil
+	for _, one := range b.Singles() {
+		if one.Payload != nil {
+			t.Errorf("single %d has payload %s", one.Part, one.Payload)
+		}
+	}
+	if s := validPartition().Singles(); len(s) != 1 || !reflect.DeepEqual(s[0], validPartition()) {
+		t.Errorf("a single's Singles = %+v", s)
 	}
 }
 

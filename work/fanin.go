@@ -4,49 +4,76 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/batonfn/baton/ledger"
 )
 
-// complete counts a recorded result with one append to its done shard and, when the ordinal
-// the append reveals says the shard may be complete, tries to finish the run. The append runs
-// under rctx (the bounded recording context); the manifest re-read and the finish, which may
-// aggregate a large run, run under the invocation's ctx. If that ctx has expired, the finish
-// fails and so does the invocation: the redelivery finds the result, appends and finishes.
+// complete counts recorded results (a message's: consecutive partitions) with one append per
+// done shard they fall in and, when the ordinal an append reveals says its shard may be
+// complete, tries to finish the run. The appends run under rctx (the bounded recording
+// context); the manifest re-read and the finish, which may aggregate a large run, run under the
+// invocation's ctx. If that ctx has expired, the finish fails and so does the invocation: the
+// redelivery finds the results, appends and finishes.
 //
-// The ordinal only says "maybe": redeliveries append twice, so a shard can reach its count
+// An ordinal only says "maybe": redeliveries append twice, so a shard can reach its count
 // before every partition is in, and TryFinish verifies by listing. It never says "no" wrongly:
-// an ordinal below the shard's partition count means fewer records than partitions existed
-// when this one was appended, so a later append will see the count reached.
-func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Envelope, log *slog.Logger) error {
-	ord, err := w.cfg.Store.AppendDone(rctx, env.Run, env.Part, env.Epoch)
-	if err != nil {
-		return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
+// an append's records are contiguous and its ordinal is its last record's, so an ordinal below
+// the shard's partition count means fewer records than partitions existed when the append was
+// made, and a later append will see the count reached.
+func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Envelope, rs []ledger.Result, log *slog.Logger) error {
+	if len(rs) == 0 {
+		return nil
 	}
-	shard := ledger.DoneShard(env.Part)
-	if m.PlanDone {
-		if ord < shardExpected(m.Partitions, shard) {
-			return nil
+	idx := make([]int, len(rs))
+	for k, r := range rs {
+		idx[k] = r.Index
+	}
+	slices.Sort(idx)
+	type reached struct {
+		shard int
+		ord   int64
+	}
+	var maybe, unplanned []reached
+	for from := 0; from < len(idx); {
+		shard := ledger.DoneShard(idx[from])
+		to := from + 1
+		for to < len(idx) && ledger.DoneShard(idx[to]) == shard {
+			to++
 		}
-	} else {
-		// The partition count is unknown while planning runs, but the partitions already
-		// enqueued are a lower bound.
-		if ord < max(1, shardExpected(m.Checkpoint.Next, shard)) {
-			return nil
+		ord, err := w.cfg.Store.AppendDone(rctx, env.Run, env.Epoch, idx[from:to]...)
+		if err != nil {
+			return fmt.Errorf("partition %s/%d: %w", env.Run, idx[from], err)
 		}
+		switch {
+		case m.PlanDone && ord >= shardExpected(m.Partitions, shard):
+			maybe = append(maybe, reached{shard, ord})
+		case !m.PlanDone && ord >= max(1, shardExpected(m.Checkpoint.Next, shard)):
+			// The partition count is unknown while planning runs, but the partitions
+			// already enqueued are a lower bound.
+			unplanned = append(unplanned, reached{shard, ord})
+		}
+		from = to
+	}
+	if len(maybe) == 0 && len(unplanned) > 0 {
 		// The leader may have finished planning since the manifest was read, and its own
 		// TryFinish may have counted before this append: look again, or nobody finishes.
 		fresh, err := w.cfg.Store.ReadManifest(ctx, env.Run)
 		if err != nil {
 			return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
 		}
-		if !fresh.PlanDone || ord < shardExpected(fresh.Partitions, shard) {
-			return nil
+		for _, r := range unplanned {
+			if fresh.PlanDone && r.ord >= shardExpected(fresh.Partitions, r.shard) {
+				maybe = append(maybe, r)
+			}
 		}
 	}
-	log.Debug("done shard may be complete; trying to finish", "ordinal", ord, "shard", shard)
+	if len(maybe) == 0 {
+		return nil
+	}
+	log.Debug("done shard may be complete; trying to finish", "ordinal", maybe[0].ord, "shard", maybe[0].shard)
 	if _, err := w.TryFinish(ctx, env.Run); err != nil {
-		// The result is recorded; failing the invocation makes the redelivery try again.
+		// The results are recorded; failing the invocation makes the redelivery try again.
 		return fmt.Errorf("partition %s/%d: finish run: %w", env.Run, env.Part, err)
 	}
 	return nil

@@ -59,7 +59,7 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool) (bo
 		ok, err = w.countsComplete(ctx, &m)
 	}
 	if ok && err == nil && folding {
-		if fo, err = w.readFolded(ctx, &m); err == nil && len(fo.missing(m.Partitions)) > 0 {
+		if fo, err = w.readFolded(ctx, &m); err == nil && len(fo.missing(&m)) > 0 {
 			ok, err = w.listedAll(ctx, &m)
 		}
 	} else if ok && err == nil {
@@ -87,7 +87,7 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool) (bo
 	start := w.now()
 	var rep ledger.Report
 	var aerr error
-	if folding && len(fo.missing(m.Partitions)) <= maxUnfoldedReads {
+	if folding && len(fo.missing(&m)) <= maxUnfoldedReads {
 		rep, aerr = w.aggregateFolded(ctx, mj, &m, fo)
 	} else {
 		rep, aerr = w.aggregate(ctx, job, &m)

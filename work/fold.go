@@ -39,20 +39,49 @@ func FoldShardsFor(job Job) int {
 // maxFoldTries bounds the conditional-update retries of one fold.
 const maxFoldTries = 64
 
-// fold adds result r to its partial aggregate (shard r.Index % FoldShards) with a conditional
-// update, unless it is already folded in: a redelivery folds nothing twice. A crash between
-// recording the result and folding it is repaired by the redelivery, or at the end, where
-// results missing from the partials are read one by one.
-func (w *Worker) fold(ctx context.Context, m *ledger.Manifest, job Job, r ledger.Result) error {
+// fold adds results rs to their partial aggregates (Manifest.FoldSlot) with one conditional
+// update per partial they fall in (one for a bundle aligned on its size), skipping any already
+// folded in: a redelivery folds nothing twice. A crash between recording a result and folding
+// it is repaired by the redelivery, or at the end, where results missing from the partials are
+// read one by one.
+func (w *Worker) fold(ctx context.Context, m *ledger.Manifest, job Job, rs []ledger.Result) error {
 	mj, ok := job.(Merger)
-	if !ok || m.FoldShards <= 0 {
+	if !ok || m.FoldShards <= 0 || len(rs) == 0 {
 		return nil
 	}
-	shard, pos := r.Index%m.FoldShards, r.Index/m.FoldShards
+	byShard := map[int][]ledger.Result{}
+	var shards []int
+	for _, r := range rs {
+		s, _ := m.FoldSlot(r.Index)
+		if _, seen := byShard[s]; !seen {
+			shards = append(shards, s)
+		}
+		byShard[s] = append(byShard[s], r)
+	}
+	var errs []error
+	for _, s := range shards {
+		if err := w.foldInto(ctx, m, mj, s, byShard[s]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// foldInto folds rs, all of partial shard, into it with one conditional update (retried on
+// conflicts).
+func (w *Worker) foldInto(ctx context.Context, m *ledger.Manifest, mj Merger, shard int, rs []ledger.Result) error {
 	info := RunInfo{Run: m.RunID, Job: m.Job, Params: m.Params, Partitions: m.Partitions}
-	one, err := partialOf(ctx, mj, info, r)
-	if err != nil {
-		return err
+	ones := make([]json.RawMessage, len(rs))
+	for k, r := range rs {
+		one, err := partialOf(ctx, mj, info, r)
+		if err != nil {
+			return err
+		}
+		ones[k] = one
+	}
+	name := fmt.Sprintf("%s/%d", m.RunID, rs[0].Index)
+	if len(rs) > 1 {
+		name += fmt.Sprintf("+%d", len(rs))
 	}
 	for try := 0; try < maxFoldTries; try++ {
 		p, etag, err := w.cfg.Store.ReadPartial(ctx, m.RunID, shard)
@@ -60,24 +89,34 @@ func (w *Worker) fold(ctx context.Context, m *ledger.Manifest, job Job, r ledger
 		case errors.Is(err, ledger.ErrNotFound):
 			p, etag = ledger.Partial{Run: m.RunID, Shard: shard}, ""
 		case err != nil:
-			return fmt.Errorf("fold %s/%d: %w", m.RunID, r.Index, err)
+			return fmt.Errorf("fold %s: %w", name, err)
 		}
-		if p.Has(pos) {
+		var add []ledger.Result
+		var addOnes []json.RawMessage
+		for k, r := range rs {
+			if _, pos := m.FoldSlot(r.Index); !p.Has(pos) && !slices.ContainsFunc(add, func(a ledger.Result) bool { return a.Index == r.Index }) {
+				add, addOnes = append(add, r), append(addOnes, ones[k])
+			}
+		}
+		if len(add) == 0 {
 			return nil
 		}
-		if err := addTo(ctx, mj, info, &p, r, one); err != nil {
+		if err := addAll(ctx, mj, info, &p, add, addOnes); err != nil {
 			return err
 		}
-		p.Mark(pos)
+		for _, r := range add {
+			_, pos := m.FoldSlot(r.Index)
+			p.Mark(pos)
+		}
 		err = w.cfg.Store.WritePartial(ctx, p, etag)
 		if err == nil {
 			return nil
 		}
 		if !errors.Is(err, ledger.ErrConflict) && !errors.Is(err, ledger.ErrExists) {
-			return fmt.Errorf("fold %s/%d: %w", m.RunID, r.Index, err)
+			return fmt.Errorf("fold %s: %w", name, err)
 		}
 	}
-	return fmt.Errorf("fold %s/%d: %d conflicting updates: %w", m.RunID, r.Index, maxFoldTries, ledger.ErrConflict)
+	return fmt.Errorf("fold %s: %d conflicting updates: %w", name, maxFoldTries, ledger.ErrConflict)
 }
 
 // partialOf is the job's aggregate of one result.
@@ -90,21 +129,31 @@ func partialOf(ctx context.Context, j Merger, info RunInfo, r ledger.Result) (js
 	return out, nil
 }
 
-// addTo folds result r (whose own aggregate is one) into p.
-func addTo(ctx context.Context, j Merger, info RunInfo, p *ledger.Partial, r ledger.Result, one json.RawMessage) error {
-	merged := one
+// addAll folds results rs (whose own aggregates are ones) into p with one Merge.
+func addAll(ctx context.Context, j Merger, info RunInfo, p *ledger.Partial, rs []ledger.Result, ones []json.RawMessage) error {
+	parts := ones
 	if len(p.Aggregate) > 0 {
+		parts = append([]json.RawMessage{p.Aggregate}, ones...)
+	}
+	merged := parts[0]
+	if len(parts) > 1 {
 		var err error
-		if merged, err = runMerge(ctx, j, info, []json.RawMessage{p.Aggregate, one}); err != nil {
+		if merged, err = runMerge(ctx, j, info, parts); err != nil {
 			return err
 		}
 	}
 	p.Aggregate = merged
-	p.Count++
-	if !r.OK {
-		p.Failed++
-		p.TimedOut = p.TimedOut || r.TimedOut
-		p.FailedList = lowest(append(p.FailedList, ledger.FailedPart{Index: r.Index, Error: r.Error}))
+	var failed []ledger.FailedPart
+	for _, r := range rs {
+		p.Count++
+		if !r.OK {
+			p.Failed++
+			p.TimedOut = p.TimedOut || r.TimedOut
+			failed = append(failed, ledger.FailedPart{Index: r.Index, Error: r.Error})
+		}
+	}
+	if len(failed) > 0 {
+		p.FailedList = lowest(append(p.FailedList, failed...))
 	}
 	return nil
 }
@@ -153,12 +202,11 @@ func (w *Worker) readFolded(ctx context.Context, m *ledger.Manifest) (folded, er
 	return f, nil
 }
 
-// missing lists the partitions of 0..n-1 not folded into any partial.
-func (f folded) missing(n int) []int {
-	k := len(f.parts)
+// missing lists the partitions of m's 0..Partitions-1 not folded into any partial.
+func (f folded) missing(m *ledger.Manifest) []int {
 	var out []int
-	for i := range n {
-		if !f.parts[i%k].Has(i / k) {
+	for i := range m.Partitions {
+		if s, pos := m.FoldSlot(i); !f.parts[s].Has(pos) {
 			out = append(out, i)
 		}
 	}
@@ -186,7 +234,7 @@ func (w *Worker) aggregateFolded(ctx context.Context, job Merger, m *ledger.Mani
 		failures = append(failures, p.FailedList...)
 		aggs = append(aggs, p.Aggregate)
 	}
-	for _, i := range f.missing(m.Partitions) {
+	for _, i := range f.missing(m) {
 		r, err := w.cfg.Store.ReadResult(ctx, m.RunID, i)
 		if err != nil {
 			return rep, fmt.Errorf("read result %d: %w", i, err)
@@ -199,7 +247,7 @@ func (w *Worker) aggregateFolded(ctx context.Context, job Merger, m *ledger.Mani
 		if err != nil {
 			return rep, err
 		}
-		if err := addTo(ctx, job, info, &p, r, one); err != nil {
+		if err := addAll(ctx, job, info, &p, []ledger.Result{r}, []json.RawMessage{one}); err != nil {
 			return rep, err
 		}
 		rep.Failed += p.Failed

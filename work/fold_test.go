@@ -95,7 +95,7 @@ func TestFold_UnfoldedResultsAreReadAtTheEnd(t *testing.T) {
 			if err := f.store.PutResult(f.ctx, r); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := f.store.AppendDone(f.ctx, "gap", i, 1); err != nil {
+			if _, err := f.store.AppendDone(f.ctx, "gap", 1, i); err != nil {
 				t.Fatal(err)
 			}
 			continue

@@ -70,13 +70,26 @@ var ErrUnknownJob = errors.New("unknown job")
 
 // Registry maps job names to jobs. Build it once at start-up; it is read-only afterwards.
 type Registry struct {
-	jobs  map[string]Job
-	retry map[string]RetryPolicy
+	jobs   map[string]Job
+	retry  map[string]RetryPolicy
+	bundle map[string]int
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{jobs: map[string]Job{}, retry: map[string]RetryPolicy{}}
+	return &Registry{jobs: map[string]Job{}, retry: map[string]RetryPolicy{}, bundle: map[string]int{}}
+}
+
+// SetMaxBundle caps how many partitions of the named job one message carries, 1 to MaxBundle
+// (1: one partition per message).
+func (r *Registry) SetMaxBundle(name string, n int) { r.bundle[name] = n }
+
+// MaxBundle is the named job's cap on partitions per message (DefaultMaxBundle unless set).
+func (r *Registry) MaxBundle(name string) int {
+	if n, ok := r.bundle[name]; ok {
+		return n
+	}
+	return DefaultMaxBundle
 }
 
 // SetRetry gives the named job a retry policy (validate it first: see RetryPolicy.Validate).

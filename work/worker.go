@@ -130,21 +130,25 @@ func orDefault[T int | time.Duration](v, d T) T {
 	return d
 }
 
-// HandlePartition processes one delivery of a partition message. It returns:
-//   - nil when the partition's result is recorded (now or earlier), when the message is stale
-//     (an older epoch than the manifest's segment for the index) or the run is already final
-//     (as far as the manifest read says: a planned run's is kept for a while, see manifestCache),
-//     when the job failed permanently or on its job's last try (a failure result is
-//     recorded), and when the job failed and its retry is scheduled (with a Retries sender);
+// HandlePartition processes one delivery of a partition message: one partition, or a bundle
+// of consecutive ones (see bundle.go), each with its own outcome. It returns:
+//   - nil when every partition's result is recorded (now or earlier), when the message is
+//     stale (an older epoch than the manifest's segment for the index) or the run is already
+//     final (as far as the manifest read says: a planned run's is kept for a while, see
+//     manifestCache), when the job failed permanently or on its job's last try (a failure
+//     result is recorded), when the job failed and its retry is scheduled (with a Retries
+//     sender), and when a redelivered bundle was split into messages of one partition;
 //   - an error wrapping ErrMalformed for a message that can never be processed (unknown run,
 //     index out of range, unknown job): dead-letter it;
 //   - an error wrapping ErrGaveUp when the last allowed delivery failed (a failure result is
 //     recorded): fail the invocation so the message is dead-lettered;
 //   - any other error for a transient failure: fail the invocation so the host retries.
 //
-// On the happy path it makes three storage calls besides the job's own: read the manifest
-// (once per run and process while it cannot change: manifestCache), create the result, append
-// the done record (plus the finish on the run's last record).
+// On the happy path a message makes these storage calls besides the job's own: read the
+// manifest (once per run and process while it cannot change: manifestCache), create each
+// partition's result, fold the results into their partial (jobs with a Merger: one read and
+// one write per partial touched), append the done records (one append per done shard), plus
+// the finish on the run's last records.
 func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -157,9 +161,13 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 	if env.Kind != KindPartition {
 		return fmt.Errorf("%w: kind %q is not a partition message", ErrMalformed, env.Kind)
 	}
-	delivery, try := max(d.Count, 1), max(env.Attempt, 1)
-	attempt := try + delivery - 1
-	log := w.logger().With("run", env.Run, "part", env.Part, "epoch", env.Epoch, "try", try, "delivery", delivery, "message", d.MessageID)
+	delivery := max(d.Count, 1)
+	log := w.logger().With("run", env.Run, "part", env.Part, "epoch", env.Epoch, "delivery", delivery, "message", d.MessageID)
+	if env.Count > 1 {
+		log = log.With("count", env.Count)
+	} else {
+		log = log.With("try", max(env.Attempt, 1))
+	}
 
 	// 1. The manifest decides whether the message is current.
 	m, err := w.manifest(ctx, env.Run)
@@ -170,11 +178,14 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 	if err != nil {
 		return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
 	}
+	last := env.Part + max(env.Count, 1) - 1
 	switch {
-	case m.PlanDone && env.Part >= m.Partitions:
-		return fmt.Errorf("%w: partition %d out of range: run %s has %d partitions", ErrMalformed, env.Part, env.Run, m.Partitions)
-	case env.Epoch < m.SegmentEpoch(env.Part):
-		log.Info("stale partition message dropped", "segmentEpoch", m.SegmentEpoch(env.Part))
+	case m.PlanDone && last >= m.Partitions:
+		return fmt.Errorf("%w: partition %d out of range: run %s has %d partitions", ErrMalformed, last, env.Run, m.Partitions)
+	case env.Epoch < m.SegmentEpoch(last):
+		// Segments start at plan-batch boundaries and a bundle lies within one batch, so a
+		// bundle is current or stale as a whole.
+		log.Info("stale partition message dropped", "segmentEpoch", m.SegmentEpoch(last))
 		return nil
 	case m.State.Final():
 		log.Info("run already finished; partition message dropped", "state", m.State)
@@ -184,33 +195,90 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 	if err != nil {
 		return fmt.Errorf("%w: run %s: %w", ErrMalformed, env.Run, err)
 	}
+	if env.Count > 1 && delivery > 1 && w.cfg.Retries != nil {
+		return w.split(ctx, env, delivery, log)
+	}
 
-	// 2. A redelivery or a retry may find its result already recorded (a copy of the message
-	// got there first): only make sure it is counted.
+	// 2. Each partition: process, then record its outcome create-once, or schedule its next
+	// try. The recording calls run on a context detached from the invocation's, so a Process
+	// that used up the deadline still gets its result (or its failure) written.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.RecordTimeout)
+	defer cancel()
+	singles := env.Singles()
+	outs := make([]outcome, len(singles))
+	if len(singles) == 1 {
+		outs[0] = w.handleOne(ctx, rctx, &m, job, singles[0], delivery, log)
+	} else {
+		var wg sync.WaitGroup
+		for k, one := range singles {
+			wg.Go(func() {
+				outs[k] = w.handleOne(ctx, rctx, &m, job, one, delivery, log.With("part", one.Part))
+			})
+		}
+		wg.Wait()
+	}
+
+	// 3. Count what was recorded: fold it into the partials, append the done records.
+	var (
+		stored []ledger.Result
+		errs   []error
+	)
+	for _, o := range outs {
+		if o.stored != nil {
+			stored = append(stored, *o.stored)
+		}
+		errs = append(errs, o.gaveUp, o.err)
+	}
+	if err := w.fold(rctx, &m, job, stored); err != nil {
+		errs = append(errs, fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err))
+	} else if err := w.complete(rctx, ctx, &m, env, stored, log); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// outcome is what handleOne did with one partition of a message.
+type outcome struct {
+	// stored is the partition's recorded result (this delivery's or an earlier one's), to be
+	// folded and counted; nil when nothing is recorded (a retry is scheduled, or err).
+	stored *ledger.Result
+	// gaveUp wraps ErrGaveUp when the partition failed on its last allowed delivery.
+	gaveUp error
+	// err is a failure that needs the message again.
+	err error
+}
+
+// handleOne processes partition one (a message of one partition, alone or from a bundle) on
+// its delivery-th delivery and records its outcome (see HandlePartition).
+func (w *Worker) handleOne(ctx, rctx context.Context, m *ledger.Manifest, job Job, one Envelope, delivery int, log *slog.Logger) outcome {
+	try := max(one.Attempt, 1)
+	attempt := try + delivery - 1
+	fail := func(err error) outcome {
+		return outcome{err: fmt.Errorf("partition %s/%d: %w", one.Run, one.Part, err)}
+	}
+
+	// A redelivery or a retry may find its result already recorded (a copy of the message got
+	// there first): only make sure it is counted.
 	if attempt > 1 {
-		r, err := w.cfg.Store.ReadResult(ctx, env.Run, env.Part)
+		r, err := w.cfg.Store.ReadResult(ctx, one.Run, one.Part)
 		switch {
 		case err == nil:
 			log.Info("duplicate delivery: result already recorded")
-			if err := w.fold(ctx, &m, job, r); err != nil {
-				return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
-			}
-			return w.complete(ctx, ctx, &m, env, log)
+			return outcome{stored: &r}
 		case !errors.Is(err, ledger.ErrNotFound):
-			return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
+			return fail(err)
 		}
 	}
 
-	// 3. Process, then record the outcome create-once, or schedule the next try.
 	started := w.now()
 	out, perr := process(ctx, job, Partition{
-		Run: env.Run, Index: env.Part, Epoch: env.Epoch, Attempt: attempt, Params: m.Params, Payload: env.Payload,
+		Run: one.Run, Index: one.Part, Epoch: one.Epoch, Attempt: attempt, Params: m.Params, Payload: one.Payload,
 	})
-	res := ledger.Result{Run: env.Run, Index: env.Part, Epoch: env.Epoch, Attempts: attempt, Errors: env.Errors,
+	res := ledger.Result{Run: one.Run, Index: one.Part, Epoch: one.Epoch, Attempts: attempt, Errors: one.Errors,
 		Worker: w.cfg.Holder, Started: started, Finished: w.now()}
-	gaveUp := false
+	var gaveUp error
 	if perr != nil && !errors.Is(perr, ErrPermanent) {
-		res.Errors = append(slices.Clip(env.Errors), attemptError(perr))
+		res.Errors = append(slices.Clip(one.Errors), attemptError(perr))
 	}
 	policy := w.cfg.Jobs.Retry(m.Job)
 	switch {
@@ -220,54 +288,64 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 		log.Warn("partition failed permanently; recording the failure", "err", perr)
 		res.Error = ledger.Cause(perr) // the full error is in the log line above
 	case w.cfg.Retries != nil && try < policy.Attempts:
-		serr := w.retry(ctx, env, try, res.Errors, policy, log, perr)
+		serr := w.retry(ctx, one, try, res.Errors, policy, log, perr)
 		if serr == nil || delivery < w.maxDeliveries() {
-			return serr
+			return outcome{err: serr}
 		}
 		log.Error("partition failed and its retry could not be scheduled on its last delivery; recording the failure", "err", perr, "sendErr", serr)
-		res.Error, gaveUp = fmt.Sprintf("%s (retry not scheduled: %s)", ledger.Cause(perr), ledger.Cause(serr)), true
+		res.Error, gaveUp = fmt.Sprintf("%s (retry not scheduled: %s)", ledger.Cause(perr), ledger.Cause(serr)), giveUp(one, attempt, perr)
 	case w.cfg.Retries != nil:
 		log.Error("partition failed on its last try; recording the failure", "err", perr, "tries", policy.Attempts)
 		res.Error = ledger.Cause(perr)
 	case delivery >= w.maxDeliveries():
 		log.Error("partition failed on its last delivery; recording the failure", "err", perr, "maxDeliveries", w.maxDeliveries())
-		res.Error, gaveUp = ledger.Cause(perr), true
+		res.Error, gaveUp = ledger.Cause(perr), giveUp(one, attempt, perr)
 	default:
 		log.Warn("partition failed; the host will retry", "err", perr, "maxDeliveries", w.maxDeliveries())
-		return fmt.Errorf("partition %s/%d, delivery %d of %d: %w", env.Run, env.Part, delivery, w.maxDeliveries(), perr)
+		return fail(fmt.Errorf("delivery %d of %d: %w", delivery, w.maxDeliveries(), perr))
 	}
 
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.RecordTimeout)
-	defer cancel()
-	stored := res
 	switch err := w.cfg.Store.PutResult(rctx, res); {
 	case errors.Is(err, ledger.ErrExists):
 		// Another delivery recorded the result first; it may have crashed before counting it.
 		// Its outcome stands, so this delivery has nothing to give up on.
 		log.Info("duplicate delivery: another delivery recorded the result first")
-		gaveUp = false
-		if stored, err = w.cfg.Store.ReadResult(rctx, env.Run, env.Part); err != nil {
-			return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
+		stored, err := w.cfg.Store.ReadResult(rctx, one.Run, one.Part)
+		if err != nil {
+			return fail(err)
 		}
+		return outcome{stored: &stored}
 	case err != nil:
-		err = fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
-		if gaveUp {
-			return errors.Join(giveUp(env, attempt, perr), err)
+		o := fail(err)
+		o.gaveUp = gaveUp
+		return o
+	}
+	return outcome{stored: &res, gaveUp: gaveUp}
+}
+
+// split answers a bundle's redelivery: its last delivery did not complete (the invocation
+// failed, timed out or its process died), so its partitions go out again as messages of one
+// partition, each on its second try (it may have run already: it reads its result first) with
+// its own deliveries and retries. One partition that kills its process or outlasts the
+// invocation then cannot take its batch-mates to the dead-letter queue. The messages' IDs are
+// fixed by the bundle, so a split that is itself redelivered sends the same messages
+// (Service Bus drops the copies; on the Storage queue a copy finds its result recorded).
+func (w *Worker) split(ctx context.Context, env Envelope, delivery int, log *slog.Logger) error {
+	singles := env.Singles()
+	msgs := make([]transport.Message, 0, len(singles))
+	for _, one := range singles {
+		one.Attempt = 2
+		body, err := one.Encode()
+		if err != nil {
+			return fmt.Errorf("partition %s/%d: split bundle: %w", one.Run, one.Part, err)
 		}
-		return err
+		msgs = append(msgs, transport.Message{ID: one.MessageID(), Body: body, Properties: one.Properties()})
 	}
-	if err := w.fold(rctx, &m, job, stored); err != nil {
-		err = fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
-		if gaveUp {
-			return errors.Join(giveUp(env, attempt, perr), err)
-		}
-		return err
+	if err := w.cfg.Retries.Send(ctx, msgs); err != nil {
+		return fmt.Errorf("partitions %s/%d+%d: split bundle: %w", env.Run, env.Part, env.Count, err)
 	}
-	err = w.complete(rctx, ctx, &m, env, log)
-	if gaveUp {
-		return errors.Join(giveUp(env, attempt, perr), err)
-	}
-	return err
+	log.Warn("bundle redelivered; its partitions are sent again one per message", "previousDeliveries", delivery-1)
+	return nil
 }
 
 // retry schedules try+1 of the partition: the same message with the next attempt number and

@@ -87,7 +87,7 @@ func seedTryFinish(b *testing.B) *blobstore.Store {
 					r := ledger.Result{Run: "agg", Index: i, Epoch: 1, OK: true, Attempts: 1,
 						Output: fmt.Appendf(nil, `{"i":%d,"v":%d}`, i, int64(i)*int64(i))}
 					if errs[k] = store.PutResult(ctx, r); errs[k] == nil {
-						_, errs[k] = store.AppendDone(ctx, "agg", i, 1)
+						_, errs[k] = store.AppendDone(ctx, "agg", 1, i)
 					}
 				}
 			})

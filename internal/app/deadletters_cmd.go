@@ -157,6 +157,8 @@ type peekLine struct {
 	Kind string          `json:"kind,omitempty"`
 	Run  string          `json:"run,omitempty"`
 	Part *int            `json:"part,omitempty"`
+	// Count is a bundle's number of partitions, Part onwards.
+	Count int `json:"count,omitempty"`
 }
 
 // peekDeadLetters prints up to n dead letters of each queue, one JSON object a line.
@@ -187,7 +189,7 @@ func newPeekLine(queue string, d transport.DeadLetter) peekLine {
 		line.Kind, line.Run = string(env.Kind), env.Run
 		if env.Kind == work.KindPartition {
 			part := env.Part
-			line.Part = &part
+			line.Part, line.Count = &part, env.Count
 		}
 	}
 	return line

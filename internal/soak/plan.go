@@ -104,7 +104,8 @@ func NewPlan(o PlanOptions) []Step {
 		case FaultPoison:
 			poisons++
 			s.Key = fmt.Sprintf("soak-%d-poison-%d", o.Seed, poisons)
-			s.Body = fmt.Sprintf(`{"job":"synthetic","params":{"partitions":4,"workMs":50,"failAlways":[%d]}}`, rng.IntN(4))
+			// 32 partitions go in bundles of 4: the poison partition fails inside a bundle.
+			s.Body = fmt.Sprintf(`{"job":"synthetic","params":{"partitions":32,"workMs":50,"failAlways":[%d]}}`, rng.IntN(32))
 		}
 		if s.Kind == FaultKillLeader || s.Kind == FaultPause {
 			s.On = []string{OnAcquired, OnCreated, OnPlanning}[rng.IntN(3)]
@@ -113,7 +114,8 @@ func NewPlan(o PlanOptions) []Step {
 		steps = append(steps, s)
 		at += s.Hold + s.Wait/2 + dur(2*time.Second, 6*time.Second)
 	}
-	bodies := []string{"", `{"job":"synthetic","params":{"partitions":3,"workMs":50}}`}
+	// 24 partitions go in bundles of 2, so kills and restarts meet bundles in flight.
+	bodies := []string{"", `{"job":"synthetic","params":{"partitions":24,"workMs":50}}`}
 	keyBody := map[int]string{}
 	for at := dur(time.Second, 4*time.Second); at < o.Span; at += dur(3*time.Second, 8*time.Second) {
 		s := Step{At: at, Kind: StepManual}

@@ -299,32 +299,41 @@ func (s *Store) ListResults(ctx context.Context, run string, fn func(index int) 
 	return nil
 }
 
-// AppendDone records one completion of partition index in its done shard, creating the shard
-// once if needed, and returns the completion ordinal within the shard (1 for the first record).
-// Redelivered partitions may be recorded more than once.
-func (s *Store) AppendDone(ctx context.Context, run string, index int, epoch int64) (int64, error) {
-	ab := s.c.NewAppendBlobClient(donePath(run, ledger.DoneShard(index)))
-	rec := fmt.Sprintf("%012d %018d\n", index, epoch)
+// AppendDone records one completion of each partition index in their done shard with one
+// append (one block: storage appends it whole or not at all), creating the shard once if
+// needed, and returns the completion ordinal of the last record within the shard (1 for the
+// shard's first). Redelivered partitions may be recorded more than once.
+func (s *Store) AppendDone(ctx context.Context, run string, epoch int64, indexes ...int) (int64, error) {
+	shard, err := ledger.DoneShardOf(indexes)
+	if err != nil {
+		return 0, fmt.Errorf("append done %s: %w", run, err)
+	}
+	path := donePath(run, shard)
+	ab := s.c.NewAppendBlobClient(path)
+	var rec strings.Builder
+	for _, i := range indexes {
+		fmt.Fprintf(&rec, "%012d %018d\n", i, epoch)
+	}
 	for created := false; ; {
-		resp, err := ab.AppendBlock(ctx, streaming.NopCloser(strings.NewReader(rec)), nil)
+		resp, err := ab.AppendBlock(ctx, streaming.NopCloser(strings.NewReader(rec.String())), nil)
 		if err == nil {
 			if resp.BlobAppendOffset == nil {
-				return 0, fmt.Errorf("append done %s/%d: no append offset in the response", run, index)
+				return 0, fmt.Errorf("append done %s/%d: no append offset in the response", run, indexes[0])
 			}
 			off, err := strconv.ParseInt(*resp.BlobAppendOffset, 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("append done %s/%d: offset %q: %w", run, index, *resp.BlobAppendOffset, err)
+				return 0, fmt.Errorf("append done %s/%d: offset %q: %w", run, indexes[0], *resp.BlobAppendOffset, err)
 			}
-			return off/ledger.DoneRecordSize + 1, nil
+			return off/ledger.DoneRecordSize + int64(len(indexes)), nil
 		}
 		if !bloberror.HasCode(err, bloberror.BlobNotFound) || created {
-			return 0, fmt.Errorf("append done %s/%d: %w", run, index, translate(donePath(run, ledger.DoneShard(index)), err))
+			return 0, fmt.Errorf("append done %s/%d: %w", run, indexes[0], translate(path, err))
 		}
 		// First completion in this shard: create the append blob once. Losing the create race
 		// is fine; the winner's blob is the one we append to.
 		_, cerr := ab.Create(ctx, &appendblob.CreateOptions{AccessConditions: ifAbsent})
 		if cerr != nil && !bloberror.HasCode(cerr, bloberror.BlobAlreadyExists) {
-			return 0, fmt.Errorf("create done shard %s/%d: %w", run, ledger.DoneShard(index), translate(donePath(run, ledger.DoneShard(index)), cerr))
+			return 0, fmt.Errorf("create done shard %s/%d: %w", run, shard, translate(path, cerr))
 		}
 		created = true
 	}

@@ -292,6 +292,77 @@ func testUpdateManifest_NoChangeSkipsTheWrite(t *testing.T, newStore Factory) {
 	}
 }
 
+func testAppendDone_ManyRecordsInOneAppend(t *testing.T, newStore Factory) {
+	const workers, groups = 6, 10
+	ctx := testContext(t)
+	s := newStore(t, Options{})
+	type span struct{ first, size int }
+	got := make([][]struct {
+		span
+		ord int64
+	}, workers)
+	errs := race(workers, func(w int) error {
+		for g := range groups {
+			// Worker w's group g: (w+g)%5+1 consecutive indexes from its own range.
+			sp := span{first: (w*groups + g) * 8, size: (w+g)%5 + 1}
+			idx := make([]int, sp.size)
+			for k := range idx {
+				idx[k] = sp.first + k
+			}
+			ord, err := s.AppendDone(ctx, "bundles", 3, idx...)
+			if err != nil {
+				return err
+			}
+			got[w] = append(got[w], struct {
+				span
+				ord int64
+			}{sp, ord})
+		}
+		return nil
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+	}
+	records, err := s.ReadDone(ctx, "bundles", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, list := range got {
+		for _, g := range list {
+			total += g.size
+			// The append's records are exactly the ordinals ord-size+1..ord, in order.
+			from := int(g.ord) - g.size
+			if from < 0 || int(g.ord) > len(records) {
+				t.Fatalf("group at %d of %d: ordinal %d out of the shard's %d records", g.first, g.size, g.ord, len(records))
+			}
+			for k := range g.size {
+				if records[from+k] != g.first+k {
+					t.Fatalf("group at %d of %d (ordinal %d): record %d is %d, want %d (one append's records are contiguous)",
+						g.first, g.size, g.ord, from+k+1, records[from+k], g.first+k)
+				}
+			}
+		}
+	}
+	if len(records) != total {
+		t.Errorf("%d records, want %d", len(records), total)
+	}
+	if n, err := s.DoneCount(ctx, "bundles", 0); err != nil || n != int64(total) {
+		t.Errorf("DoneCount = %d, %v; want %d", n, err, total)
+	}
+	// Indexes in two shards, or none, are refused and record nothing.
+	for _, bad := range [][]int{{ledger.DoneShardSize - 1, ledger.DoneShardSize}, nil, {-1}} {
+		if _, err := s.AppendDone(ctx, "bundles", 3, bad...); !errors.Is(err, ledger.ErrDoneShards) {
+			t.Errorf("AppendDone(%v) = %v, want ErrDoneShards", bad, err)
+		}
+	}
+	if n, err := s.DoneCount(ctx, "bundles", 1); err != nil || n != 0 {
+		t.Errorf("shard 1 after a refused append: DoneCount = %d, %v; want 0", n, err)
+	}
+}
+
 func testAppendDone_OrdinalsUniqueAndDense(t *testing.T, newStore Factory) {
 	const workers, each = 8, 100
 	ctx := testContext(t)
@@ -299,7 +370,7 @@ func testAppendDone_OrdinalsUniqueAndDense(t *testing.T, newStore Factory) {
 	ords := make([][]int64, workers)
 	errs := race(workers, func(w int) error {
 		for k := range each {
-			ord, err := s.AppendDone(ctx, "fanin", w*each+k, 1)
+			ord, err := s.AppendDone(ctx, "fanin", 1, w*each+k)
 			if err != nil {
 				return err
 			}
@@ -334,7 +405,7 @@ func testAppendDone_OrdinalsUniqueAndDense(t *testing.T, newStore Factory) {
 		t.Errorf("ReadDone of a missing shard = %v, %v; want nil, nil", idx, err)
 	}
 	// Index DoneShardSize starts shard 1; shard 0 is unaffected.
-	if ord, err := s.AppendDone(ctx, "fanin", ledger.DoneShardSize, 1); err != nil || ord != 1 {
+	if ord, err := s.AppendDone(ctx, "fanin", 1, ledger.DoneShardSize); err != nil || ord != 1 {
 		t.Errorf("first append to shard 1: ordinal %d, %v; want 1", ord, err)
 	}
 	n0, _ := s.DoneCount(ctx, "fanin", 0)
@@ -343,7 +414,7 @@ func testAppendDone_OrdinalsUniqueAndDense(t *testing.T, newStore Factory) {
 		t.Errorf("DoneCount shard 0 = %d, shard 1 = %d; want %d and 1", n0, n1, workers*each)
 	}
 	// A duplicate record (a redelivery) counts and reads back twice.
-	if _, err := s.AppendDone(ctx, "fanin", ledger.DoneShardSize, 1); err != nil {
+	if _, err := s.AppendDone(ctx, "fanin", 1, ledger.DoneShardSize); err != nil {
 		t.Fatal(err)
 	}
 	if idx, err := s.ReadDone(ctx, "fanin", 1); err != nil || !slices.Equal(idx, []int{ledger.DoneShardSize, ledger.DoneShardSize}) {
@@ -447,6 +518,7 @@ func RunContract(t *testing.T, newStore Factory) {
 		{"UpdateManifest_Fencing", testUpdateManifest_Fencing},
 		{"UpdateManifest_NoChangeSkipsTheWrite", testUpdateManifest_NoChangeSkipsTheWrite},
 		{"AppendDone_OrdinalsUniqueAndDense", testAppendDone_OrdinalsUniqueAndDense},
+		{"AppendDone_ManyRecordsInOneAppend", testAppendDone_ManyRecordsInOneAppend},
 		{"ListResults_IndexOrder", testListResults_IndexOrder},
 		{"WriteReport_GuardedByClaimETag", testWriteReport_GuardedByClaimETag},
 		{"ListRuns", testListRuns},

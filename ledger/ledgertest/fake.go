@@ -271,14 +271,18 @@ func (f *Fake) ListResults(ctx context.Context, run string, fn func(index int) e
 	return nil
 }
 
-func (f *Fake) AppendDone(ctx context.Context, run string, index int, epoch int64) (int64, error) {
+func (f *Fake) AppendDone(ctx context.Context, run string, epoch int64, indexes ...int) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.check(ctx); err != nil {
 		return 0, err
 	}
-	name := doneName(run, ledger.DoneShard(index))
-	f.done[name] = append(f.done[name], index)
+	shard, err := ledger.DoneShardOf(indexes)
+	if err != nil {
+		return 0, err
+	}
+	name := doneName(run, shard)
+	f.done[name] = append(f.done[name], indexes...)
 	return int64(len(f.done[name])), nil
 }
 

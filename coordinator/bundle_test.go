@@ -1,0 +1,117 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/work"
+)
+
+func batchOf(first, n int, payload func(i int) string) ledger.PlanBatch {
+	b := ledger.PlanBatch{First: first}
+	for i := range n {
+		var p json.RawMessage
+		if s := payload(first + i); s != "" {
+			p = json.RawMessage(s)
+		}
+		b.Partitions = append(b.Partitions, p)
+	}
+	return b
+}
+
+// spans describes envelopes as "part+count" (count 1 for a message of one partition).
+func spans(envs []work.Envelope) string {
+	var out []string
+	for _, e := range envs {
+		out = append(out, fmt.Sprintf("%d+%d", e.Part, max(e.Count, 1)))
+	}
+	return strings.Join(out, " ")
+}
+
+func TestBundles_AlignedConsecutiveAndComplete(t *testing.T) {
+	head := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: "r1", Epoch: 3, Round: 1}
+	// Batch 1 of a run with batches of 100: partitions 100-199, bundles of 32 aligned on 32.
+	b := batchOf(100, 100, func(i int) string { return fmt.Sprintf(`{"i":%d}`, i) })
+	envs := bundles(head, b, 32, nil)
+	if got, want := spans(envs), "100+28 128+32 160+32 192+8"; got != want {
+		t.Fatalf("bundles = %s, want %s", got, want)
+	}
+	next := 100
+	for _, e := range envs {
+		if e.Epoch != 3 || e.Round != 1 || e.Run != "r1" {
+			t.Errorf("bundle %d lost the header: %+v", e.Part, e)
+		}
+		for _, one := range e.Singles() {
+			if one.Part != next || string(one.Payload) != fmt.Sprintf(`{"i":%d}`, next) {
+				t.Fatalf("partition %d carries part %d payload %s", next, one.Part, one.Payload)
+			}
+			next++
+		}
+		if _, err := e.Encode(); err != nil {
+			t.Errorf("bundle %d: %v", e.Part, err)
+		}
+	}
+	if next != 200 {
+		t.Errorf("bundles end at %d, want 200", next)
+	}
+}
+
+func TestBundles_NoPayloadsAndSingles(t *testing.T) {
+	head := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: "r1", Epoch: 1}
+	b := batchOf(0, 10, func(int) string { return "" })
+	envs := bundles(head, b, 4, nil)
+	if got, want := spans(envs), "0+4 4+4 8+2"; got != want {
+		t.Fatalf("bundles = %s, want %s", got, want)
+	}
+	for _, e := range envs {
+		if e.Payloads != nil {
+			t.Errorf("bundle %d carries payloads %v; a batch without any sends none", e.Part, e.Payloads)
+		}
+	}
+	// Size 1, and a re-enqueue of some partitions: one message each, with its own payload.
+	b = batchOf(0, 5, func(i int) string { return fmt.Sprint(i) })
+	if got := spans(bundles(head, b, 1, nil)); got != "0+1 1+1 2+1 3+1 4+1" {
+		t.Errorf("size 1: %s", got)
+	}
+	only := bundles(head, b, 32, []int{1, 3})
+	if got := spans(only); got != "1+1 3+1" || string(only[1].Payload) != "3" || only[1].Count != 0 {
+		t.Errorf("only 1 and 3: %s %+v", got, only)
+	}
+	// A bundle of one left over at an alignment edge is a plain message.
+	b = batchOf(7, 2, func(i int) string { return fmt.Sprint(i) })
+	envs = bundles(head, b, 8, nil)
+	if got := spans(envs); got != "7+1 8+1" || string(envs[0].Payload) != "7" || envs[0].Payloads != nil {
+		t.Errorf("edges: %s %+v", got, envs)
+	}
+}
+
+func TestBundles_LargePayloadsCutBundlesToFit(t *testing.T) {
+	head := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: strings.Repeat("r", 63), Epoch: 1 << 53,
+		Parts: 1 << 30, Round: 1 << 20}
+	// 10 KiB payloads: four fit in a message, not five.
+	big := `"` + strings.Repeat("x", 10<<10) + `"`
+	b := batchOf(0, 12, func(int) string { return big })
+	envs := bundles(head, b, 32, nil)
+	if got, want := spans(envs), "0+4 4+4 8+4"; got != want {
+		t.Fatalf("bundles = %s, want %s", got, want)
+	}
+	for _, e := range envs {
+		if _, err := e.Encode(); err != nil {
+			t.Errorf("bundle %d: %v", e.Part, err)
+		}
+	}
+	// A payload of nearly a whole message goes alone.
+	huge := `"` + strings.Repeat("y", work.MaxPayloadBytes-2) + `"`
+	b = batchOf(0, 3, func(i int) string {
+		if i == 1 {
+			return huge
+		}
+		return "1"
+	})
+	if got := spans(bundles(head, b, 4, nil)); got != "0+1 1+1 2+1" {
+		t.Errorf("around a huge payload: %s", got)
+	}
+}

@@ -1,0 +1,37 @@
+package work
+
+// Bundles: the leader puts up to a job's cap of consecutive partitions of a plan batch into one
+// message. A bundle costs one send, one delivery and one completion on the queue, and on the
+// worker one manifest read (none while the run's is cached), one result per partition, one
+// done append and one partial update, instead of one of each per partition. Its partitions
+// run concurrently in one invocation, each with its own create-once result and its own retries
+// (a retry is a message of one partition). A bundle that comes back — its invocation failed or
+// its instance died — is split into messages of one partition, so a partition that kills its
+// process or outlasts the invocation's timeout cannot take its batch-mates to the dead-letter
+// queue with it.
+
+// DefaultMaxBundle is a job's cap on partitions per message unless it sets one (see
+// Registry.SetMaxBundle).
+const DefaultMaxBundle = 32
+
+// MinBundlesPerBatch is the fewest messages a plan batch is sent as when it has that many
+// partitions: a batch spreads over at least this many deliveries, and so over instances.
+const MinBundlesPerBatch = 8
+
+// DefaultFoldBlock is a run's block of consecutive partitions folded into the same partial
+// (ledger.Manifest.FoldBlock): a bundle, aligned on its size, updates one partial.
+const DefaultFoldBlock = MaxBundle
+
+// BundleSize is how many partitions go in one message for a plan batch of n partitions of a
+// job whose cap is limit: the largest power of two that is at most the cap and leaves the
+// batch at least MinBundlesPerBatch messages (1 for a batch of up to 8 partitions). Bundles
+// start at multiples of their size, so with a power of two up to MaxBundle no bundle crosses a
+// fold block.
+func BundleSize(limit, n int) int {
+	want := min(max(limit, 1), MaxBundle, max((n+MinBundlesPerBatch-1)/MinBundlesPerBatch, 1))
+	k := 1
+	for k*2 <= want {
+		k *= 2
+	}
+	return k
+}

@@ -1,0 +1,234 @@
+package work_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/ledgertest"
+	"github.com/batonfn/baton/transport/transporttest"
+	"github.com/batonfn/baton/work"
+	"github.com/batonfn/baton/work/synthetic"
+)
+
+// bundleEnv is a worker over the ledger fake, with the synthetic job (a Merger), a retry
+// sender, and a count of each store operation.
+type bundleEnv struct {
+	t      *testing.T
+	ctx    context.Context
+	fake   *ledgertest.Fake
+	sender *transporttest.Recorder
+	w      *work.Worker
+	mu     sync.Mutex
+	ops    map[string]int
+}
+
+func newBundleEnv(t *testing.T, retries bool) *bundleEnv {
+	e := &bundleEnv{t: t, ctx: context.Background(), fake: ledgertest.NewFake(ledgertest.Options{}),
+		sender: &transporttest.Recorder{}, ops: map[string]int{}}
+	store := &ledgertest.Faulty{Store: e.fake, Decide: func(op, name string) ledgertest.Fault {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.ops[op]++
+		return ledgertest.Pass
+	}}
+	jobs := work.NewRegistry()
+	jobs.Register(synthetic.Name, synthetic.New())
+	cfg := work.WorkerConfig{Store: store, Jobs: jobs, Holder: ledger.Holder{App: "t", Instance: "i", PID: 1}, MaxDeliveries: 5}
+	if retries {
+		cfg.Retries = e.sender
+	}
+	w, err := work.NewWorker(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.w = w
+	return e
+}
+
+// run records a planned synthetic run of n partitions folding into 4 partials in blocks of 8.
+func (e *bundleEnv) run(id string, p synthetic.Params) {
+	e.t.Helper()
+	params, _ := json.Marshal(p)
+	m := &ledger.Manifest{RunID: id, Trigger: ledger.TriggerManual, Epoch: 1, Segments: []ledger.Segment{{Epoch: 1}},
+		Job: synthetic.Name, Params: params, State: ledger.StateRunning, Partitions: p.Partitions, PlanDone: true,
+		BatchSize: 100, Checkpoint: ledger.Checkpoint{Batches: 1, Next: p.Partitions}, FoldShards: 4, FoldBlock: 8,
+		Deadline: time.Now().Add(time.Hour), Expires: time.Now().Add(2 * time.Hour)}
+	if err := e.fake.CreateManifest(e.ctx, m); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// bundle is the message of partitions first..first+count-1 of run, epoch 1.
+func bundle(run string, first, count int) work.Envelope {
+	env := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: run, Epoch: 1, Part: first, Count: count}
+	for i := first; i < first+count; i++ {
+		env.Payloads = append(env.Payloads, json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)))
+	}
+	return env
+}
+
+func (e *bundleEnv) deliver(env work.Envelope, count int) error {
+	return e.w.HandlePartition(e.ctx, env, work.Delivery{MessageID: env.MessageID(), Count: count})
+}
+
+// counting returns the store operations fn made.
+func (e *bundleEnv) counting(fn func()) map[string]int {
+	e.mu.Lock()
+	e.ops = map[string]int{}
+	e.mu.Unlock()
+	fn()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ops
+}
+
+func (e *bundleEnv) results(run string) []int {
+	var got []int
+	if err := e.fake.ListResults(e.ctx, run, func(i int) error { got = append(got, i); return nil }); err != nil {
+		e.t.Fatal(err)
+	}
+	return got
+}
+
+func TestWorker_BundleCostsOneAppendAndOneFoldForAllItsPartitions(t *testing.T) {
+	e := newBundleEnv(t, true)
+	e.run("b", synthetic.Params{Partitions: 24})
+	// Bundles of 8 aligned on the fold block: each updates one partial.
+	for first := 0; first < 16; first += 8 {
+		ops := e.counting(func() {
+			if err := e.deliver(bundle("b", first, 8), 1); err != nil {
+				t.Fatalf("bundle at %d: %v", first, err)
+			}
+		})
+		if ops["PutResult"] != 8 || ops["AppendDone"] != 1 || ops["ReadPartial"] != 1 || ops["WritePartial"] != 1 || ops["ReadManifest"] > 1 {
+			t.Errorf("bundle at %d: store calls %v; want 8 results, 1 append, 1 partial read and write, at most 1 manifest read", first, ops)
+		}
+	}
+	for i := 16; i < 24; i++ {
+		env := bundle("b", i, 1)
+		env.Count, env.Payload, env.Payloads = 0, env.Payloads[0], nil
+		if err := e.deliver(env, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, _, err := e.fake.ReadReport(e.ctx, "b")
+	if err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	var s synthetic.Summary
+	if err := json.Unmarshal(rep.Aggregate, &s); err != nil {
+		t.Fatal(err)
+	}
+	if rep.State != ledger.StateSucceeded || rep.Succeeded != 24 || s.OK != 24 || s.SumV != sumSquares(24) {
+		t.Errorf("report %s with %d succeeded, summary %+v; want succeeded, 24, sumV %d", rep.State, rep.Succeeded, s, sumSquares(24))
+	}
+	if n, _ := e.fake.DoneCount(e.ctx, "b", 0); n != 24 {
+		t.Errorf("%d done records, want 24", n)
+	}
+}
+
+func TestWorker_BundlePartitionFailingIsRetriedAlone(t *testing.T) {
+	e := newBundleEnv(t, true)
+	e.run("f", synthetic.Params{Partitions: 8, FailAlways: []int{3}, Permanent: []int{5}})
+	if err := e.deliver(bundle("f", 0, 8), 1); err != nil {
+		t.Fatalf("a bundle whose failing partition's retry is scheduled succeeds, got %v", err)
+	}
+	if got := e.results("f"); !slices.Equal(got, []int{0, 1, 2, 4, 5, 6, 7}) {
+		t.Errorf("results %v, want every partition but 3 (5 failed permanently: recorded)", got)
+	}
+	sent := e.sender.Sent()
+	if len(sent) != 1 || sent[0].ID != "f/3/e1/a2" || sent[0].NotBefore.IsZero() {
+		t.Fatalf("sent %+v, want partition 3's second try alone, scheduled", sent)
+	}
+	retry, err := work.DecodeEnvelope(sent[0].Body)
+	if err != nil || retry.Count != 0 || retry.Part != 3 || retry.Attempt != 2 || string(retry.Payload) != `{"i":3}` || len(retry.Errors) != 1 {
+		t.Errorf("retry = %+v, %v; want a message of partition 3 alone, try 2, its payload and the first error", retry, err)
+	}
+	if n, _ := e.fake.DoneCount(e.ctx, "f", 0); n != 7 {
+		t.Errorf("%d done records, want 7", n)
+	}
+}
+
+func TestWorker_RedeliveredBundleIsSplitIntoSingles(t *testing.T) {
+	e := newBundleEnv(t, true)
+	e.run("s", synthetic.Params{Partitions: 8})
+	// The first delivery recorded partitions 0-3 and died (as if killed): record them by hand.
+	for i := range 4 {
+		env := bundle("s", i, 1)
+		env.Count, env.Payload, env.Payloads = 0, env.Payloads[0], nil
+		if err := e.deliver(env, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ops := e.counting(func() {
+		if err := e.deliver(bundle("s", 0, 8), 2); err != nil {
+			t.Fatalf("split: %v", err)
+		}
+	})
+	if ops["PutResult"] != 0 || ops["AppendDone"] != 0 {
+		t.Errorf("the split recorded something: %v", ops)
+	}
+	sent := e.sender.Sent()
+	if len(sent) != 8 {
+		t.Fatalf("split sent %d messages, want 8", len(sent))
+	}
+	for k, msg := range sent {
+		one, err := work.DecodeEnvelope(msg.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if one.Part != k || one.Count != 0 || one.Attempt != 2 || string(one.Payload) != fmt.Sprintf(`{"i":%d}`, k) ||
+			msg.ID != fmt.Sprintf("s/%d/e1/a2", k) || !msg.NotBefore.IsZero() {
+			t.Errorf("message %d: %+v (ID %s), want partition %d alone on try 2 with its payload, now", k, one, msg.ID, k)
+		}
+		// Deliver it: 0-3 find their results (read, not processed again); 4-7 are processed.
+		ops := e.counting(func() {
+			if err := e.w.HandlePartition(e.ctx, one, work.Delivery{MessageID: msg.ID, Count: 1}); err != nil {
+				t.Fatalf("single %d: %v", k, err)
+			}
+		})
+		if want := k >= 4; (ops["PutResult"] == 1) != want {
+			t.Errorf("single %d wrote %d results; want a write only for a partition without one", k, ops["PutResult"])
+		}
+	}
+	rep, _, err := e.fake.ReadReport(e.ctx, "s")
+	if err != nil || rep.State != ledger.StateSucceeded || rep.Succeeded != 8 {
+		t.Errorf("report %+v, %v; want succeeded with 8", rep, err)
+	}
+	// A split whose send fails fails the invocation: the bundle comes back again.
+	e.sender.Fail = errors.New("queue down")
+	if err := e.deliver(bundle("s", 0, 8), 3); err == nil {
+		t.Error("a split that could not be sent succeeded")
+	}
+}
+
+func TestWorker_RedeliveredBundleWithoutRetriesReadsResultsFirst(t *testing.T) {
+	e := newBundleEnv(t, false)
+	e.run("n", synthetic.Params{Partitions: 8, FailAlways: []int{6}})
+	err := e.deliver(bundle("n", 0, 8), 1)
+	if err == nil || errors.Is(err, work.ErrGaveUp) {
+		t.Fatalf("first delivery with partition 6 failing and no retry sender: %v, want a transient failure", err)
+	}
+	if got := e.results("n"); !slices.Equal(got, []int{0, 1, 2, 3, 4, 5, 7}) {
+		t.Fatalf("results %v, want all but 6", got)
+	}
+	ops := e.counting(func() {
+		if err := e.deliver(bundle("n", 0, 8), 5); !errors.Is(err, work.ErrGaveUp) {
+			t.Errorf("last delivery: %v, want ErrGaveUp for partition 6", err)
+		}
+	})
+	if ops["PutResult"] != 1 || ops["ReadResult"] != 8 {
+		t.Errorf("last delivery: %v; want the 8 results read first and only 6's written", ops)
+	}
+	rep, _, err := e.fake.ReadReport(e.ctx, "n")
+	if err != nil || rep.State != ledger.StatePartial || rep.Failed != 1 || rep.Succeeded != 7 {
+		t.Errorf("report %+v, %v; want partial with 7 succeeded and 1 failed", rep, err)
+	}
+}
