@@ -251,7 +251,7 @@ func TestCheck_DetectsEachViolation(t *testing.T) {
 			editRun(h, fast15, func(r *Run) { r.Manifest.Created = at(40) })
 		}},
 		{"missed with no fault", VDelay, func(h *History) {
-			record(h, fast15, at(15), at(25), ledger.StateMissed, "found late")
+			record(h, fast15, at(15), at(45), ledger.StateMissed, "found late")
 		}},
 		{"missed within the catch-up window", VBadRecord, func(h *History) {
 			h.Faults = []Fault{{At: at(14), Kind: FaultKillLeader, Instance: "instance-1", PID: 101}}
@@ -629,5 +629,11 @@ func TestCheck_SlowHeartbeatIsNotADelay(t *testing.T) {
 	h.Runs[fast15] = r
 	if res := Check(h); hasKind(res.Violations, VDelay) {
 		t.Errorf("a decision 10 s late without a fault: violations %v, want no delay", res.Violations)
+	}
+	// Missed after a catch-up window of 8 s, by a heartbeat 10 s late: late, not stopped.
+	h.Runs[fast15] = Run{Manifest: ledger.Manifest{RunID: fast15, Trigger: ledger.TriggerTimer, Schedule: "fast", Occurrence: at(15),
+		State: ledger.StateMissed, Reason: "found late", Created: at(25), Finished: at(25)}}
+	if res := Check(h); hasKind(res.Violations, VDelay) {
+		t.Errorf("missed 10 s late without a fault: violations %v, want no delay", res.Violations)
 	}
 }
