@@ -151,3 +151,54 @@ func BenchmarkTryFinish_10000(b *testing.B) {
 	}
 	reset()
 }
+
+// BenchmarkWorker_StorageCallsPerBundledPartition delivers a run of b.N synthetic partitions
+// (no job I/O; a Merger, so results fold into 32 partials in blocks of 64) in bundles of 32 —
+// the leader's default for a full plan batch — and reports every storage call per partition:
+// results, the fold (one partial read and write per bundle), the done appends (one per bundle),
+// the manifest reads (once per process while the planned run's manifest is cached; /planning:
+// once per bundle, plus a re-read when a bundle's append may complete a shard) and the finish.
+func BenchmarkWorker_StorageCallsPerBundledPartition(b *testing.B) {
+	for _, planned := range []bool{true, false} {
+		name := "planned"
+		if !planned {
+			name = "planning"
+		}
+		b.Run(name, func(b *testing.B) {
+			const size = 32
+			n := (min(b.N, synthetic.MaxPartitions) + size - 1) / size * size
+			f := newFixture(b)
+			jobs := work.NewRegistry()
+			jobs.Register(synthetic.Name, synthetic.New())
+			cfg := f.cfg
+			cfg.Jobs = jobs
+			w := f.newWorker(cfg)
+			run := fmt.Sprintf("bundled-%s-%d", name, n)
+			f.createRun(run, synthetic.Params{Partitions: n}, func(m *ledger.Manifest) {
+				m.Deadline = time.Now().Add(time.Hour)
+				m.FoldShards, m.FoldBlock = work.DefaultFoldShards, work.DefaultFoldBlock
+				if !planned {
+					m.PlanDone, m.Partitions, m.Checkpoint.Next = false, 0, n
+				}
+			})
+			start := f.calls.n.Load()
+			b.ResetTimer()
+			for first := 0; first < n; first += size {
+				env := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: run, Epoch: 1, Part: first, Count: size}
+				for i := first; i < first+size; i++ {
+					env.Payloads = append(env.Payloads, envelope(run, i, 1).Payload)
+				}
+				if err := w.HandlePartition(f.ctx, env, work.Delivery{MessageID: env.MessageID(), Count: 1}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(f.calls.n.Load()-start)/float64(n), "calls/partition")
+			if planned {
+				if m := f.manifest(run); m.State != ledger.StateSucceeded {
+					b.Fatalf("run ended %s (%s), want succeeded", m.State, m.Reason)
+				}
+			}
+		})
+	}
+}
