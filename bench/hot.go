@@ -26,7 +26,8 @@ type hotTracker struct {
 	counts  map[string]int64
 	results int64
 	window  int
-	worst   hotSpot
+	worst   hotSpot // any entity
+	blob    hotSpot // blobs only
 }
 
 func newHotTracker() *hotTracker { return &hotTracker{counts: map[string]int64{}} }
@@ -46,14 +47,23 @@ func (h *hotTracker) add(entity string, result bool) {
 func (h *hotTracker) close() {
 	if h.results > 0 {
 		for e, n := range h.counts {
-			if per := float64(n) / float64(h.results); per > h.worst.PerPart ||
-				per == h.worst.PerPart && h.worst.Entity > e {
-				h.worst = hotSpot{Entity: e, Calls: n, Parts: h.results, PerPart: per, Window: h.window}
+			spot := hotSpot{Entity: e, Calls: n, Parts: h.results, PerPart: float64(n) / float64(h.results), Window: h.window}
+			h.worst = hotter(h.worst, spot)
+			if !strings.HasPrefix(e, "queue ") {
+				h.blob = hotter(h.blob, spot)
 			}
 		}
 		h.window++
 	}
 	h.counts, h.results = map[string]int64{}, 0
+}
+
+// hotter returns the hotter of two spots (the first entity by name on a tie).
+func hotter(a, b hotSpot) hotSpot {
+	if b.PerPart > a.PerPart || b.PerPart == a.PerPart && b.Entity < a.Entity {
+		return b
+	}
+	return a
 }
 
 // callEntity names what a call reaches: "queue <name>" for any call on a queue or its

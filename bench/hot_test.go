@@ -41,8 +41,17 @@ func TestHotTracker_WorstWindow(t *testing.T) {
 		h.add(fmt.Sprintf("c/run/results/%d.json", hotWindowParts+i), true)
 	}
 	h.add("c/run/done/0", false) // in the next window, which never closes
-	got := h.worst
+	h.close()
+	// A queue hotter than every blob is the hottest entity, not the hottest blob.
+	for i := range hotWindowParts {
+		h.add("queue q", false)
+		h.add(fmt.Sprintf("c/run/results/%d.json", 2*hotWindowParts+i), true)
+	}
+	if h.worst.Entity != "queue q" || h.worst.PerPart != 1 {
+		t.Errorf("worst = %+v, want the queue", h.worst)
+	}
+	got := h.blob
 	if got.Entity != "c/run/done/0" || got.Calls != 40 || got.Parts != hotWindowParts || got.Window != 1 || got.PerPart != 0.04 {
-		t.Errorf("worst = %+v, want the done shard's 40 calls in window 1", got)
+		t.Errorf("hottest blob = %+v, want the done shard's 40 calls in window 1", got)
 	}
 }

@@ -94,15 +94,16 @@ func (p *storageProxy) snapshot() (counts map[string]int64, lastAt map[string]ti
 	return counts, lastAt, renewals
 }
 
-// snapshotHot is snapshot with the hottest entity of the calls so far (see hotTracker; a
-// last window shorter than hotWindowParts counts only when it is the only one).
-func (p *storageProxy) snapshotHot() (counts map[string]int64, lastAt map[string]time.Time, renewals []time.Duration, hot hotSpot) {
+// snapshotHot is snapshot with the hottest entity of the calls so far and the hottest blob
+// (see hotTracker; a last window shorter than hotWindowParts counts only when it is the only
+// one).
+func (p *storageProxy) snapshotHot() (counts map[string]int64, lastAt map[string]time.Time, renewals []time.Duration, hot [2]hotSpot) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.hot.window == 0 {
 		p.hot.close()
 	}
-	counts, lastAt, renewals, hot = p.counts, p.lastAt, p.renewals, p.hot.worst
+	counts, lastAt, renewals, hot = p.counts, p.lastAt, p.renewals, [2]hotSpot{p.hot.worst, p.hot.blob}
 	p.counts, p.lastAt, p.renewals, p.hot = map[string]int64{}, map[string]time.Time{}, nil, newHotTracker()
 	return counts, lastAt, renewals, hot
 }
