@@ -117,22 +117,8 @@ func killWorkerMidPartition(t *testing.T, d devhost.Delivery) {
 	c := startCluster(t, clusterOpts{params: `{"partitions":6,"workMs":3000}`, delivery: d})
 	ctx := testCtx(t, 2*time.Minute)
 	run := c.startRun(ctx)
-	var victim devhost.Invocation
-	if err := waitFor(ctx, 20*time.Millisecond, "a partition in flight for a second", func() (bool, error) {
-		for _, inv := range c.h.InFlight() {
-			if inv.Function == c.workFunction() && time.Since(inv.Started) > time.Second { // the run's partitions: it is the only run
-				victim = inv
-				return true, nil
-			}
-		}
-		return false, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	victim := killWorkerInFlight(ctx, t, c)
 	killedAt := time.Now()
-	if err := c.h.Instance(victim.Instance).Kill(); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := c.waitFinal(ctx, run); err != nil {
 		t.Fatal(err)
 	}
@@ -183,6 +169,28 @@ func killWorkerMidPartition(t *testing.T, d devhost.Delivery) {
 	}
 	figures(t, "run=%s partitions=6 killed %s (pid %d) holding %d partition(s), redelivered after [%s], run done %s after the kill, duplicates=%d redeliveries=%d",
 		run, victim.Instance, victim.PID, len(lost), strings.Join(delays, " "), done.Round(time.Millisecond), fig.Duplicates, fig.Redelivered)
+}
+
+// killWorkerInFlight waits until a work invocation has been in flight for a second (the
+// cluster's one run's partitions), kills its instance (SIGKILL) and returns the invocation.
+func killWorkerInFlight(ctx context.Context, t *testing.T, c *cluster) devhost.Invocation {
+	t.Helper()
+	var victim devhost.Invocation
+	if err := waitFor(ctx, 20*time.Millisecond, "a work invocation in flight for a second", func() (bool, error) {
+		for _, inv := range c.h.InFlight() {
+			if inv.Function == c.workFunction() && time.Since(inv.Started) > time.Second {
+				victim = inv
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.h.Instance(victim.Instance).Kill(); err != nil {
+		t.Fatal(err)
+	}
+	return victim
 }
 
 // manifestWatch samples a run's manifest every 50 ms.
@@ -451,21 +459,7 @@ func killWorkerMidBundle(t *testing.T, d devhost.Delivery) {
 	c := startCluster(t, clusterOpts{params: fmt.Sprintf(`{"partitions":%d,"workMs":3000}`, n), delivery: d})
 	ctx := testCtx(t, 3*time.Minute)
 	run := c.startRun(ctx)
-	var victim devhost.Invocation
-	if err := waitFor(ctx, 20*time.Millisecond, "a bundle in flight for a second", func() (bool, error) {
-		for _, inv := range c.h.InFlight() {
-			if inv.Function == c.workFunction() && time.Since(inv.Started) > time.Second {
-				victim = inv
-				return true, nil
-			}
-		}
-		return false, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.h.Instance(victim.Instance).Kill(); err != nil {
-		t.Fatal(err)
-	}
+	victim := killWorkerInFlight(ctx, t, c)
 	if _, err := c.waitFinal(ctx, run); err != nil {
 		t.Fatal(err)
 	}
