@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/batonfn/baton/config"
@@ -132,7 +133,16 @@ type Host struct {
 	mu       sync.Mutex
 	fires    []TimerFire
 	poisoned []string
+	signals  []Signal
 	changed  chan struct{}
+}
+
+// Signal is a signal the host sent a handler process as chaos (Kill, Term, Pause, ...).
+type Signal struct {
+	Instance string
+	PID      int
+	Signal   syscall.Signal
+	At       time.Time // just before it was sent
 }
 
 // New reads the app and its settings, checks that the handler's configuration is valid (with
@@ -635,6 +645,20 @@ func (h *Host) Fires() []TimerFire {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]TimerFire(nil), h.fires...)
+}
+
+// Signals lists the chaos signals sent to handler processes, in order. A process killed with
+// SIGKILL may have done things (taken or released a lease) it did not live to log.
+func (h *Host) Signals() []Signal {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Signal(nil), h.signals...)
+}
+
+func (h *Host) recordSignal(s Signal) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.signals = append(h.signals, s)
 }
 
 // Poisoned lists the messages moved to a poison queue ("<queue>/<message id>").

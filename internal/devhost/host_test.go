@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -221,8 +222,14 @@ func TestHost_KillRestartsThenGivesUp(t *testing.T) {
 			t.Errorf("after kill %d: exits in window = %d", i, got)
 		}
 	}
+	killedPID := pid
 	if err := in.Kill(); err != nil {
 		t.Fatal(err)
+	}
+	sigs := h.Signals()
+	if len(sigs) != 3 || sigs[2].Instance != "instance-1" || sigs[2].PID != killedPID || sigs[2].Signal != syscall.SIGKILL ||
+		sigs[0].Signal != syscall.SIGKILL || sigs[1].Signal != syscall.SIGTERM {
+		t.Errorf("signals %+v, want kill, term, then a kill of pid %d", sigs, killedPID)
 	}
 	if err := in.WaitState(ctx, StateFailed); err != nil {
 		t.Fatal(err)

@@ -429,6 +429,7 @@ func (in *Instance) chaos(sig syscall.Signal) error {
 		return fmt.Errorf("%s is %s: no handler process to signal", in.name, in.state)
 	}
 	pid := in.pid
+	in.h.recordSignal(Signal{Instance: in.name, PID: pid, Signal: sig, At: in.h.now()})
 	_ = syscall.Kill(pid, sig)
 	if in.state == StatePaused && sig != syscall.SIGKILL {
 		_ = syscall.Kill(pid, syscall.SIGCONT) // let a paused process see the signal
