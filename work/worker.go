@@ -162,11 +162,10 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 		return fmt.Errorf("%w: kind %q is not a partition message", ErrMalformed, env.Kind)
 	}
 	delivery := max(d.Count, 1)
-	log := w.logger().With("run", env.Run, "part", env.Part, "epoch", env.Epoch, "delivery", delivery, "message", d.MessageID)
+	base := w.logger().With("run", env.Run, "epoch", env.Epoch, "delivery", delivery, "message", d.MessageID)
+	log := base.With("part", env.Part, "try", max(env.Attempt, 1))
 	if env.Count > 1 {
-		log = log.With("count", env.Count)
-	} else {
-		log = log.With("try", max(env.Attempt, 1))
+		log = base.With("part", env.Part, "count", env.Count)
 	}
 
 	// 1. The manifest decides whether the message is current.
@@ -212,7 +211,12 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 		var wg sync.WaitGroup
 		for k, one := range singles {
 			wg.Go(func() {
-				outs[k] = w.handleOne(ctx, rctx, &m, job, one, delivery, log.With("part", one.Part))
+				defer func() {
+					if r := recover(); r != nil {
+						outs[k] = outcome{err: fmt.Errorf("partition %s/%d: panic: %v", one.Run, one.Part, r)}
+					}
+				}()
+				outs[k] = w.handleOne(ctx, rctx, &m, job, one, delivery, base.With("part", one.Part, "bundle", env.Part, "try", 1))
 			})
 		}
 		wg.Wait()
