@@ -532,6 +532,15 @@ func TestCheck_LeaseLostToAnAzuriteRestart(t *testing.T) {
 	if res := Check(h); hasKind(res.Violations, VLeadership) || res.Figures.LeasesLostToRestart != 1 {
 		t.Errorf("live holder stopping in time: violations %v, lost leases %d", res.Violations, res.Figures.LeasesLostToRestart)
 	}
+	// A live holder whose release Azurite did not answer (it was down): it stopped there.
+	h = goodHistory(t)
+	overlap(&h)
+	h.Lines = append(h.Lines, line(at(15.3), "instance-1", 101, "lease release failed: it will lapse",
+		map[string]any{"epoch": float64(3), "holder": holder("instance-1", 101)}))
+	h.Faults = []Fault{restart}
+	if res := Check(h); hasKind(res.Violations, VLeadership) || res.Figures.LeasesLostToRestart != 1 {
+		t.Errorf("release failed during the outage: violations %v, lost leases %d", res.Violations, res.Figures.LeasesLostToRestart)
+	}
 	// The holder's acquisition logged just after Azurite went down (a line trails its call):
 	// the lease was taken before the outage and lost with it.
 	h = goodHistory(t)

@@ -25,7 +25,8 @@ type Tenure struct {
 	PID      int
 	Acquired time.Time
 	// LastConfirm is the acquisition or the last logged renewal; Released a graceful release;
-	// Lost is when the holder noticed it had lost the lease (LostMsg says how).
+	// Lost is when the holder noticed it had lost the lease, or stopped holding it without a
+	// release storage confirmed (LostMsg says how).
 	LastConfirm time.Time
 	Released    time.Time
 	Lost        time.Time
@@ -87,7 +88,11 @@ func Tenures(lines []devhost.LogLine) (ts []Tenure, dup []string) {
 			tn.Released = l.Time
 		case l.Msg == "leadership ended: lease already gone at release",
 			strings.HasPrefix(l.Msg, "lease renewal failed"), strings.HasPrefix(l.Msg, "leadership lost"),
-			strings.HasPrefix(l.Msg, "leader task stalled"):
+			strings.HasPrefix(l.Msg, "leader task stalled"),
+			// A release that storage did not answer (it was down) ends the holder's tenure as a
+			// release does: it does nothing more under the lease, which lapses, unless storage
+			// lost it meanwhile.
+			strings.HasPrefix(l.Msg, "lease release failed"):
 			if tn.Lost.IsZero() {
 				tn.Lost, tn.LostMsg = l.Time, l.Msg
 			}
