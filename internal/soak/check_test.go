@@ -541,6 +541,26 @@ func TestCheck_LeaseLostToAnAzuriteRestart(t *testing.T) {
 	if res := Check(h); hasKind(res.Violations, VLeadership) || res.Figures.LeasesLostToRestart != 1 {
 		t.Errorf("release failed during the outage: violations %v, lost leases %d", res.Violations, res.Figures.LeasesLostToRestart)
 	}
+	// A live holder SIGSTOPped right after the restart, before its next renewal could show the
+	// loss, that noticed it on waking up.
+	h = goodHistory(t)
+	overlap(&h)
+	h.Lines = append(h.Lines, line(at(25), "instance-1", 101, "lease renewal failed: leadership lost",
+		map[string]any{"epoch": float64(3), "holder": holder("instance-1", 101)}))
+	pause := Fault{At: at(15.6), Kind: FaultPause, Instance: "instance-1", PID: 101, Until: at(24.5)}
+	h.Faults = []Fault{restart, pause}
+	if res := Check(h); hasKind(res.Violations, VLeadership) || res.Figures.LeasesLostToRestart != 1 {
+		t.Errorf("paused after the restart: violations %v, lost leases %d", res.Violations, res.Figures.LeasesLostToRestart)
+	}
+	// ... but one that went on for a while after its SIGCONT is two leaders.
+	h = goodHistory(t)
+	overlap(&h)
+	h.Lines = append(h.Lines, line(at(35), "instance-1", 101, "lease renewal failed: leadership lost",
+		map[string]any{"epoch": float64(3), "holder": holder("instance-1", 101)}))
+	h.Faults = []Fault{restart, pause}
+	if res := Check(h); !hasKind(res.Violations, VLeadership) {
+		t.Errorf("paused, then leading on for 10 s: violations %v, want two leaders", res.Violations)
+	}
 	// The holder's acquisition logged just after Azurite went down (a line trails its call):
 	// the lease was taken before the outage and lost with it.
 	h = goodHistory(t)

@@ -214,15 +214,22 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // than overlapped by tn: storage was restarted between prev's acquisition and tn's, and prev's
 // holder either had been killed (kill -9 or SIGTERM) before tn acquired, or noticed the loss
 // and stopped within one renew interval of tn's acquisition (what a leader must do whenever
-// it loses its lease).
+// it loses its lease), or was SIGSTOPped before then and noticed within a renew interval of
+// its SIGCONT.
 func (c *checker) lostToEmulatorRestart(prev, tn Tenure) bool {
 	// Stopped in time (within a renew interval of tn's acquisition): as good as gone.
-	killed := !prev.Lost.IsZero() && !prev.Lost.After(tn.Acquired.Add(c.h.LeaseDuration/3+LogTolerance))
+	renew := c.h.LeaseDuration/3 + LogTolerance
+	killed := !prev.Lost.IsZero() && !prev.Lost.After(tn.Acquired.Add(renew))
 	restarted := false
 	for _, f := range c.h.Faults {
 		switch {
 		case (f.Kind == FaultKillLeader || f.Kind == FaultKillOther || f.Kind == FaultTerm) &&
 			f.Instance == prev.Instance && f.PID == prev.PID && f.At.Before(tn.Acquired):
+			killed = true
+		case f.Kind == FaultPause && f.Instance == prev.Instance && f.PID == prev.PID && !f.At.After(tn.Acquired.Add(renew)) &&
+			!prev.Lost.IsZero() && !f.Until.IsZero() && !prev.Lost.After(f.Until.Add(renew)):
+			// SIGSTOPped before its next renewal could show the loss, and noticed within a
+			// renew interval of its SIGCONT: it did nothing in between.
 			killed = true
 		case f.Kind == FaultAzurite && f.At.Before(tn.Acquired) && f.At.Add(LogTolerance).After(prev.Acquired) &&
 			(f.Until.IsZero() || prev.Acquired.Before(f.Until)):
