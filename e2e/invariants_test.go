@@ -242,9 +242,31 @@ func checkRun(t *testing.T, c *cluster, run string, want runWant, ts []tenure) r
 		t.Errorf("run %s: lease %q, want its own %q", run, m.Lease, ledger.RunLeaseName(run))
 	}
 	own := runTenures(ts, run)
-	acquiredAt := map[int64]time.Time{}
+	// recordedBy bounds when a takeover's segment was in the manifest: a second after the
+	// first line its planner logs once it has written it ("lease probe scheduled", ...), or
+	// after its acquisition when it logged none (the write can take over a second on a loaded
+	// machine, so the acquisition alone is not a bound).
+	firstAfter := map[int64]time.Time{}
+	for _, l := range c.h.Lines() {
+		switch l.Msg {
+		case "lease probe scheduled", "backlog full; the next wave goes out later", "run enqueued",
+			"planning slice ended; a follow-up invocation continues from the checkpoint":
+		default:
+			continue
+		}
+		epoch := l.Int("epoch")
+		if tn, ok := own[epoch]; ok && l.Str("run") == run && l.Time.After(tn.Acquired) &&
+			(firstAfter[epoch].IsZero() || l.Time.Before(firstAfter[epoch])) {
+			firstAfter[epoch] = l.Time
+		}
+	}
+	acquiredAt, recordedBy := map[int64]time.Time{}, map[int64]time.Time{}
 	for epoch, tn := range own {
 		acquiredAt[epoch] = tn.Acquired
+		recordedBy[epoch] = tn.Acquired.Add(time.Second)
+		if f := firstAfter[epoch]; f.Add(time.Second).After(recordedBy[epoch]) {
+			recordedBy[epoch] = f.Add(time.Second)
+		}
 	}
 	for i, s := range m.Segments {
 		if _, ok := own[s.Epoch]; !ok {
@@ -287,9 +309,9 @@ func checkRun(t *testing.T, c *cluster, run string, want runWant, ts []tenure) r
 			// the newer segment (it carries the same stored plan payload). A stale message
 			// processed after the takeover is a fencing failure.
 			fig.PreTakeover++
-			if acq, ok := acquiredAt[seg]; !ok || r.Started.After(acq.Add(time.Second)) {
-				t.Errorf("run %s partition %d: result of an epoch-%d message started at %s, after epoch %d took over at %s (stale message not fenced)",
-					run, i, r.Epoch, r.Started.Format(time.StampMilli), seg, acq.Format(time.StampMilli))
+			if by, ok := recordedBy[seg]; !ok || r.Started.After(by) {
+				t.Errorf("run %s partition %d: result of an epoch-%d message started at %s, after epoch %d took over at %s and recorded its segment by %s (stale message not fenced)",
+					run, i, r.Epoch, r.Started.Format(time.StampMilli), seg, acquiredAt[seg].Format(time.StampMilli), by.Format(time.StampMilli))
 			}
 		}
 		if r.OK == failed[i] {

@@ -580,6 +580,21 @@ func TestCheck_LeaseLostToAnAzuriteRestart(t *testing.T) {
 	}
 }
 
+// A holder SIGSTOPped between taking the lease and logging it logs the acquisition late; its
+// "deadline passed" line names the last renewal, which bounds its tenure.
+func TestTenures_LastRenewalBoundsALateLoggedAcquisition(t *testing.T) {
+	h := holder("instance-2", 202)
+	lines := []devhost.LogLine{
+		line(at(16), "instance-2", 202, "leadership acquired", map[string]any{"epoch": float64(2), "holder": h}),
+		line(at(16.001), "instance-2", 202, "leadership lost: local deadline passed without a renewal",
+			map[string]any{"epoch": float64(2), "holder": h, "lastRenewal": at(1).Format(time.RFC3339Nano)}),
+	}
+	ts, _ := Tenures(lines)
+	if len(ts) != 1 || !ts[0].LastConfirm.Equal(at(1)) || !ts[0].ValidUntil(testLease).Equal(at(1).Add(testLease)) {
+		t.Fatalf("tenures %+v: want the last confirmation at the named renewal (%s)", ts, at(1))
+	}
+}
+
 func TestTenures_PerLease(t *testing.T) {
 	h := holder("instance-1", 101)
 	lines := []devhost.LogLine{

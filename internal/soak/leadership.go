@@ -96,6 +96,12 @@ func Tenures(lines []devhost.LogLine) (ts []Tenure, dup []string) {
 			if tn.Lost.IsZero() {
 				tn.Lost, tn.LostMsg = l.Time, l.Msg
 			}
+			// A holder whose deadline passed names its last successful renewal: its lease was
+			// valid until that plus a lease, even when it logged its acquisition later (it was
+			// stopped between the two).
+			if at, err := time.Parse(time.RFC3339Nano, l.Str("lastRenewal")); err == nil && at.Before(tn.LastConfirm) {
+				tn.LastConfirm = at
+			}
 		}
 	}
 	for _, tn := range byKey {
