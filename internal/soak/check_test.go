@@ -516,6 +516,15 @@ func TestCheck_LeaseLostToAnAzuriteRestart(t *testing.T) {
 	}
 	kill := Fault{At: at(15.1), Kind: FaultKillLeader, Instance: "instance-1", PID: 101}
 	restart := Fault{At: at(15.2), Kind: FaultAzurite, Until: at(15.4)}
+	// holderSays is the overlapping history in which epoch 3's holder logged msg at sec.
+	holderSays := func(sec float64, msg string, faults ...Fault) History {
+		h := goodHistory(t)
+		overlap(&h)
+		h.Lines = append(h.Lines, line(at(sec), "instance-1", 101, msg,
+			map[string]any{"epoch": float64(3), "holder": holder("instance-1", 101)}))
+		h.Faults = faults
+		return h
+	}
 
 	h := goodHistory(t)
 	overlap(&h)
@@ -524,40 +533,24 @@ func TestCheck_LeaseLostToAnAzuriteRestart(t *testing.T) {
 		t.Errorf("killed holder, Azurite restarted: violations %v, lost leases %d; want no leadership violation and 1", res.Violations, res.Figures.LeasesLostToRestart)
 	}
 	// A live holder that noticed the loss and stopped within a renew interval counts too.
-	h = goodHistory(t)
-	overlap(&h)
-	h.Lines = append(h.Lines, line(at(17), "instance-1", 101, "lease renewal failed: leadership lost",
-		map[string]any{"epoch": float64(3), "holder": holder("instance-1", 101)}))
-	h.Faults = []Fault{restart}
+	h = holderSays(17, "lease renewal failed: leadership lost", restart)
 	if res := Check(h); hasKind(res.Violations, VLeadership) || res.Figures.LeasesLostToRestart != 1 {
 		t.Errorf("live holder stopping in time: violations %v, lost leases %d", res.Violations, res.Figures.LeasesLostToRestart)
 	}
 	// A live holder whose release Azurite did not answer (it was down): it stopped there.
-	h = goodHistory(t)
-	overlap(&h)
-	h.Lines = append(h.Lines, line(at(15.3), "instance-1", 101, "lease release failed: it will lapse",
-		map[string]any{"epoch": float64(3), "holder": holder("instance-1", 101)}))
-	h.Faults = []Fault{restart}
+	h = holderSays(15.3, "lease release failed: it will lapse", restart)
 	if res := Check(h); hasKind(res.Violations, VLeadership) || res.Figures.LeasesLostToRestart != 1 {
 		t.Errorf("release failed during the outage: violations %v, lost leases %d", res.Violations, res.Figures.LeasesLostToRestart)
 	}
 	// A live holder SIGSTOPped right after the restart, before its next renewal could show the
 	// loss, that noticed it on waking up.
-	h = goodHistory(t)
-	overlap(&h)
-	h.Lines = append(h.Lines, line(at(25), "instance-1", 101, "lease renewal failed: leadership lost",
-		map[string]any{"epoch": float64(3), "holder": holder("instance-1", 101)}))
 	pause := Fault{At: at(15.6), Kind: FaultPause, Instance: "instance-1", PID: 101, Until: at(24.5)}
-	h.Faults = []Fault{restart, pause}
+	h = holderSays(25, "lease renewal failed: leadership lost", restart, pause)
 	if res := Check(h); hasKind(res.Violations, VLeadership) || res.Figures.LeasesLostToRestart != 1 {
 		t.Errorf("paused after the restart: violations %v, lost leases %d", res.Violations, res.Figures.LeasesLostToRestart)
 	}
 	// ... but one that went on for a while after its SIGCONT is two leaders.
-	h = goodHistory(t)
-	overlap(&h)
-	h.Lines = append(h.Lines, line(at(35), "instance-1", 101, "lease renewal failed: leadership lost",
-		map[string]any{"epoch": float64(3), "holder": holder("instance-1", 101)}))
-	h.Faults = []Fault{restart, pause}
+	h = holderSays(35, "lease renewal failed: leadership lost", restart, pause)
 	if res := Check(h); !hasKind(res.Violations, VLeadership) {
 		t.Errorf("paused, then leading on for 10 s: violations %v, want two leaders", res.Violations)
 	}
