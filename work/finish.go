@@ -15,12 +15,14 @@ import (
 // and reports whether this call finished the run (wrote its final report, and its manifest is
 // final; at most one call per run does). It returns false, nil when planning is not
 // done, a done shard counts fewer records than partitions, the listing of results/ lacks an
-// index, another worker holds a fresh claim on the report, or the run is already final.
+// index, another worker holds a fresh claim on the report, the report is already written,
+// or the run is already final.
 //
 // Exactly one caller wins the create-once claim on report.json and runs Job.Aggregate. A claim
 // left unfinished for StaleClaim (its aggregator crashed, or released it after an error) is
-// taken over with the ETag read; a report written but not yet reflected in the manifest (the
-// aggregator crashed between the two writes) is copied into the manifest.
+// taken over with the ETag read; a report written but not yet reflected in the manifest (its
+// aggregator crashed between the two writes, or is between them now) is copied into the
+// manifest, and that call reports false: the report's writer finished the run.
 //
 // Workers call it when a done append reaches its shard's count; the coordinator calls it after
 // planning and from check messages.
@@ -81,7 +83,7 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool) (bo
 	defer w.finishing.Delete(run)
 	etag, outcome, err := w.claim(ctx, &m)
 	if err != nil || outcome != claimed {
-		return outcome == settled && err == nil, err
+		return false, err
 	}
 
 	start := w.now()
@@ -134,7 +136,7 @@ type claimOutcome int
 const (
 	busy    claimOutcome = iota // another worker holds a fresh claim, or finished
 	claimed                     // this worker is the aggregator
-	settled                     // the report was final; this call copied it into the manifest
+	settled                     // the report was final; this call copied it into the manifest (its writer finished the run)
 )
 
 // claim makes this worker the run's one aggregator: it creates report.json with an
