@@ -8,11 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -87,16 +90,50 @@ func Binary() (string, error) {
 }
 
 // Start launches Azurite and waits until its blob and queue endpoints accept connections.
+//
+// Free ports are found by listening and closing, so another process can take one before
+// Azurite binds it (an outgoing connection's local port comes from the same range); Azurite
+// then exits with EADDRINUSE. Start tries again on fresh ports, up to startTries launches,
+// unless the port taken is one that Options fixed.
 func Start(ctx context.Context, opts Options) (*Server, error) {
+	return start(ctx, opts, freePorts)
+}
+
+// startTries bounds the launches of one Start that lost a picked port to another process.
+const startTries = 5
+
+func start(ctx context.Context, opts Options, pick func(n int) ([]int, error)) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, done: make(chan struct{})}
-	ports, err := freePorts(3)
-	if err != nil {
-		return nil, err
+	for try := 1; ; try++ {
+		ports, err := pick(3)
+		if err != nil {
+			return nil, err
+		}
+		s, err := launch(ctx, bin, opts, ports)
+		var lost *portInUseError
+		if err == nil || !errors.As(err, &lost) || lost.port == opts.BlobPort || lost.port == opts.QueuePort || try == startTries {
+			return s, err
+		}
 	}
+}
+
+// portInUseError is Azurite exiting because one of its ports was taken.
+type portInUseError struct {
+	port   int
+	output string
+}
+
+func (e *portInUseError) Error() string {
+	return fmt.Sprintf("azurite exited before it was ready: port %d is in use: %s", e.port, e.output)
+}
+
+// launch starts Azurite on ports (blob, queue, table; Options' fixed ports win) and waits until
+// it is ready.
+func launch(ctx context.Context, bin string, opts Options, ports []int) (*Server, error) {
+	s := &Server{opts: opts, done: make(chan struct{})}
 	s.BlobPort, s.QueuePort, s.TablePort = ports[0], ports[1], ports[2]
 	if opts.BlobPort != 0 {
 		s.BlobPort = opts.BlobPort
@@ -127,13 +164,14 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	} else {
 		cmd.Dir = os.TempDir()
 	}
+	// The output is kept (its start, up to 16 KiB) even when Log is set: it says why Azurite
+	// exited.
 	var out strings.Builder
+	var w io.Writer = &limitedWriter{b: &out, n: 16 << 10}
 	if opts.Log != nil {
-		cmd.Stdout, cmd.Stderr = opts.Log, opts.Log
-	} else {
-		lw := &limitedWriter{b: &out, n: 16 << 10}
-		cmd.Stdout, cmd.Stderr = lw, lw
+		w = io.MultiWriter(opts.Log, w)
 	}
+	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start azurite: %w", err)
 	}
@@ -147,7 +185,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		}
 		select {
 		case <-s.done:
-			return nil, fmt.Errorf("azurite exited before it was ready: %s", strings.TrimSpace(out.String()))
+			return nil, exitError(strings.TrimSpace(out.String()))
 		case <-ctx.Done():
 			s.Stop()
 			return nil, ctx.Err()
@@ -158,6 +196,21 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 			return nil, errors.New("azurite was not ready within 60s")
 		}
 	}
+}
+
+// addrInUse is how Node reports a port taken: "listen EADDRINUSE: address already in use
+// 127.0.0.1:40681".
+var addrInUse = regexp.MustCompile(`EADDRINUSE: address already in use [^\s]*:(\d+)`)
+
+// exitError is the error for Azurite exiting before it was ready with output: a
+// *portInUseError when a port was taken.
+func exitError(output string) error {
+	if m := addrInUse.FindStringSubmatch(output); m != nil {
+		if port, err := strconv.Atoi(m[1]); err == nil {
+			return &portInUseError{port: port, output: output}
+		}
+	}
+	return fmt.Errorf("azurite exited before it was ready: %s", output)
 }
 
 // Stop terminates Azurite (SIGTERM, then SIGKILL after 5 s) and waits for it to exit.

@@ -2,6 +2,7 @@ package azurite
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -30,5 +31,52 @@ func TestStart_PortTakenByAnotherProcess(t *testing.T) {
 	if err == nil {
 		srv.Stop()
 		t.Fatalf("Start on a blob port held by another server succeeded; want an error")
+	}
+}
+
+// A picked port that another process takes before Azurite binds it (here: held all along)
+// makes Azurite exit with EADDRINUSE; Start picks fresh ports and launches again.
+func TestStart_PickedPortTakenTriesFreshPorts(t *testing.T) {
+	if _, err := Binary(); err != nil {
+		t.Fatalf("needs Azurite: %v", err)
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	takenPort := taken.Addr().(*net.TCPAddr).Port
+	picks := 0
+	pick := func(n int) ([]int, error) {
+		picks++
+		ports, err := freePorts(n)
+		if picks == 1 && err == nil {
+			ports[2] = takenPort // the table port, which Options cannot fix
+		}
+		return ports, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, err := start(ctx, Options{}, pick)
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	defer srv.Stop()
+	if picks != 2 {
+		t.Errorf("ports picked %d times, want 2 (the first launch lost port %d)", picks, takenPort)
+	}
+	if srv.TablePort == takenPort || !ready(srv.BlobPort) || !ready(srv.QueuePort) {
+		t.Errorf("server on %d/%d/%d: want fresh ports, all Azurite", srv.BlobPort, srv.QueuePort, srv.TablePort)
+	}
+}
+
+func TestExitError(t *testing.T) {
+	out := "Azurite Queue service is starting at http://127.0.0.1:40681\nExit due to unhandled error: listen EADDRINUSE: address already in use 127.0.0.1:40681"
+	var lost *portInUseError
+	if err := exitError(out); !errors.As(err, &lost) || lost.port != 40681 {
+		t.Errorf("exitError(EADDRINUSE) = %v; want a *portInUseError for port 40681", err)
+	}
+	if err := exitError("Exit due to unhandled error: something else"); errors.As(err, &lost) {
+		t.Errorf("exitError(other) = %v; want a plain error", err)
 	}
 }
