@@ -207,6 +207,10 @@ func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (election.
 		}
 	}
 	if err != nil {
+		// The record may have taken effect with its answer lost: storage can show this epoch
+		// and holder although nobody leads under it. Say so, then give the lease back.
+		b.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "lease acquisition abandoned: the holder record was not confirmed; the lease is given back",
+			slog.String("lease", b.name), slog.Int64("epoch", l.Epoch), slog.String("holder", holder.String()), slog.Any("err", err))
 		b.releaseQuietly(lc)
 		return election.Lease{}, fmt.Errorf("acquire lease %s: record holder: %w", b.name, err)
 	}

@@ -3,8 +3,10 @@ package bloblease
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -424,6 +426,69 @@ func TestBlobLock_Acquire_LostResponses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A holder record whose every answer is lost may still have taken effect: storage then shows
+// the new epoch and holder although Acquire failed and nobody leads under it. The lock says so
+// in its log (the epoch and holder it tried to record), then gives the lease back.
+func TestBlobLock_Acquire_RecordLostIsLoggedAsAbandoned(t *testing.T) {
+	t.Parallel()
+	ft := newTestFaultTransport()
+	c := newTestContainer(t, ft, &policy.RetryOptions{MaxRetries: -1})
+	var logged strings.Builder
+	var mu sync.Mutex
+	lk, err := NewBlobLock(c, "leader", BlobLockOptions{Duration: testBlobLockDuration, AttemptTimeout: time.Second,
+		Logger: slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logged}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lk.create(t.Context(), true); err != nil {
+		t.Fatal(err)
+	}
+	ft.setRule(func(req *http.Request) int {
+		if req.Method == http.MethodPut && req.URL.Query().Get("comp") == "metadata" {
+			return faultLost
+		}
+		return faultNone
+	})
+	holder := electiontest.Holder(1)
+	if _, err := lk.Acquire(t.Context(), holder); err == nil {
+		t.Fatal("Acquire with every holder record's answer lost succeeded; want an error")
+	}
+	st, err := newTestBlobLockOn(t, newTestContainerAlias(t, c)).State(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Epoch != 1 || st.Holder != holder {
+		t.Fatalf("storage shows epoch %d held by %v; want the lost record's epoch 1 by %v", st.Epoch, st.Holder, holder)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var found bool
+	for line := range strings.Lines(logged.String()) {
+		var rec struct {
+			Msg, Lease, Holder string
+			Epoch              int64
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && strings.HasPrefix(rec.Msg, "lease acquisition abandoned") {
+			found = rec.Epoch == 1 && rec.Holder == holder.String() && rec.Lease == lk.name
+		}
+	}
+	if !found {
+		t.Errorf("no \"lease acquisition abandoned\" line naming epoch 1, %v and %s; the log:\n%s", holder, lk.name, logged.String())
+	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 func TestBlobLock_Renew_GivesUpWithinBudget(t *testing.T) {

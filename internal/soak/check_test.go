@@ -630,6 +630,32 @@ func TestCheck_SchedulerEpochOfAKilledProcess(t *testing.T) {
 	}
 }
 
+// A lock whose holder record's answer was lost gives the lease back and logs the acquisition
+// abandoned: the sampled blob (the scheduler's, or a run's at the end) may then name that epoch
+// and holder although nobody logged acquiring it. That is not a violation; the same sample
+// without the line is (TestCheck_DetectsEachViolation), and so is one naming another holder.
+func TestCheck_AbandonedAcquisition(t *testing.T) {
+	fast5 := occID("fast", 5)
+	abandon := func(h *History, lease string, epoch int, who string, pid int) {
+		h.Lines = append(h.Lines, line(at(15.9), who, pid, "lease acquisition abandoned: the holder record was not confirmed; the lease is given back",
+			map[string]any{"lease": lease, "epoch": float64(epoch), "holder": holder(who, pid), "err": "context deadline exceeded"}))
+	}
+	h := goodHistory(t)
+	h.Lease = append(h.Lease, LeaseSample{At: at(16), Held: true, Epoch: 7, Holder: holder("instance-5", 505)})
+	abandon(&h, "lease-c2edf619/baton-leader", 7, "instance-5", 505)
+	h.RunLeases[ledger.RunLeaseName(fast5)] = LeaseSample{Epoch: 4, Holder: holder("instance-4", 404)}
+	abandon(&h, "lease-c2edf619/"+ledger.RunLeaseName(fast5), 4, "instance-4", 404)
+	if res := Check(h); hasKind(res.Violations, VLeadership) {
+		t.Errorf("abandoned acquisitions: violations %v, want no leadership violation", res.Violations)
+	}
+	h = goodHistory(t)
+	h.Lease = append(h.Lease, LeaseSample{At: at(16), Held: true, Epoch: 7, Holder: holder("instance-5", 505)})
+	abandon(&h, "lease-c2edf619/baton-leader", 7, "instance-4", 404)
+	if res := Check(h); !hasKind(res.Violations, VLeadership) {
+		t.Errorf("epoch 7 abandoned by instance-4 but held by instance-5: no leadership violation")
+	}
+}
+
 // A run created queued whose create took effect with its answer lost has no "run created"
 // line; the heartbeat that starts it says it was queued, and its start is its first planner's.
 // Without any line saying so, it counts as started when it was created: before the run it

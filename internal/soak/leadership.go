@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/internal/devhost"
 )
 
@@ -114,6 +115,34 @@ func Tenures(lines []devhost.LogLine) (ts []Tenure, dup []string) {
 	return ts, dup
 }
 
+// Acquisition names one epoch of a lease taken by a holder (app/instance/pid); Lease as in
+// Tenure.
+type Acquisition struct {
+	Lease  string
+	Epoch  int64
+	Holder string
+}
+
+// Abandoned are the acquisitions a lock abandoned because their holder record was not
+// confirmed ("lease acquisition abandoned"): the record may have taken effect with its answer
+// lost, so the lease blob can show the epoch and holder although nobody led under it (the
+// lease was given back). The lock logs them under its blob's name, "<container>/<name>": the
+// scheduler lease is the default lease name, a run's lease "runs/<run>".
+func Abandoned(lines []devhost.LogLine) map[Acquisition]bool {
+	out := map[Acquisition]bool{}
+	for _, l := range lines {
+		if !strings.HasPrefix(l.Msg, "lease acquisition abandoned") {
+			continue
+		}
+		_, lease, _ := strings.Cut(l.Str("lease"), "/")
+		if lease == config.DefaultLeaseName {
+			lease = ""
+		}
+		out[Acquisition{Lease: lease, Epoch: l.Int("epoch"), Holder: l.Str("holder")}] = true
+	}
+	return out
+}
+
 // ByLease groups tenures by lease, each group in order of acquisition.
 func ByLease(ts []Tenure) map[string][]Tenure {
 	out := map[string][]Tenure{}
@@ -164,6 +193,7 @@ func (c *checker) leadership() {
 	for _, tn := range groups[""] {
 		byEpoch[tn.Epoch] = tn
 	}
+	abandoned := Abandoned(c.h.Lines)
 	var last int64
 	for _, s := range c.h.Lease {
 		if s.Epoch < last {
@@ -175,10 +205,11 @@ func (c *checker) leadership() {
 		}
 		tn, ok := byEpoch[s.Epoch]
 		switch {
-		case !ok && !c.killedHolder(s.Holder):
+		case !ok && !c.killedHolder(s.Holder) && !abandoned[Acquisition{"", s.Epoch, s.Holder}]:
 			c.add(VLeadership, "scheduler epoch "+itoa(s.Epoch), "lease blob shows it held by %s; no handler logged acquiring it", s.Holder)
 		case !ok:
-			// A process the driver killed may have taken the lease and died before logging it.
+			// A process the driver killed may have taken the lease and died before logging it;
+			// or a holder record's answer was lost, and the lock gave the lease back.
 		case tn.Holder != s.Holder:
 			c.add(VLeadership, "scheduler epoch "+itoa(s.Epoch), "lease blob says holder %s, the log says %s", s.Holder, tn.Holder)
 		}
@@ -195,7 +226,7 @@ func (c *checker) leadership() {
 		switch {
 		case s.Epoch < logged.Epoch:
 			c.add(VLeadership, lease, "lease blob shows epoch %d at the end, below epoch %d logged acquired by %s", s.Epoch, logged.Epoch, logged.Holder)
-		case s.Epoch > logged.Epoch && !c.killedHolder(s.Holder):
+		case s.Epoch > logged.Epoch && !c.killedHolder(s.Holder) && !abandoned[Acquisition{lease, s.Epoch, s.Holder}]:
 			c.add(VLeadership, lease, "lease blob shows epoch %d held by %s; no handler logged acquiring it", s.Epoch, s.Holder)
 		case s.Epoch == logged.Epoch && s.Epoch > 0 && s.Holder != logged.Holder:
 			c.add(VLeadership, lease, "lease blob says epoch %d's holder is %s, the log says %s", s.Epoch, s.Holder, logged.Holder)
