@@ -643,7 +643,7 @@ func TestCheck_AbandonedAcquisition(t *testing.T) {
 	h := goodHistory(t)
 	h.Lease = append(h.Lease, LeaseSample{At: at(16), Held: true, Epoch: 7, Holder: holder("instance-5", 505)})
 	abandon(&h, "lease-c2edf619/baton-leader", 7, "instance-5", 505)
-	h.RunLeases[ledger.RunLeaseName(fast5)] = LeaseSample{Epoch: 4, Holder: holder("instance-4", 404)}
+	h.RunLeases[ledger.RunLeaseName(fast5)] = LeaseSample{Held: true, Epoch: 4, Holder: holder("instance-4", 404)}
 	abandon(&h, "lease-c2edf619/"+ledger.RunLeaseName(fast5), 4, "instance-4", 404)
 	if res := Check(h); hasKind(res.Violations, VLeadership) {
 		t.Errorf("abandoned acquisitions: violations %v, want no leadership violation", res.Violations)
