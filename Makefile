@@ -5,8 +5,11 @@ GO      ?= go
 GOOS    ?= $(shell $(GO) env GOOS)
 GOARCH  ?= $(shell $(GO) env GOARCH)
 BIN     ?= baton
-# Fuzz time per target in `make test` (CI); raise it for a longer local hunt.
-FUZZTIME ?= 5s
+# Fuzz budget per target in `make test` (CI): a count of generated inputs, not a duration. Go
+# 1.26's fuzz coordinator can fail a duration-bounded run with a bare "context deadline
+# exceeded" when the time is up while a worker is busy (seen on a loaded 2-core machine; fixed
+# in Go 1.27); a count never starts that deadline. Raise it for a longer local hunt.
+FUZZTIME ?= 10000x
 
 .PHONY: all build tools browser test vet vulncheck unit fuzz examples demo bench bench-scale soak clean
 
@@ -92,7 +95,7 @@ browser:
 unit: tools browser
 	BATON_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout 20m ./...
 
-# Each fuzz target runs for FUZZTIME on its checked-in seed corpus and beyond.
+# Each fuzz target runs its checked-in seed corpus, then FUZZTIME (a count, or a duration) beyond it.
 fuzz:
 	@set -e; for spec in $$($(GO) run ./internal/fuzzlist .); do \
 		pkg=$${spec%%:*}; fn=$${spec##*:}; \
