@@ -409,7 +409,7 @@ func (t *queueTrigger) moveToPoison(ctx context.Context, id, receipt, text strin
 
 // retry runs op until it succeeds, fails permanently (message gone, receipt stale), or
 // storageRetryBudget passes; it reports success.
-func (t *queueTrigger) retry(ctx context.Context, log interface{ Error(string, ...any) }, what string, op func(context.Context) error) bool {
+func (t *queueTrigger) retry(ctx context.Context, log *slog.Logger, what string, op func(context.Context) error) bool {
 	deadline := time.Now().Add(storageRetryBudget)
 	wait := 200 * time.Millisecond
 	for {
@@ -426,6 +426,8 @@ func (t *queueTrigger) retry(ctx context.Context, log interface{ Error(string, .
 			log.Error("queue "+what+" failed; giving up", "queue", t.name, "err", firstLine(err.Error()))
 			return false
 		}
+		// Said each time: a settlement that takes seconds delays the message's next delivery.
+		log.Warn("queue "+what+" failed; trying again", "queue", t.name, "in", wait.String(), "err", firstLine(err.Error()))
 		time.Sleep(wait)
 		wait = min(wait*2, 3*time.Second)
 	}
