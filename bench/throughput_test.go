@@ -28,21 +28,25 @@ import (
 const (
 	throughputPartitions = 3000
 	throughputBacklog    = 1000
-	rawUnits             = 1500
+	rawUnits             = 9600
 	// throughputLive is the backlog these runs actually hold: here the leader's enqueue is
 	// slower than the workers, who keep the queue down to about one plan batch.
 	throughputLive = 250
-	// rawConcurrency is at least what the largest cluster keeps in flight (the leader's 16 sends
+	// rawConcurrency is at least what the largest cluster keeps in flight (the leader's sends
 	// and 4 instances' 16 deliveries), so the replay saturates Azurite as a run would.
 	rawConcurrency = 96
+	// rawBundle is the partitions per message the replay sends: the default cap, the size a
+	// plan batch of 250 goes out in.
+	rawBundle = work.DefaultMaxBundle
 )
 
 // rawCallsPerPartition is the critical path of one partition as the raw measurement replays
-// it (the call mix an end-to-end run shows at the proxy, BenchmarkScale's table): the leader's
-// enqueue; the host's dequeue (one per 16 messages) and delete; the worker's two manifest
-// reads (the delivery's and the fold's), its result create, the fold's partial read and
-// conditional write, and its done append.
-const rawCallsPerPartition = 1 + 1.0/16 + 1 + 2 + 1 + 2 + 1
+// it (the call mix an end-to-end run shows at the proxy, BenchmarkScale's table), a bundle of
+// rawBundle partitions at a time: the leader's enqueue of the bundle; the host's dequeue (one
+// per 16 messages) and delete; the worker's manifest read (one per bundle while planning
+// runs), a result create per partition, the fold's partial read and conditional write (one
+// fold block), and one done append.
+const rawCallsPerPartition = (1 + 1.0/16 + 1 + 1 + rawBundle + 2 + 1) / rawBundle
 
 // rawRate is Azurite's measured rate for that call mix at one queue depth.
 type rawRate struct {
@@ -72,9 +76,10 @@ func (r rawRate) limit() float64 { return r.rawCallsPerSec() / rawCallsPerPartit
 //
 //  1. raw/depth=D: on a fresh Azurite persisted on disk (as the end-to-end runs use), directly
 //     (calls counted by an azcore policy), rawConcurrency goroutines replay rawUnits partitions' worth of
-//     the calls one partition makes on the critical path (rawCallsPerPartition: enqueue,
-//     dequeue of 16, delete, two manifest reads, result create, partial read and ETag write,
-//     done append) with the queue kept at depth D: 250, the backlog these runs actually hold
+//     the calls the partitions make on the critical path, in bundles of rawBundle
+//     (rawCallsPerPartition: per bundle an enqueue, a 16th of a dequeue, a delete, a manifest
+//     read, a partial read and ETag write and a done append of all its partitions, and one
+//     result create per partition) with D partitions' worth of bundles kept in the queue: 250, the backlog these runs actually hold
 //     (the workers keep up with the leader's enqueue, about one plan batch behind); the wave
 //     runs' backlog bound (1,000); and the up-front runs' whole run (3,000). Azurite runs on one thread, so its raw rate is one
 //     core ÷ its CPU time per call (read from /proc): what it serves at saturation, however
@@ -137,7 +142,8 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 }
 
-// measureRaw replays rawUnits partitions' critical-path calls at queue depth depth.
+// measureRaw replays rawUnits partitions' critical-path calls, in bundles of rawBundle, with
+// depth partitions' worth of bundles in the queue.
 func measureRaw(b *testing.B, depth int) rawRate {
 	b.Helper()
 	srv := azurite.Private(b, azurite.Options{Dir: b.TempDir()})
@@ -172,21 +178,37 @@ func measureRaw(b *testing.B, depth int) rawRate {
 	}
 	const run = "raw"
 	params, _ := json.Marshal(map[string]int{"partitions": rawUnits})
-	if err := store.CreateManifest(ctx, &ledger.Manifest{RunID: run, Trigger: ledger.TriggerManual, Epoch: 1,
+	m := ledger.Manifest{RunID: run, Trigger: ledger.TriggerManual, Epoch: 1,
 		Segments: []ledger.Segment{{Epoch: 1}}, Job: "synthetic", Params: params, State: ledger.StateRunning,
-		Partitions: rawUnits, PlanDone: true, FoldShards: work.DefaultFoldShards, Created: time.Now().UTC()}); err != nil {
+		Partitions: rawUnits, PlanDone: true, FoldShards: work.DefaultFoldShards, FoldBlock: work.DefaultFoldBlock,
+		Created: time.Now().UTC()}
+	if err := store.CreateManifest(ctx, &m); err != nil {
 		b.Fatal(err)
 	}
-	msg := func(i int) string {
-		return fmt.Sprintf(`{"v":1,"kind":"partition","run":"raw","epoch":1,"part":%d,"payload":{"i":%d}}`, i, i)
+	msg := func(first int) (string, error) {
+		env := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: run, Epoch: 1,
+			Part: first, Count: rawBundle, Parts: rawUnits}
+		for i := first; i < first+rawBundle; i++ {
+			env.Payloads = append(env.Payloads, json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)))
+		}
+		body, err := env.Encode()
+		return string(body), err
+	}
+	enqueue := func(first int) error {
+		body, err := msg(first)
+		if err == nil {
+			_, err = q.EnqueueMessage(ctx, body, nil)
+		}
+		return err
 	}
 	// Fill the queue to the depth, 16 at a time.
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Go(func() {
-			for i := next.Add(1); i <= int64(depth); i = next.Add(1) {
-				if _, err := q.EnqueueMessage(ctx, msg(-int(i)), nil); err != nil {
+			for i := next.Add(1); i <= int64(max(depth/rawBundle, 1)); i = next.Add(1) {
+				// Bundles past the run's end: they are only the backlog.
+				if err := enqueue(rawUnits + int(i)*rawBundle); err != nil {
 					b.Error(err)
 					return
 				}
@@ -201,8 +223,8 @@ func measureRaw(b *testing.B, depth int) rawRate {
 	azuriteStats := azuriteProc(b, srv)
 	az0 := azuriteStats()
 
-	// One unit is one partition's critical path; each goroutine dequeues 16 at a time and
-	// deletes one message per unit, and every unit enqueues one, so the depth holds.
+	// One unit is one bundle's critical path; each goroutine dequeues 16 at a time and deletes
+	// one message per unit, and every unit enqueues one, so the depth holds.
 	next.Store(0)
 	errs := make(chan error, rawConcurrency)
 	start := time.Now()
@@ -210,47 +232,10 @@ func measureRaw(b *testing.B, depth int) rawRate {
 		wg.Go(func() {
 			var held []*azqueue.DequeuedMessage
 			fail := func(err error) { errs <- err }
-			for i := int(next.Add(1) - 1); i < rawUnits; i = int(next.Add(1) - 1) {
-				if _, err := q.EnqueueMessage(ctx, msg(i), nil); err != nil {
+			for u := int(next.Add(1) - 1); u < rawUnits/rawBundle; u = int(next.Add(1) - 1) {
+				if err := rawBundleCalls(ctx, q, store, &m, u*rawBundle, enqueue, &held); err != nil {
 					fail(err)
 					return
-				}
-				if len(held) == 0 {
-					resp, err := q.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{NumberOfMessages: to.Ptr(int32(16)),
-						VisibilityTimeout: to.Ptr(int32(600))})
-					if err != nil {
-						fail(err)
-						return
-					}
-					held = resp.Messages
-				}
-				for range 2 {
-					if _, err := store.ReadManifest(ctx, run); err != nil {
-						fail(err)
-						return
-					}
-				}
-				out, _ := json.Marshal(map[string]int64{"i": int64(i), "v": int64(i) * int64(i)})
-				if err := store.PutResult(ctx, ledger.Result{Run: run, Index: i, Epoch: 1, OK: true, Attempts: 1, Output: out,
-					Finished: time.Now().UTC()}); err != nil {
-					fail(err)
-					return
-				}
-				if err := rawFold(ctx, store, run, i); err != nil {
-					fail(err)
-					return
-				}
-				if _, err := store.AppendDone(ctx, run, 1, i); err != nil {
-					fail(err)
-					return
-				}
-				if len(held) > 0 {
-					m := held[0]
-					held = held[1:]
-					if _, err := q.DeleteMessage(ctx, *m.MessageID, *m.PopReceipt, nil); err != nil {
-						fail(err)
-						return
-					}
 				}
 			}
 		})
@@ -267,25 +252,74 @@ func measureRaw(b *testing.B, depth int) rawRate {
 	if cpu := az1.CPU - az0.CPU; cpu > 0 {
 		r.cpuPerCall = cpu / time.Duration(total)
 	}
-	b.Logf("depth %d: %d partitions' critical-path calls in %s, %d calls (%.0f/s); Azurite CPU %s per call (%.0f%% of a core)",
-		depth, rawUnits, wall.Round(time.Millisecond), total, r.callsPerSec, r.cpuPerCall, cpuShare(az1.CPU-az0.CPU, wall))
+	b.Logf("depth %d: %d partitions' critical-path calls in bundles of %d in %s, %d calls (%.0f/s); Azurite CPU %s per call (%.0f%% of a core)",
+		depth, rawUnits, rawBundle, wall.Round(time.Millisecond), total, r.callsPerSec, r.cpuPerCall, cpuShare(az1.CPU-az0.CPU, wall))
 	return r
 }
 
-// rawFold is the fold's storage calls: read the partial, mark the partition, write it back
-// with the ETag read, again on a conflict.
-func rawFold(ctx context.Context, store *blobstore.Store, run string, i int) error {
-	shard, pos := i%work.DefaultFoldShards, i/work.DefaultFoldShards
+// rawBundleCalls makes one bundle's critical-path calls: enqueue a bundle (the leader), dequeue
+// 16 messages when held is empty (the host), read the manifest, create each partition's result,
+// fold the bundle into its partial, append its done records (the worker), and delete a message
+// (the host).
+func rawBundleCalls(ctx context.Context, q *azqueue.QueueClient, store *blobstore.Store, m *ledger.Manifest, first int,
+	enqueue func(first int) error, held *[]*azqueue.DequeuedMessage) error {
+	if err := enqueue(first); err != nil {
+		return err
+	}
+	if len(*held) == 0 {
+		resp, err := q.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{NumberOfMessages: to.Ptr(int32(16)),
+			VisibilityTimeout: to.Ptr(int32(600))})
+		if err != nil {
+			return err
+		}
+		*held = resp.Messages
+	}
+	if _, err := store.ReadManifest(ctx, m.RunID); err != nil {
+		return err
+	}
+	idx := make([]int, rawBundle)
+	for k := range idx {
+		i := first + k
+		idx[k] = i
+		out, _ := json.Marshal(map[string]int64{"i": int64(i), "v": int64(i) * int64(i)})
+		if err := store.PutResult(ctx, ledger.Result{Run: m.RunID, Index: i, Epoch: 1, OK: true, Attempts: 1, Output: out,
+			Finished: time.Now().UTC()}); err != nil {
+			return err
+		}
+	}
+	if err := rawFold(ctx, store, m, idx); err != nil {
+		return err
+	}
+	if _, err := store.AppendDone(ctx, m.RunID, 1, idx...); err != nil {
+		return err
+	}
+	if len(*held) > 0 {
+		d := (*held)[0]
+		*held = (*held)[1:]
+		if _, err := q.DeleteMessage(ctx, *d.MessageID, *d.PopReceipt, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rawFold is the fold's storage calls for a bundle (within one fold block): read the partial,
+// mark the partitions, write it back with the ETag read, again on a conflict.
+func rawFold(ctx context.Context, store *blobstore.Store, m *ledger.Manifest, idx []int) error {
+	shard, _ := m.FoldSlot(idx[0])
 	for {
-		p, etag, err := store.ReadPartial(ctx, run, shard)
+		p, etag, err := store.ReadPartial(ctx, m.RunID, shard)
 		switch {
 		case errors.Is(err, ledger.ErrNotFound):
-			p, etag = ledger.Partial{Run: run, Shard: shard}, ""
+			p, etag = ledger.Partial{Run: m.RunID, Shard: shard}, ""
 		case err != nil:
 			return err
 		}
-		p.Mark(pos)
-		p.Count++
+		for _, i := range idx {
+			_, pos := m.FoldSlot(i)
+			p.Mark(pos)
+			p.Count++
+		}
 		p.Aggregate = json.RawMessage(fmt.Sprintf(`{"partitions":%d,"ok":%d}`, rawUnits, p.Count))
 		err = store.WritePartial(ctx, p, etag)
 		if err == nil || (!errors.Is(err, ledger.ErrConflict) && !errors.Is(err, ledger.ErrExists)) {
