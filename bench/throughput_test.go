@@ -187,7 +187,7 @@ func measureRaw(b *testing.B, depth int) rawRate {
 	}
 	msg := func(first int) (string, error) {
 		env := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: run, Epoch: 1,
-			Part: first, Count: rawBundle, Parts: rawUnits}
+			Part: first, Count: rawBundle} // Parts 0: the count is not known yet, as while planning
 		for i := first; i < first+rawBundle; i++ {
 			env.Payloads = append(env.Payloads, json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)))
 		}
