@@ -147,21 +147,30 @@ func killWorkerMidPartition(t *testing.T, d devhost.Delivery) {
 		if res.Attempts < 2 {
 			t.Errorf("partition %d was in flight on the killed instance, but its result records %d attempt(s)", part, res.Attempts)
 		}
+		// again is the first delivery after the failed one, whatever its outcome (under load
+		// it may fail too); the run's completion says a later one succeeded.
 		var again *devhost.InvokeRecord
 		for i := range recs {
-			if env, count, ok := envelopeOf(recs[i]); ok && env.Part == part && env.Run == run && count >= 2 && recs[i].Err == nil {
+			if env, count, ok := envelopeOf(recs[i]); ok && env.Part == part && env.Run == run && count >= 2 &&
+				(again == nil || recs[i].Started.Before(again.Started)) {
 				again = &recs[i]
-				break
 			}
 		}
 		if again == nil {
-			t.Errorf("partition %d: no successful redelivery", part)
+			t.Errorf("partition %d: never delivered again", part)
 			continue
 		}
+		_, againCount, _ := envelopeOf(*again)
 		gap := again.Started.Sub(failed.End)
+		// Each delivery's way back has a bound only one side of which is a behaviour: a Storage
+		// message is hidden for visibilityTimeout, so never back sooner; an abandoned Service
+		// Bus message is back at once, and the only other way back is its lock lapsing, so
+		// sooner than half the lock says it was abandoned. How much sooner is the machine's
+		// speed (a loaded machine stalls Azurite for seconds), which the devhost's own tests
+		// measure on a quiet one.
 		switch {
-		case c.delivery == devhost.DeliveryServiceBus && gap > 2*time.Second:
-			t.Errorf("partition %d redelivered %s after the failure, want at once (Service Bus abandons a failed delivery; visibilityTimeout %s does not apply)", part, gap, visibility)
+		case c.delivery == devhost.DeliveryServiceBus && (gap >= devhost.DefaultLockDuration/2 || againCount != 2):
+			t.Errorf("partition %d redelivered %s after the failure with DeliveryCount %d, want it abandoned: delivery 2, long before its %s lock lapsed (visibilityTimeout %s does not apply)", part, gap, againCount, devhost.DefaultLockDuration, visibility)
 		case c.delivery != devhost.DeliveryServiceBus && gap < visibility-500*time.Millisecond:
 			t.Errorf("partition %d redelivered %s after the failure, before visibilityTimeout %s", part, gap, visibility)
 		}
