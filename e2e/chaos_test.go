@@ -351,7 +351,9 @@ func TestChaos_AzuriteRestart(t *testing.T) {
 	}
 	// Down for far longer than the SDK's retries last (about 5.6 s).
 	downAt := time.Now()
-	srv.Stop()
+	if !srv.Shutdown(azurite.RestartGrace) {
+		t.Fatalf("azurite did not exit within %s of SIGTERM and was killed: its last writes may be lost, so the outage is not one Azure has", azurite.RestartGrace)
+	}
 	time.Sleep(azuriteOutage)
 	srv2, err := azurite.Start(ctx, azurite.Options{Dir: dir, BlobPort: srv.BlobPort, QueuePort: srv.QueuePort})
 	if err != nil {

@@ -214,7 +214,20 @@ func exitError(output string) error {
 }
 
 // Stop terminates Azurite (SIGTERM, then SIGKILL after 5 s) and waits for it to exit.
-func (s *Server) Stop() {
+func (s *Server) Stop() { s.Shutdown(5 * time.Second) }
+
+// RestartGrace is how long a restart waits for Azurite to exit by itself (see Shutdown).
+const RestartGrace = time.Minute
+
+// Shutdown asks Azurite to exit (SIGTERM) and waits for it up to grace, then kills it
+// (SIGKILL); it reports whether Azurite exited by itself. Only then is its data all there
+// for a restart on the same directory: Azurite keeps its metadata in memory and saves it
+// every 5 s and on its way out, so a killed Azurite loses the writes of its last seconds,
+// acknowledged ones too, which Azure Storage never does. On a loaded machine its own way out
+// can take longer than 5 s, so a restart that means "storage down, back with its data" waits
+// longer (RestartGrace). Later calls do nothing and report true.
+func (s *Server) Shutdown(grace time.Duration) (exited bool) {
+	exited = true
 	s.stopOnce.Do(func() {
 		if s.cmd == nil || s.cmd.Process == nil {
 			return
@@ -223,17 +236,22 @@ func (s *Server) Stop() {
 		_ = syscall.Kill(pgid, syscall.SIGTERM)
 		select {
 		case <-s.done:
-		case <-time.After(5 * time.Second):
+		case <-time.After(grace):
+			exited = false
 			_ = syscall.Kill(pgid, syscall.SIGKILL)
 			<-s.done
 		}
 	})
+	return exited
 }
 
 // Restart stops the server and starts it again on the same ports and data directory. Only
-// meaningful with Options.Dir (in-memory data is lost).
+// meaningful with Options.Dir (in-memory data is lost). It waits RestartGrace for Azurite to
+// exit by itself, and fails if Azurite had to be killed (its last writes may be lost).
 func (s *Server) Restart(ctx context.Context) (*Server, error) {
-	s.Stop()
+	if !s.Shutdown(RestartGrace) {
+		return nil, fmt.Errorf("azurite did not exit within %s of SIGTERM and was killed: writes of its last seconds may be lost", RestartGrace)
+	}
 	opts := s.opts
 	opts.BlobPort, opts.QueuePort = s.BlobPort, s.QueuePort
 	return Start(ctx, opts)

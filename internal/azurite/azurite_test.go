@@ -85,3 +85,45 @@ func TestUniqueName(t *testing.T) {
 		}
 	}
 }
+
+// TestRestart_KeepsAcknowledgedWrites: a restart waits for Azurite to exit by itself, which
+// saves its data, so a message enqueued just before is there afterwards (Azurite saves its
+// metadata only every 5 s otherwise); a shutdown that cannot wait kills Azurite and says so.
+func TestRestart_KeepsAcknowledgedWrites(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, err := azurite.Start(ctx, azurite.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	queue := func(s *azurite.Server) *azqueue.QueueClient {
+		svc, err := azqueue.NewServiceClientFromConnectionString(s.ConnectionString(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return svc.NewQueueClient("kept")
+	}
+	q := queue(srv)
+	if _, err := q.Create(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.EnqueueMessage(ctx, "acknowledged", nil); err != nil {
+		t.Fatal(err)
+	}
+	srv2, err := srv.Restart(ctx)
+	if err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	defer srv2.Stop()
+	peek, err := queue(srv2).PeekMessages(ctx, nil)
+	if err != nil || len(peek.Messages) != 1 || *peek.Messages[0].MessageText != "acknowledged" {
+		t.Fatalf("after the restart: %v, %d messages; want the one enqueued just before it", err, len(peek.Messages))
+	}
+	if srv2.Shutdown(0) {
+		t.Error("a shutdown with no grace reported that Azurite exited by itself")
+	}
+	if !srv2.Shutdown(0) {
+		t.Error("a second shutdown reported a kill")
+	}
+}
