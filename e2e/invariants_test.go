@@ -115,10 +115,46 @@ func runTenures(ts []tenure, run string) map[int64]tenure {
 // each epoch shows the holder that logged it).
 func checkLeadership(t *testing.T, c *cluster) []tenure {
 	t.Helper()
-	ts, err := tenures(c.h.Lines())
-	if err != nil {
-		t.Fatalf("leadership log: %v", err)
+	// The samplers read storage while each handler logs what it did only after its storage
+	// call returns, and its lines reach the host through a pipe: on a loaded machine the line
+	// naming an epoch can trail the sample that shows it by seconds. So the samples are taken
+	// once, first, and a sampled epoch no line names yet is looked for again in the lines that
+	// came in since, until logCatchUp has passed.
+	c.mu.Lock()
+	samplers := append([]*leaseSampler{c.sampler}, c.samplers...)
+	c.mu.Unlock()
+	samples := make([][]leaseSample, len(samplers))
+	for i, sm := range samplers {
+		samples[i] = sm.all()
 	}
+	const logCatchUp = 30 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), logCatchUp)
+	defer cancel()
+	var (
+		ts                 []tenure
+		overlaps, unlogged []string
+		logErr             error
+	)
+	_ = waitFor(ctx, 200*time.Millisecond, "the log to name every sampled epoch", func() (bool, error) {
+		if ts, logErr = tenures(c.h.Lines()); logErr != nil {
+			return true, nil
+		}
+		overlaps, unlogged = leadershipViolations(c, ts, samplers, samples)
+		return len(unlogged) == 0, nil
+	})
+	if logErr != nil {
+		t.Fatalf("leadership log: %v", logErr)
+	}
+	for _, v := range append(overlaps, unlogged...) {
+		t.Error(v)
+	}
+	return ts
+}
+
+// leadershipViolations checks invariant 1 on the tenures the lines show (overlaps: two valid
+// holders, epochs that do not rise) and on the lease samples (unlogged: a sampled epoch no
+// line names, or names with another holder).
+func leadershipViolations(c *cluster, ts []tenure, samplers []*leaseSampler, samples [][]leaseSample) (overlaps, unlogged []string) {
 	const tolerance = time.Second // log timestamps trail the storage calls
 	// A process the test kills with SIGKILL may have released a lease, or taken one, without
 	// living to log it: its log is cut short, not its leadership extended. Storage grants an
@@ -144,23 +180,20 @@ func checkLeadership(t *testing.T, c *cluster) []tenure {
 		for i := 1; i < len(group); i++ {
 			prev, tn := group[i-1], group[i]
 			if tn.Epoch <= prev.Epoch {
-				t.Errorf("invariant 1: %s epoch %d acquired at %s after epoch %d (%s): epochs must rise", soak.LeaseName(lease), tn.Epoch,
-					tn.Acquired.Format(time.StampMilli), prev.Epoch, prev.Acquired.Format(time.StampMilli))
+				overlaps = append(overlaps, fmt.Sprintf("invariant 1: %s epoch %d acquired at %s after epoch %d (%s): epochs must rise", soak.LeaseName(lease), tn.Epoch,
+					tn.Acquired.Format(time.StampMilli), prev.Epoch, prev.Acquired.Format(time.StampMilli)))
 			}
 			if prev.Released.IsZero() && prev.Lost.IsZero() && killedBy(prev.Holder, tn.Acquired) {
 				continue
 			}
 			if end := prev.ValidUntil(leaseDuration); end.After(tn.Acquired.Add(tolerance)) {
-				t.Errorf("invariant 1: %s epoch %d (%s) valid until %s, but epoch %d (%s) acquired at %s: two valid holders", soak.LeaseName(lease),
-					prev.Epoch, prev.Holder, end.Format(time.StampMilli), tn.Epoch, tn.Holder, tn.Acquired.Format(time.StampMilli))
+				overlaps = append(overlaps, fmt.Sprintf("invariant 1: %s epoch %d (%s) valid until %s, but epoch %d (%s) acquired at %s: two valid holders", soak.LeaseName(lease),
+					prev.Epoch, prev.Holder, end.Format(time.StampMilli), tn.Epoch, tn.Holder, tn.Acquired.Format(time.StampMilli)))
 			}
 		}
 	}
 	abandoned := soak.Abandoned(c.h.Lines())
-	c.mu.Lock()
-	samplers := append([]*leaseSampler{c.sampler}, c.samplers...)
-	c.mu.Unlock()
-	for _, sm := range samplers {
+	for i, sm := range samplers {
 		byEpoch := map[int64]tenure{}
 		for _, tn := range ts {
 			if tn.Lease == sm.lease {
@@ -168,9 +201,9 @@ func checkLeadership(t *testing.T, c *cluster) []tenure {
 			}
 		}
 		var last int64
-		for _, s := range sm.all() {
+		for _, s := range samples[i] {
 			if s.State.Epoch < last {
-				t.Errorf("invariant 1: storage showed %s epoch %d after epoch %d (at %s)", soak.LeaseName(sm.lease), s.State.Epoch, last, s.At.Format(time.StampMilli))
+				overlaps = append(overlaps, fmt.Sprintf("invariant 1: storage showed %s epoch %d after epoch %d (at %s)", soak.LeaseName(sm.lease), s.State.Epoch, last, s.At.Format(time.StampMilli)))
 			}
 			last = max(last, s.State.Epoch)
 			if s.State.Epoch == 0 {
@@ -179,16 +212,16 @@ func checkLeadership(t *testing.T, c *cluster) []tenure {
 			tn, ok := byEpoch[s.State.Epoch]
 			switch {
 			case !ok && !killedBy(s.State.Holder.String(), s.At) && !abandoned[soak.Acquisition{Lease: sm.lease, Epoch: s.State.Epoch, Holder: s.State.Holder.String()}]:
-				t.Errorf("storage shows %s epoch %d held by %s, which no handler logged acquiring", soak.LeaseName(sm.lease), s.State.Epoch, s.State.Holder)
+				unlogged = append(unlogged, fmt.Sprintf("storage shows %s epoch %d held by %s, which no handler logged acquiring", soak.LeaseName(sm.lease), s.State.Epoch, s.State.Holder))
 			case !ok:
 				// Taken by a process killed before it could log it, or by one whose holder
 				// record was not confirmed (it gave the lease back, leading nothing).
 			case tn.Holder != s.State.Holder.String():
-				t.Errorf("%s epoch %d: storage says holder %s, the log says %s", soak.LeaseName(sm.lease), s.State.Epoch, s.State.Holder, tn.Holder)
+				unlogged = append(unlogged, fmt.Sprintf("%s epoch %d: storage says holder %s, the log says %s", soak.LeaseName(sm.lease), s.State.Epoch, s.State.Holder, tn.Holder))
 			}
 		}
 	}
-	return ts
+	return overlaps, unlogged
 }
 
 // runWant is what a run must look like once final.
