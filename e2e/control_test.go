@@ -97,7 +97,7 @@ func lastRenewal(t *testing.T, c *cluster, run, instance string, epoch int64) ti
 func TestChaos_TermLeaderMidEnqueue(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, clusterOpts{params: slowEnqueueParams, batch: slowEnqueueBatch})
-	ctx := testCtx(t, 3*time.Minute)
+	ctx := testCtx(t, slowEnqueueBudget)
 	run, _, created := planner(ctx, t, c)
 	before := waitMidEnqueue(ctx, t, c, run, 3)
 	epoch := created.Int("epoch")
