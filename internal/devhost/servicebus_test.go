@@ -231,12 +231,15 @@ func TestHost_ServiceBusDelivery(t *testing.T) {
 		}
 	}
 
-	// Scheduled messages: never early, and on the millisecond (within the invocation's own
-	// start-up), whether held at once or hidden first.
+	// Scheduled messages: never early, whether held at once or hidden first. Never early is
+	// the behaviour that needs the hold: the Storage queue's visibility timeout has whole
+	// seconds, and the host hides a message due later only until about a second before its
+	// time, so without the hold both would come early. How late is the machine's speed (a
+	// loaded one starts an invocation seconds late); the bound only says it was not stuck.
 	for body, at := range map[string]time.Time{"scheduled soon": soon, "scheduled later": later} {
 		d := delivered[body][0]
-		if late := d.rec.Started.Sub(at); late < 0 || late > 100*time.Millisecond {
-			t.Errorf("%s: delivered %s after its ScheduledEnqueueTime, want 0..100ms", body, late)
+		if late := d.rec.Started.Sub(at); late < 0 || late > 10*time.Second {
+			t.Errorf("%s: delivered %s after its ScheduledEnqueueTime, want at or after it (and not stuck: within 10s)", body, late)
 		}
 		if got, want := string(d.raw["EnqueuedTimeUtc"]), string(protocol.DateTimeMeta(at)); got != want {
 			t.Errorf("%s: EnqueuedTimeUtc %s, want the scheduled time %s", body, got, want)
