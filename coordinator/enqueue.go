@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/batonfn/baton/election"
@@ -61,6 +62,7 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 		return c.failRun(ctx, lease, run, fmt.Errorf("planning failed: %w", err))
 	}
 	start := c.cfg.Now()
+	endsPlanning := !m.PlanDone // reaching the end, this invocation wrote PlanDone
 	var pace pacer
 	var paused time.Duration
 	sliceStart := time.Now()
@@ -161,13 +163,39 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 	log.Info("run enqueued", "partitions", m.Partitions, "batches", m.Checkpoint.Batches,
 		"ms", c.cfg.Now().Sub(start).Milliseconds(), "pacedMs", paused.Milliseconds())
 	if c.cfg.Finisher != nil {
-		// Workers may have recorded every result before planning ended (or there are no
-		// partitions at all); they could not know the count then, so the leader tries now.
-		if _, err := c.cfg.Finisher.TryFinish(ctx, run); err != nil {
-			log.Warn("finish after planning", "err", err)
-		}
+		c.finishAfterPlanning(ctx, log, run, endsPlanning)
 	}
 	return m, nil
+}
+
+// DefaultFinishGrace is Config.FinishGrace's default: a quarter second longer than a worker's
+// copy of a planning manifest may be old (work.PlanningCopyTTL).
+const DefaultFinishGrace = work.PlanningCopyTTL + 250*time.Millisecond
+
+// finishAfterPlanning tries to finish a run whose planning this leadership has just ended:
+// workers may have recorded every result before (or there are no partitions at all), and they
+// could not know the count then. A worker whose copy of the manifest, younger than
+// work.PlanningCopyTTL, still said planning when its done append may have completed the run
+// leaves the finish to the leader. So when planning ended in this invocation (endsPlanning)
+// and the first try did not finish the run, the leader tries again FinishGrace later. Each
+// append the first try missed was made by a worker that reads a copy showing the plan done
+// (and tries itself), or before the second try.
+func (c *Coordinator) finishAfterPlanning(ctx context.Context, log *slog.Logger, run string, endsPlanning bool) {
+	done, err := c.cfg.Finisher.TryFinish(ctx, run)
+	if err != nil {
+		log.Warn("finish after planning", "err", err)
+	}
+	if done || !endsPlanning {
+		return
+	}
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(c.cfg.FinishGrace):
+	}
+	if _, err := c.cfg.Finisher.TryFinish(ctx, run); err != nil {
+		log.Warn("finish after planning, second try", "err", err)
+	}
 }
 
 // backlogFull reports whether the partitions enqueued but not done have reached MaxBacklog:
@@ -286,8 +314,13 @@ func (c *Coordinator) planBatch(ctx context.Context, job work.Job, m *ledger.Man
 // (bundles).
 func (c *Coordinator) send(ctx context.Context, m ledger.Manifest, b ledger.PlanBatch, epoch int64, round int, only ...int) error {
 	parts := 0
-	if m.PlanDone {
+	switch {
+	case m.PlanDone:
 		parts = m.Partitions
+	case b.Last:
+		// The planner is done: the last batch's messages tell their workers the count, so
+		// the appends that end the run need no copy of the manifest saying so.
+		parts = b.First + len(b.Partitions)
 	}
 	size := 1
 	if len(only) == 0 {

@@ -228,7 +228,7 @@ func (e *schedEnv) instanceWith(name string, mod func(*Config), schedules ...Sch
 	}
 	cfg := Config{Leader: ld, Store: e.store, Sender: e.sender, Jobs: e.jobs, Finisher: e.fin, Identity: id,
 		Schedules: schedules, HeartbeatPeriod: 10 * time.Second, BatchSize: 4, RunTimeout: time.Hour, CheckRounds: 2,
-		Now: e.clock.Now, Logger: slog.New(slog.DiscardHandler)}
+		FinishGrace: time.Millisecond, Now: e.clock.Now, Logger: slog.New(slog.DiscardHandler)}
 	if mod != nil {
 		mod(&cfg)
 	}

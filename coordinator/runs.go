@@ -76,6 +76,12 @@ type Config struct {
 	MaxBacklog int
 	// WavePause is how long after a full backlog the next wave is sent (default 2s).
 	WavePause time.Duration
+	// FinishGrace is how long after its first try the leader that ended a run's planning tries
+	// to finish the run again, when the first try did not (default DefaultFinishGrace). It must
+	// exceed work.PlanningCopyTTL: a worker whose copy of the manifest, younger than that,
+	// still said planning when its done append may have completed the run leaves the finish
+	// to this second try.
+	FinishGrace time.Duration
 	// MaxDeliveries is the queue's max delivery count: on its last delivery a failing check
 	// acts instead of failing, so the check chain never dies silently (default 5).
 	MaxDeliveries int
@@ -124,6 +130,12 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	if cfg.MaxDeliveries == 0 {
 		cfg.MaxDeliveries = config.DefaultMaxDeliveries
+	}
+	if cfg.FinishGrace == 0 {
+		cfg.FinishGrace = DefaultFinishGrace
+	}
+	if cfg.FinishGrace < 0 {
+		errs = append(errs, fmt.Errorf("FinishGrace %s must not be negative", cfg.FinishGrace))
 	}
 	if cfg.MaxDeliveries < 1 || cfg.HeartbeatPeriod < 0 {
 		errs = append(errs, fmt.Errorf("MaxDeliveries %d and HeartbeatPeriod %s must be positive", cfg.MaxDeliveries, cfg.HeartbeatPeriod))

@@ -175,7 +175,7 @@ func (e *runEnv) instanceWith(name string, sender Sender, mod func(*Config)) *in
 		sender = e.sender
 	}
 	cfg := Config{Leader: ld, Store: e.store, Sender: sender, Jobs: e.jobs, Finisher: e.finisher, Identity: in.id,
-		Schedules: []Schedule{schedule(1)}, BatchSize: 5, RunTimeout: time.Hour, CheckRounds: 2, Now: e.clock.Now,
+		Schedules: []Schedule{schedule(1)}, BatchSize: 5, RunTimeout: time.Hour, CheckRounds: 2, FinishGrace: time.Millisecond, Now: e.clock.Now,
 		Logger: slog.New(slog.DiscardHandler)}
 	mod(&cfg)
 	c, err := New(cfg)

@@ -16,6 +16,7 @@ import (
 	"github.com/batonfn/baton/internal/devhost"
 	"github.com/batonfn/baton/internal/soak"
 	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/work"
 )
 
 // leaseSample is one read of the lease blob, kept when it differs from the previous one.
@@ -340,13 +341,14 @@ func checkRun(t *testing.T, c *cluster, run string, want runWant, ts []tenure) r
 			t.Fatal(err)
 		}
 		if seg := m.SegmentEpoch(i); r.Epoch < seg {
-			// Legitimate only when the worker took the message before the takeover recorded
-			// the newer segment (it carries the same stored plan payload). A stale message
-			// processed after the takeover is a fencing failure.
+			// Legitimate only when the worker took the message before its copy of the
+			// manifest could show the newer segment (it carries the same stored plan payload):
+			// a copy taken while planning is kept for work.PlanningCopyTTL. A stale message
+			// processed later than that after the takeover is a fencing failure.
 			fig.PreTakeover++
-			if by, ok := recordedBy[seg]; !ok || r.Started.After(by) {
-				t.Errorf("run %s partition %d: result of an epoch-%d message started at %s, after epoch %d took over at %s and recorded its segment by %s (stale message not fenced)",
-					run, i, r.Epoch, r.Started.Format(time.StampMilli), seg, acquiredAt[seg].Format(time.StampMilli), by.Format(time.StampMilli))
+			if by, ok := recordedBy[seg]; !ok || r.Started.After(by.Add(work.PlanningCopyTTL)) {
+				t.Errorf("run %s partition %d: result of an epoch-%d message started at %s, after epoch %d took over at %s and recorded its segment by %s, and a worker's copy of the manifest is at most %s old (stale message not fenced)",
+					run, i, r.Epoch, r.Started.Format(time.StampMilli), seg, acquiredAt[seg].Format(time.StampMilli), by.Format(time.StampMilli), work.PlanningCopyTTL)
 			}
 		}
 		if r.OK == failed[i] {

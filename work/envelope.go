@@ -48,8 +48,8 @@ type Envelope struct {
 	// Count is a bundle's number of consecutive partitions, Part to Part+Count-1, 2 to
 	// MaxBundle; 0 for a message of one partition (the only kind a retry or a check is).
 	Count int `json:"count,omitempty"`
-	// Parts is the run's partition count when known at send time, else 0; the manifest is
-	// authoritative.
+	// Parts is the run's partition count when known at send time (a planned run's messages
+	// and the last plan batch's), else 0; the manifest is authoritative.
 	Parts int `json:"parts"`
 	// Round numbers re-enqueue rounds (partition) or check rounds (check).
 	Round int `json:"round,omitempty"`

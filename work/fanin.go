@@ -30,6 +30,12 @@ func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Env
 		idx[k] = r.Index
 	}
 	slices.Sort(idx)
+	// The partition count: the manifest's once planned, else the last plan batch's messages
+	// carry it.
+	total, counted := m.Partitions, m.PlanDone
+	if !counted && env.Parts > 0 {
+		total, counted = env.Parts, true
+	}
 	type reached struct {
 		shard int
 		ord   int64
@@ -46,9 +52,9 @@ func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Env
 			return fmt.Errorf("partition %s/%d: %w", env.Run, idx[from], err)
 		}
 		switch {
-		case m.PlanDone && ord >= shardExpected(m.Partitions, shard):
+		case counted && ord >= shardExpected(total, shard):
 			maybe = append(maybe, reached{shard, ord})
-		case !m.PlanDone && ord >= max(1, shardExpected(m.Checkpoint.Next, shard)):
+		case !counted && ord >= max(1, shardExpected(m.Checkpoint.Next, shard)):
 			// The partition count is unknown while planning runs, but the partitions
 			// already enqueued are a lower bound.
 			unplanned = append(unplanned, reached{shard, ord})
@@ -57,8 +63,11 @@ func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Env
 	}
 	if len(maybe) == 0 && len(unplanned) > 0 {
 		// The leader may have finished planning since the manifest was read, and its own
-		// TryFinish may have counted before this append: look again, or nobody finishes.
-		fresh, err := w.cfg.Store.ReadManifest(ctx, env.Run)
+		// TryFinish may have counted before this append. A copy read less than
+		// PlanningCopyTTL ago (the process's, if it is that young) that still says planning
+		// leaves this append to the leader's second try, more than PlanningCopyTTL after its
+		// first; an older copy must be read again, or nobody finishes.
+		fresh, err := w.manifest(ctx, env.Run)
 		if err != nil {
 			return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
 		}

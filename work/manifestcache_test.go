@@ -80,8 +80,8 @@ func (e *cacheEnv) reading(want int64, what string, fn func()) {
 }
 
 // A planned run's manifest is read once per process while it cannot change, and again after
-// the cache's TTL, past the run's deadline (when re-enqueue rounds and timeouts may finish it
-// with partitions missing), and always while planning goes on.
+// the cache's TTL and past the run's deadline (when re-enqueue rounds and timeouts may finish it
+// with partitions missing); while planning goes on, once per PlanningCopyTTL.
 func TestWorker_ReadsAPlannedRunsManifestOnce(t *testing.T) {
 	e := newCacheEnv(t)
 	e.run("planned", 10, true)
@@ -96,10 +96,14 @@ func TestWorker_ReadsAPlannedRunsManifestOnce(t *testing.T) {
 	e.reading(2, "two partitions past the deadline", func() { e.deliver("planned", 6, 1); e.deliver("planned", 7, 1) })
 
 	e.run("planning", 10, false)
-	e.reading(2, "two partitions while planning", func() {
+	e.reading(1, "two partitions while planning", func() {
 		e.deliver("planning", 0, 1)
 		e.deliver("planning", 1, 1)
 	})
+	e.advance(work.PlanningCopyTTL - time.Millisecond)
+	e.reading(0, "a partition just inside PlanningCopyTTL", func() { e.deliver("planning", 2, 1) })
+	e.advance(time.Millisecond)
+	e.reading(1, "a partition once the copy is PlanningCopyTTL old", func() { e.deliver("planning", 3, 1) })
 }
 
 // A run that finished while this process held its manifest (every result in): a duplicate

@@ -351,35 +351,65 @@ func TestWorker_PlanningFinishesAfterTheLastResult(t *testing.T) {
 	checkSucceeded(t, f, "slowplan", n)
 }
 
+// The last worker read the manifest while planning ran; the leader then finished planning and
+// its TryFinish ran before the worker's append. A worker whose copy is older than
+// PlanningCopyTTL by then reads it again and finishes the run; one whose copy is younger
+// leaves the finish to the leader's second try (coordinator: finishAfterPlanning), unless its
+// message carries the run's partition count (the last plan batch's do).
 func TestWorker_PlanDoneBetweenManifestReadAndAppend(t *testing.T) {
-	// The last worker read the manifest while planning ran; the leader then finished planning
-	// and its TryFinish ran before the worker's append. The worker must look again.
-	const n = 5
-	f := newFixture(t)
-	f.createRun("race", synthetic.Params{Partitions: n}, func(m *ledger.Manifest) {
-		m.PlanDone, m.Partitions, m.State, m.Checkpoint.Next = false, 0, ledger.StateEnqueuing, n-1
-	})
-	for i := range n - 1 {
-		f.mustDeliver("race", i, 1)
+	for _, tc := range []struct {
+		name     string
+		age      time.Duration // of the worker's copy when its append may complete the run
+		parts    int           // the last message's Parts
+		finishes bool
+	}{
+		{"copy older than PlanningCopyTTL: read again, finished", work.PlanningCopyTTL, 0, true},
+		{"copy younger: left to the leader", work.PlanningCopyTTL - time.Millisecond, 0, false},
+		{"copy younger, the message carries the count: finished", work.PlanningCopyTTL - time.Millisecond, 5, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const n = 5
+			f := newFixture(t)
+			now := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
+			f.setClock(now)
+			f.createRun("race", synthetic.Params{Partitions: n}, func(m *ledger.Manifest) {
+				m.PlanDone, m.Partitions, m.State, m.Checkpoint.Next = false, 0, ledger.StateEnqueuing, n-1
+			})
+			for i := range n - 1 {
+				f.mustDeliver("race", i, 1)
+			}
+			f.job.beforeProcess = func(ctx context.Context, p work.Partition) error {
+				if p.Index != n-1 {
+					return nil
+				}
+				if _, err := f.store.UpdateManifest(ctx, "race", 1, func(m *ledger.Manifest) error {
+					m.PlanDone, m.Partitions, m.State = true, n, ledger.StateRunning
+					return nil
+				}); err != nil {
+					return err
+				}
+				done, err := f.w.TryFinish(ctx, "race")
+				if done || err != nil {
+					t.Errorf("leader's TryFinish = %v, %v; want false, nil (the last result is not in)", done, err)
+				}
+				f.setClock(now.Add(tc.age)) // the copy was read at now, by the first delivery
+				return nil
+			}
+			last := envelope("race", n-1, 1)
+			last.Parts = tc.parts
+			if err := f.w.HandlePartition(f.ctx, last, work.Delivery{MessageID: last.MessageID(), Count: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.finishes {
+				f.noReport("race")
+				// The leader's second try, finishGrace after its first.
+				if done, err := f.w.TryFinish(f.ctx, "race"); !done || err != nil {
+					t.Fatalf("leader's second TryFinish = %v, %v; want true, nil", done, err)
+				}
+			}
+			checkSucceeded(t, f, "race", n)
+		})
 	}
-	f.job.beforeProcess = func(ctx context.Context, p work.Partition) error {
-		if p.Index != n-1 {
-			return nil
-		}
-		if _, err := f.store.UpdateManifest(ctx, "race", 1, func(m *ledger.Manifest) error {
-			m.PlanDone, m.Partitions, m.State = true, n, ledger.StateRunning
-			return nil
-		}); err != nil {
-			return err
-		}
-		done, err := f.w.TryFinish(ctx, "race")
-		if done || err != nil {
-			t.Errorf("leader's TryFinish = %v, %v; want false, nil (the last result is not in)", done, err)
-		}
-		return nil
-	}
-	f.mustDeliver("race", n-1, 1)
-	checkSucceeded(t, f, "race", n)
 }
 
 func TestWorker_PanickingJobFailsTheInvocation(t *testing.T) {
