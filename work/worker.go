@@ -262,9 +262,12 @@ func (w *Worker) handleOne(ctx, rctx context.Context, m *ledger.Manifest, job Jo
 	}
 
 	// A redelivery or a retry may find its result already recorded (a copy of the message got
-	// there first): only make sure it is counted.
+	// there first): only make sure it is counted. The read is part of recording, so it runs on
+	// the recording context: on a last delivery whose invocation deadline has (nearly) passed,
+	// a read cut short by that deadline would fail the delivery instead of recording the
+	// failure.
 	if attempt > 1 {
-		r, err := w.cfg.Store.ReadResult(ctx, one.Run, one.Part)
+		r, err := w.cfg.Store.ReadResult(rctx, one.Run, one.Part)
 		switch {
 		case err == nil:
 			log.Info("duplicate delivery: result already recorded")

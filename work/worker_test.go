@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/ledger/ledgertest"
 	"github.com/batonfn/baton/work"
 	"github.com/batonfn/baton/work/synthetic"
 )
@@ -496,5 +497,30 @@ func TestNewWorker_Validates(t *testing.T) {
 	w, err := work.NewWorker(work.WorkerConfig{Store: f.store, Jobs: work.NewRegistry(), MaxDeliveries: 4})
 	if err != nil || w.MaxDeliveries() != 4 {
 		t.Errorf("valid config: %v, MaxDeliveries %d", err, w.MaxDeliveries())
+	}
+}
+
+// A last delivery whose invocation deadline passes while it checks for a recorded result still
+// records the failure: the check is part of recording and runs on the recording context (on a
+// loaded Azurite that read outlasted a 50 ms deadline and the delivery failed with it).
+func TestWorker_LastDeliveryDeadlineDuringTheResultCheck(t *testing.T) {
+	f := newFixture(t)
+	f.createRun("slowcheck", synthetic.Params{Partitions: 2, WorkMs: 600_000})
+	inv, cancel := context.WithTimeout(f.ctx, 50*time.Millisecond)
+	defer cancel()
+	cfg := f.cfg
+	cfg.Store = &ledgertest.Faulty{Store: f.store, Decide: func(op, name string) ledgertest.Fault {
+		if op == "ReadResult" {
+			<-inv.Done() // the read goes out after the invocation's deadline
+		}
+		return ledgertest.Pass
+	}}
+	w := f.newWorker(cfg)
+	env := envelope("slowcheck", 0, 1)
+	if err := w.HandlePartition(inv, env, work.Delivery{MessageID: env.MessageID(), Count: w.MaxDeliveries()}); !errors.Is(err, work.ErrGaveUp) {
+		t.Fatalf("last delivery: got %v, want ErrGaveUp", err)
+	}
+	if r, err := f.store.ReadResult(f.ctx, "slowcheck", 0); err != nil || r.OK || !strings.Contains(r.Error, "deadline") {
+		t.Fatalf("result %+v, %v; want the deadline recorded as the failure", r, err)
 	}
 }
