@@ -346,6 +346,11 @@ func (b *beat) promote(ctx context.Context) error {
 		return err
 	}
 	if err == nil {
+		if unstarted(m) {
+			if err := b.c.sendBackstop(ctx, id, start); err != nil {
+				return err
+			}
+		}
 		if err := b.c.startRun(ctx, m, b.s.jitter(id)); err != nil {
 			return err
 		}

@@ -321,11 +321,23 @@ func (e *schedEnv) finish(run string) {
 // startChecks returns the start checks (round 1, epoch 0) sent for run.
 func (e *schedEnv) startChecks(run string) []transport.Message {
 	e.t.Helper()
+	var out []transport.Message
+	for _, m := range e.sentChecks(run) {
+		if env, _ := work.DecodeEnvelope(m.Body); env.Epoch == 0 && env.Round == 1 {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// sentChecks returns the checks sent for run so far.
+func (e *schedEnv) sentChecks(run string) []transport.Message {
+	e.t.Helper()
 	e.sender.mu.Lock()
 	defer e.sender.mu.Unlock()
 	var out []transport.Message
 	for _, m := range e.sender.msgs {
-		if env, err := work.DecodeEnvelope(m.Body); err == nil && env.Kind == work.KindCheck && env.Run == run && env.Epoch == 0 && env.Round == 1 {
+		if env, err := work.DecodeEnvelope(m.Body); err == nil && env.Kind == work.KindCheck && env.Run == run {
 			out = append(out, m)
 		}
 	}
@@ -409,7 +421,8 @@ func (s *flakySender) failed() int {
 	return n
 }
 
-// checksSent returns the check envelopes sent, oldest first, with their messages.
+// checksSent returns the check envelopes sent, oldest first, with their messages, leaving out
+// the starts' backstops (one per run, apart from its chain).
 func (s *memSender) checksSent(t *testing.T) ([]work.Envelope, []transport.Message) {
 	t.Helper()
 	s.mu.Lock()
@@ -421,7 +434,7 @@ func (s *memSender) checksSent(t *testing.T) ([]work.Envelope, []transport.Messa
 		if err != nil {
 			t.Fatal(err)
 		}
-		if env.Kind == work.KindCheck {
+		if env.Kind == work.KindCheck && env.Round != startBackstopRound {
 			envs, msgs = append(envs, env), append(msgs, m)
 		}
 	}

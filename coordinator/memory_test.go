@@ -274,7 +274,8 @@ func TestMemory_BacklogFedInWaves(t *testing.T) {
 	}
 }
 
-// clockSender advances a test clock on every send, as a slow planning would take time.
+// clockSender advances a test clock on every send of partitions, as a slow planning would
+// take time.
 type clockSender struct {
 	*memSender
 	clock *testClock
@@ -282,7 +283,9 @@ type clockSender struct {
 }
 
 func (s *clockSender) Send(ctx context.Context, msgs []transport.Message) error {
-	s.clock.set(s.clock.Now().Add(s.step))
+	if env, err := work.DecodeEnvelope(msgs[0].Body); err == nil && env.Kind == work.KindPartition {
+		s.clock.set(s.clock.Now().Add(s.step))
+	}
 	return s.memSender.Send(ctx, msgs)
 }
 
@@ -304,9 +307,10 @@ func TestMemory_PlanningOverdueOnlyWhenItStopsProgressing(t *testing.T) {
 	}
 
 	// Schedule "t"'s run is planned one batch, then its planner stops (its sends fail for good
-	// and nothing delivers its check again).
+	// and nothing delivers its check again). Sends 1 and 2 are the run's backstop and start
+	// checks, 3 its first batch.
 	e2 := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	stopped := &flakySender{memSender: e2.sender, fail: map[int]bool{3: true}, err: errors.New("injected: the planner's process died")}
+	stopped := &flakySender{memSender: e2.sender, fail: map[int]bool{4: true}, err: errors.New("injected: the planner's process died")}
 	tsched := Schedule{Name: "t", Job: "count", Params: json.RawMessage(`{"n":9}`), Cron: every(time.Hour), CatchUp: time.Minute}
 	c2 := e2.instanceWith("a", func(cfg *Config) { cfg.Sender = stopped }, tsched)
 	e2.heartbeat(c2, "2026-11-21T10:00:01Z")

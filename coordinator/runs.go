@@ -239,9 +239,6 @@ type runSpec struct {
 	job        string
 	params     json.RawMessage
 	jitter     time.Duration // the start's delay
-	// backstop: send the start's backstop check before the record (runs that no heartbeat
-	// finds again: manual runs and runs now).
-	backstop bool
 }
 
 func (c *Coordinator) log(run string, epoch int64) *slog.Logger {
@@ -267,7 +264,7 @@ func (c *Coordinator) StartManual(ctx context.Context, req ManualRequest) (Outco
 		return Outcome{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	spec := runSpec{id: ledger.ManualRunID(req.IdempotencyKey, c.cfg.Now()), trigger: ledger.TriggerManual,
-		key: req.IdempotencyKey, job: req.Job, params: req.Params, backstop: true}
+		key: req.IdempotencyKey, job: req.Job, params: req.Params}
 	if err := c.ensureContainer(ctx); err != nil {
 		return Outcome{}, err
 	}
@@ -276,21 +273,24 @@ func (c *Coordinator) StartManual(ctx context.Context, req ManualRequest) (Outco
 
 // open creates spec's run in state (planning, or queued for buffer-one) and, for a planning
 // run, sends the check that starts its planning (after spec.jitter). The record comes first,
-// so the check always finds its run; a run whose check could not be sent is found again by
-// the next heartbeat (its occurrence is still after the cursor) or by a repeated request, and
-// startRun sends the check again. A run that already exists is answered as it is.
+// so the check always finds its run; a scheduled run whose check could not be sent is found
+// again by the next heartbeat (its occurrence is still after the cursor), a manual run by a
+// repeated request, and startRun sends the check again. A run that already exists is
+// answered as it is.
 //
-// Nothing finds a manual run or a run now again when its caller does not repeat the request
-// (no Idempotency-Key, or a caller that gave up), so for those (spec.backstop) a backstop
-// check goes out before the record, scheduled one check interval later: if the process dies
-// between the record and the start check, or the start check cannot be sent, the backstop
-// starts the planning; otherwise it finds the run taken and ends (see Check). If the record
-// is never created, the backstop finds no run and is dropped.
+// A start check can also be lost after it was sent: a dequeue that took effect but whose
+// answer never came back leaves the message hidden for the host's message lease (10 minutes
+// on a Storage queue), and nothing finds a manual run again when its caller does not repeat
+// the request. So every run created planning gets a backstop check, sent before the record
+// and due one check interval after the run's start: if the start check is lost, or the
+// process dies between the record and the start check, the backstop starts the planning;
+// otherwise it finds the run taken and ends (see Check). If the record is never created, the
+// backstop finds no run and is dropped.
 func (c *Coordinator) open(ctx context.Context, spec runSpec, state ledger.State) (Outcome, error) {
 	m := c.newManifest(spec)
 	m.State = state
-	if spec.backstop && state == ledger.StatePlanning {
-		if err := c.scheduleCheck(ctx, spec.id, 0, startBackstopRound, c.cfg.Now().Add(c.checkDelay())); err != nil {
+	if state == ledger.StatePlanning {
+		if err := c.sendBackstop(ctx, spec.id, c.startAt(spec.occurrence, spec.jitter)); err != nil {
 			return Outcome{}, err
 		}
 	}
@@ -322,10 +322,21 @@ func (c *Coordinator) open(ctx context.Context, spec runSpec, state ledger.State
 // Bus drops the duplicate message ID, and on the Storage queue the second check finds the
 // run's lease held or the run planned.
 func (c *Coordinator) startRun(ctx context.Context, m ledger.Manifest, jitter time.Duration) error {
-	if m.Epoch != 0 || m.PlanDone || m.State != ledger.StatePlanning {
+	if !unstarted(m) {
 		return nil
 	}
 	return c.scheduleCheck(ctx, m.RunID, 0, 1, c.startAt(m.Occurrence, jitter))
+}
+
+// unstarted: m waits for its first planner (planning, epoch 0, nothing planned).
+func unstarted(m ledger.Manifest) bool {
+	return m.Epoch == 0 && !m.PlanDone && m.State == ledger.StatePlanning
+}
+
+// sendBackstop sends the backstop of run's start check (see open), due one check interval
+// after start.
+func (c *Coordinator) sendBackstop(ctx context.Context, run string, start time.Time) error {
+	return c.scheduleCheck(ctx, run, 0, startBackstopRound, start.Add(c.checkDelay()))
 }
 
 // startBackstopRound is the envelope round of a start's backstop check (see open), apart from

@@ -90,7 +90,7 @@ func (c *Coordinator) runNow(ctx context.Context, s *Schedule, id, key string) (
 		return Outcome{}, err
 	}
 	b := &beat{c: c, s: s, st: st, now: c.cfg.Now()}
-	spec := runSpec{id: id, trigger: ledger.TriggerManual, schedule: s.Name, key: key, job: s.Job, params: s.Params, backstop: true}
+	spec := runSpec{id: id, trigger: ledger.TriggerManual, schedule: s.Name, key: key, job: s.Job, params: s.Params}
 	active, busy, err := b.busy(ctx)
 	if err != nil {
 		return Outcome{}, err

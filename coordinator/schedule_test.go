@@ -683,7 +683,8 @@ func TestHeartbeat_FirstHeartbeatDyingAfterTheRecordOrphansNothing(t *testing.T)
 		return ledgertest.Pass
 	}}
 	e.store = faulty
-	flaky := &flakySender{memSender: e.sender, fail: map[int]bool{1: true}}
+	// Send 1 is the run's backstop check, before the record; send 2 its start check.
+	flaky := &flakySender{memSender: e.sender, fail: map[int]bool{2: true}}
 	c := e.instanceWith("a", func(cfg *Config) { cfg.Sender = flaky }, countSchedule("s", 1, OverlapSkip))
 	e.clock.set(at2("2026-11-21T10:00:09.9Z")) // a little early for 10:00:10: decided now
 	if _, err := c.Heartbeat(testCtx(t)); err == nil {
@@ -774,6 +775,80 @@ func TestStartManual_BackstopPlansARunWhoseStartCheckWasLost(t *testing.T) {
 	}
 	if after := sentFor(e, out.Run); after != before {
 		t.Errorf("the backstop of a started run sent %d messages, want none", after-before)
+	}
+}
+
+// lostStartChecks is a control queue that accepts every start check (epoch 0, round 1) and
+// never delivers it, as when a listener's dequeue takes effect but its answer is lost: the
+// message stays hidden for the host's message lease (10 minutes on a Storage queue).
+type lostStartChecks struct{ inner Sender }
+
+func (s lostStartChecks) Send(ctx context.Context, msgs []transport.Message) error {
+	kept := msgs[:0:0]
+	for _, m := range msgs {
+		if env, err := work.DecodeEnvelope(m.Body); err == nil && env.Kind == work.KindCheck && env.Epoch == 0 && env.Round == 1 {
+			continue
+		}
+		kept = append(kept, m)
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	return s.inner.Send(ctx, kept)
+}
+
+// A scheduled run whose start check was sent and then lost (no heartbeat finds it again: its
+// occurrence is behind the cursor, and with overlap allow a later run soon becomes the
+// schedule's latest) is planned by its backstop one check interval after its start, and not
+// before: the backstop keeps the run's jitter. A buffered run started when its turn comes
+// gets the same backstop.
+func TestHeartbeat_BackstopPlansARunWhoseStartCheckWasLost(t *testing.T) {
+	cases := []struct {
+		overlap Overlap
+		run     string // the run whose start check is lost
+		begin   func(e *schedEnv, c *Coordinator)
+	}{
+		{OverlapAllow, occ("s", "2026-11-21T10:00:10Z"), func(e *schedEnv, c *Coordinator) {
+			e.heartbeat(c, "2026-11-21T10:00:10Z")
+			e.heartbeat(c, "2026-11-21T10:00:20Z") // a later run becomes the latest
+		}},
+		{OverlapBufferOne, occ("s", "2026-11-21T10:00:20Z"), func(e *schedEnv, c *Coordinator) {
+			e.heartbeat(c, "2026-11-21T10:00:10Z")
+			e.heartbeat(c, "2026-11-21T10:00:20Z") // queued behind the first run
+			e.finish(occ("s", "2026-11-21T10:00:10Z"))
+			e.heartbeat(c, "2026-11-21T10:00:25Z") // promoted: its start check is lost
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.overlap), func(t *testing.T) {
+			e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+			s := countSchedule("s", 2, tc.overlap)
+			s.Jitter = 30 * time.Second
+			lossy := e.instanceWith("a", func(cfg *Config) { cfg.Control = lostStartChecks{inner: e.sender} }, s)
+			c := e.instance("b", s)
+			e.heartbeat(lossy, "2026-11-21T10:00:01Z")
+			tc.begin(e, lossy)
+			m := e.manifest(tc.run)
+			if !unstarted(m) || len(e.startChecks(tc.run)) != 0 {
+				t.Fatalf("run %s: %s at epoch %d with %d start checks, want planning, unstarted, its start check lost", tc.run, m.State, m.Epoch, len(e.startChecks(tc.run)))
+			}
+			start := m.Deadline.Add(-time.Hour) // the run's start: its deadline counts from it
+			var backstops []time.Time
+			for _, m := range e.sentChecks(tc.run) {
+				if env, _ := work.DecodeEnvelope(m.Body); env.Round == startBackstopRound {
+					backstops = append(backstops, m.NotBefore)
+				}
+			}
+			due := start.Add(15*time.Second + checkMargin)
+			if len(backstops) != 1 || !backstops[0].Equal(due) {
+				t.Fatalf("run %s starting %s: backstops due %v, want one, one check interval after its start (%s)", tc.run, start, backstops, due)
+			}
+			e.clock.set(due)
+			e.deliverChecks(c)
+			if m := e.manifest(tc.run); !m.PlanDone || m.Epoch == 0 {
+				t.Errorf("run %s after its backstop: planned %v at epoch %d, want planned by a planner", tc.run, m.PlanDone, m.Epoch)
+			}
+		})
 	}
 }
 
