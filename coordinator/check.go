@@ -193,6 +193,7 @@ func (c *Coordinator) retryInterval() time.Duration {
 // whose planner stopped mid-enqueue.
 func (c *Coordinator) resumeAsLeader(ctx context.Context, m ledger.Manifest) (Outcome, error) {
 	var out Outcome
+	var ended bool
 	run := m.RunID
 	err := c.asRunLeader(ctx, m, func(ctx context.Context, lease election.Lease, beat func()) error {
 		if m.Epoch == 0 {
@@ -200,13 +201,16 @@ func (c *Coordinator) resumeAsLeader(ctx context.Context, m ledger.Manifest) (Ou
 		} else {
 			c.log(run, lease.Epoch).Warn("check: resuming a run its leader left mid-enqueue", "leaderEpoch", m.Epoch)
 		}
-		m, err := c.resume(ctx, lease, beat, run)
-		out = Outcome{Status: StatusResumed, Run: run, Epoch: lease.Epoch, State: m.State}
+		m, e, err := c.resume(ctx, lease, beat, run)
+		out, ended = Outcome{Status: StatusResumed, Run: run, Epoch: lease.Epoch, State: m.State}, e
 		return err
 	})
 	var held *election.HeldError
 	if errors.As(err, &held) {
 		return Outcome{Status: StatusHeld, Run: run, Holder: held.Holder, HolderEpoch: held.Epoch}, nil
+	}
+	if err == nil && ended && c.cfg.Finisher != nil {
+		c.finishAfterPlanning(ctx, c.log(run, out.Epoch), run)
 	}
 	return out, err
 }

@@ -18,9 +18,10 @@ import (
 var errBatchFull = errors.New("plan batch full")
 
 // resume takes over a run left mid-enqueue: record the takeover (new epoch and a segment
-// starting at the checkpoint, fencing the old leader out), then continue enqueueing.
-func (c *Coordinator) resume(ctx context.Context, lease election.Lease, beat func(), run string) (ledger.Manifest, error) {
-	m, err := c.cfg.Store.UpdateManifest(ctx, run, lease.Epoch, func(m *ledger.Manifest) error {
+// starting at the checkpoint, fencing the old leader out), then continue enqueueing. ended
+// reports that this leadership recorded the plan done.
+func (c *Coordinator) resume(ctx context.Context, lease election.Lease, beat func(), run string) (m ledger.Manifest, ended bool, err error) {
+	m, err = c.cfg.Store.UpdateManifest(ctx, run, lease.Epoch, func(m *ledger.Manifest) error {
 		if m.PlanDone || m.State.Final() {
 			return ledger.ErrNoChange
 		}
@@ -39,12 +40,13 @@ func (c *Coordinator) resume(ctx context.Context, lease election.Lease, beat fun
 		return nil
 	})
 	if err != nil {
-		return m, err
+		return m, false, err
 	}
 	if m.PlanDone || m.State.Final() {
-		return m, nil
+		return m, false, nil
 	}
-	return c.enqueue(ctx, lease, beat, run)
+	m, err = c.enqueue(ctx, lease, beat, run)
+	return m, err == nil && m.PlanDone && !m.State.Final(), err
 }
 
 // enqueue plans and sends the run's partitions batch by batch from the manifest's checkpoint:
@@ -62,7 +64,6 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 		return c.failRun(ctx, lease, run, fmt.Errorf("planning failed: %w", err))
 	}
 	start := c.cfg.Now()
-	endsPlanning := !m.PlanDone // reaching the end, this invocation wrote PlanDone
 	var pace pacer
 	var paused time.Duration
 	sliceStart := time.Now()
@@ -162,9 +163,6 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 	}
 	log.Info("run enqueued", "partitions", m.Partitions, "batches", m.Checkpoint.Batches,
 		"ms", c.cfg.Now().Sub(start).Milliseconds(), "pacedMs", paused.Milliseconds())
-	if c.cfg.Finisher != nil {
-		c.finishAfterPlanning(ctx, log, run, endsPlanning)
-	}
 	return m, nil
 }
 
@@ -172,20 +170,24 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 // copy of a planning manifest may be old (work.PlanningCopyTTL).
 const DefaultFinishGrace = work.PlanningCopyTTL + 250*time.Millisecond
 
-// finishAfterPlanning tries to finish a run whose planning this leadership has just ended:
+// finishAfterPlanning tries to finish a run whose planning this invocation has just ended:
 // workers may have recorded every result before (or there are no partitions at all), and they
 // could not know the count then. A worker whose copy of the manifest, younger than
 // work.PlanningCopyTTL, still said planning when its done append may have completed the run
-// leaves the finish to the leader. So when planning ended in this invocation (endsPlanning)
-// and the first try did not finish the run, the leader tries again FinishGrace later. Each
-// append the first try missed was made by a worker that reads a copy showing the plan done
-// (and tries itself), or before the second try.
-func (c *Coordinator) finishAfterPlanning(ctx context.Context, log *slog.Logger, run string, endsPlanning bool) {
+// leaves the finish to the leader. So when the first try did not finish the run, the leader
+// tries again FinishGrace later. Each append the first try missed was made by a worker that
+// reads a copy showing the plan done (and tries itself), or before the second try.
+//
+// It runs after the run's lease is released: finishing needs no lease (the aggregation has a
+// claim of its own), and a lease held through the grace would be lost to a storage outage
+// that begins meanwhile, failing an invocation whose planning was done and spending its
+// message's delivery. Its errors are logged: the run's check chain finishes it otherwise.
+func (c *Coordinator) finishAfterPlanning(ctx context.Context, log *slog.Logger, run string) {
 	done, err := c.cfg.Finisher.TryFinish(ctx, run)
 	if err != nil {
 		log.Warn("finish after planning", "err", err)
 	}
-	if done || !endsPlanning {
+	if done {
 		return
 	}
 	select {

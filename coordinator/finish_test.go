@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/work"
 )
 
-// planEndFinisher records each TryFinish: when, and whether the run's planning was recorded
-// done by then; it finishes the run on the call numbered finishOn (1-based; 0: never).
+// planEndFinisher records each TryFinish: when, whether the run's planning was recorded done
+// by then, and whether the run's lease was held; it finishes the run on the call numbered finishOn (1-based; 0: never).
 type planEndFinisher struct {
 	e        *schedEnv
 	finishOn int
@@ -23,8 +24,9 @@ type planEndFinisher struct {
 }
 
 type planEndCall struct {
-	at       time.Time
-	planDone bool
+	at        time.Time
+	planDone  bool
+	leaseHeld bool
 }
 
 func (f *planEndFinisher) TryFinish(ctx context.Context, run string) (bool, error) {
@@ -32,9 +34,13 @@ func (f *planEndFinisher) TryFinish(ctx context.Context, run string) (bool, erro
 	if err != nil {
 		return false, err
 	}
+	lease, err := f.e.locks.Get(ledger.RunLeaseName(run)).State(ctx)
+	if err != nil {
+		return false, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls = append(f.calls, planEndCall{at: time.Now(), planDone: m.PlanDone})
+	f.calls = append(f.calls, planEndCall{at: time.Now(), planDone: m.PlanDone, leaseHeld: lease.Held})
 	return len(f.calls) == f.finishOn, nil
 }
 
@@ -44,7 +50,9 @@ func (f *planEndFinisher) TryFinishByListing(ctx context.Context, run string) (b
 
 // The leader that ends a run's planning tries to finish it, and unless that finished it,
 // tries again FinishGrace later: a worker whose copy of the manifest still said planning when
-// its done append may have completed the run left the finish to that second try.
+// its done append may have completed the run left the finish to that second try. Both tries
+// come after the run's lease is released: held through the grace, the lease would be lost to
+// a storage outage beginning meanwhile, failing an invocation whose planning was done.
 func TestEnqueue_TriesToFinishAgainAfterTheGrace(t *testing.T) {
 	const grace = 300 * time.Millisecond
 	for _, tc := range []struct {
@@ -75,6 +83,9 @@ func TestEnqueue_TriesToFinishAgainAfterTheGrace(t *testing.T) {
 			for i, call := range fin.calls {
 				if !call.planDone {
 					t.Errorf("TryFinish %d ran before the plan was recorded done", i+1)
+				}
+				if call.leaseHeld {
+					t.Errorf("TryFinish %d ran while the planner still held the run's lease", i+1)
 				}
 			}
 			if tc.wantCalls == 2 {
