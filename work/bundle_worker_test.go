@@ -29,7 +29,8 @@ type bundleEnv struct {
 	ops    map[string]int
 }
 
-func newBundleEnv(t *testing.T, retries bool) *bundleEnv {
+// newBundleEnv builds the env; tweaks adjust the worker's config last.
+func newBundleEnv(t *testing.T, retries bool, tweaks ...func(*work.WorkerConfig)) *bundleEnv {
 	e := &bundleEnv{t: t, ctx: context.Background(), fake: ledgertest.NewFake(ledgertest.Options{}),
 		sender: &transporttest.Recorder{}, ops: map[string]int{}}
 	store := &ledgertest.Faulty{Store: e.fake, Decide: func(op, name string) ledgertest.Fault {
@@ -43,6 +44,9 @@ func newBundleEnv(t *testing.T, retries bool) *bundleEnv {
 	cfg := work.WorkerConfig{Store: store, Jobs: jobs, Holder: ledger.Holder{App: "t", Instance: "i", PID: 1}, MaxDeliveries: 5}
 	if retries {
 		cfg.Retries = e.sender
+	}
+	for _, tweak := range tweaks {
+		tweak(&cfg)
 	}
 	w, err := work.NewWorker(cfg)
 	if err != nil {
@@ -230,5 +234,30 @@ func TestWorker_RedeliveredBundleWithoutRetriesReadsResultsFirst(t *testing.T) {
 	rep, _, err := e.fake.ReadReport(e.ctx, "n")
 	if err != nil || rep.State != ledger.StatePartial || rep.Failed != 1 || rep.Succeeded != 7 {
 		t.Errorf("report %+v, %v; want partial with 7 succeeded and 1 failed", rep, err)
+	}
+}
+
+// A partition that runs longer than the worker's RecordTimeout still gets its result written:
+// the recording's time starts when the recording does, not when the invocation did.
+func TestWorker_PartitionOutlastingTheRecordTimeoutIsRecorded(t *testing.T) {
+	for _, count := range []int{1, 4} {
+		t.Run(fmt.Sprintf("count=%d", count), func(t *testing.T) {
+			const timeout = 300 * time.Millisecond
+			e := newBundleEnv(t, true, func(cfg *work.WorkerConfig) { cfg.RecordTimeout = timeout })
+			e.run("long", synthetic.Params{Partitions: 4, WorkMs: int(3 * timeout / time.Millisecond)})
+			env := bundle("long", 0, count)
+			if count == 1 {
+				env.Count, env.Payload, env.Payloads = 0, env.Payloads[0], nil
+			}
+			if err := e.deliver(env, 1); err != nil {
+				t.Fatalf("delivery: %v", err)
+			}
+			if got := e.results("long"); len(got) != count {
+				t.Errorf("results %v, want %d", got, count)
+			}
+			if n, _ := e.fake.DoneCount(e.ctx, "long", 0); n != int64(count) {
+				t.Errorf("%d done records, want %d", n, count)
+			}
+		})
 	}
 }

@@ -199,14 +199,12 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 	}
 
 	// 2. Each partition: process, then record its outcome create-once, or schedule its next
-	// try. The recording calls run on a context detached from the invocation's, so a Process
-	// that used up the deadline still gets its result (or its failure) written.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.RecordTimeout)
-	defer cancel()
+	// try. The recording calls run on contexts detached from the invocation's (recording), so
+	// a Process that used up the deadline still gets its result (or its failure) written.
 	singles := env.Singles()
 	outs := make([]outcome, len(singles))
 	if len(singles) == 1 {
-		outs[0] = w.handleOne(ctx, rctx, &m, job, singles[0], delivery, log)
+		outs[0] = w.handleOne(ctx, &m, job, singles[0], delivery, log)
 	} else {
 		var wg sync.WaitGroup
 		for k, one := range singles {
@@ -216,7 +214,7 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 						outs[k] = outcome{err: fmt.Errorf("partition %s/%d: panic: %v", one.Run, one.Part, r)}
 					}
 				}()
-				outs[k] = w.handleOne(ctx, rctx, &m, job, one, delivery, base.With("part", one.Part, "bundle", env.Part, "try", 1))
+				outs[k] = w.handleOne(ctx, &m, job, one, delivery, base.With("part", one.Part, "bundle", env.Part, "try", 1))
 			})
 		}
 		wg.Wait()
@@ -233,6 +231,8 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 		}
 		errs = append(errs, o.gaveUp, o.err)
 	}
+	rctx, cancel := w.recording(ctx)
+	defer cancel()
 	if err := w.fold(rctx, &m, job, stored); err != nil {
 		errs = append(errs, fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err))
 	} else if err := w.complete(rctx, ctx, &m, env, stored, log); err != nil {
@@ -252,9 +252,16 @@ type outcome struct {
 	err error
 }
 
+// recording returns the context of the storage calls that record an outcome: detached from
+// the invocation's, so a Process that used up its deadline still gets its outcome written,
+// and bounded by RecordTimeout from now, when the recording starts.
+func (w *Worker) recording(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), w.cfg.RecordTimeout)
+}
+
 // handleOne processes partition one (a message of one partition, alone or from a bundle) on
 // its delivery-th delivery and records its outcome (see HandlePartition).
-func (w *Worker) handleOne(ctx, rctx context.Context, m *ledger.Manifest, job Job, one Envelope, delivery int, log *slog.Logger) outcome {
+func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one Envelope, delivery int, log *slog.Logger) outcome {
 	try := max(one.Attempt, 1)
 	attempt := try + delivery - 1
 	fail := func(err error) outcome {
@@ -263,11 +270,13 @@ func (w *Worker) handleOne(ctx, rctx context.Context, m *ledger.Manifest, job Jo
 
 	// A redelivery or a retry may find its result already recorded (a copy of the message got
 	// there first): only make sure it is counted. The read is part of recording, so it runs on
-	// the recording context: on a last delivery whose invocation deadline has (nearly) passed,
+	// a recording context: on a last delivery whose invocation deadline has (nearly) passed,
 	// a read cut short by that deadline would fail the delivery instead of recording the
 	// failure.
 	if attempt > 1 {
+		rctx, cancel := w.recording(ctx)
 		r, err := w.cfg.Store.ReadResult(rctx, one.Run, one.Part)
+		cancel()
 		switch {
 		case err == nil:
 			log.Info("duplicate delivery: result already recorded")
@@ -312,6 +321,8 @@ func (w *Worker) handleOne(ctx, rctx context.Context, m *ledger.Manifest, job Jo
 		return fail(fmt.Errorf("delivery %d of %d: %w", delivery, w.maxDeliveries(), perr))
 	}
 
+	rctx, cancel := w.recording(ctx)
+	defer cancel()
 	switch err := w.cfg.Store.PutResult(rctx, res); {
 	case errors.Is(err, ledger.ErrExists):
 		// Another delivery recorded the result first; it may have crashed before counting it.
