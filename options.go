@@ -54,18 +54,25 @@ const MaxBundle = work.MaxBundle
 // DefaultMaxBundle is a job's cap on partitions per message unless WithMaxBundle sets one.
 const DefaultMaxBundle = work.DefaultMaxBundle
 
+// BundleConcurrency is the most partitions of one message that run at once; the rest of a
+// bundle waits for a free slot.
+const BundleConcurrency = work.BundleConcurrency
+
 // WithMaxBundle caps how many of the job's partitions one message carries. The leader sends a
 // plan batch in bundles of consecutive partitions — a power of two up to the cap, small enough
 // that the batch still spreads over at least 8 messages and that the payloads fit one message —
-// and a worker runs a bundle's partitions concurrently in one invocation. Each partition keeps
-// its own result, retries and report entry; a bundle that comes back (its invocation failed,
-// timed out, or its instance died) is sent again one partition per message. A bundle costs one
-// send, delivery and completion on the queue and one done record append and partial update in
-// storage, so larger bundles cost less per partition; they also run more of the job at once on
-// an instance (the host's concurrent deliveries times the bundle), so a job that holds scarce
-// resources per partition (connections, memory) should set a smaller cap. 1 sends every
-// partition alone. n outside 1 to MaxBundle is a *RegistrationError for the field "bundle"
-// wrapping ErrInvalidBundle. Default: DefaultMaxBundle (32).
+// and a worker runs a bundle's partitions in one invocation, up to BundleConcurrency at once.
+// Each partition keeps its own result, retries and report entry; a bundle that comes back (its
+// invocation failed, timed out, or its instance died) is sent again one partition per message.
+// A bundle costs one send, delivery and completion on the queue and one done record append and
+// partial update in storage, so larger bundles cost less per partition. They also take longer:
+// beyond BundleConcurrency a bundle's partitions run one after another, so a job whose
+// partitions take long enough that a bundle's would come near the function timeout, or that
+// holds scarce resources per partition (connections, memory: an instance runs up to the host's
+// concurrent deliveries times min(cap, BundleConcurrency) of them at once), should set a
+// smaller cap. 1 sends every partition alone. n outside 1 to MaxBundle is a
+// *RegistrationError for the field "bundle" wrapping ErrInvalidBundle. Default:
+// DefaultMaxBundle (256).
 func WithMaxBundle(n int) JobOption {
 	return func(s *jobSpec) error {
 		if n < 1 || n > MaxBundle {

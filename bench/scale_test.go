@@ -241,12 +241,12 @@ func scaleSizes(b *testing.B) []int {
 // backlog bound low enough that Azurite's queue stays short (its calls scan the whole queue).
 const (
 	scaleInstances = 4
-	scaleBacklog   = 2000
+	scaleBacklog   = 8192
 )
 
 // BenchmarkScale is `make bench-scale`, not part of `make bench`: one synthetic no-op run of
 // each size in scaleSizes (10,000 and 100,000 partitions) end to end on 4 handler instances
-// under the local host, BATON_MAX_BACKLOG=2000, with every storage call of the handlers and of
+// under the local host, BATON_MAX_BACKLOG=8192, with every storage call of the handlers and of
 // the local host going through a counting proxy. A progress line goes to standard error every
 // 10 s. The run must succeed, with no failed invocation and no lost lease.
 //
@@ -294,7 +294,7 @@ const leaseLoadPartitions = 10000
 //
 // Two starts: "post" (POST /api/runs, the whole run enqueued up front) and "tick" (the schedule
 // tick's occurrence, decided by a heartbeat on every instance every second, planned by its start
-// check in waves of BATON_MAX_BACKLOG=2000, the example settings, the checks sending the next
+// check in waves of BATON_MAX_BACKLOG=8192, the example settings, the checks sending the next
 // waves: the planner's renewals of the run's lease then compete with its own enqueue, the
 // workers' folds and appends, the heartbeats and the queue polling of three instances at once).
 func BenchmarkLeaseUnderLoad(b *testing.B) {
@@ -302,7 +302,7 @@ func BenchmarkLeaseUnderLoad(b *testing.B) {
 		name    string
 		tick    bool
 		backlog int
-	}{{"post", false, 0}, {"tick", true, 2000}} {
+	}{{"post", false, 0}, {"tick", true, scaleBacklog}} {
 		b.Run(start.name, func(b *testing.B) {
 			for b.Loop() {
 				n := sized(leaseLoadPartitions, 1000)

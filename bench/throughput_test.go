@@ -36,7 +36,7 @@ const (
 	// and 4 instances' 16 deliveries), so the replay saturates Azurite as a run would.
 	rawConcurrency = 96
 	// rawBundle is the partitions per message the replay sends: the default cap, the size a
-	// plan batch of 250 goes out in.
+	// default plan batch (2,048) goes out in.
 	rawBundle = work.DefaultMaxBundle
 )
 

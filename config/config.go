@@ -80,7 +80,7 @@ const (
 	DefaultMaxDeliveries   = 5
 	DefaultRunTimeout      = time.Hour
 	DefaultCheckRounds     = 3
-	DefaultEnqueueBatch    = 250
+	DefaultEnqueueBatch    = 2048
 	DefaultMaxBacklog      = 50000
 	DefaultFunctionTimeout = 30 * time.Minute
 	// DefaultSyntheticMax and DefaultSyntheticWorkMs are the synthetic job's own limits (a

@@ -4,15 +4,21 @@ package work
 // message. A bundle costs one send, one delivery and one completion on the queue, and on the
 // worker one manifest read (none while the run's is cached), one result per partition, one
 // done append and one partial update, instead of one of each per partition. Its partitions
-// run concurrently in one invocation, each with its own create-once result and its own retries
-// (a retry is a message of one partition). A bundle that comes back — its invocation failed or
-// its instance died — is split into messages of one partition, so a partition that kills its
-// process or outlasts the invocation's timeout cannot take its batch-mates to the dead-letter
-// queue with it.
+// run in one invocation, up to BundleConcurrency at once, each with its own create-once result
+// and its own retries (a retry is a message of one partition). A bundle that comes back — its
+// invocation failed or its instance died — is split into messages of one partition, so a
+// partition that kills its process or outlasts the invocation's timeout cannot take its
+// batch-mates to the dead-letter queue with it.
 
 // DefaultMaxBundle is a job's cap on partitions per message unless it sets one (see
 // Registry.SetMaxBundle).
-const DefaultMaxBundle = 32
+const DefaultMaxBundle = MaxBundle
+
+// BundleConcurrency is the most partitions of one bundle that run at once. The queue and
+// storage calls a bundle saves grow with its size, the partitions an instance runs at once do
+// not: at most the host's concurrent deliveries times BundleConcurrency (16 × 32 with the
+// host's defaults), however large the bundles.
+const BundleConcurrency = 32
 
 // MinBundlesPerBatch is the fewest messages a plan batch is sent as when it has that many
 // partitions: a batch spreads over at least this many deliveries, and so over instances.

@@ -4,10 +4,13 @@ import "testing"
 
 func TestBundleSize(t *testing.T) {
 	for _, tc := range []struct{ limit, n, want int }{
-		{32, 250, 32}, // the default batch: 8 messages of 32 (and a last one of 26)
+		{MaxBundle, 2048, 256}, // the default batch: 8 messages of 256
+		{MaxBundle, 250, 32},   // a batch of 250: 7 messages of 32 and one of 26
+		{32, 250, 32},
 		{32, 5000, 32},
 		{64, 5000, 64},
-		{100, 5000, 64}, // never above MaxBundle
+		{256, 5000, 256},
+		{1000, 5000, 256}, // never above MaxBundle
 		{16, 250, 16},
 		{12, 250, 8}, // a power of two within the cap
 		{32, 100, 8}, // 100/8 → 13 → 8

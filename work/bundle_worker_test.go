@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -234,6 +236,99 @@ func TestWorker_RedeliveredBundleWithoutRetriesReadsResultsFirst(t *testing.T) {
 	rep, _, err := e.fake.ReadReport(e.ctx, "n")
 	if err != nil || rep.State != ledger.StatePartial || rep.Failed != 1 || rep.Succeeded != 7 {
 		t.Errorf("report %+v, %v; want partial with 7 succeeded and 1 failed", rep, err)
+	}
+}
+
+// withJob registers job as the synthetic job's name in the worker's registry.
+func withJob(job work.Job) func(*work.WorkerConfig) {
+	return func(cfg *work.WorkerConfig) {
+		jobs := work.NewRegistry()
+		jobs.Register(synthetic.Name, job)
+		cfg.Jobs = jobs
+	}
+}
+
+// gatedJob is the synthetic job whose Process calls first go through gate.
+type gatedJob struct {
+	work.Job
+	gate func(ctx context.Context, p work.Partition) error
+}
+
+func (j gatedJob) Process(ctx context.Context, p work.Partition) (json.RawMessage, error) {
+	if err := j.gate(ctx, p); err != nil {
+		return nil, err
+	}
+	return j.Job.Process(ctx, p)
+}
+
+// waitFor waits until cond holds, failing the test after a generous deadline.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A bundle of MaxBundle partitions runs at most BundleConcurrency of them at once, and that
+// many: its size saves calls without multiplying what an instance runs at once.
+func TestWorker_BundleRunsAtMostBundleConcurrencyPartitionsAtOnce(t *testing.T) {
+	var inFlight, most atomic.Int64
+	release := make(chan struct{})
+	job := gatedJob{Job: synthetic.New(), gate: func(ctx context.Context, p work.Partition) error {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release
+		return nil
+	}}
+	e := newBundleEnv(t, true, withJob(job))
+	e.run("wide", synthetic.Params{Partitions: work.MaxBundle})
+	done := make(chan error, 1)
+	go func() { done <- e.deliver(bundle("wide", 0, work.MaxBundle), 1) }()
+	waitFor(t, "the bundle's partitions to start", func() bool { return inFlight.Load() >= work.BundleConcurrency })
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("bundle: %v", err)
+	}
+	if got := most.Load(); got != work.BundleConcurrency {
+		t.Errorf("at most %d partitions ran at once, want %d", got, work.BundleConcurrency)
+	}
+	if got := e.results("wide"); len(got) != work.MaxBundle {
+		t.Errorf("%d results, want %d", len(got), work.MaxBundle)
+	}
+}
+
+// A bundle's partitions not started when the invocation's context ends are not run: the
+// delivery fails, and the bundle's redelivery sends them again one per message.
+func TestWorker_BundlePartitionsNotStartedByTheDeadlineWaitForTheRedelivery(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var started atomic.Int64
+	job := gatedJob{Job: synthetic.New(), gate: func(pctx context.Context, p work.Partition) error {
+		if started.Add(1) == work.BundleConcurrency {
+			cancel() // the invocation's deadline, as the first BundleConcurrency run
+		}
+		<-pctx.Done()
+		return pctx.Err()
+	}}
+	e := newBundleEnv(t, true, withJob(job))
+	n := 2 * work.BundleConcurrency
+	e.run("late", synthetic.Params{Partitions: n})
+	env := bundle("late", 0, n)
+	err := e.w.HandlePartition(ctx, env, work.Delivery{MessageID: env.MessageID(), Count: 1})
+	if err == nil || !strings.Contains(err.Error(), "not started") {
+		t.Fatalf("delivery: %v, want a failure naming the partitions not started", err)
+	}
+	if got := started.Load(); got != work.BundleConcurrency {
+		t.Errorf("%d partitions started, want %d (none after the context ended)", got, work.BundleConcurrency)
+	}
+	if got := e.results("late"); len(got) != 0 {
+		t.Errorf("results %v, want none", got)
 	}
 }
 

@@ -72,7 +72,7 @@ type Envelope struct {
 // MaxBundle is the most partitions one message carries. It is also the block of consecutive
 // partitions that fold into one partial (DefaultFoldBlock), so a bundle that starts at a
 // multiple of its size updates one partial.
-const MaxBundle = 64
+const MaxBundle = 256
 
 // Singles returns the partitions the message carries, each as a message of one partition:
 // itself when it is not a bundle.

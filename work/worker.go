@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonfn/baton/ledger"
@@ -201,24 +202,7 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 	// 2. Each partition: process, then record its outcome create-once, or schedule its next
 	// try. The recording calls run on contexts detached from the invocation's (recording), so
 	// a Process that used up the deadline still gets its result (or its failure) written.
-	singles := env.Singles()
-	outs := make([]outcome, len(singles))
-	if len(singles) == 1 {
-		outs[0] = w.handleOne(ctx, &m, job, singles[0], delivery, log)
-	} else {
-		var wg sync.WaitGroup
-		for k, one := range singles {
-			wg.Go(func() {
-				defer func() {
-					if r := recover(); r != nil {
-						outs[k] = outcome{err: fmt.Errorf("partition %s/%d: panic: %v", one.Run, one.Part, r)}
-					}
-				}()
-				outs[k] = w.handleOne(ctx, &m, job, one, delivery, base.With("part", one.Part, "bundle", env.Part, "try", 1))
-			})
-		}
-		wg.Wait()
-	}
+	outs := w.runAll(ctx, &m, job, env, delivery, base, log)
 
 	// 3. Count what was recorded: fold it into the partials, append the done records.
 	var (
@@ -250,6 +234,46 @@ type outcome struct {
 	gaveUp error
 	// err is a failure that needs the message again.
 	err error
+}
+
+// runAll runs the message's partitions, a bundle's up to BundleConcurrency at once, and
+// returns what each came to, in order. A bundle's partition not yet started when the
+// invocation's context ends is not run: it needs the message again (a bundle's redelivery is
+// split into single partitions). On the message's last delivery it runs anyway, and its
+// failure is handled like any other (a retry scheduled, or the failure recorded).
+func (w *Worker) runAll(ctx context.Context, m *ledger.Manifest, job Job, env Envelope, delivery int, base, log *slog.Logger) []outcome {
+	singles := env.Singles()
+	outs := make([]outcome, len(singles))
+	if len(singles) == 1 {
+		outs[0] = w.handleOne(ctx, m, job, singles[0], delivery, log)
+		return outs
+	}
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	runOne := func(k int) {
+		one := singles[k]
+		defer func() {
+			if r := recover(); r != nil {
+				outs[k] = outcome{err: fmt.Errorf("partition %s/%d: panic: %v", one.Run, one.Part, r)}
+			}
+		}()
+		if ctx.Err() != nil && delivery < w.maxDeliveries() {
+			outs[k] = outcome{err: fmt.Errorf("partition %s/%d: not started: %w", one.Run, one.Part, context.Cause(ctx))}
+			return
+		}
+		outs[k] = w.handleOne(ctx, m, job, one, delivery, base.With("part", one.Part, "bundle", env.Part, "try", 1))
+	}
+	for range min(len(singles), BundleConcurrency) {
+		wg.Go(func() {
+			for k := int(next.Add(1)) - 1; k < len(singles); k = int(next.Add(1)) - 1 {
+				runOne(k)
+			}
+		})
+	}
+	wg.Wait()
+	return outs
 }
 
 // recording returns the context of the storage calls that record an outcome: detached from

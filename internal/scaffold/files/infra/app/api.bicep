@@ -114,7 +114,7 @@ var batonSettings = {
   BATON_MAX_DELIVERIES: string(maxDeliveries)
   BATON_RUN_TIMEOUT: runTimeout
   BATON_CHECK_ROUNDS: '3'
-  BATON_ENQUEUE_BATCH: '250'
+  BATON_ENQUEUE_BATCH: '2048'
   // Empty: half the invocation timeout (functionTimeout less a margin).
   BATON_SLICE_BUDGET: ''
   BATON_MAX_BACKLOG: '50000'
