@@ -24,17 +24,27 @@ type hotSpot struct {
 // window's hottest entity. Not safe for concurrent use (the proxy holds its lock).
 type hotTracker struct {
 	counts  map[string]int64
+	idle    map[string]int64 // the empty polls among counts
 	results int64
 	window  int
 	worst   hotSpot // any entity
 	blob    hotSpot // blobs only
+	busy    hotSpot // any entity, its empty polls left out
 }
 
-func newHotTracker() *hotTracker { return &hotTracker{counts: map[string]int64{}} }
+func newHotTracker() *hotTracker {
+	return &hotTracker{counts: map[string]int64{}, idle: map[string]int64{}}
+}
 
-// add counts one call to entity; result says it created a partition's result.
-func (h *hotTracker) add(entity string, result bool) {
+// add counts one call to entity; result says it created a partition's result, idle that it
+// was a poll of an empty queue (a dequeue that got no message). Empty polls come from each
+// instance's listener backing off up to its polling interval, so they grow with instances and
+// time, not with partitions: the busy spot leaves them out.
+func (h *hotTracker) add(entity string, result, idle bool) {
 	h.counts[entity]++
+	if idle {
+		h.idle[entity]++
+	}
 	if result {
 		h.results++
 	}
@@ -52,10 +62,14 @@ func (h *hotTracker) close() {
 			if !strings.HasPrefix(e, "queue ") {
 				h.blob = hotter(h.blob, spot)
 			}
+			busy := spot
+			busy.Calls -= h.idle[e]
+			busy.PerPart = float64(busy.Calls) / float64(h.results)
+			h.busy = hotter(h.busy, busy)
 		}
 		h.window++
 	}
-	h.counts, h.results = map[string]int64{}, 0
+	h.counts, h.idle, h.results = map[string]int64{}, map[string]int64{}, 0
 }
 
 // hotter returns the hotter of two spots (the first entity by name on a tie).

@@ -30,28 +30,78 @@ func TestHotTracker_WorstWindow(t *testing.T) {
 	// Window 0: the manifest takes 10 calls in 1,000 partitions; window 1: the done shard 40.
 	for i := range hotWindowParts {
 		if i < 10 {
-			h.add("c/run/manifest.json", false)
+			h.add("c/run/manifest.json", false, false)
 		}
-		h.add(fmt.Sprintf("c/run/results/%d.json", i), true)
+		h.add(fmt.Sprintf("c/run/results/%d.json", i), true, false)
 	}
 	for i := range hotWindowParts {
 		if i < 40 {
-			h.add("c/run/done/0", false)
+			h.add("c/run/done/0", false, false)
 		}
-		h.add(fmt.Sprintf("c/run/results/%d.json", hotWindowParts+i), true)
+		h.add(fmt.Sprintf("c/run/results/%d.json", hotWindowParts+i), true, false)
 	}
-	h.add("c/run/done/0", false) // in the next window, which never closes
+	h.add("c/run/done/0", false, false) // in the next window, which never closes
 	h.close()
 	// A queue hotter than every blob is the hottest entity, not the hottest blob.
 	for i := range hotWindowParts {
-		h.add("queue q", false)
-		h.add(fmt.Sprintf("c/run/results/%d.json", 2*hotWindowParts+i), true)
+		h.add("queue q", false, false)
+		h.add(fmt.Sprintf("c/run/results/%d.json", 2*hotWindowParts+i), true, false)
 	}
 	if h.worst.Entity != "queue q" || h.worst.PerPart != 1 {
 		t.Errorf("worst = %+v, want the queue", h.worst)
 	}
+	if h.busy != h.worst {
+		t.Errorf("busy = %+v, want the queue as worst (no empty polls)", h.busy)
+	}
 	got := h.blob
 	if got.Entity != "c/run/done/0" || got.Calls != 40 || got.Parts != hotWindowParts || got.Window != 1 || got.PerPart != 0.04 {
 		t.Errorf("hottest blob = %+v, want the done shard's 40 calls in window 1", got)
+	}
+}
+
+// Empty polls count against their queue in the hottest entity, and are left out of the busy
+// one: a queue polled empty 50 times and used 5 times is hotter than the manifest's 20 calls,
+// its 5 used calls are not.
+func TestHotTracker_EmptyPollsLeftOutOfBusy(t *testing.T) {
+	h := newHotTracker()
+	for i := range hotWindowParts {
+		switch {
+		case i < 50:
+			h.add("queue q", false, true)
+		case i < 55:
+			h.add("queue q", false, false)
+		}
+		if i < 20 {
+			h.add("c/run/manifest.json", false, false)
+		}
+		h.add(fmt.Sprintf("c/run/results/%d.json", i), true, false)
+	}
+	h.close()
+	if h.worst.Entity != "queue q" || h.worst.Calls != 55 {
+		t.Errorf("worst = %+v, want the queue's 55 calls", h.worst)
+	}
+	if h.busy.Entity != "c/run/manifest.json" || h.busy.Calls != 20 || h.busy.PerPart != 0.02 {
+		t.Errorf("busy = %+v, want the manifest's 20 calls", h.busy)
+	}
+}
+
+func TestMessageSniffer(t *testing.T) {
+	for _, tc := range []struct {
+		writes []string
+		want   bool
+	}{
+		{[]string{`<?xml version="1.0"?><QueueMessagesList></QueueMessagesList>`}, false},
+		{[]string{`<QueueMessagesList><QueueMessage><MessageId>1</MessageId></QueueMessage></QueueMessagesList>`}, true},
+		{[]string{`<QueueMessagesList><QueueMe`, `ssage><MessageId>`}, true}, // the tag split across writes
+	} {
+		s := &messageSniffer{ResponseWriter: httptest.NewRecorder()}
+		for _, w := range tc.writes {
+			if _, err := s.Write([]byte(w)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s.found != tc.want {
+			t.Errorf("%q: found %v, want %v", tc.writes, s.found, tc.want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -47,7 +48,15 @@ func startStorageProxy(tb testing.TB, srv *azurite.Server) *storageProxy {
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			kind, entity := callKind(r, queue), callEntity(r, queue)
 			t0 := time.Now()
-			rp.ServeHTTP(w, r)
+			if kind == "queue dequeue" {
+				sw := &messageSniffer{ResponseWriter: w}
+				rp.ServeHTTP(sw, r)
+				if !sw.found {
+					kind = "queue dequeue empty"
+				}
+			} else {
+				rp.ServeHTTP(w, r)
+			}
 			p.record(kind, entity, t0, time.Now())
 		})
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -81,7 +90,7 @@ func (p *storageProxy) record(kind, entity string, start, end time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.counts[kind]++
-	p.hot.add(entity, kind == "blob PUT result")
+	p.hot.add(entity, kind == "blob PUT result", kind == "queue dequeue empty")
 	p.lastAt[kind] = end
 	if kind == "blob lease renew" {
 		p.renewals = append(p.renewals, end.Sub(start))
@@ -97,13 +106,13 @@ func (p *storageProxy) snapshot() (counts map[string]int64, lastAt map[string]ti
 // snapshotHot is snapshot with the hottest entity of the calls so far and the hottest blob
 // (see hotTracker; a last window shorter than hotWindowParts counts only when it is the only
 // one).
-func (p *storageProxy) snapshotHot() (counts map[string]int64, lastAt map[string]time.Time, renewals []time.Duration, hot [2]hotSpot) {
+func (p *storageProxy) snapshotHot() (counts map[string]int64, lastAt map[string]time.Time, renewals []time.Duration, hot [3]hotSpot) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.hot.window == 0 {
 		p.hot.close()
 	}
-	counts, lastAt, renewals, hot = p.counts, p.lastAt, p.renewals, [2]hotSpot{p.hot.worst, p.hot.blob}
+	counts, lastAt, renewals, hot = p.counts, p.lastAt, p.renewals, [3]hotSpot{p.hot.worst, p.hot.blob, p.hot.busy}
 	p.counts, p.lastAt, p.renewals, p.hot = map[string]int64{}, map[string]time.Time{}, nil, newHotTracker()
 	return counts, lastAt, renewals, hot
 }
@@ -181,3 +190,24 @@ func callsTable(counts map[string]int64, partitions int) (total int64, lines str
 	}
 	return total, sb.String()
 }
+
+// messageSniffer passes a dequeue's answer through and notes whether it held a message.
+type messageSniffer struct {
+	http.ResponseWriter
+	found bool
+	tail  []byte // the last bytes written, in case the tag is split across writes
+}
+
+const messageTag = "<QueueMessage>"
+
+func (s *messageSniffer) Write(b []byte) (int, error) {
+	if !s.found {
+		buf := append(s.tail, b...)
+		s.found = bytes.Contains(buf, []byte(messageTag))
+		s.tail = append(s.tail[:0], buf[max(0, len(buf)-len(messageTag)+1):]...)
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets the reverse proxy reach the writer's Flush.
+func (s *messageSniffer) Unwrap() http.ResponseWriter { return s.ResponseWriter }

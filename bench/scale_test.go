@@ -40,7 +40,7 @@ type scaleResult struct {
 	calls          int64
 	// hot is the entity that took the most calls per partition in any stretch of
 	// hotWindowParts partitions.
-	hot      [2]hotSpot // any entity, and the hottest blob
+	hot      [3]hotSpot // any entity, the hottest blob, and any entity without its empty polls
 	renewals []time.Duration
 	// peak RSS (VmHWM) of each instance, of those that led (took the lease at least once) and
 	// of the one that aggregated.
@@ -190,13 +190,15 @@ func (r scaleResult) report(b *testing.B, n int) {
 	b.Logf("run %s: %d partitions in %s (planned in %s), %.0f partitions/s; last result → report %s; "+
 		"peak RSS %s; led: %v; aggregated: %s; failed invocations %v; hottest entity %s: %d calls in %d partitions "+
 		"(window %d; %.4f per partition); hottest blob %s: %d calls in %d partitions (window %d; %.4f per partition); "+
-		"%d storage calls:%s",
+		"hottest without empty polls %s: %d calls in %d partitions (window %d; %.4f per partition); %d storage calls:%s",
 		r.run, n, r.elapsed.Round(time.Millisecond), r.enqueue.Round(time.Millisecond), float64(n)/r.elapsed.Seconds(),
 		r.resultToReport.Round(time.Millisecond), strings.Join(per, ", "), r.leaders, r.aggregator, r.failed,
 		r.hot[0].Entity, r.hot[0].Calls, r.hot[0].Parts, r.hot[0].Window, r.hot[0].PerPart,
-		r.hot[1].Entity, r.hot[1].Calls, r.hot[1].Parts, r.hot[1].Window, r.hot[1].PerPart, total, table)
+		r.hot[1].Entity, r.hot[1].Calls, r.hot[1].Parts, r.hot[1].Window, r.hot[1].PerPart,
+		r.hot[2].Entity, r.hot[2].Calls, r.hot[2].Parts, r.hot[2].Window, r.hot[2].PerPart, total, table)
 	b.ReportMetric(r.hot[0].PerPart, "hottest-entity-calls/partition")
 	b.ReportMetric(r.hot[1].PerPart, "hottest-blob-calls/partition")
+	b.ReportMetric(r.hot[2].PerPart, "hottest-busy-calls/partition")
 	b.ReportMetric(float64(n)/r.elapsed.Seconds(), "partitions/s")
 	b.ReportMetric(r.elapsed.Seconds(), "run-s")
 	b.ReportMetric(r.enqueue.Seconds(), "enqueue-s")
@@ -241,12 +243,12 @@ func scaleSizes(b *testing.B) []int {
 // backlog bound low enough that Azurite's queue stays short (its calls scan the whole queue).
 const (
 	scaleInstances = 4
-	scaleBacklog   = 8192
+	scaleBacklog   = 4096
 )
 
 // BenchmarkScale is `make bench-scale`, not part of `make bench`: one synthetic no-op run of
 // each size in scaleSizes (10,000 and 100,000 partitions) end to end on 4 handler instances
-// under the local host, BATON_MAX_BACKLOG=8192, with every storage call of the handlers and of
+// under the local host, BATON_MAX_BACKLOG=4096, with every storage call of the handlers and of
 // the local host going through a counting proxy. A progress line goes to standard error every
 // 10 s. The run must succeed, with no failed invocation and no lost lease.
 //
@@ -294,7 +296,7 @@ const leaseLoadPartitions = 10000
 //
 // Two starts: "post" (POST /api/runs, the whole run enqueued up front) and "tick" (the schedule
 // tick's occurrence, decided by a heartbeat on every instance every second, planned by its start
-// check in waves of BATON_MAX_BACKLOG=8192, the example settings, the checks sending the next
+// check in waves of BATON_MAX_BACKLOG=4096, the example settings, the checks sending the next
 // waves: the planner's renewals of the run's lease then compete with its own enqueue, the
 // workers' folds and appends, the heartbeats and the queue polling of three instances at once).
 func BenchmarkLeaseUnderLoad(b *testing.B) {

@@ -116,7 +116,9 @@ func (c *Coordinator) check(ctx context.Context, env work.Envelope) error {
 	}
 
 	if !m.PlanDone {
-		out, err := c.resumeAsLeader(ctx, m)
+		// A check its planner sent to continue from this very checkpoint (the slice's budget
+		// ran out, or the backlog was full) is the plan's next slice, not a takeover.
+		out, err := c.resumeAsLeader(ctx, m, env.Round == continueRound+m.Checkpoint.Batches)
 		if err != nil {
 			return err
 		}
@@ -189,16 +191,20 @@ func (c *Coordinator) retryInterval() time.Duration {
 }
 
 // resumeAsLeader makes one attempt at m's lease and, when it wins, plans the run from its
-// checkpoint: the first planner of a run the scheduler created, or the next one of a run
-// whose planner stopped mid-enqueue.
-func (c *Coordinator) resumeAsLeader(ctx context.Context, m ledger.Manifest) (Outcome, error) {
+// checkpoint: the first planner of a run the scheduler created, the next slice or wave of a
+// run whose planner ended its slice at that checkpoint (continuing), or the next planner of a
+// run whose planner stopped mid-enqueue.
+func (c *Coordinator) resumeAsLeader(ctx context.Context, m ledger.Manifest, continuing bool) (Outcome, error) {
 	var out Outcome
 	var ended bool
 	run := m.RunID
 	err := c.asRunLeader(ctx, m, func(ctx context.Context, lease election.Lease, beat func()) error {
-		if m.Epoch == 0 {
+		switch {
+		case m.Epoch == 0:
 			c.log(run, lease.Epoch).Info("planning the run")
-		} else {
+		case continuing:
+			c.log(run, lease.Epoch).Info("check: planning the run's next slice", "leaderEpoch", m.Epoch, "next", m.Checkpoint.Next)
+		default:
 			c.log(run, lease.Epoch).Warn("check: resuming a run its leader left mid-enqueue", "leaderEpoch", m.Epoch)
 		}
 		m, e, err := c.resume(ctx, lease, beat, run)

@@ -155,7 +155,7 @@ func (c *Coordinator) probe(ctx context.Context, env work.Envelope) error {
 	}
 	until := c.cfg.Now().Add(c.leaseDur)
 	for attempt := 1; ; attempt++ {
-		out, err := c.resumeAsLeader(ctx, m)
+		out, err := c.resumeAsLeader(ctx, m, false)
 		if errors.Is(err, election.ErrHandover) {
 			// This instance is stopping and sent a handover check for the run: that check, not a
 			// redelivery of this one, carries the run on.

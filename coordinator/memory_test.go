@@ -190,11 +190,16 @@ func TestMemory_TransientSendIsPacedAndRetried(t *testing.T) {
 // With a tiny time budget per invocation, planning spans several invocations: each slice
 // checkpoints and sends a check that continues at once, the next slice takes the run's lease
 // at a newer epoch and goes on from the checkpoint with a segment of its own, and every
-// partition is sent exactly once.
+// partition is sent exactly once. Each next slice says so in the log, at Info: it is no
+// takeover of a run left mid-enqueue.
 func TestMemory_PlanningInSlices(t *testing.T) {
 	const n = 22 // six plan batches of 4
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	c := e.instanceWith("a", func(cfg *Config) { cfg.SliceBudget = time.Nanosecond }, countSchedule("s", n, OverlapSkip))
+	logs := &lineLog{}
+	c := e.instanceWith("a", func(cfg *Config) {
+		cfg.SliceBudget = time.Nanosecond
+		cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	}, countSchedule("s", n, OverlapSkip))
 	e.startCursor("s")
 	e.heartbeat(c, memOccurrence)
 	slices := e.deliverChecks(c) // the start check, then each continuation as it is sent
@@ -220,6 +225,39 @@ func TestMemory_PlanningInSlices(t *testing.T) {
 			len(envs), continued, slices-1)
 	}
 	e.sender.wantOnce(t, n)
+	if next, resumed := logs.count("INFO", "check: planning the run's next slice"), logs.count("", "check: resuming a run its leader left mid-enqueue"); next != slices-1 || resumed != 0 {
+		t.Errorf("%d next-slice lines at Info and %d takeover lines; want %d and none", next, resumed, slices-1)
+	}
+}
+
+// lineLog collects JSON log lines, safe for concurrent use.
+type lineLog struct {
+	mu    sync.Mutex
+	lines []map[string]any
+}
+
+func (l *lineLog) Write(p []byte) (int, error) {
+	var line map[string]any
+	if err := json.Unmarshal(p, &line); err != nil {
+		return 0, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, line)
+	return len(p), nil
+}
+
+// count is the number of lines with msg at level ("" for any level).
+func (l *lineLog) count(level, msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if line["msg"] == msg && (level == "" || line["level"] == level) {
+			n++
+		}
+	}
+	return n
 }
 
 // With a bounded backlog the planner feeds the queue in waves: it stops when the partitions

@@ -541,7 +541,7 @@ func TestCheck_DeposedPlannerWritesNothing(t *testing.T) {
 		if _, err := lc.BreakLease(ctx, &lease.BlobBreakOptions{BreakPeriod: to.Ptr(int32(0))}); err != nil {
 			return err
 		}
-		if out, err := b.c.resumeAsLeader(ctx, e.manifest(e.run)); err != nil || out.Status != StatusResumed {
+		if out, err := b.c.resumeAsLeader(ctx, e.manifest(e.run), false); err != nil || out.Status != StatusResumed {
 			return fmt.Errorf("takeover: %+v, %w", out, err)
 		}
 		afterTakeover = e.manifest(e.run)

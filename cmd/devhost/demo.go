@@ -32,7 +32,7 @@ import (
 // demoLines are the handler messages the demo shows (warnings and errors always show, but for
 // the heartbeat's echo of the records the coordinator logs itself).
 var demoLines = map[string]bool{
-	"run created": true, "heartbeat: occurrence decided": true, "planning the run": true,
+	"run created": true, "heartbeat: occurrence decided": true, "planning the run": true, "check: planning the run's next slice": true,
 	"check: enqueue in progress under another leader": true, "check scheduled": true,
 	"run enqueued": true, "run finished": true,
 }

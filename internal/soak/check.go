@@ -759,7 +759,7 @@ func (c *checker) ownLease(id string, m ledger.Manifest) {
 // planningLine reports whether msg begins or resumes a run's planning under its lease.
 func planningLine(msg string) bool {
 	switch msg {
-	case "planning the run", "check: resuming a run its leader left mid-enqueue":
+	case "planning the run", "check: planning the run's next slice", "check: resuming a run its leader left mid-enqueue":
 		return true
 	}
 	return false
