@@ -55,7 +55,9 @@
 // # Storage queue (QueueSender)
 //
 // The queue has no batch API, so each message is one EnqueueMessage call, at most
-// Parallelism (default 16) in flight. The text is base64(body): azqueue sends text as-is
+// Parallelism in flight: by default a window adapted to the calls' latency, from 16 between 2
+// and 64 (it opens while latency holds at its floor and closes when calls queue up at the
+// store). The text is base64(body): azqueue sends text as-is
 // and the Functions queue trigger decodes base64 by default (messageEncoding "base64");
 // plain JSON text would go to the poison queue without the function ever running. The
 // queue's 64 KiB message limit is 65,536 base64 characters, so the largest body is 48 KiB

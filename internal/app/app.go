@@ -13,6 +13,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/batonfn/baton/api"
 	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/coordinator"
@@ -205,7 +206,11 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 func newSenders(cfg config.Config) (work, control coordinator.Sender, closeAll func(context.Context) error, err error) {
 	switch cfg.Transport {
 	case config.TransportQueue:
-		qs, err := azclient.Queue(cfg.Storage, nil)
+		// The adaptive sender keeps up to MaxParallelism calls in flight: keep as many
+		// connections (azcore's default client keeps 10 idle per host).
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = storagequeue.MaxParallelism
+		qs, err := azclient.Queue(cfg.Storage, &azqueue.ClientOptions{ClientOptions: policy.ClientOptions{Transport: &http.Client{Transport: tr}}})
 		if err != nil {
 			return nil, nil, nil, err
 		}

@@ -20,17 +20,19 @@ import (
 	"github.com/batonfn/baton/transport"
 )
 
-// DefaultParallelism is the default number of EnqueueMessage calls a QueueSender keeps in
-// flight per Send.
+// DefaultParallelism is where an adaptive QueueSender's number of EnqueueMessage calls in
+// flight per Send starts (see QueueSenderOptions.Parallelism).
 const DefaultParallelism = 16
 
 // QueueSenderOptions tune a QueueSender. The zero value is ready to use.
 type QueueSenderOptions struct {
-	// Parallelism is the number of EnqueueMessage calls in flight per Send; the queue has no
-	// batch API, so throughput is latency-bound without it. Default DefaultParallelism (16).
-	// azcore's default HTTP client keeps at most 10 idle connections per host; with more
-	// than 10, give the queue client a transport with MaxIdleConnsPerHost ≥ Parallelism to
-	// avoid reconnecting.
+	// Parallelism fixes the number of EnqueueMessage calls in flight per Send; the queue has
+	// no batch API, so throughput is latency-bound without it. 0 (the default) adapts it to
+	// the calls' latency between MinParallelism and MaxParallelism, starting at
+	// DefaultParallelism: it grows while latency stays at its recent floor and shrinks when
+	// calls queue up at the store (see window). azcore's default HTTP client keeps at most 10
+	// idle connections per host; give the queue client a transport with MaxIdleConnsPerHost ≥
+	// the parallelism (MaxParallelism when adaptive) to avoid reconnecting.
 	Parallelism int
 	// TTL applies to messages whose TTL is 0, counted from when they become visible.
 	// Default DefaultQueueTTL (7 days).
@@ -57,7 +59,9 @@ var _ queueAPI = (*azqueue.QueueClient)(nil)
 type QueueSender struct {
 	q      queueAPI
 	name   string
-	par    int
+	par    int     // fixed parallelism, or 0 when win adapts it
+	win    *window // nil when fixed
+	since  func(time.Time) time.Duration
 	ttl    time.Duration
 	now    func() time.Time
 	create bool
@@ -71,16 +75,16 @@ var _ transport.Sender = (*QueueSender)(nil)
 
 // NewQueueSender sends to an Azure Storage queue via azqueue: base64(body) as the Functions queue trigger expects by default,
 // NotBefore → VisibilityTimeout (seconds, rounded up, capped at 7 days - 1s, TTL adjusted so TTL > visibility),
-// bounded parallel sends (Options.Parallelism, default 16) since the queue has no batch API.
+// bounded parallel sends (Options.Parallelism; by default adapted to latency, from 16) since the queue has no batch API.
 // Creates the queue if missing (once, race-safe). Body larger than 48 KiB raw → error wrapping transport.ErrTooLarge.
 func NewQueueSender(q *azqueue.QueueClient, opts QueueSenderOptions) *QueueSender {
 	return newQueueSender(q, queueName(q.URL()), opts)
 }
 
 func newQueueSender(q queueAPI, name string, opts QueueSenderOptions) *QueueSender {
-	s := &QueueSender{q: q, name: name, par: opts.Parallelism, ttl: opts.TTL, now: opts.Now, create: !opts.NoCreate}
+	s := &QueueSender{q: q, name: name, par: opts.Parallelism, ttl: opts.TTL, now: opts.Now, create: !opts.NoCreate, since: time.Since}
 	if s.par <= 0 {
-		s.par = DefaultParallelism
+		s.par, s.win = 0, newWindow(DefaultParallelism)
 	}
 	if s.ttl <= 0 {
 		s.ttl = DefaultQueueTTL
@@ -100,7 +104,7 @@ func queueName(rawURL string) string {
 	return path.Base(u.Path)
 }
 
-// Send enqueues every message, at most Parallelism at a time, and returns after all were
+// Send enqueues every message, at most Parallelism (or the adaptive window) at a time, and returns after all were
 // accepted. Messages are validated and mapped first, so transport.ErrTooLarge and transport.ErrInvalid mean
 // nothing was sent. On the first send error, no further sends start and the error names the
 // message and how many were accepted; the accepted ones stay in the queue.
@@ -167,25 +171,41 @@ func (s *QueueSender) forgetQueue() {
 	s.mu.Unlock()
 }
 
-// enqueueAll runs the requests on min(Parallelism, len) workers and stops starting new ones
-// at the first error or when ctx ends.
+// parallelism is the number of calls in flight the next Send keeps.
+func (s *QueueSender) parallelism() int {
+	if s.win != nil {
+		return s.win.size()
+	}
+	return s.par
+}
+
+// enqueueAll runs the requests on min(parallelism, len) workers and stops starting new ones
+// at the first error or when ctx ends; an adaptive sender's window then learns from the calls'
+// latency.
 func (s *QueueSender) enqueueAll(ctx context.Context, reqs []queueRequest) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
 		next, accepted atomic.Int64
+		spent          atomic.Int64 // the accepted calls' latencies, summed, in ns
 		mu             sync.Mutex
 		first          error
 		wg             sync.WaitGroup
 	)
-	for range min(s.par, len(reqs)) {
+	workers := min(s.parallelism(), len(reqs))
+	for range workers {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				i := int(next.Add(1) - 1)
 				if i >= len(reqs) {
 					return
 				}
-				if err := s.enqueue(ctx, reqs[i]); err != nil {
+				start := time.Now()
+				err := s.enqueue(ctx, reqs[i])
+				if err == nil {
+					spent.Add(int64(s.since(start)))
+				}
+				if err != nil {
 					mu.Lock()
 					if first == nil {
 						first = fmt.Errorf("message %d (id %s): %w", i, reqs[i].id, err)
@@ -199,6 +219,14 @@ func (s *QueueSender) enqueueAll(ctx context.Context, reqs []queueRequest) error
 		})
 	}
 	wg.Wait()
+	if s.win != nil {
+		n := accepted.Load()
+		var lat time.Duration
+		if n > 0 {
+			lat = time.Duration(spent.Load() / n)
+		}
+		s.win.observe(int(n), workers, lat, transport.IsThrottled(first))
+	}
 	if first == nil && int(accepted.Load()) < len(reqs) {
 		first = context.Cause(ctx) // the caller's context ended between sends
 	}

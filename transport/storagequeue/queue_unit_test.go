@@ -137,38 +137,47 @@ func responseError(status int, code string) error {
 	return &azcore.ResponseError{StatusCode: status, ErrorCode: code}
 }
 
+// gate holds each call until want of them are in flight at once (a sender with less
+// parallelism than want times out there) and counts the peak in flight.
+type gate struct {
+	inFlight, peak atomic.Int64
+	want           int64
+	reached        chan struct{}
+	once           sync.Once
+}
+
+func newGate(want int) *gate { return &gate{want: int64(want), reached: make(chan struct{})} }
+
+// pass is one call: counted, and held when hold is set.
+func (g *gate) pass(hold bool) error {
+	n := g.inFlight.Add(1)
+	defer g.inFlight.Add(-1)
+	for p := g.peak.Load(); n > p && !g.peak.CompareAndSwap(p, n); p = g.peak.Load() {
+	}
+	if !hold {
+		return nil
+	}
+	if n == g.want {
+		g.once.Do(func() { close(g.reached) })
+	}
+	select {
+	case <-g.reached:
+		return nil
+	case <-time.After(20 * time.Second):
+		return fmt.Errorf("%d calls never in flight at once", g.want)
+	}
+}
+
 func TestQueueSender_Send_BoundedParallelism(t *testing.T) {
 	for _, par := range []int{1, 4, 16} {
 		t.Run(fmt.Sprintf("parallelism %d", par), func(t *testing.T) {
-			var inFlight, peak atomic.Int64
-			reached := make(chan struct{})
-			var once sync.Once
-			f := &fakeQueue{enqueue: func(ctx context.Context, _ int64) error {
-				n := inFlight.Add(1)
-				defer inFlight.Add(-1)
-				for {
-					p := peak.Load()
-					if n <= p || peak.CompareAndSwap(p, n) {
-						break
-					}
-				}
-				if n == int64(par) {
-					once.Do(func() { close(reached) })
-				}
-				// Hold every call until par are in flight at once: a sender with less
-				// parallelism than promised times out here.
-				select {
-				case <-reached:
-					return nil
-				case <-time.After(20 * time.Second):
-					return errors.New("parallelism never reached")
-				}
-			}}
+			g := newGate(par)
+			f := &fakeQueue{enqueue: func(context.Context, int64) error { return g.pass(true) }}
 			s := newQueueSender(f, "work", QueueSenderOptions{Parallelism: par})
 			if err := s.Send(t.Context(), fakeMessages(200)); err != nil {
 				t.Fatalf("Send: %v", err)
 			}
-			if got := peak.Load(); got != int64(par) {
+			if got := g.peak.Load(); got != int64(par) {
 				t.Errorf("peak calls in flight: got %d want %d", got, par)
 			}
 			if got := len(f.texts); got != 200 {
@@ -180,8 +189,50 @@ func TestQueueSender_Send_BoundedParallelism(t *testing.T) {
 
 func TestQueueSender_Send_DefaultParallelism(t *testing.T) {
 	s := newQueueSender(&fakeQueue{}, "work", QueueSenderOptions{})
-	if s.par != 16 {
-		t.Fatalf("default parallelism: got %d want 16", s.par)
+	if s.win == nil || s.parallelism() != DefaultParallelism {
+		t.Fatalf("default parallelism: adaptive %v, starting at %d; want adaptive from %d", s.win != nil, s.parallelism(), DefaultParallelism)
+	}
+	if s := newQueueSender(&fakeQueue{}, "work", QueueSenderOptions{Parallelism: 5}); s.win != nil || s.parallelism() != 5 {
+		t.Fatalf("Parallelism 5: adaptive %v, %d in flight; want fixed at 5", s.win != nil, s.parallelism())
+	}
+}
+
+// An adaptive sender whose calls keep their latency opens its window to MaxParallelism, and
+// then keeps that many calls in flight; when the calls' latency then rises (the store is
+// loaded by others) it closes the window again.
+func TestQueueSender_Send_AdaptsParallelismToLatency(t *testing.T) {
+	var held atomic.Bool
+	g := newGate(MaxParallelism)
+	f := &fakeQueue{enqueue: func(context.Context, int64) error { return g.pass(held.Load()) }}
+	s := newQueueSender(f, "work", QueueSenderOptions{})
+	var lat atomic.Int64
+	lat.Store(int64(time.Millisecond))
+	s.since = func(time.Time) time.Duration { return time.Duration(lat.Load()) }
+	for i := 0; s.parallelism() < MaxParallelism; i++ {
+		if i == 40 {
+			t.Fatalf("window at %d after %d sends of steady latency, want %d", s.parallelism(), i, MaxParallelism)
+		}
+		if err := s.Send(t.Context(), fakeMessages(200)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held.Store(true)
+	g.peak.Store(0)
+	if err := s.Send(t.Context(), fakeMessages(200)); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if got := g.peak.Load(); got != MaxParallelism {
+		t.Errorf("peak calls in flight: got %d want %d", got, MaxParallelism)
+	}
+	held.Store(false)
+	lat.Store(int64(4 * time.Millisecond))
+	for range 5 {
+		if err := s.Send(t.Context(), fakeMessages(200)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := s.parallelism(); got > MaxParallelism/4 {
+		t.Errorf("window %d after five sends at four times the latency, want at most %d", got, MaxParallelism/4)
 	}
 }
 
