@@ -153,8 +153,9 @@ func BenchmarkTryFinish_10000(b *testing.B) {
 }
 
 // BenchmarkWorker_StorageCallsPerBundledPartition delivers a run of b.N synthetic partitions
-// (no job I/O; a Merger, so results fold into 32 partials in blocks of 64) in bundles of 32 —
-// the leader's default for a full plan batch — and reports every storage call per partition:
+// (no job I/O; a Merger, so results fold into 32 partials in blocks of 256) in bundles of
+// DefaultMaxBundle (256) — the leader's default for a full plan batch — and reports every
+// storage call per partition:
 // results, the fold (one partial read and write per bundle), the done appends (one per bundle),
 // the manifest reads (once per process while the planned run's manifest is cached; /planning:
 // once per bundle, plus a re-read when a bundle's append may complete a shard) and the finish.
@@ -165,7 +166,7 @@ func BenchmarkWorker_StorageCallsPerBundledPartition(b *testing.B) {
 			name = "planning"
 		}
 		b.Run(name, func(b *testing.B) {
-			const size = 32
+			const size = work.DefaultMaxBundle
 			n := (min(b.N, synthetic.MaxPartitions) + size - 1) / size * size
 			f := newFixture(b)
 			jobs := work.NewRegistry()
