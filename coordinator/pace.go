@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/batonfn/baton/internal/latency"
 	"github.com/batonfn/baton/transport"
 )
 
@@ -23,10 +24,8 @@ import (
 // long run on a busy machine would count every batch as strain and pause the longest before
 // each one.
 type pacer struct {
-	recent [paceWindow]time.Duration // per-message latencies of the last batches, a ring
-	next   int                       // where the next latency goes in recent
-	seen   int                       // latencies recorded, up to paceWindow
-	pause  time.Duration
+	floor latency.Floor // of the per-message latencies of the last batches
+	pause time.Duration
 }
 
 const (
@@ -34,7 +33,7 @@ const (
 	paceMinPause = 25 * time.Millisecond  // the first pause on strain
 	paceMaxPause = 2 * time.Second        // pauses never grow past this
 	paceFloor    = 200 * time.Microsecond // below this a baseline is noise
-	paceWindow   = 32                     // batches the baseline is the fastest of
+	paceWindow   = latency.Window         // batches the baseline is the fastest of
 )
 
 // observe records a batch of n messages that took d to send (err is the send's error) and
@@ -43,10 +42,7 @@ func (p *pacer) observe(n int, d time.Duration, err error) time.Duration {
 	strained := transport.IsTransient(err)
 	if n > 0 && err == nil {
 		per := max(d/time.Duration(n), paceFloor)
-		strained = per > paceStrain*p.baseline(per)
-		p.recent[p.next] = per
-		p.next = (p.next + 1) % paceWindow
-		p.seen = min(p.seen+1, paceWindow)
+		strained = per > paceStrain*p.floor.Observe(per)
 	}
 	switch {
 	case transport.IsThrottled(err):
@@ -60,15 +56,6 @@ func (p *pacer) observe(n int, d time.Duration, err error) time.Duration {
 		}
 	}
 	return p.pause
-}
-
-// baseline is the fastest per-message latency among the recent batches and per.
-func (p *pacer) baseline(per time.Duration) time.Duration {
-	b := per
-	for _, l := range p.recent[:p.seen] {
-		b = min(b, l)
-	}
-	return b
 }
 
 // wait pauses for d, reporting progress to the stall watchdog; false if ctx ended first.

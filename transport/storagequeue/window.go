@@ -3,6 +3,8 @@ package storagequeue
 import (
 	"sync"
 	"time"
+
+	"github.com/batonfn/baton/internal/latency"
 )
 
 // The bounds of an adaptive QueueSender's parallelism.
@@ -22,17 +24,14 @@ const (
 // half when the store said it is busy. A store slowed by other clients — the workers of the
 // same Azurite — shows as latency above the base, so the leader's sender yields to them.
 type window struct {
-	mu     sync.Mutex
-	cur    int
-	recent [windowHistory]time.Duration // mean latencies of the last Sends, a ring
-	next   int
-	seen   int
+	mu    sync.Mutex
+	cur   int
+	floor latency.Floor // of the mean latencies of the last Sends
 }
 
 const (
-	windowHistory     = 32 // Sends the base is the lowest of
-	windowGrowBelow   = 2  // calls waiting below which the window opens
-	windowShrinkAbove = 8  // calls waiting above which it closes
+	windowGrowBelow   = 2 // calls waiting below which the window opens
+	windowShrinkAbove = 8 // calls waiting above which it closes
 )
 
 func newWindow(start int) *window {
@@ -58,13 +57,7 @@ func (w *window) observe(calls, inFlight int, lat time.Duration, throttled bool)
 	if calls == 0 || lat <= 0 {
 		return
 	}
-	base := lat
-	for _, l := range w.recent[:w.seen] {
-		base = min(base, l)
-	}
-	w.recent[w.next] = lat
-	w.next = (w.next + 1) % windowHistory
-	w.seen = min(w.seen+1, windowHistory)
+	base := w.floor.Observe(lat)
 	waiting := float64(inFlight) * (1 - float64(base)/float64(lat))
 	switch {
 	case waiting > windowShrinkAbove:
