@@ -9,9 +9,9 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/batonfn/baton/internal/parallel"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/transport"
 )
@@ -248,31 +248,20 @@ func (w *Worker) runAll(ctx context.Context, m *ledger.Manifest, job Job, env En
 		outs[0] = w.handleOne(ctx, m, job, singles[0], delivery, log)
 		return outs
 	}
-	var (
-		next atomic.Int64
-		wg   sync.WaitGroup
-	)
-	runOne := func(k int) {
+	parallel.Each(len(singles), BundleConcurrency, func(k int) (next bool) {
 		one := singles[k]
 		defer func() {
 			if r := recover(); r != nil {
-				outs[k] = outcome{err: fmt.Errorf("partition %s/%d: panic: %v", one.Run, one.Part, r)}
+				outs[k], next = outcome{err: fmt.Errorf("partition %s/%d: panic: %v", one.Run, one.Part, r)}, true
 			}
 		}()
 		if ctx.Err() != nil && delivery < w.maxDeliveries() {
 			outs[k] = outcome{err: fmt.Errorf("partition %s/%d: not started: %w", one.Run, one.Part, context.Cause(ctx))}
-			return
+			return true
 		}
 		outs[k] = w.handleOne(ctx, m, job, one, delivery, base.With("part", one.Part, "bundle", env.Part, "try", 1))
-	}
-	for range min(len(singles), BundleConcurrency) {
-		wg.Go(func() {
-			for k := int(next.Add(1)) - 1; k < len(singles); k = int(next.Add(1)) - 1 {
-				runOne(k)
-			}
-		})
-	}
-	wg.Wait()
+		return true
+	})
 	return outs
 }
 

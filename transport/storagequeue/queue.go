@@ -17,6 +17,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
+	"github.com/batonfn/baton/internal/parallel"
 	"github.com/batonfn/baton/transport"
 )
 
@@ -186,39 +187,30 @@ func (s *QueueSender) enqueueAll(ctx context.Context, reqs []queueRequest) error
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
-		next, accepted atomic.Int64
-		spent          atomic.Int64 // the accepted calls' latencies, summed, in ns
-		mu             sync.Mutex
-		first          error
-		wg             sync.WaitGroup
+		accepted atomic.Int64
+		spent    atomic.Int64 // the accepted calls' latencies, summed, in ns
+		mu       sync.Mutex
+		first    error
 	)
 	workers := min(s.parallelism(), len(reqs))
-	for range workers {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				i := int(next.Add(1) - 1)
-				if i >= len(reqs) {
-					return
-				}
-				start := time.Now()
-				err := s.enqueue(ctx, reqs[i])
-				if err == nil {
-					spent.Add(int64(s.since(start)))
-				}
-				if err != nil {
-					mu.Lock()
-					if first == nil {
-						first = fmt.Errorf("message %d (id %s): %w", i, reqs[i].id, err)
-					}
-					mu.Unlock()
-					cancel() // the other workers' in-flight calls end with context.Canceled, ignored
-					return
-				}
-				accepted.Add(1)
+	parallel.Each(len(reqs), workers, func(i int) bool {
+		if ctx.Err() != nil {
+			return false
+		}
+		start := time.Now()
+		if err := s.enqueue(ctx, reqs[i]); err != nil {
+			mu.Lock()
+			if first == nil {
+				first = fmt.Errorf("message %d (id %s): %w", i, reqs[i].id, err)
 			}
-		})
-	}
-	wg.Wait()
+			mu.Unlock()
+			cancel() // the other workers' in-flight calls end with context.Canceled, ignored
+			return false
+		}
+		spent.Add(int64(s.since(start)))
+		accepted.Add(1)
+		return true
+	})
 	if s.win != nil {
 		n := accepted.Load()
 		var lat time.Duration
