@@ -1,6 +1,9 @@
 package work
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -28,9 +31,22 @@ import (
 //
 // This takes the manifest read off most partitions: one read per run and process every
 // cacheTTL once planned, every PlanningCopyTTL before, instead of one or two per delivery.
+// The deliveries that find no usable copy while a read of the run's manifest is in flight
+// wait for that read and share its answer (load), so a process's bundles that start together,
+// or whose copy expires together, make one read, not one each.
 type manifestCache struct {
-	mu   sync.Mutex
-	runs map[string]cachedManifest
+	mu      sync.Mutex
+	runs    map[string]cachedManifest
+	flights map[string]*manifestRead
+}
+
+// manifestRead is one read of a run's manifest in flight, shared by the deliveries that need
+// it meanwhile.
+type manifestRead struct {
+	done    chan struct{}
+	m       ledger.Manifest
+	err     error
+	waiters int // deliveries sharing it, besides the one that reads
 }
 
 type cachedManifest struct {
@@ -70,6 +86,65 @@ func (c *manifestCache) get(run string, now time.Time) (ledger.Manifest, bool) {
 	m := e.m
 	m.Params = slices.Clone(m.Params)
 	return m, true
+}
+
+// load returns run's manifest: the cached copy while usable at now, otherwise the answer of
+// read. One read per run is in flight at a time: a caller that finds one waits for it and
+// shares its answer (a copy read after this caller asked, so no older than its own read
+// would be). When that read ended with its own caller's context, a waiter whose context is
+// still live reads for itself.
+func (c *manifestCache) load(ctx context.Context, run string, now time.Time, read func(context.Context) (ledger.Manifest, error)) (ledger.Manifest, error) {
+	if m, ok := c.get(run, now); ok {
+		return m, nil
+	}
+	c.mu.Lock()
+	if f, ok := c.flights[run]; ok {
+		f.waiters++
+		c.mu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return ledger.Manifest{}, fmt.Errorf("read manifest of run %s: %w", run, context.Cause(ctx))
+		}
+		switch {
+		case f.err == nil:
+			m := f.m
+			m.Params = slices.Clone(m.Params)
+			return m, nil
+		case ctx.Err() == nil && (errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)):
+			return c.read(ctx, run, now, read)
+		default:
+			return ledger.Manifest{}, f.err
+		}
+	}
+	if c.flights == nil {
+		c.flights = map[string]*manifestRead{}
+	}
+	f := &manifestRead{done: make(chan struct{})}
+	c.flights[run] = f
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.flights, run)
+		c.mu.Unlock()
+		close(f.done)
+	}()
+	f.m, f.err = c.read(ctx, run, now, read)
+	if f.err != nil {
+		return ledger.Manifest{}, f.err
+	}
+	m := f.m
+	m.Params = slices.Clone(m.Params)
+	return m, nil
+}
+
+// read reads run's manifest and caches it when it may be.
+func (c *manifestCache) read(ctx context.Context, run string, now time.Time, read func(context.Context) (ledger.Manifest, error)) (ledger.Manifest, error) {
+	m, err := read(ctx)
+	if err == nil {
+		c.put(m, now)
+	}
+	return m, err
 }
 
 // put caches m, read at now, when a worker may use it without reading it again.

@@ -420,15 +420,10 @@ func process(ctx context.Context, job Job, p Partition) (out json.RawMessage, er
 }
 
 // manifest returns run's manifest: the process's cached copy while it may stand in for a read
-// (manifestCache), otherwise a fresh read, cached when it may.
+// (manifestCache), otherwise a fresh read (shared with the deliveries that need it meanwhile),
+// cached when it may.
 func (w *Worker) manifest(ctx context.Context, run string) (ledger.Manifest, error) {
-	now := w.now()
-	if m, ok := w.manifests.get(run, now); ok {
-		return m, nil
-	}
-	m, err := w.cfg.Store.ReadManifest(ctx, run)
-	if err == nil {
-		w.manifests.put(m, now)
-	}
-	return m, err
+	return w.manifests.load(ctx, run, w.now(), func(ctx context.Context) (ledger.Manifest, error) {
+		return w.cfg.Store.ReadManifest(ctx, run)
+	})
 }
