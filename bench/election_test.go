@@ -9,10 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/election/bloblease"
 	"github.com/batonfn/baton/internal/azurite"
 	"github.com/batonfn/baton/ledger"
+	"github.com/google/uuid"
 )
 
 // electionRounds is the number of contested rounds per contender count.
@@ -32,10 +37,14 @@ const roundTripCalls = 200
 // roundtrip-p50/p99-ns (one GetProperties alone), roundtrip-concurrent-p50-ns (N at once),
 // and winner/loser p50 as a ratio of the round trip; winner-calls and loser-calls are the
 // storage requests one Acquire made (mean; the winner's release is not counted).
+// solo-acquire-p50-ns and solo-record-p50-ns are the two writes any winner makes (take the
+// lease, write the holder and epoch under it), each timed alone on a blob no contender uses,
+// and two-call-floor-ratio is their sum over the round trip: what the fastest possible
+// winner's path (those two calls, nothing else, no contender in the way) costs.
 func BenchmarkElection(b *testing.B) {
 	for _, n := range sizes(2, 8, 32) {
 		b.Run(fmt.Sprintf("contenders=%d", n), func(b *testing.B) {
-			var winners, losers, rtt, rttConc Samples
+			var winners, losers, rtt, rttConc, soloAcq, soloRec Samples
 			var st roundStats
 			for b.Loop() {
 				e := newElection(b, n)
@@ -47,6 +56,7 @@ func BenchmarkElection(b *testing.B) {
 					e.round(b, &st)
 				}
 				e.roundTrips(b, &rtt, roundTripCalls/2)
+				e.soloWrites(b, &soloAcq, &soloRec, roundTripCalls/2)
 			}
 			b.ReportMetric(float64(st.winnerCalls)/float64(electionRounds), "winner-calls")
 			b.ReportMetric(float64(st.loserCalls)/float64(electionRounds*(n-1)), "loser-calls")
@@ -60,6 +70,9 @@ func BenchmarkElection(b *testing.B) {
 			b.ReportMetric(float64(rttConc.Percentile(50)), "roundtrip-concurrent-p50-ns")
 			b.ReportMetric(Ratio(winners.Percentile(50), rt), "winner-ratio-vs-roundtrip")
 			b.ReportMetric(Ratio(losers.Percentile(50), rt), "loser-ratio-vs-roundtrip")
+			b.ReportMetric(float64(soloAcq.Percentile(50)), "solo-acquire-p50-ns")
+			b.ReportMetric(float64(soloRec.Percentile(50)), "solo-record-p50-ns")
+			b.ReportMetric(Ratio(soloAcq.Percentile(50)+soloRec.Percentile(50), rt), "two-call-floor-ratio")
 		})
 	}
 }
@@ -71,6 +84,8 @@ type contest struct {
 	calls []*counter // each contender's storage requests
 	// probes make one plain GetProperties on the lease blob, each through a contender's client.
 	probes []func() error
+	// solo is a blob beside the lease blob, through the first contender's client.
+	solo *blockblob.Client
 }
 
 func newElection(b *testing.B, n int) *contest {
@@ -93,6 +108,9 @@ func newElection(b *testing.B, n int) *contest {
 			b.Fatal(err)
 		}
 		e.locks = append(e.locks, lk)
+		if i == 0 {
+			e.solo = c.NewBlockBlobClient("solo")
+		}
 		e.ids = append(e.ids, ledger.Holder{App: "bench", Instance: fmt.Sprintf("contender-%d", i), PID: os.Getpid()})
 	}
 	b.Cleanup(func() {
@@ -195,5 +213,38 @@ func (e *contest) concurrentRoundTrips(b *testing.B, s *Samples, rounds int) {
 		}
 		close(start)
 		wg.Wait()
+	}
+}
+
+// soloWrites records rounds of a winner's two writes made alone on the solo blob: acquire a
+// fresh lease, then write holder-like metadata under it (the lease is released after each,
+// untimed).
+func (e *contest) soloWrites(b *testing.B, acq, rec *Samples, rounds int) {
+	b.Helper()
+	ctx := ctxFor(b, time.Minute)
+	if _, err := e.solo.UploadBuffer(ctx, nil, nil); err != nil {
+		b.Fatalf("create the solo blob: %v", err)
+	}
+	md := map[string]*string{"epoch": to.Ptr("1"), "holderinstance": to.Ptr("contender-0")}
+	for range rounds {
+		id := uuid.NewString()
+		lc, err := lease.NewBlobClient(e.solo, &lease.BlobClientOptions{LeaseID: &id})
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if _, err := lc.AcquireLease(ctx, 15, nil); err != nil {
+			b.Fatalf("acquire: %v", err)
+		}
+		acq.Add(time.Since(t0))
+		t0 = time.Now()
+		if _, err := e.solo.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+			LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: &id}}}); err != nil {
+			b.Fatalf("record: %v", err)
+		}
+		rec.Add(time.Since(t0))
+		if _, err := lc.ReleaseLease(ctx, nil); err != nil {
+			b.Fatalf("release: %v", err)
+		}
 	}
 }
