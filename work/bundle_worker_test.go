@@ -261,17 +261,8 @@ func (j gatedJob) Process(ctx context.Context, p work.Partition) (json.RawMessag
 	return j.Job.Process(ctx, p)
 }
 
-// waitFor waits until cond holds, failing the test after a generous deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
+// waitFor is the package tests' wait for a condition.
+var waitFor = work.WaitFor
 
 // A bundle of MaxBundle partitions runs at most BundleConcurrency of them at once, and that
 // many: its size saves calls without multiplying what an instance runs at once.

@@ -21,18 +21,6 @@ func (c *manifestCache) waiting(run string) int {
 	return 0
 }
 
-// until waits for cond, failing the test after a generous deadline.
-func until(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func plannedManifest(run string, now time.Time) ledger.Manifest {
 	return ledger.Manifest{RunID: run, State: ledger.StateRunning, PlanDone: true, Partitions: 8,
 		Params: []byte(`{"n":1}`), Deadline: now.Add(time.Hour)}
@@ -57,7 +45,7 @@ func TestManifestCache_ConcurrentLoadsShareOneRead(t *testing.T) {
 	for i := range callers {
 		wg.Go(func() { got[i], errs[i] = c.load(t.Context(), "r", now, read) })
 	}
-	until(t, "one read with the other callers waiting for it, or a second read", func() bool {
+	WaitFor(t, "one read with the other callers waiting for it, or a second read", func() bool {
 		return reads.Load() > 1 || reads.Load() == 1 && c.waiting("r") == callers-1
 	})
 	close(gate)
@@ -94,11 +82,11 @@ func TestManifestCache_WaiterReadsAgainWhenTheReadersContextEnded(t *testing.T) 
 	var readerErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { _, readerErr = c.load(rctx, "r", now, read) })
-	until(t, "the first read", func() bool { return reads.Load() == 1 })
+	WaitFor(t, "the first read", func() bool { return reads.Load() == 1 })
 	var waiterM ledger.Manifest
 	var waiterErr error
 	wg.Go(func() { waiterM, waiterErr = c.load(t.Context(), "r", now, read) })
-	until(t, "the waiter", func() bool { return c.waiting("r") == 1 })
+	WaitFor(t, "the waiter", func() bool { return c.waiting("r") == 1 })
 	cancel()
 	wg.Wait()
 	if !errors.Is(readerErr, context.Canceled) {
@@ -115,7 +103,7 @@ func TestManifestCache_WaiterReadsAgainWhenTheReadersContextEnded(t *testing.T) 
 	for i := range errs {
 		wg.Go(func() { _, errs[i] = c.load(t.Context(), "s", now, failing) })
 	}
-	until(t, "a waiter on the failing read", func() bool { return c.waiting("s") == 1 })
+	WaitFor(t, "a waiter on the failing read", func() bool { return c.waiting("s") == 1 })
 	close(gate)
 	wg.Wait()
 	for i, err := range errs {
