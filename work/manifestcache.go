@@ -44,6 +44,7 @@ type manifestCache struct {
 // it meanwhile.
 type manifestRead struct {
 	done    chan struct{}
+	at      time.Time // when the read began: its answer counts as read then
 	m       ledger.Manifest
 	err     error
 	waiters int // deliveries sharing it, besides the one that reads
@@ -75,6 +76,10 @@ const (
 func (c *manifestCache) get(run string, now time.Time) (ledger.Manifest, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.getLocked(run, now)
+}
+
+func (c *manifestCache) getLocked(run string, now time.Time) (ledger.Manifest, bool) {
 	e, ok := c.runs[run]
 	if !ok {
 		return ledger.Manifest{}, false
@@ -89,16 +94,24 @@ func (c *manifestCache) get(run string, now time.Time) (ledger.Manifest, bool) {
 }
 
 // load returns run's manifest: the cached copy while usable at now, otherwise the answer of
-// read. One read per run is in flight at a time: a caller that finds one waits for it and
-// shares its answer (a copy read after this caller asked, so no older than its own read
-// would be). When that read ended with its own caller's context, a waiter whose context is
-// still live reads for itself.
+// read, cached when it may be. One read per run is registered in flight at a time, and a
+// caller that finds one begun less than PlanningCopyTTL before its own now waits for it and
+// shares its answer when that answer is usable at its now, exactly as if the read had put it
+// in the cache (a copy counts as read when its read began). Otherwise — a read in flight for
+// longer (it may have been served before this caller's done append, say), an answer it may not
+// use (a run past its deadline), or a read ended by its own caller's context — the caller reads
+// for itself. A read that failed otherwise fails its waiters alike.
 func (c *manifestCache) load(ctx context.Context, run string, now time.Time, read func(context.Context) (ledger.Manifest, error)) (ledger.Manifest, error) {
-	if m, ok := c.get(run, now); ok {
+	c.mu.Lock()
+	if m, ok := c.getLocked(run, now); ok {
+		c.mu.Unlock()
 		return m, nil
 	}
-	c.mu.Lock()
 	if f, ok := c.flights[run]; ok {
+		if now.Sub(f.at) >= PlanningCopyTTL {
+			c.mu.Unlock()
+			return c.read(ctx, now, read)
+		}
 		f.waiters++
 		c.mu.Unlock()
 		select {
@@ -107,20 +120,19 @@ func (c *manifestCache) load(ctx context.Context, run string, now time.Time, rea
 			return ledger.Manifest{}, fmt.Errorf("read manifest of run %s: %w", run, context.Cause(ctx))
 		}
 		switch {
-		case f.err == nil:
+		case f.err == nil && usable(cachedManifest{m: f.m, at: f.at}, now):
 			m := f.m
 			m.Params = slices.Clone(m.Params)
 			return m, nil
-		case ctx.Err() == nil && (errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)):
-			return c.read(ctx, run, now, read)
-		default:
+		case f.err != nil && !errors.Is(f.err, context.Canceled) && !errors.Is(f.err, context.DeadlineExceeded):
 			return ledger.Manifest{}, f.err
 		}
+		return c.read(ctx, now, read)
 	}
 	if c.flights == nil {
 		c.flights = map[string]*manifestRead{}
 	}
-	f := &manifestRead{done: make(chan struct{})}
+	f := &manifestRead{done: make(chan struct{}), at: now}
 	c.flights[run] = f
 	c.mu.Unlock()
 	defer func() {
@@ -129,7 +141,7 @@ func (c *manifestCache) load(ctx context.Context, run string, now time.Time, rea
 		c.mu.Unlock()
 		close(f.done)
 	}()
-	f.m, f.err = c.read(ctx, run, now, read)
+	f.m, f.err = c.read(ctx, now, read)
 	if f.err != nil {
 		return ledger.Manifest{}, f.err
 	}
@@ -138,8 +150,8 @@ func (c *manifestCache) load(ctx context.Context, run string, now time.Time, rea
 	return m, nil
 }
 
-// read reads run's manifest and caches it when it may be.
-func (c *manifestCache) read(ctx context.Context, run string, now time.Time, read func(context.Context) (ledger.Manifest, error)) (ledger.Manifest, error) {
+// read reads a manifest, begun at now, and caches it when it may be.
+func (c *manifestCache) read(ctx context.Context, now time.Time, read func(context.Context) (ledger.Manifest, error)) (ledger.Manifest, error) {
 	m, err := read(ctx)
 	if err == nil {
 		c.put(m, now)

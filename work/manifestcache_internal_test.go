@@ -112,3 +112,59 @@ func TestManifestCache_WaiterReadsAgainWhenTheReadersContextEnded(t *testing.T) 
 		}
 	}
 }
+
+// A caller shares only a read it could have taken from the cache: one begun less than
+// PlanningCopyTTL before its own now (a slower read may have been served before this caller's
+// done append, and a copy counts as read when its read began), and only an answer usable at its
+// now (not a run past its deadline). Otherwise it reads for itself.
+func TestManifestCache_SharesOnlyWhatTheCacheWouldGive(t *testing.T) {
+	now := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	planning := plannedManifest("r", now)
+	planning.PlanDone = false
+	for _, tc := range []struct {
+		name      string
+		answer    ledger.Manifest
+		later     time.Duration // the second caller's now, after the first's
+		joins     bool          // the second caller waits for the first read
+		wantReads int64
+	}{
+		{"a read begun just inside PlanningCopyTTL is shared", planning, PlanningCopyTTL - time.Millisecond, true, 1},
+		{"a read begun PlanningCopyTTL before is not waited for", planning, PlanningCopyTTL, false, 2},
+		{"an answer past the run's deadline is not shared", func() ledger.Manifest {
+			m := plannedManifest("r", now)
+			m.Deadline = now.Add(time.Millisecond)
+			return m
+		}(), time.Millisecond, true, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c manifestCache
+			gate := make(chan struct{})
+			var reads atomic.Int64
+			read := func(context.Context) (ledger.Manifest, error) {
+				if reads.Add(1) == 1 {
+					<-gate
+				}
+				return tc.answer, nil
+			}
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				if _, err := c.load(t.Context(), "r", now, read); err != nil {
+					t.Errorf("first caller: %v", err)
+				}
+			})
+			WaitFor(t, "the first read", func() bool { return reads.Load() == 1 })
+			var second error
+			wg.Go(func() { _, second = c.load(t.Context(), "r", now.Add(tc.later), read) })
+			if tc.joins {
+				WaitFor(t, "the second caller waiting", func() bool { return c.waiting("r") == 1 })
+			} else {
+				WaitFor(t, "the second caller's own read", func() bool { return reads.Load() == 2 })
+			}
+			close(gate)
+			wg.Wait()
+			if second != nil || reads.Load() != tc.wantReads {
+				t.Errorf("second caller: %v after %d reads; want the manifest after %d", second, reads.Load(), tc.wantReads)
+			}
+		})
+	}
+}
