@@ -71,14 +71,8 @@ const (
 	cacheMaxRuns = 1024
 )
 
-// get returns run's cached manifest if it may still be used at now. The copy's params are its
-// own, so a job that changes them changes nothing here.
-func (c *manifestCache) get(run string, now time.Time) (ledger.Manifest, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.getLocked(run, now)
-}
-
+// getLocked returns run's cached manifest if it may still be used at now; c.mu is held. The
+// copy's params are its own, so a job that changes them changes nothing here.
 func (c *manifestCache) getLocked(run string, now time.Time) (ledger.Manifest, bool) {
 	e, ok := c.runs[run]
 	if !ok {
