@@ -191,7 +191,14 @@ func (l *Leader) runAs(ctx context.Context, lock Lock, name string, fn func(ctx 
 	if name != "" {
 		log = log.With(slog.String("lease", name))
 	}
-	log.LogAttrs(ctx, slog.LevelInfo, "leadership acquired", slog.Duration("leaseDuration", lease.Duration))
+	acquired := []slog.Attr{slog.Duration("leaseDuration", lease.Duration)}
+	if !lease.PreviousHolder.IsZero() {
+		acquired = append(acquired, slog.String("previousHolder", lease.PreviousHolder.String()))
+	}
+	if !lease.PreviousReleasedAt.IsZero() {
+		acquired = append(acquired, slog.Time("previousReleasedAt", lease.PreviousReleasedAt))
+	}
+	log.LogAttrs(ctx, slog.LevelInfo, "leadership acquired", acquired...)
 
 	// 2. Run fn and the keep-alive side by side; either finishing stops the other.
 	runCtx, cancel := context.WithCancelCause(ctx)

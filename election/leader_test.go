@@ -503,3 +503,26 @@ func TestLeader_RunAsLeaderOf_NeedsNamedLocks(t *testing.T) {
 		t.Errorf("a named lock with another duration: %v, want refused", err)
 	}
 }
+
+// The acquisition's log line says who held the lease before and whether that holder released
+// it: a handover names the release, a first acquisition names nobody.
+func TestLeader_AcquiredLineNamesThePreviousHoldersRelease(t *testing.T) {
+	lk := election.NewMemoryLock(testLeaseDuration)
+	first, firstLogs := electiontest.NewLeader(t, lk, election.LeaderConfig{})
+	second, secondLogs := electiontest.NewLeader(t, lk, election.LeaderConfig{Identity: electiontest.Holder(2)})
+	noop := func(context.Context, election.Lease, func()) error { return nil }
+	if err := first.RunAsLeader(t.Context(), noop); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.RunAsLeader(t.Context(), noop); err != nil {
+		t.Fatal(err)
+	}
+	r, ok := firstLogs.Find("leadership acquired")
+	if _, named := r.Attrs["previousHolder"]; !ok || named {
+		t.Errorf("first acquisition: %v; want no previous holder", r.Attrs)
+	}
+	r, ok = secondLogs.Find("leadership acquired")
+	if !ok || r.Attrs["previousHolder"] != electiontest.Holder(1).String() || r.Attrs["previousReleasedAt"] == "" {
+		t.Errorf("acquisition after a release: %v; want the previous holder %s and its release time", r.Attrs, electiontest.Holder(1))
+	}
+}

@@ -51,6 +51,12 @@ type Lease struct {
 	Duration time.Duration
 	// Name is the named lock's name (Leader.RunAsLeaderOf), "" for the Leader's own lock.
 	Name string
+	// PreviousHolder and PreviousReleasedAt are what the lock recorded about the acquisition
+	// before this one (epoch Epoch-1) when this one took it: its holder, and when that holder
+	// released the lease — zero when its lease lapsed instead (it crashed or stalled), or when
+	// there was no previous holder. They tell a takeover after a crash from a handover.
+	PreviousHolder     ledger.Holder
+	PreviousReleasedAt time.Time
 }
 
 // HeldError reports that another process holds the lock. Match it with errors.As.

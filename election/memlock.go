@@ -65,9 +65,11 @@ func (f *MemoryLock) Acquire(ctx context.Context, holder ledger.Holder) (Lease, 
 	now := f.now()
 	f.leaseID = uuid.NewString()
 	f.expires = now.Add(f.duration)
+	prev, prevReleased := f.holder, f.releasedAt
 	f.epoch++
 	f.holder, f.since, f.releasedAt = holder, now, time.Time{}
-	return Lease{ID: f.leaseID, Holder: holder, Epoch: f.epoch, AcquiredAt: now, Duration: f.duration}, nil
+	return Lease{ID: f.leaseID, Holder: holder, Epoch: f.epoch, AcquiredAt: now, Duration: f.duration,
+		PreviousHolder: prev, PreviousReleasedAt: prevReleased}, nil
 }
 
 func (f *MemoryLock) Renew(ctx context.Context, l Lease) error {

@@ -192,7 +192,7 @@ func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (election.
 				break
 			}
 		}
-		l.Epoch = rec.Epoch + 1
+		l.Epoch, l.PreviousHolder, l.PreviousReleasedAt = rec.Epoch+1, rec.Holder, rec.ReleasedAt
 		md := encodeLeaseMetadata(holder, l.Epoch, start, time.Time{})
 		etag := rec.ETag
 		err = b.do(ctx, "record holder", func(ctx context.Context) error {

@@ -268,6 +268,10 @@ func TestBlobLock_Crash_NoOneAcquiresBeforeExpiry(t *testing.T) {
 	if lb.Epoch != la.Epoch+1 {
 		t.Errorf("epoch after expiry = %d, want %d", lb.Epoch, la.Epoch+1)
 	}
+	if lb.PreviousHolder != la.Holder || !lb.PreviousReleasedAt.IsZero() {
+		t.Errorf("lease after expiry: previous holder %v released at %v, want %v and no release (it lapsed)",
+			lb.PreviousHolder, lb.PreviousReleasedAt, la.Holder)
+	}
 	if err := crashed.Renew(ctx, la); !errors.Is(err, election.ErrLeaseLost) {
 		t.Errorf("crashed holder's late renewal: got %v, want ErrLeaseLost", err)
 	}

@@ -43,6 +43,9 @@ func RunLockContract(t *testing.T, newLock func(t *testing.T) election.Lock) {
 		if l.Epoch != 1 || l.Holder != a || l.ID == "" || l.Duration <= 0 || l.AcquiredAt.IsZero() {
 			t.Errorf("lease = %+v, want epoch 1, holder %v, an ID, a duration and an acquired-at", l, a)
 		}
+		if !l.PreviousHolder.IsZero() || !l.PreviousReleasedAt.IsZero() {
+			t.Errorf("first lease = %+v, want no previous holder and no previous release", l)
+		}
 		st, err := lk.State(ctx)
 		if err != nil {
 			t.Fatalf("State: %v", err)
@@ -96,6 +99,10 @@ func RunLockContract(t *testing.T, newLock func(t *testing.T) election.Lock) {
 		}
 		if lb.Epoch != la.Epoch+1 {
 			t.Errorf("epoch after handover = %d, want %d", lb.Epoch, la.Epoch+1)
+		}
+		if lb.PreviousHolder != a || !lb.PreviousReleasedAt.Equal(st.ReleasedAt) {
+			t.Errorf("lease after handover: previous holder %v released at %v, want %v released at %v (the record's)",
+				lb.PreviousHolder, lb.PreviousReleasedAt, a, st.ReleasedAt)
 		}
 		if lb.ID == la.ID {
 			t.Errorf("lease ID reused across acquisitions: %s", lb.ID)

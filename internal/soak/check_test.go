@@ -573,6 +573,38 @@ func TestCheck_LeaseLostToAnAzuriteRestart(t *testing.T) {
 	}
 }
 
+// A holder killed right after its Release reached storage never logs "leadership released",
+// but the next acquisition read the release mark it wrote: its tenure ended there, and a
+// contender acquiring at once is a handover, not two leaders. Without that record, or with one
+// naming another holder or another epoch, it is two leaders.
+func TestCheck_ReleaseFoundByTheNextAcquisition(t *testing.T) {
+	first := holder("instance-1", 101)
+	withNext := func(epoch int64, attrs map[string]any) History {
+		b := &history{t: t, h: goodHistory(t)}
+		b.dropLine(func(l devhost.LogLine) bool {
+			return l.Msg == "leadership released" && l.Str("lease") == "" && l.Int("epoch") == 3
+		})
+		attrs["epoch"], attrs["holder"] = float64(epoch), holder("instance-4", 404)
+		b.h.Lines = append(b.h.Lines, line(at(15.5), "instance-4", 404, "leadership acquired", attrs))
+		b.h.Faults = append(b.h.Faults, Fault{At: at(15.1), Kind: FaultKillLeader, Instance: "instance-1", PID: 101})
+		return b.h
+	}
+	released := at(15.05).Format(time.RFC3339Nano)
+	h := withNext(4, map[string]any{"previousHolder": first, "previousReleasedAt": released})
+	if res := Check(h); hasKind(res.Violations, VLeadership) {
+		t.Errorf("release found by the next acquisition: violations %v, want none", res.Violations)
+	}
+	for name, h := range map[string]History{
+		"no release recorded":          withNext(4, map[string]any{"previousHolder": first}),
+		"another holder's release":     withNext(4, map[string]any{"previousHolder": holder("instance-2", 202), "previousReleasedAt": released}),
+		"the release of another epoch": withNext(9, map[string]any{"previousHolder": first, "previousReleasedAt": released}),
+	} {
+		if res := Check(h); !hasKind(res.Violations, VLeadership) {
+			t.Errorf("%s: violations %v, want two leaders", name, res.Violations)
+		}
+	}
+}
+
 // A holder SIGSTOPped between taking the lease and logging it logs the acquisition late; its
 // "deadline passed" line names the last renewal, which bounds its tenure.
 func TestTenures_LastRenewalBoundsALateLoggedAcquisition(t *testing.T) {

@@ -65,10 +65,20 @@ type tenureKey struct {
 // once (by any holder).
 func Tenures(lines []devhost.LogLine) (ts []Tenure, dup []string) {
 	byKey := map[tenureKey]*Tenure{}
+	// releasedBefore: an acquisition's record of the release of the epoch before it, which
+	// storage shows even when its holder died before logging the release.
+	type release struct {
+		holder string
+		at     time.Time
+	}
+	releasedBefore := map[tenureKey]release{}
 	for _, l := range lines {
 		k := tenureKey{lease: l.Str("lease"), epoch: l.Int("epoch")}
 		holder := l.Str("holder")
 		if l.Msg == "leadership acquired" {
+			if at, err := time.Parse(time.RFC3339Nano, l.Str("previousReleasedAt")); err == nil && k.epoch > 1 {
+				releasedBefore[tenureKey{k.lease, k.epoch - 1}] = release{l.Str("previousHolder"), at}
+			}
 			if prev, ok := byKey[k]; ok {
 				dup = append(dup, LeaseName(k.lease)+" epoch "+itoa(k.epoch)+": "+prev.Holder+" and "+holder)
 				continue
@@ -103,6 +113,14 @@ func Tenures(lines []devhost.LogLine) (ts []Tenure, dup []string) {
 			if at, err := time.Parse(time.RFC3339Nano, l.Str("lastRenewal")); err == nil && at.Before(tn.LastConfirm) {
 				tn.LastConfirm = at
 			}
+		}
+	}
+	for k, r := range releasedBefore {
+		// The release mark is written by the holder's Release after its task returned, and
+		// only then is the lease released; a later acquisition found it, so the tenure ended
+		// there even if its holder was killed before it could log "leadership released".
+		if tn := byKey[k]; tn != nil && tn.Holder == r.holder && tn.Released.IsZero() {
+			tn.Released = r.at
 		}
 	}
 	for _, tn := range byKey {
