@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -91,9 +92,9 @@ func Binary() (string, error) {
 
 // Start launches Azurite and waits until its blob and queue endpoints accept connections.
 //
-// Free ports are found by listening and closing, so another process can take one before
-// Azurite binds it (an outgoing connection's local port comes from the same range); Azurite
-// then exits with EADDRINUSE. Start tries again on fresh ports, up to startTries launches,
+// Free ports are found by listening and closing (below the kernel's ephemeral range where it
+// can, see freePorts), so another process can take one before Azurite binds it; Azurite then
+// exits with EADDRINUSE. Start tries again on fresh ports, up to startTries launches,
 // unless the port taken is one that Options fixed.
 func Start(ctx context.Context, opts Options) (*Server, error) {
 	return start(ctx, opts, freePorts)
@@ -272,7 +273,17 @@ func ready(port int) bool {
 	return strings.HasPrefix(resp.Header.Get("Server"), "Azurite-")
 }
 
+// freePorts finds n free loopback ports, below the kernel's range of ephemeral ports when it
+// leaves room for them there: the local port of an outgoing connection comes from that range,
+// and one of the many connections a test opens (to another package's Azurite, say) may take
+// an Azurite port while Restart has it closed, so that the restarted Azurite cannot bind it.
+// Elsewhere (no /proc, no room below the range) it lets the kernel pick.
 func freePorts(n int) ([]int, error) {
+	if low, ok := ephemeralLow(); ok && low-belowEphemeralFrom >= 1000 {
+		if ports, ok := freePortsIn(n, belowEphemeralFrom, low); ok {
+			return ports, nil
+		}
+	}
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
@@ -289,6 +300,44 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// belowEphemeralFrom is the lowest port freePorts picks below the ephemeral range (clear of
+// well-known and registered low ports that services on a developer's machine tend to use).
+const belowEphemeralFrom = 20000
+
+// freePortsIn tries random ports in [from, to) until it has n it could listen on, or gives up.
+func freePortsIn(n, from, to int) ([]int, bool) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for try := 0; len(ports) < n && try < 50*n; try++ {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", from+rand.IntN(to-from)))
+		if err != nil {
+			continue
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, len(ports) == n
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux).
+func ephemeralLow() (int, bool) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, false
+	}
+	low, err := strconv.Atoi(f[0])
+	return low, err == nil
 }
 
 type limitedWriter struct {

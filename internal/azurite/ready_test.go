@@ -80,3 +80,26 @@ func TestExitError(t *testing.T) {
 		t.Errorf("exitError(other) = %v; want a plain error", err)
 	}
 }
+
+// Azurite's ports are picked below the kernel's ephemeral range, where no outgoing connection
+// takes its local port, so a restart on the same ports finds them free.
+func TestFreePorts_BelowTheEphemeralRange(t *testing.T) {
+	low, ok := ephemeralLow()
+	if !ok {
+		t.Skip("no /proc/sys/net/ipv4/ip_local_port_range on this system: the kernel picks the ports")
+	}
+	if low-belowEphemeralFrom < 1000 {
+		t.Skipf("the ephemeral range starts at %d: no room below it; the kernel picks the ports", low)
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if p < belowEphemeralFrom || p >= low || seen[p] {
+			t.Errorf("ports %v: want 3 distinct ports in [%d, %d)", ports, belowEphemeralFrom, low)
+		}
+		seen[p] = true
+	}
+}
