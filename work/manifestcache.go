@@ -82,9 +82,13 @@ func (c *manifestCache) getLocked(run string, now time.Time) (ledger.Manifest, b
 		delete(c.runs, run)
 		return ledger.Manifest{}, false
 	}
-	m := e.m
+	return ownCopy(e.m), true
+}
+
+// ownCopy is m with params of its own, so a job that changes them changes no one else's copy.
+func ownCopy(m ledger.Manifest) ledger.Manifest {
 	m.Params = slices.Clone(m.Params)
-	return m, true
+	return m
 }
 
 // load returns run's manifest: the cached copy while usable at now, otherwise the answer of
@@ -115,9 +119,7 @@ func (c *manifestCache) load(ctx context.Context, run string, now time.Time, rea
 		}
 		switch {
 		case f.err == nil && usable(cachedManifest{m: f.m, at: f.at}, now):
-			m := f.m
-			m.Params = slices.Clone(m.Params)
-			return m, nil
+			return ownCopy(f.m), nil
 		case f.err != nil && !errors.Is(f.err, context.Canceled) && !errors.Is(f.err, context.DeadlineExceeded):
 			return ledger.Manifest{}, f.err
 		}
@@ -139,9 +141,7 @@ func (c *manifestCache) load(ctx context.Context, run string, now time.Time, rea
 	if f.err != nil {
 		return ledger.Manifest{}, f.err
 	}
-	m := f.m
-	m.Params = slices.Clone(m.Params)
-	return m, nil
+	return ownCopy(f.m), nil
 }
 
 // read reads a manifest, begun at now, and caches it when it may be.
