@@ -280,34 +280,21 @@ func ready(port int) bool {
 // Elsewhere (no /proc, no room below the range) it lets the kernel pick.
 func freePorts(n int) ([]int, error) {
 	if low, ok := ephemeralLow(); ok && low-belowEphemeralFrom >= 1000 {
-		if ports, ok := freePortsIn(n, belowEphemeralFrom, low); ok {
+		below := func() int { return belowEphemeralFrom + rand.IntN(low-belowEphemeralFrom) }
+		if ports, err := listenPorts(n, 50*n, below); err == nil {
 			return ports, nil
 		}
 	}
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
+	return listenPorts(n, n, func() int { return 0 })
 }
 
 // belowEphemeralFrom is the lowest port freePorts picks below the ephemeral range (clear of
 // well-known and registered low ports that services on a developer's machine tend to use).
 const belowEphemeralFrom = 20000
 
-// freePortsIn tries random ports in [from, to) until it has n it could listen on, or gives up.
-func freePortsIn(n, from, to int) ([]int, bool) {
+// listenPorts listens on loopback ports chosen by port (0: the kernel picks) until it holds
+// n, at most tries times, then closes them and returns them.
+func listenPorts(n, tries int, port func() int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
@@ -315,15 +302,19 @@ func freePortsIn(n, from, to int) ([]int, bool) {
 		}
 	}()
 	ports := make([]int, 0, n)
-	for try := 0; len(ports) < n && try < 50*n; try++ {
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", from+rand.IntN(to-from)))
-		if err != nil {
+	var err error
+	for try := 0; len(ports) < n && try < tries; try++ {
+		var l net.Listener
+		if l, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port())); err != nil {
 			continue
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	return ports, len(ports) == n
+	if len(ports) < n {
+		return nil, fmt.Errorf("find a free port: %w", err)
+	}
+	return ports, nil
 }
 
 // ephemeralLow is the first port of the kernel's ephemeral range (Linux).
