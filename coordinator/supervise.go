@@ -48,9 +48,11 @@ func (c *Coordinator) expires(m ledger.Manifest) time.Time {
 }
 
 // FinalBound is the documented bound: a run is final by this time as long as check messages are
-// delivered.
+// delivered. It is the hard deadline plus one check delay, plus one lease duration: an
+// aggregator that died holding the run's report claim is taken over once its claim has gone
+// that long unrenewed (the app sets the worker's StaleClaim to the lease duration).
 func (c *Coordinator) FinalBound(m ledger.Manifest) time.Time {
-	return c.expires(m).Add(c.checkDelay())
+	return c.expires(m).Add(c.checkDelay() + c.leaseDur)
 }
 
 // overdue reports whether m should already be final.

@@ -246,6 +246,17 @@ type Report struct {
 	// recognised as its own by it.
 	Claim   string    `json:"claim,omitempty"`
 	Created time.Time `json:"created"`
+	// Renewed is when the aggregator last renewed its claim (it does so while it aggregates):
+	// a claim is as old as the later of Created and Renewed (ClaimedAt).
+	Renewed time.Time `json:"renewed,omitzero"`
+}
+
+// ClaimedAt is when an in-progress report's claim was last taken or renewed.
+func (r Report) ClaimedAt() time.Time {
+	if r.Renewed.After(r.Created) {
+		return r.Renewed
+	}
+	return r.Created
 }
 
 // FailedPart names a failed partition in a report (the list is capped).

@@ -53,8 +53,9 @@ type Store interface {
 	// ClaimReport creates the report once with the given (in-progress) report; the caller that
 	// gets nil is the one aggregator, others get ErrExists.
 	ClaimReport(ctx context.Context, r Report) (ETag, error)
-	// WriteReport replaces the report if its version is still etag (ErrConflict otherwise).
-	WriteReport(ctx context.Context, r Report, etag ETag) error
+	// WriteReport replaces the report if its version is still etag (ErrConflict otherwise),
+	// and returns its new version.
+	WriteReport(ctx context.Context, r Report, etag ETag) (ETag, error)
 	// ReadReport reads a run's report and its version; ErrNotFound when none exists.
 	ReadReport(ctx context.Context, run string) (Report, ETag, error)
 	// ReadReportBounded reads a report only when it is at most maxBytes long (see ReportRead).

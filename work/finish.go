@@ -18,9 +18,11 @@ import (
 // index, another worker holds a fresh claim on the report, the report is already written,
 // or the run is already final.
 //
-// Exactly one caller wins the create-once claim on report.json and runs Job.Aggregate. A claim
-// left unfinished for StaleClaim (its aggregator crashed, or released it after an error) is
-// taken over with the ETag read; a report written but not yet reflected in the manifest (its
+// Exactly one caller wins the create-once claim on report.json and runs Job.Aggregate,
+// renewing the claim every third of StaleClaim while it does. A claim neither renewed nor
+// finished for StaleClaim (its aggregator crashed, stalled or released it after an error) is
+// taken over with the ETag read, and the aggregator that lost it stops at its next renewal
+// (its report could not be written anyway); a report written but not yet reflected in the manifest (its
 // aggregator crashed between the two writes, or is between them now) is copied into the
 // manifest, and that call reports false: the report's writer finished the run.
 //
@@ -81,25 +83,32 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool) (bo
 		return false, nil
 	}
 	defer w.finishing.Delete(run)
-	etag, outcome, err := w.claim(ctx, &m)
+	mine, outcome, err := w.claim(ctx, &m)
 	if err != nil || outcome != claimed {
 		return false, err
 	}
 
 	start := w.now()
+	hold := w.holdClaim(ctx, mine)
 	var rep ledger.Report
 	var aerr error
 	if folding && len(fo.missing(&m)) <= maxUnfoldedReads {
-		rep, aerr = w.aggregateFolded(ctx, mj, &m, fo)
+		rep, aerr = w.aggregateFolded(hold.ctx, mj, &m, fo)
 	} else {
-		rep, aerr = w.aggregate(ctx, job, &m)
+		rep, aerr = w.aggregate(hold.ctx, job, &m)
+	}
+	etag, lost := hold.stop()
+	if lost {
+		log.Warn("lost the report claim while aggregating: another worker took it over and finishes the run",
+			"aggregation", w.now().Sub(start).String())
+		return false, nil
 	}
 	if aerr != nil && !errors.Is(aerr, ErrPermanent) {
 		// Release the claim so the next attempt (a redelivery or a check) takes it over at once.
 		release := ledger.Report{Run: run, Job: m.Job, State: ledger.StateRunning, Partitions: m.Partitions, Aggregator: w.cfg.Holder}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.RecordTimeout)
 		defer cancel()
-		if err := w.cfg.Store.WriteReport(rctx, release, etag); err != nil {
+		if _, err := w.cfg.Store.WriteReport(rctx, release, etag); err != nil {
 			log.Warn("could not release the report claim; it is taken over once stale", "err", err)
 		}
 		return false, fmt.Errorf("finish %s: aggregate: %w", run, aerr)
@@ -112,7 +121,7 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool) (bo
 		rep.Aggregate, _ = json.Marshal(map[string]string{"error": ledger.Cause(aerr)})
 	}
 	rep.Created = w.now()
-	if err := w.cfg.Store.WriteReport(ctx, rep, etag); err != nil {
+	if _, err := w.cfg.Store.WriteReport(ctx, rep, etag); err != nil {
 		return false, fmt.Errorf("finish %s: %w", run, err)
 	}
 	// The final report is the run's outcome, written once under the claim: this call
@@ -140,61 +149,58 @@ const (
 )
 
 // claim makes this worker the run's one aggregator: it creates report.json with an
-// in-progress report, or takes over a stale claim.
-func (w *Worker) claim(ctx context.Context, m *ledger.Manifest) (ledger.ETag, claimOutcome, error) {
+// in-progress report, or takes over a stale claim. It returns the claim as written.
+func (w *Worker) claim(ctx context.Context, m *ledger.Manifest) (heldClaim, claimOutcome, error) {
 	mine := ledger.Report{Run: m.RunID, Job: m.Job, State: ledger.StateRunning, Partitions: m.Partitions,
 		Aggregator: w.cfg.Holder, Claim: w.claimToken(m.RunID), Created: w.now()}
 	etag, err := w.cfg.Store.ClaimReport(ctx, mine)
 	if err == nil {
-		return etag, claimed, nil
+		return heldClaim{mine, etag}, claimed, nil
 	}
 	if !errors.Is(err, ledger.ErrExists) {
-		return "", busy, fmt.Errorf("finish %s: %w", m.RunID, err)
+		return heldClaim{}, busy, fmt.Errorf("finish %s: %w", m.RunID, err)
 	}
 	cur, curTag, err := w.cfg.Store.ReadReport(ctx, m.RunID)
 	if err != nil {
-		return "", busy, fmt.Errorf("finish %s: %w", m.RunID, err)
+		return heldClaim{}, busy, fmt.Errorf("finish %s: %w", m.RunID, err)
 	}
 	if cur.Claim == mine.Claim && !cur.State.Final() {
 		// Our own create: its response was lost and the retry found the blob.
 		w.logger().Info("report claim answered 'exists' but the claim is ours (a lost response); aggregating",
 			"run", m.RunID)
-		return curTag, claimed, nil
+		return heldClaim{cur, curTag}, claimed, nil
 	}
-	log := w.logger().With("run", m.RunID, "claimedBy", cur.Aggregator, "claimed", cur.Created)
+	log := w.logger().With("run", m.RunID, "claimedBy", cur.Aggregator, "claimed", cur.Created, "renewed", cur.Renewed)
 	if cur.State.Final() {
 		// The aggregator wrote the report and stopped before the manifest: finish its work.
 		changed, err := w.settle(ctx, cur, "")
 		if err != nil || !changed {
-			return "", busy, err
+			return heldClaim{}, busy, err
 		}
 		log.Warn("report was written but the manifest was not final; settled it")
-		return "", settled, nil
+		return heldClaim{}, settled, nil
 	}
-	age := mine.Created.Sub(cur.Created)
+	age := mine.Created.Sub(cur.ClaimedAt())
 	if !cur.Created.IsZero() && age < w.cfg.StaleClaim {
-		return "", busy, nil // someone else is aggregating
+		return heldClaim{}, busy, nil // someone else is aggregating
 	}
-	if err := w.cfg.Store.WriteReport(ctx, mine, curTag); err != nil {
-		// Most likely another worker took it over first; look before calling it an error.
-		again, _, rerr := w.cfg.Store.ReadReport(ctx, m.RunID)
-		if rerr == nil && (again.State.Final() || !again.Created.Equal(cur.Created)) {
-			return "", busy, nil
-		}
-		return "", busy, fmt.Errorf("finish %s: take over the report claim: %w", m.RunID, err)
-	}
-	// WriteReport does not return the new ETag; read it back. Any later writer needs this
-	// ETag, and a fresh claim is not stale, so what we read is our own claim.
-	// (The token tells it apart from another takeover by this same process.)
-	again, etag, err := w.cfg.Store.ReadReport(ctx, m.RunID)
+	etag, err = w.cfg.Store.WriteReport(ctx, mine, curTag)
 	if err != nil {
-		return "", busy, fmt.Errorf("finish %s: %w", m.RunID, err)
-	}
-	if again.State.Final() || again.Claim != mine.Claim {
-		return "", busy, nil
+		// Most likely another worker took it over first, or its aggregator renewed it; or our
+		// write took effect and its answer was lost. Look before calling it an error. (The token
+		// tells our claim apart from another takeover by this same process.)
+		again, againTag, rerr := w.cfg.Store.ReadReport(ctx, m.RunID)
+		switch {
+		case rerr == nil && again.Claim == mine.Claim && !again.State.Final():
+			etag = againTag
+		case rerr == nil && (again.State.Final() || again.Claim != cur.Claim || !again.ClaimedAt().Equal(cur.ClaimedAt())):
+			return heldClaim{}, busy, nil
+		default:
+			return heldClaim{}, busy, fmt.Errorf("finish %s: take over the report claim: %w", m.RunID, err)
+		}
 	}
 	log.Warn("took over a stale report claim", "age", age.String())
-	return etag, claimed, nil
+	return heldClaim{mine, etag}, claimed, nil
 }
 
 // settle moves the manifest to the report's final state and reports whether it changed it. It

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/ledger/ledgertest"
@@ -58,10 +59,47 @@ func TestTryFinish_SettleLostToAnOutageStillLogsTheFinish(t *testing.T) {
 	}
 }
 
+// A renewal of the report claim may take effect with its answer lost. The aggregator reads
+// the claim back, finds it still its own and writes on under its current ETag: the final
+// report goes in (with the renewal's first ETag it would fail with a conflict, and the run
+// would wait for the claim to go stale and a second aggregation).
+func TestTryFinish_RenewalLostToAnOutageKeepsTheClaim(t *testing.T) {
+	ctx := context.Background()
+	const run = "manual-lost-renewal"
+	job := &countingJob{Job: synthetic.New()}
+	fake, w := completeRun(t, run, "WriteReport", nil, func(c *work.WorkerConfig) {
+		c.StaleClaim = 30 * time.Millisecond
+		c.Jobs = work.NewRegistry()
+		c.Jobs.Register(synthetic.Name, job)
+	})
+	job.beforeAggregate = func(context.Context, int64) error {
+		// Hold the aggregation until a renewal after the lost one is in: the claim's ETag has
+		// changed twice since it was taken.
+		var first time.Time // the lost renewal's (the first WriteReport is the first renewal)
+		work.WaitFor(t, "a renewal after the lost one", func() bool {
+			rep, _, err := fake.ReadReport(ctx, run)
+			if err != nil || rep.Renewed.IsZero() {
+				return false
+			}
+			if first.IsZero() {
+				first = rep.Renewed
+			}
+			return !rep.Renewed.Equal(first)
+		})
+		return nil
+	}
+	if done, err := w.TryFinish(ctx, run); err != nil || !done {
+		t.Fatalf("TryFinish = %v, %v; want true, nil", done, err)
+	}
+	if m, err := fake.ReadManifest(ctx, run); err != nil || m.State != ledger.StateSucceeded {
+		t.Errorf("run: %s, %v; want succeeded", m.State, err)
+	}
+}
+
 // completeRun records a planned 2-partition synthetic run with every result and done record
 // in, and returns the ledger and a worker whose store loses the answer of the first call to op
 // (the call takes effect, then fails as unavailable).
-func completeRun(t *testing.T, run, op string, logger *slog.Logger) (*ledgertest.Fake, *work.Worker) {
+func completeRun(t *testing.T, run, op string, logger *slog.Logger, opts ...func(*work.WorkerConfig)) (*ledgertest.Fake, *work.Worker) {
 	t.Helper()
 	ctx := context.Background()
 	fake := ledgertest.NewFake(ledgertest.Options{})
@@ -82,7 +120,11 @@ func completeRun(t *testing.T, run, op string, logger *slog.Logger) (*ledgertest
 	}
 	jobs := work.NewRegistry()
 	jobs.Register(synthetic.Name, synthetic.New())
-	w, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: ledger.Holder{App: "t", Instance: "i", PID: 1}, MaxDeliveries: 5, Logger: logger})
+	cfg := work.WorkerConfig{Store: store, Jobs: jobs, Holder: ledger.Holder{App: "t", Instance: "i", PID: 1}, MaxDeliveries: 5, Logger: logger}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	w, err := work.NewWorker(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package work_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -82,8 +83,13 @@ func TestTryFinish_ReportClaims(t *testing.T) {
 		wantAgg      int64
 	}{
 		{"no claim: this call aggregates", nil, true, 1},
-		{"fresh claim by another worker: leave it", &ledger.Report{State: ledger.StateRunning, Created: now.Add(-time.Minute)}, false, 0},
+		{"fresh claim by another worker: leave it", &ledger.Report{State: ledger.StateRunning, Created: now.Add(-work.DefaultStaleClaim / 2)}, false, 0},
 		{"stale claim: take over", &ledger.Report{State: ledger.StateRunning, Created: now.Add(-work.DefaultStaleClaim - time.Second)}, true, 1},
+		// A long aggregation renews its claim: its age counts from the last renewal.
+		{"old claim renewed lately: leave it", &ledger.Report{State: ledger.StateRunning, Created: now.Add(-time.Hour),
+			Renewed: now.Add(-work.DefaultStaleClaim / 2)}, false, 0},
+		{"old claim, renewals stopped: take over", &ledger.Report{State: ledger.StateRunning, Created: now.Add(-time.Hour),
+			Renewed: now.Add(-work.DefaultStaleClaim - time.Second)}, true, 1},
 		{"released claim: take over at once", &ledger.Report{State: ledger.StateRunning}, true, 1},
 		// The report's writer finished the run (it crashed between the two writes, or is
 		// between them now): this call completes the manifest but did not finish the run.
@@ -138,7 +144,7 @@ func TestTryFinish_AggregateErrors(t *testing.T) {
 	t.Run("transient error releases the claim", func(t *testing.T) {
 		f := newFixture(t)
 		f.completeRun("agg", n)
-		f.job.beforeAggregate = func(call int64) error {
+		f.job.beforeAggregate = func(_ context.Context, call int64) error {
 			if call == 1 {
 				return errors.New("storage hiccup")
 			}
@@ -161,7 +167,7 @@ func TestTryFinish_AggregateErrors(t *testing.T) {
 	t.Run("permanent error fails the run", func(t *testing.T) {
 		f := newFixture(t)
 		f.completeRun("agg", n)
-		f.job.beforeAggregate = func(int64) error { return work.Permanent(errors.New("cannot combine")) }
+		f.job.beforeAggregate = func(context.Context, int64) error { return work.Permanent(errors.New("cannot combine")) }
 		if done, err := f.w.TryFinish(f.ctx, "agg"); !done || err != nil {
 			t.Fatalf("TryFinish = %v, %v; want true, nil (the run ends failed)", done, err)
 		}

@@ -18,7 +18,7 @@ type Ledger interface {
 	DoneCount(ctx context.Context, run string, shard int) (int64, error)
 	ReadDone(ctx context.Context, run string, shard int) ([]int, error)
 	ClaimReport(ctx context.Context, r ledger.Report) (ledger.ETag, error)
-	WriteReport(ctx context.Context, r ledger.Report, etag ledger.ETag) error
+	WriteReport(ctx context.Context, r ledger.Report, etag ledger.ETag) (ledger.ETag, error)
 	ReadReport(ctx context.Context, run string) (ledger.Report, ledger.ETag, error)
 	ReadPartial(ctx context.Context, run string, shard int) (ledger.Partial, ledger.ETag, error)
 	WritePartial(ctx context.Context, p ledger.Partial, etag ledger.ETag) error

@@ -56,8 +56,9 @@ type countingJob struct {
 	processCalls, aggregateCalls atomic.Int64
 	// beforeProcess runs before the wrapped Process; an error it returns is Process's.
 	beforeProcess func(ctx context.Context, p work.Partition) error
-	// beforeAggregate runs before the wrapped Aggregate with the call's number (1-based).
-	beforeAggregate func(call int64) error
+	// beforeAggregate runs before the wrapped Aggregate with its context and the call's number
+	// (1-based); an error it returns is Aggregate's.
+	beforeAggregate func(ctx context.Context, call int64) error
 }
 
 func (j *countingJob) Process(ctx context.Context, p work.Partition) (json.RawMessage, error) {
@@ -73,7 +74,7 @@ func (j *countingJob) Process(ctx context.Context, p work.Partition) (json.RawMe
 func (j *countingJob) Aggregate(ctx context.Context, run work.RunInfo, results iter.Seq2[ledger.Result, error]) (json.RawMessage, error) {
 	n := j.aggregateCalls.Add(1)
 	if j.beforeAggregate != nil {
-		if err := j.beforeAggregate(n); err != nil {
+		if err := j.beforeAggregate(ctx, n); err != nil {
 			return nil, err
 		}
 	}

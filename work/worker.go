@@ -23,11 +23,14 @@ type Sender interface {
 
 // Defaults for the Worker's zero-valued fields.
 const (
-	// DefaultStaleClaim is how old an unfinished report claim must be before another worker
-	// takes the aggregation over (the claimer is presumed to have crashed). It must exceed the
-	// longest aggregation; a takeover of a live aggregation costs a second Aggregate call but
-	// never a second report (the report is written with the claim's ETag).
-	DefaultStaleClaim = 10 * time.Minute
+	// DefaultStaleClaim is how long an unfinished report claim may go unrenewed before
+	// another worker takes the aggregation over (its aggregator is presumed dead). The
+	// aggregator renews its claim every third of it, however long the aggregation takes, so it
+	// bounds how late a run finishes after its aggregator crashed, not how long Aggregate may
+	// run. A takeover of a live but stalled aggregator costs a second Aggregate call, never a
+	// second report (the report is written under the claim's ETag). The app sets it to the
+	// lease duration, the same bound on a dead leader.
+	DefaultStaleClaim = 30 * time.Second
 	// DefaultRecordTimeout bounds the storage calls that record a partition's outcome. They
 	// run on a context detached from the invocation's, so a Process that used up the deadline
 	// still gets its result (or its failure, on the last delivery) written.

@@ -143,8 +143,9 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 	holder := identity
 	// A failed try is retried as a message scheduled on the work queue, under its job's
 	// retry policy: the same way on both transports.
+	// A report claim goes stale as a lease does: its aggregator renews it every third of it.
 	worker, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: holder, MaxDeliveries: cfg.MaxDeliveries,
-		Retries: sender, Logger: logger})
+		Retries: sender, Logger: logger, StaleClaim: cfg.LeaseDuration})
 	if err != nil {
 		return nil, err
 	}

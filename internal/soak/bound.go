@@ -39,12 +39,13 @@ func FinalBound(deadline time.Time, lease time.Duration) time.Time {
 }
 
 // DocumentedBound is coordinator.Coordinator.FinalBound, the bound docs/design.md promises: a
-// run is final by its hard deadline (Manifest.Expires) plus one check delay while checks flow.
-// A manifest without Expires falls back to FinalBound of its deadline. (The checker computes it
+// run is final by its hard deadline (Manifest.Expires) plus one check delay (lease +
+// CheckMargin) while checks flow, plus one lease for a report claim whose aggregator died. A
+// manifest without Expires falls back to FinalBound of its deadline. (The checker computes it
 // from the manifest alone; a test holds it to the coordinator's.)
 func DocumentedBound(m ledger.Manifest, lease time.Duration) time.Time {
 	if m.Expires.IsZero() {
 		return FinalBound(m.Deadline, lease)
 	}
-	return m.Expires.Add(lease + CheckMargin)
+	return m.Expires.Add(2*lease + CheckMargin)
 }

@@ -364,14 +364,16 @@ func (s *Store) ClaimReport(ctx context.Context, r ledger.Report) (ledger.ETag, 
 	return etag, nil
 }
 
-// WriteReport replaces the claimed report, guarded by the ledger.ETag the claim returned.
-func (s *Store) WriteReport(ctx context.Context, r ledger.Report, etag ledger.ETag) error {
-	if _, err := s.putJSON(ctx, reportPath(r.Run), r, ifMatch(etag)); errors.Is(err, errETagMismatch) {
-		return fmt.Errorf("write report %s: %w: %w", r.Run, ledger.ErrConflict, err)
+// WriteReport replaces the claimed report, guarded by the ledger.ETag the claim (or the last
+// write) returned, and returns the new one.
+func (s *Store) WriteReport(ctx context.Context, r ledger.Report, etag ledger.ETag) (ledger.ETag, error) {
+	next, err := s.putJSON(ctx, reportPath(r.Run), r, ifMatch(etag))
+	if errors.Is(err, errETagMismatch) {
+		return "", fmt.Errorf("write report %s: %w: %w", r.Run, ledger.ErrConflict, err)
 	} else if err != nil {
-		return fmt.Errorf("write report %s: %w", r.Run, err)
+		return "", fmt.Errorf("write report %s: %w", r.Run, err)
 	}
-	return nil
+	return next, nil
 }
 
 // ReadReport reads a run's report and its ledger.ETag; ledger.ErrNotFound when none exists.

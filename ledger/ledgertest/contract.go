@@ -458,18 +458,31 @@ func testWriteReport_GuardedByClaimETag(t *testing.T, newStore Factory) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WriteReport(ctx, ledger.Report{Run: "rep", State: ledger.StateSucceeded, Succeeded: 3}, etag); err != nil {
-		t.Fatalf("write with the claim's ETag: %v", err)
+	// A renewal of the claim (what an aggregator writes while it works) returns the version
+	// the next write needs; the claim's own is stale from then on.
+	renewedAt := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	renewed, err := s.WriteReport(ctx, ledger.Report{Run: "rep", State: ledger.StateRunning, Renewed: renewedAt}, etag)
+	if err != nil || renewed == "" || renewed == etag {
+		t.Fatalf("renew with the claim's ETag: %q, %v; want a new ETag", renewed, err)
 	}
-	if err := s.WriteReport(ctx, ledger.Report{Run: "rep", State: ledger.StateFailed}, etag); !errors.Is(err, ledger.ErrConflict) {
-		t.Errorf("a second write with the claim's (now stale) ETag: got %v, want ErrConflict", err)
+	if _, err := s.WriteReport(ctx, ledger.Report{Run: "rep", State: ledger.StateFailed}, etag); !errors.Is(err, ledger.ErrConflict) {
+		t.Errorf("a write with the claim's ETag after the renewal: got %v, want ErrConflict", err)
+	}
+	if got, tag, err := s.ReadReport(ctx, "rep"); err != nil || tag != renewed || !got.Renewed.Equal(renewedAt) || !got.ClaimedAt().Equal(renewedAt) {
+		t.Errorf("report after the renewal: %+v (ETag %q), %v; want renewed at %s, ETag %q", got, tag, err, renewedAt, renewed)
+	}
+	if _, err := s.WriteReport(ctx, ledger.Report{Run: "rep", State: ledger.StateSucceeded, Succeeded: 3}, renewed); err != nil {
+		t.Fatalf("write with the renewal's ETag: %v", err)
+	}
+	if _, err := s.WriteReport(ctx, ledger.Report{Run: "rep", State: ledger.StateFailed}, renewed); !errors.Is(err, ledger.ErrConflict) {
+		t.Errorf("a second write with the renewal's (now stale) ETag: got %v, want ErrConflict", err)
 	}
 	got, _, err := s.ReadReport(ctx, "rep")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.State != ledger.StateSucceeded || got.Succeeded != 3 {
-		t.Errorf("report %+v, want the first write (succeeded, 3)", got)
+		t.Errorf("report %+v, want the final write (succeeded, 3)", got)
 	}
 }
 

@@ -312,14 +312,15 @@ func (f *Fake) ClaimReport(ctx context.Context, r ledger.Report) (ledger.ETag, e
 	return etag, nil
 }
 
-func (f *Fake) WriteReport(ctx context.Context, r ledger.Report, etag ledger.ETag) error {
+func (f *Fake) WriteReport(ctx context.Context, r ledger.Report, etag ledger.ETag) (ledger.ETag, error) {
 	if etag == "" {
-		return fmt.Errorf("write report %s: no version to write against: %w", r.Run, ledger.ErrConflict)
+		return "", fmt.Errorf("write report %s: no version to write against: %w", r.Run, ledger.ErrConflict)
 	}
-	if _, err := f.put(ctx, reportName(r.Run), r, false, etag); err != nil {
-		return fmt.Errorf("write report %s: %w", r.Run, err)
+	next, err := f.put(ctx, reportName(r.Run), r, false, etag)
+	if err != nil {
+		return "", fmt.Errorf("write report %s: %w", r.Run, err)
 	}
-	return nil
+	return next, nil
 }
 
 func (f *Fake) ReadReport(ctx context.Context, run string) (ledger.Report, ledger.ETag, error) {

@@ -155,8 +155,9 @@ func (f *Faulty) ClaimReport(ctx context.Context, r ledger.Report) (etag ledger.
 	return
 }
 
-func (f *Faulty) WriteReport(ctx context.Context, r ledger.Report, etag ledger.ETag) error {
-	return f.call("WriteReport", r.Run, func() error { return f.Store.WriteReport(ctx, r, etag) })
+func (f *Faulty) WriteReport(ctx context.Context, r ledger.Report, etag ledger.ETag) (next ledger.ETag, err error) {
+	err = f.call("WriteReport", r.Run, func() (e error) { next, e = f.Store.WriteReport(ctx, r, etag); return })
+	return
 }
 
 func (f *Faulty) ReadReport(ctx context.Context, run string) (r ledger.Report, etag ledger.ETag, err error) {
