@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/batonfn/baton/election"
 	"github.com/batonfn/baton/election/bloblease"
@@ -33,6 +34,12 @@ const roundTripCalls = 200
 // baseline of roundTripCalls plain GetProperties calls on the same blob (half before, half
 // after the rounds), plus the same number of calls issued N at a time.
 //
+// A lock remembers the last record it saw: the winner of a round, which released the lease
+// itself, acquires first in the next and skips the read (two calls) when no one wrote since.
+// So each iteration runs the rounds twice: with the same locks throughout (a process's
+// scheduler lock, which lives as long as the process), and with fresh locks in every round
+// (remembering nothing, as a run's lock made per use: the read-first path, three calls).
+//
 // Metrics: winner-p50/p99-ns (Acquire → leader), loser-p50/p99-ns (Acquire → HeldError),
 // roundtrip-p50/p99-ns (one GetProperties alone), roundtrip-concurrent-p50-ns (N at once),
 // and winner/loser p50 as a ratio of the round trip; winner-calls and loser-calls are the
@@ -41,11 +48,14 @@ const roundTripCalls = 200
 // lease, write the holder and epoch under it), each timed alone on a blob no contender uses,
 // and two-call-floor-ratio is their sum over the round trip: what the fastest possible
 // winner's path (those two calls, nothing else, no contender in the way) costs.
+// fresh-winner-p50-ns, fresh-winner-ratio-vs-roundtrip and fresh-winner-calls are the
+// winner's figures in the rounds with fresh locks; repeat-winner-share is the share of the
+// remembering rounds won by the previous round's winner.
 func BenchmarkElection(b *testing.B) {
 	for _, n := range sizes(2, 8, 32) {
 		b.Run(fmt.Sprintf("contenders=%d", n), func(b *testing.B) {
-			var winners, losers, rtt, rttConc, soloAcq, soloRec Samples
-			var st roundStats
+			var winners, losers, fresh, freshLosers, rtt, rttConc, soloAcq, soloRec Samples
+			var st, fst roundStats
 			for b.Loop() {
 				e := newElection(b, n)
 				e.round(b, nil) // warm-up: creates the container and the blob, opens connections
@@ -55,10 +65,19 @@ func BenchmarkElection(b *testing.B) {
 				for range electionRounds {
 					e.round(b, &st)
 				}
+				fst = roundStats{winners: &fresh, losers: &freshLosers}
+				for range electionRounds {
+					e.forget(b)
+					e.round(b, &fst)
+				}
 				e.roundTrips(b, &rtt, roundTripCalls/2)
 				e.soloWrites(b, &soloAcq, &soloRec, roundTripCalls/2)
 			}
 			b.ReportMetric(float64(st.winnerCalls)/float64(electionRounds), "winner-calls")
+			b.ReportMetric(float64(st.repeats)/float64(electionRounds), "repeat-winner-share")
+			b.ReportMetric(float64(fst.winnerCalls)/float64(electionRounds), "fresh-winner-calls")
+			b.ReportMetric(float64(fresh.Percentile(50)), "fresh-winner-p50-ns")
+			b.ReportMetric(Ratio(fresh.Percentile(50), rtt.Percentile(50)), "fresh-winner-ratio-vs-roundtrip")
 			b.ReportMetric(float64(st.loserCalls)/float64(electionRounds*(n-1)), "loser-calls")
 			rt := rtt.Percentile(50)
 			b.ReportMetric(float64(winners.Percentile(50)), "winner-p50-ns")
@@ -79,9 +98,11 @@ func BenchmarkElection(b *testing.B) {
 
 // contest is N contenders over one lease blob in a fresh container.
 type contest struct {
-	locks []*bloblease.BlobLock
-	ids   []ledger.Holder
-	calls []*counter // each contender's storage requests
+	locks      []*bloblease.BlobLock
+	containers []*container.Client // each contender's client, for fresh locks
+	lastWinner int                 // -1 before the first round
+	ids        []ledger.Holder
+	calls      []*counter // each contender's storage requests
 	// probes make one plain GetProperties on the lease blob, each through a contender's client.
 	probes []func() error
 	// solo is a blob beside the lease blob, through the first contender's client.
@@ -91,23 +112,19 @@ type contest struct {
 func newElection(b *testing.B, n int) *contest {
 	b.Helper()
 	name := azurite.UniqueName(b, "elect")
-	e := &contest{}
+	e := &contest{lastWinner: -1}
 	for i := range n {
 		// Each contender is a separate "process": its own client and connections.
 		calls := &counter{}
 		e.calls = append(e.calls, calls)
 		c := blobClient(b, azurite.Shared(b), calls, true).ServiceClient().NewContainerClient(name)
+		e.containers = append(e.containers, c)
 		blob := c.NewBlobClient("leader")
 		e.probes = append(e.probes, func() error {
 			_, err := blob.GetProperties(b.Context(), nil)
 			return err
 		})
-		lk, err := bloblease.NewBlobLock(c, "leader", bloblease.BlobLockOptions{
-			Duration: 15 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		e.locks = append(e.locks, lk)
+		e.locks = append(e.locks, newBenchLock(b, c))
 		if i == 0 {
 			e.solo = c.NewBlockBlobClient("solo")
 		}
@@ -119,10 +136,31 @@ func newElection(b *testing.B, n int) *contest {
 	return e
 }
 
+// newBenchLock is a contender's lock over the lease blob "leader" in c.
+func newBenchLock(b *testing.B, c *container.Client) *bloblease.BlobLock {
+	b.Helper()
+	lk, err := bloblease.NewBlobLock(c, "leader", bloblease.BlobLockOptions{
+		Duration: 15 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return lk
+}
+
+// forget gives every contender a fresh lock (same client and connections) that remembers no
+// record.
+func (e *contest) forget(b *testing.B) {
+	b.Helper()
+	for i, c := range e.containers {
+		e.locks[i] = newBenchLock(b, c)
+	}
+}
+
 // roundStats accumulates what the measured rounds saw.
 type roundStats struct {
 	winners, losers         *Samples
 	winnerCalls, loserCalls int64
+	repeats                 int // rounds won by the previous round's winner
 }
 
 // round starts every contender's Acquire at once, checks that exactly one won, records the
@@ -163,6 +201,9 @@ func (e *contest) round(b *testing.B, st *roundStats) {
 			if st != nil {
 				st.winners.Add(r.took)
 				st.winnerCalls += e.calls[i].n.Load() - before[i]
+				if i == e.lastWinner {
+					st.repeats++
+				}
 			}
 		case errors.As(r.err, &held):
 			if st != nil {
@@ -180,6 +221,7 @@ func (e *contest) round(b *testing.B, st *roundStats) {
 	if err := e.locks[won].Release(ctx, res[won].lease); err != nil {
 		b.Fatalf("release: %v", err)
 	}
+	e.lastWinner = won
 }
 
 // roundTrips records calls sequential GetProperties round trips.

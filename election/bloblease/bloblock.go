@@ -60,6 +60,12 @@ type BlobLock struct {
 	// confirmed maps a lease ID to the local time just before its last successful acquire
 	// or renew was sent: the lease lasts at least Duration from then.
 	confirmed map[string]time.Time
+	// last is the lease blob's record as this lock last saw it (read, or wrote: its holder
+	// record or release mark), with the ETag it had then; ok is false when it is not known.
+	last struct {
+		rec leaseRecord
+		ok  bool
+	}
 }
 
 var _ election.Lock = (*BlobLock)(nil)
@@ -125,6 +131,13 @@ func (b *BlobLock) Duration() time.Duration { return b.opts.Duration }
 // epoch+1 and the acquired-at time in the blob's metadata, conditioned on the new lease ID and
 // on the ETag of the record it read, so no two acquisitions can record the same epoch. The
 // whole attempt is bounded by a third of the lease duration.
+//
+// When the last record this lock saw says the lease was free (it released it itself, or read
+// it free), the attempt acquires first, without the read. The acquire's answer carries the
+// blob's ETag: when that is the ETag of the record this lock knows, nobody has written since,
+// and the record it knows is the one to bump (two calls: acquire, record); otherwise it reads
+// the record under the lease it now holds (three, as before). The record's write is
+// conditioned on that ETag either way, so the guarantees are the same on both paths.
 func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (election.Lease, error) {
 	if err := holder.Validate(); err != nil {
 		return election.Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
@@ -138,8 +151,11 @@ func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (election.
 		return election.Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
 	}
 	start := b.opts.Now()
-	var rec leaseRecord
-	for created := false; ; {
+	rec, took, err := b.acquireFirst(ctx, lc)
+	if err != nil {
+		return election.Lease{}, err
+	}
+	for created := false; !took; {
 		// 1. Read the record: the holder for election.HeldError, the epoch and ETag for the winner.
 		rec, err = b.read(ctx)
 		switch {
@@ -196,10 +212,13 @@ func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (election.
 		md := encodeLeaseMetadata(holder, l.Epoch, start, time.Time{})
 		etag := rec.ETag
 		err = b.do(ctx, "record holder", func(ctx context.Context) error {
-			_, err := b.blob.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+			resp, err := b.blob.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
 				LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &id},
 				ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
 			}})
+			if err == nil {
+				b.saw(leaseRecord{Holder: holder, Epoch: l.Epoch, AcquiredAt: start, LeaseState: election.LeaseStateLeased}, resp.ETag)
+			}
 			return err
 		})
 		if !errors.Is(err, errConditionNotMet) {
@@ -207,6 +226,7 @@ func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (election.
 		}
 	}
 	if err != nil {
+		b.unsee()
 		// The record may have taken effect with its answer lost: storage can show this epoch
 		// and holder although nobody leads under it. Say so, then give the lease back.
 		b.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "lease acquisition abandoned: the holder record was not confirmed; the lease is given back",
@@ -216,6 +236,47 @@ func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (election.
 	}
 	b.confirm(id, start)
 	return l, nil
+}
+
+// acquireFirst is Acquire's path without the read, taken when the last record this lock saw
+// says the lease was free. took reports that it holds the lease now, and rec is then the
+// record to bump: the one it knew if the acquire's ETag says the blob has not changed since,
+// or else one read under the lease. When it cannot tell (the record is not known, or showed
+// a live lease; the blob is missing) it returns took false and no error: the read-first path
+// goes on from the start.
+func (b *BlobLock) acquireFirst(ctx context.Context, lc *lease.BlobClient) (rec leaseRecord, took bool, err error) {
+	last, ok := b.lastSeen()
+	if !ok || (last.LeaseState == election.LeaseStateLeased && last.ReleasedAt.IsZero()) || last.LeaseState == election.LeaseStateBreaking {
+		return leaseRecord{}, false, nil
+	}
+	var etag *azcore.ETag
+	err = b.do(ctx, "acquire", func(ctx context.Context) error {
+		resp, err := lc.AcquireLease(ctx, int32(b.opts.Duration/time.Second), nil)
+		etag = resp.ETag
+		return err
+	})
+	switch {
+	case err == nil:
+	case errors.Is(err, errLeasePresent):
+		return leaseRecord{}, false, b.heldError(ctx, last, false)
+	case errors.Is(err, errTransient):
+		// A lost response may hide a granted lease: give it back rather than block everyone
+		// until it lapses.
+		b.releaseQuietly(lc)
+		return leaseRecord{}, false, fmt.Errorf("acquire lease %s: %w", b.name, err)
+	default:
+		b.unsee() // missing, say: the read-first path finds out and creates it
+		return leaseRecord{}, false, nil
+	}
+	if etag != nil && *etag == last.ETag {
+		return last, true, nil
+	}
+	// Someone wrote since: the record is read under our lease, so it is the latest.
+	if rec, err = b.read(ctx); err != nil {
+		b.releaseQuietly(lc)
+		return leaseRecord{}, false, fmt.Errorf("acquire lease %s: read record: %w", b.name, err)
+	}
+	return rec, true, nil
 }
 
 // heldError builds the election.HeldError for a lost attempt from rec, re-reading it first unless it
@@ -326,12 +387,24 @@ func (b *BlobLock) Release(ctx context.Context, l election.Lease) error {
 		return fmt.Errorf("release lease %s (epoch %d): %w", b.name, l.Epoch, err)
 	}
 	// The release mark is best effort: it tells readers the record is not a live holder's.
-	md := encodeLeaseMetadata(l.Holder, l.Epoch, l.AcquiredAt, b.opts.Now())
+	releasedAt := b.opts.Now()
+	md := encodeLeaseMetadata(l.Holder, l.Epoch, l.AcquiredAt, releasedAt)
 	err = b.do(ctx, "mark released", func(ctx context.Context) error {
-		_, err := b.blob.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+		resp, err := b.blob.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
 			LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: &l.ID}}})
+		if err == nil {
+			// Decoded from what was written, so it compares as a read would.
+			rec, derr := decodeLeaseMetadata(md)
+			if derr == nil {
+				rec.LeaseState = election.LeaseStateAvailable
+				b.saw(rec, resp.ETag)
+			}
+		}
 		return err
 	})
+	if err != nil {
+		b.unsee()
+	}
 	if err == nil || errors.Is(err, errTransient) {
 		err = b.do(ctx, "release", func(ctx context.Context) error {
 			_, err := lc.ReleaseLease(ctx, nil)
@@ -398,7 +471,34 @@ func (b *BlobLock) read(ctx context.Context) (leaseRecord, error) {
 	if props.ETag != nil {
 		rec.ETag = *props.ETag
 	}
+	b.saw(rec, props.ETag)
 	return rec, nil
+}
+
+// saw notes the record this lock just read or wrote, with the blob's ETag after it.
+func (b *BlobLock) saw(rec leaseRecord, etag *azcore.ETag) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if etag == nil {
+		b.last.ok = false
+		return
+	}
+	rec.ETag = *etag
+	b.last.rec, b.last.ok = rec, true
+}
+
+// unsee forgets the last record: a write whose outcome is unknown may have changed it.
+func (b *BlobLock) unsee() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.last.ok = false
+}
+
+// lastSeen is the last record this lock saw, if it knows one.
+func (b *BlobLock) lastSeen() (leaseRecord, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.last.rec, b.last.ok
 }
 
 // confirm notes that lease id was confirmed by a call sent at t, and forgets leases that

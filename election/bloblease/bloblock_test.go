@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -595,4 +596,102 @@ func TestBlobLock_NamesInFolders(t *testing.T) {
 			t.Errorf("lease name %q accepted", bad)
 		}
 	}
+}
+
+// callKinds counts a lock's storage calls by kind: the lease's actions by name, "read" for a
+// GetProperties, "record" for a metadata write.
+type callKinds struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *callKinds) rule(req *http.Request) int {
+	kind := testLeaseAction(req)
+	switch {
+	case kind != "":
+	case req.Method == http.MethodHead:
+		kind = "read"
+	case req.URL.Query().Get("comp") == "metadata":
+		kind = "record"
+	default:
+		kind = req.Method + " " + req.URL.Query().Get("comp")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[kind]++
+	return faultNone
+}
+
+// take returns the counts since the last take.
+func (c *callKinds) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = map[string]int{}
+	return n
+}
+
+// A lock that released the lease itself knows the record it left: its next Acquire takes the
+// lease and records the next epoch in two calls, without the read. When another holder came
+// and went in between, the acquire's ETag says so and the record is read under the lease (the
+// epoch follows the other holder's, not the one it knew). A lock whose last sight was a live
+// lease reads first, as before: one call when the lease is still held.
+func TestBlobLock_Acquire_SkipsTheReadWhenItKnowsTheRecord(t *testing.T) {
+	t.Parallel()
+	ft := newTestFaultTransport()
+	calls := &callKinds{n: map[string]int{}}
+	ft.setRule(calls.rule)
+	c := newTestContainer(t, ft, nil)
+	a, b := newTestBlobLockOn(t, c), newTestBlobLockOn(t, newTestContainerAlias(t, c))
+	ctx := t.Context()
+	acquire := func(lk *BlobLock, who int) election.Lease {
+		t.Helper()
+		l, err := lk.Acquire(ctx, electiontest.Holder(who))
+		if err != nil {
+			t.Fatalf("Acquire by %d: %v", who, err)
+		}
+		return l
+	}
+	release := func(lk *BlobLock, l election.Lease) {
+		t.Helper()
+		if err := lk.Release(ctx, l); err != nil {
+			t.Fatalf("Release of epoch %d: %v", l.Epoch, err)
+		}
+	}
+
+	release(a, acquire(a, 1)) // creates the blob; epoch 1
+	calls.take()
+	l2 := acquire(a, 1)
+	if got, want := calls.take(), map[string]int{"acquire": 1, "record": 1}; !maps.Equal(got, want) {
+		t.Errorf("Acquire after its own release made calls %v, want %v", got, want)
+	}
+	if l2.Epoch != 2 || l2.PreviousHolder != electiontest.Holder(1) || l2.PreviousReleasedAt.IsZero() {
+		t.Errorf("lease %+v: want epoch 2 after holder 1's release of epoch 1", l2)
+	}
+	release(a, l2)
+
+	release(b, acquire(b, 2)) // epoch 3, which a has not seen
+	calls.take()
+	l4 := acquire(a, 1)
+	if got, want := calls.take(), map[string]int{"acquire": 1, "read": 1, "record": 1}; !maps.Equal(got, want) {
+		t.Errorf("Acquire after another holder came and went made calls %v, want %v", got, want)
+	}
+	if l4.Epoch != 4 || l4.PreviousHolder != electiontest.Holder(2) {
+		t.Errorf("lease %+v: want epoch 4 after holder 2's epoch 3", l4)
+	}
+	release(a, l4)
+
+	lb := acquire(b, 2) // epoch 5, held
+	var held *election.HeldError
+	if _, err := a.Acquire(ctx, electiontest.Holder(1)); !errors.As(err, &held) || held.Holder != electiontest.Holder(2) || held.Epoch != 5 {
+		t.Fatalf("Acquire while another holds the lease: %v; want HeldError naming holder 2, epoch 5", err)
+	}
+	calls.take()
+	if _, err := a.Acquire(ctx, electiontest.Holder(1)); !errors.As(err, &held) {
+		t.Fatalf("second Acquire while another holds the lease: %v; want HeldError", err)
+	}
+	if got, want := calls.take(), map[string]int{"read": 1}; !maps.Equal(got, want) {
+		t.Errorf("Acquire after seeing a live lease made calls %v, want %v (one read)", got, want)
+	}
+	release(b, lb)
 }
