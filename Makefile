@@ -11,7 +11,7 @@ BIN     ?= baton
 # in Go 1.27); a count never starts that deadline. Raise it for a longer local hunt.
 FUZZTIME ?= 10000x
 
-.PHONY: all build tools browser test vet vulncheck unit fuzz examples demo bench bench-scale soak clean
+.PHONY: all build tools browser test vet vulncheck unit fuzz examples demo bench bench-smoke bench-scale soak clean
 
 all: build
 
@@ -113,7 +113,14 @@ examples:
 		(cd $$d && $(GO) build -o /dev/null . && $(GO) vet ./... && $(GO) test -count=1 ./... && $(GO) tool baton check); \
 	done
 
-test: vet unit fuzz examples
+# Every benchmark in ./bench once on a small amount of work (-short): they check what they
+# measure (one winner per election, every partition sent and queued, every run finished), so a
+# change that breaks one fails here rather than in the next `make bench`. About 3 minutes; run
+# after the unit tests, not beside them.
+bench-smoke: tools
+	$(GO) test -short -run '^$$' -bench . -benchtime 1x -count=1 -timeout 20m ./bench/
+
+test: vet unit fuzz examples bench-smoke
 
 demo: tools build
 	$(GO) run ./cmd/devhost demo -exe ./$(BIN) -job inventory
