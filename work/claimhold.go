@@ -61,7 +61,7 @@ func (h *claimHold) renewEvery(every time.Duration) {
 			return
 		case <-tick.C:
 		}
-		if !h.renew(every) {
+		if !h.renew() {
 			h.lost = true
 			h.lose()
 			return
@@ -73,9 +73,9 @@ func (h *claimHold) renewEvery(every time.Duration) {
 // someone else's now. A failed write whose outcome is unknown (an outage, a timeout that may
 // have taken effect) is settled by reading the claim back: if it is still ours, its current
 // version is the one to write under next; if the read fails too, the next tick tries again.
-func (h *claimHold) renew(timeout time.Duration) bool {
+func (h *claimHold) renew() bool {
 	// Not cancelled by stop: a renewal that takes effect must have its version recorded.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), max(timeout, h.w.cfg.RecordTimeout))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), h.w.cfg.RecordTimeout)
 	defer cancel()
 	next := h.claim.report
 	next.Renewed = h.w.now()

@@ -387,8 +387,7 @@ func (b *BlobLock) Release(ctx context.Context, l election.Lease) error {
 		return fmt.Errorf("release lease %s (epoch %d): %w", b.name, l.Epoch, err)
 	}
 	// The release mark is best effort: it tells readers the record is not a live holder's.
-	releasedAt := b.opts.Now()
-	md := encodeLeaseMetadata(l.Holder, l.Epoch, l.AcquiredAt, releasedAt)
+	md := encodeLeaseMetadata(l.Holder, l.Epoch, l.AcquiredAt, b.opts.Now())
 	err = b.do(ctx, "mark released", func(ctx context.Context) error {
 		resp, err := b.blob.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
 			LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: &l.ID}}})
