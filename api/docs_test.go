@@ -29,7 +29,7 @@ func TestDocs_MatchTheCode(t *testing.T) {
 			t.Errorf("docs/api.md does not list the error code %q", code)
 		}
 	}
-	for _, want := range []string{"64 KiB", "1–100, default 20", "1–200 printable", "up to 3 s", "5,000 partitions", "20,000 partitions",
+	for _, want := range []string{"64 KiB", "1–100, default 20", "1–200 printable", "up to 3 s", "5,000 partitions", "16 per 262,144 partitions",
 		"x-functions-key", "?code=", "az functionapp keys list", "az functionapp function keys list", "127.0.0.1:7071", "localhost:7071",
 		"200 manifests from storage", "`occurrences` is not 1–100", "10,000 of them", "sample of 100 partitions", "read for the first 20",
 		"#run=<id>", "#schedule=<name>", "`occurrences` is not 1–100 (one schedule) or 0–30 (the list)", "`?occurrences=N`, 1–100, default 20",

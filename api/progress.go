@@ -66,7 +66,7 @@ func (a *API) progress(ctx context.Context, m ledger.Manifest) (Progress, error)
 		p.Completed, p.Source = count, "results"
 	} else {
 		var count int64
-		for shard := 0; shard <= ledger.DoneShard(n-1); shard++ {
+		for shard := range m.DoneLayout.Shards(n) {
 			c, err := a.cfg.Ledger.DoneCount(ctx, m.RunID, shard)
 			if err != nil {
 				return p, err

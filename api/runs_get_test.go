@@ -83,6 +83,12 @@ func TestProgress(t *testing.T) {
 		{name: "second shard counted", m: manifest("tick-20261121t100000z", ledger.StateRunning, t0, 2*ledger.DoneShardSize),
 			done: map[int]int64{0: ledger.DoneShardSize, 1: 1}, want: Progress{Total: 2 * ledger.DoneShardSize, TotalKnown: true, Enqueued: 2 * ledger.DoneShardSize,
 				Completed: ledger.DoneShardSize + 1, Percent: 50, Approximate: true, Source: "done"}},
+		{name: "striped: every stripe counted", m: func() ledger.Manifest {
+			m := manifest("tick-20261121t100000z", ledger.StateRunning, t0, 10_000)
+			m.DoneLayout = ledger.DoneStriped
+			return m
+		}(), done: map[int]int64{0: 768, 9: 512, ledger.DoneStripes - 1: 500, ledger.DoneStripes: 99},
+			want: Progress{Total: 10_000, TotalKnown: true, Enqueued: 10_000, Completed: 1780, Percent: 17.8, Approximate: true, Source: "done"}},
 		{name: "finished: exact from the manifest", m: func() ledger.Manifest {
 			m := manifest("tick-20261121t100000z", ledger.StatePartial, t0, 10)
 			m.Succeeded, m.Failed = 8, 2

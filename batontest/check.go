@@ -270,7 +270,8 @@ func (c *checker) execute(name string, job baton.Job, order []int, before func(i
 	}
 	m := &ledger.Manifest{RunID: run, Trigger: ledger.TriggerManual, Epoch: 1, Segments: []ledger.Segment{{Epoch: 1, From: 0}},
 		Job: jobName, Params: c.params, State: ledger.StateRunning, Partitions: n, PlanDone: true, BatchSize: 100,
-		Checkpoint: ledger.Checkpoint{Batches: (n + 99) / 100, Next: n}, FoldShards: work.FoldShardsFor(job), FoldBlock: work.DefaultFoldBlock}
+		Checkpoint: ledger.Checkpoint{Batches: (n + 99) / 100, Next: n}, FoldShards: work.FoldShardsFor(job), FoldBlock: work.DefaultFoldBlock,
+		DoneLayout: ledger.DoneStriped}
 	if err := store.CreateManifest(c.ctx, m); err != nil {
 		c.errorf(name, "create the run: %v", err)
 		return Report{}, nil, false

@@ -64,7 +64,8 @@ func fanIn(b *testing.B, n int) {
 	params, _ := json.Marshal(synthetic.Params{Partitions: n})
 	m := &ledger.Manifest{RunID: run, Trigger: ledger.TriggerManual, Epoch: 1, Segments: []ledger.Segment{{Epoch: 1}},
 		Job: synthetic.Name, Params: params, State: ledger.StateRunning, Partitions: n, PlanDone: true, BatchSize: batch,
-		Checkpoint: ledger.Checkpoint{Batches: (n + batch - 1) / batch, Next: n}, Created: time.Now().UTC()}
+		Checkpoint: ledger.Checkpoint{Batches: (n + batch - 1) / batch, Next: n}, DoneLayout: ledger.DoneStriped,
+		Created: time.Now().UTC()}
 	if err := store.CreateManifest(ctx, m); err != nil {
 		b.Fatal(err)
 	}

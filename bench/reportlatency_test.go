@@ -79,7 +79,7 @@ func reportLatency(b *testing.B, n int) {
 	m := &ledger.Manifest{RunID: run, Trigger: ledger.TriggerManual, Epoch: 1, Segments: []ledger.Segment{{Epoch: 1}},
 		Job: synthetic.Name, Params: params, State: ledger.StateRunning, Partitions: n, PlanDone: true, BatchSize: batch,
 		FoldShards: work.DefaultFoldShards, Checkpoint: ledger.Checkpoint{Batches: (n + batch - 1) / batch, Next: n},
-		Created: time.Now().UTC()}
+		DoneLayout: ledger.DoneStriped, Created: time.Now().UTC()}
 	if err := store.CreateManifest(ctx, m); err != nil {
 		b.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func reportLatency(b *testing.B, n int) {
 					errs <- fmt.Errorf("seed result %d: %w", i, err)
 					return
 				}
-				if _, err := store.AppendDone(ctx, run, 1, i); err != nil {
+				if _, err := store.AppendDone(ctx, run, m.DoneLayout, 1, i); err != nil {
 					errs <- fmt.Errorf("seed done %d: %w", i, err)
 					return
 				}

@@ -181,7 +181,7 @@ func measureRaw(b *testing.B, depth int) rawRate {
 	m := ledger.Manifest{RunID: run, Trigger: ledger.TriggerManual, Epoch: 1,
 		Segments: []ledger.Segment{{Epoch: 1}}, Job: "synthetic", Params: params, State: ledger.StateRunning,
 		Partitions: rawUnits, PlanDone: true, FoldShards: work.DefaultFoldShards, FoldBlock: work.DefaultFoldBlock,
-		Created: time.Now().UTC()}
+		DoneLayout: ledger.DoneStriped, Created: time.Now().UTC()}
 	if err := store.CreateManifest(ctx, &m); err != nil {
 		b.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func rawBundleCalls(ctx context.Context, q *azqueue.QueueClient, store *blobstor
 	if err := rawFold(ctx, store, m, idx); err != nil {
 		return err
 	}
-	if _, err := store.AppendDone(ctx, m.RunID, 1, idx...); err != nil {
+	if _, err := store.AppendDone(ctx, m.RunID, m.DoneLayout, 1, idx...); err != nil {
 		return err
 	}
 	if len(*held) > 0 {

@@ -313,7 +313,7 @@ func (c *Coordinator) recordTimeouts(ctx context.Context, m ledger.Manifest, mis
 		if err := c.cfg.Store.PutResult(ctx, r); err != nil && !errors.Is(err, ledger.ErrExists) {
 			return err
 		} else if err == nil {
-			if _, err := c.cfg.Store.AppendDone(ctx, m.RunID, m.Epoch, i); err != nil {
+			if _, err := c.cfg.Store.AppendDone(ctx, m.RunID, m.DoneLayout, m.Epoch, i); err != nil {
 				return err
 			}
 		}

@@ -201,9 +201,10 @@ func (c *Coordinator) finishAfterPlanning(ctx context.Context, log *slog.Logger,
 }
 
 // backlogFull reports whether the partitions enqueued but not done have reached MaxBacklog:
-// one HEAD per done shard that can hold them.
+// one HEAD per done shard that can hold them. A run whose done layout this version does not
+// know has no backlog bound (its records cannot be counted).
 func (c *Coordinator) backlogFull(ctx context.Context, m ledger.Manifest) (bool, error) {
-	if c.cfg.MaxBacklog <= 0 || m.Checkpoint.Next < c.cfg.MaxBacklog {
+	if c.cfg.MaxBacklog <= 0 || m.Checkpoint.Next < c.cfg.MaxBacklog || !m.DoneLayout.Known() {
 		return false, nil
 	}
 	done, err := c.doneCount(ctx, m)
@@ -233,7 +234,7 @@ func (c *Coordinator) backlogFull(ctx context.Context, m ledger.Manifest) (bool,
 // doneCount sums the done shards' record counts of the partitions enqueued so far.
 func (c *Coordinator) doneCount(ctx context.Context, m ledger.Manifest) (int64, error) {
 	var done int64
-	for s := 0; s*ledger.DoneShardSize < m.Checkpoint.Next; s++ {
+	for s := range m.DoneLayout.Shards(m.Checkpoint.Next) {
 		n, err := c.cfg.Store.DoneCount(ctx, m.RunID, s)
 		if err != nil {
 			return 0, err

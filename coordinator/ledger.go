@@ -17,7 +17,7 @@ type Ledger interface {
 	ReadPlanBatch(ctx context.Context, run string, batch int) (ledger.PlanBatch, error)
 	PutResult(ctx context.Context, r ledger.Result) error
 	ListResults(ctx context.Context, run string, fn func(index int) error) error
-	AppendDone(ctx context.Context, run string, epoch int64, indexes ...int) (int64, error)
+	AppendDone(ctx context.Context, run string, layout ledger.DoneLayout, epoch int64, indexes ...int) (int64, error)
 	DoneCount(ctx context.Context, run string, shard int) (int64, error)
 	ReadSchedule(ctx context.Context, name string) (ledger.ScheduleState, error)
 	UpdateSchedule(ctx context.Context, name string, fn func(*ledger.ScheduleState) error) (ledger.ScheduleState, error)

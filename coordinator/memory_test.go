@@ -288,7 +288,7 @@ func TestMemory_BacklogFedInWaves(t *testing.T) {
 		}
 		// Workers finish what is outstanding; the wave check, due a WavePause later, sends more.
 		for ; done < m.Checkpoint.Next; done++ {
-			if _, err := e.fake.AppendDone(ctx, memRun, m.Epoch, done); err != nil {
+			if _, err := e.fake.AppendDone(ctx, memRun, m.DoneLayout, m.Epoch, done); err != nil {
 				t.Fatal(err)
 			}
 		}

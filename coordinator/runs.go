@@ -364,7 +364,7 @@ func (c *Coordinator) newManifest(spec runSpec) ledger.Manifest {
 		Leader: c.cfg.Identity, Segments: []ledger.Segment{{Epoch: 0, From: 0}},
 		Job: spec.job, Params: spec.params, State: ledger.StatePlanning, BatchSize: c.cfg.BatchSize,
 		Created: now, Deadline: start.Add(c.cfg.RunTimeout), Expires: start.Add(c.cfg.RunTimeout),
-		FoldShards: c.foldShards(spec.job), FoldBlock: work.DefaultFoldBlock,
+		FoldShards: c.foldShards(spec.job), FoldBlock: work.DefaultFoldBlock, DoneLayout: ledger.DoneStriped,
 	}
 }
 

@@ -384,7 +384,7 @@ func checkRun(t *testing.T, c *cluster, run string, want runWant, ts []tenure) r
 		t.Errorf("run %s report names failed partitions %v, want %v", run, listed, want.failed)
 	}
 
-	for shard := 0; shard <= max(want.partitions-1, 0)/ledger.DoneShardSize; shard++ {
+	for shard := range m.DoneLayout.Shards(want.partitions) {
 		n, err := c.store.DoneCount(ctx, run, shard)
 		if err != nil {
 			t.Fatal(err)

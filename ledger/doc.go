@@ -3,7 +3,8 @@
 //	runs/<runID>/manifest.json        the run record (leader: create-once, then ETag CAS)
 //	runs/<runID>/plan/<batch>.json    the partitions of one enqueue batch (leader: create-once)
 //	runs/<runID>/results/<index>.json one result per partition (worker: create-once)
-//	runs/<runID>/done/<shard>         append blob, one fixed-size record per recorded result
+//	runs/<runID>/done/<shard>         append blob, one fixed-size record per recorded result,
+//	                                  in the run's DoneLayout
 //	runs/<runID>/report.json          the aggregate (the one aggregating worker: create-once)
 //
 // Guarantees, all enforced by storage conditions rather than by timing:

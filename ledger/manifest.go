@@ -138,6 +138,9 @@ type Manifest struct {
 	// that a message carrying consecutive partitions updates one partial, not one per
 	// partition; 0 (a run created before blocks) means 1.
 	FoldBlock int `json:"foldBlock,omitempty"`
+	// DoneLayout is how the run's completion records are spread over its done shards
+	// (DoneBlocks, the zero value, for a run created before stripes).
+	DoneLayout DoneLayout `json:"doneLayout,omitempty"`
 
 	Created  time.Time `json:"created"`
 	Updated  time.Time `json:"updated"`

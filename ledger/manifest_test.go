@@ -77,14 +77,6 @@ func TestState_Final(t *testing.T) {
 	}
 }
 
-func TestDoneShard(t *testing.T) {
-	for _, tc := range []struct{ index, want int }{{0, 0}, {ledger.DoneShardSize - 1, 0}, {ledger.DoneShardSize, 1}, {999_999, 49}} {
-		if got := ledger.DoneShard(tc.index); got != tc.want {
-			t.Errorf("DoneShard(%d) = %d, want %d", tc.index, got, tc.want)
-		}
-	}
-}
-
 func TestManifest_FoldSlot(t *testing.T) {
 	// A block of 1 (and a run written before blocks: 0) is partial i % shards at i / shards.
 	for _, block := range []int{0, 1} {

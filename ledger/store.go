@@ -39,11 +39,12 @@ type Store interface {
 	ListResults(ctx context.Context, run string, fn func(index int) error) error
 
 	// AppendDone records one completion of each partition index, in one atomic append to
-	// their done shard (all indexes must be in one shard: DoneShardOf), and returns the
+	// their done shard in the run's layout (all indexes must be in one shard: layout.ShardOf,
+	// else ErrDoneShards), and returns the
 	// completion ordinal of the last record within the shard (1 for the shard's first record;
 	// the append's records have the ordinals up to it). Redelivered partitions may be recorded
 	// more than once, so an ordinal says "maybe complete"; ListResults is the proof.
-	AppendDone(ctx context.Context, run string, epoch int64, indexes ...int) (int64, error)
+	AppendDone(ctx context.Context, run string, layout DoneLayout, epoch int64, indexes ...int) (int64, error)
 	// DoneCount returns the number of completion records in a shard (0 if it has none).
 	DoneCount(ctx context.Context, run string, shard int) (int64, error)
 	// ReadDone returns the partition index of every completion record in a shard, in append
@@ -84,34 +85,6 @@ type Store interface {
 
 // ETag is the opaque version of a stored record, for conditional writes.
 type ETag string
-
-// DoneRecordSize is the size of one completion record in a done shard.
-const DoneRecordSize = 32
-
-// DoneShardSize is the number of partitions per done shard. An append blob holds at most
-// 50,000 blocks; 20,000 partitions leave room for redelivered appends.
-const DoneShardSize = 20000
-
-// DoneShard returns the done shard that records partition index i.
-func DoneShard(i int) int { return i / DoneShardSize }
-
-// ErrDoneShards is returned by AppendDone (via DoneShardOf) for indexes that are not all in
-// one done shard, or none at all.
-var ErrDoneShards = errors.New("done records must name at least one partition, all in one done shard")
-
-// DoneShardOf returns the one done shard that records every index, or ErrDoneShards.
-func DoneShardOf(indexes []int) (int, error) {
-	if len(indexes) == 0 {
-		return 0, ErrDoneShards
-	}
-	s := DoneShard(indexes[0])
-	for _, i := range indexes {
-		if i < 0 || DoneShard(i) != s {
-			return 0, fmt.Errorf("%w: %d and %d", ErrDoneShards, indexes[0], i)
-		}
-	}
-	return s, nil
-}
 
 // DefaultUpdateRetries bounds conflict retries of UpdateManifest.
 const DefaultUpdateRetries = 20

@@ -59,13 +59,16 @@ func newBundleEnv(t *testing.T, retries bool, tweaks ...func(*work.WorkerConfig)
 }
 
 // run records a planned synthetic run of n partitions folding into 4 partials in blocks of 8.
-func (e *bundleEnv) run(id string, p synthetic.Params) {
+func (e *bundleEnv) run(id string, p synthetic.Params, mutate ...func(*ledger.Manifest)) {
 	e.t.Helper()
 	params, _ := json.Marshal(p)
 	m := &ledger.Manifest{RunID: id, Trigger: ledger.TriggerManual, Epoch: 1, Segments: []ledger.Segment{{Epoch: 1}},
 		Job: synthetic.Name, Params: params, State: ledger.StateRunning, Partitions: p.Partitions, PlanDone: true,
-		BatchSize: 100, Checkpoint: ledger.Checkpoint{Batches: 1, Next: p.Partitions}, FoldShards: 4, FoldBlock: 8,
+		BatchSize: 100, Checkpoint: ledger.Checkpoint{Batches: 1, Next: p.Partitions}, FoldShards: 4, FoldBlock: 8, DoneLayout: ledger.DoneStriped,
 		Deadline: time.Now().Add(time.Hour), Expires: time.Now().Add(2 * time.Hour)}
+	for _, fn := range mutate {
+		fn(m)
+	}
 	if err := e.fake.CreateManifest(e.ctx, m); err != nil {
 		e.t.Fatal(err)
 	}
@@ -101,6 +104,71 @@ func (e *bundleEnv) results(run string) []int {
 		e.t.Fatal(err)
 	}
 	return got
+}
+
+// A bundle appends its done records to the shard the run's layout names: striped, the 16
+// consecutive bundles of 256 that a wave finishes together go to 16 different blobs; in the
+// blocks layout of runs created before stripes, all to one. Both finish.
+func TestWorker_BundlesAppendToTheirRunsDoneLayout(t *testing.T) {
+	const n = ledger.DoneStripes * ledger.DoneUnit
+	for _, lay := range []ledger.DoneLayout{ledger.DoneStriped, ledger.DoneBlocks} {
+		t.Run(lay.String(), func(t *testing.T) {
+			e := newBundleEnv(t, true)
+			e.run("lay", synthetic.Params{Partitions: n}, func(m *ledger.Manifest) { m.DoneLayout = lay })
+			for first := n - ledger.DoneUnit; first >= 0; first -= ledger.DoneUnit {
+				if err := e.deliver(bundle("lay", first, ledger.DoneUnit), 1); err != nil {
+					t.Fatalf("bundle at %d: %v", first, err)
+				}
+			}
+			if rep, _, err := e.fake.ReadReport(e.ctx, "lay"); err != nil || rep.State != ledger.StateSucceeded || rep.Succeeded != n {
+				t.Fatalf("report %s, %d succeeded (%v); want succeeded, %d", rep.State, rep.Succeeded, err, n)
+			}
+			shards := 0
+			for s := range ledger.DoneStripes + 1 {
+				idx, err := e.fake.ReadDone(e.ctx, "lay", s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(idx) > 0 {
+					shards++
+				}
+				for _, i := range idx {
+					if lay.Shard(i) != s {
+						t.Fatalf("shard %d holds partition %d, which the %s layout gives shard %d", s, i, lay, lay.Shard(i))
+					}
+				}
+			}
+			if want := lay.Shards(n); shards != want {
+				t.Errorf("records in %d shards, want %d", shards, want)
+			}
+		})
+	}
+}
+
+// A run whose manifest names a done layout this version does not know (a newer version created
+// it) still gets its results; no done record is appended, and the listing finishes it.
+func TestWorker_UnknownDoneLayoutLeavesTheFinishToTheListing(t *testing.T) {
+	e := newBundleEnv(t, true)
+	e.run("future", synthetic.Params{Partitions: 16}, func(m *ledger.Manifest) { m.DoneLayout = 9 })
+	ops := e.counting(func() {
+		for first := 0; first < 16; first += 8 {
+			if err := e.deliver(bundle("future", first, 8), 1); err != nil {
+				t.Fatalf("bundle at %d: %v", first, err)
+			}
+		}
+	})
+	if ops["AppendDone"] != 0 || ops["PutResult"] != 16 {
+		t.Errorf("store calls %v; want 16 results and no append", ops)
+	}
+	if got := e.results("future"); len(got) != 16 {
+		t.Fatalf("%d results, want 16", len(got))
+	}
+	if done, err := e.w.TryFinish(e.ctx, "future"); done || err != nil {
+		t.Errorf("TryFinish (counts first) = %v, %v; want false, nil: the counts cannot be read", done, err)
+	}
+	if done, err := e.w.TryFinishByListing(e.ctx, "future"); !done || err != nil {
+		t.Errorf("TryFinishByListing = %v, %v; want true, nil", done, err)
+	}
 }
 
 func TestWorker_BundleCostsOneAppendAndOneFoldForAllItsPartitions(t *testing.T) {

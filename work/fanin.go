@@ -29,6 +29,13 @@ func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Env
 	for k, r := range rs {
 		idx[k] = r.Index
 	}
+	lay := m.DoneLayout
+	if !lay.Known() {
+		// A newer version created the run; its done records cannot be placed here. The results
+		// are recorded, and the check message's listing of them finishes the run.
+		log.Warn("done records skipped: the run's done layout is unknown to this version", "layout", lay.String())
+		return nil
+	}
 	slices.Sort(idx)
 	// The partition count: the manifest's once planned, else the last plan batch's messages
 	// carry it.
@@ -41,25 +48,20 @@ func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Env
 		ord   int64
 	}
 	var maybe, unplanned []reached
-	for from := 0; from < len(idx); {
-		shard := ledger.DoneShard(idx[from])
-		to := from + 1
-		for to < len(idx) && ledger.DoneShard(idx[to]) == shard {
-			to++
-		}
-		ord, err := w.cfg.Store.AppendDone(rctx, env.Run, env.Epoch, idx[from:to]...)
+	for _, group := range byDoneShard(lay, idx) {
+		shard := lay.Shard(group[0])
+		ord, err := w.cfg.Store.AppendDone(rctx, env.Run, lay, env.Epoch, group...)
 		if err != nil {
-			return fmt.Errorf("partition %s/%d: %w", env.Run, idx[from], err)
+			return fmt.Errorf("partition %s/%d: %w", env.Run, group[0], err)
 		}
 		switch {
-		case counted && ord >= shardExpected(total, shard):
+		case counted && ord >= lay.Expected(total, shard):
 			maybe = append(maybe, reached{shard, ord})
-		case !counted && ord >= max(1, shardExpected(m.Checkpoint.Next, shard)):
+		case !counted && ord >= max(1, lay.Expected(m.Checkpoint.Next, shard)):
 			// The partition count is unknown while planning runs, but the partitions
 			// already enqueued are a lower bound.
 			unplanned = append(unplanned, reached{shard, ord})
 		}
-		from = to
 	}
 	if len(maybe) == 0 && len(unplanned) > 0 {
 		// The leader may have finished planning since the manifest was read, and its own
@@ -72,7 +74,7 @@ func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Env
 			return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
 		}
 		for _, r := range unplanned {
-			if fresh.PlanDone && r.ord >= shardExpected(fresh.Partitions, r.shard) {
+			if fresh.PlanDone && r.ord >= lay.Expected(fresh.Partitions, r.shard) {
 				maybe = append(maybe, r)
 			}
 		}
@@ -88,26 +90,43 @@ func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Env
 	return nil
 }
 
-// shardExpected is the number of partitions among the first n that done shard s records.
-func shardExpected(n, s int) int64 {
-	return int64(min(max(n-s*ledger.DoneShardSize, 0), ledger.DoneShardSize))
+// byDoneShard splits sorted partition indexes into the groups one append each records: those
+// of one done shard in the layout, in order.
+func byDoneShard(lay ledger.DoneLayout, idx []int) [][]int {
+	var groups [][]int
+	at := map[int]int{} // shard → its group's position
+	for _, i := range idx {
+		s := lay.Shard(i)
+		k, ok := at[s]
+		if !ok {
+			k = len(groups)
+			at[s] = k
+			groups = append(groups, nil)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	return groups
 }
 
 // countsComplete is the cheap check that runs before any listing of results/ (the proof that
 // every partition has a result) and stops at the first shard
-// that falls short: each done shard's record count (one HEAD per 20,000 partitions), then, only
+// that falls short: each done shard's record count (one HEAD per shard: 16 per 262,144
+// partitions striped, one per 20,000 in blocks), then, only
 // for a shard holding more records than partitions (redeliveries appended duplicates), its
 // distinct indexes (one download). Without that distinct check, once duplicates pushed a count
 // past the total, every later completion would list the whole run.
 func (w *Worker) countsComplete(ctx context.Context, m *ledger.Manifest) (bool, error) {
-	n := m.Partitions
+	n, lay := m.Partitions, m.DoneLayout
+	if !lay.Known() {
+		return false, nil
+	}
 	var inflated []int
-	for s := 0; s*ledger.DoneShardSize < n; s++ {
+	for s := range lay.Shards(n) {
 		c, err := w.cfg.Store.DoneCount(ctx, m.RunID, s)
 		if err != nil {
 			return false, err
 		}
-		switch want := shardExpected(n, s); {
+		switch want := lay.Expected(n, s); {
 		case c < want:
 			return false, nil
 		case c > want:
@@ -119,7 +138,7 @@ func (w *Worker) countsComplete(ctx context.Context, m *ledger.Manifest) (bool, 
 		if err != nil {
 			return false, err
 		}
-		if distinct(idx, s*ledger.DoneShardSize, n) < shardExpected(n, s) {
+		if distinct(lay, idx, s, n) < lay.Expected(n, s) {
 			return false, nil
 		}
 	}
@@ -144,19 +163,13 @@ func (w *Worker) listedAll(ctx context.Context, m *ledger.Manifest) (bool, error
 	return have == n, nil
 }
 
-// distinct counts the distinct indexes in [from, min(from+DoneShardSize, n)).
-func distinct(idx []int, from, n int) int64 {
-	to := min(from+ledger.DoneShardSize, n)
-	if to <= from {
-		return 0
-	}
-	seen := make([]bool, to-from)
-	var c int64
+// distinct counts the distinct indexes below n that the layout gives shard s.
+func distinct(lay ledger.DoneLayout, idx []int, s, n int) int64 {
+	seen := make(map[int]struct{}, lay.Expected(n, s))
 	for _, i := range idx {
-		if i >= from && i < to && !seen[i-from] {
-			seen[i-from] = true
-			c++
+		if i >= 0 && i < n && lay.Shard(i) == s {
+			seen[i] = struct{}{}
 		}
 	}
-	return c
+	return int64(len(seen))
 }

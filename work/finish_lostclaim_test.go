@@ -114,7 +114,7 @@ func completeRun(t *testing.T, run, op string, logger *slog.Logger, opts ...func
 		if err := fake.PutResult(ctx, ledger.Result{Run: run, Index: i, Epoch: 1, OK: true, Attempts: 1, Output: fmt.Appendf(nil, `{"i":%d,"v":%d}`, i, i*i)}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := fake.AppendDone(ctx, run, 1, i); err != nil {
+		if _, err := fake.AppendDone(ctx, run, ledger.DoneBlocks, 1, i); err != nil {
 			t.Fatal(err)
 		}
 	}

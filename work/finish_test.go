@@ -33,7 +33,7 @@ func (f *fixture) completeRun(run string, n int) {
 		if err := f.store.PutResult(f.ctx, r); err != nil {
 			f.t.Fatal(err)
 		}
-		if _, err := f.store.AppendDone(f.ctx, run, 1, i); err != nil {
+		if _, err := f.store.AppendDone(f.ctx, run, ledger.DoneStriped, 1, i); err != nil {
 			f.t.Fatal(err)
 		}
 	}

@@ -14,7 +14,7 @@ type Ledger interface {
 	PutResult(ctx context.Context, r ledger.Result) error
 	ReadResult(ctx context.Context, run string, index int) (ledger.Result, error)
 	ListResults(ctx context.Context, run string, fn func(index int) error) error
-	AppendDone(ctx context.Context, run string, epoch int64, indexes ...int) (int64, error)
+	AppendDone(ctx context.Context, run string, layout ledger.DoneLayout, epoch int64, indexes ...int) (int64, error)
 	DoneCount(ctx context.Context, run string, shard int) (int64, error)
 	ReadDone(ctx context.Context, run string, shard int) ([]int, error)
 	ClaimReport(ctx context.Context, r ledger.Report) (ledger.ETag, error)

@@ -147,6 +147,20 @@ func (f *fixture) now() time.Time {
 func (f *fixture) setClock(c time.Time) { f.clock.Store(&c) }
 
 // createRun writes a running, fully planned manifest for a synthetic run of n partitions.
+// doneRecords sums the completion records of every done shard of a run.
+func (f *fixture) doneRecords(run string) (int64, error) {
+	m := f.manifest(run)
+	var c int64
+	for s := range m.DoneLayout.Shards(m.Partitions) {
+		n, err := f.store.DoneCount(f.ctx, run, s)
+		if err != nil {
+			return 0, err
+		}
+		c += n
+	}
+	return c, nil
+}
+
 func (f *fixture) createRun(run string, p synthetic.Params, mutate ...func(*ledger.Manifest)) {
 	f.t.Helper()
 	params, err := json.Marshal(p)
@@ -156,7 +170,7 @@ func (f *fixture) createRun(run string, p synthetic.Params, mutate ...func(*ledg
 	m := &ledger.Manifest{RunID: run, Trigger: ledger.TriggerManual, Epoch: 1,
 		Segments: []ledger.Segment{{Epoch: 1, From: 0}}, Job: synthetic.Name, Params: params,
 		State: ledger.StateRunning, Partitions: p.Partitions, PlanDone: true, BatchSize: 100,
-		Checkpoint: ledger.Checkpoint{Batches: (p.Partitions + 99) / 100, Next: p.Partitions}}
+		Checkpoint: ledger.Checkpoint{Batches: (p.Partitions + 99) / 100, Next: p.Partitions}, DoneLayout: ledger.DoneStriped}
 	for _, fn := range mutate {
 		fn(m)
 	}

@@ -73,7 +73,7 @@ func seedTryFinish(b *testing.B) *blobstore.Store {
 		}
 		m := &ledger.Manifest{RunID: "agg", Trigger: ledger.TriggerManual, Epoch: 1, Segments: []ledger.Segment{{Epoch: 1}},
 			Job: synthetic.Name, Params: []byte(fmt.Sprintf(`{"partitions":%d}`, seedPartitions)), State: ledger.StateRunning,
-			Partitions: seedPartitions, PlanDone: true, BatchSize: 100}
+			Partitions: seedPartitions, PlanDone: true, BatchSize: 100, DoneLayout: ledger.DoneStriped}
 		if tryFinishSeed.err = store.CreateManifest(ctx, m); tryFinishSeed.err != nil {
 			return
 		}
@@ -87,7 +87,7 @@ func seedTryFinish(b *testing.B) *blobstore.Store {
 					r := ledger.Result{Run: "agg", Index: i, Epoch: 1, OK: true, Attempts: 1,
 						Output: fmt.Appendf(nil, `{"i":%d,"v":%d}`, i, int64(i)*int64(i))}
 					if errs[k] = store.PutResult(ctx, r); errs[k] == nil {
-						_, errs[k] = store.AppendDone(ctx, "agg", 1, i)
+						_, errs[k] = store.AppendDone(ctx, "agg", ledger.DoneStriped, 1, i)
 					}
 				}
 			})

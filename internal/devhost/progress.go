@@ -118,7 +118,7 @@ func (w *progressWatcher) readRun(ctx context.Context, run string) (Progress, bo
 	p := Progress{Run: run, Schedule: m.Schedule, State: m.State, Reason: m.Reason, Partitions: m.Partitions,
 		Enqueued: m.Checkpoint.Next, PlanDone: m.PlanDone, Epoch: m.Epoch, Lease: m.Lease, Succeeded: m.Succeeded, Failed: m.Failed}
 	top := max(m.Partitions, m.Checkpoint.Next)
-	for shard := 0; shard <= max(top-1, 0)/ledger.DoneShardSize; shard++ {
+	for shard := range m.DoneLayout.Shards(top) {
 		n, err := w.store.DoneCount(ctx, run, shard)
 		if err != nil {
 			return p, true, err

@@ -299,12 +299,12 @@ func (s *Store) ListResults(ctx context.Context, run string, fn func(index int) 
 	return nil
 }
 
-// AppendDone records one completion of each partition index in their done shard with one
-// append (one block: storage appends it whole or not at all), creating the shard once if
+// AppendDone records one completion of each partition index in their done shard of the
+// run's layout with one append (one block: storage appends it whole or not at all), creating the shard once if
 // needed, and returns the completion ordinal of the last record within the shard (1 for the
 // shard's first). Redelivered partitions may be recorded more than once.
-func (s *Store) AppendDone(ctx context.Context, run string, epoch int64, indexes ...int) (int64, error) {
-	shard, err := ledger.DoneShardOf(indexes)
+func (s *Store) AppendDone(ctx context.Context, run string, layout ledger.DoneLayout, epoch int64, indexes ...int) (int64, error) {
+	shard, err := layout.ShardOf(indexes)
 	if err != nil {
 		return 0, fmt.Errorf("append done %s: %w", run, err)
 	}

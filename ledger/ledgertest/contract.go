@@ -309,7 +309,7 @@ func testAppendDone_ManyRecordsInOneAppend(t *testing.T, newStore Factory) {
 			for k := range idx {
 				idx[k] = sp.first + k
 			}
-			ord, err := s.AppendDone(ctx, "bundles", 3, idx...)
+			ord, err := s.AppendDone(ctx, "bundles", ledger.DoneBlocks, 3, idx...)
 			if err != nil {
 				return err
 			}
@@ -354,7 +354,7 @@ func testAppendDone_ManyRecordsInOneAppend(t *testing.T, newStore Factory) {
 	}
 	// Indexes in two shards, or none, are refused and record nothing.
 	for _, bad := range [][]int{{ledger.DoneShardSize - 1, ledger.DoneShardSize}, nil, {-1}} {
-		if _, err := s.AppendDone(ctx, "bundles", 3, bad...); !errors.Is(err, ledger.ErrDoneShards) {
+		if _, err := s.AppendDone(ctx, "bundles", ledger.DoneBlocks, 3, bad...); !errors.Is(err, ledger.ErrDoneShards) {
 			t.Errorf("AppendDone(%v) = %v, want ErrDoneShards", bad, err)
 		}
 	}
@@ -370,7 +370,7 @@ func testAppendDone_OrdinalsUniqueAndDense(t *testing.T, newStore Factory) {
 	ords := make([][]int64, workers)
 	errs := race(workers, func(w int) error {
 		for k := range each {
-			ord, err := s.AppendDone(ctx, "fanin", 1, w*each+k)
+			ord, err := s.AppendDone(ctx, "fanin", ledger.DoneBlocks, 1, w*each+k)
 			if err != nil {
 				return err
 			}
@@ -405,7 +405,7 @@ func testAppendDone_OrdinalsUniqueAndDense(t *testing.T, newStore Factory) {
 		t.Errorf("ReadDone of a missing shard = %v, %v; want nil, nil", idx, err)
 	}
 	// Index DoneShardSize starts shard 1; shard 0 is unaffected.
-	if ord, err := s.AppendDone(ctx, "fanin", 1, ledger.DoneShardSize); err != nil || ord != 1 {
+	if ord, err := s.AppendDone(ctx, "fanin", ledger.DoneBlocks, 1, ledger.DoneShardSize); err != nil || ord != 1 {
 		t.Errorf("first append to shard 1: ordinal %d, %v; want 1", ord, err)
 	}
 	n0, _ := s.DoneCount(ctx, "fanin", 0)
@@ -414,11 +414,83 @@ func testAppendDone_OrdinalsUniqueAndDense(t *testing.T, newStore Factory) {
 		t.Errorf("DoneCount shard 0 = %d, shard 1 = %d; want %d and 1", n0, n1, workers*each)
 	}
 	// A duplicate record (a redelivery) counts and reads back twice.
-	if _, err := s.AppendDone(ctx, "fanin", 1, ledger.DoneShardSize); err != nil {
+	if _, err := s.AppendDone(ctx, "fanin", ledger.DoneBlocks, 1, ledger.DoneShardSize); err != nil {
 		t.Fatal(err)
 	}
 	if idx, err := s.ReadDone(ctx, "fanin", 1); err != nil || !slices.Equal(idx, []int{ledger.DoneShardSize, ledger.DoneShardSize}) {
 		t.Errorf("ReadDone shard 1 = %v, %v; want index %d twice", idx, err, ledger.DoneShardSize)
+	}
+}
+
+// In the striped layout a message's partitions (consecutive, within one unit) append to one
+// shard, consecutive units to different shards, and each shard ends up holding exactly the
+// partitions the layout gives it.
+func testAppendDone_Striped(t *testing.T, newStore Factory) {
+	const n = 3*ledger.DoneUnit*ledger.DoneStripes + 100 // three rounds of the stripes and a bit
+	const bundle = ledger.DoneUnit / 4
+	ctx := testContext(t)
+	s := newStore(t, Options{})
+	lay := ledger.DoneStriped
+	starts := make([]int, 0, n/bundle+1)
+	for from := 0; from < n; from += bundle {
+		starts = append(starts, from)
+	}
+	const workers = 6
+	errs := race(workers, func(w int) error {
+		for k := w; k < len(starts); k += workers {
+			idx := make([]int, 0, bundle)
+			for i := starts[k]; i < min(starts[k]+bundle, n); i++ {
+				idx = append(idx, i)
+			}
+			ord, err := s.AppendDone(ctx, "striped", lay, 2, idx...)
+			if err != nil {
+				return err
+			}
+			if ord < int64(len(idx)) {
+				return fmt.Errorf("append at %d: ordinal %d below its own %d records", starts[k], ord, len(idx))
+			}
+		}
+		return nil
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+	}
+	if got := lay.Shards(n); got != ledger.DoneStripes {
+		t.Fatalf("Shards(%d) = %d, want %d", n, got, ledger.DoneStripes)
+	}
+	var total int64
+	for sh := range lay.Shards(n) {
+		c, err := s.DoneCount(ctx, "striped", sh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := lay.Expected(n, sh); c != want {
+			t.Errorf("shard %d: DoneCount %d, want Expected %d", sh, c, want)
+		}
+		idx, err := s.ReadDone(ctx, "striped", sh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range idx {
+			if lay.Shard(i) != sh {
+				t.Fatalf("shard %d holds partition %d, which the layout gives shard %d", sh, i, lay.Shard(i))
+			}
+		}
+		total += c
+	}
+	if total != n {
+		t.Errorf("%d records over the shards, want %d", total, n)
+	}
+	// Partitions of two units, or one past a unit's end, are refused and record nothing.
+	if _, err := s.AppendDone(ctx, "striped2", lay, 2, ledger.DoneUnit-1, ledger.DoneUnit); !errors.Is(err, ledger.ErrDoneShards) {
+		t.Errorf("AppendDone across two units = %v, want ErrDoneShards", err)
+	}
+	for sh := range 2 {
+		if c, err := s.DoneCount(ctx, "striped2", sh); err != nil || c != 0 {
+			t.Errorf("striped2 shard %d after a refused append: DoneCount = %d, %v; want 0", sh, c, err)
+		}
 	}
 }
 
@@ -532,6 +604,7 @@ func RunContract(t *testing.T, newStore Factory) {
 		{"UpdateManifest_NoChangeSkipsTheWrite", testUpdateManifest_NoChangeSkipsTheWrite},
 		{"AppendDone_OrdinalsUniqueAndDense", testAppendDone_OrdinalsUniqueAndDense},
 		{"AppendDone_ManyRecordsInOneAppend", testAppendDone_ManyRecordsInOneAppend},
+		{"AppendDone_Striped", testAppendDone_Striped},
 		{"ListResults_IndexOrder", testListResults_IndexOrder},
 		{"WriteReport_GuardedByClaimETag", testWriteReport_GuardedByClaimETag},
 		{"ListRuns", testListRuns},

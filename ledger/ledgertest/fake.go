@@ -271,13 +271,13 @@ func (f *Fake) ListResults(ctx context.Context, run string, fn func(index int) e
 	return nil
 }
 
-func (f *Fake) AppendDone(ctx context.Context, run string, epoch int64, indexes ...int) (int64, error) {
+func (f *Fake) AppendDone(ctx context.Context, run string, layout ledger.DoneLayout, epoch int64, indexes ...int) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.check(ctx); err != nil {
 		return 0, err
 	}
-	shard, err := ledger.DoneShardOf(indexes)
+	shard, err := layout.ShardOf(indexes)
 	if err != nil {
 		return 0, err
 	}

@@ -135,8 +135,8 @@ func (f *Faulty) ListResults(ctx context.Context, run string, fn func(int) error
 	return f.call("ListResults", run, func() error { return f.Store.ListResults(ctx, run, fn) })
 }
 
-func (f *Faulty) AppendDone(ctx context.Context, run string, epoch int64, indexes ...int) (n int64, err error) {
-	err = f.call("AppendDone", run, func() (e error) { n, e = f.Store.AppendDone(ctx, run, epoch, indexes...); return })
+func (f *Faulty) AppendDone(ctx context.Context, run string, layout ledger.DoneLayout, epoch int64, indexes ...int) (n int64, err error) {
+	err = f.call("AppendDone", run, func() (e error) { n, e = f.Store.AppendDone(ctx, run, layout, epoch, indexes...); return })
 	return
 }
 
