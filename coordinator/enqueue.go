@@ -207,7 +207,8 @@ func (c *Coordinator) backlogFull(ctx context.Context, m ledger.Manifest) (bool,
 	if c.cfg.MaxBacklog <= 0 || m.Checkpoint.Next < c.cfg.MaxBacklog || !m.DoneLayout.Known() {
 		return false, nil
 	}
-	done, err := c.doneCount(ctx, m)
+	// Counting stops once the backlog is known to be below the bound.
+	done, err := c.doneCount(ctx, m, int64(m.Checkpoint.Next-c.cfg.MaxBacklog+1))
 	if err != nil {
 		return false, err
 	}
@@ -231,10 +232,14 @@ func (c *Coordinator) backlogFull(ctx context.Context, m ledger.Manifest) (bool,
 	return full, nil
 }
 
-// doneCount sums the done shards' record counts of the partitions enqueued so far.
-func (c *Coordinator) doneCount(ctx context.Context, m ledger.Manifest) (int64, error) {
+// doneCount sums the done shards' record counts of the partitions enqueued so far, shard by
+// shard until the sum reaches enough.
+func (c *Coordinator) doneCount(ctx context.Context, m ledger.Manifest, enough int64) (int64, error) {
 	var done int64
 	for s := range m.DoneLayout.Shards(m.Checkpoint.Next) {
+		if done >= enough {
+			break
+		}
 		n, err := c.cfg.Store.DoneCount(ctx, m.RunID, s)
 		if err != nil {
 			return 0, err

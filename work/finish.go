@@ -16,7 +16,8 @@ import (
 // final; at most one call per run does). It returns false, nil when planning is not
 // done, a done shard counts fewer records than partitions, the listing of results/ lacks an
 // index, another worker holds a fresh claim on the report, the report is already written,
-// or the run is already final.
+// the run is already final, or another call in this process is trying to finish it (which then
+// tries once more for this one when it does not finish the run).
 //
 // Exactly one caller wins the create-once claim on report.json and runs Job.Aggregate,
 // renewing the claim every third of StaleClaim while it does. A claim neither renewed nor
@@ -29,7 +30,7 @@ import (
 // Workers call it when a done append reaches its shard's count; the coordinator calls it after
 // planning and from check messages.
 func (w *Worker) TryFinish(ctx context.Context, run string) (finished bool, err error) {
-	return w.tryFinish(ctx, run, true)
+	return w.finishing.finish(ctx, run, true, func(countFirst bool) (bool, error) { return w.tryFinish(ctx, run, countFirst) })
 }
 
 // TryFinishByListing is TryFinish without the done-count pre-check: the listing of results/
@@ -38,7 +39,7 @@ func (w *Worker) TryFinish(ctx context.Context, run string) (finished bool, err 
 // lost (the worker crashed between the two writes on the message's last delivery, so no
 // redelivery appends it) cannot then strand the run.
 func (w *Worker) TryFinishByListing(ctx context.Context, run string) (finished bool, err error) {
-	return w.tryFinish(ctx, run, false)
+	return w.finishing.finish(ctx, run, false, func(countFirst bool) (bool, error) { return w.tryFinish(ctx, run, countFirst) })
 }
 
 func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool) (bool, error) {
@@ -77,12 +78,8 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool) (bo
 	}
 
 	log := w.logger().With("run", run, "partitions", m.Partitions)
-	// One finish per run at a time in this process: the claim's token is this process's, so
-	// two of its callers at once would both take the claim for their own.
-	if _, busy := w.finishing.LoadOrStore(run, struct{}{}); busy {
-		return false, nil
-	}
-	defer w.finishing.Delete(run)
+	// One finish per run at a time in this process (finishGate): the claim's token is this
+	// process's, so two of its callers at once would both take the claim for their own.
 	mine, outcome, err := w.claim(ctx, &m)
 	if err != nil || outcome != claimed {
 		return false, err

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/batonfn/baton/internal/parallel"
@@ -81,8 +80,8 @@ type WorkerConfig struct {
 // for concurrent use.
 type Worker struct {
 	cfg       WorkerConfig
-	salt      [16]byte // random per process: see claimToken
-	finishing sync.Map // runs this process is finishing: one at a time each
+	salt      [16]byte   // random per process: see claimToken
+	finishing finishGate // runs this process is finishing: one attempt at a time each
 	manifests manifestCache
 }
 
