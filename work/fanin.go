@@ -1,11 +1,14 @@
 package work
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 
+	"github.com/batonfn/baton/internal/parallel"
 	"github.com/batonfn/baton/ledger"
 )
 
@@ -108,10 +111,14 @@ func byDoneShard(lay ledger.DoneLayout, idx []int) [][]int {
 	return groups
 }
 
+// countReaders is how many done shards' counts countsComplete reads at once: a striped run's
+// 16 in two rounds, so the report waits two HEADs, not 16.
+const countReaders = 8
+
 // countsComplete is the cheap check that runs before any listing of results/ (the proof that
-// every partition has a result) and stops at the first shard
-// that falls short: each done shard's record count (one HEAD per shard: 16 per 262,144
-// partitions striped, one per 20,000 in blocks), then, only
+// every partition has a result) and stops soon after a shard falls short: each done shard's
+// record count (one HEAD per shard: 16 per 262,144 partitions striped, one per 20,000 in
+// blocks; countReaders at once), then, only
 // for a shard holding more records than partitions (redeliveries appended duplicates), its
 // distinct indexes (one download). Without that distinct check, once duplicates pushed a count
 // past the total, every later completion would list the whole run.
@@ -120,16 +127,35 @@ func (w *Worker) countsComplete(ctx context.Context, m *ledger.Manifest) (bool, 
 	if !lay.Known() {
 		return false, nil
 	}
-	var inflated []int
-	for s := range lay.Shards(n) {
+	shards := lay.Shards(n)
+	counts := make([]int64, shards)
+	var (
+		mu    sync.Mutex
+		short bool
+		ferr  error
+	)
+	parallel.Each(shards, countReaders, func(s int) bool {
 		c, err := w.cfg.Store.DoneCount(ctx, m.RunID, s)
-		if err != nil {
-			return false, err
+		mu.Lock()
+		defer mu.Unlock()
+		counts[s] = c
+		switch {
+		case err != nil:
+			ferr = cmp.Or(ferr, err)
+		case c < lay.Expected(n, s):
+			short = true
 		}
-		switch want := lay.Expected(n, s); {
-		case c < want:
-			return false, nil
-		case c > want:
+		return ferr == nil && !short
+	})
+	if ferr != nil {
+		return false, ferr
+	}
+	if short {
+		return false, nil
+	}
+	var inflated []int
+	for s, c := range counts {
+		if c > lay.Expected(n, s) {
 			inflated = append(inflated, s)
 		}
 	}

@@ -165,3 +165,37 @@ func TestTryFinish_ConcurrentCallsInOneProcessCoalesce(t *testing.T) {
 		t.Errorf("report %s (%v); want succeeded", rep.State, err)
 	}
 }
+
+// The finish reads the done shards' counts several at a time, so the report of a striped run
+// waits for two rounds of HEADs, not sixteen.
+func TestTryFinish_ReadsTheShardsCountsTogether(t *testing.T) {
+	const n = ledger.DoneStripes * ledger.DoneUnit
+	store := &countingLedger{Fake: ledgertest.NewFake(ledgertest.Options{})}
+	w := finishedRun(t, store, "wide", n)
+	const together = 8
+	wait, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		waiting int
+		all     = make(chan struct{})
+		opened  bool
+	)
+	store.afterCount = func(int) {
+		mu.Lock()
+		waiting++
+		if waiting == together && !opened {
+			opened = true
+			close(all)
+		}
+		mu.Unlock()
+		select {
+		case <-all:
+		case <-wait.Done():
+			t.Errorf("a done count waited alone: the counts are not read %d at a time", together)
+		}
+	}
+	if done, err := w.TryFinish(context.Background(), "wide"); !done || err != nil {
+		t.Fatalf("TryFinish = %v, %v; want true, nil", done, err)
+	}
+}
