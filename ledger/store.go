@@ -40,10 +40,10 @@ type Store interface {
 
 	// AppendDone records one completion of each partition index, in one atomic append to
 	// their done shard in the run's layout (all indexes must be in one shard: layout.ShardOf,
-	// else ErrDoneShards), and returns the
-	// completion ordinal of the last record within the shard (1 for the shard's first record;
-	// the append's records have the ordinals up to it). Redelivered partitions may be recorded
-	// more than once, so an ordinal says "maybe complete"; ListResults is the proof.
+	// else ErrDoneShards), and returns the completion ordinal of the last record within the
+	// shard (1 for the shard's first record; the append's records have the ordinals up to it).
+	// Redelivered partitions may be recorded more than once, so an ordinal says "maybe
+	// complete"; ListResults is the proof.
 	AppendDone(ctx context.Context, run string, layout DoneLayout, epoch int64, indexes ...int) (int64, error)
 	// DoneCount returns the number of completion records in a shard (0 if it has none).
 	DoneCount(ctx context.Context, run string, shard int) (int64, error)

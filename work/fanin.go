@@ -118,10 +118,10 @@ const countReaders = 8
 // countsComplete is the cheap check that runs before any listing of results/ (the proof that
 // every partition has a result) and stops soon after a shard falls short: each done shard's
 // record count (one HEAD per shard: 16 per 262,144 partitions striped, one per 20,000 in
-// blocks; countReaders at once), then, only
-// for a shard holding more records than partitions (redeliveries appended duplicates), its
-// distinct indexes (one download). Without that distinct check, once duplicates pushed a count
-// past the total, every later completion would list the whole run.
+// blocks; countReaders at once), then, only for a shard holding more records than partitions
+// (redeliveries appended duplicates), its distinct indexes (one download). Without that
+// distinct check, once duplicates pushed a count past the total, every later completion would
+// list the whole run.
 func (w *Worker) countsComplete(ctx context.Context, m *ledger.Manifest) (bool, error) {
 	n, lay := m.Partitions, m.DoneLayout
 	if !lay.Known() {

@@ -300,9 +300,9 @@ func (s *Store) ListResults(ctx context.Context, run string, fn func(index int) 
 }
 
 // AppendDone records one completion of each partition index in their done shard of the
-// run's layout with one append (one block: storage appends it whole or not at all), creating the shard once if
-// needed, and returns the completion ordinal of the last record within the shard (1 for the
-// shard's first). Redelivered partitions may be recorded more than once.
+// run's layout with one append (one block: storage appends it whole or not at all), creating
+// the shard once if needed, and returns the completion ordinal of the last record within the
+// shard (1 for the shard's first). Redelivered partitions may be recorded more than once.
 func (s *Store) AppendDone(ctx context.Context, run string, layout ledger.DoneLayout, epoch int64, indexes ...int) (int64, error) {
 	shard, err := layout.ShardOf(indexes)
 	if err != nil {
