@@ -15,12 +15,10 @@ import (
 	"github.com/batonfn/baton/work/synthetic"
 )
 
-// countingLedger is the ledger fake with a hook after each DoneCount (given the shard) and a
-// count of partial reads.
+// countingLedger is the ledger fake with a hook after each DoneCount (given the shard).
 type countingLedger struct {
 	*ledgertest.Fake
-	afterCount   func(shard int)
-	partialReads atomic.Int64
+	afterCount func(shard int)
 }
 
 func (c *countingLedger) DoneCount(ctx context.Context, run string, shard int) (int64, error) {
@@ -29,11 +27,6 @@ func (c *countingLedger) DoneCount(ctx context.Context, run string, shard int) (
 		c.afterCount(shard)
 	}
 	return n, err
-}
-
-func (c *countingLedger) ReadPartial(ctx context.Context, run string, shard int) (ledger.Partial, ledger.ETag, error) {
-	c.partialReads.Add(1)
-	return c.Fake.ReadPartial(ctx, run, shard)
 }
 
 // finishedRun records a planned synthetic run of n partitions in the striped layout, every
