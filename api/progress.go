@@ -65,13 +65,9 @@ func (a *API) progress(ctx context.Context, m ledger.Manifest) (Progress, error)
 		}
 		p.Completed, p.Source = count, "results"
 	} else {
-		var count int64
-		for shard := range m.DoneLayout.Shards(n) {
-			c, err := a.cfg.Ledger.DoneCount(ctx, m.RunID, shard)
-			if err != nil {
-				return p, err
-			}
-			count += c
+		count, err := ledger.CountDone(ctx, a.cfg.Ledger, m.RunID, m.DoneLayout, n, 0)
+		if err != nil {
+			return p, err
 		}
 		p.Completed, p.Source, p.Approximate = int(count), "done", true
 	}

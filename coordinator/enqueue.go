@@ -208,7 +208,7 @@ func (c *Coordinator) backlogFull(ctx context.Context, m ledger.Manifest) (bool,
 		return false, nil
 	}
 	// Counting stops once the backlog is known to be below the bound.
-	done, err := c.doneCount(ctx, m, int64(m.Checkpoint.Next-c.cfg.MaxBacklog+1))
+	done, err := ledger.CountDone(ctx, c.cfg.Store, m.RunID, m.DoneLayout, m.Checkpoint.Next, int64(m.Checkpoint.Next-c.cfg.MaxBacklog+1))
 	if err != nil {
 		return false, err
 	}
@@ -230,23 +230,6 @@ func (c *Coordinator) backlogFull(ctx context.Context, m ledger.Manifest) (bool,
 		}
 	}
 	return full, nil
-}
-
-// doneCount sums the done shards' record counts of the partitions enqueued so far, shard by
-// shard until the sum reaches enough.
-func (c *Coordinator) doneCount(ctx context.Context, m ledger.Manifest, enough int64) (int64, error) {
-	var done int64
-	for s := range m.DoneLayout.Shards(m.Checkpoint.Next) {
-		if done >= enough {
-			break
-		}
-		n, err := c.cfg.Store.DoneCount(ctx, m.RunID, s)
-		if err != nil {
-			return 0, err
-		}
-		done += n
-	}
-	return done, nil
 }
 
 // waitForWave ends the slice when the backlog is full: a check sends the next wave after

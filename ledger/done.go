@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -130,4 +131,27 @@ func (l DoneLayout) ShardOf(indexes []int) (int, error) {
 		}
 	}
 	return s, nil
+}
+
+// DoneCounter reads the record count of one done shard (Store.DoneCount).
+type DoneCounter interface {
+	DoneCount(ctx context.Context, run string, shard int) (int64, error)
+}
+
+// CountDone sums the record counts of the done shards that record the first n partitions of a
+// run in the layout, one read per shard, stopping once the sum reaches enough (when positive).
+// Redeliveries append twice, so the sum may overcount. On an error it returns the sum so far.
+func CountDone(ctx context.Context, c DoneCounter, run string, layout DoneLayout, n int, enough int64) (int64, error) {
+	var done int64
+	for s := range layout.Shards(n) {
+		if enough > 0 && done >= enough {
+			break
+		}
+		k, err := c.DoneCount(ctx, run, s)
+		if err != nil {
+			return done, err
+		}
+		done += k
+	}
+	return done, nil
 }

@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -98,5 +99,28 @@ func TestDoneLayout_Unknown(t *testing.T) {
 	}
 	if _, err := lay.ShardOf([]int{1}); !errors.Is(err, ledger.ErrDoneShards) {
 		t.Errorf("ShardOf in an unknown layout = %v, want ErrDoneShards", err)
+	}
+}
+
+// countsOf is a DoneCounter over fixed counts, recording the shards it was asked for.
+type countsOf struct {
+	n    map[int]int64
+	read []int
+}
+
+func (c *countsOf) DoneCount(_ context.Context, _ string, shard int) (int64, error) {
+	c.read = append(c.read, shard)
+	return c.n[shard], nil
+}
+
+func TestCountDone(t *testing.T) {
+	const n = 10_000 // 16 stripes
+	c := &countsOf{n: map[int]int64{0: 700, 1: 600, 15: 500, 16: 99}}
+	if got, err := ledger.CountDone(context.Background(), c, "r", ledger.DoneStriped, n, 0); err != nil || got != 1800 || len(c.read) != 16 {
+		t.Errorf("CountDone = %d, %v after %d reads; want 1800 from the 16 shards of %d partitions", got, err, len(c.read), n)
+	}
+	c.read = nil
+	if got, err := ledger.CountDone(context.Background(), c, "r", ledger.DoneStriped, n, 1000); err != nil || got != 1300 || len(c.read) != 2 {
+		t.Errorf("CountDone up to 1000 = %d, %v after %d reads; want 1300 after 2", got, err, len(c.read))
 	}
 }

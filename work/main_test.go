@@ -150,15 +150,7 @@ func (f *fixture) setClock(c time.Time) { f.clock.Store(&c) }
 // doneRecords sums the completion records of every done shard of a run.
 func (f *fixture) doneRecords(run string) (int64, error) {
 	m := f.manifest(run)
-	var c int64
-	for s := range m.DoneLayout.Shards(m.Partitions) {
-		n, err := f.store.DoneCount(f.ctx, run, s)
-		if err != nil {
-			return 0, err
-		}
-		c += n
-	}
-	return c, nil
+	return ledger.CountDone(f.ctx, f.store, run, m.DoneLayout, m.Partitions, 0)
 }
 
 func (f *fixture) createRun(run string, p synthetic.Params, mutate ...func(*ledger.Manifest)) {

@@ -118,12 +118,8 @@ func (w *progressWatcher) readRun(ctx context.Context, run string) (Progress, bo
 	p := Progress{Run: run, Schedule: m.Schedule, State: m.State, Reason: m.Reason, Partitions: m.Partitions,
 		Enqueued: m.Checkpoint.Next, PlanDone: m.PlanDone, Epoch: m.Epoch, Lease: m.Lease, Succeeded: m.Succeeded, Failed: m.Failed}
 	top := max(m.Partitions, m.Checkpoint.Next)
-	for shard := range m.DoneLayout.Shards(top) {
-		n, err := w.store.DoneCount(ctx, run, shard)
-		if err != nil {
-			return p, true, err
-		}
-		p.Done += n
+	if p.Done, err = ledger.CountDone(ctx, w.store, run, m.DoneLayout, top, 0); err != nil {
+		return p, true, err
 	}
 	if m.PlanDone && p.Done > int64(m.Partitions) {
 		p.Done = int64(m.Partitions)
