@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"time"
 )
 
 // hotWindowParts is the stretch of a run over which the hottest entity is measured: every
@@ -13,35 +16,58 @@ const hotWindowParts = 1000
 // some stretch of hotWindowParts partitions of a run: in Azure a single blob serves about 500
 // requests/s, a storage account 20,000, so an entity's calls per partition bound a run's rate.
 type hotSpot struct {
-	Entity  string  // blob path or "queue <name>"
-	Calls   int64   // its calls in the window
-	Parts   int64   // the window's partitions
-	PerPart float64 // Calls / the window's partitions
-	Window  int     // 0-based window index
+	Entity  string        // blob path or "queue <name>"
+	Calls   int64         // its calls in the window
+	Parts   int64         // the window's partitions
+	PerPart float64       // Calls / the window's partitions
+	Window  int           // 0-based window index
+	Span    time.Duration // the window's length in time
+	Kinds   string        // its calls by kind ("blob GET manifest=12, ...")
+}
+
+// String tells the spot: "manifest.json: 13 calls in 1000 partitions (window 0, 3.5s; 0.0130
+// per partition: blob GET manifest=9, blob PUT manifest=4)".
+func (s hotSpot) String() string {
+	return fmt.Sprintf("%s: %d calls in %d partitions (window %d, %s; %.4f per partition: %s)",
+		s.Entity, s.Calls, s.Parts, s.Window, s.Span.Round(time.Millisecond), s.PerPart, s.Kinds)
 }
 
 // hotTracker counts calls per entity in windows of hotWindowParts results and keeps the worst
 // window's hottest entity. Not safe for concurrent use (the proxy holds its lock).
 type hotTracker struct {
 	counts  map[string]int64
-	idle    map[string]int64 // the empty polls among counts
+	idle    map[string]int64            // the empty polls among counts
+	kinds   map[string]map[string]int64 // entity → call kind → calls
+	start   time.Time                   // the window's first call
+	last    time.Time                   // its latest call
 	results int64
 	window  int
-	worst   hotSpot // any entity
-	blob    hotSpot // blobs only
-	busy    hotSpot // any entity, its empty polls left out
+	worst   hotSpot            // any entity
+	blob    hotSpot            // blobs only
+	busy    hotSpot            // any entity, its empty polls left out
+	each    map[string]hotSpot // every entity's worst window, its empty polls left out
 }
 
 func newHotTracker() *hotTracker {
-	return &hotTracker{counts: map[string]int64{}, idle: map[string]int64{}}
+	return &hotTracker{counts: map[string]int64{}, idle: map[string]int64{}, kinds: map[string]map[string]int64{},
+		each: map[string]hotSpot{}}
 }
 
-// add counts one call to entity; result says it created a partition's result, idle that it
-// was a poll of an empty queue (a dequeue that got no message). Empty polls come from each
-// instance's listener backing off up to its polling interval, so they grow with instances and
-// time, not with partitions: the busy spot leaves them out.
-func (h *hotTracker) add(entity string, result, idle bool) {
+// add counts one call of the given kind (see callKind) to entity, made at; result says it
+// created a partition's result, idle that it was a poll of an empty queue (a dequeue that got
+// no message). Empty polls come from each instance's listener backing off up to its polling
+// interval, so they grow with instances and time, not with partitions: the busy spot leaves
+// them out.
+func (h *hotTracker) add(entity, kind string, at time.Time, result, idle bool) {
+	if h.start.IsZero() {
+		h.start = at
+	}
+	h.last = at
 	h.counts[entity]++
+	if h.kinds[entity] == nil {
+		h.kinds[entity] = map[string]int64{}
+	}
+	h.kinds[entity][kind]++
 	if idle {
 		h.idle[entity]++
 	}
@@ -57,7 +83,8 @@ func (h *hotTracker) add(entity string, result, idle bool) {
 func (h *hotTracker) close() {
 	if h.results > 0 {
 		for e, n := range h.counts {
-			spot := hotSpot{Entity: e, Calls: n, Parts: h.results, PerPart: float64(n) / float64(h.results), Window: h.window}
+			spot := hotSpot{Entity: e, Calls: n, Parts: h.results, PerPart: float64(n) / float64(h.results), Window: h.window,
+				Span: h.last.Sub(h.start), Kinds: kindList(h.kinds[e])}
 			h.worst = hotter(h.worst, spot)
 			if !strings.HasPrefix(e, "queue ") {
 				h.blob = hotter(h.blob, spot)
@@ -66,10 +93,47 @@ func (h *hotTracker) close() {
 			busy.Calls -= h.idle[e]
 			busy.PerPart = float64(busy.Calls) / float64(h.results)
 			h.busy = hotter(h.busy, busy)
+			h.each[e] = hotter(h.each[e], busy)
 		}
 		h.window++
 	}
-	h.counts, h.idle, h.results = map[string]int64{}, map[string]int64{}, 0
+	h.counts, h.idle, h.kinds, h.results = map[string]int64{}, map[string]int64{}, map[string]map[string]int64{}, 0
+	h.start, h.last = time.Time{}, time.Time{}
+}
+
+// kindList lists calls by kind, most first: "blob GET manifest=12, blob HEAD manifest=3".
+func kindList(kinds map[string]int64) string {
+	names := make([]string, 0, len(kinds))
+	for k := range kinds {
+		names = append(names, k)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if kinds[a] != kinds[b] {
+			return int(kinds[b] - kinds[a])
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = fmt.Sprintf("%s=%d", k, kinds[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// top returns the n entities whose worst window was hottest (their empty polls left out),
+// hottest first.
+func (h *hotTracker) top(n int) []hotSpot {
+	spots := make([]hotSpot, 0, len(h.each))
+	for _, s := range h.each {
+		spots = append(spots, s)
+	}
+	slices.SortFunc(spots, func(a, b hotSpot) int {
+		if hotter(a, b) == a {
+			return -1
+		}
+		return 1
+	})
+	return spots[:min(n, len(spots))]
 }
 
 // hotter returns the hotter of two spots (the first entity by name on a tie).

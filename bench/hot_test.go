@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 )
 
 func TestCallEntity(t *testing.T) {
@@ -30,22 +31,22 @@ func TestHotTracker_WorstWindow(t *testing.T) {
 	// Window 0: the manifest takes 10 calls in 1,000 partitions; window 1: the done shard 40.
 	for i := range hotWindowParts {
 		if i < 10 {
-			h.add("c/run/manifest.json", false, false)
+			h.add("c/run/manifest.json", "k", time.Time{}, false, false)
 		}
-		h.add(fmt.Sprintf("c/run/results/%d.json", i), true, false)
+		h.add(fmt.Sprintf("c/run/results/%d.json", i), "k", time.Time{}, true, false)
 	}
 	for i := range hotWindowParts {
 		if i < 40 {
-			h.add("c/run/done/0", false, false)
+			h.add("c/run/done/0", "k", time.Time{}, false, false)
 		}
-		h.add(fmt.Sprintf("c/run/results/%d.json", hotWindowParts+i), true, false)
+		h.add(fmt.Sprintf("c/run/results/%d.json", hotWindowParts+i), "k", time.Time{}, true, false)
 	}
-	h.add("c/run/done/0", false, false) // in the next window, which never closes
+	h.add("c/run/done/0", "k", time.Time{}, false, false) // in the next window, which never closes
 	h.close()
 	// A queue hotter than every blob is the hottest entity, not the hottest blob.
 	for i := range hotWindowParts {
-		h.add("queue q", false, false)
-		h.add(fmt.Sprintf("c/run/results/%d.json", 2*hotWindowParts+i), true, false)
+		h.add("queue q", "k", time.Time{}, false, false)
+		h.add(fmt.Sprintf("c/run/results/%d.json", 2*hotWindowParts+i), "k", time.Time{}, true, false)
 	}
 	if h.worst.Entity != "queue q" || h.worst.PerPart != 1 {
 		t.Errorf("worst = %+v, want the queue", h.worst)
@@ -67,14 +68,14 @@ func TestHotTracker_EmptyPollsLeftOutOfBusy(t *testing.T) {
 	for i := range hotWindowParts {
 		switch {
 		case i < 50:
-			h.add("queue q", false, true)
+			h.add("queue q", "k", time.Time{}, false, true)
 		case i < 55:
-			h.add("queue q", false, false)
+			h.add("queue q", "k", time.Time{}, false, false)
 		}
 		if i < 20 {
-			h.add("c/run/manifest.json", false, false)
+			h.add("c/run/manifest.json", "k", time.Time{}, false, false)
 		}
-		h.add(fmt.Sprintf("c/run/results/%d.json", i), true, false)
+		h.add(fmt.Sprintf("c/run/results/%d.json", i), "k", time.Time{}, true, false)
 	}
 	h.close()
 	if h.worst.Entity != "queue q" || h.worst.Calls != 55 {
@@ -103,5 +104,50 @@ func TestMessageSniffer(t *testing.T) {
 		if s.found != tc.want {
 			t.Errorf("%q: found %v, want %v", tc.writes, s.found, tc.want)
 		}
+	}
+}
+
+// Each entity is listed at its own worst window, hottest first, with its calls by kind.
+func TestHotTracker_TopListsEachEntityAtItsWorst(t *testing.T) {
+	h := newHotTracker()
+	at := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	window := func(manifest, lease, shard int) {
+		for i := range hotWindowParts {
+			switch {
+			case i < manifest:
+				h.add("c/run/manifest.json", "blob GET manifest", at, false, false)
+			case i < manifest+lease:
+				h.add("c/lease", "blob lease renew", at, false, false)
+			}
+			if i < shard {
+				h.add("c/run/done/0", "blob append done", at, false, false)
+			}
+			at = at.Add(time.Millisecond)
+			h.add("c/run/results/x.json", "blob PUT result", at, true, false)
+		}
+	}
+	window(12, 3, 5)
+	window(4, 9, 6)
+	top := h.top(3)
+	want := []struct {
+		entity string
+		calls  int64
+		window int
+		kinds  string
+	}{
+		{"c/run/results/x.json", 1000, 0, "blob PUT result=1000"},
+		{"c/run/manifest.json", 12, 0, "blob GET manifest=12"},
+		{"c/lease", 9, 1, "blob lease renew=9"},
+	}
+	if len(top) != len(want) {
+		t.Fatalf("top(3) = %v", top)
+	}
+	for i, w := range want {
+		if got := top[i]; got.Entity != w.entity || got.Calls != w.calls || got.Window != w.window || got.Kinds != w.kinds {
+			t.Errorf("top[%d] = %v, want %s with %d calls in window %d (%s)", i, got, w.entity, w.calls, w.window, w.kinds)
+		}
+	}
+	if span := top[1].Span; span != time.Second {
+		t.Errorf("window 0's span = %s, want 1s (its first call to its thousandth result)", span)
 	}
 }

@@ -41,6 +41,7 @@ type scaleResult struct {
 	// hot is the entity that took the most calls per partition in any stretch of
 	// hotWindowParts partitions.
 	hot      [3]hotSpot // any entity, the hottest blob, and any entity without its empty polls
+	top      []hotSpot  // the hottest entities, each at its worst window, without empty polls
 	renewals []time.Duration
 	// peak RSS (VmHWM) of each instance, of those that led (took the lease at least once) and
 	// of the one that aggregated.
@@ -101,7 +102,7 @@ func scaledRun(b *testing.B, spec scaleSpec) scaleResult {
 	close(stop)
 	wall := time.Since(t0)
 	az1, self1 := azuriteStats(), selfCPU()
-	counts, lastAt, renewals, hot := c.proxy.snapshotHot()
+	counts, lastAt, renewals, hot, top := c.proxy.snapshotHot()
 	if m.State != ledger.StateSucceeded || m.Succeeded != spec.partitions {
 		b.Fatalf("run %s ended %s with %d succeeded, want succeeded with %d (log: %s)", run, m.State, m.Succeeded, spec.partitions, c.logPath)
 	}
@@ -118,7 +119,7 @@ func scaledRun(b *testing.B, spec scaleSpec) scaleResult {
 		b.Fatal(err)
 	}
 	r := scaleResult{run: run, elapsed: m.Finished.Sub(m.Created), enqueue: m.Enqueued.Sub(m.Created),
-		resultToReport: lastAt["blob PUT report"].Sub(lastAt["blob PUT result"]), counts: counts, renewals: renewals, hot: hot,
+		resultToReport: lastAt["blob PUT report"].Sub(lastAt["blob PUT result"]), counts: counts, renewals: renewals, hot: hot, top: top,
 		rss: map[string]int64{}, failed: c.failures(),
 		azuriteCPU: cpuShare(az1.CPU-az0.CPU, wall), selfCPU: cpuShare(self1-self0, wall)}
 	r.calls, _ = callsTable(counts, spec.partitions)
@@ -187,15 +188,16 @@ func (r scaleResult) report(b *testing.B, n int) {
 			leaderRSS = max(leaderRSS, r.rss[name])
 		}
 	}
+	tops := make([]string, len(r.top))
+	for i, spot := range r.top {
+		tops[i] = spot.String()
+	}
 	b.Logf("run %s: %d partitions in %s (planned in %s), %.0f partitions/s; last result → report %s; "+
-		"peak RSS %s; led: %v; aggregated: %s; failed invocations %v; hottest entity %s: %d calls in %d partitions "+
-		"(window %d; %.4f per partition); hottest blob %s: %d calls in %d partitions (window %d; %.4f per partition); "+
-		"hottest without empty polls %s: %d calls in %d partitions (window %d; %.4f per partition); %d storage calls:%s",
+		"peak RSS %s; led: %v; aggregated: %s; failed invocations %v; hottest entity %s; hottest blob %s; "+
+		"hottest without empty polls %s; each at its worst, without empty polls: %s; %d storage calls:%s",
 		r.run, n, r.elapsed.Round(time.Millisecond), r.enqueue.Round(time.Millisecond), float64(n)/r.elapsed.Seconds(),
 		r.resultToReport.Round(time.Millisecond), strings.Join(per, ", "), r.leaders, r.aggregator, r.failed,
-		r.hot[0].Entity, r.hot[0].Calls, r.hot[0].Parts, r.hot[0].Window, r.hot[0].PerPart,
-		r.hot[1].Entity, r.hot[1].Calls, r.hot[1].Parts, r.hot[1].Window, r.hot[1].PerPart,
-		r.hot[2].Entity, r.hot[2].Calls, r.hot[2].Parts, r.hot[2].Window, r.hot[2].PerPart, total, table)
+		r.hot[0], r.hot[1], r.hot[2], strings.Join(tops, "; "), total, table)
 	b.ReportMetric(r.hot[0].PerPart, "hottest-entity-calls/partition")
 	b.ReportMetric(r.hot[1].PerPart, "hottest-blob-calls/partition")
 	b.ReportMetric(r.hot[2].PerPart, "hottest-busy-calls/partition")
