@@ -72,7 +72,7 @@ func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Env
 		// PlanningCopyTTL ago (the process's, if it is that young) that still says planning
 		// leaves this append to the leader's second try, more than PlanningCopyTTL after its
 		// first; an older copy must be read again, or nobody finishes.
-		fresh, err := w.manifest(ctx, env.Run, PlanningCopyTTL)
+		fresh, err := w.manifest(ctx, env.Run)
 		if err != nil {
 			return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
 		}

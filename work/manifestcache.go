@@ -22,21 +22,15 @@ import (
 // re-enqueue rounds and timeouts may finish the run with partitions missing, so every delivery
 // reads the manifest again.
 //
-// While planning goes on, a copy is kept for PlanningCheckTTL when a delivery checks that its
-// message is current, and for PlanningCopyTTL when a done append may have completed the run.
-// In that time the leader may record a takeover's segment, finish planning or fail the run, and
-// a worker with an older copy does not see it yet: it processes a message a takeover has made
-// stale (its result carries the same stored plan payload, and the one-result rule keeps one)
-// or a partition of a run that has failed (whose results nobody folds), and its done append
-// may be the last one while its copy still says planning (the leader looks again
-// PlanningCopyTTL after planning ends; see PlanningCopyTTL).
+// While planning goes on, a copy is kept for PlanningCopyTTL only. In that time the leader may
+// record a takeover's segment, finish planning or fail the run, and a worker with an older copy
+// does not see it yet: it processes a message a takeover has made stale (its result carries
+// the same stored plan payload, and the one-result rule keeps one), and its done append may be
+// the last one while its copy still says planning (the leader looks again PlanningCopyTTL after
+// planning ends; see PlanningCopyTTL).
 //
 // This takes the manifest read off most partitions: one read per run and process every
-// cacheTTL once planned, every PlanningCheckTTL before (and, at most every PlanningCopyTTL,
-// one for appends that catch their done shard up with the plan), instead of one or two per
-// delivery. Reads that are per process and per second add up over instances to one blob's
-// rate, so the planning copy is kept as long as the harm of its age allows: a few seconds of
-// wasted work after a takeover or a failure.
+// cacheTTL once planned, every PlanningCopyTTL before, instead of one or two per delivery.
 // The deliveries that find no usable copy while a read of the run's manifest is in flight
 // wait for that read and share its answer (load), so a process's bundles that start together,
 // or whose copy expires together, make one read, not one each.
@@ -62,18 +56,12 @@ type cachedManifest struct {
 }
 
 // PlanningCopyTTL bounds how old a worker's copy of the manifest of a run still being planned
-// may be when its done append may complete the run. A worker whose copy says planning then
-// reads the manifest again only when its copy is older than this; the leader, having finished
+// may be. A worker whose done append may complete the run while its copy says planning reads
+// the manifest again only when its copy is older than this; the leader, having finished
 // planning, tries to finish the run again once this long has passed since its own try, so one
-// of them sees every append.
+// of them sees every append. It is also how long after a takeover records its segment a
+// worker may still process a message the takeover made stale.
 const PlanningCopyTTL = time.Second
-
-// PlanningCheckTTL bounds how old a worker's copy of the manifest of a run still being
-// planned may be when a delivery checks its message against it (the segments' epochs, the
-// run's state): for that long after a takeover records its segment, or the leader fails the
-// run, a worker may still process a message the takeover made stale or a partition of the
-// failed run. Once planned, a copy is kept for 30 s (up to the run's deadline).
-const PlanningCheckTTL = 5 * time.Second
 
 const (
 	// cacheTTL bounds how old a cached copy of a planned run's manifest may be.
@@ -83,12 +71,15 @@ const (
 	cacheMaxRuns = 1024
 )
 
-// getLocked returns run's cached manifest if it may still be used at now by a caller that
-// takes a planning copy up to planning old; c.mu is held. The copy's params are its own, so a
-// job that changes them changes nothing here.
-func (c *manifestCache) getLocked(run string, now time.Time, planning time.Duration) (ledger.Manifest, bool) {
+// getLocked returns run's cached manifest if it may still be used at now; c.mu is held. The
+// copy's params are its own, so a job that changes them changes nothing here.
+func (c *manifestCache) getLocked(run string, now time.Time) (ledger.Manifest, bool) {
 	e, ok := c.runs[run]
-	if !ok || !usable(e, now, planning) {
+	if !ok {
+		return ledger.Manifest{}, false
+	}
+	if !usable(e, now) {
+		delete(c.runs, run)
 		return ledger.Manifest{}, false
 	}
 	return ownCopy(e.m), true
@@ -100,23 +91,22 @@ func ownCopy(m ledger.Manifest) ledger.Manifest {
 	return m
 }
 
-// load returns run's manifest: the cached copy while usable at now by a caller that takes a
-// planning copy up to planning old (PlanningCheckTTL or PlanningCopyTTL), otherwise the answer
-// of read, cached when it may be. One read per run is registered in flight at a time, and a
-// caller that finds one begun less than planning before its own now waits for it and shares
-// its answer when that answer is usable at its now, exactly as if the read had put it in the
-// cache (a copy counts as read when its read began). Otherwise — a read in flight for longer
-// (it may have been served before this caller's done append, say), an answer it may not use
-// (a run past its deadline), or a read ended by its own caller's context — the caller reads
+// load returns run's manifest: the cached copy while usable at now, otherwise the answer of
+// read, cached when it may be. One read per run is registered in flight at a time, and a
+// caller that finds one begun less than PlanningCopyTTL before its own now waits for it and
+// shares its answer when that answer is usable at its now, exactly as if the read had put it
+// in the cache (a copy counts as read when its read began). Otherwise — a read in flight for
+// longer (it may have been served before this caller's done append, say), an answer it may not
+// use (a run past its deadline), or a read ended by its own caller's context — the caller reads
 // for itself. A read that failed otherwise fails its waiters alike.
-func (c *manifestCache) load(ctx context.Context, run string, now time.Time, planning time.Duration, read func(context.Context) (ledger.Manifest, error)) (ledger.Manifest, error) {
+func (c *manifestCache) load(ctx context.Context, run string, now time.Time, read func(context.Context) (ledger.Manifest, error)) (ledger.Manifest, error) {
 	c.mu.Lock()
-	if m, ok := c.getLocked(run, now, planning); ok {
+	if m, ok := c.getLocked(run, now); ok {
 		c.mu.Unlock()
 		return m, nil
 	}
 	if f, ok := c.flights[run]; ok {
-		if now.Sub(f.at) >= planning {
+		if now.Sub(f.at) >= PlanningCopyTTL {
 			c.mu.Unlock()
 			return c.read(ctx, now, read)
 		}
@@ -128,7 +118,7 @@ func (c *manifestCache) load(ctx context.Context, run string, now time.Time, pla
 			return ledger.Manifest{}, fmt.Errorf("read manifest of run %s: %w", run, context.Cause(ctx))
 		}
 		switch {
-		case f.err == nil && usable(cachedManifest{m: f.m, at: f.at}, now, planning):
+		case f.err == nil && usable(cachedManifest{m: f.m, at: f.at}, now):
 			return ownCopy(f.m), nil
 		case f.err != nil && !errors.Is(f.err, context.Canceled) && !errors.Is(f.err, context.DeadlineExceeded):
 			return ledger.Manifest{}, f.err
@@ -166,7 +156,7 @@ func (c *manifestCache) read(ctx context.Context, now time.Time, read func(conte
 // put caches m, read at now, when a worker may use it without reading it again.
 func (c *manifestCache) put(m ledger.Manifest, now time.Time) {
 	e := cachedManifest{m: m, at: now}
-	if m.State.Final() || !usable(e, now, PlanningCheckTTL) {
+	if m.State.Final() || !usable(e, now) {
 		return
 	}
 	e.m.Params = slices.Clone(m.Params)
@@ -178,7 +168,7 @@ func (c *manifestCache) put(m ledger.Manifest, now time.Time) {
 	}
 	if len(c.runs) >= cacheMaxRuns {
 		for run, old := range c.runs {
-			if !usable(old, now, PlanningCheckTTL) {
+			if !usable(old, now) {
 				delete(c.runs, run)
 			}
 		}
@@ -191,10 +181,10 @@ func (c *manifestCache) put(m ledger.Manifest, now time.Time) {
 
 // usable reports whether e may stand in for a fresh read at now: a planned run's copy while
 // younger than cacheTTL and before the run's deadline, a copy taken while planning while
-// younger than planning.
-func usable(e cachedManifest, now time.Time, planning time.Duration) bool {
+// younger than PlanningCopyTTL.
+func usable(e cachedManifest, now time.Time) bool {
 	if !e.m.PlanDone {
-		return now.Sub(e.at) < planning
+		return now.Sub(e.at) < PlanningCopyTTL
 	}
 	return now.Sub(e.at) < cacheTTL && now.Before(e.m.Deadline)
 }

@@ -43,7 +43,7 @@ func TestManifestCache_ConcurrentLoadsShareOneRead(t *testing.T) {
 	got := make([]ledger.Manifest, callers)
 	errs := make([]error, callers)
 	for i := range callers {
-		wg.Go(func() { got[i], errs[i] = c.load(t.Context(), "r", now, PlanningCopyTTL, read) })
+		wg.Go(func() { got[i], errs[i] = c.load(t.Context(), "r", now, read) })
 	}
 	WaitFor(t, "one read with the other callers waiting for it, or a second read", func() bool {
 		return reads.Load() > 1 || reads.Load() == 1 && c.waiting("r") == callers-1
@@ -59,7 +59,7 @@ func TestManifestCache_ConcurrentLoadsShareOneRead(t *testing.T) {
 		}
 	}
 	got[0].Params[0] = 'X' // each caller's params are its own
-	if m, err := c.load(t.Context(), "r", now, PlanningCopyTTL, read); err != nil || string(m.Params) != `{"n":1}` || reads.Load() != 1 {
+	if m, err := c.load(t.Context(), "r", now, read); err != nil || string(m.Params) != `{"n":1}` || reads.Load() != 1 {
 		t.Errorf("after the shared read: %s, %v, %d reads; want the cached copy, unchanged, and no read", m.Params, err, reads.Load())
 	}
 }
@@ -81,11 +81,11 @@ func TestManifestCache_WaiterReadsAgainWhenTheReadersContextEnded(t *testing.T) 
 	rctx, cancel := context.WithCancel(t.Context())
 	var readerErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { _, readerErr = c.load(rctx, "r", now, PlanningCopyTTL, read) })
+	wg.Go(func() { _, readerErr = c.load(rctx, "r", now, read) })
 	WaitFor(t, "the first read", func() bool { return reads.Load() == 1 })
 	var waiterM ledger.Manifest
 	var waiterErr error
-	wg.Go(func() { waiterM, waiterErr = c.load(t.Context(), "r", now, PlanningCopyTTL, read) })
+	wg.Go(func() { waiterM, waiterErr = c.load(t.Context(), "r", now, read) })
 	WaitFor(t, "the waiter", func() bool { return c.waiting("r") == 1 })
 	cancel()
 	wg.Wait()
@@ -101,7 +101,7 @@ func TestManifestCache_WaiterReadsAgainWhenTheReadersContextEnded(t *testing.T) 
 	failing := func(context.Context) (ledger.Manifest, error) { <-gate; return ledger.Manifest{}, broken }
 	errs := make([]error, 2)
 	for i := range errs {
-		wg.Go(func() { _, errs[i] = c.load(t.Context(), "s", now, PlanningCopyTTL, failing) })
+		wg.Go(func() { _, errs[i] = c.load(t.Context(), "s", now, failing) })
 	}
 	WaitFor(t, "a waiter on the failing read", func() bool { return c.waiting("s") == 1 })
 	close(gate)
@@ -148,13 +148,13 @@ func TestManifestCache_SharesOnlyWhatTheCacheWouldGive(t *testing.T) {
 			}
 			var wg sync.WaitGroup
 			wg.Go(func() {
-				if _, err := c.load(t.Context(), "r", now, PlanningCopyTTL, read); err != nil {
+				if _, err := c.load(t.Context(), "r", now, read); err != nil {
 					t.Errorf("first caller: %v", err)
 				}
 			})
 			WaitFor(t, "the first read", func() bool { return reads.Load() == 1 })
 			var second error
-			wg.Go(func() { _, second = c.load(t.Context(), "r", now.Add(tc.later), PlanningCopyTTL, read) })
+			wg.Go(func() { _, second = c.load(t.Context(), "r", now.Add(tc.later), read) })
 			if tc.joins {
 				WaitFor(t, "the second caller waiting", func() bool { return c.waiting("r") == 1 })
 			} else {
@@ -166,37 +166,5 @@ func TestManifestCache_SharesOnlyWhatTheCacheWouldGive(t *testing.T) {
 				t.Errorf("second caller: %v after %d reads; want the manifest after %d", second, reads.Load(), tc.wantReads)
 			}
 		})
-	}
-}
-
-// A copy of a run still being planned stands in for a read as long as its caller allows: a
-// delivery's check takes it up to PlanningCheckTTL old, an append that may have completed the
-// run up to PlanningCopyTTL old. Once the finish's read replaced it, the check takes the new
-// copy.
-func TestManifestCache_PlanningCopyAgeIsTheCallers(t *testing.T) {
-	var c manifestCache
-	now := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
-	var reads atomic.Int64
-	read := func(context.Context) (ledger.Manifest, error) {
-		reads.Add(1)
-		m := plannedManifest("r", now)
-		m.PlanDone = false
-		return m, nil
-	}
-	for _, step := range []struct {
-		what      string
-		at        time.Duration
-		planning  time.Duration
-		wantReads int64
-	}{
-		{"the first check reads", 0, PlanningCheckTTL, 1},
-		{"a check at PlanningCopyTTL takes the copy", PlanningCopyTTL, PlanningCheckTTL, 1},
-		{"an append's read at PlanningCopyTTL reads again", PlanningCopyTTL, PlanningCopyTTL, 2},
-		{"a check just inside PlanningCheckTTL of the first read takes the new copy", PlanningCheckTTL, PlanningCheckTTL, 2},
-		{"a check PlanningCheckTTL after the append's read reads again", PlanningCopyTTL + PlanningCheckTTL, PlanningCheckTTL, 3},
-	} {
-		if _, err := c.load(t.Context(), "r", now.Add(step.at), step.planning, read); err != nil || reads.Load() != step.wantReads {
-			t.Fatalf("%s: %v after %d reads; want the manifest after %d", step.what, err, reads.Load(), step.wantReads)
-		}
 	}
 }

@@ -81,7 +81,7 @@ func (e *cacheEnv) reading(want int64, what string, fn func()) {
 
 // A planned run's manifest is read once per process while it cannot change, and again after
 // the cache's TTL and past the run's deadline (when re-enqueue rounds and timeouts may finish it
-// with partitions missing); while planning goes on, once per PlanningCheckTTL.
+// with partitions missing); while planning goes on, once per PlanningCopyTTL.
 func TestWorker_ReadsAPlannedRunsManifestOnce(t *testing.T) {
 	e := newCacheEnv(t)
 	e.run("planned", 10, true)
@@ -100,15 +100,10 @@ func TestWorker_ReadsAPlannedRunsManifestOnce(t *testing.T) {
 		e.deliver("planning", 0, 1)
 		e.deliver("planning", 1, 1)
 	})
-	// A delivery checks its message against a planning copy up to PlanningCheckTTL old; the
-	// shorter PlanningCopyTTL is for an append that may have completed the run (none here: the
-	// done shard is short of the ten partitions planned so far).
-	e.advance(work.PlanningCopyTTL)
-	e.reading(0, "a partition once the copy is PlanningCopyTTL old", func() { e.deliver("planning", 2, 1) })
-	e.advance(work.PlanningCheckTTL - work.PlanningCopyTTL - time.Millisecond)
-	e.reading(0, "a partition just inside PlanningCheckTTL", func() { e.deliver("planning", 3, 1) })
+	e.advance(work.PlanningCopyTTL - time.Millisecond)
+	e.reading(0, "a partition just inside PlanningCopyTTL", func() { e.deliver("planning", 2, 1) })
 	e.advance(time.Millisecond)
-	e.reading(1, "a partition once the copy is PlanningCheckTTL old", func() { e.deliver("planning", 4, 1) })
+	e.reading(1, "a partition once the copy is PlanningCopyTTL old", func() { e.deliver("planning", 3, 1) })
 }
 
 // A run that finished while this process held its manifest (every result in): a duplicate

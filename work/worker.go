@@ -172,7 +172,7 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 	}
 
 	// 1. The manifest decides whether the message is current.
-	m, err := w.manifest(ctx, env.Run, PlanningCheckTTL)
+	m, err := w.manifest(ctx, env.Run)
 	if errors.Is(err, ledger.ErrNotFound) {
 		// The leader creates the manifest before it enqueues anything.
 		return fmt.Errorf("%w: run %s has no manifest", ErrMalformed, env.Run)
@@ -422,11 +422,10 @@ func process(ctx context.Context, job Job, p Partition) (out json.RawMessage, er
 }
 
 // manifest returns run's manifest: the process's cached copy while it may stand in for a read
-// (manifestCache) by a caller that takes a copy of a run still being planned up to planning
-// old, otherwise a fresh read (shared with the deliveries that need it meanwhile), cached when
-// it may.
-func (w *Worker) manifest(ctx context.Context, run string, planning time.Duration) (ledger.Manifest, error) {
-	return w.manifests.load(ctx, run, w.now(), planning, func(ctx context.Context) (ledger.Manifest, error) {
+// (manifestCache), otherwise a fresh read (shared with the deliveries that need it meanwhile),
+// cached when it may.
+func (w *Worker) manifest(ctx context.Context, run string) (ledger.Manifest, error) {
+	return w.manifests.load(ctx, run, w.now(), func(ctx context.Context) (ledger.Manifest, error) {
 		return w.cfg.Store.ReadManifest(ctx, run)
 	})
 }
