@@ -41,10 +41,10 @@ func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Env
 	}
 	slices.Sort(idx)
 	// The partition count: the manifest's once planned, else the last plan batch's messages
-	// carry it.
+	// carry it, this one or another this process has handled.
 	total, counted := m.Partitions, m.PlanDone
-	if !counted && env.Parts > 0 {
-		total, counted = env.Parts, true
+	if n := max(env.Parts, w.manifests.countOf(env.Run)); !counted && n > 0 {
+		total, counted = n, true
 	}
 	type reached struct {
 		shard int
@@ -71,7 +71,8 @@ func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Env
 		// TryFinish may have counted before this append. A copy read less than
 		// PlanningCopyTTL ago (the process's, if it is that young) that still says planning
 		// leaves this append to the leader's second try, more than PlanningCopyTTL after its
-		// first; an older copy must be read again, or nobody finishes.
+		// first; an older copy must be read again, or nobody finishes. (A process that has
+		// handled a message of the last plan batch knows the count and is not here.)
 		fresh, err := w.manifest(ctx, env.Run)
 		if err != nil {
 			return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)

@@ -25,9 +25,11 @@ import (
 // While planning goes on, a copy is kept for PlanningCopyTTL only. In that time the leader may
 // record a takeover's segment, finish planning or fail the run, and a worker with an older copy
 // does not see it yet: it processes a message a takeover has made stale (its result carries
-// the same stored plan payload, and the one-result rule keeps one), and its done append may be
-// the last one while its copy still says planning (the leader looks again PlanningCopyTTL after
-// planning ends; see PlanningCopyTTL).
+// the same stored plan payload, and the one-result rule keeps one) or a partition of a run
+// whose planning failed (its result changes nothing), and its done append may be the last one
+// while its copy still says planning (the leader looks again PlanningCopyTTL after planning
+// ends; see PlanningCopyTTL). The messages of the last plan batch carry the run's partition
+// count, and the process remembers it (learnCount) for the appends of its other deliveries.
 //
 // This takes the manifest read off most partitions: one read per run and process every
 // cacheTTL once planned, every PlanningCopyTTL before, instead of one or two per delivery.
@@ -38,6 +40,7 @@ type manifestCache struct {
 	mu      sync.Mutex
 	runs    map[string]cachedManifest
 	flights map[string]*manifestRead
+	counts  map[string]int // partition counts learnt from messages, by run
 }
 
 // manifestRead is one read of a run's manifest in flight, shared by the deliveries that need
@@ -56,12 +59,21 @@ type cachedManifest struct {
 }
 
 // PlanningCopyTTL bounds how old a worker's copy of the manifest of a run still being planned
-// may be. A worker whose done append may complete the run while its copy says planning reads
-// the manifest again only when its copy is older than this; the leader, having finished
-// planning, tries to finish the run again once this long has passed since its own try, so one
-// of them sees every append. It is also how long after a takeover records its segment a
-// worker may still process a message the takeover made stale.
-const PlanningCopyTTL = time.Second
+// may be. A worker whose done append may complete the run while its copy says planning (and
+// that knows no partition count from a message) reads the manifest again only when its copy
+// is older than this; the leader, having finished planning, tries to finish the run again once
+// this long has passed since its own try, so one of them sees every append. It is also how
+// long after a takeover records its segment, or the leader fails the run, a worker may still
+// process a message the takeover made stale or a partition of the failed run.
+//
+// Reads per process and per PlanningCopyTTL add up over instances to one blob's rate: with
+// done records striped, nearly every append catches its shard up with the partitions planned
+// so far, so while a run's waves go on each instance reads its manifest about once per
+// PlanningCopyTTL. At 5 s, 200 instances make 40 reads/s, against one blob's target of about
+// 500. The price: a run whose last append came from a process with a younger copy that still
+// said planning, and no message with the count, is finished by the leader's second try, about
+// 5 s after planning ended.
+const PlanningCopyTTL = 5 * time.Second
 
 const (
 	// cacheTTL bounds how old a cached copy of a planned run's manifest may be.
@@ -70,6 +82,28 @@ const (
 	// none has expired the cache starts over.
 	cacheMaxRuns = 1024
 )
+
+// learnCount remembers run's partition count, as a message of its last plan batch (or one sent
+// once planning was done) carries it: a process that has it needs no copy of the manifest
+// saying planning is done to tell whether an append may have completed the run.
+func (c *manifestCache) learnCount(run string, n int) {
+	if n <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.counts == nil || len(c.counts) >= cacheMaxRuns {
+		c.counts = map[string]int{}
+	}
+	c.counts[run] = n
+}
+
+// countOf returns the partition count learnt for run (0: none).
+func (c *manifestCache) countOf(run string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[run]
+}
 
 // getLocked returns run's cached manifest if it may still be used at now; c.mu is held. The
 // copy's params are its own, so a job that changes them changes nothing here.

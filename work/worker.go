@@ -197,6 +197,9 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 	if err != nil {
 		return fmt.Errorf("%w: run %s: %w", ErrMalformed, env.Run, err)
 	}
+	// A message of the last plan batch carries the run's partition count: this process's
+	// other deliveries of the run may use it before their copy of the manifest says so.
+	w.manifests.learnCount(env.Run, env.Parts)
 	if env.Count > 1 && delivery > 1 && w.cfg.Retries != nil {
 		return w.split(ctx, env, delivery, log)
 	}

@@ -356,17 +356,20 @@ func TestWorker_PlanningFinishesAfterTheLastResult(t *testing.T) {
 // its TryFinish ran before the worker's append. A worker whose copy is older than
 // PlanningCopyTTL by then reads it again and finishes the run; one whose copy is younger
 // leaves the finish to the leader's second try (coordinator: finishAfterPlanning), unless its
-// message carries the run's partition count (the last plan batch's do).
+// message carries the run's partition count (the last plan batch's do) or an earlier message
+// to the same process did.
 func TestWorker_PlanDoneBetweenManifestReadAndAppend(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		age      time.Duration // of the worker's copy when its append may complete the run
 		parts    int           // the last message's Parts
+		taught   int           // the first message's Parts
 		finishes bool
 	}{
-		{"copy older than PlanningCopyTTL: read again, finished", work.PlanningCopyTTL, 0, true},
-		{"copy younger: left to the leader", work.PlanningCopyTTL - time.Millisecond, 0, false},
-		{"copy younger, the message carries the count: finished", work.PlanningCopyTTL - time.Millisecond, 5, true},
+		{"copy older than PlanningCopyTTL: read again, finished", work.PlanningCopyTTL, 0, 0, true},
+		{"copy younger: left to the leader", work.PlanningCopyTTL - time.Millisecond, 0, 0, false},
+		{"copy younger, the message carries the count: finished", work.PlanningCopyTTL - time.Millisecond, 5, 0, true},
+		{"copy younger, an earlier message carried the count: finished", work.PlanningCopyTTL - time.Millisecond, 0, 5, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const n = 5
@@ -376,7 +379,12 @@ func TestWorker_PlanDoneBetweenManifestReadAndAppend(t *testing.T) {
 			f.createRun("race", synthetic.Params{Partitions: n}, func(m *ledger.Manifest) {
 				m.PlanDone, m.Partitions, m.State, m.Checkpoint.Next = false, 0, ledger.StateEnqueuing, n-1
 			})
-			for i := range n - 1 {
+			first := envelope("race", 0, 1)
+			first.Parts = tc.taught
+			if err := f.w.HandlePartition(f.ctx, first, work.Delivery{MessageID: first.MessageID(), Count: 1}); err != nil {
+				t.Fatal(err)
+			}
+			for i := 1; i < n-1; i++ {
 				f.mustDeliver("race", i, 1)
 			}
 			f.job.beforeProcess = func(ctx context.Context, p work.Partition) error {
