@@ -363,11 +363,24 @@ func (b *beat) promote(ctx context.Context) error {
 }
 
 // supervise keeps the schedule's latest run from wedging it: a run still not final past its
-// bound (its check chain is gone, or stalled) gets a fresh check, which times it out.
+// bound (its check chain is gone, or stalled) gets a fresh check, which times it out. A run
+// this process has seen final, or not final with a bound still ahead, is not read again for it
+// (see boundMemo).
 func (b *beat) supervise(ctx context.Context) error {
+	if !b.latestKnown && b.st.Latest != "" && !b.c.bounds.due(b.st.Latest, b.now) {
+		return nil
+	}
 	m, ok, err := b.latestRun(ctx)
-	if err != nil || !ok || m.State.Final() || m.State == ledger.StateQueued || !b.now.After(b.c.FinalBound(m)) {
+	if err != nil || !ok || m.State == ledger.StateQueued {
 		return err
+	}
+	if m.State.Final() {
+		b.c.bounds.final(m.RunID)
+		return nil
+	}
+	bound := b.c.FinalBound(m)
+	if b.c.bounds.seen(m.RunID, bound); !b.now.After(bound) {
+		return nil
 	}
 	round := superviseRound + int(b.now.Unix()/60)
 	b.c.log(m.RunID, m.Epoch).Warn("schedule's latest run is past its bound; sending a check to finish it", "schedule", b.s.Name,

@@ -107,6 +107,7 @@ type Coordinator struct {
 	order     []string // schedule names in the order given
 	ensuredOK atomic.Bool
 	planning  planningSet // runs this process is enqueueing (handover.go)
+	bounds    boundMemo   // the bounds of runs the heartbeat supervised (supervise.go)
 }
 
 // New validates cfg and returns a Coordinator. Every problem is reported, each naming its

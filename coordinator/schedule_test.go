@@ -543,6 +543,52 @@ func TestHeartbeat_SupervisesTheLatestRun(t *testing.T) {
 	}
 }
 
+// The heartbeat reads a schedule's latest run to supervise it once, then again only when the
+// bound it read may have passed (a run's bound only moves later), and a run it has seen final
+// not at all: a heartbeat every 10 s does not read the run's manifest 10 s apart for an hour.
+func TestHeartbeat_SupervisionReadsTheLatestRunOnlyWhenItsBoundMayHavePassed(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T23:59:50Z")
+	run := occ("daily", "2026-11-22T00:00:00Z")
+	var reads atomic.Int64
+	e.store = &ledgertest.Faulty{Store: e.fake, Decide: func(op, name string) ledgertest.Fault {
+		if op == "ReadManifest" && name == run {
+			reads.Add(1)
+		}
+		return ledgertest.Pass
+	}}
+	c := e.instance("a", Schedule{Name: "daily", Job: "count", Params: json.RawMessage(`{"n":1}`), Cron: every(24 * time.Hour),
+		Overlap: OverlapSkip, CatchUp: time.Minute})
+	e.heartbeat(c, "2026-11-21T23:59:50Z")
+	e.heartbeat(c, "2026-11-22T00:00:00Z") // starts the run
+	e.deliverChecks(c)                     // plans it; this test's finisher never finishes it
+	m := e.manifest(run)
+	if m.State.Final() || !m.PlanDone {
+		t.Fatalf("run %s: %s, planned %v; want planned and running", run, m.State, m.PlanDone)
+	}
+	bound := c.FinalBound(m)
+	before, beats := reads.Load(), 0
+	for at := at2("2026-11-22T00:00:10Z"); at.Before(bound); at = at.Add(10 * time.Second) {
+		e.heartbeat(c, at.Format(time.RFC3339Nano))
+		beats++
+	}
+	if n := reads.Load() - before; n > 1 || beats < 300 {
+		t.Errorf("%d heartbeats before the run's bound read its manifest %d times, want at most once", beats, n)
+	}
+	if _, err := e.fake.UpdateManifest(testCtx(t), run, ledger.NoFence, func(m *ledger.Manifest) error {
+		m.State = ledger.StateSucceeded
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before = reads.Load()
+	for i := range 3 {
+		e.heartbeat(c, bound.Add(time.Duration(i+1)*10*time.Second).Format(time.RFC3339Nano))
+	}
+	if n := reads.Load() - before; n != 1 {
+		t.Errorf("3 heartbeats past the bound of a run that ended read it %d times, want once (then it is known final)", n)
+	}
+}
+
 // Bad schedules are refused at start-up, each naming the schedule and the field.
 func TestNew_RefusesBadSchedules(t *testing.T) {
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")

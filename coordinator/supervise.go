@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/batonfn/baton/election"
@@ -23,10 +24,52 @@ import (
 //     check on its last delivery acts instead of failing, so the chain does not die with the
 //     run unfinished;
 //   - each heartbeat looks at every schedule's latest run and, when it is still not final past
-//     Expires + one check delay (its chain is gone), sends it a fresh check.
+//     Expires + one check delay (its chain is gone), sends it a fresh check (reading the run
+//     only when the bound it last read has passed: boundMemo).
 //
 // So a run is final by Expires + one check delay while the control messages flow, and a
 // schedule's latest run otherwise a heartbeat and a check delivery later.
+
+// boundMemo remembers, per process, what the heartbeat's supervision learnt of the runs it read:
+// a run final (it stays final) or the final bound of a run not final. A run's bound only moves
+// later (each checkpoint, each rise of the completion count while the leader waits for a
+// wave, and the end of planning set its hard deadline a run timeout or more past their own
+// time), so until the bound last read has passed, the run cannot be overdue and the heartbeat
+// need not read it again. A schedule's latest run is read then once per process, and again
+// when its bound comes, not on every heartbeat: with many schedules and a short heartbeat
+// those reads would add up, each on a run's manifest, the blob its workers read too.
+type boundMemo struct {
+	mu     sync.Mutex
+	bounds map[string]time.Time // run → the final bound last read; finalBound when final
+}
+
+// finalBound marks a run seen final: it is never due again.
+var finalBound = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// boundMemoMax bounds the runs remembered; past it the memo starts over.
+const boundMemoMax = 4096
+
+// due reports whether run must be read to be supervised at now: it was never seen, or its
+// bound has passed.
+func (b *boundMemo) due(run string, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bound, ok := b.bounds[run]
+	return !ok || now.After(bound)
+}
+
+// seen remembers run's final bound as read.
+func (b *boundMemo) seen(run string, bound time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.bounds == nil || len(b.bounds) >= boundMemoMax {
+		b.bounds = map[string]time.Time{}
+	}
+	b.bounds[run] = bound
+}
+
+// final remembers run as final.
+func (b *boundMemo) final(run string) { b.seen(run, finalBound) }
 
 // checkDelay is how long after a leader's last sign of life a check can take its lease over.
 func (c *Coordinator) checkDelay() time.Duration { return c.leaseDur + checkMargin }
