@@ -122,29 +122,35 @@ const countReaders = 8
 // blocks; countReaders at once), then, only for a shard holding more records than partitions
 // (redeliveries appended duplicates), its distinct indexes (one download). Without that
 // distinct check, once duplicates pushed a count past the total, every later completion would
-// list the whole run.
+// list the whole run. A shard found complete stays complete (records are only appended), so
+// the process remembers it (completeShards) and its later tries read only the others: at a
+// striped run's end, where each of 16 shards' last append asks for a finish, a process reads
+// each shard's count until it is complete, not on every try.
 func (w *Worker) countsComplete(ctx context.Context, m *ledger.Manifest) (bool, error) {
 	n, lay := m.Partitions, m.DoneLayout
 	if !lay.Known() {
 		return false, nil
 	}
-	shards := lay.Shards(n)
-	counts := make([]int64, shards)
+	open := w.filled.open(m.RunID, lay.Shards(n))
+	counts := make([]int64, len(open))
 	var (
 		mu    sync.Mutex
 		short bool
 		ferr  error
 	)
-	parallel.Each(shards, countReaders, func(s int) bool {
+	parallel.Each(len(open), countReaders, func(k int) bool {
+		s := open[k]
 		c, err := w.cfg.Store.DoneCount(ctx, m.RunID, s)
 		mu.Lock()
 		defer mu.Unlock()
-		counts[s] = c
+		counts[k] = c
 		switch {
 		case err != nil:
 			ferr = cmp.Or(ferr, err)
 		case c < lay.Expected(n, s):
 			short = true
+		case c == lay.Expected(n, s):
+			w.filled.add(m.RunID, s)
 		}
 		return ferr == nil && !short
 	})
@@ -154,13 +160,11 @@ func (w *Worker) countsComplete(ctx context.Context, m *ledger.Manifest) (bool, 
 	if short {
 		return false, nil
 	}
-	var inflated []int
-	for s, c := range counts {
-		if c > lay.Expected(n, s) {
-			inflated = append(inflated, s)
+	for k, c := range counts {
+		s := open[k]
+		if c <= lay.Expected(n, s) {
+			continue
 		}
-	}
-	for _, s := range inflated {
 		idx, err := w.cfg.Store.ReadDone(ctx, m.RunID, s)
 		if err != nil {
 			return false, err
@@ -168,8 +172,46 @@ func (w *Worker) countsComplete(ctx context.Context, m *ledger.Manifest) (bool, 
 		if distinct(lay, idx, s, n) < lay.Expected(n, s) {
 			return false, nil
 		}
+		w.filled.add(m.RunID, s)
 	}
 	return true, nil
+}
+
+// completeShards remembers, per process, the done shards of each run found complete: every
+// partition the shard holds has its record (records are only appended, so it stays so).
+type completeShards struct {
+	mu   sync.Mutex
+	runs map[string]map[int]bool
+}
+
+// completeMaxRuns bounds the runs remembered; past it the memory starts over.
+const completeMaxRuns = 1024
+
+// open returns run's shards below shards not known complete, in order.
+func (c *completeShards) open(run string, shards int) []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	done := c.runs[run]
+	open := make([]int, 0, shards)
+	for s := range shards {
+		if !done[s] {
+			open = append(open, s)
+		}
+	}
+	return open
+}
+
+// add remembers shard s of run as complete.
+func (c *completeShards) add(run string, s int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.runs == nil || len(c.runs) >= completeMaxRuns {
+		c.runs = map[string]map[int]bool{}
+	}
+	if c.runs[run] == nil {
+		c.runs[run] = map[int]bool{}
+	}
+	c.runs[run][s] = true
 }
 
 // listedAll reports whether the listing of results/ holds every partition.

@@ -118,34 +118,47 @@ func TestFold_UnfoldedResultsAreReadAtTheEnd(t *testing.T) {
 
 // Finishing a folding run costs the same number of storage calls whatever its size, but for
 // one HEAD per done shard (16 at most per 262,144 partitions): the report reads the partials,
-// not the results.
+// not the results. A process that has counted shards complete before (its earlier deliveries
+// tried to finish as their shards filled) reads only the shards still open: here the last one.
 func TestFold_FinishCostDoesNotGrowWithTheRun(t *testing.T) {
-	calls := map[int]int64{}
+	fresh, same := map[int]int64{}, map[int]int64{}
 	for _, n := range []int{64, 640} {
-		f := newFixture(t)
-		w := mergingWorker(f)
-		run := "size-" + itoa(n)
-		f.createRun(run, synthetic.Params{Partitions: n}, func(m *ledger.Manifest) { m.FoldShards = work.DefaultFoldShards })
-		// Process every partition but the last, then count what the last one's finish costs.
-		for i := range n - 1 {
-			if err := w.HandlePartition(f.ctx, envelope(run, i, 1), work.Delivery{Count: 1}); err != nil {
+		for _, other := range []bool{true, false} {
+			f := newFixture(t)
+			w := mergingWorker(f)
+			run := "size-" + itoa(n)
+			f.createRun(run, synthetic.Params{Partitions: n}, func(m *ledger.Manifest) { m.FoldShards = work.DefaultFoldShards })
+			// Process every partition but the last, then count what the last one's finish
+			// costs, in another process or in the same one.
+			for i := range n - 1 {
+				if err := w.HandlePartition(f.ctx, envelope(run, i, 1), work.Delivery{Count: 1}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			last, calls := w, same
+			if other {
+				last, calls = mergingWorker(f), fresh
+			}
+			before := f.calls.n.Load()
+			if err := last.HandlePartition(f.ctx, envelope(run, n-1, 1), work.Delivery{Count: 1}); err != nil {
 				t.Fatal(err)
 			}
-		}
-		before := f.calls.n.Load()
-		if err := w.HandlePartition(f.ctx, envelope(run, n-1, 1), work.Delivery{Count: 1}); err != nil {
-			t.Fatal(err)
-		}
-		calls[n] = f.calls.n.Load() - before
-		if m := f.manifest(run); m.State != ledger.StateSucceeded {
-			t.Fatalf("%s: state %s", run, m.State)
+			calls[n] = f.calls.n.Load() - before
+			if m := f.manifest(run); m.State != ledger.StateSucceeded {
+				t.Fatalf("%s: state %s", run, m.State)
+			}
 		}
 	}
 	lay := ledger.DoneStriped
-	if extra := int64(lay.Shards(640) - lay.Shards(64)); calls[640] != calls[64]+extra {
-		t.Errorf("the last partition's calls (incl. the finish): %d at 64 partitions, %d at 640; want %d more (one HEAD per done shard)",
-			calls[64], calls[640], extra)
+	if extra := int64(lay.Shards(640) - lay.Shards(64)); fresh[640] != fresh[64]+extra {
+		t.Errorf("the last partition's calls (incl. the finish) in another process: %d at 64 partitions, %d at 640; want %d more (one HEAD per done shard)",
+			fresh[64], fresh[640], extra)
 	}
+	if same[640] != same[64] {
+		t.Errorf("the last partition's calls in the process that counted the other shards complete: %d at 64 partitions, %d at 640; want the same (one HEAD, the last shard's)",
+			same[64], same[640])
+	}
+	calls := fresh
 	if calls[640] > work.DefaultFoldShards+15 {
 		t.Errorf("%d calls to finish, want about %d (the partials plus a handful)", calls[640], work.DefaultFoldShards)
 	}

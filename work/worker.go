@@ -83,6 +83,7 @@ type Worker struct {
 	salt      [16]byte   // random per process: see claimToken
 	finishing finishGate // runs this process is finishing: one attempt at a time each
 	manifests manifestCache
+	filled    completeShards // done shards this process has counted complete
 }
 
 // NewWorker validates cfg and fills in its defaults.
