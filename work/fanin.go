@@ -43,7 +43,7 @@ func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Env
 	// The partition count: the manifest's once planned, else the last plan batch's messages
 	// carry it, this one or another this process has handled.
 	total, counted := m.Partitions, m.PlanDone
-	if n := max(env.Parts, w.manifests.countOf(env.Run)); !counted && n > 0 {
+	if n := max(env.Parts, w.facts.count(env.Run)); !counted && n > 0 {
 		total, counted = n, true
 	}
 	type reached struct {
@@ -123,7 +123,7 @@ const countReaders = 8
 // (redeliveries appended duplicates), its distinct indexes (one download). Without that
 // distinct check, once duplicates pushed a count past the total, every later completion would
 // list the whole run. A shard found complete stays complete (records are only appended), so
-// the process remembers it (completeShards) and its later tries read only the others: at a
+// the process remembers it (runFacts) and its later tries read only the others: at a
 // striped run's end, where each of 16 shards' last append asks for a finish, a process reads
 // each shard's count until it is complete, not on every try.
 func (w *Worker) countsComplete(ctx context.Context, m *ledger.Manifest) (bool, error) {
@@ -131,7 +131,7 @@ func (w *Worker) countsComplete(ctx context.Context, m *ledger.Manifest) (bool, 
 	if !lay.Known() {
 		return false, nil
 	}
-	open := w.filled.open(m.RunID, lay.Shards(n))
+	open := w.facts.openShards(m.RunID, lay.Shards(n))
 	counts := make([]int64, len(open))
 	var (
 		mu    sync.Mutex
@@ -150,7 +150,7 @@ func (w *Worker) countsComplete(ctx context.Context, m *ledger.Manifest) (bool, 
 		case c < lay.Expected(n, s):
 			short = true
 		case c == lay.Expected(n, s):
-			w.filled.add(m.RunID, s)
+			w.facts.shardComplete(m.RunID, s)
 		}
 		return ferr == nil && !short
 	})
@@ -172,46 +172,9 @@ func (w *Worker) countsComplete(ctx context.Context, m *ledger.Manifest) (bool, 
 		if distinct(lay, idx, s, n) < lay.Expected(n, s) {
 			return false, nil
 		}
-		w.filled.add(m.RunID, s)
+		w.facts.shardComplete(m.RunID, s)
 	}
 	return true, nil
-}
-
-// completeShards remembers, per process, the done shards of each run found complete: every
-// partition the shard holds has its record (records are only appended, so it stays so).
-type completeShards struct {
-	mu   sync.Mutex
-	runs map[string]map[int]bool
-}
-
-// completeMaxRuns bounds the runs remembered; past it the memory starts over.
-const completeMaxRuns = 1024
-
-// open returns run's shards below shards not known complete, in order.
-func (c *completeShards) open(run string, shards int) []int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	done := c.runs[run]
-	open := make([]int, 0, shards)
-	for s := range shards {
-		if !done[s] {
-			open = append(open, s)
-		}
-	}
-	return open
-}
-
-// add remembers shard s of run as complete.
-func (c *completeShards) add(run string, s int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.runs == nil || len(c.runs) >= completeMaxRuns {
-		c.runs = map[string]map[int]bool{}
-	}
-	if c.runs[run] == nil {
-		c.runs[run] = map[int]bool{}
-	}
-	c.runs[run][s] = true
 }
 
 // listedAll reports whether the listing of results/ holds every partition.

@@ -29,7 +29,7 @@ import (
 // whose planning failed (its result changes nothing), and its done append may be the last one
 // while its copy still says planning (the leader looks again PlanningCopyTTL after planning
 // ends; see PlanningCopyTTL). The messages of the last plan batch carry the run's partition
-// count, and the process remembers it (learnCount) for the appends of its other deliveries.
+// count, and the process remembers it (runFacts) for the appends of its other deliveries.
 //
 // This takes the manifest read off most partitions: one read per run and process every
 // cacheTTL once planned, every PlanningCopyTTL before, instead of one or two per delivery.
@@ -40,7 +40,6 @@ type manifestCache struct {
 	mu      sync.Mutex
 	runs    map[string]cachedManifest
 	flights map[string]*manifestRead
-	counts  map[string]int // partition counts learnt from messages, by run
 }
 
 // manifestRead is one read of a run's manifest in flight, shared by the deliveries that need
@@ -68,7 +67,7 @@ type cachedManifest struct {
 //
 // Reads per process and per PlanningCopyTTL add up over instances to one blob's rate: with
 // done records striped, nearly every append catches its shard up with the partitions planned
-// so far, so while a run's waves go on each instance reads its manifest about once per
+// so far, so while a run's waves go on each instance may read its manifest once per
 // PlanningCopyTTL. At 5 s, 200 instances make 40 reads/s, against one blob's target of about
 // 500. The price: a run whose last append came from a process with a younger copy that still
 // said planning, and no message with the count, is finished by the leader's second try, about
@@ -82,28 +81,6 @@ const (
 	// none has expired the cache starts over.
 	cacheMaxRuns = 1024
 )
-
-// learnCount remembers run's partition count, as a message of its last plan batch (or one sent
-// once planning was done) carries it: a process that has it needs no copy of the manifest
-// saying planning is done to tell whether an append may have completed the run.
-func (c *manifestCache) learnCount(run string, n int) {
-	if n <= 0 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.counts == nil || len(c.counts) >= cacheMaxRuns {
-		c.counts = map[string]int{}
-	}
-	c.counts[run] = n
-}
-
-// countOf returns the partition count learnt for run (0: none).
-func (c *manifestCache) countOf(run string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.counts[run]
-}
 
 // getLocked returns run's cached manifest if it may still be used at now; c.mu is held. The
 // copy's params are its own, so a job that changes them changes nothing here.

@@ -83,7 +83,7 @@ type Worker struct {
 	salt      [16]byte   // random per process: see claimToken
 	finishing finishGate // runs this process is finishing: one attempt at a time each
 	manifests manifestCache
-	filled    completeShards // done shards this process has counted complete
+	facts     runFacts // what this process has learnt of runs that stays true
 }
 
 // NewWorker validates cfg and fills in its defaults.
@@ -200,7 +200,7 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 	}
 	// A message of the last plan batch carries the run's partition count: this process's
 	// other deliveries of the run may use it before their copy of the manifest says so.
-	w.manifests.learnCount(env.Run, env.Parts)
+	w.facts.learnCount(env.Run, env.Parts)
 	if env.Count > 1 && delivery > 1 && w.cfg.Retries != nil {
 		return w.split(ctx, env, delivery, log)
 	}
