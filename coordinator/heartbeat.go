@@ -379,12 +379,13 @@ func (b *beat) supervise(ctx context.Context) error {
 		return nil
 	}
 	bound := b.c.FinalBound(m)
-	if b.c.bounds.seen(m.RunID, bound); !b.now.After(bound) {
+	b.c.bounds.seen(m.RunID, bound)
+	if !b.now.After(bound) {
 		return nil
 	}
 	round := superviseRound + int(b.now.Unix()/60)
 	b.c.log(m.RunID, m.Epoch).Warn("schedule's latest run is past its bound; sending a check to finish it", "schedule", b.s.Name,
-		"bound", b.c.FinalBound(m).UTC())
+		"bound", bound.UTC())
 	return b.c.scheduleCheck(ctx, m.RunID, m.Epoch, round, time.Time{})
 }
 
