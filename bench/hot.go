@@ -35,8 +35,6 @@ func (s hotSpot) String() string {
 // hotTracker counts calls per entity in windows of hotWindowParts results and keeps the worst
 // window's hottest entity. Not safe for concurrent use (the proxy holds its lock).
 type hotTracker struct {
-	counts  map[string]int64
-	idle    map[string]int64            // the empty polls among counts
 	kinds   map[string]map[string]int64 // entity → call kind → calls
 	start   time.Time                   // the window's first call
 	last    time.Time                   // its latest call
@@ -49,29 +47,29 @@ type hotTracker struct {
 }
 
 func newHotTracker() *hotTracker {
-	return &hotTracker{counts: map[string]int64{}, idle: map[string]int64{}, kinds: map[string]map[string]int64{},
-		each: map[string]hotSpot{}}
+	return &hotTracker{kinds: map[string]map[string]int64{}, each: map[string]hotSpot{}}
 }
 
-// add counts one call of the given kind (see callKind) to entity, made at; result says it
-// created a partition's result, idle that it was a poll of an empty queue (a dequeue that got
-// no message). Empty polls come from each instance's listener backing off up to its polling
-// interval, so they grow with instances and time, not with partitions: the busy spot leaves
-// them out.
-func (h *hotTracker) add(entity, kind string, at time.Time, result, idle bool) {
+// Call kinds (see callKind) the tracker tells apart: a partition's result ends a window's
+// count of partitions; an empty poll (a dequeue that got no message) comes from each
+// instance's listener backing off up to its polling interval, so empty polls grow with
+// instances and time, not with partitions, and the busy spot leaves them out.
+const (
+	kindResult    = "blob PUT result"
+	kindEmptyPoll = "queue dequeue empty"
+)
+
+// add counts one call of the given kind to entity, made at.
+func (h *hotTracker) add(entity, kind string, at time.Time) {
 	if h.start.IsZero() {
 		h.start = at
 	}
 	h.last = at
-	h.counts[entity]++
 	if h.kinds[entity] == nil {
 		h.kinds[entity] = map[string]int64{}
 	}
 	h.kinds[entity][kind]++
-	if idle {
-		h.idle[entity]++
-	}
-	if result {
+	if kind == kindResult {
 		h.results++
 	}
 	if h.results >= hotWindowParts {
@@ -82,22 +80,26 @@ func (h *hotTracker) add(entity, kind string, at time.Time, result, idle bool) {
 // close ends the current window (ignored when it saw no result).
 func (h *hotTracker) close() {
 	if h.results > 0 {
-		for e, n := range h.counts {
+		for e, kinds := range h.kinds {
+			var n int64
+			for _, c := range kinds {
+				n += c
+			}
 			spot := hotSpot{Entity: e, Calls: n, Parts: h.results, PerPart: float64(n) / float64(h.results), Window: h.window,
-				Span: h.last.Sub(h.start), Kinds: kindList(h.kinds[e])}
+				Span: h.last.Sub(h.start), Kinds: kindList(kinds)}
 			h.worst = hotter(h.worst, spot)
 			if !strings.HasPrefix(e, "queue ") {
 				h.blob = hotter(h.blob, spot)
 			}
 			busy := spot
-			busy.Calls -= h.idle[e]
+			busy.Calls -= kinds[kindEmptyPoll]
 			busy.PerPart = float64(busy.Calls) / float64(h.results)
 			h.busy = hotter(h.busy, busy)
 			h.each[e] = hotter(h.each[e], busy)
 		}
 		h.window++
 	}
-	h.counts, h.idle, h.kinds, h.results = map[string]int64{}, map[string]int64{}, map[string]map[string]int64{}, 0
+	h.kinds, h.results = map[string]map[string]int64{}, 0
 	h.start, h.last = time.Time{}, time.Time{}
 }
 

@@ -60,7 +60,7 @@ func startStorageProxy(tb testing.TB, srv *azurite.Server) *storageProxy {
 				sw := &messageSniffer{ResponseWriter: w}
 				rp.ServeHTTP(sw, r)
 				if !sw.found {
-					kind = "queue dequeue empty"
+					kind = kindEmptyPoll
 				}
 			} else {
 				rp.ServeHTTP(w, r)
@@ -98,7 +98,7 @@ func (p *storageProxy) record(kind, entity string, start, end time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.counts[kind]++
-	p.hot.add(entity, kind, end, kind == "blob PUT result", kind == "queue dequeue empty")
+	p.hot.add(entity, kind, end)
 	p.lastAt[kind] = end
 	if kind == "blob lease renew" {
 		p.renewals = append(p.renewals, end.Sub(start))
