@@ -48,13 +48,15 @@ const roundTripCalls = 200
 // lease, write the holder and epoch under it), each timed alone on a blob no contender uses,
 // and two-call-floor-ratio is their sum over the round trip: what the fastest possible
 // winner's path (those two calls, nothing else, no contender in the way) costs.
+// solo-winner-p50-ns and solo-winner-ratio-vs-roundtrip time the last holder's whole
+// Acquire with no contender (its own lease blob): the path as built, alone.
 // fresh-winner-p50-ns, fresh-winner-ratio-vs-roundtrip and fresh-winner-calls are the
 // winner's figures in the rounds with fresh locks; repeat-winner-share is the share of the
 // remembering rounds won by the previous round's winner.
 func BenchmarkElection(b *testing.B) {
 	for _, n := range sizes(2, 8, 32) {
 		b.Run(fmt.Sprintf("contenders=%d", n), func(b *testing.B) {
-			var winners, losers, fresh, freshLosers, rtt, rttConc, soloAcq, soloRec Samples
+			var winners, losers, fresh, freshLosers, rtt, rttConc, soloAcq, soloRec, soloWin Samples
 			var st, fst roundStats
 			for b.Loop() {
 				e := newElection(b, n)
@@ -72,6 +74,7 @@ func BenchmarkElection(b *testing.B) {
 				}
 				e.roundTrips(b, &rtt, roundTripCalls/2)
 				e.soloWrites(b, &soloAcq, &soloRec, roundTripCalls/2)
+				e.soloElections(b, &soloWin, roundTripCalls/2)
 			}
 			b.ReportMetric(float64(st.winnerCalls)/float64(electionRounds), "winner-calls")
 			b.ReportMetric(float64(st.repeats)/float64(electionRounds), "repeat-winner-share")
@@ -92,6 +95,8 @@ func BenchmarkElection(b *testing.B) {
 			b.ReportMetric(float64(soloAcq.Percentile(50)), "solo-acquire-p50-ns")
 			b.ReportMetric(float64(soloRec.Percentile(50)), "solo-record-p50-ns")
 			b.ReportMetric(Ratio(soloAcq.Percentile(50)+soloRec.Percentile(50), rt), "two-call-floor-ratio")
+			b.ReportMetric(float64(soloWin.Percentile(50)), "solo-winner-p50-ns")
+			b.ReportMetric(Ratio(soloWin.Percentile(50), rt), "solo-winner-ratio-vs-roundtrip")
 		})
 	}
 }
@@ -255,6 +260,32 @@ func (e *contest) concurrentRoundTrips(b *testing.B, s *Samples, rounds int) {
 		}
 		close(start)
 		wg.Wait()
+	}
+}
+
+// soloElections records rounds of the last holder's Acquire with no other contender: one
+// lock over a lease blob of its own, through the first contender's client, released after
+// each round (untimed).
+func (e *contest) soloElections(b *testing.B, s *Samples, rounds int) {
+	b.Helper()
+	ctx := ctxFor(b, time.Minute)
+	lk, err := bloblease.NewBlobLock(e.containers[0], "solo-lock", bloblease.BlobLockOptions{
+		Duration: 15 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range rounds + 1 { // the first round creates the blob, untimed
+		t0 := time.Now()
+		l, err := lk.Acquire(ctx, e.ids[0])
+		if err != nil {
+			b.Fatalf("solo Acquire: %v", err)
+		}
+		if i > 0 {
+			s.Add(time.Since(t0))
+		}
+		if err := lk.Release(ctx, l); err != nil {
+			b.Fatalf("solo Release: %v", err)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http/httptrace"
 	"net/url"
 	"path"
 	"strings"
@@ -133,11 +134,15 @@ func (b *BlobLock) Duration() time.Duration { return b.opts.Duration }
 // whole attempt is bounded by a third of the lease duration.
 //
 // When the last record this lock saw says the lease was free (it released it itself, or read
-// it free), the attempt acquires first, without the read. The acquire's answer carries the
-// blob's ETag: when that is the ETag of the record this lock knows, nobody has written since,
-// and the record it knows is the one to bump (two calls: acquire, record); otherwise it reads
-// the record under the lease it now holds (three, as before). The record's write is
-// conditioned on that ETag either way, so the guarantees are the same on both paths.
+// it free), the attempt acquires first, without the read, and sends the record that bumps the
+// one it knows as soon as the acquire is on the wire, without waiting for its answer: two
+// calls in about one round trip. That write is conditioned on the new lease ID and on the
+// known record's ETag, so it takes effect only if the acquire did and nobody wrote since.
+// When it does not (it overtook the acquire, or the record changed), the acquire's answer
+// says which: its ETag is the known record's, and the record is written again after it, or
+// the record is read under the lease now held and bumped (three or four calls). Every record
+// write is conditioned on the ETag of the record it bumps, so the guarantees are the same on
+// every path.
 func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (election.Lease, error) {
 	if err := holder.Validate(); err != nil {
 		return election.Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
@@ -151,9 +156,14 @@ func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (election.
 		return election.Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
 	}
 	start := b.opts.Now()
-	rec, took, err := b.acquireFirst(ctx, lc)
+	l := election.Lease{ID: id, Holder: holder, AcquiredAt: start, Duration: b.opts.Duration}
+	rec, took, recorded, err := b.acquireFirst(ctx, lc, &l)
 	if err != nil {
 		return election.Lease{}, err
+	}
+	if recorded {
+		b.confirm(id, start)
+		return l, nil
 	}
 	for created := false; !took; {
 		// 1. Read the record: the holder for election.HeldError, the epoch and ETag for the winner.
@@ -201,26 +211,13 @@ func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (election.
 	// bump is the latest one. A mismatch means another holder came and went between our read
 	// and our acquire: re-read (we hold the lease now, so that read is authoritative) and
 	// write again.
-	l := election.Lease{ID: id, Holder: holder, AcquiredAt: start, Duration: b.opts.Duration}
 	for try := 0; try < 2; try++ {
 		if try > 0 {
 			if rec, err = b.read(ctx); err != nil {
 				break
 			}
 		}
-		l.Epoch, l.PreviousHolder, l.PreviousReleasedAt = rec.Epoch+1, rec.Holder, rec.ReleasedAt
-		md := encodeLeaseMetadata(holder, l.Epoch, start, time.Time{})
-		etag := rec.ETag
-		err = b.do(ctx, "record holder", func(ctx context.Context) error {
-			resp, err := b.blob.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
-				LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &id},
-				ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
-			}})
-			if err == nil {
-				b.saw(leaseRecord{Holder: holder, Epoch: l.Epoch, AcquiredAt: start, LeaseState: election.LeaseStateLeased}, resp.ETag)
-			}
-			return err
-		})
+		err = b.do(ctx, "record holder", func(ctx context.Context) error { return b.writeRecord(ctx, &l, rec) })
 		if !errors.Is(err, errConditionNotMet) {
 			break
 		}
@@ -230,7 +227,7 @@ func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (election.
 		// The record may have taken effect with its answer lost: storage can show this epoch
 		// and holder although nobody leads under it. Say so, then give the lease back.
 		b.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "lease acquisition abandoned: the holder record was not confirmed; the lease is given back",
-			slog.String("lease", b.name), slog.Int64("epoch", l.Epoch), slog.String("holder", holder.String()), slog.Any("err", err))
+			slog.String("lease", b.name), slog.Int64("epoch", rec.Epoch+1), slog.String("holder", holder.String()), slog.Any("err", err))
 		b.releaseQuietly(lc)
 		return election.Lease{}, fmt.Errorf("acquire lease %s: record holder: %w", b.name, err)
 	}
@@ -239,44 +236,100 @@ func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (election.
 }
 
 // acquireFirst is Acquire's path without the read, taken when the last record this lock saw
-// says the lease was free. took reports that it holds the lease now, and rec is then the
-// record to bump: the one it knew if the acquire's ETag says the blob has not changed since,
-// or else one read under the lease. When it cannot tell (the record is not known, or showed
-// a live lease; the blob is missing) it returns took false and no error: the read-first path
-// goes on from the start.
-func (b *BlobLock) acquireFirst(ctx context.Context, lc *lease.BlobClient) (rec leaseRecord, took bool, err error) {
+// says the lease was free. It sends the acquire and, as soon as the acquire is on the wire,
+// the record of the next epoch, conditioned on l's lease ID and on the ETag of the record it
+// knows: storage applies that write only when the acquire has taken effect and nobody has
+// written since the record it knows, the very conditions of the record written after the
+// acquire's answer, so the winner pays about one round trip for its two calls. recorded
+// reports that the write took effect (l then carries the epoch and the previous holder).
+//
+// When it did not (the write reached storage before the acquire did, or someone wrote since),
+// took reports that the lease is held and rec is the record to bump: the one it knew if the
+// acquire's ETag says the blob has not changed since, or else one read under the lease.
+// When it cannot tell (the record is not known, or showed a live lease; the blob is missing)
+// it returns took false and no error: the read-first path goes on from the start.
+func (b *BlobLock) acquireFirst(ctx context.Context, lc *lease.BlobClient, l *election.Lease) (rec leaseRecord, took, recorded bool, err error) {
 	last, ok := b.lastSeen()
 	if !ok || (last.LeaseState == election.LeaseStateLeased && last.ReleasedAt.IsZero()) || last.LeaseState == election.LeaseStateBreaking {
-		return leaseRecord{}, false, nil
+		return leaseRecord{}, false, false, nil
 	}
-	var etag *azcore.ETag
-	err = b.do(ctx, "acquire", func(ctx context.Context) error {
-		resp, err := lc.AcquireLease(ctx, int32(b.opts.Duration/time.Second), nil)
-		etag = resp.ETag
-		return err
-	})
+	onWire := make(chan struct{})
+	var once sync.Once
+	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { once.Do(func() { close(onWire) }) }}
+	type answer struct {
+		etag *azcore.ETag
+		err  error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		var a answer
+		a.err = b.do(httptrace.WithClientTrace(ctx, trace), "acquire", func(ctx context.Context) error {
+			resp, err := lc.AcquireLease(ctx, int32(b.opts.Duration/time.Second), nil)
+			a.etag = resp.ETag
+			return err
+		})
+		answered <- a
+	}()
+	var a answer
+	select {
+	case <-onWire:
+		recorded = b.recordNext(ctx, l, last) == nil
+		a = <-answered
+	case a = <-answered: // it failed before it was sent: no record was written
+	}
 	switch {
-	case err == nil:
-	case errors.Is(err, errLeasePresent):
-		return leaseRecord{}, false, b.heldError(ctx, last, false)
-	case errors.Is(err, errTransient):
+	case recorded:
+		// Only the holder of l's lease ID can write: the acquire took effect, whatever its
+		// answer said (a lost response is retried with the same lease ID).
+		return last, true, true, nil
+	case a.err == nil:
+	case errors.Is(a.err, errLeasePresent):
+		return leaseRecord{}, false, false, b.heldError(ctx, last, false)
+	case errors.Is(a.err, errTransient):
 		// A lost response may hide a granted lease: give it back rather than block everyone
 		// until it lapses.
 		b.releaseQuietly(lc)
-		return leaseRecord{}, false, fmt.Errorf("acquire lease %s: %w", b.name, err)
+		return leaseRecord{}, false, false, fmt.Errorf("acquire lease %s: %w", b.name, a.err)
 	default:
 		b.unsee() // missing, say: the read-first path finds out and creates it
-		return leaseRecord{}, false, nil
+		return leaseRecord{}, false, false, nil
 	}
-	if etag != nil && *etag == last.ETag {
-		return last, true, nil
+	if a.etag != nil && *a.etag == last.ETag {
+		return last, true, false, nil
 	}
 	// Someone wrote since: the record is read under our lease, so it is the latest.
 	if rec, err = b.read(ctx); err != nil {
 		b.releaseQuietly(lc)
-		return leaseRecord{}, false, fmt.Errorf("acquire lease %s: read record: %w", b.name, err)
+		return leaseRecord{}, false, false, fmt.Errorf("acquire lease %s: read record: %w", b.name, err)
 	}
-	return rec, true, nil
+	return rec, true, false, nil
+}
+
+// recordNext makes one try, without retries, at the holder record that bumps prev under l
+// (see writeRecord): a failed try is settled by Acquire's own record step.
+func (b *BlobLock) recordNext(ctx context.Context, l *election.Lease, prev leaseRecord) error {
+	ctx, cancel := context.WithTimeout(ctx, b.opts.AttemptTimeout)
+	defer cancel()
+	return b.translate(b.writeRecord(ctx, l, prev))
+}
+
+// writeRecord writes the holder record of lease l with the epoch after prev's, conditioned on
+// l's lease ID (only its holder can write) and on prev's ETag (prev is the latest record, so
+// no two acquisitions record the same epoch). On success l carries the new epoch and prev's
+// holder. Its error is the SDK's, untranslated.
+func (b *BlobLock) writeRecord(ctx context.Context, l *election.Lease, prev leaseRecord) error {
+	epoch := prev.Epoch + 1
+	resp, err := b.blob.SetMetadata(ctx, encodeLeaseMetadata(l.Holder, epoch, l.AcquiredAt, time.Time{}), &blob.SetMetadataOptions{
+		AccessConditions: &blob.AccessConditions{
+			LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &l.ID},
+			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &prev.ETag},
+		}})
+	if err != nil {
+		return err
+	}
+	l.Epoch, l.PreviousHolder, l.PreviousReleasedAt = epoch, prev.Holder, prev.ReleasedAt
+	b.saw(leaseRecord{Holder: l.Holder, Epoch: epoch, AcquiredAt: l.AcquiredAt, LeaseState: election.LeaseStateLeased}, resp.ETag)
+	return nil
 }
 
 // heldError builds the election.HeldError for a lost attempt from rec, re-reading it first unless it

@@ -633,15 +633,17 @@ func (c *callKinds) take() map[string]int {
 
 // A lock that released the lease itself knows the record it left: its next Acquire takes the
 // lease and records the next epoch in two calls, without the read. When another holder came
-// and went in between, the acquire's ETag says so and the record is read under the lease (the
-// epoch follows the other holder's, not the one it knew). A lock whose last sight was a live
+// and went in between, the record sent beside the acquire is refused, the acquire's ETag says
+// why, and the record is read under the lease (the epoch follows the other holder's, not the
+// one it knew). A lock whose last sight was a live
 // lease reads first, as before: one call when the lease is still held.
 func TestBlobLock_Acquire_SkipsTheReadWhenItKnowsTheRecord(t *testing.T) {
 	t.Parallel()
 	ft := newTestFaultTransport()
 	calls := &callKinds{n: map[string]int{}}
 	ft.setRule(calls.rule)
-	c := newTestContainer(t, ft, nil)
+	pipe := &orderedPipeline{next: ft, holdFor: 3 * time.Second} // storage serves the acquire first
+	c := newTestContainer(t, pipe, nil)
 	a, b := newTestBlobLockOn(t, c), newTestBlobLockOn(t, newTestContainerAlias(t, c))
 	ctx := t.Context()
 	acquire := func(lk *BlobLock, who int) election.Lease {
@@ -661,7 +663,9 @@ func TestBlobLock_Acquire_SkipsTheReadWhenItKnowsTheRecord(t *testing.T) {
 
 	release(a, acquire(a, 1)) // creates the blob; epoch 1
 	calls.take()
+	pipe.arm(acquireFirst)
 	l2 := acquire(a, 1)
+	pipe.overlapped()
 	if got, want := calls.take(), map[string]int{"acquire": 1, "record": 1}; !maps.Equal(got, want) {
 		t.Errorf("Acquire after its own release made calls %v, want %v", got, want)
 	}
@@ -672,8 +676,11 @@ func TestBlobLock_Acquire_SkipsTheReadWhenItKnowsTheRecord(t *testing.T) {
 
 	release(b, acquire(b, 2)) // epoch 3, which a has not seen
 	calls.take()
+	pipe.arm(acquireFirst)
 	l4 := acquire(a, 1)
-	if got, want := calls.take(), map[string]int{"acquire": 1, "read": 1, "record": 1}; !maps.Equal(got, want) {
+	pipe.overlapped()
+	// The record sent beside the acquire bumps the epoch a knew, and is refused.
+	if got, want := calls.take(), map[string]int{"acquire": 1, "read": 1, "record": 2}; !maps.Equal(got, want) {
 		t.Errorf("Acquire after another holder came and went made calls %v, want %v", got, want)
 	}
 	if l4.Epoch != 4 || l4.PreviousHolder != electiontest.Holder(2) {
