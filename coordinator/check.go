@@ -261,6 +261,7 @@ func (c *Coordinator) reenqueue(ctx context.Context, m ledger.Manifest, missing 
 	}
 	claimed := false
 	m, err := c.cfg.Store.UpdateManifest(ctx, m.RunID, ledger.NoFence, func(cur *ledger.Manifest) error {
+		claimed = false // the update may call this again on a fresher copy
 		if cur.CheckRound != round-1 || cur.State.Final() {
 			return ledger.ErrNoChange
 		}

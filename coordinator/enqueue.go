@@ -45,20 +45,18 @@ func (c *Coordinator) resume(ctx context.Context, lease election.Lease, beat fun
 	if m.PlanDone || m.State.Final() {
 		return m, false, nil
 	}
-	m, err = c.enqueue(ctx, lease, beat, run)
+	m, err = c.enqueue(ctx, lease, beat, m)
 	return m, err == nil && m.PlanDone && !m.State.Final(), err
 }
 
-// enqueue plans and sends the run's partitions batch by batch from the manifest's checkpoint:
-// store the plan batch (create-once; an existing one is reused as is), send it, checkpoint.
-// Each step reports progress to the stall watchdog. It stops at once when leadership ends and
-// never writes the manifest after that: every write is fenced by the lease epoch.
-func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat func(), run string) (ledger.Manifest, error) {
+// enqueue plans and sends the run's partitions batch by batch from the checkpoint of m, the
+// manifest as this leadership just wrote it: store the plan batch (create-once; an existing
+// one is reused as is), send it, checkpoint. Each step reports progress to the stall watchdog.
+// It stops at once when leadership ends and never writes the manifest after that: every write
+// is fenced by the lease epoch.
+func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat func(), m ledger.Manifest) (ledger.Manifest, error) {
+	run := m.RunID
 	log := c.log(run, lease.Epoch)
-	m, err := c.cfg.Store.ReadManifest(ctx, run)
-	if err != nil {
-		return m, err
-	}
 	job, err := c.cfg.Jobs.Lookup(m.Job)
 	if err != nil {
 		return c.failRun(ctx, lease, run, fmt.Errorf("planning failed: %w", err))

@@ -23,7 +23,8 @@ type Store interface {
 	// wrote it in between (retrying on conflicts, ErrConflict when it keeps losing). When
 	// epoch is not NoFence and the manifest's epoch is newer, it fails with ErrFenced without
 	// calling fn. fn may return ErrNoChange to skip the write; the current manifest is
-	// returned either way.
+	// returned either way. fn may be called more than once (on a copy that turns out old,
+	// and again after each conflict); only its last call's changes are written.
 	UpdateManifest(ctx context.Context, run string, epoch int64, fn func(*Manifest) error) (Manifest, error)
 
 	// PutPlanBatch stores a plan batch once; ErrExists when it is already stored.

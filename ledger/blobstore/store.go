@@ -25,9 +25,10 @@ import (
 
 // Store is the ledger over one blob container: ledger.Store on Azure Blob Storage.
 type Store struct {
-	c       *container.Client
-	now     func() time.Time
-	retries int
+	c         *container.Client
+	now       func() time.Time
+	retries   int
+	manifests manifestMemo // the last manifest read or written per run, for UpdateManifest
 }
 
 // Options tune New; the zero value is fine.
@@ -134,6 +135,11 @@ func (s *Store) putJSON(ctx context.Context, path string, v any, cond *blob.Acce
 	if err != nil {
 		return "", fmt.Errorf("encode %s: %w", path, err)
 	}
+	return s.putBytes(ctx, path, b, cond)
+}
+
+// putBytes uploads JSON b under the given conditions and returns the new ledger.ETag.
+func (s *Store) putBytes(ctx context.Context, path string, b []byte, cond *blob.AccessConditions) (ledger.ETag, error) {
 	resp, err := s.c.NewBlockBlobClient(path).UploadBuffer(ctx, b, &blockblob.UploadBufferOptions{
 		AccessConditions: cond,
 		HTTPHeaders:      &blob.HTTPHeaders{BlobContentType: to.Ptr("application/json")},
@@ -149,23 +155,32 @@ func (s *Store) putJSON(ctx context.Context, path string, v any, cond *blob.Acce
 
 // getJSON downloads path into v and returns its ledger.ETag.
 func (s *Store) getJSON(ctx context.Context, path string, v any) (ledger.ETag, error) {
+	b, etag, err := s.getBytes(ctx, path)
+	if err != nil {
+		return "", err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return "", fmt.Errorf("decode %s: %w", path, err)
+	}
+	return etag, nil
+}
+
+// getBytes downloads path and returns its bytes and its ledger.ETag.
+func (s *Store) getBytes(ctx context.Context, path string) ([]byte, ledger.ETag, error) {
 	resp, err := s.c.NewBlobClient(path).DownloadStream(ctx, nil)
 	if err != nil {
-		return "", translate(path, err)
+		return nil, "", translate(path, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return "", fmt.Errorf("read %s: %w", path, err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return "", fmt.Errorf("decode %s: %w", path, err)
+		return nil, "", fmt.Errorf("read %s: %w", path, err)
 	}
 	var etag ledger.ETag
 	if resp.ETag != nil {
 		etag = ledger.ETag(*resp.ETag)
 	}
-	return etag, nil
+	return b, etag, nil
 }
 
 // CreateManifest writes a new manifest once; ledger.ErrExists when the run already has one.
@@ -178,9 +193,26 @@ func (s *Store) CreateManifest(ctx context.Context, m *ledger.Manifest) error {
 		m.Created = s.now().UTC()
 	}
 	m.Updated = m.Created
-	if _, err := s.putJSON(ctx, manifestPath(m.RunID), m, ifAbsent); err != nil {
+	if err := s.putManifest(ctx, m.RunID, m, ifAbsent); err != nil {
 		return fmt.Errorf("create manifest %s: %w", m.RunID, err)
 	}
+	return nil
+}
+
+// putManifest writes m under cond and remembers what it wrote; a write whose outcome is
+// unknown forgets the run's copy.
+func (s *Store) putManifest(ctx context.Context, run string, m *ledger.Manifest, cond *blob.AccessConditions) error {
+	path := manifestPath(run)
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	etag, err := s.putBytes(ctx, path, b, cond)
+	if err != nil {
+		s.manifests.forget(run)
+		return err
+	}
+	s.manifests.put(run, b, etag)
 	return nil
 }
 
@@ -195,49 +227,86 @@ func (s *Store) readManifest(ctx context.Context, run string) (ledger.Manifest, 
 	if err := ledger.ValidateRunID(run); err != nil {
 		return m, "", err
 	}
-	etag, err := s.getJSON(ctx, manifestPath(run), &m)
+	b, etag, err := s.getBytes(ctx, manifestPath(run))
 	if err != nil {
 		return m, "", fmt.Errorf("read manifest %s: %w", run, err)
 	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, "", fmt.Errorf("read manifest %s: decode: %w", run, err)
+	}
+	s.manifests.put(run, b, etag)
 	return m, etag, nil
+}
+
+// manifestToUpdate is the manifest an update starts from: the copy this store last read or
+// wrote when remembered is true and it has one (fromMemo), else one read now.
+func (s *Store) manifestToUpdate(ctx context.Context, run string, remembered bool) (m ledger.Manifest, etag ledger.ETag, fromMemo bool, err error) {
+	if remembered {
+		if r, ok := s.manifests.get(run); ok && json.Unmarshal(r.body, &m) == nil {
+			return m, r.etag, true, nil
+		}
+		m = ledger.Manifest{}
+	}
+	m, etag, err = s.readManifest(ctx, run)
+	return m, etag, false, err
 }
 
 var _ ledger.Store = (*Store)(nil)
 
-// UpdateManifest applies fn to the current manifest and writes it back with the ledger.ETag it read,
-// retrying on conflicts. When epoch is not ledger.NoFence and the manifest's epoch is newer, it fails
-// with ledger.ErrFenced without calling fn. fn may return ledger.ErrNoChange to skip the write; the current
-// manifest is returned either way.
+// UpdateManifest applies fn to the current manifest and writes it back conditioned on the
+// ledger.ETag it had, retrying on conflicts. When epoch is not ledger.NoFence and the
+// manifest's epoch is newer, it fails with ledger.ErrFenced without calling fn. fn may return
+// ledger.ErrNoChange to skip the write; the current manifest is returned either way.
+//
+// The first try starts from the copy this store last read or wrote, without a read: a write
+// that takes effect proves that copy was current. Whatever fn or the fence decides on that
+// copy other than a write is decided again on a fresh read, and a write that fails its
+// condition counts as a conflict, so fn may be called once more than without the copy.
 func (s *Store) UpdateManifest(ctx context.Context, run string, epoch int64, fn func(*ledger.Manifest) error) (ledger.Manifest, error) {
-	for attempt := 0; ; attempt++ {
-		m, etag, err := s.readManifest(ctx, run)
+	if err := ledger.ValidateRunID(run); err != nil {
+		return ledger.Manifest{}, err
+	}
+	remembered := true
+	for conflicts := 0; ; {
+		m, etag, fromMemo, err := s.manifestToUpdate(ctx, run, remembered)
+		remembered = false
 		if err != nil {
 			return m, err
 		}
-		if epoch != ledger.NoFence && m.Epoch > epoch {
-			return m, fmt.Errorf("update manifest %s at epoch %d (run is at %d): %w", run, epoch, m.Epoch, ledger.ErrFenced)
+		fenced := epoch != ledger.NoFence && m.Epoch > epoch
+		var ferr error
+		if !fenced {
+			ferr = fn(&m)
 		}
-		if err := fn(&m); errors.Is(err, ledger.ErrNoChange) {
+		switch {
+		case fromMemo && (fenced || ferr != nil):
+			continue // decided on a copy that may be old: decide again on a fresh read
+		case fenced:
+			return m, fmt.Errorf("update manifest %s at epoch %d (run is at %d): %w", run, epoch, m.Epoch, ledger.ErrFenced)
+		case errors.Is(ferr, ledger.ErrNoChange):
 			return m, nil
-		} else if err != nil {
-			return m, err
+		case ferr != nil:
+			return m, ferr
 		}
 		m.Updated = s.now().UTC()
-		_, err = s.putJSON(ctx, manifestPath(run), &m, ifMatch(etag))
+		err = s.putManifest(ctx, run, &m, ifMatch(etag))
 		if err == nil {
 			return m, nil
 		}
 		if !errors.Is(err, errETagMismatch) {
 			return m, fmt.Errorf("update manifest %s: %w", run, err)
 		}
-		if attempt+1 >= s.retries {
-			return m, fmt.Errorf("update manifest %s: %d attempts: %w", run, attempt+1, ledger.ErrConflict)
+		if conflicts++; conflicts >= s.retries {
+			return m, fmt.Errorf("update manifest %s: %d attempts: %w", run, conflicts, ledger.ErrConflict)
+		}
+		if fromMemo {
+			continue // the copy was old: read the current one at once
 		}
 		// Conflicts resolve by re-reading; a short, growing pause spreads contenders out.
 		select {
 		case <-ctx.Done():
 			return m, ctx.Err()
-		case <-time.After(time.Duration(attempt+1) * 5 * time.Millisecond):
+		case <-time.After(time.Duration(conflicts) * 5 * time.Millisecond):
 		}
 	}
 }
