@@ -71,6 +71,8 @@ type clusterOptions struct {
 	// schedule, when set, replaces the once-a-year schedule (tick), and the heartbeat beats
 	// every second, so each occurrence is decided within a second (timerRun).
 	schedule string
+	// timer is the local host's timer mode (default devhost.TimerAll: every instance).
+	timer devhost.TimerMode
 }
 
 // startClusterOpts starts a cluster as configured by o.
@@ -108,6 +110,9 @@ func startClusterOpts(b *testing.B, o clusterOptions) *cluster {
 		Settings: settings, LogPath: c.logPath,
 		Host: func(hopts *devhost.Options) {
 			hopts.ProgressInterval, hopts.HandlerLogLevel = -1, handlerLogLevel(settings)
+			if o.timer != "" {
+				hopts.TimerMode = o.timer
+			}
 			hopts.OnInvoke = func(r devhost.InvokeRecord) {
 				if r.Err != nil {
 					c.mu.Lock()

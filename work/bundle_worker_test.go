@@ -29,6 +29,7 @@ type bundleEnv struct {
 	w      *work.Worker
 	mu     sync.Mutex
 	ops    map[string]int
+	cfg    work.WorkerConfig // the worker's, for another
 }
 
 // newBundleEnv builds the env; tweaks adjust the worker's config last.
@@ -50,12 +51,19 @@ func newBundleEnv(t *testing.T, retries bool, tweaks ...func(*work.WorkerConfig)
 	for _, tweak := range tweaks {
 		tweak(&cfg)
 	}
-	w, err := work.NewWorker(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.w = w
+	e.cfg = cfg
+	e.w = e.another()
 	return e
+}
+
+// another is a new worker over the env's store and config: another process.
+func (e *bundleEnv) another() *work.Worker {
+	e.t.Helper()
+	w, err := work.NewWorker(e.cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return w
 }
 
 // run records a planned synthetic run of n partitions folding into 4 partials in blocks of 8.
@@ -413,5 +421,36 @@ func TestWorker_PartitionOutlastingTheRecordTimeoutIsRecorded(t *testing.T) {
 				t.Errorf("%d done records, want %d", n, count)
 			}
 		})
+	}
+}
+
+// The delivery that completes a run finishes it from the worker's copy of the manifest, which
+// says planning is done: neither the delivery nor the finish reads the manifest. A process
+// with no copy reads it once, for the delivery, and the finish starts from that read.
+func TestWorker_FinishStartsFromTheDeliverysCopyOfTheManifest(t *testing.T) {
+	for _, warm := range []bool{true, false} {
+		e := newBundleEnv(t, true)
+		e.run("copy", synthetic.Params{Partitions: 16})
+		if err := e.deliver(bundle("copy", 0, 8), 1); err != nil {
+			t.Fatal(err)
+		}
+		if !warm {
+			e.w = e.another() // another process, with no copy, delivers the rest
+		}
+		ops := e.counting(func() {
+			if err := e.deliver(bundle("copy", 8, 8), 1); err != nil {
+				t.Fatal(err)
+			}
+		})
+		want := 0
+		if !warm {
+			want = 1
+		}
+		if ops["ReadManifest"] != want {
+			t.Errorf("warm=%v: the last bundle and the finish read the manifest %d times, want %d (calls %v)", warm, ops["ReadManifest"], want, ops)
+		}
+		if m, err := e.fake.ReadManifest(e.ctx, "copy"); err != nil || m.State != ledger.StateSucceeded {
+			t.Fatalf("warm=%v: run %s (%v), want succeeded", warm, m.State, err)
+		}
 	}
 }

@@ -51,6 +51,7 @@ func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Env
 		ord   int64
 	}
 	var maybe, unplanned []reached
+	from := *m // the copy of the manifest the finish may start from
 	for _, group := range byDoneShard(lay, idx) {
 		shard := lay.Shard(group[0])
 		ord, err := w.cfg.Store.AppendDone(rctx, env.Run, lay, env.Epoch, group...)
@@ -82,12 +83,13 @@ func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Env
 				maybe = append(maybe, r)
 			}
 		}
+		from = fresh
 	}
 	if len(maybe) == 0 {
 		return nil
 	}
 	log.Debug("done shard may be complete; trying to finish", "ordinal", maybe[0].ord, "shard", maybe[0].shard)
-	if _, err := w.TryFinish(ctx, env.Run); err != nil {
+	if _, err := w.finishFrom(ctx, env.Run, from); err != nil {
 		// The results are recorded; failing the invocation makes the redelivery try again.
 		return fmt.Errorf("partition %s/%d: finish run: %w", env.Run, env.Part, err)
 	}
