@@ -255,7 +255,11 @@ func (b *BlobLock) acquireFirst(ctx context.Context, lc *lease.BlobClient, l *el
 	}
 	onWire := make(chan struct{})
 	var once sync.Once
-	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { once.Do(func() { close(onWire) }) }}
+	trace := &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
+		if info.Err == nil { // a request that could not be written is not on the wire
+			once.Do(func() { close(onWire) })
+		}
+	}}
 	type answer struct {
 		etag *azcore.ETag
 		err  error
