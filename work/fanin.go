@@ -51,7 +51,7 @@ func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Env
 		ord   int64
 	}
 	var maybe, unplanned []reached
-	from := *m // the copy of the manifest the finish may start from
+	from := m // the copy of the manifest the finish may start from
 	for _, group := range byDoneShard(lay, idx) {
 		shard := lay.Shard(group[0])
 		ord, err := w.cfg.Store.AppendDone(rctx, env.Run, lay, env.Epoch, group...)
@@ -83,7 +83,7 @@ func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Env
 				maybe = append(maybe, r)
 			}
 		}
-		from = fresh
+		from = &fresh
 	}
 	if len(maybe) == 0 {
 		return nil

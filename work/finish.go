@@ -30,7 +30,7 @@ import (
 // Workers call it when a done append reaches its shard's count; the coordinator calls it after
 // planning and from check messages.
 func (w *Worker) TryFinish(ctx context.Context, run string) (finished bool, err error) {
-	return w.finishing.finish(ctx, run, true, func(countFirst bool) (bool, error) { return w.tryFinish(ctx, run, countFirst) })
+	return w.finishing.finish(ctx, run, true, func(countFirst bool) (bool, error) { return w.tryFinish(ctx, run, countFirst, nil) })
 }
 
 // TryFinishByListing is TryFinish without the done-count pre-check: the listing of results/
@@ -39,34 +39,31 @@ func (w *Worker) TryFinish(ctx context.Context, run string) (finished bool, err 
 // lost (the worker crashed between the two writes on the message's last delivery, so no
 // redelivery appends it) cannot then strand the run.
 func (w *Worker) TryFinishByListing(ctx context.Context, run string) (finished bool, err error) {
-	return w.finishing.finish(ctx, run, false, func(countFirst bool) (bool, error) { return w.tryFinish(ctx, run, countFirst) })
+	return w.finishing.finish(ctx, run, false, func(countFirst bool) (bool, error) { return w.tryFinish(ctx, run, countFirst, nil) })
 }
 
-// finishFrom is TryFinish for a delivery holding m, a copy of run's manifest: when m says
+// finishFrom is TryFinish for a delivery holding m, its copy of run's manifest: when m says
 // planning is done, the first attempt starts from it instead of reading the manifest.
 // Everything a finish takes from the manifest (the partition count, the job, the done and fold
 // layouts) stays as it is once planning is done, and the report's create-once claim decides
 // who finishes; a run that finished since the copy costs the attempt its counts and its claim,
 // which find it so. The appends that complete a run's done shards all ask for a finish at the
 // end of a run, so the copy saves the manifest one read each.
-func (w *Worker) finishFrom(ctx context.Context, run string, m ledger.Manifest) (bool, error) {
+func (w *Worker) finishFrom(ctx context.Context, run string, m *ledger.Manifest) (bool, error) {
 	if !m.PlanDone {
 		return w.TryFinish(ctx, run)
 	}
-	known := &m
+	known := m
 	return w.finishing.finish(ctx, run, true, func(countFirst bool) (bool, error) {
 		first := known
 		known = nil // an attempt made again for the calls handed over reads the manifest
-		return w.tryFinishFrom(ctx, run, countFirst, first)
+		return w.tryFinish(ctx, run, countFirst, first)
 	})
 }
 
-func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool) (bool, error) {
-	return w.tryFinishFrom(ctx, run, countFirst, nil)
-}
-
-// tryFinishFrom is one finish attempt, from known when given, else from a manifest read now.
-func (w *Worker) tryFinishFrom(ctx context.Context, run string, countFirst bool, known *ledger.Manifest) (bool, error) {
+// tryFinish is one finish attempt, from a copy of known when given, else from a manifest read
+// now.
+func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool, known *ledger.Manifest) (bool, error) {
 	var m ledger.Manifest
 	if known != nil {
 		m = *known
