@@ -11,6 +11,7 @@ import (
 
 	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/internal/memo"
 	"github.com/batonfn/baton/ledger"
 	"github.com/batonfn/baton/transport"
 	"github.com/batonfn/baton/work"
@@ -171,7 +172,8 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Coordinator{cfg: cfg, leaseDur: cfg.Leader.LeaseDuration(), schedules: schedules, order: order}
+	c := &Coordinator{cfg: cfg, leaseDur: cfg.Leader.LeaseDuration(), schedules: schedules, order: order,
+		bounds: boundMemo{memo.New[time.Time](boundMemoMax)}}
 	if c.cfg.WavePause == 0 {
 		c.cfg.WavePause = 2 * time.Second
 	}

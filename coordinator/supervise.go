@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/internal/memo"
 	"github.com/batonfn/baton/ledger"
 )
 
@@ -39,8 +39,7 @@ import (
 // when its bound comes, not on every heartbeat: with many schedules and a short heartbeat
 // those reads would add up, each on a run's manifest, the blob its workers read too.
 type boundMemo struct {
-	mu     sync.Mutex
-	bounds map[string]time.Time // run → the final bound last read; finalBound when final
+	bounds *memo.Map[time.Time] // run → the final bound last read; finalBound when final
 }
 
 // finalBound marks a run seen final: it is never due again.
@@ -51,25 +50,16 @@ const boundMemoMax = 4096
 
 // due reports whether run must be read to be supervised at now: it was never seen, or its
 // bound has passed.
-func (b *boundMemo) due(run string, now time.Time) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	bound, ok := b.bounds[run]
+func (b boundMemo) due(run string, now time.Time) bool {
+	bound, ok := b.bounds.Get(run)
 	return !ok || now.After(bound)
 }
 
 // seen remembers run's final bound as read.
-func (b *boundMemo) seen(run string, bound time.Time) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.bounds == nil || len(b.bounds) >= boundMemoMax {
-		b.bounds = map[string]time.Time{}
-	}
-	b.bounds[run] = bound
-}
+func (b boundMemo) seen(run string, bound time.Time) { b.bounds.Put(run, bound) }
 
 // final remembers run as final.
-func (b *boundMemo) final(run string) { b.seen(run, finalBound) }
+func (b boundMemo) final(run string) { b.seen(run, finalBound) }
 
 // checkDelay is how long after a leader's last sign of life a check can take its lease over.
 func (c *Coordinator) checkDelay() time.Duration { return c.leaseDur + checkMargin }

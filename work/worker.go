@@ -110,7 +110,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{cfg: cfg}
+	w := &Worker{cfg: cfg, facts: newRunFacts()}
 	_, _ = rand.Read(w.salt[:])
 	return w, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/batonfn/baton/internal/memo"
 	"github.com/batonfn/baton/ledger"
 )
 
@@ -28,7 +29,7 @@ type Store struct {
 	c         *container.Client
 	now       func() time.Time
 	retries   int
-	manifests manifestMemo // the last manifest read or written per run, for UpdateManifest
+	manifests *memo.Map[rememberedManifest] // the last manifest read or written per run, for UpdateManifest
 }
 
 // Options tune New; the zero value is fine.
@@ -41,7 +42,7 @@ type Options struct {
 
 // New returns a ledger over container c (see EnsureContainer).
 func New(c *container.Client, opts Options) *Store {
-	s := &Store{c: c, now: opts.Now, retries: opts.UpdateRetries}
+	s := &Store{c: c, now: opts.Now, retries: opts.UpdateRetries, manifests: memo.New[rememberedManifest](maxRememberedManifests)}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -209,10 +210,10 @@ func (s *Store) putManifest(ctx context.Context, run string, m *ledger.Manifest,
 	}
 	etag, err := s.putBytes(ctx, path, b, cond)
 	if err != nil {
-		s.manifests.forget(run)
+		s.manifests.Delete(run)
 		return err
 	}
-	s.manifests.put(run, b, etag)
+	s.remember(run, b, etag)
 	return nil
 }
 
@@ -234,15 +235,24 @@ func (s *Store) readManifest(ctx context.Context, run string) (ledger.Manifest, 
 	if err := json.Unmarshal(b, &m); err != nil {
 		return m, "", fmt.Errorf("read manifest %s: decode: %w", run, err)
 	}
-	s.manifests.put(run, b, etag)
+	s.remember(run, b, etag)
 	return m, etag, nil
+}
+
+// remember keeps body and etag as run's manifest; without an ETag it forgets the run's copy.
+func (s *Store) remember(run string, body []byte, etag ledger.ETag) {
+	if etag == "" {
+		s.manifests.Delete(run)
+		return
+	}
+	s.manifests.Put(run, rememberedManifest{body: body, etag: etag})
 }
 
 // manifestToUpdate is the manifest an update starts from: the copy this store last read or
 // wrote when remembered is true and it has one (fromMemo), else one read now.
 func (s *Store) manifestToUpdate(ctx context.Context, run string, remembered bool) (m ledger.Manifest, etag ledger.ETag, fromMemo bool, err error) {
 	if remembered {
-		if r, ok := s.manifests.get(run); ok && json.Unmarshal(r.body, &m) == nil {
+		if r, ok := s.manifests.Get(run); ok && json.Unmarshal(r.body, &m) == nil {
 			return m, r.etag, true, nil
 		}
 		m = ledger.Manifest{}
