@@ -22,6 +22,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/batonfn/baton/config"
 	"github.com/batonfn/baton/election"
+	"github.com/batonfn/baton/internal/latency"
 	"github.com/batonfn/baton/ledger"
 	"github.com/google/uuid"
 )
@@ -67,7 +68,16 @@ type BlobLock struct {
 		rec leaseRecord
 		ok  bool
 	}
+	// reads are the latencies of this lock's last reads; readFloor is the fastest of them,
+	// the round trip a head start is counted in (see headStart).
+	reads     latency.Floor
+	readFloor time.Duration
+	// pause waits d or until ctx ends (sleep; tests replace it).
+	pause func(ctx context.Context, d time.Duration) error
 }
+
+// maxHeadStart bounds the head start a contender gives the lease's last holder (see Acquire).
+const maxHeadStart = 100 * time.Millisecond
 
 var _ election.Lock = (*BlobLock)(nil)
 
@@ -119,7 +129,20 @@ func NewBlobLock(c *container.Client, name string, opts BlobLockOptions) (*BlobL
 		name:      containerName(c) + "/" + name,
 		opts:      opts,
 		confirmed: map[string]time.Time{},
+		pause:     sleep,
 	}, nil
+}
+
+// sleep waits d, or until ctx ends (its cause is the error).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
 }
 
 // Duration is the lease duration this lock acquires with.
@@ -143,12 +166,27 @@ func (b *BlobLock) Duration() time.Duration { return b.opts.Duration }
 // the record is read under the lease now held and bumped (three or four calls). Every record
 // write is conditioned on the ETag of the record it bumps, so the guarantees are the same on
 // every path.
+//
+// The lease's last holder goes first: when the last record this lock saw names another
+// holder, the attempt waits two round trips (twice the fastest of this lock's recent reads, at
+// most maxHeadStart: the time the last holder's two calls take) before its first call.
+// Contenders fire together on a tick, and the last holder, which acquires without the read,
+// has its acquire and record applied by then: the others' reads find the lease taken (one
+// call each instead of a read, a refused acquire and a read again) and do not queue in front
+// of the winner's two calls in a store that serves them one at a time. A last holder that does
+// not contend costs the others that wait. The wait decides nothing: whoever acquires first
+// wins, as before.
 func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (election.Lease, error) {
 	if err := holder.Validate(); err != nil {
 		return election.Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.opts.Duration/3)
 	defer cancel()
+	if d := b.headStart(holder); d > 0 {
+		if err := b.pause(ctx, d); err != nil {
+			return election.Lease{}, fmt.Errorf("acquire lease %s: head start: %w", b.name, err)
+		}
+	}
 
 	id := uuid.NewString()
 	lc, err := lease.NewBlobClient(b.blob, &lease.BlobClientOptions{LeaseID: &id})
@@ -511,7 +549,11 @@ func (b *BlobLock) State(ctx context.Context) (election.LeaderState, error) {
 func (b *BlobLock) read(ctx context.Context) (leaseRecord, error) {
 	var props blob.GetPropertiesResponse
 	err := b.do(ctx, "read", func(ctx context.Context) (err error) {
+		sent := b.opts.Now()
 		props, err = b.blob.GetProperties(ctx, nil)
+		if err == nil {
+			b.observeRead(b.opts.Now().Sub(sent))
+		}
 		return err
 	})
 	if err != nil {
@@ -541,6 +583,24 @@ func (b *BlobLock) saw(rec leaseRecord, etag *azcore.ETag) {
 	}
 	rec.ETag = *etag
 	b.last.rec, b.last.ok = rec, true
+}
+
+// observeRead notes the latency of a read that was answered.
+func (b *BlobLock) observeRead(d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.readFloor = b.reads.Observe(max(d, 0))
+}
+
+// headStart is how long holder's Acquire waits before its first call: two round trips when
+// the last record this lock saw names another holder (see Acquire), else nothing.
+func (b *BlobLock) headStart(holder ledger.Holder) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.last.ok || b.last.rec.Holder.IsZero() || b.last.rec.Holder == holder {
+		return 0
+	}
+	return min(2*b.readFloor, maxHeadStart)
 }
 
 // unsee forgets the last record: a write whose outcome is unknown may have changed it.

@@ -27,6 +27,7 @@ import (
 	"github.com/batonfn/baton/election/electiontest"
 	"github.com/batonfn/baton/internal/azclient"
 	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/internal/latency"
 )
 
 // quietTestLogger drops the BlobLock's own logs (retries, creation) in tests.
@@ -701,4 +702,79 @@ func TestBlobLock_Acquire_SkipsTheReadWhenItKnowsTheRecord(t *testing.T) {
 		t.Errorf("Acquire after seeing a live lease made calls %v, want %v (one read)", got, want)
 	}
 	release(b, lb)
+}
+
+// A lock whose last sight was another holder's record waits a head start of two round trips
+// (twice its fastest recent read) before its first call, so that the last holder, which acquires
+// without the read, goes first: here the last holder acquires during that wait, and the
+// contender's attempt then costs one read that names the new holder and epoch. The last
+// holder itself and a lock that remembers nothing start at once; the wait is bounded.
+func TestBlobLock_Acquire_GivesTheLastHolderAHeadStart(t *testing.T) {
+	t.Parallel()
+	ft := newTestFaultTransport()
+	calls := &callKinds{n: map[string]int{}}
+	ft.setRule(calls.rule)
+	c := newTestContainer(t, ft, nil)
+	last, other := newTestBlobLockOn(t, newTestContainerAlias(t, c)), newTestBlobLockOn(t, c)
+	ctx := t.Context()
+	noWait := func(who string) func(context.Context, time.Duration) error {
+		return func(_ context.Context, d time.Duration) error {
+			t.Errorf("%s waited a head start of %s", who, d)
+			return nil
+		}
+	}
+	last.pause = noWait("the last holder")
+
+	l1, err := last.Acquire(ctx, electiontest.Holder(1)) // creates the blob; epoch 1
+	if err != nil {
+		t.Fatalf("Acquire by the last holder: %v", err)
+	}
+	other.pause = noWait("a lock that remembers nothing")
+	var held *election.HeldError
+	if _, err := other.Acquire(ctx, electiontest.Holder(2)); !errors.As(err, &held) {
+		t.Fatalf("Acquire while holder 1 holds the lease: %v; want HeldError", err)
+	}
+	if err := last.Release(ctx, l1); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	calls.take()
+
+	var waited, floor time.Duration
+	var l2 election.Lease
+	other.pause = func(_ context.Context, d time.Duration) error {
+		other.mu.Lock()
+		waited, floor = d, other.readFloor
+		other.mu.Unlock()
+		if got := calls.take(); len(got) != 0 {
+			t.Errorf("calls before the head start: %v, want none", got)
+		}
+		// The last holder, contending at the same tick, acquires meanwhile.
+		if l2, err = last.Acquire(ctx, electiontest.Holder(1)); err != nil {
+			t.Errorf("Acquire by the last holder during the head start: %v", err)
+		}
+		return nil
+	}
+	_, err = other.Acquire(ctx, electiontest.Holder(2))
+	if !errors.As(err, &held) || held.Holder != electiontest.Holder(1) || held.Epoch != 2 || l2.Epoch != 2 {
+		t.Fatalf("Acquire after the head start: %v (the last holder's lease: epoch %d); want HeldError naming holder 1, epoch 2", err, l2.Epoch)
+	}
+	if waited != min(2*floor, maxHeadStart) || floor <= 0 {
+		t.Errorf("head start %s, want twice the fastest read (%s), at most %s", waited, floor, maxHeadStart)
+	}
+	if got, want := calls.take(), map[string]int{"read": 1}; !maps.Equal(got, want) {
+		t.Errorf("the contender's calls after the head start: %v, want %v", got, want)
+	}
+
+	// The wait is at most maxHeadStart, however slow the reads were.
+	other.reads = latency.Floor{}
+	other.observeRead(time.Hour)
+	if got := other.headStart(electiontest.Holder(2)); got != maxHeadStart {
+		t.Errorf("head start after hour-long reads: %s, want %s", got, maxHeadStart)
+	}
+	if got := other.headStart(electiontest.Holder(1)); got != 0 {
+		t.Errorf("head start of the holder the lock last saw: %s, want none", got)
+	}
+	if err := last.Release(ctx, l2); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
 }
