@@ -139,8 +139,8 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 // LeaseDuration is the duration of the leases this leader holds.
 func (l *Leader) LeaseDuration() time.Duration { return l.cfg.LeaseDuration }
 
-// RunAsLeader makes one attempt to acquire the lock (it never waits: when someone else holds
-// it, it returns *HeldError at once) and then runs fn with a context that is cancelled as soon
+// RunAsLeader makes one attempt to acquire the lock (it never waits for the holder to go away:
+// when someone else holds it, that attempt returns *HeldError) and then runs fn with a context that is cancelled as soon
 // as leadership cannot be guaranteed: a renewal fails, the local deadline passes without a
 // renewal, fn stops calling beat for StallTimeout, ctx is cancelled, or ReleaseAll is called.
 // fn must stop promptly when its context is done and should call beat whenever it makes
