@@ -72,12 +72,15 @@ type BlobLock struct {
 	// the round trip a head start is counted in (see headStart).
 	reads     latency.Floor
 	readFloor time.Duration
+	// tiedWith is the holder this lock's last attempt lost a tie to (see Acquire), if it did.
+	tiedWith ledger.Holder
 	// pause waits d or until ctx ends (sleep; tests replace it).
 	pause func(ctx context.Context, d time.Duration) error
 }
 
-// maxHeadStart bounds the head start a contender gives the lease's last holder (see Acquire).
-const maxHeadStart = 100 * time.Millisecond
+// tieWindow is how close two attempts' beginnings are for a tie, and the longest head start a
+// contender gives the winner of its last tie (see Acquire).
+const tieWindow = 100 * time.Millisecond
 
 var _ election.Lock = (*BlobLock)(nil)
 
@@ -167,27 +170,35 @@ func (b *BlobLock) Duration() time.Duration { return b.opts.Duration }
 // write is conditioned on the ETag of the record it bumps, so the guarantees are the same on
 // every path.
 //
-// The lease's last holder goes first: when the last record this lock saw names another
-// holder, the attempt waits two round trips (twice the fastest of this lock's recent reads, at
-// most maxHeadStart: the time the last holder's two calls take) before its first call.
-// Contenders fire together on a tick, and the last holder, which acquires without the read,
-// has its acquire and record applied by then: the others' reads find the lease taken (one
-// call each instead of a read, a refused acquire and a read again) and do not queue in front
-// of the winner's two calls in a store that serves them one at a time. A last holder that does
-// not contend costs the others that wait. The wait decides nothing: whoever acquires first
-// wins, as before.
+// The last winner of a tie goes first: when this lock's last attempt lost to a holder that
+// began its own within tieWindow of it (contenders fired by the same tick), and the last
+// record this lock saw is still that holder's, the next attempt waits two round trips (twice
+// the fastest of this lock's recent reads, at most tieWindow: the time the last holder's two
+// calls take) before its first call. The last holder, which acquires without the read, has its
+// acquire and record applied by then: the others' reads find the lease taken (one call each
+// instead of a read, a refused acquire and a read again) and do not queue in front of the
+// winner's two calls in a store that serves them one at a time. A loss to a lease taken
+// earlier (a late tick, a holder that keeps its lease) leaves the next attempt to read at
+// once. The wait decides nothing: whoever acquires first wins, as before.
 func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (election.Lease, error) {
 	if err := holder.Validate(); err != nil {
 		return election.Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.opts.Duration/3)
 	defer cancel()
+	began := b.opts.Now()
 	if d := b.headStart(holder); d > 0 {
 		if err := b.pause(ctx, d); err != nil {
 			return election.Lease{}, fmt.Errorf("acquire lease %s: head start: %w", b.name, err)
 		}
 	}
+	l, err := b.acquire(ctx, holder)
+	b.noteTie(err, began)
+	return l, err
+}
 
+// acquire is Acquire's attempt, after the head start.
+func (b *BlobLock) acquire(ctx context.Context, holder ledger.Holder) (election.Lease, error) {
 	id := uuid.NewString()
 	lc, err := lease.NewBlobClient(b.blob, &lease.BlobClientOptions{LeaseID: &id})
 	if err != nil {
@@ -593,14 +604,29 @@ func (b *BlobLock) observeRead(d time.Duration) {
 }
 
 // headStart is how long holder's Acquire waits before its first call: two round trips when
-// the last record this lock saw names another holder (see Acquire), else nothing.
+// this lock's last attempt lost a tie to another holder whose record is the last it saw (see
+// Acquire), else nothing.
 func (b *BlobLock) headStart(holder ledger.Holder) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.last.ok || b.last.rec.Holder.IsZero() || b.last.rec.Holder == holder {
+	if b.tiedWith.IsZero() || b.tiedWith == holder || !b.last.ok || b.last.rec.Holder != b.tiedWith {
 		return 0
 	}
-	return min(2*b.readFloor, maxHeadStart)
+	return min(2*b.readFloor, tieWindow)
+}
+
+// noteTie remembers whether the attempt that began at began and ended with err lost a tie: a
+// HeldError naming a holder whose lease began within tieWindow of began.
+func (b *BlobLock) noteTie(err error, began time.Time) {
+	var held *election.HeldError
+	tied := errors.As(err, &held) && !held.Holder.IsZero() && !held.Since.IsZero() &&
+		held.Since.Sub(began).Abs() <= tieWindow
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tiedWith = ledger.Holder{}
+	if tied {
+		b.tiedWith = held.Holder
+	}
 }
 
 // unsee forgets the last record: a write whose outcome is unknown may have changed it.

@@ -704,18 +704,51 @@ func TestBlobLock_Acquire_SkipsTheReadWhenItKnowsTheRecord(t *testing.T) {
 	release(b, lb)
 }
 
-// A lock whose last sight was another holder's record waits a head start of two round trips
-// (twice its fastest recent read) before its first call, so that the last holder, which acquires
-// without the read, goes first: here the last holder acquires during that wait, and the
-// contender's attempt then costs one read that names the new holder and epoch. The last
-// holder itself and a lock that remembers nothing start at once; the wait is bounded.
-func TestBlobLock_Acquire_GivesTheLastHolderAHeadStart(t *testing.T) {
+// stepClock is a clock that moves one step at every reading, shared by the locks of a test: the
+// times locks compare (a lease's start, an attempt's, a read's latency) come out the same on
+// every run, however loaded the machine.
+type stepClock struct {
+	mu   sync.Mutex
+	now  time.Time
+	step time.Duration
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(c.step)
+	return c.now
+}
+
+// advance moves the clock on by d.
+func (c *stepClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// A lock whose last attempt lost a tie (the winner began its attempt within tieWindow of it)
+// waits a head start of two round trips (twice its fastest recent read) before its next
+// first call, so that the winner, the lease's last holder, which acquires without the read,
+// goes first: here the last holder acquires during that wait, and the contender's attempt then
+// costs one read that names the new holder and epoch. A loss to a lease taken long before (a
+// late tick) leaves the next attempt to read at once; so does remembering nothing, and the
+// last holder never waits. The wait is bounded.
+func TestBlobLock_Acquire_GivesTheWinnerOfTheLastTieAHeadStart(t *testing.T) {
 	t.Parallel()
 	ft := newTestFaultTransport()
 	calls := &callKinds{n: map[string]int{}}
 	ft.setRule(calls.rule)
 	c := newTestContainer(t, ft, nil)
-	last, other := newTestBlobLockOn(t, newTestContainerAlias(t, c)), newTestBlobLockOn(t, c)
+	clock := &stepClock{now: time.Now(), step: time.Millisecond}
+	newLock := func(c *container.Client) *BlobLock {
+		lk, err := NewBlobLock(c, "leader", BlobLockOptions{Duration: testBlobLockDuration, Logger: quietTestLogger, Now: clock.Now})
+		if err != nil {
+			t.Fatalf("NewBlobLock: %v", err)
+		}
+		return lk
+	}
+	last, other := newLock(newTestContainerAlias(t, c)), newLock(c)
 	ctx := t.Context()
 	noWait := func(who string) func(context.Context, time.Duration) error {
 		return func(_ context.Context, d time.Duration) error {
@@ -724,19 +757,33 @@ func TestBlobLock_Acquire_GivesTheLastHolderAHeadStart(t *testing.T) {
 		}
 	}
 	last.pause = noWait("the last holder")
+	acquireLast := func() election.Lease {
+		t.Helper()
+		l, err := last.Acquire(ctx, electiontest.Holder(1))
+		if err != nil {
+			t.Fatalf("Acquire by the last holder: %v", err)
+		}
+		return l
+	}
+	releaseLast := func(l election.Lease) {
+		t.Helper()
+		if err := last.Release(ctx, l); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	}
+	held := func(err error, epoch int64) {
+		t.Helper()
+		var h *election.HeldError
+		if !errors.As(err, &h) || h.Holder != electiontest.Holder(1) || h.Epoch != epoch {
+			t.Fatalf("contender's Acquire: %v; want HeldError naming holder 1, epoch %d", err, epoch)
+		}
+	}
 
-	l1, err := last.Acquire(ctx, electiontest.Holder(1)) // creates the blob; epoch 1
-	if err != nil {
-		t.Fatalf("Acquire by the last holder: %v", err)
-	}
+	l1 := acquireLast() // creates the blob; epoch 1
 	other.pause = noWait("a lock that remembers nothing")
-	var held *election.HeldError
-	if _, err := other.Acquire(ctx, electiontest.Holder(2)); !errors.As(err, &held) {
-		t.Fatalf("Acquire while holder 1 holds the lease: %v; want HeldError", err)
-	}
-	if err := last.Release(ctx, l1); err != nil {
-		t.Fatalf("Release: %v", err)
-	}
+	_, err := other.Acquire(ctx, electiontest.Holder(2)) // began a few ticks after holder 1: a tie
+	held(err, 1)
+	releaseLast(l1)
 	calls.take()
 
 	var waited, floor time.Duration
@@ -748,33 +795,48 @@ func TestBlobLock_Acquire_GivesTheLastHolderAHeadStart(t *testing.T) {
 		if got := calls.take(); len(got) != 0 {
 			t.Errorf("calls before the head start: %v, want none", got)
 		}
-		// The last holder, contending at the same tick, acquires meanwhile.
-		if l2, err = last.Acquire(ctx, electiontest.Holder(1)); err != nil {
-			t.Errorf("Acquire by the last holder during the head start: %v", err)
-		}
+		l2 = acquireLast() // the last holder, fired by the same tick, acquires meanwhile
 		return nil
 	}
 	_, err = other.Acquire(ctx, electiontest.Holder(2))
-	if !errors.As(err, &held) || held.Holder != electiontest.Holder(1) || held.Epoch != 2 || l2.Epoch != 2 {
-		t.Fatalf("Acquire after the head start: %v (the last holder's lease: epoch %d); want HeldError naming holder 1, epoch 2", err, l2.Epoch)
-	}
-	if waited != min(2*floor, maxHeadStart) || floor <= 0 {
-		t.Errorf("head start %s, want twice the fastest read (%s), at most %s", waited, floor, maxHeadStart)
+	held(err, 2)
+	if l2.Epoch != 2 || floor != clock.step || waited != 2*floor {
+		t.Errorf("head start %s with a read floor of %s (the last holder's epoch %d); want twice the clock's step %s, epoch 2",
+			waited, floor, l2.Epoch, clock.step)
 	}
 	if got, want := calls.take(), map[string]int{"read": 1}; !maps.Equal(got, want) {
 		t.Errorf("the contender's calls after the head start: %v, want %v", got, want)
 	}
 
-	// The wait is at most maxHeadStart, however slow the reads were.
-	other.reads = latency.Floor{}
+	// Not a tie: the lease was taken a second before the contender's attempt (a late tick).
+	releaseLast(l2)
+	l3 := acquireLast()
+	clock.advance(time.Second)
+	waited = 0
+	other.pause = func(_ context.Context, d time.Duration) error { waited = d; return nil }
+	_, err = other.Acquire(ctx, electiontest.Holder(2)) // still after the tie above: it waits
+	held(err, 3)
+	if waited <= 0 {
+		t.Error("the attempt after a lost tie did not wait")
+	}
+	other.pause = noWait("a lock that lost to a lease taken long before")
+	calls.take()
+	_, err = other.Acquire(ctx, electiontest.Holder(2))
+	held(err, 3)
+	if got, want := calls.take(), map[string]int{"read": 1}; !maps.Equal(got, want) {
+		t.Errorf("the contender's calls on a lease held since long before: %v, want %v", got, want)
+	}
+	releaseLast(l3)
+
+	// The wait is at most tieWindow, however slow the reads were; the winner itself never waits.
+	other.mu.Lock()
+	other.tiedWith, other.reads = electiontest.Holder(1), latency.Floor{}
+	other.mu.Unlock()
 	other.observeRead(time.Hour)
-	if got := other.headStart(electiontest.Holder(2)); got != maxHeadStart {
-		t.Errorf("head start after hour-long reads: %s, want %s", got, maxHeadStart)
+	if got := other.headStart(electiontest.Holder(2)); got != tieWindow {
+		t.Errorf("head start after hour-long reads: %s, want %s", got, tieWindow)
 	}
 	if got := other.headStart(electiontest.Holder(1)); got != 0 {
-		t.Errorf("head start of the holder the lock last saw: %s, want none", got)
-	}
-	if err := last.Release(ctx, l2); err != nil {
-		t.Fatalf("Release: %v", err)
+		t.Errorf("head start of the holder the tie was lost to: %s, want none", got)
 	}
 }
