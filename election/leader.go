@@ -140,9 +140,10 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 func (l *Leader) LeaseDuration() time.Duration { return l.cfg.LeaseDuration }
 
 // RunAsLeader makes one attempt to acquire the lock (it never waits for the holder to go away:
-// when someone else holds it, that attempt returns *HeldError) and then runs fn with a context that is cancelled as soon
-// as leadership cannot be guaranteed: a renewal fails, the local deadline passes without a
-// renewal, fn stops calling beat for StallTimeout, ctx is cancelled, or ReleaseAll is called.
+// when someone else holds it, that attempt returns *HeldError) and then runs fn with a context
+// that is cancelled as soon as leadership cannot be guaranteed: a renewal fails, the local
+// deadline passes without a renewal, fn stops calling beat for StallTimeout, ctx is cancelled,
+// or ReleaseAll is called.
 // fn must stop promptly when its context is done and should call beat whenever it makes
 // progress. When fn returns, the renewals stop and the lease is released with a fresh bounded
 // context; RunAsLeader waits for both.

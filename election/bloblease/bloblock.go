@@ -170,7 +170,7 @@ func (b *BlobLock) Duration() time.Duration { return b.opts.Duration }
 // write is conditioned on the ETag of the record it bumps, so the guarantees are the same on
 // every path.
 //
-// The last winner of a tie goes first: when this lock's last attempt lost to a holder that
+// The winner of the last tie goes first: when this lock's last attempt lost to a holder that
 // began its own within tieWindow of it (contenders fired by the same tick), and the last
 // record this lock saw is still that holder's, the next attempt waits two round trips (twice
 // the fastest of this lock's recent reads, at most tieWindow: the time the last holder's two
