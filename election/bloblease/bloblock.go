@@ -400,12 +400,8 @@ func (b *BlobLock) heldError(ctx context.Context, rec leaseRecord, fresh bool) e
 			(rec.LeaseState == election.LeaseStateLeased || rec.LeaseState == election.LeaseStateBreaking)
 	}
 	for wait := 2 * time.Millisecond; !settled() && wait <= 256*time.Millisecond; wait *= 2 {
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return &election.HeldError{Holder: rec.Holder, Epoch: rec.Epoch, Since: rec.AcquiredAt}
-		case <-t.C:
+		if sleep(ctx, wait) != nil {
+			break
 		}
 		rec, err = b.read(ctx)
 	}

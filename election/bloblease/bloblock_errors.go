@@ -132,12 +132,8 @@ func (b *BlobLock) do(ctx context.Context, op string, call func(context.Context)
 		}
 		b.opts.Logger.LogAttrs(ctx, level, "lease storage call failed, retrying",
 			slog.String("lease", b.name), slog.String("op", op), slog.Int("attempt", attempt), slog.Any("error", err))
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if sleep(ctx, wait) != nil {
 			return fmt.Errorf("%s: gave up after %d attempts within the budget: %w", op, attempt, err)
-		case <-t.C:
 		}
 		backoff = min(backoff*2, retryBackoffMax)
 	}
