@@ -68,10 +68,9 @@ type BlobLock struct {
 		rec leaseRecord
 		ok  bool
 	}
-	// reads are the latencies of this lock's last reads; readFloor is the fastest of them,
-	// the round trip a head start is counted in (see headStart).
-	reads     latency.Floor
-	readFloor time.Duration
+	// reads are the latencies of this lock's last reads: the fastest of them is the round
+	// trip a head start is counted in (see headStart).
+	reads latency.Floor
 	// tiedWith is the holder this lock's last attempt lost a tie to (see Acquire), if it did.
 	tiedWith ledger.Holder
 	// pause waits d or until ctx ends (sleep; tests replace it).
@@ -596,7 +595,7 @@ func (b *BlobLock) saw(rec leaseRecord, etag *azcore.ETag) {
 func (b *BlobLock) observeRead(d time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.readFloor = b.reads.Observe(max(d, 0))
+	b.reads.Observe(max(d, 0))
 }
 
 // headStart is how long holder's Acquire waits before its first call: two round trips when
@@ -608,7 +607,7 @@ func (b *BlobLock) headStart(holder ledger.Holder) time.Duration {
 	if b.tiedWith.IsZero() || b.tiedWith == holder || !b.last.ok || b.last.rec.Holder != b.tiedWith {
 		return 0
 	}
-	return min(2*b.readFloor, tieWindow)
+	return min(2*b.reads.Low(), tieWindow)
 }
 
 // noteTie remembers whether the attempt that began at began and ended with err lost a tie: a

@@ -790,7 +790,7 @@ func TestBlobLock_Acquire_GivesTheWinnerOfTheLastTieAHeadStart(t *testing.T) {
 	var l2 election.Lease
 	other.pause = func(_ context.Context, d time.Duration) error {
 		other.mu.Lock()
-		waited, floor = d, other.readFloor
+		waited, floor = d, other.reads.Low()
 		other.mu.Unlock()
 		if got := calls.take(); len(got) != 0 {
 			t.Errorf("calls before the head start: %v, want none", got)

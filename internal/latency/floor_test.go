@@ -24,3 +24,22 @@ func TestFloor_LowestOfTheRecentWindow(t *testing.T) {
 		t.Errorf("floor %s after %d observations of 10ms, want 10ms", got, Window)
 	}
 }
+
+func TestFloor_LowIsTheLowestRecorded(t *testing.T) {
+	var f Floor
+	if got := f.Low(); got != 0 {
+		t.Fatalf("Low before any observation: %s, want 0", got)
+	}
+	f.Observe(7 * time.Millisecond)
+	f.Observe(3 * time.Millisecond)
+	f.Observe(9 * time.Millisecond)
+	if got := f.Low(); got != 3*time.Millisecond {
+		t.Errorf("Low: %s, want 3ms", got)
+	}
+	for range Window {
+		f.Observe(10 * time.Millisecond)
+	}
+	if got := f.Low(); got != 10*time.Millisecond {
+		t.Errorf("Low after %d observations of 10ms: %s, want 10ms (the 3ms is out of the window)", Window, got)
+	}
+}
