@@ -1,12 +1,13 @@
 // Package memo is a process's bounded memory of runs: a map safe for concurrent use from a key
-// (a run ID) to what the process has learnt of it, which starts over once it holds Max keys.
+// (a run ID) to what the process has learnt of it, which starts over once it holds its bound
+// of keys.
 // Every memory built on it only saves storage calls: what it forgets costs a call, never a
 // wrong answer.
 package memo
 
 import "sync"
 
-// Map is the memory. Its zero value is not usable: set Max (see New).
+// Map is the memory. Its zero value is not usable: make one with New.
 type Map[V any] struct {
 	max int
 	mu  sync.Mutex
