@@ -20,8 +20,8 @@ const DefaultMaxBundle = MaxBundle
 // host's defaults), however large the bundles.
 const BundleConcurrency = 32
 
-// MinBundlesPerBatch is the fewest messages a plan batch of at least that many partitions is
-// sent as: a batch spreads over at least this many deliveries, and so over instances.
+// MinBundlesPerBatch is the fewest messages a plan batch is sent as when it has that many
+// partitions: a batch spreads over at least this many deliveries, and so over instances.
 const MinBundlesPerBatch = 8
 
 // DefaultFoldBlock is a run's block of consecutive partitions folded into the same partial
@@ -29,20 +29,15 @@ const MinBundlesPerBatch = 8
 const DefaultFoldBlock = MaxBundle
 
 // BundleSize is how many partitions go in one message for a plan batch of n partitions of a
-// job whose cap is limit: the largest power of two that is at most the cap and still sends the
-// batch as at least MinBundlesPerBatch messages: a batch of 2,048 goes as 8 messages of 256, one
-// of 1,808 as 7 of 256 and one of 16, one of up to 14 partitions one partition per message.
-// Bundles start at multiples of their size, so with a power of two up to MaxBundle no bundle
-// crosses a fold block.
+// job whose cap is limit: the largest power of two that is at most the cap and leaves the
+// batch at least MinBundlesPerBatch messages (1 for a batch of up to 8 partitions). Bundles
+// start at multiples of their size, so with a power of two up to MaxBundle no bundle crosses a
+// fold block.
 func BundleSize(limit, n int) int {
-	top := min(max(limit, 1), MaxBundle)
+	want := min(max(limit, 1), MaxBundle, max((n+MinBundlesPerBatch-1)/MinBundlesPerBatch, 1))
 	k := 1
-	for k*2 <= top && messages(n, k*2) >= MinBundlesPerBatch {
+	for k*2 <= want {
 		k *= 2
 	}
 	return k
 }
-
-// messages is how many bundles of size k a batch of n partitions starting on a multiple of k
-// makes.
-func messages(n, k int) int { return (n + k - 1) / k }
