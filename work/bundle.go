@@ -29,15 +29,25 @@ const MinBundlesPerBatch = 8
 const DefaultFoldBlock = MaxBundle
 
 // BundleSize is how many partitions go in one message for a plan batch of n partitions of a
-// job whose cap is limit: the largest power of two that is at most the cap and leaves the
-// batch at least MinBundlesPerBatch messages (1 for a batch of up to 8 partitions). Bundles
-// start at multiples of their size, so with a power of two up to MaxBundle no bundle crosses a
-// fold block.
+// job whose cap is limit: the largest power of two that is at most the cap and an eighth of
+// the batch (n/MinBundlesPerBatch, rounded up) and still sends the batch as at least
+// MinBundlesPerBatch messages (1 for a batch of up to 14 partitions). The eighth spreads every
+// batch evenly: the last batch of a 10,000-partition run (1,808) goes as 14 messages of 128 and
+// one of 16, not 7 of 256 and one of 16, so its partitions run on as many deliveries at once
+// as a full batch's. Bundles start at multiples of their size, so with a power of two up to
+// MaxBundle no bundle crosses a fold block.
 func BundleSize(limit, n int) int {
 	want := min(max(limit, 1), MaxBundle, max((n+MinBundlesPerBatch-1)/MinBundlesPerBatch, 1))
 	k := 1
 	for k*2 <= want {
 		k *= 2
 	}
+	for k > 1 && messages(n, k) < MinBundlesPerBatch {
+		k /= 2 // a small batch: an eighth rounded up can leave fewer messages (9 in bundles of 2: 5)
+	}
 	return k
 }
+
+// messages is how many bundles of size k a batch of n partitions starting on a multiple of k
+// makes.
+func messages(n, k int) int { return (n + k - 1) / k }
