@@ -9,6 +9,7 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -167,7 +168,10 @@ func (b *BlobLock) Duration() time.Duration { return b.opts.Duration }
 // says which: its ETag is the known record's, and the record is written again after it, or
 // the record is read under the lease now held and bumped (three or four calls). Every record
 // write is conditioned on the ETag of the record it bumps, so the guarantees are the same on
-// every path.
+// every path. A record write whose answer is lost may have taken effect: the record is read
+// back, and one that shows this acquisition's holder, acquired-at and next epoch is the one it
+// leads under. An attempt that cannot tell gives the lease back and logs "lease acquisition
+// abandoned" with each epoch it may have recorded.
 //
 // The winner of the last tie goes first: when this lock's last attempt lost to a holder that
 // began its own within tieWindow of it (contenders fired by the same tick), and the last
@@ -205,7 +209,8 @@ func (b *BlobLock) acquire(ctx context.Context, holder ledger.Holder) (election.
 	}
 	start := b.opts.Now()
 	l := election.Lease{ID: id, Holder: holder, AcquiredAt: start, Duration: b.opts.Duration}
-	rec, took, recorded, err := b.acquireFirst(ctx, lc, &l)
+	var sent unconfirmed
+	rec, took, recorded, err := b.acquireFirst(ctx, lc, &l, &sent)
 	if err != nil {
 		return election.Lease{}, err
 	}
@@ -256,27 +261,35 @@ func (b *BlobLock) acquire(ctx context.Context, holder ledger.Holder) (election.
 	}
 
 	// 3. Record the new holder. Only our lease ID can write; If-Match guarantees the epoch we
-	// bump is the latest one. A mismatch means another holder came and went between our read
-	// and our acquire: re-read (we hold the lease now, so that read is authoritative) and
-	// write again.
-	for try := 0; try < 2; try++ {
-		if try > 0 {
-			if rec, err = b.read(ctx); err != nil {
-				break
-			}
-		}
-		err = b.do(ctx, "record holder", func(ctx context.Context) error { return b.writeRecord(ctx, &l, rec) })
-		if !errors.Is(err, errConditionNotMet) {
+	// bump is the latest one. A refusal means the record changed since the one we bump:
+	// another holder came and went between our read and our acquire, or our own record took
+	// effect with its answer lost. A lost answer leaves the same doubt. Either way the record
+	// is read back (we hold the lease, so that read is authoritative): our own record is the
+	// one we lead under; another is bumped once more.
+	prev := rec
+	for try := 0; ; try++ {
+		sent.add(prev.Epoch + 1)
+		err = b.do(ctx, "record holder", func(ctx context.Context) error { return b.writeRecord(ctx, &l, prev) })
+		if err == nil || !errors.Is(err, errConditionNotMet) && !errors.Is(err, errTransient) {
 			break
 		}
+		cur, rerr := b.read(ctx)
+		if rerr != nil {
+			err = fmt.Errorf("%w; reading it back: %w", err, rerr)
+			break
+		}
+		if cur.records(l, prev) {
+			adopt(&l, prev, cur)
+			err = nil
+			break
+		}
+		if try == 1 {
+			break
+		}
+		prev = cur
 	}
 	if err != nil {
-		b.unsee()
-		// The record may have taken effect with its answer lost: storage can show this epoch
-		// and holder although nobody leads under it. Say so, then give the lease back.
-		b.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "lease acquisition abandoned: the holder record was not confirmed; the lease is given back",
-			slog.String("lease", b.name), slog.Int64("epoch", rec.Epoch+1), slog.String("holder", holder.String()), slog.Any("err", err))
-		b.releaseQuietly(lc)
+		b.abandon(ctx, lc, holder, sent, err)
 		return election.Lease{}, fmt.Errorf("acquire lease %s: record holder: %w", b.name, err)
 	}
 	b.confirm(id, start)
@@ -296,7 +309,7 @@ func (b *BlobLock) acquire(ctx context.Context, holder ledger.Holder) (election.
 // acquire's ETag says the blob has not changed since, or else one read under the lease.
 // When it cannot tell (the record is not known, or showed a live lease; the blob is missing)
 // it returns took false and no error: the read-first path goes on from the start.
-func (b *BlobLock) acquireFirst(ctx context.Context, lc *lease.BlobClient, l *election.Lease) (rec leaseRecord, took, recorded bool, err error) {
+func (b *BlobLock) acquireFirst(ctx context.Context, lc *lease.BlobClient, l *election.Lease, sent *unconfirmed) (rec leaseRecord, took, recorded bool, err error) {
 	last, ok := b.lastSeen()
 	if !ok || (last.LeaseState == election.LeaseStateLeased && last.ReleasedAt.IsZero()) || last.LeaseState == election.LeaseStateBreaking {
 		return leaseRecord{}, false, false, nil
@@ -325,7 +338,11 @@ func (b *BlobLock) acquireFirst(ctx context.Context, lc *lease.BlobClient, l *el
 	var a answer
 	select {
 	case <-onWire:
-		recorded = b.recordNext(ctx, l, last) == nil
+		rerr := b.recordNext(ctx, l, last)
+		recorded = rerr == nil
+		if unknownOutcome(rerr) {
+			sent.add(last.Epoch + 1)
+		}
 		a = <-answered
 	case a = <-answered: // it failed before it was sent: no record was written
 	}
@@ -338,9 +355,9 @@ func (b *BlobLock) acquireFirst(ctx context.Context, lc *lease.BlobClient, l *el
 	case errors.Is(a.err, errLeasePresent):
 		return leaseRecord{}, false, false, b.heldError(ctx, last, false)
 	case errors.Is(a.err, errTransient):
-		// A lost response may hide a granted lease: give it back rather than block everyone
-		// until it lapses.
-		b.releaseQuietly(lc)
+		// A lost response may hide a granted lease, and the record sent beside it: give it
+		// back rather than block everyone until it lapses.
+		b.abandon(ctx, lc, l.Holder, *sent, a.err)
 		return leaseRecord{}, false, false, fmt.Errorf("acquire lease %s: %w", b.name, a.err)
 	default:
 		b.unsee() // missing, say: the read-first path finds out and creates it
@@ -349,10 +366,16 @@ func (b *BlobLock) acquireFirst(ctx context.Context, lc *lease.BlobClient, l *el
 	if a.etag != nil && *a.etag == last.ETag {
 		return last, true, false, nil
 	}
-	// Someone wrote since: the record is read under our lease, so it is the latest.
+	// Someone wrote since, or our own record took effect before the acquire answered (its
+	// retry, say) with the write's own answer lost: the record is read under our lease, so it
+	// is the latest.
 	if rec, err = b.read(ctx); err != nil {
-		b.releaseQuietly(lc)
+		b.abandon(ctx, lc, l.Holder, *sent, err)
 		return leaseRecord{}, false, false, fmt.Errorf("acquire lease %s: read record: %w", b.name, err)
+	}
+	if rec.records(*l, last) {
+		adopt(l, last, rec)
+		return rec, true, true, nil
 	}
 	return rec, true, false, nil
 }
@@ -363,6 +386,49 @@ func (b *BlobLock) recordNext(ctx context.Context, l *election.Lease, prev lease
 	ctx, cancel := context.WithTimeout(ctx, b.opts.AttemptTimeout)
 	defer cancel()
 	return b.translate(b.writeRecord(ctx, l, prev))
+}
+
+// unconfirmed are the epochs of the holder records an attempt sent without learning whether
+// they took effect (an answer lost, or cut short): storage may show any of them.
+type unconfirmed []int64
+
+func (u *unconfirmed) add(epoch int64) {
+	if !slices.Contains(*u, epoch) {
+		*u = append(*u, epoch)
+	}
+}
+
+// unknownOutcome reports whether a write that failed with err may still have taken effect:
+// storage did not answer it (a refusal it answered took no effect).
+func unknownOutcome(err error) bool {
+	return errors.Is(err, errTransient) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// records reports whether r, read under lease l, is the holder record l's acquisition wrote
+// over prev: l's holder and acquired-at, the epoch after prev's. Only l's lease ID can write
+// while l is held, and l's writes bump prev, so such a record is this acquisition's own, with
+// the guarantees of one whose write was answered.
+func (r leaseRecord) records(l election.Lease, prev leaseRecord) bool {
+	return r.Holder == l.Holder && r.AcquiredAt.Equal(l.AcquiredAt) && r.ReleasedAt.IsZero() && r.Epoch == prev.Epoch+1
+}
+
+// adopt makes l the lease that rec, this acquisition's own record over prev, describes.
+func adopt(l *election.Lease, prev, rec leaseRecord) {
+	l.Epoch, l.PreviousHolder, l.PreviousReleasedAt = rec.Epoch, prev.Holder, prev.ReleasedAt
+}
+
+// abandon gives back a lease whose acquisition could not be completed. First it names each
+// holder record the attempt sent without learning whether it took effect: storage can show
+// that epoch and holder although nobody leads under it.
+func (b *BlobLock) abandon(ctx context.Context, lc *lease.BlobClient, holder ledger.Holder, sent unconfirmed, err error) {
+	if len(sent) > 0 {
+		b.unsee()
+	}
+	for _, epoch := range sent {
+		b.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "lease acquisition abandoned: the holder record was not confirmed; the lease is given back",
+			slog.String("lease", b.name), slog.Int64("epoch", epoch), slog.String("holder", holder.String()), slog.Any("err", err))
+	}
+	b.releaseQuietly(lc)
 }
 
 // writeRecord writes the holder record of lease l with the epoch after prev's, conditioned on

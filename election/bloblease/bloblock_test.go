@@ -3,7 +3,6 @@ package bloblease
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -434,54 +433,67 @@ func TestBlobLock_Acquire_LostResponses(t *testing.T) {
 	}
 }
 
-// A holder record whose every answer is lost may still have taken effect: storage then shows
-// the new epoch and holder although Acquire failed and nobody leads under it. The lock says so
-// in its log (the epoch and holder it tried to record), then gives the lease back.
-func TestBlobLock_Acquire_RecordLostIsLoggedAsAbandoned(t *testing.T) {
+// A holder record whose every answer is lost may still have taken effect. On the read-first
+// path the lock reads the record back under its lease: its own record (its holder, its
+// acquired-at, the next epoch) is the one it leads under. When it cannot read it back either,
+// storage may show the new epoch and holder although Acquire failed and nobody leads under it:
+// the lock says so in its log (the epoch and holder it tried to record), then gives the lease
+// back.
+func TestBlobLock_Acquire_RecordLostIsReadBackOrLoggedAsAbandoned(t *testing.T) {
 	t.Parallel()
-	ft := newTestFaultTransport()
-	c := newTestContainer(t, ft, &policy.RetryOptions{MaxRetries: -1})
-	var logged strings.Builder
-	var mu sync.Mutex
-	lk, err := NewBlobLock(c, "leader", BlobLockOptions{Duration: testBlobLockDuration, AttemptTimeout: time.Second,
-		Logger: slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logged}, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lk.create(t.Context(), true); err != nil {
-		t.Fatal(err)
-	}
-	ft.setRule(func(req *http.Request) int {
-		if req.Method == http.MethodPut && req.URL.Query().Get("comp") == "metadata" {
-			return faultLost
-		}
-		return faultNone
-	})
-	holder := electiontest.Holder(1)
-	if _, err := lk.Acquire(t.Context(), holder); err == nil {
-		t.Fatal("Acquire with every holder record's answer lost succeeded; want an error")
-	}
-	st, err := newTestBlobLockOn(t, newTestContainerAlias(t, c)).State(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Epoch != 1 || st.Holder != holder {
-		t.Fatalf("storage shows epoch %d held by %v; want the lost record's epoch 1 by %v", st.Epoch, st.Holder, holder)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	var found bool
-	for line := range strings.Lines(logged.String()) {
-		var rec struct {
-			Msg, Lease, Holder string
-			Epoch              int64
-		}
-		if json.Unmarshal([]byte(line), &rec) == nil && strings.HasPrefix(rec.Msg, "lease acquisition abandoned") {
-			found = rec.Epoch == 1 && rec.Holder == holder.String() && rec.Lease == lk.name
-		}
-	}
-	if !found {
-		t.Errorf("no \"lease acquisition abandoned\" line naming epoch 1, %v and %s; the log:\n%s", holder, lk.name, logged.String())
+	for _, failReads := range []bool{false, true} {
+		t.Run(fmt.Sprintf("failReads=%v", failReads), func(t *testing.T) {
+			t.Parallel()
+			ft := newTestFaultTransport()
+			c := newTestContainer(t, ft, &policy.RetryOptions{MaxRetries: -1})
+			var logged strings.Builder
+			var mu sync.Mutex
+			lk, err := NewBlobLock(c, "leader", BlobLockOptions{Duration: testBlobLockDuration, AttemptTimeout: time.Second,
+				Logger: slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logged}, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := lk.create(t.Context(), true); err != nil {
+				t.Fatal(err)
+			}
+			var recorded atomic.Bool
+			ft.setRule(func(req *http.Request) int {
+				switch {
+				case req.Method == http.MethodPut && req.URL.Query().Get("comp") == "metadata":
+					recorded.Store(true)
+					return faultLost
+				case req.Method == http.MethodHead && failReads && recorded.Load():
+					return http.StatusInternalServerError
+				}
+				return faultNone
+			})
+			holder := electiontest.Holder(1)
+			ctx, cancel := context.WithTimeout(t.Context(), 4*time.Second)
+			defer cancel()
+			l, err := lk.Acquire(ctx, holder)
+			switch {
+			case !failReads && (err != nil || l.Epoch != 1):
+				t.Fatalf("Acquire whose record's answers were all lost: %v, lease %+v; want epoch 1, read back", err, l)
+			case failReads && err == nil:
+				t.Fatal("Acquire that could not confirm its record succeeded; want an error")
+			}
+			st, err := newTestBlobLockOn(t, newTestContainerAlias(t, c)).State(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Epoch != 1 || st.Holder != holder {
+				t.Fatalf("storage shows epoch %d held by %v; want the lost record's epoch 1 by %v", st.Epoch, st.Holder, holder)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			want := []int64{}
+			if failReads {
+				want = []int64{1}
+			}
+			if got := abandonedEpochs(t, logged.String(), lk.name, holder); !slices.Equal(got, want) && len(got)+len(want) > 0 {
+				t.Errorf("abandoned epochs in the log %v, want %v; the log:\n%s", got, want, logged.String())
+			}
+		})
 	}
 }
 
