@@ -99,7 +99,8 @@ func Check(h History) Result {
 		c.schedules[s.Name] = s
 		c.fig.Schedules[s.Name] = &ScheduleFigures{States: map[string]int{}}
 	}
-	for _, f := range h.Faults {
+	c.stalls = StorageStalls(h.Lines)
+	for _, f := range slices.Concat(h.Faults, c.stalls) {
 		c.fig.Faults[f.Kind]++
 	}
 	for _, f := range h.Fires {
@@ -153,6 +154,9 @@ type checker struct {
 	bySchedule map[string]map[string]time.Time
 	// backlog are the occurrence records decided late behind a fault's backlog (backlogs).
 	backlog map[string]string
+	// stalls are the heartbeats storage failed (StorageStalls): faults the driver did not
+	// inject, which explain a late decision as an injected one does.
+	stalls []Fault
 }
 
 func (c *checker) add(kind, subject, format string, args ...any) {
@@ -200,7 +204,7 @@ func (c *checker) lag() time.Duration { return c.h.Heartbeat + DefaultDelayMargi
 // explained reports whether a fault may have held up the scheduler between from and to, and
 // names it.
 func (c *checker) explained(from, to time.Time) (string, bool) {
-	for _, f := range c.h.Faults {
+	for _, f := range slices.Concat(c.h.Faults, c.stalls) {
 		a, b := f.Effect(c.h.LeaseDuration, c.h.Heartbeat)
 		if !a.After(to) && !b.Before(from) && b.After(a) {
 			return fmt.Sprintf("%s at %s", f.Kind, f.At.UTC().Format("15:04:05.000")), true

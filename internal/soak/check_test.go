@@ -734,6 +734,50 @@ func TestCheck_SlowHeartbeatIsNotADelay(t *testing.T) {
 	}
 }
 
+// A heartbeat that storage failed — a Tick invocation that ran out of time waiting for storage
+// (504), or got a transient storage failure — is a fault the driver did not inject: storage
+// shared with other tests, or a loaded machine, stalls on its own. An occurrence decided late
+// across such a stall is explained by it and counted as a storage-stall; a heartbeat that
+// failed for another reason explains nothing.
+func TestCheck_StorageStallExplainsALateDecision(t *testing.T) {
+	fast15 := occID("fast", 15)
+	late := func(failure devhost.LogLine) History {
+		h := goodHistory(t)
+		r := h.Runs[fast15]
+		r.Manifest.Created = at(40) // 25 s after the occurrence: past the heartbeat and DecisionMargin
+		h.Runs[fast15] = r
+		h.Lines = append(h.Lines, failure)
+		return h
+	}
+	failed := func(status int, err string) devhost.LogLine {
+		l := line(at(16), "instance-2", 202, "invocation failed", map[string]any{"function": "Tick", "status": float64(status),
+			"ms": float64(900), "err": err})
+		l.Level = "ERROR"
+		return l
+	}
+	for _, tc := range []struct {
+		name      string
+		failure   devhost.LogLine
+		explained bool
+	}{
+		{"timed out", failed(504, "acquire lease leases/baton-leader: read record: context deadline exceeded"), true},
+		{"transient storage failure", failed(500, "acquire lease leases/baton-leader: read record: gave up after 2 attempts within the budget: transient storage failure: context deadline exceeded"), true},
+		{"storage unavailable", failed(500, "heartbeat: read schedule fast: storage unavailable: 503 ServerBusy"), true},
+		{"another failure", failed(500, "heartbeat: schedule fast: bad cron"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := Check(late(tc.failure))
+			if got := hasKind(res.Violations, VDelay); got == tc.explained {
+				t.Errorf("decided 25 s late across a heartbeat that failed (%s): delay reported %v, want %v; violations %v",
+					tc.failure.Str("err"), got, !tc.explained, res.Violations)
+			}
+			if want := map[bool]int{true: 1}[tc.explained]; res.Figures.Faults[FaultStall] != want {
+				t.Errorf("storage stalls counted %d, want %d", res.Figures.Faults[FaultStall], want)
+			}
+		})
+	}
+}
+
 // TestCheck_FaultBacklogExplainsTheNextPass: after an outage the first heartbeat pass decides
 // the backlog late, and can take tens of seconds on a loaded machine; an occurrence that came
 // due while it ran is decided late by the next pass, and the outage explains it. An occurrence

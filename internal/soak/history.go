@@ -2,6 +2,8 @@ package soak
 
 import (
 	"fmt"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/batonfn/baton/coordinator"
@@ -132,8 +134,33 @@ const (
 	FaultPoison     = "poison"          // a manual run with a partition that always fails
 )
 
-// FaultKinds lists every fault kind.
+// FaultKinds lists every fault kind the driver injects.
 var FaultKinds = []string{FaultKillLeader, FaultKillOther, FaultPause, FaultTerm, FaultAzurite, FaultPoison}
+
+// FaultStall is a fault seen, not injected: a heartbeat that failed because storage did not
+// answer in time (see StorageStalls). Storage that other tests share, or a loaded machine,
+// stalls without the driver's doing, and a stalled heartbeat decides nothing.
+const FaultStall = "storage-stall"
+
+// StorageStalls are the heartbeats the handlers' logs show failed by storage: a Tick
+// invocation that failed with status 504 (it ran out of time waiting for storage) or with a
+// transient storage failure. Each is a FaultStall from the invocation's start to its failure.
+func StorageStalls(lines []devhost.LogLine) []Fault {
+	var out []Fault
+	for _, l := range lines {
+		if l.Msg != "invocation failed" || l.Str("function") != "Tick" {
+			continue
+		}
+		err := l.Str("err")
+		if l.Int("status") != http.StatusGatewayTimeout && !strings.Contains(err, "transient storage failure") &&
+			!strings.Contains(err, ledger.ErrUnavailable.Error()) {
+			continue
+		}
+		out = append(out, Fault{At: l.Time.Add(-time.Duration(l.Int("ms")) * time.Millisecond), Until: l.Time, Kind: FaultStall,
+			Instance: l.Instance, PID: l.PID, Note: err})
+	}
+	return out
+}
 
 // Fault is one injected fault.
 type Fault struct {
@@ -167,7 +194,7 @@ func (f Fault) Effect(lease, heartbeat time.Duration) (from, to time.Time) {
 			end = until
 		}
 		return f.At, end.Add(heartbeat)
-	case FaultAzurite:
+	case FaultAzurite, FaultStall:
 		return f.At, until.Add(lease + heartbeat)
 	}
 	return f.At, f.At.Add(lease + heartbeat)
