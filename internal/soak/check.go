@@ -99,7 +99,13 @@ func Check(h History) Result {
 		c.schedules[s.Name] = s
 		c.fig.Schedules[s.Name] = &ScheduleFigures{States: map[string]int{}}
 	}
-	c.stalls = StorageStalls(h.Lines)
+	// Stalls within an injected fault's span are that fault's doing: only the others are kept
+	// (and counted), so the figures tell the stalls the driver did not cause.
+	for _, f := range StorageStalls(h.Lines) {
+		if _, ok := explainedBy(h.Faults, h.LeaseDuration, h.Heartbeat, f.At, f.Until); !ok {
+			c.stalls = append(c.stalls, f)
+		}
+	}
 	for _, f := range slices.Concat(h.Faults, c.stalls) {
 		c.fig.Faults[f.Kind]++
 	}
@@ -204,8 +210,13 @@ func (c *checker) lag() time.Duration { return c.h.Heartbeat + DefaultDelayMargi
 // explained reports whether a fault may have held up the scheduler between from and to, and
 // names it.
 func (c *checker) explained(from, to time.Time) (string, bool) {
-	for _, f := range slices.Concat(c.h.Faults, c.stalls) {
-		a, b := f.Effect(c.h.LeaseDuration, c.h.Heartbeat)
+	return explainedBy(slices.Concat(c.h.Faults, c.stalls), c.h.LeaseDuration, c.h.Heartbeat, from, to)
+}
+
+// explainedBy names the first of faults whose effect (Fault.Effect) overlaps from..to.
+func explainedBy(faults []Fault, lease, heartbeat time.Duration, from, to time.Time) (string, bool) {
+	for _, f := range faults {
+		a, b := f.Effect(lease, heartbeat)
 		if !a.After(to) && !b.Before(from) && b.After(a) {
 			return fmt.Sprintf("%s at %s", f.Kind, f.At.UTC().Format("15:04:05.000")), true
 		}
