@@ -17,8 +17,9 @@ const DoneShardSize = 20000
 // DoneStripes shards, DoneUnitsPerStripe units each (16,384 partitions); the next
 // DoneStripes × DoneUnitsPerStripe units (262,144 partitions) go to the next DoneStripes shards.
 const (
-	// DoneUnit is a stripe's unit: a message's partitions (at most 256 consecutive ones,
-	// aligned on a power of two) never cross one, so a message appends to one shard.
+	// DoneUnit is a stripe's unit: the partitions of a message as sent (at most 256
+	// consecutive ones, aligned on a power of two) never cross one, so a message appends to
+	// one shard; a larger bundle, as accepted, appends to one shard per unit it spans.
 	DoneUnit = 256
 	// DoneStripes is the number of shards consecutive units are dealt to.
 	DoneStripes = 16

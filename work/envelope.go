@@ -45,8 +45,9 @@ type Envelope struct {
 	Epoch int64 `json:"epoch"`
 	// Part is the partition index (partition messages only); a bundle's first.
 	Part int `json:"part"`
-	// Count is a bundle's number of consecutive partitions, Part to Part+Count-1, 2 to
-	// MaxBundle; 0 for a message of one partition (the only kind a retry or a check is).
+	// Count is a bundle's number of consecutive partitions, Part to Part+Count-1: 2 to
+	// MaxBundle as sent, up to MaxAcceptedBundle as accepted; 0 for a message of one partition
+	// (the only kind a retry or a check is).
 	Count int `json:"count,omitempty"`
 	// Parts is the run's partition count when known at send time (a planned run's messages
 	// and the last plan batch's), else 0; the manifest is authoritative.
@@ -73,6 +74,13 @@ type Envelope struct {
 // partitions that fold into one partial (DefaultFoldBlock), so a bundle that starts at a
 // multiple of its size updates one partial.
 const MaxBundle = 256
+
+// MaxAcceptedBundle is the most partitions a message this version accepts may carry: four
+// times what it sends. A worker runs a larger bundle as any other, with one partial update per
+// fold block and one done append per done unit it spans, so a later version may send bundles
+// over MaxBundle while workers of this one still take deliveries (a rolling deploy), instead
+// of dead-lettering them as malformed.
+const MaxAcceptedBundle = 4 * MaxBundle
 
 // Singles returns the partitions the message carries, each as a message of one partition:
 // itself when it is not a bundle.
@@ -233,8 +241,8 @@ func (e Envelope) validateBundle() error {
 		return nil
 	}
 	switch {
-	case e.Count < 2 || e.Count > MaxBundle:
-		return fmt.Errorf("count %d, want 2 to %d (0 for one partition)", e.Count, MaxBundle)
+	case e.Count < 2 || e.Count > MaxAcceptedBundle:
+		return fmt.Errorf("count %d, want 2 to %d (0 for one partition)", e.Count, MaxAcceptedBundle)
 	case len(e.Payloads) != 0 && len(e.Payloads) != e.Count:
 		return fmt.Errorf("%d payloads for %d partitions", len(e.Payloads), e.Count)
 	case len(e.Payload) != 0:

@@ -72,7 +72,7 @@ func TestDecodeEnvelope_Rejects(t *testing.T) {
 		"epoch as string":    `{"baton":1,"kind":"check","run":"r1","epoch":"1"}`,
 		"oversize":           `{"baton":1,"kind":"partition","run":"r1","epoch":1,"payload":"` + strings.Repeat("x", MaxEnvelopeBytes) + `"}`,
 		"bundle of one":      `{"baton":1,"kind":"partition","run":"r1","epoch":1,"count":1}`,
-		"bundle too large":   `{"baton":1,"kind":"partition","run":"r1","epoch":1,"count":257}`,
+		"bundle too large":   `{"baton":1,"kind":"partition","run":"r1","epoch":1,"count":1025}`,
 		"bundle past parts":  `{"baton":1,"kind":"partition","run":"r1","epoch":1,"part":3,"count":3,"parts":5}`,
 		"payloads short":     `{"baton":1,"kind":"partition","run":"r1","epoch":1,"count":3,"payloads":[1,2]}`,
 		"payloads no count":  `{"baton":1,"kind":"partition","run":"r1","epoch":1,"payloads":[1]}`,
