@@ -143,8 +143,9 @@ var FaultKinds = []string{FaultKillLeader, FaultKillOther, FaultPause, FaultTerm
 const FaultStall = "storage-stall"
 
 // StorageStalls are the heartbeats the handlers' logs show failed by storage: a Tick
-// invocation that failed with status 504 (it ran out of time waiting for storage) or with a
-// transient storage failure. Each is a FaultStall from the invocation's start to its failure.
+// invocation that failed with status 504 (it ran out of time waiting for storage), with a
+// transient storage failure (the lease lock's words for a call storage did not answer) or with
+// ledger.ErrUnavailable. Each is a FaultStall from the invocation's start to its failure.
 func StorageStalls(lines []devhost.LogLine) []Fault {
 	var out []Fault
 	for _, l := range lines {
@@ -162,7 +163,7 @@ func StorageStalls(lines []devhost.LogLine) []Fault {
 	return out
 }
 
-// Fault is one injected fault.
+// Fault is one fault: injected by the driver, or a storage stall seen in the logs (FaultStall).
 type Fault struct {
 	At   time.Time
 	Kind string
