@@ -63,6 +63,10 @@ type Figures struct {
 	// LeasesLostToRestart counts leases of killed holders that an Azurite restart lost before
 	// they lapsed (an emulator artifact, reported but not a violation).
 	LeasesLostToRestart int
+	// EpochsLostToRestart counts epochs acquired twice because an Azurite restart lost the
+	// first acquisition's record (see reissuedAfterRestart: an emulator artifact, reported but
+	// not a violation).
+	EpochsLostToRestart int
 }
 
 // ScheduleFigures are one schedule's figures.

@@ -501,6 +501,42 @@ func TestDocumentedBound(t *testing.T) {
 }
 
 // TestCheck_LeaseLostToAnAzuriteRestart: Azurite does not keep a lease across a restart, so a
+// An epoch acquired twice because an Azurite restart lost the first acquisition's record: the
+// dying Azurite answered the first acquisition (logged while the driver was restarting it)
+// after its last save, so after the restart the lease blob shows the epoch before, and the
+// next acquisition records the same epoch again. Counted, not a violation, when the first
+// holder had stopped holding before the second acquired. Acquired outside the restart, or by a
+// holder still holding, it is a violation.
+func TestCheck_EpochLostToAnAzuriteRestart(t *testing.T) {
+	reissue := func(firstAt float64, lossLine bool, faults ...Fault) History {
+		h := goodHistory(t)
+		a, b := holder("instance-4", 404), holder("instance-5", 505)
+		h.Lines = append(h.Lines, line(at(firstAt), "instance-4", 404, "leadership acquired", map[string]any{"epoch": float64(4), "holder": a}))
+		if lossLine {
+			h.Lines = append(h.Lines, line(at(17), "instance-4", 404, "lease renewal failed: leadership lost", map[string]any{"epoch": float64(4), "holder": a}))
+		}
+		h.Lines = append(h.Lines,
+			line(at(35), "instance-5", 505, "leadership acquired", map[string]any{"epoch": float64(4), "holder": b}),
+			line(at(35.2), "instance-5", 505, "leadership released", map[string]any{"epoch": float64(4), "holder": b}))
+		h.Lease = append(h.Lease, LeaseSample{At: at(35.05), Held: true, Epoch: 4, Holder: b})
+		h.Faults = faults
+		return h
+	}
+	restart := Fault{At: at(15.8), Until: at(16.3), Kind: FaultAzurite}
+	if res := Check(reissue(16, true, restart)); hasKind(res.Violations, VLeadership) || res.Figures.EpochsLostToRestart != 1 {
+		t.Errorf("epoch 4 reissued after a restart lost its record: violations %v, epochs lost %d; want none and 1", res.Violations, res.Figures.EpochsLostToRestart)
+	}
+	for name, h := range map[string]History{
+		"no restart":                     reissue(16, true),
+		"acquired before the restart":    reissue(15.5, true, restart),
+		"the first holder still holding": reissue(16, false, restart),
+	} {
+		if res := Check(h); !hasKind(res.Violations, VLeadership) || res.Figures.EpochsLostToRestart != 0 {
+			t.Errorf("%s: violations %v, epochs lost %d; want a leadership violation and 0", name, res.Violations, res.Figures.EpochsLostToRestart)
+		}
+	}
+}
+
 // killed holder's lease can be taken before it would have lapsed; with the holder dead and a
 // restart in between that is counted, not a violation. Without the restart, or with the holder
 // alive, it is two leaders.
