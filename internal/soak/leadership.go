@@ -176,7 +176,11 @@ func ByLease(ts []Tenure) map[string][]Tenure {
 func (c *checker) leadership() {
 	reissued := c.reissuedAfterRestart()
 	c.fig.EpochsLostToRestart = len(reissued)
-	if dup := slices.DeleteFunc(slices.Clone(c.dupEpochs), func(d string) bool { return reissued[d] != "" }); len(dup) > 0 {
+	reissuedTo := map[Acquisition]bool{}
+	for _, a := range reissued {
+		reissuedTo[a] = true
+	}
+	if dup := slices.DeleteFunc(slices.Clone(c.dupEpochs), func(d string) bool { _, ok := reissued[d]; return ok }); len(dup) > 0 {
 		c.add(VLeadership, "lease", "an epoch was acquired twice: %s", strings.Join(dup, "; "))
 	}
 	groups := ByLease(c.ts)
@@ -230,7 +234,7 @@ func (c *checker) leadership() {
 		case !ok:
 			// A process the driver killed may have taken the lease and died before logging it;
 			// or a holder record's answer was lost, and the lock gave the lease back.
-		case tn.Holder != s.Holder && !slices.Contains(slices.Collect(maps.Values(reissued)), "scheduler epoch "+itoa(s.Epoch)+": "+s.Holder):
+		case tn.Holder != s.Holder && !reissuedTo[Acquisition{"", s.Epoch, s.Holder}]:
 			c.add(VLeadership, "scheduler epoch "+itoa(s.Epoch), "lease blob says holder %s, the log says %s", s.Holder, tn.Holder)
 		}
 	}
@@ -305,8 +309,8 @@ func (c *checker) lostToEmulatorRestart(prev, tn Tenure) bool {
 // second came after the restart, and the first holder had stopped holding before it (killed,
 // or it noticed the loss). Real storage never forgets a write it acknowledged; Azurite then
 // shows the epoch before, and the next acquisition records the same epoch again. Each maps to
-// "<lease> epoch <n>: <second holder>", the holder the lease blob then names.
-func (c *checker) reissuedAfterRestart() map[string]string {
+// the second acquisition, whose holder the lease blob then names.
+func (c *checker) reissuedAfterRestart() map[string]Acquisition {
 	type acq struct {
 		holder, instance string
 		pid              int
@@ -319,24 +323,21 @@ func (c *checker) reissuedAfterRestart() map[string]string {
 			byKey[k] = append(byKey[k], acq{l.Str("holder"), l.Instance, l.PID, l.Time})
 		}
 	}
-	ended := map[string]time.Time{} // holder → when its tenure of the key ended (Lost)
-	out := map[string]string{}
+	out := map[string]Acquisition{}
 	for k, as := range byKey {
 		if len(as) != 2 {
 			continue
 		}
 		first, second := as[0], as[1]
+		stopped := c.killedBefore(first.instance, first.pid, second.at)
 		for _, tn := range c.ts {
-			if tn.Lease == k.lease && tn.Epoch == k.epoch && tn.Holder == first.holder {
-				ended[first.holder] = tn.Lost
+			if tn.Lease == k.lease && tn.Epoch == k.epoch && tn.Holder == first.holder && !tn.Lost.IsZero() && tn.Lost.Before(second.at) {
+				stopped = true
 			}
 		}
-		stopped := c.killed(first.instance, first.pid) && !c.killedAfter(first.instance, first.pid, second.at) ||
-			!ended[first.holder].IsZero() && ended[first.holder].Before(second.at)
 		for _, f := range c.h.Faults {
-			if f.Kind == FaultAzurite && !first.at.Before(f.At) && !first.at.After(f.Until.Add(LogTolerance)) &&
-				second.at.After(f.Until) && stopped {
-				out[LeaseName(k.lease)+" epoch "+itoa(k.epoch)+": "+first.holder+" and "+second.holder] = LeaseName(k.lease) + " epoch " + itoa(k.epoch) + ": " + second.holder
+			if stopped && f.Kind == FaultAzurite && !first.at.Before(f.At) && !first.at.After(f.Until.Add(LogTolerance)) && second.at.After(f.Until) {
+				out[LeaseName(k.lease)+" epoch "+itoa(k.epoch)+": "+first.holder+" and "+second.holder] = Acquisition{k.lease, k.epoch, second.holder}
 				break
 			}
 		}
@@ -344,11 +345,11 @@ func (c *checker) reissuedAfterRestart() map[string]string {
 	return out
 }
 
-// killedAfter reports whether the driver's kill or SIGTERM of this process came after t.
-func (c *checker) killedAfter(instance string, pid int, t time.Time) bool {
+// killedBefore reports whether the driver killed or SIGTERMed this process before t.
+func (c *checker) killedBefore(instance string, pid int, t time.Time) bool {
 	for _, f := range c.h.Faults {
 		if f.Instance == instance && f.PID == pid && (f.Kind == FaultKillLeader || f.Kind == FaultKillOther || f.Kind == FaultTerm) {
-			return f.At.After(t)
+			return f.At.Before(t)
 		}
 	}
 	return false
