@@ -152,7 +152,7 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 
 	heartbeat, err := heartbeatPeriod(cfg.Heartbeat)
 	if err != nil {
-		return nil, err
+		return nil, settingsError(err)
 	}
 	// A misconfigured job of the settings' schedule must not take the app down: the leader, the
 	// ledger, the API and the dashboard keep working, every occurrence of it records a failed
@@ -171,8 +171,11 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 			"err", jobErr, "instance", cfg.InstanceID)
 	}
 	schedules, err := buildSchedules(cfg, o, jobErr, params)
+	if err == nil {
+		err = checkSchedules(schedules, heartbeat)
+	}
 	if err != nil {
-		return nil, err
+		return nil, settingsError(err)
 	}
 	deadLetters, err := deadletter.Open(cfg)
 	if err != nil {

@@ -62,8 +62,13 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// ErrSettings marks a start-up refused because of the app's settings.
+// ErrSettings marks a start-up refused because of the app's settings: a value config.Load
+// refuses, or one that does not fit the app (a heartbeat, BATON_SCHEDULE or BATON_SCHEDULES
+// that its schedules cannot run with).
 var ErrSettings = errors.New("invalid settings")
+
+// settingsError marks err, which names the settings to fix, as ErrSettings.
+func settingsError(err error) error { return fmt.Errorf("%w:\n%w", ErrSettings, err) }
 
 // Main runs the process for args (os.Args): `validate` checks the settings, `deadletters`
 // counts, shows or purges the queues' dead letters, anything else serves until ctx is
@@ -98,7 +103,7 @@ func Serve(ctx context.Context, o Options) error {
 	o = o.withDefaults()
 	cfg, err := config.Load(o.Getenv)
 	if err != nil {
-		return fmt.Errorf("%w:\n%w", ErrSettings, err)
+		return settingsError(err)
 	}
 	resolveTimerJob(&cfg, o)
 	logger := o.Logger

@@ -105,6 +105,16 @@ func buildSchedules(cfg config.Config, o Options, jobErr error, tickParams json.
 	return out, errors.Join(errs...)
 }
 
+// checkSchedules checks every schedule against the heartbeat's longest gap (a catch-up
+// window must outlast it), all problems joined.
+func checkSchedules(schedules []coordinator.Schedule, heartbeat time.Duration) error {
+	var errs []error
+	for _, s := range schedules {
+		errs = append(errs, s.Validate(heartbeat))
+	}
+	return errors.Join(errs...)
+}
+
 // schedule makes one coordinator schedule of d with its override applied.
 func schedule(d Schedule, ov config.ScheduleOverride, jobs *work.Registry) (coordinator.Schedule, error) {
 	where := func(field string) string {

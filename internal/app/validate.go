@@ -78,10 +78,8 @@ func validate(o Options) int {
 	if err != nil {
 		problems = append(problems, strings.Split(err.Error(), "\n")...)
 	}
-	for _, s := range schedules {
-		if err := s.Validate(heartbeat); err != nil {
-			problems = append(problems, err.Error())
-		}
+	if err := checkSchedules(schedules, heartbeat); err != nil {
+		problems = append(problems, strings.Split(err.Error(), "\n")...)
 	}
 	if len(problems) > 0 {
 		fmt.Fprintln(stderr, "baton validate: the azd environment's Baton settings would not work (fix them with azd env set):")

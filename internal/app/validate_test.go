@@ -2,6 +2,9 @@ package app
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -57,6 +60,43 @@ func TestValidate(t *testing.T) {
 		}
 		if strings.Contains(out, config.SettingStallTimeout) {
 			t.Errorf("%v: validate judged %s, which azd env does not set: %s", c.kv, config.SettingStallTimeout, out)
+		}
+	}
+}
+
+// The handler refuses at start-up, as ErrSettings with exit code 2, every setting that
+// validate refuses because the app's schedules cannot run with it — not only the values
+// config.Load refuses — and names it.
+func TestMain_SettingsTheSchedulesCannotRunWithExitTwo(t *testing.T) {
+	local := []string{config.SettingHostStorage, "UseDevelopmentStorage=true", config.SettingTransport, "queue",
+		config.SettingAppRoot, "/nonexistent-app-root"}
+	minutely := []string{config.SettingHeartbeat, "0 * * * * *"}
+	hourly := []string{config.SettingSchedule, "0 0 * * * *"}
+	for _, c := range []struct {
+		kv   []string
+		want string
+	}{
+		{[]string{config.SettingHeartbeat, "0 0 */2 * * *"}, config.SettingHeartbeat + `="0 0 */2 * * *" beats every 2h0m0s at most`},
+		{append(minutely, config.SettingSchedule, "every hour"), config.SettingSchedule + ": "},
+		{append(minutely, config.SettingSchedules, `{"tick":{"paused":true}}`), `names the schedule "tick", which this app does not declare`},
+		{append(append(minutely, hourly...), config.SettingSchedules, `{"tick":{"catchUp":"30s"}}`),
+			`schedule "tick": CatchUp 30s must be longer than the heartbeat's period 1m0s`},
+	} {
+		env := map[string]string{}
+		for _, kv := range [][]string{local, c.kv} {
+			for i := 0; i+1 < len(kv); i += 2 {
+				env[kv[i]] = kv[i+1]
+			}
+		}
+		var logs, out, errb bytes.Buffer
+		o := Options{Jobs: builtinJobs(), Getenv: func(k string) string { return env[k] },
+			Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Stdout: &out, Stderr: &errb}
+		err := Serve(context.Background(), o)
+		if !errors.Is(err, ErrSettings) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: Serve: %v; want ErrSettings naming %q", c.kv, err, c.want)
+		}
+		if code := Main(context.Background(), []string{"baton"}, o); code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 naming %q", c.kv, code, errb.String(), c.want)
 		}
 	}
 }
