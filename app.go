@@ -131,9 +131,10 @@ func (a *App) Run(ctx context.Context) error {
 var ErrSettings = app.ErrSettings
 
 // Main runs the app as the custom handler process and exits: it serves until SIGTERM or
-// Ctrl-C (see Run), or, when the first argument is "validate", checks the app's settings
-// without serving (azd's preprovision hook runs it). It exits 2, with every problem on
-// standard error, when a registration failed or the settings are invalid.
+// Ctrl-C (see Run), or, when the first argument is "validate", checks the settings azd can
+// set against the app's jobs and schedules without serving (azd's preprovision hook runs
+// it). It exits 2, with every problem on standard error, when a registration failed or the
+// settings are invalid.
 func (a *App) Main() {
 	os.Exit(a.main(os.Args, os.Stdout, os.Stderr))
 }

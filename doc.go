@@ -9,7 +9,7 @@
 //		app.Main()
 //	}
 //
-// Main reads the settings (BATON_* app settings, see docs/deploy.md), serves the Functions
+// Main reads the settings (BATON_* app settings, see docs/configuration.md), serves the Functions
 // host's invocations, and exits with a message naming what is wrong when it cannot start.
 //
 // What Baton guarantees: one run per schedule occurrence (or manual request), however many

@@ -7,14 +7,16 @@ import (
 
 // Sentinels a *RegistrationError wraps, for errors.Is.
 var (
-	// ErrInvalidName: a job name is empty or not 1–63 characters of a-z, 0-9, '-' and '_'
-	// starting with a letter.
-	ErrInvalidName = errors.New("invalid job name")
+	// ErrInvalidName: a job name is not 1–63 characters of a-z, 0-9, '-' and '_' starting with
+	// a letter, or a schedule name is not 1–32 characters of a-z, 0-9 and '-' starting with a
+	// letter and not ending with '-' (or is "manual", which ad-hoc runs use).
+	ErrInvalidName = errors.New("invalid name")
 	// ErrDuplicateJob: a job name is registered twice.
 	ErrDuplicateJob = errors.New("job already registered")
 	// ErrNilJob: a nil Job, a TypedJob missing a function, or a job option that is nil.
 	ErrNilJob = errors.New("nil job")
-	// ErrInvalidParams: a job's default params are not a JSON object its ParamsValidator accepts.
+	// ErrInvalidParams: a job's default params (WithDefaultParams) or a schedule's params
+	// (WithParams) are not a JSON object the job's ParamsValidator accepts.
 	ErrInvalidParams = errors.New("invalid params")
 	// ErrInvalidRetry: a job's RetryPolicy has a field out of range.
 	ErrInvalidRetry = errors.New("invalid retry policy")
@@ -37,8 +39,9 @@ type RegistrationError struct {
 	Schedule string
 	// Job is the name passed to Register, or the job a schedule names.
 	Job string
-	// Field is "name", "job", "params", "retry.<field>" such as "retry.Attempts", or a
-	// schedule's "cron", "timeZone", "overlap", "catchUp" or "jitter".
+	// Field is "name", "job", "params", "bundle", "retry.<field>" such as "retry.Attempts",
+	// "option" (a nil option, or an option's own error), or a schedule's "cron", "timeZone",
+	// "overlap", "catchUp" or "jitter".
 	Field string
 	Err   error
 }

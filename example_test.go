@@ -146,7 +146,7 @@ func ExampleApp_Err() {
 	_ = app.Register("export", nil)
 	fmt.Println(app.Err())
 	// Output:
-	// baton: job "Nightly": name: invalid job name: want 1-63 characters of a-z, 0-9, '-' and '_', starting with a letter
+	// baton: job "Nightly": name: invalid name: want 1-63 characters of a-z, 0-9, '-' and '_', starting with a letter
 	// baton: job "export": job: nil job
 }
 

@@ -12,9 +12,10 @@
 //
 // The properties (the job's side of the contract):
 //
-//   - plan: planning twice gives the same partitions, and planning resumed from every cursor
-//     it emitted gives exactly the partitions after it (a leader that takes over resumes
-//     there); a cursor is never empty, since "" means "from the start";
+//   - plan: planning twice gives the same partitions, and planning resumed from a cursor it
+//     emitted (up to about 100 of them, spread over the run, and the last) gives exactly the
+//     partitions after it (a leader that takes over resumes there); a cursor is never empty,
+//     since "" means "from the start";
 //   - payload size: every payload fits a message (work.MaxPayloadBytes, measured on the bytes
 //     a send produces);
 //   - redelivery: a partition processed twice (a worker crashed after the work, before
@@ -26,8 +27,9 @@
 //     results one by one gives what aggregating them all at once gives;
 //   - failed partition: Aggregate copes with a partition recorded as failed (its last delivery
 //     failed, or the run's deadline passed): a failure is data in the report;
-//   - permanent errors: a payload the job cannot read is refused with an error marked
-//     permanent (baton.Permanent), not one the host would retry until it dead-letters.
+//   - permanent errors: a payload that is not the job's does not panic Process and, if it is
+//     refused, is refused with an error marked permanent (baton.Permanent), not one the host
+//     would retry until it dead-letters.
 //
 // Check compares JSON by value (key order and spacing do not matter). It does not prove a job
 // correct — only that Baton can run it exactly once: a job that gives the wrong answer the same

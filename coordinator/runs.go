@@ -59,7 +59,8 @@ type Config struct {
 	// Finisher aggregates when the leader learns the last result came in before planning ended.
 	Finisher Finisher
 	Identity ledger.Holder
-	// BatchSize is the number of partitions per plan batch, send and checkpoint (default 250).
+	// BatchSize is the number of partitions per plan batch, send and checkpoint (default
+	// config.DefaultEnqueueBatch, 2,048).
 	BatchSize int
 	// RunTimeout is how long after planning a run may take before missing partitions are
 	// re-enqueued (default 1h).
