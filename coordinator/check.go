@@ -31,7 +31,7 @@ func (c *Coordinator) Check(ctx context.Context, env work.Envelope, d work.Deliv
 	if env.Round == probeRound {
 		return c.probe(ctx, env) // a lease probe or a handover check (handover.go)
 	}
-	err := c.check(ctx, env)
+	err := c.check(ctx, env, d)
 	if err == nil || d.Count < c.cfg.MaxDeliveries || ctx.Err() != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func (c *Coordinator) timeOutAnyway(ctx context.Context, m ledger.Manifest) erro
 	})
 }
 
-func (c *Coordinator) check(ctx context.Context, env work.Envelope) error {
+func (c *Coordinator) check(ctx context.Context, env work.Envelope, d work.Delivery) error {
 	m, err := c.cfg.Store.ReadManifest(ctx, env.Run)
 	if errors.Is(err, ledger.ErrNotFound) {
 		// Every run's record is created before its first check is sent, so a check without a
@@ -93,8 +93,12 @@ func (c *Coordinator) check(ctx context.Context, env work.Envelope) error {
 		log.Info("check: run is queued behind its schedule's run in progress; the scheduler starts it")
 		return nil
 	}
-	if env.Round == startBackstopRound && (m.Epoch != 0 || m.PlanDone) {
+	if env.Round == startBackstopRound && d.Count <= 1 && (m.Epoch != 0 || m.PlanDone) {
 		// The start check was delivered and a planner took the run: its chain supervises it.
+		// Delivered again, the backstop goes on as a check of the chain instead: when the start
+		// check never went out, the planner that took the run may have been this very
+		// message's last delivery, which died before sending anything (its failure is why the
+		// message came back), and then nothing else supervises the run.
 		log.Debug("check: the run has started; its start's backstop ends")
 		return nil
 	}

@@ -824,6 +824,68 @@ func TestStartManual_BackstopPlansARunWhoseStartCheckWasLost(t *testing.T) {
 	}
 }
 
+// deadSender refuses every send, as a process that died after taking a run's lease and
+// before it sent anything: the first lease probe, a partition, the chain's next check.
+type deadSender struct{}
+
+var errProcessDied = errors.New("the process died")
+
+func (deadSender) Send(context.Context, []transport.Message) error { return errProcessDied }
+
+// A run whose start check never went out has only its backstop. When the backstop's delivery
+// takes the run and its planner dies before sending anything, the backstop comes back (the
+// invocation failed) and takes the run over: it does not take the run's epoch for a sign that
+// the start check's planner is supervising it. A manual run is no schedule's latest run, so no
+// heartbeat would ever look at it again.
+func TestStartManual_BackstopDeliveredAgainTakesOverFromItsDeadPlanner(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	lossy := e.instanceWith("a", func(cfg *Config) { cfg.Control = dropStartChecks{inner: e.sender} })
+	dying := e.instanceWith("p", func(cfg *Config) { cfg.Sender, cfg.Control = deadSender{}, deadSender{} })
+	c := e.instance("b")
+	ctx := testCtx(t)
+
+	if _, err := lossy.StartManual(ctx, ManualRequest{Job: "count", Params: json.RawMessage(`{"n":3}`)}); !errors.Is(err, errStartCheckLost) {
+		t.Fatalf("StartManual with the start check lost: %v", err)
+	}
+	orphans := planningRuns(t, e)
+	if len(orphans) != 1 {
+		t.Fatalf("runs recorded before their start checks were lost: %v, want 1", orphans)
+	}
+	run := orphans[0]
+	checks := e.sentChecks(run)
+	if len(checks) != 1 {
+		t.Fatalf("checks sent for %s: %d, want only its backstop", run, len(checks))
+	}
+	backstop, err := work.DecodeEnvelope(checks[0].Body)
+	if err != nil || backstop.Round != startBackstopRound {
+		t.Fatalf("the run's only check: %+v, %v; want its backstop", backstop, err)
+	}
+	e.clock.set(checks[0].NotBefore)
+
+	if err := dying.Check(ctx, backstop, work.Delivery{MessageID: checks[0].ID, Count: 1}); !errors.Is(err, errProcessDied) {
+		t.Fatalf("the backstop's first delivery, whose planner died: %v", err)
+	}
+	first := e.manifest(run)
+	if first.Epoch == 0 || first.PlanDone {
+		t.Fatalf("after the dead planner: epoch %d, planned %v; want the run taken and not planned", first.Epoch, first.PlanDone)
+	}
+	if n := len(e.sentChecks(run)); n != 1 {
+		t.Fatalf("checks sent for %s: %d, want none from the dead planner", run, n)
+	}
+
+	if err := c.Check(ctx, backstop, work.Delivery{MessageID: checks[0].ID, Count: 2}); err != nil {
+		t.Fatalf("the backstop delivered again: %v", err)
+	}
+	m := e.manifest(run)
+	if !m.PlanDone || m.Epoch <= first.Epoch || m.Leader.Instance != "b" {
+		t.Fatalf("after the backstop's second delivery: planned %v, epoch %d (the dead planner's %d), leader %s; want planned by b",
+			m.PlanDone, m.Epoch, first.Epoch, m.Leader.Instance)
+	}
+	if len(e.sentChecks(run)) < 2 {
+		t.Errorf("the run has no check after its backstop took it over, want the chain's next")
+	}
+}
+
 // lostStartChecks is a control queue that accepts every start check (epoch 0, round 1) and
 // never delivers it, as when a listener's dequeue takes effect but its answer is lost: the
 // message stays hidden for the host's message lease (10 minutes on a Storage queue).
