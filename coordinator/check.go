@@ -93,12 +93,12 @@ func (c *Coordinator) check(ctx context.Context, env work.Envelope, d work.Deliv
 		log.Info("check: run is queued behind its schedule's run in progress; the scheduler starts it")
 		return nil
 	}
-	if env.Round == startBackstopRound && d.Count <= 1 && (m.Epoch != 0 || m.PlanDone) {
+	if env.Round == startBackstopRound && d.Count <= 1 && d.Try <= 1 && (m.Epoch != 0 || m.PlanDone) {
 		// The start check was delivered and a planner took the run: its chain supervises it.
-		// Delivered again, the backstop goes on as a check of the chain instead: when the start
-		// check never went out, the planner that took the run may have been this very
-		// message's last delivery, which died before sending anything (its failure is why the
-		// message came back), and then nothing else supervises the run.
+		// Delivered or tried again, the backstop goes on as a check of the chain instead: when
+		// the start check never went out, the planner that took the run may have been this
+		// very message's last delivery or try, which died or failed before sending anything
+		// (that is why the message came back), and then nothing else supervises the run.
 		log.Debug("check: the run has started; its start's backstop ends")
 		return nil
 	}

@@ -834,10 +834,24 @@ func (deadSender) Send(context.Context, []transport.Message) error { return errP
 
 // A run whose start check never went out has only its backstop. When the backstop's delivery
 // takes the run and its planner dies before sending anything, the backstop comes back (the
-// invocation failed) and takes the run over: it does not take the run's epoch for a sign that
+// invocation failed; or, in an outage, the same invocation tries it again) and takes the run
+// over: it does not take the run's epoch for a sign that
 // the start check's planner is supervising it. A manual run is no schedule's latest run, so no
 // heartbeat would ever look at it again.
 func TestStartManual_BackstopDeliveredAgainTakesOverFromItsDeadPlanner(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		again work.Delivery
+	}{
+		{"delivered again", work.Delivery{Count: 2}},
+		// The same delivery tried again: the handler keeps a message through an outage.
+		{"tried again", work.Delivery{Count: 1, Try: 2}},
+	} {
+		t.Run(c.name, func(t *testing.T) { backstopTakesOver(t, c.name, c.again) })
+	}
+}
+
+func backstopTakesOver(t *testing.T, name string, again work.Delivery) {
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
 	lossy := e.instanceWith("a", func(cfg *Config) { cfg.Control = dropStartChecks{inner: e.sender} })
 	dying := e.instanceWith("p", func(cfg *Config) { cfg.Sender, cfg.Control = deadSender{}, deadSender{} })
@@ -862,6 +876,7 @@ func TestStartManual_BackstopDeliveredAgainTakesOverFromItsDeadPlanner(t *testin
 	}
 	e.clock.set(checks[0].NotBefore)
 
+	again.MessageID = checks[0].ID
 	if err := dying.Check(ctx, backstop, work.Delivery{MessageID: checks[0].ID, Count: 1}); !errors.Is(err, errProcessDied) {
 		t.Fatalf("the backstop's first delivery, whose planner died: %v", err)
 	}
@@ -873,13 +888,13 @@ func TestStartManual_BackstopDeliveredAgainTakesOverFromItsDeadPlanner(t *testin
 		t.Fatalf("checks sent for %s: %d, want none from the dead planner", run, n)
 	}
 
-	if err := c.Check(ctx, backstop, work.Delivery{MessageID: checks[0].ID, Count: 2}); err != nil {
-		t.Fatalf("the backstop delivered again: %v", err)
+	if err := c.Check(ctx, backstop, again); err != nil {
+		t.Fatalf("the backstop %s: %v", name, err)
 	}
 	m := e.manifest(run)
 	if !m.PlanDone || m.Epoch <= first.Epoch || m.Leader.Instance != "b" {
-		t.Fatalf("after the backstop's second delivery: planned %v, epoch %d (the dead planner's %d), leader %s; want planned by b",
-			m.PlanDone, m.Epoch, first.Epoch, m.Leader.Instance)
+		t.Fatalf("after the backstop %s: planned %v, epoch %d (the dead planner's %d), leader %s; want planned by b",
+			name, m.PlanDone, m.Epoch, first.Epoch, m.Leader.Instance)
 	}
 	if len(e.sentChecks(run)) < 2 {
 		t.Errorf("the run has no check after its backstop took it over, want the chain's next")

@@ -51,6 +51,10 @@ type Delivery struct {
 	// Count is the 1-based delivery count: Service Bus DeliveryCount or Storage-queue
 	// DequeueCount. Values below 1 are treated as 1.
 	Count int
+	// Try is the 1-based try of this delivery: an invocation that meets a storage or queue
+	// outage keeps its message and handles it again, so a try after the first may find the
+	// work of the one before it, as a later delivery may. Values below 1 are treated as 1.
+	Try int
 }
 
 // WorkerConfig configures a Worker. Store and Jobs are required; the rest have defaults.

@@ -106,7 +106,9 @@ func (f *functions) message(serviceBus bool) triggerFunc {
 			log.Error("malformed message; it will be dead-lettered after its last delivery", "err", err)
 			return badInput(err)
 		}
-		err = waitOutOutage(ctx, log, func(ctx context.Context) error {
+		err = waitOutOutage(ctx, log, func(ctx context.Context, try int) error {
+			d := d
+			d.Try = try
 			if env.Kind == work.KindCheck {
 				return f.coord.Check(ctx, env, d)
 			}
@@ -137,14 +139,14 @@ func outage(err error) bool {
 	return errors.Is(err, ledger.ErrUnavailable) || transport.IsTransient(err)
 }
 
-func waitOutOutage(ctx context.Context, log *slog.Logger, fn func(context.Context) error) error {
+func waitOutOutage(ctx context.Context, log *slog.Logger, fn func(ctx context.Context, try int) error) error {
 	until := time.Now().Add(maxOutageWait)
 	if d, ok := ctx.Deadline(); ok && d.Add(-2*outageMaxPause).Before(until) {
 		until = d.Add(-2 * outageMaxPause)
 	}
 	pause := outageFirstPause
 	for tries := 1; ; tries++ {
-		err := fn(ctx)
+		err := fn(ctx, tries)
 		if err == nil || !outage(err) || ctx.Err() != nil || time.Now().Add(pause).After(until) {
 			return err
 		}

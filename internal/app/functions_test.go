@@ -61,8 +61,10 @@ func TestWaitOutOutage_RetriesOnlyOutages(t *testing.T) {
 	defer cancel()
 
 	calls := 0
-	err := waitOutOutage(ctx, log, func(context.Context) error {
+	var tries []int
+	err := waitOutOutage(ctx, log, func(_ context.Context, try int) error {
 		calls++
+		tries = append(tries, try)
 		if calls < 3 {
 			return fmt.Errorf("read manifest: %w: connection refused", ledger.ErrUnavailable)
 		}
@@ -71,10 +73,13 @@ func TestWaitOutOutage_RetriesOnlyOutages(t *testing.T) {
 	if err != nil || calls != 3 {
 		t.Fatalf("outage: err %v after %d calls, want success on the 3rd", err, calls)
 	}
+	if fmt.Sprint(tries) != "[1 2 3]" {
+		t.Errorf("tries passed %v, want [1 2 3]: a handler must know a try that follows one that failed", tries)
+	}
 
 	calls = 0
 	jobErr := errors.New("job failed")
-	if err := waitOutOutage(ctx, log, func(context.Context) error { calls++; return jobErr }); !errors.Is(err, jobErr) || calls != 1 {
+	if err := waitOutOutage(ctx, log, func(context.Context, int) error { calls++; return jobErr }); !errors.Is(err, jobErr) || calls != 1 {
 		t.Fatalf("job failure: err %v after %d calls, want it at once", err, calls)
 	}
 
@@ -82,7 +87,7 @@ func TestWaitOutOutage_RetriesOnlyOutages(t *testing.T) {
 	short, cancel2 := context.WithTimeout(context.Background(), 3*outageMaxPause)
 	defer cancel2()
 	calls = 0
-	err = waitOutOutage(short, log, func(context.Context) error { calls++; return ledger.ErrUnavailable })
+	err = waitOutOutage(short, log, func(context.Context, int) error { calls++; return ledger.ErrUnavailable })
 	if !errors.Is(err, ledger.ErrUnavailable) || short.Err() != nil {
 		t.Fatalf("err %v (ctx %v), want the outage reported before the deadline", err, short.Err())
 	}

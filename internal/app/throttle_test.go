@@ -40,7 +40,7 @@ func TestWaitOutOutage_ServiceBusThrottlingKeepsTheMessage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tries := 0
-	err := waitOutOutage(ctx, slog.New(slog.DiscardHandler), func(ctx context.Context) error {
+	err := waitOutOutage(ctx, slog.New(slog.DiscardHandler), func(ctx context.Context, _ int) error {
 		tries++
 		if tries == 1 {
 			return sender.Send(ctx, msgs) // the namespace is busy
