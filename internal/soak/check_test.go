@@ -574,6 +574,21 @@ func TestCheck_LeaseLostToAnAzuriteRestart(t *testing.T) {
 	if res := Check(h); hasKind(res.Violations, VLeadership) || res.Figures.LeasesLostToRestart != 1 {
 		t.Errorf("live holder stopping in time: violations %v, lost leases %d", res.Violations, res.Figures.LeasesLostToRestart)
 	}
+	// A holder killed just after the next acquisition (its renewals refused while Azurite was
+	// down, so it had not noticed yet) is gone within the renew interval too ...
+	late := func(sec float64) History {
+		h := goodHistory(t)
+		overlap(&h)
+		h.Faults = []Fault{{At: at(sec), Kind: FaultKillLeader, Instance: "instance-1", PID: 101}, restart}
+		return h
+	}
+	if res := Check(late(15.53)); hasKind(res.Violations, VLeadership) || res.Figures.LeasesLostToRestart != 1 {
+		t.Errorf("holder killed 30 ms after the next acquisition: violations %v, lost leases %d", res.Violations, res.Figures.LeasesLostToRestart)
+	}
+	// ... but one killed well after it led on alongside the next holder: two leaders.
+	if res := Check(late(35)); !hasKind(res.Violations, VLeadership) {
+		t.Errorf("holder killed 20 s after the next acquisition: violations %v, want two leaders", res.Violations)
+	}
 	// A live holder whose release Azurite did not answer (it was down): it stopped there.
 	h = holderSays(15.3, "lease release failed: it will lapse", restart)
 	if res := Check(h); hasKind(res.Violations, VLeadership) || res.Figures.LeasesLostToRestart != 1 {

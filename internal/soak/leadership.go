@@ -273,10 +273,9 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // lostToEmulatorRestart reports whether prev's lease was lost to an Azurite restart rather
 // than overlapped by tn: storage was restarted between prev's acquisition and tn's, and prev's
-// holder either had been killed (kill -9 or SIGTERM) before tn acquired, or noticed the loss
-// and stopped within one renew interval of tn's acquisition (what a leader must do whenever
-// it loses its lease), or was SIGSTOPped before then and noticed within a renew interval of
-// its SIGCONT.
+// holder either was killed (kill -9 or SIGTERM) or noticed the loss and stopped, within one
+// renew interval of tn's acquisition (what a leader must do whenever it loses its lease), or
+// was SIGSTOPped before then and noticed within a renew interval of its SIGCONT.
 func (c *checker) lostToEmulatorRestart(prev, tn Tenure) bool {
 	// Stopped in time (within a renew interval of tn's acquisition): as good as gone.
 	renew := c.h.LeaseDuration/3 + LogTolerance
@@ -285,7 +284,9 @@ func (c *checker) lostToEmulatorRestart(prev, tn Tenure) bool {
 	for _, f := range c.h.Faults {
 		switch {
 		case (f.Kind == FaultKillLeader || f.Kind == FaultKillOther || f.Kind == FaultTerm) &&
-			f.Instance == prev.Instance && f.PID == prev.PID && f.At.Before(tn.Acquired):
+			f.Instance == prev.Instance && f.PID == prev.PID && !f.At.After(tn.Acquired.Add(renew)):
+			// Killed before tn acquired, or within the interval in which a leader that lost its
+			// lease must notice and stop: gone as soon as one that noticed.
 			killed = true
 		case f.Kind == FaultPause && f.Instance == prev.Instance && f.PID == prev.PID && !f.At.After(tn.Acquired.Add(renew)) &&
 			!prev.Lost.IsZero() && !f.Until.IsZero() && !prev.Lost.After(f.Until.Add(renew)):
