@@ -830,12 +830,18 @@ func (c *checker) aggregation(id string, rep ledger.Report) {
 
 // killed reports whether the driver killed or stopped this process.
 func (c *checker) killed(instance string, pid int) bool {
+	_, ok := c.killedAt(instance, pid)
+	return ok
+}
+
+// killedAt is when the driver killed (kill -9) or stopped (SIGTERM) this process, if it did.
+func (c *checker) killedAt(instance string, pid int) (time.Time, bool) {
 	for _, f := range c.h.Faults {
 		if f.Instance == instance && f.PID == pid && (f.Kind == FaultKillLeader || f.Kind == FaultKillOther || f.Kind == FaultTerm) {
-			return true
+			return f.At, true
 		}
 	}
-	return false
+	return time.Time{}, false
 }
 
 // bound: final by the documented bound (DocumentedBound) + slack. A run still queued at the end

@@ -280,14 +280,14 @@ func (c *checker) lostToEmulatorRestart(prev, tn Tenure) bool {
 	// Stopped in time (within a renew interval of tn's acquisition): as good as gone.
 	renew := c.h.LeaseDuration/3 + LogTolerance
 	killed := !prev.Lost.IsZero() && !prev.Lost.After(tn.Acquired.Add(renew))
+	if at, ok := c.killedAt(prev.Instance, prev.PID); ok && !at.After(tn.Acquired.Add(renew)) {
+		// Killed before tn acquired, or within the interval in which a leader that lost its
+		// lease must notice and stop: gone as soon as one that noticed.
+		killed = true
+	}
 	restarted := false
 	for _, f := range c.h.Faults {
 		switch {
-		case (f.Kind == FaultKillLeader || f.Kind == FaultKillOther || f.Kind == FaultTerm) &&
-			f.Instance == prev.Instance && f.PID == prev.PID && !f.At.After(tn.Acquired.Add(renew)):
-			// Killed before tn acquired, or within the interval in which a leader that lost its
-			// lease must notice and stop: gone as soon as one that noticed.
-			killed = true
 		case f.Kind == FaultPause && f.Instance == prev.Instance && f.PID == prev.PID && !f.At.After(tn.Acquired.Add(renew)) &&
 			!prev.Lost.IsZero() && !f.Until.IsZero() && !prev.Lost.After(f.Until.Add(renew)):
 			// SIGSTOPped before its next renewal could show the loss, and noticed within a
@@ -330,7 +330,8 @@ func (c *checker) reissuedAfterRestart() map[string]Acquisition {
 			continue
 		}
 		first, second := as[0], as[1]
-		stopped := c.killedBefore(first.instance, first.pid, second.at)
+		at, killed := c.killedAt(first.instance, first.pid)
+		stopped := killed && at.Before(second.at)
 		for _, tn := range c.ts {
 			if tn.Lease == k.lease && tn.Epoch == k.epoch && tn.Holder == first.holder && !tn.Lost.IsZero() && tn.Lost.Before(second.at) {
 				stopped = true
@@ -344,14 +345,4 @@ func (c *checker) reissuedAfterRestart() map[string]Acquisition {
 		}
 	}
 	return out
-}
-
-// killedBefore reports whether the driver killed or SIGTERMed this process before t.
-func (c *checker) killedBefore(instance string, pid int, t time.Time) bool {
-	for _, f := range c.h.Faults {
-		if f.Instance == instance && f.PID == pid && (f.Kind == FaultKillLeader || f.Kind == FaultKillOther || f.Kind == FaultTerm) {
-			return f.At.Before(t)
-		}
-	}
-	return false
 }
