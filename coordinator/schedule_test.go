@@ -835,9 +835,9 @@ func (deadSender) Send(context.Context, []transport.Message) error { return errP
 // A run whose start check never went out has only its backstop. When the backstop's delivery
 // takes the run and its planner dies before sending anything, the backstop comes back (the
 // invocation failed; or, in an outage, the same invocation tries it again) and takes the run
-// over: it does not take the run's epoch for a sign that
-// the start check's planner is supervising it. A manual run is no schedule's latest run, so no
-// heartbeat would ever look at it again.
+// over: it does not take the run's epoch for a sign that the start check's planner is
+// supervising it. A manual run is no schedule's latest run, so no heartbeat would ever look at
+// it again.
 func TestStartManual_BackstopDeliveredAgainTakesOverFromItsDeadPlanner(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -876,7 +876,6 @@ func backstopTakesOver(t *testing.T, name string, again work.Delivery) {
 	}
 	e.clock.set(checks[0].NotBefore)
 
-	again.MessageID = checks[0].ID
 	if err := dying.Check(ctx, backstop, work.Delivery{MessageID: checks[0].ID, Count: 1}); !errors.Is(err, errProcessDied) {
 		t.Fatalf("the backstop's first delivery, whose planner died: %v", err)
 	}
@@ -888,6 +887,7 @@ func backstopTakesOver(t *testing.T, name string, again work.Delivery) {
 		t.Fatalf("checks sent for %s: %d, want none from the dead planner", run, n)
 	}
 
+	again.MessageID = checks[0].ID
 	if err := c.Check(ctx, backstop, again); err != nil {
 		t.Fatalf("the backstop %s: %v", name, err)
 	}
