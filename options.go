@@ -70,9 +70,19 @@ const BundleConcurrency = work.BundleConcurrency
 // partitions take long enough that a bundle's would come near the function timeout, or that
 // holds scarce resources per partition (connections, memory: an instance runs up to the host's
 // concurrent deliveries times min(cap, BundleConcurrency) of them at once), should set a
-// smaller cap. 1 sends every partition alone. n outside 1 to MaxBundle is a
-// *RegistrationError for the field "bundle" wrapping ErrInvalidBundle. Default:
-// DefaultMaxBundle (256).
+// smaller cap. 1 sends every partition alone.
+//
+// A cap above DefaultMaxBundle, up to MaxBundle, is for jobs of many short partitions: it
+// trades spread for fewer messages, in proportion. A batch then goes as at least
+// 8×DefaultMaxBundle/n messages instead of 8 — 4 at 512, 2 at 1,024, so the default batch of
+// 2,048 goes as 2 messages of 1,024 — and a bundle runs up to n/BundleConcurrency partition
+// times one after another (32 at 1,024), which must stay well inside the function timeout and,
+// on Service Bus, the host's lock renewal (5 minutes by default). Fewer, larger messages mean
+// fewer instances at work on a run at once. The storage calls per partition stay the same: a
+// bundle over 256 updates one partial and appends one done record per 256 partitions.
+//
+// n outside 1 to MaxBundle is a *RegistrationError for the field "bundle" wrapping
+// ErrInvalidBundle. Default: DefaultMaxBundle (256).
 func WithMaxBundle(n int) JobOption {
 	return func(s *jobSpec) error {
 		if n < 1 || n > MaxBundle {

@@ -73,6 +73,9 @@ type clusterOptions struct {
 	schedule string
 	// timer is the local host's timer mode (default devhost.TimerAll: every instance).
 	timer devhost.TimerMode
+	// bulk runs ./bench/cmd/bulkhandler instead of the handler: the synthetic job's bundles
+	// capped at baton.MaxBundle (1,024) instead of 256.
+	bulk bool
 }
 
 // startClusterOpts starts a cluster as configured by o.
@@ -80,6 +83,9 @@ func startClusterOpts(b *testing.B, o clusterOptions) *cluster {
 	b.Helper()
 	n, params, onDisk, extra := o.instances, o.params, o.onDisk, o.extra
 	exe, _ := handlerBinaries(b)
+	if o.bulk {
+		exe = bulkBinary(b)
+	}
 	opts := azurite.Options{}
 	if onDisk {
 		opts.Dir = b.TempDir()

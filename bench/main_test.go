@@ -35,9 +35,10 @@ var built struct {
 	dir  string
 	// stripped is the size-optimised build (-trimpath -ldflags='-s -w'); every
 	// benchmark that runs the handler runs this one. plain is `make build`'s (-trimpath).
-	stripped, plain string
-	took            time.Duration
-	err             error
+	// bulk is ./bench/cmd/bulkhandler, stripped likewise.
+	stripped, plain, bulk string
+	took                  time.Duration
+	err                   error
 }
 
 // handlerBinaries builds the handler twice (stripped and as `make build` does) into a temporary
@@ -61,9 +62,11 @@ func handlerBinaries(tb testing.TB) (stripped, plain string) {
 		start := time.Now()
 		built.stripped = filepath.Join(built.dir, "baton")
 		built.plain = filepath.Join(built.dir, "baton-plain")
+		built.bulk = filepath.Join(built.dir, "baton-bulk")
 		for _, args := range [][]string{
 			{"build", "-trimpath", "-ldflags=-s -w", "-o", built.stripped, "./handler"},
 			{"build", "-trimpath", "-o", built.plain, "./handler"},
+			{"build", "-trimpath", "-ldflags=-s -w", "-o", built.bulk, "./bench/cmd/bulkhandler"},
 		} {
 			cmd := exec.Command(goTool(), args...)
 			cmd.Dir = root
@@ -79,6 +82,14 @@ func handlerBinaries(tb testing.TB) (stripped, plain string) {
 		tb.Fatalf("build the handler: %v", built.err)
 	}
 	return built.stripped, built.plain
+}
+
+// bulkBinary is ./bench/cmd/bulkhandler, built with the handler binaries: the reference app
+// with the synthetic job's bundles capped at baton.MaxBundle.
+func bulkBinary(tb testing.TB) string {
+	tb.Helper()
+	handlerBinaries(tb)
+	return built.bulk
 }
 
 // repoRoot is the module root: the function app folder.

@@ -30,6 +30,8 @@ type scaleSpec struct {
 	// progress, when set, prints a progress line every this often on standard error.
 	progress time.Duration
 	timeout  time.Duration
+	// bulk runs the synthetic job with bundles of up to 1,024 (clusterOptions.bulk).
+	bulk bool
 }
 
 // scaleResult is what scaledRun measured.
@@ -66,7 +68,7 @@ func scaledRun(b *testing.B, spec scaleSpec) scaleResult {
 	b.Helper()
 	extra := map[string]string{config.SettingMaxBacklog: strconv.Itoa(spec.backlog)}
 	opts := clusterOptions{instances: spec.instances, params: fmt.Sprintf(`{"partitions":%d}`, spec.partitions),
-		onDisk: true, extra: extra, proxied: true, timer: spec.timer}
+		onDisk: true, extra: extra, proxied: true, timer: spec.timer, bulk: spec.bulk}
 	if spec.tick {
 		opts.schedule = "*/20 * * * * *"
 	}
@@ -255,9 +257,12 @@ const (
 // BenchmarkScale is `make bench-scale`, not part of `make bench`: one synthetic no-op run of
 // each size in scaleSizes (10,000 and 100,000 partitions) end to end on 4 handler instances
 // under the local host, BATON_MAX_BACKLOG=4096, with every storage call of the handlers and of
-// the local host going through a counting proxy. The heartbeat (once a minute) fires on one
-// instance at a time, as Azure's timer does. A progress line goes to standard error every
-// 10 s. The run must succeed, with no failed invocation and no lost lease.
+// the local host going through a counting proxy, twice: "cap=256" runs the handler (the job's
+// default cap on partitions per message), "cap=1024" the same job registered with
+// baton.WithMaxBundle(baton.MaxBundle) (./bench/cmd/bulkhandler), as a job of many short
+// partitions would be. The heartbeat (once a minute) fires on one instance at a time, as
+// Azure's timer does. A progress line goes to standard error every 10 s. The run must succeed,
+// with no failed invocation and no lost lease.
 //
 // Metrics: partitions/s and run-s (the manifest's created → finished), enqueue-s (→ planning
 // done), result-to-report-ms (the last result's create → the final report write, as the
@@ -265,15 +270,20 @@ const (
 // instance, of the instances that led and of the aggregator, Azurite's CPU and this process's
 // (local host and proxy), and the leader's lease renewal latencies seen at the proxy.
 func BenchmarkScale(b *testing.B) {
-	for _, n := range scaleSizes(b) {
-		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
-			for b.Loop() {
-				r := scaledRun(b, scaleSpec{partitions: n, instances: scaleInstances, backlog: scaleBacklog,
-					timer: devhost.TimerOne, progress: 10 * time.Second, timeout: 90 * time.Minute})
-				r.report(b, n)
-				misbehaved(b, r)
-			}
-		})
+	for _, c := range []struct {
+		name string
+		bulk bool
+	}{{"cap=256", false}, {"cap=1024", true}} {
+		for _, n := range scaleSizes(b) {
+			b.Run(fmt.Sprintf("%s/partitions=%d", c.name, n), func(b *testing.B) {
+				for b.Loop() {
+					r := scaledRun(b, scaleSpec{partitions: n, instances: scaleInstances, backlog: scaleBacklog,
+						timer: devhost.TimerOne, progress: 10 * time.Second, timeout: 90 * time.Minute, bulk: c.bulk})
+					r.report(b, n)
+					misbehaved(b, r)
+				}
+			})
+		}
 	}
 }
 

@@ -115,3 +115,44 @@ func TestBundles_LargePayloadsCutBundlesToFit(t *testing.T) {
 		t.Errorf("around a huge payload: %s", got)
 	}
 }
+
+// The leader bundles each job's partitions up to its own cap: with the default plan batch of
+// 2,048, a job at the default cap goes as 8 messages of 256 a batch, one capped at 1,024 as
+// 2 messages of 1,024, and one capped at 1 partition by partition.
+func TestEnqueue_BundlesUpToTheJobsCap(t *testing.T) {
+	const n = 4096
+	e := newSchedEnv(t, "2026-11-27T10:00:01Z")
+	e.jobs.Register("short", &countJob{})
+	e.jobs.SetMaxBundle("short", work.MaxBundle)
+	e.jobs.Register("alone", &countJob{})
+	e.jobs.SetMaxBundle("alone", 1)
+	c := e.instanceWith("a", func(cfg *Config) { cfg.BatchSize = 0 }) // the default, 2,048
+	want := map[string]int{"count": 256, "short": work.MaxBundle, "alone": 1}
+	for job, size := range want {
+		out, err := c.StartManual(testCtx(t), ManualRequest{Job: job, Params: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), IdempotencyKey: job})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.deliverChecks(c)
+		if m := e.manifest(out.Run); !m.PlanDone || m.Partitions != n {
+			t.Fatalf("%s: run not planned: %+v", job, m)
+		}
+		var envs []work.Envelope
+		for _, msg := range e.sender.messages() {
+			env, err := work.DecodeEnvelope(msg.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if env.Kind == work.KindPartition && env.Run == out.Run {
+				envs = append(envs, env)
+			}
+		}
+		var wantSpans []string
+		for first := 0; first < n; first += size {
+			wantSpans = append(wantSpans, fmt.Sprintf("%d+%d", first, size))
+		}
+		if got := spans(envs); got != strings.Join(wantSpans, " ") {
+			t.Errorf("%s (cap %d) sent %d messages: %.200s…, want %d of %d", job, e.jobs.MaxBundle(job), len(envs), got, len(wantSpans), size)
+		}
+	}
+}

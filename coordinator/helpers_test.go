@@ -159,6 +159,13 @@ func (s *memSender) Send(ctx context.Context, msgs []transport.Message) error {
 	return nil
 }
 
+// messages returns a copy of every message sent so far.
+func (s *memSender) messages() []transport.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]transport.Message(nil), s.msgs...)
+}
+
 // partitions returns the partition indexes sent, sorted, and how often each was sent.
 func (s *memSender) partitions(t *testing.T) ([]int, map[int]int) {
 	t.Helper()

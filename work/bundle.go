@@ -3,7 +3,8 @@ package work
 // Bundles: the leader puts up to a job's cap of consecutive partitions of a plan batch into one
 // message. A bundle costs one send, one delivery and one completion on the queue, and on the
 // worker one manifest read (none while the run's is cached), one result per partition, one
-// done append and one partial update, instead of one of each per partition. Its partitions
+// done append and one partial update (one of each per 256 partitions of a larger bundle),
+// instead of one of each per partition. Its partitions
 // run in one invocation, up to BundleConcurrency at once, each with its own create-once result
 // and its own retries (a retry is a message of one partition). A bundle that comes back — its
 // invocation failed or its instance died — is split into messages of one partition, so a
@@ -12,7 +13,7 @@ package work
 
 // DefaultMaxBundle is a job's cap on partitions per message unless it sets one (see
 // Registry.SetMaxBundle).
-const DefaultMaxBundle = MaxBundle
+const DefaultMaxBundle = 256
 
 // BundleConcurrency is the most partitions of one bundle that run at once. The queue and
 // storage calls a bundle saves grow with its size, the partitions an instance runs at once do
@@ -21,29 +22,41 @@ const DefaultMaxBundle = MaxBundle
 const BundleConcurrency = 32
 
 // MinBundlesPerBatch is the fewest messages a plan batch is sent as when it has that many
-// partitions: a batch spreads over at least this many deliveries, and so over instances.
+// partitions and its job's cap is at most DefaultMaxBundle: a batch spreads over at least this
+// many deliveries, and so over instances. A job whose cap is above DefaultMaxBundle trades
+// spread for fewer messages in proportion (see BundleSize).
 const MinBundlesPerBatch = 8
 
 // DefaultFoldBlock is a run's block of consecutive partitions folded into the same partial
-// (ledger.Manifest.FoldBlock): a bundle, aligned on its size, updates one partial.
-const DefaultFoldBlock = MaxBundle
+// (ledger.Manifest.FoldBlock): a bundle, aligned on its size, updates one partial per block it
+// spans.
+const DefaultFoldBlock = DefaultMaxBundle
 
 // BundleSize is how many partitions go in one message for a plan batch of n partitions of a
-// job whose cap is limit: the largest power of two that is at most the cap and an eighth of
-// the batch (n/MinBundlesPerBatch, rounded up) and still sends the batch as at least
-// MinBundlesPerBatch messages (1 for a batch of up to 14 partitions). The eighth spreads every
-// batch evenly: the last batch of a 10,000-partition run (1,808) goes as 14 messages of 128 and
-// one of 16, not 7 of 256 and one of 16, so its partitions run on as many deliveries at once
-// as a full batch's. Bundles start at multiples of their size, so with a power of two up to
-// MaxBundle no bundle crosses a fold block.
+// job whose cap is limit: the largest power of two that is at most the cap, MaxBundle and the
+// batch divided by its spread (rounded up), and that still sends the batch as at least spread
+// messages (1 for a batch of up to 14 partitions at the default spread).
+//
+// The spread is MinBundlesPerBatch (8) for a cap up to DefaultMaxBundle, so the default
+// batch of 2,048 goes as 8 messages of 256, and the last batch of a 10,000-partition run
+// (1,808) as 14 messages of 128 and one of 16, not 7 of 256 and one of 16: its partitions run
+// on as many deliveries at once as a full batch's. A cap above DefaultMaxBundle divides the
+// spread by how far it goes beyond: MinBundlesPerBatch×DefaultMaxBundle/cap messages, 4 at
+// 512 and 2 at 1,024, so the default batch goes as 2 messages of 1,024. Bundles start at
+// multiples of their size, so a bundle never crosses a fold block partway.
 func BundleSize(limit, n int) int {
-	want := min(max(limit, 1), MaxBundle, max((n+MinBundlesPerBatch-1)/MinBundlesPerBatch, 1))
+	limit = min(max(limit, 1), MaxBundle)
+	spread := MinBundlesPerBatch
+	if limit > DefaultMaxBundle {
+		spread = max(MinBundlesPerBatch*DefaultMaxBundle/limit, 1)
+	}
+	want := min(limit, max((n+spread-1)/spread, 1))
 	k := 1
 	for k*2 <= want {
 		k *= 2
 	}
-	for k > 1 && messages(n, k) < MinBundlesPerBatch {
-		k /= 2 // a small batch: an eighth rounded up can leave fewer messages (9 in bundles of 2: 5)
+	for k > 1 && messages(n, k) < spread {
+		k /= 2 // a small batch: a share rounded up can leave fewer messages (9 in bundles of 2: 5)
 	}
 	return k
 }

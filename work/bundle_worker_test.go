@@ -216,22 +216,22 @@ func TestWorker_BundleCostsOneAppendAndOneFoldForAllItsPartitions(t *testing.T) 
 	}
 }
 
-// A bundle larger than this version sends (up to MaxAcceptedBundle: what a later version may
-// send while this one still takes deliveries) runs as any other: it spans four fold blocks and
-// four done units, and costs one partial update per block and one done append per unit.
-func TestWorker_AcceptsBundlesUpToMaxAcceptedBundle(t *testing.T) {
-	const n = 2 * work.MaxAcceptedBundle
+// A bundle of MaxBundle partitions (a job whose cap is above the default's) runs as any other:
+// it spans four fold blocks and four done units, and costs one partial update per block and
+// one done append per unit. A larger one is malformed.
+func TestWorker_RunsBundlesUpToMaxBundle(t *testing.T) {
+	const n = 2 * work.MaxBundle
 	e := newBundleEnv(t, true)
 	e.run("big", synthetic.Params{Partitions: n}, func(m *ledger.Manifest) { m.FoldBlock = work.DefaultFoldBlock })
-	blocks := work.MaxAcceptedBundle / work.DefaultFoldBlock
-	for first := 0; first < n; first += work.MaxAcceptedBundle {
-		env := bundle("big", first, work.MaxAcceptedBundle)
+	blocks := work.MaxBundle / work.DefaultFoldBlock
+	for first := 0; first < n; first += work.MaxBundle {
+		env := bundle("big", first, work.MaxBundle)
 		body, err := env.Encode()
 		if err != nil {
-			t.Fatalf("encode a bundle of %d: %v", work.MaxAcceptedBundle, err)
+			t.Fatalf("encode a bundle of %d: %v", work.MaxBundle, err)
 		}
 		if env, err = work.DecodeEnvelope(body); err != nil {
-			t.Fatalf("a bundle of %d is refused: %v", work.MaxAcceptedBundle, err)
+			t.Fatalf("a bundle of %d is refused: %v", work.MaxBundle, err)
 		}
 		ops := e.counting(func() {
 			if err := e.deliver(env, 1); err != nil {
@@ -240,12 +240,12 @@ func TestWorker_AcceptsBundlesUpToMaxAcceptedBundle(t *testing.T) {
 		})
 		// The last bundle also finishes the run, which reads every partial once more.
 		reads := blocks
-		if first+work.MaxAcceptedBundle == n {
+		if first+work.MaxBundle == n {
 			reads += 4 // the run's fold shards
 		}
-		if ops["PutResult"] != work.MaxAcceptedBundle || ops["AppendDone"] != blocks || ops["ReadPartial"] != reads || ops["WritePartial"] != blocks {
+		if ops["PutResult"] != work.MaxBundle || ops["AppendDone"] != blocks || ops["ReadPartial"] != reads || ops["WritePartial"] != blocks {
 			t.Errorf("bundle at %d: store calls %v; want %d results, %d appends and partial writes, %d partial reads",
-				first, ops, work.MaxAcceptedBundle, blocks, reads)
+				first, ops, work.MaxBundle, blocks, reads)
 		}
 	}
 	rep, _, err := e.fake.ReadReport(e.ctx, "big")
@@ -259,8 +259,8 @@ func TestWorker_AcceptsBundlesUpToMaxAcceptedBundle(t *testing.T) {
 	if rep.State != ledger.StateSucceeded || rep.Succeeded != n || s.OK != n || s.SumV != sumSquares(n) {
 		t.Errorf("report %s with %d succeeded, summary %+v; want succeeded, %d, sumV %d", rep.State, rep.Succeeded, s, n, sumSquares(n))
 	}
-	if _, err := work.DecodeEnvelope([]byte(fmt.Sprintf(`{"baton":1,"kind":"partition","run":"big","epoch":1,"count":%d}`, work.MaxAcceptedBundle+1))); !errors.Is(err, work.ErrMalformed) {
-		t.Errorf("a bundle of %d: %v, want ErrMalformed", work.MaxAcceptedBundle+1, err)
+	if _, err := work.DecodeEnvelope([]byte(fmt.Sprintf(`{"baton":1,"kind":"partition","run":"big","epoch":1,"count":%d}`, work.MaxBundle+1))); !errors.Is(err, work.ErrMalformed) {
+		t.Errorf("a bundle of %d: %v, want ErrMalformed", work.MaxBundle+1, err)
 	}
 }
 

@@ -46,8 +46,7 @@ type Envelope struct {
 	// Part is the partition index (partition messages only); a bundle's first.
 	Part int `json:"part"`
 	// Count is a bundle's number of consecutive partitions, Part to Part+Count-1: 2 to
-	// MaxBundle as sent, up to MaxAcceptedBundle as accepted; 0 for a message of one partition
-	// (the only kind a retry or a check is).
+	// MaxBundle; 0 for a message of one partition (the only kind a retry or a check is).
 	Count int `json:"count,omitempty"`
 	// Parts is the run's partition count when known at send time (a planned run's messages
 	// and the last plan batch's), else 0; the manifest is authoritative.
@@ -70,17 +69,11 @@ type Envelope struct {
 	Payloads []json.RawMessage `json:"payloads,omitempty"`
 }
 
-// MaxBundle is the most partitions one message carries. It is also the block of consecutive
-// partitions that fold into one partial (DefaultFoldBlock), so a bundle that starts at a
-// multiple of its size updates one partial.
-const MaxBundle = 256
-
-// MaxAcceptedBundle is the most partitions a message this version accepts may carry: four
-// times what it sends. A worker runs a larger bundle as any other, with one partial update per
-// fold block and one done append per done unit it spans, so a later version may send bundles
-// over MaxBundle while workers of this one still take deliveries (a rolling deploy), instead
-// of dead-lettering them as malformed.
-const MaxAcceptedBundle = 4 * MaxBundle
+// MaxBundle is the most partitions one message carries, and the highest cap a job may set
+// (Registry.SetMaxBundle); a job's cap is DefaultMaxBundle unless it sets one. A bundle of
+// more than DefaultFoldBlock partitions starts on a multiple of its size, so it spans whole
+// fold blocks and done units and updates one partial and appends one done record for each.
+const MaxBundle = 4 * DefaultMaxBundle
 
 // Singles returns the partitions the message carries, each as a message of one partition:
 // itself when it is not a bundle.
@@ -241,8 +234,8 @@ func (e Envelope) validateBundle() error {
 		return nil
 	}
 	switch {
-	case e.Count < 2 || e.Count > MaxAcceptedBundle:
-		return fmt.Errorf("count %d, want 2 to %d (0 for one partition)", e.Count, MaxAcceptedBundle)
+	case e.Count < 2 || e.Count > MaxBundle:
+		return fmt.Errorf("count %d, want 2 to %d (0 for one partition)", e.Count, MaxBundle)
 	case len(e.Payloads) != 0 && len(e.Payloads) != e.Count:
 		return fmt.Errorf("%d payloads for %d partitions", len(e.Payloads), e.Count)
 	case len(e.Payload) != 0:

@@ -81,7 +81,8 @@ func NewRegistry() *Registry {
 }
 
 // SetMaxBundle caps how many partitions of the named job one message carries, 1 to MaxBundle
-// (1: one partition per message).
+// (1: one partition per message; above DefaultMaxBundle a plan batch spreads over fewer
+// messages, see BundleSize).
 func (r *Registry) SetMaxBundle(name string, n int) { r.bundle[name] = n }
 
 // MaxBundle is the named job's cap on partitions per message (DefaultMaxBundle unless set).
