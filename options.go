@@ -76,8 +76,9 @@ const BundleConcurrency = work.BundleConcurrency
 // trades spread for fewer messages, in proportion. A batch then goes as at least
 // 8×DefaultMaxBundle/n messages instead of 8 — 4 at 512, 2 at 1,024, so the default batch of
 // 2,048 goes as 2 messages of 1,024 — and a bundle runs up to n/BundleConcurrency partition
-// times one after another (32 at 1,024), which must stay well inside the function timeout and,
-// on Service Bus, the host's lock renewal (5 minutes by default). Fewer, larger messages mean
+// times one after another (32 at 1,024), which must stay well inside the function timeout
+// (host.json's functionTimeout, which the Service Bus lock renewal must cover, a setting Baton
+// checks at start-up). Fewer, larger messages mean
 // fewer instances at work on a run at once. The storage calls per partition stay the same: a
 // bundle over 256 updates one partial and appends one done record per 256 partitions.
 //
