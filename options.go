@@ -78,9 +78,9 @@ const BundleConcurrency = work.BundleConcurrency
 // 2,048 goes as 2 messages of 1,024 — and a bundle runs up to n/BundleConcurrency partition
 // times one after another (32 at 1,024), which must stay well inside the function timeout
 // (host.json's functionTimeout, which the Service Bus lock renewal must cover, a setting Baton
-// checks at start-up). Fewer, larger messages mean
-// fewer instances at work on a run at once. The storage calls per partition stay the same: a
-// bundle over 256 updates one partial and appends one done record per 256 partitions.
+// checks at start-up). Fewer, larger messages mean fewer instances at work on a run at once.
+// The storage calls per partition stay the same: a bundle over 256 updates one partial and
+// appends one done record per 256 partitions.
 //
 // n outside 1 to MaxBundle is a *RegistrationError for the field "bundle" wrapping
 // ErrInvalidBundle. Default: DefaultMaxBundle (256).

@@ -4,12 +4,12 @@ package work
 // message. A bundle costs one send, one delivery and one completion on the queue, and on the
 // worker one manifest read (none while the run's is cached), one result per partition, one
 // done append and one partial update (one of each per 256 partitions of a larger bundle),
-// instead of one of each per partition. Its partitions
-// run in one invocation, up to BundleConcurrency at once, each with its own create-once result
-// and its own retries (a retry is a message of one partition). A bundle that comes back — its
-// invocation failed or its instance died — is split into messages of one partition, so a
-// partition that kills its process or outlasts the invocation's timeout cannot take its
-// batch-mates to the dead-letter queue with it.
+// instead of one of each per partition. Its partitions run in one invocation, up to
+// BundleConcurrency at once, each with its own create-once result and its own retries (a retry
+// is a message of one partition). A bundle that comes back — its invocation failed or its
+// instance died — is split into messages of one partition, so a partition that kills its
+// process or outlasts the invocation's timeout cannot take its batch-mates to the dead-letter
+// queue with it.
 
 // DefaultMaxBundle is a job's cap on partitions per message unless it sets one (see
 // Registry.SetMaxBundle).
