@@ -226,13 +226,15 @@ func (r scaleResult) report(b *testing.B, n int) {
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
 // scaleSizes are BenchmarkScale's run sizes: BENCH_SCALE_SIZES (comma-separated), else 10,000
-// and 100,000 (1,000 under -short).
+// and 100,000 (under -short, `make test`'s smoke run, one full plan batch of 2,048: 8 bundles
+// of 256 at the default cap, 2 of 1,024 at cap=1024, so the smoke run takes bundles over 256
+// end to end through the handler, the local host and Azurite).
 func scaleSizes(b *testing.B) []int {
 	b.Helper()
 	env := os.Getenv("BENCH_SCALE_SIZES")
 	switch {
 	case env == "" && testing.Short():
-		return []int{1000}
+		return []int{config.DefaultEnqueueBatch}
 	case env == "":
 		return []int{10000, 100000}
 	}
