@@ -17,9 +17,9 @@ const DoneShardSize = 20000
 // DoneStripes shards, DoneUnitsPerStripe units each (16,384 partitions); the next
 // DoneStripes × DoneUnitsPerStripe units (262,144 partitions) go to the next DoneStripes shards.
 const (
-	// DoneUnit is a stripe's unit: the partitions of a message as sent (at most 256
-	// consecutive ones, aligned on a power of two) never cross one, so a message appends to
-	// one shard; a larger bundle, as accepted, appends to one shard per unit it spans.
+	// DoneUnit is a stripe's unit: a bundle of up to 256 consecutive partitions (a job's
+	// default cap), aligned on a power of two, never crosses one, so it appends to one
+	// shard; a larger bundle (a cap up to 1,024) spans whole units and appends once per unit.
 	DoneUnit = 256
 	// DoneStripes is the number of shards consecutive units are dealt to.
 	DoneStripes = 16
