@@ -109,6 +109,22 @@ func ExampleWithRetry() {
 	// true retry.Attempts true
 }
 
+// A job of many short partitions sends up to MaxBundle (1,024) per message: a quarter of the
+// queue's messages at the default plan batch, which goes as 2 messages instead of 8. A job of
+// slow partitions sends fewer per message, so more instances share a run. A cap outside 1 to
+// MaxBundle is refused at registration.
+func ExampleWithMaxBundle() {
+	app := baton.New()
+	fmt.Println(app.Register("countdown", countdown{}, baton.WithMaxBundle(baton.MaxBundle)))
+	fmt.Println(app.Register("slow", countdown{}, baton.WithMaxBundle(4)))
+	err := app.Register("huge", countdown{}, baton.WithMaxBundle(baton.MaxBundle+1))
+	fmt.Println(errors.Is(err, baton.ErrInvalidBundle), err)
+	// Output:
+	// <nil>
+	// <nil>
+	// true baton: job "huge": bundle: invalid bundle size: 1025, want 1 to 1024
+}
+
 // Main is the whole of a main function: it reads the settings, serves the Functions host and
 // exits with a message naming what is wrong when it cannot start.
 func ExampleApp_Main() {
