@@ -46,10 +46,7 @@ const DefaultFoldBlock = DefaultMaxBundle
 // multiples of their size, so a bundle never crosses a fold block partway.
 func BundleSize(limit, n int) int {
 	limit = min(max(limit, 1), MaxBundle)
-	spread := MinBundlesPerBatch
-	if limit > DefaultMaxBundle {
-		spread = max(MinBundlesPerBatch*DefaultMaxBundle/limit, 1)
-	}
+	spread := min(MinBundlesPerBatch, MinBundlesPerBatch*DefaultMaxBundle/limit)
 	want := min(limit, max((n+spread-1)/spread, 1))
 	k := 1
 	for k*2 <= want {
