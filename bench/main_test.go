@@ -32,13 +32,17 @@ func TestMain(m *testing.M) {
 // built holds the handler binaries, built once per test binary on first use.
 var built struct {
 	once sync.Once
-	dir  string
+	dir  string // the temporary directory holding them
+	root string // the module root they are built from
 	// stripped is the size-optimised build (-trimpath -ldflags='-s -w'); every
 	// benchmark that runs the handler runs this one. plain is `make build`'s (-trimpath).
-	// bulk is ./bench/cmd/bulkhandler, stripped likewise.
-	stripped, plain, bulk string
-	took                  time.Duration
-	err                   error
+	stripped, plain string
+	err             error
+
+	// bulk is ./bench/cmd/bulkhandler, stripped likewise, built on first use of its own.
+	bulkOnce sync.Once
+	bulk     string
+	bulkErr  error
 }
 
 // handlerBinaries builds the handler twice (stripped and as `make build` does) into a temporary
@@ -51,32 +55,18 @@ func handlerBinaries(tb testing.TB) (stripped, plain string) {
 			built.err = err
 			return
 		}
-		root, err := azurite.RepoRoot(wd)
-		if err != nil {
-			built.err = err
+		if built.root, built.err = azurite.RepoRoot(wd); built.err != nil {
 			return
 		}
 		if built.dir, built.err = os.MkdirTemp("", "baton-bench-bin-"); built.err != nil {
 			return
 		}
-		start := time.Now()
 		built.stripped = filepath.Join(built.dir, "baton")
 		built.plain = filepath.Join(built.dir, "baton-plain")
-		built.bulk = filepath.Join(built.dir, "baton-bulk")
-		for _, args := range [][]string{
-			{"build", "-trimpath", "-ldflags=-s -w", "-o", built.stripped, "./handler"},
-			{"build", "-trimpath", "-o", built.plain, "./handler"},
-			{"build", "-trimpath", "-ldflags=-s -w", "-o", built.bulk, "./bench/cmd/bulkhandler"},
-		} {
-			cmd := exec.Command(goTool(), args...)
-			cmd.Dir = root
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				built.err = fmt.Errorf("go %v: %v\n%s", args, err, out)
-				return
-			}
+		if built.err = goBuild(built.root, "-ldflags=-s -w", "-o", built.stripped, "./handler"); built.err != nil {
+			return
 		}
-		built.took = time.Since(start)
+		built.err = goBuild(built.root, "-o", built.plain, "./handler")
 	})
 	if built.err != nil {
 		tb.Fatalf("build the handler: %v", built.err)
@@ -84,12 +74,31 @@ func handlerBinaries(tb testing.TB) (stripped, plain string) {
 	return built.stripped, built.plain
 }
 
-// bulkBinary is ./bench/cmd/bulkhandler, built with the handler binaries: the reference app
-// with the synthetic job's bundles capped at baton.MaxBundle.
+// bulkBinary builds ./bench/cmd/bulkhandler beside the handler binaries, once, and returns its
+// path: the reference app with the synthetic job's bundles capped at baton.MaxBundle.
 func bulkBinary(tb testing.TB) string {
 	tb.Helper()
 	handlerBinaries(tb)
+	built.bulkOnce.Do(func() {
+		built.bulk = filepath.Join(built.dir, "baton-bulk")
+		built.bulkErr = goBuild(built.root, "-ldflags=-s -w", "-o", built.bulk, "./bench/cmd/bulkhandler")
+	})
+	if built.bulkErr != nil {
+		tb.Fatalf("build the bulk handler: %v", built.bulkErr)
+	}
 	return built.bulk
+}
+
+// goBuild runs `go build -trimpath args...` in root without cgo.
+func goBuild(root string, args ...string) error {
+	args = append([]string{"build", "-trimpath"}, args...)
+	cmd := exec.Command(goTool(), args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go %v: %v\n%s", args, err, out)
+	}
+	return nil
 }
 
 // repoRoot is the module root: the function app folder.
