@@ -97,7 +97,7 @@ unit: tools browser
 
 # Each fuzz target runs its checked-in seed corpus, then FUZZTIME (a count, or a duration) beyond it.
 fuzz:
-	@set -e; for spec in $$($(GO) run ./internal/fuzzlist .); do \
+	@set -e; for spec in $$($(GO) run ./internal/tools/fuzzlist .); do \
 		pkg=$${spec%%:*}; fn=$${spec##*:}; \
 		echo "fuzz $$pkg $$fn ($(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg; \
@@ -113,12 +113,12 @@ examples:
 		(cd $$d && $(GO) build -o /dev/null . && $(GO) vet ./... && $(GO) test -count=1 ./... && $(GO) tool baton check); \
 	done
 
-# Every benchmark in ./bench once on a small amount of work (-short): they check what they
+# Every benchmark in ./internal/bench once on a small amount of work (-short): they check what they
 # measure (one winner per election, every partition sent and queued, every run finished), so a
 # change that breaks one fails here rather than in the next `make bench`. About 3 minutes; run
 # after the unit tests, not beside them.
 bench-smoke: tools
-	$(GO) test -short -run '^$$' -bench . -benchtime 1x -count=1 -timeout 20m ./bench/
+	$(GO) test -short -run '^$$' -bench . -benchtime 1x -count=1 -timeout 20m ./internal/bench/
 
 test: vet unit fuzz examples bench-smoke
 
@@ -132,16 +132,16 @@ demo: tools build
 # misbehaved) fails the target after every entry ran.
 BENCH_OUT ?= dist/bench.txt
 BENCH_RUNS = \
-	./election/bloblease/:BlobLock:200x \
+	./internal/engine/election/bloblease/:BlobLock:200x \
 	./coordinator/:Plan_Enqueue10000:1x \
 	./work/:Worker_StorageCallsPerPartition:2000x \
 	./work/:TryFinish_10000:1x \
-	./transport/storagequeue/:QueueSender:3x \
+	./internal/engine/transport/storagequeue/:QueueSender:3x \
 	./internal/app/:API_ListRuns:10x \
-	./bench/:.!^Benchmark\(Scale\|Throughput\)$$:1x
+	./internal/bench/:.!^Benchmark\(Scale\|Throughput\)$$:1x
 bench: tools
 	@mkdir -p $(dir $(BENCH_OUT))
-	@$(GO) run ./bench/cmd/benchtable machine | tee $(BENCH_OUT)
+	@$(GO) run ./internal/bench/cmd/benchtable machine | tee $(BENCH_OUT)
 	@for spec in $(BENCH_RUNS); do \
 		pkg=$${spec%%:*}; rest=$${spec#*:}; re=$${rest%%:*}; bt=$${rest##*:}; skip=; \
 		case "$$re" in *'!'*) skip=$${re#*!}; re=$${re%%!*};; esac; \
@@ -149,7 +149,7 @@ bench: tools
 		{ $(GO) test -run '^$$' -bench "$$re" $${skip:+-skip "$$skip"} -benchtime $$bt -count=1 -timeout 60m $$pkg 2>&1; echo "exit status $$?"; } \
 			| tee -a $(BENCH_OUT); \
 	done
-	@echo; $(GO) run ./bench/cmd/benchtable $(BENCH_OUT)
+	@echo; $(GO) run ./internal/bench/cmd/benchtable $(BENCH_OUT)
 
 # Runs of any size (BENCHMARKS.md), not part of `make bench`: BenchmarkThroughput (Azurite's raw
 # rate for one partition's calls, then 3,000-partition runs on 1, 2 and 4 instances with and
@@ -160,17 +160,17 @@ bench: tools
 # raw output goes to BENCH_SCALE_OUT.
 BENCH_SCALE_OUT ?= dist/bench-scale.txt
 BENCH_SCALE_SIZES ?= 10000,100000
-BENCH_SCALE_RUNS = ./bench/:^BenchmarkThroughput$$:1x ./bench/:^BenchmarkScale$$:1x
+BENCH_SCALE_RUNS = ./internal/bench/:^BenchmarkThroughput$$:1x ./internal/bench/:^BenchmarkScale$$:1x
 bench-scale: tools
 	@mkdir -p $(dir $(BENCH_SCALE_OUT))
-	@$(GO) run ./bench/cmd/benchtable machine | tee $(BENCH_SCALE_OUT)
+	@$(GO) run ./internal/bench/cmd/benchtable machine | tee $(BENCH_SCALE_OUT)
 	@for spec in $(BENCH_SCALE_RUNS); do \
 		pkg=$${spec%%:*}; rest=$${spec#*:}; re=$${rest%%:*}; bt=$${rest##*:}; \
 		echo "BENCH_SCALE_SIZES=$(BENCH_SCALE_SIZES) go test -run '^\$$' -bench '$$re' -benchtime $$bt -count=1 -timeout 0 $$pkg" | tee -a $(BENCH_SCALE_OUT); \
 		{ BENCH_SCALE_SIZES=$(BENCH_SCALE_SIZES) $(GO) test -run '^$$' -bench "$$re" -benchtime $$bt -count=1 -timeout 0 $$pkg 2>&1; echo "exit status $$?"; } \
 			| tee -a $(BENCH_SCALE_OUT); \
 	done
-	@echo; $(GO) run ./bench/cmd/benchtable $(BENCH_SCALE_OUT)
+	@echo; $(GO) run ./internal/bench/cmd/benchtable $(BENCH_SCALE_OUT)
 
 # The long chaos soak (docs/reliability.md): the e2e app's schedules under random faults for
 # SOAK_OCCURRENCES periods of 5 s in each timer mode (all, one; side by side), then the history
@@ -182,7 +182,7 @@ SOAK_SEED ?=
 SOAK_MODES ?= all,one
 soak: tools
 	SOAK_OCCURRENCES=$(SOAK_OCCURRENCES) SOAK_SEED=$(SOAK_SEED) SOAK_MODES=$(SOAK_MODES) \
-		$(GO) test -count=1 -v -run '^TestSoak$$' -timeout 0 ./e2e/
+		$(GO) test -count=1 -v -run '^TestSoak$$' -timeout 0 ./internal/e2e/
 
 clean:
 	rm -rf $(BIN) dist

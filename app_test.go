@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/config"
-	"github.com/batonfn/baton/election/electiontest"
-	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/internal/engine/config"
+	"github.com/batonfn/baton/internal/engine/election/electiontest"
+	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/work"
 )
 

@@ -1,7 +1,7 @@
 package baton
 
 import (
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/work"
 )
 

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	jsonparams "github.com/batonfn/baton/internal/params"
+	jsonparams "github.com/batonfn/baton/internal/lib/params"
 	"github.com/batonfn/baton/work"
 )
 

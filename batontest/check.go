@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/batonfn/baton"
-	jsonparams "github.com/batonfn/baton/internal/params"
-	"github.com/batonfn/baton/ledger"
-	"github.com/batonfn/baton/ledger/ledgertest"
+	jsonparams "github.com/batonfn/baton/internal/lib/params"
+	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger/ledgertest"
 	"github.com/batonfn/baton/work"
 )
 

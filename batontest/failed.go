@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/work"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/internal/readme"
+	"github.com/batonfn/baton/internal/tools/readme"
 )
 
 // goBlock matches a ```go code block.

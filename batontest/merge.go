@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/batonfn/baton"
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/work"
 )
 

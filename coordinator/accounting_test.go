@@ -16,10 +16,10 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
-	"github.com/batonfn/baton/internal/azclient"
-	"github.com/batonfn/baton/ledger"
-	"github.com/batonfn/baton/ledger/blobstore"
-	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/internal/engine/azclient"
+	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger/blobstore"
+	"github.com/batonfn/baton/internal/engine/transport"
 	"github.com/batonfn/baton/work"
 )
 

@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/batonfn/baton/ledger"
-	"github.com/batonfn/baton/ledger/ledgertest"
+	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger/ledgertest"
 )
 
 // doneCounting is the ledger fake counting DoneCount calls.

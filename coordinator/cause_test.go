@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batonfn/baton/internal/azclient"
-	"github.com/batonfn/baton/internal/azurite"
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/azclient"
+	"github.com/batonfn/baton/internal/tools/azurite"
+	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/work/inventory"
 )
 

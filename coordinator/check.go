@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonfn/baton/election"
-	"github.com/batonfn/baton/ledger"
-	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/internal/engine/election"
+	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/engine/transport"
 	"github.com/batonfn/baton/work"
 )
 

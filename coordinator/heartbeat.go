@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/batonfn/baton/election"
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/election"
+	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // The scheduler: Baton fires every schedule itself.

@@ -3,7 +3,7 @@ package coordinator
 import (
 	"context"
 
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // Ledger is the part of the run ledger (ledger.Store) the coordinator uses: run records, plan

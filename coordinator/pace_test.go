@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/internal/engine/transport"
 )
 
 // The pacer leaves a healthy enqueue alone, backs off when latency per message jumps or storage

@@ -9,11 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/batonfn/baton/config"
-	"github.com/batonfn/baton/election"
-	"github.com/batonfn/baton/internal/memo"
-	"github.com/batonfn/baton/ledger"
-	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/internal/engine/config"
+	"github.com/batonfn/baton/internal/engine/election"
+	"github.com/batonfn/baton/internal/lib/memo"
+	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/engine/transport"
 	"github.com/batonfn/baton/work"
 )
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // Cron says when a schedule fires: its expression evaluated in its time zone.

@@ -7,8 +7,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/batonfn/baton/election"
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/election"
+	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // What an operator does with a schedule: run it now, pause it, resume it.

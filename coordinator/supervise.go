@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/batonfn/baton/election"
-	"github.com/batonfn/baton/internal/memo"
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/election"
+	"github.com/batonfn/baton/internal/lib/memo"
+	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // No run stays non-final for long past its hard deadline (Manifest.Expires), and no run can

@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
-	"github.com/batonfn/baton/config"
-	"github.com/batonfn/baton/internal/azurite"
-	"github.com/batonfn/baton/internal/devhost"
-	"github.com/batonfn/baton/internal/devhost/devhosttest"
-	"github.com/batonfn/baton/internal/scaffold"
-	"github.com/batonfn/baton/internal/scaffold/scaffoldtest"
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/config"
+	"github.com/batonfn/baton/internal/tools/azurite"
+	"github.com/batonfn/baton/internal/tools/devhost"
+	"github.com/batonfn/baton/internal/tools/devhost/devhosttest"
+	"github.com/batonfn/baton/internal/tools/scaffold"
+	"github.com/batonfn/baton/internal/tools/scaffold/scaffoldtest"
+	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // TestCSVTotals_MatchesScaffold: the example's generated files are exactly what the scaffold

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/internal/engine/config"
 )
 
 // Static checks of the Bicep: structure, references between files, and the security

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/internal/engine/config"
 )
 
 // The config contract: the app settings in app/api.bicep and the Values of
@@ -107,8 +107,8 @@ func readContract(t *testing.T) contract {
 	t.Helper()
 	root := repoRoot(t)
 	c := contract{
-		settings:    settingConstants(t, filepath.Join(root, "config", "config.go")),
-		suffixes:    connectionSuffixes(t, filepath.Join(root, "config", "connections.go")),
+		settings:    settingConstants(t, filepath.Join(root, "internal", "engine", "config", "config.go")),
+		suffixes:    connectionSuffixes(t, filepath.Join(root, "internal", "engine", "config", "connections.go")),
 		connections: map[string]string{config.SettingHostStorage: "storage"},
 		references:  map[string]bool{},
 	}

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batonfn/baton/config"
-	"github.com/batonfn/baton/internal/readme"
+	"github.com/batonfn/baton/internal/engine/config"
+	"github.com/batonfn/baton/internal/tools/readme"
 )
 
 // TestDeployDocs keeps the Azure runbook (docs/deploy.md) consistent with the files it

@@ -5,10 +5,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/batonfn/baton/config"
-	"github.com/batonfn/baton/internal/azurite"
-	"github.com/batonfn/baton/internal/scaffold/scaffoldtest"
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/config"
+	"github.com/batonfn/baton/internal/tools/azurite"
+	"github.com/batonfn/baton/internal/tools/scaffold/scaffoldtest"
+	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // TestDeployedDefaults_GeneratedApp: `azd up` with nothing set deploys an app written by `baton

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/internal/engine/config"
 )
 
 // TestBicep_QueueRolesFollowTheTransport: the app gets Storage Queue Data Contributor, and the

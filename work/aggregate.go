@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // aggregate reads every result in index order (concurrently, with a bounded read-ahead) and

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // heldClaim is an in-progress report as its aggregator wrote it, and its version.

@@ -9,7 +9,7 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // EnvelopeVersion is the envelope schema this code writes and reads.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batonfn/baton/protocol"
+	"github.com/batonfn/baton/internal/engine/protocol"
 )
 
 func TestEnvelope_NoMetadataCollision(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // TryFinish aggregates the run if every partition has a result and nobody else is doing it,

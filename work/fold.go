@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // Merger is implemented by jobs whose aggregate is associative: the aggregate of a set of

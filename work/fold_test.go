@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/work"
 	"github.com/batonfn/baton/work/synthetic"
 )

@@ -8,7 +8,7 @@ import (
 	"iter"
 	"sort"
 
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // Job is one kind of partitioned work.

@@ -3,7 +3,7 @@ package work
 import (
 	"context"
 
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // Ledger is the part of the run ledger (ledger.Store) a worker uses: it reads the run record,

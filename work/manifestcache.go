@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // manifestCache keeps each run's manifest, per process, while a worker may use it instead of

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // waiting reports how many callers wait for the read of run's manifest in flight.

@@ -3,7 +3,7 @@ package work
 import (
 	"errors"
 	"fmt"
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger"
 	"hash/fnv"
 	"math"
 	"regexp"

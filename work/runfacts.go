@@ -1,6 +1,6 @@
 package work
 
-import "github.com/batonfn/baton/internal/memo"
+import "github.com/batonfn/baton/internal/lib/memo"
 
 // runFacts remembers, per process, what it has learnt of runs that stays true once learnt: the
 // partition count a message of the last plan batch carried (a process that has it needs no

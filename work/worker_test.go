@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/ledger"
-	"github.com/batonfn/baton/ledger/ledgertest"
+	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger/ledgertest"
 	"github.com/batonfn/baton/work"
 	"github.com/batonfn/baton/work/synthetic"
 )

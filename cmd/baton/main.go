@@ -23,7 +23,7 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"github.com/batonfn/baton/internal/scaffold"
+	"github.com/batonfn/baton/internal/tools/scaffold"
 )
 
 func main() {

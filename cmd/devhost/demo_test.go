@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/internal/scaffold/scaffoldtest"
+	"github.com/batonfn/baton/internal/tools/scaffold/scaffoldtest"
 )
 
 // TestDemo_AnyApp: in the folder of an app written by baton init, demo builds that app (not

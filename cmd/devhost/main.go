@@ -26,8 +26,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/batonfn/baton/internal/azurite"
-	"github.com/batonfn/baton/internal/devhost"
+	"github.com/batonfn/baton/internal/tools/azurite"
+	"github.com/batonfn/baton/internal/tools/devhost"
 )
 
 // DefaultControlAddr is where `run` and `demo` serve the control endpoint and `ctl` looks.

@@ -12,7 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
-	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/internal/tools/azurite"
 )
 
 func TestMain(m *testing.M) { os.Exit(azurite.Main(m)) }

@@ -11,8 +11,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
-	"github.com/batonfn/baton/config"
-	"github.com/batonfn/baton/internal/devhost"
+	"github.com/batonfn/baton/internal/engine/config"
+	"github.com/batonfn/baton/internal/tools/devhost"
 )
 
 // emulatorShorthand is the connection string that means "the storage emulator on its default

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
-	"github.com/batonfn/baton/config"
-	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/internal/engine/config"
+	"github.com/batonfn/baton/internal/tools/azurite"
 )
 
 // TestToStartedAzurite: AzureWebJobsStorage and every setting the file gives the emulator

@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/batonfn/baton/api"
+	"github.com/batonfn/baton/internal/engine/api"
 	"github.com/batonfn/baton/coordinator"
-	"github.com/batonfn/baton/protocol"
+	"github.com/batonfn/baton/internal/engine/protocol"
 )
 
 // Route parameters: {id} of runs/{id?} (Runs/function.json) and {*path} of schedules/{*path}

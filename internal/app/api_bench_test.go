@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/api"
+	"github.com/batonfn/baton/internal/engine/api"
 	"github.com/batonfn/baton/coordinator"
-	"github.com/batonfn/baton/election"
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/election"
+	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // seedFinishedRuns stores n finished runs straight into the ledger, half timer runs and half

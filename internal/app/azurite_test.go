@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/internal/tools/azurite"
 )
 
 // TestMain stops the package's shared Azurite (started by the API tests) after the tests.

@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/api"
+	"github.com/batonfn/baton/internal/engine/api"
 	"github.com/batonfn/baton/coordinator"
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // chromium returns the headless browser for the dashboard check: $BATON_CHROMIUM, else

@@ -1,8 +1,8 @@
 package app
 
 import (
-	"github.com/batonfn/baton/api"
-	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/internal/engine/api"
+	"github.com/batonfn/baton/internal/engine/transport"
 )
 
 // withDeadLetters gives the API the work and control queues' dead letters, whose counts

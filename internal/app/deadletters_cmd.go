@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonfn/baton/config"
-	"github.com/batonfn/baton/internal/deadletter"
-	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/internal/engine/config"
+	"github.com/batonfn/baton/internal/engine/deadletter"
+	"github.com/batonfn/baton/internal/engine/transport"
 	"github.com/batonfn/baton/work"
 )
 

@@ -10,9 +10,9 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/batonfn/baton/config"
-	"github.com/batonfn/baton/internal/azurite"
-	"github.com/batonfn/baton/transport/storagequeue"
+	"github.com/batonfn/baton/internal/engine/config"
+	"github.com/batonfn/baton/internal/tools/azurite"
+	"github.com/batonfn/baton/internal/engine/transport/storagequeue"
 )
 
 // newTestApp serves the production wiring, built through config.Load over the shared Azurite:

@@ -10,13 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonfn/baton/api"
-	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/internal/engine/api"
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/coordinator"
-	"github.com/batonfn/baton/election"
-	"github.com/batonfn/baton/ledger"
-	"github.com/batonfn/baton/protocol"
-	"github.com/batonfn/baton/transport"
+	"github.com/batonfn/baton/internal/engine/election"
+	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/engine/protocol"
+	"github.com/batonfn/baton/internal/engine/transport"
 	"github.com/batonfn/baton/work"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // Malformed trigger payloads fail the invocation with 400 and a log line, before any storage

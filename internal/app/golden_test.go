@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/protocol"
+	"github.com/batonfn/baton/internal/engine/protocol"
 )
 
 func loadGolden(t *testing.T, name string) *protocol.InvokeRequest {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/protocol"
+	"github.com/batonfn/baton/internal/engine/protocol"
 )
 
 // hostShim stands in for the Functions host's HTTP front end in tests, for a browser: it

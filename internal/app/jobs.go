@@ -7,7 +7,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 
-	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/work"
 	"github.com/batonfn/baton/work/inventory"
 	"github.com/batonfn/baton/work/synthetic"

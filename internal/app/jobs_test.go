@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/work"
 	"github.com/batonfn/baton/work/inventory"

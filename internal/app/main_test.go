@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/internal/engine/config"
 )
 
 // TestRun_ShutdownRunsCleanupsThenStops proves SIGTERM handling: cancelling run's context

@@ -21,7 +21,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/work"
 )
 

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/coordinator"
-	"github.com/batonfn/baton/internal/ncrontab"
+	"github.com/batonfn/baton/internal/lib/ncrontab"
 	"github.com/batonfn/baton/work"
 )
 

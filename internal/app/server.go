@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonfn/baton/api"
-	"github.com/batonfn/baton/protocol"
+	"github.com/batonfn/baton/internal/engine/api"
+	"github.com/batonfn/baton/internal/engine/protocol"
 )
 
 // invocation is one call from the host to a function.

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/api"
-	"github.com/batonfn/baton/protocol"
+	"github.com/batonfn/baton/internal/engine/api"
+	"github.com/batonfn/baton/internal/engine/protocol"
 )
 
 // syncBuffer collects log output written from server goroutines.

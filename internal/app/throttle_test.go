@@ -9,8 +9,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/go-amqp"
-	"github.com/batonfn/baton/transport"
-	"github.com/batonfn/baton/transport/servicebus"
+	"github.com/batonfn/baton/internal/engine/transport"
+	"github.com/batonfn/baton/internal/engine/transport/servicebus"
 )
 
 // busyNamespace is an azservicebus sender on a namespace that throttles: every call fails the

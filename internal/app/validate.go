@@ -6,7 +6,7 @@ import (
 
 	"encoding/json"
 
-	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/internal/engine/config"
 )
 
 // templateHeartbeat is infra/main.bicep's default BATON_HEARTBEAT (every minute). Every other

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batonfn/baton/config"
+	"github.com/batonfn/baton/internal/engine/config"
 )
 
 // validate accepts an empty azd environment (the template's defaults) and refuses each bad

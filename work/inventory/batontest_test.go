@@ -10,8 +10,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 
 	"github.com/batonfn/baton/batontest"
-	"github.com/batonfn/baton/internal/azclient"
-	"github.com/batonfn/baton/internal/azurite"
+	"github.com/batonfn/baton/internal/engine/azclient"
+	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/work/inventory"
 )
 

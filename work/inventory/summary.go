@@ -8,7 +8,7 @@ import (
 	"iter"
 	"slices"
 
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/work"
 )
 

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonfn/baton/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/work"
 )
 

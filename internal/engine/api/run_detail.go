@@ -1,0 +1,186 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/batonfn/baton/internal/engine/ledger"
+)
+
+// SegmentView is one leadership of a run: from partition From (inclusive) to To (exclusive;
+// To is the enqueue position so far while the last segment is still enqueuing), partitions
+// were (re)enqueued by the leader of Epoch. The manifest names only the latest leader, so
+// Leader is set on the segment of the run's current epoch and null on earlier ones.
+type SegmentView struct {
+	Epoch  int64          `json:"epoch"`
+	From   int            `json:"from"`
+	To     int            `json:"to"`
+	Leader *ledger.Holder `json:"leader"`
+}
+
+func segments(m ledger.Manifest) []SegmentView {
+	if len(m.Segments) == 0 {
+		return nil
+	}
+	end := m.Checkpoint.Next
+	if m.PlanDone {
+		end = max(end, m.Partitions)
+	}
+	out := make([]SegmentView, len(m.Segments))
+	for i, s := range m.Segments {
+		out[i] = SegmentView{Epoch: s.Epoch, From: s.From, To: end}
+		if i+1 < len(m.Segments) {
+			out[i].To = m.Segments[i+1].From
+		}
+		if s.Epoch == m.Epoch && !isZeroHolder(m.Leader) {
+			h := m.Leader
+			out[i].Leader = &h
+		}
+	}
+	return out
+}
+
+func isZeroHolder(h ledger.Holder) bool { return h == ledger.Holder{} }
+
+// FailureView is a failed partition of a finished run: the report's error, and from its
+// result the attempts, each failed try's error (shortened), the worker and the epoch (absent
+// when the result could not be read).
+type FailureView struct {
+	Index    int            `json:"index"`
+	Error    string         `json:"error"`
+	Attempts int            `json:"attempts,omitempty"`
+	Errors   []string       `json:"errors,omitempty"`
+	Worker   *ledger.Holder `json:"worker,omitempty"`
+	Epoch    int64          `json:"epoch,omitempty"`
+	Finished time.Time      `json:"finished,omitzero"`
+}
+
+// WorkersView is who processed a run's partitions, from the worker recorded in each result:
+// every result when the run has at most MaxWorkerReads partitions, else an even sample of
+// MaxWorkerReads partition indexes (Sampled, Read says how many results were read and found).
+type WorkersView struct {
+	Sampled   bool           `json:"sampled"`
+	Read      int            `json:"read"`
+	Instances []WorkerCount  `json:"instances"`
+	Epochs    map[string]int `json:"epochs,omitempty"`
+}
+
+// WorkerCount is one worker process and the number of partitions (of those read) it
+// recorded, succeeded and failed.
+type WorkerCount struct {
+	Worker     ledger.Holder `json:"worker"`
+	Partitions int           `json:"partitions"`
+	Failed     int           `json:"failed"`
+}
+
+// detail adds a run's failures and workers to its view: at most MaxFailureReads +
+// MaxWorkerReads result reads, whatever the run's size.
+func (a *API) detail(ctx context.Context, m ledger.Manifest, v *RunView) error {
+	if v.Report != nil && len(v.Report.FailedList) > 0 {
+		list := v.Report.FailedList
+		v.Failures = make([]FailureView, len(list))
+		err := forEach(ctx, len(list), func(ctx context.Context, i int) error {
+			f := FailureView{Index: list[i].Index, Error: list[i].Error}
+			if i < MaxFailureReads {
+				res, err := a.cfg.Ledger.ReadResult(ctx, m.RunID, list[i].Index)
+				switch {
+				case errors.Is(err, ledger.ErrNotFound):
+				case err != nil:
+					return err
+				default:
+					w := res.Worker
+					f.Attempts, f.Errors, f.Worker, f.Epoch, f.Finished = res.Attempts, res.Errors, &w, res.Epoch, res.Finished
+				}
+			}
+			v.Failures[i] = f
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	w, err := a.workers(ctx, m)
+	if err != nil {
+		return err
+	}
+	v.Workers = w
+	return nil
+}
+
+// workers reads the results of every partition (up to MaxWorkerReads) or of an even sample.
+func (a *API) workers(ctx context.Context, m ledger.Manifest) (*WorkersView, error) {
+	n := m.Checkpoint.Next
+	if m.PlanDone {
+		n = max(n, m.Partitions)
+	}
+	if n == 0 || m.State == ledger.StateSkipped || m.State == ledger.StateMissed {
+		return nil, nil
+	}
+	idx := make([]int, 0, min(n, MaxWorkerReads))
+	sampled := n > MaxWorkerReads
+	if !sampled {
+		for i := range n {
+			idx = append(idx, i)
+		}
+	} else {
+		for k := range MaxWorkerReads {
+			idx = append(idx, k*n/MaxWorkerReads)
+		}
+	}
+	var (
+		mu     sync.Mutex
+		counts = map[ledger.Holder]*WorkerCount{}
+		epochs = map[string]int{}
+		read   int
+	)
+	err := forEach(ctx, len(idx), func(ctx context.Context, i int) error {
+		res, err := a.cfg.Ledger.ReadResult(ctx, m.RunID, idx[i])
+		if errors.Is(err, ledger.ErrNotFound) {
+			return nil // not processed yet
+		}
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		read++
+		c := counts[res.Worker]
+		if c == nil {
+			c = &WorkerCount{Worker: res.Worker}
+			counts[res.Worker] = c
+		}
+		c.Partitions++
+		if !res.OK {
+			c.Failed++
+		}
+		epochs[epochKey(res.Epoch)]++
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &WorkersView{Sampled: sampled, Read: read, Instances: make([]WorkerCount, 0, len(counts))}
+	for _, c := range counts {
+		out.Instances = append(out.Instances, *c)
+	}
+	sort.Slice(out.Instances, func(i, j int) bool {
+		x, y := out.Instances[i], out.Instances[j]
+		if x.Partitions != y.Partitions {
+			return x.Partitions > y.Partitions
+		}
+		if x.Worker.Instance != y.Worker.Instance {
+			return x.Worker.Instance < y.Worker.Instance
+		}
+		return x.Worker.PID < y.Worker.PID
+	})
+	if len(epochs) > 0 {
+		out.Epochs = epochs
+	}
+	return out, nil
+}
+
+func epochKey(e int64) string { return strconv.FormatInt(e, 10) }

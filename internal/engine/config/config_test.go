@@ -1,0 +1,392 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(kv map[string]string) Getenv { return func(k string) string { return kv[k] } }
+
+// base is a minimal valid local configuration.
+func base() map[string]string {
+	return map[string]string{
+		SettingHostStorage: "UseDevelopmentStorage=true",
+		SettingTransport:   "queue",
+		SettingHeartbeat:   "0 * * * * *",
+		SettingSchedule:    "0 */5 * * * *",
+		SettingAppRoot:     "/nonexistent-app-root",
+	}
+}
+
+func with(m map[string]string, kv ...string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		out[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[kv[i]] = kv[i+1]
+	}
+	return out
+}
+
+func TestLoad_Defaults(t *testing.T) {
+	c, err := Load(env(base()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Port != DefaultPort || c.LeaseDuration != DefaultLeaseDuration || c.WorkQueue != DefaultWorkQueue ||
+		c.ControlQueue != DefaultControlQueue ||
+		c.Overlap != OverlapSkip || c.MaxDeliveries != DefaultMaxDeliveries || c.Job != DefaultJob ||
+		c.FunctionTimeout != DefaultFunctionTimeout || c.AppName != "local" || c.InstanceID == "" {
+		t.Errorf("defaults not applied: %+v", c)
+	}
+	if c.Job != "synthetic" || c.JobParams != DefaultJobParams {
+		t.Errorf("default job %s %s, want synthetic with %s (a job that runs without input)", c.Job, c.JobParams, DefaultJobParams)
+	}
+	if c.Storage.ConnectionString != AzuriteConnectionString {
+		t.Errorf("UseDevelopmentStorage=true expanded to %q", c.Storage.ConnectionString)
+	}
+}
+
+func TestLoad_Errors(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		want []string // every fragment must appear in the error
+	}{
+		{"no storage", with(base(), SettingHostStorage, ""), []string{"AzureWebJobsStorage is not set", "__blobServiceUri"}},
+		{"bad port", with(base(), SettingPort, "http"), []string{SettingPort, `"http"`, "1-65535"}},
+		{"lease too short", with(base(), SettingLeaseDuration, "10s"), []string{SettingLeaseDuration, "10s", "15s to 60s"}},
+		{"lease too long", with(base(), SettingLeaseDuration, "00:01:30"), []string{SettingLeaseDuration, "1m30s"}},
+		{"lease not a duration", with(base(), SettingLeaseDuration, "soon"), []string{SettingLeaseDuration, `"soon"`, "duration"}},
+		{"lease not whole seconds", with(base(), SettingLeaseDuration, "20.5s"), []string{SettingLeaseDuration, "20.5s", "whole number of seconds"}},
+		{"stall longer than the invocation", with(base(), SettingStallTimeout, "48h"), []string{SettingStallTimeout, "48h", "invocation timeout", "functionTimeout"}},
+		{"stall equal to the invocation", with(base(), SettingStallTimeout, "29m"), []string{SettingStallTimeout, "shorter than the invocation timeout"}},
+		{"run timeout beyond the message ttl", with(base(), SettingRunTimeout, "25h"), []string{SettingRunTimeout, "25h", "time to live"}},
+		{"run horizon beyond a week", with(base(), SettingRunTimeout, "20h", SettingCheckRounds, "20"), []string{SettingRunTimeout, SettingCheckRounds, "220h", "168h"}},
+		{"stall shorter than renew", with(base(), SettingStallTimeout, "5s"), []string{SettingStallTimeout, "renew interval"}},
+		{"bad overlap", with(base(), SettingOverlap, "queue"), []string{SettingOverlap, `"queue"`, "skip", "buffer-one", "allow"}},
+		{"slice budget past the invocation timeout", with(base(), SettingSliceBudget, "1h"), []string{SettingSliceBudget, "invocation timeout"}},
+		{"misfire is gone", with(base(), SettingMisfire, "skip"), []string{SettingMisfire, "no longer read", "catch-up window", SettingSchedules}},
+		{"starting deadline is gone", with(base(), SettingStartDeadline, "10m"), []string{SettingStartDeadline, "no longer read", `"catchUp"`}},
+		{"schedules not json", with(base(), SettingSchedules, "tick=paused"), []string{SettingSchedules, "JSON object"}},
+		{"schedules unknown field", with(base(), SettingSchedules, `{"tick":{"pause":true}}`), []string{SettingSchedules, `schedule "tick"`, `unknown field "pause"`, "paused"}},
+		{"schedules bad overlap", with(base(), SettingSchedules, `{"tick":{"overlap":"replace"}}`), []string{SettingSchedules, `"replace"`, "buffer-one"}},
+		{"schedules bad catch-up", with(base(), SettingSchedules, `{"a":{"catchUp":"0s"}}`), []string{SettingSchedules, `schedule "a"`, "catchUp", "positive duration"}},
+		{"schedules empty cron", with(base(), SettingSchedules, `{"a":{"cron":" "}}`), []string{SettingSchedules, "cron is empty"}},
+		{"bad transport", with(base(), SettingTransport, "kafka"), []string{SettingTransport, "kafka", "servicebus"}},
+		{"servicebus without connection", with(base(), SettingTransport, "servicebus"), []string{"ServiceBusConnection is not set", "__fullyQualifiedNamespace"}},
+		{"servicebus namespace with scheme", with(base(), SettingTransport, "servicebus", "ServiceBusConnection__fullyQualifiedNamespace", "sb://x.servicebus.windows.net"), []string{"without scheme"}},
+		{"bad queue name", with(base(), SettingWorkQueue, "Work_Queue"), []string{SettingWorkQueue, "lowercase"}},
+		{"bad control queue name", with(base(), SettingControlQueue, "Control_Queue"), []string{SettingControlQueue, "lowercase"}},
+		{"control queue is the work queue", with(base(), SettingControlQueue, "baton-work"), []string{SettingControlQueue, "must differ from " + SettingWorkQueue}},
+		{"bad container", with(base(), SettingRunsContainer, "r"), []string{SettingRunsContainer, "3-63"}},
+		{"bad lease name", with(base(), SettingLeaseName, "../x"), []string{SettingLeaseName}},
+		{"no heartbeat", with(base(), SettingHeartbeat, ""), []string{SettingHeartbeat, "Tick", "0 * * * * *"}},
+		{"bad max deliveries", with(base(), SettingMaxDeliveries, "0"), []string{SettingMaxDeliveries, "1 to 100"}},
+		{"bad log level", with(base(), SettingLogLevel, "loud"), []string{SettingLogLevel, "debug"}},
+		{"client id without credential", with(base(), SettingHostStorage, "", "AzureWebJobsStorage__blobServiceUri", "https://a.blob.core.windows.net", "AzureWebJobsStorage__clientId", "1111"), []string{"__credential=managedidentity"}},
+		{"unknown credential", with(base(), SettingHostStorage, "", "AzureWebJobsStorage__blobServiceUri", "https://a.blob.core.windows.net", "AzureWebJobsStorage__credential", "secret"), []string{"__credential", "managedidentity"}},
+		{"blob uri not a url", with(base(), SettingHostStorage, "", "AzureWebJobsStorage__blobServiceUri", "a.blob.core.windows.net"), []string{"__blobServiceUri", "URL"}},
+		{"connection string without account", with(base(), SettingHostStorage, "DefaultEndpointsProtocol=https"), []string{"AzureWebJobsStorage", "AccountName"}},
+		{"queue transport without queue endpoint", with(base(), SettingHostStorage, "", "AzureWebJobsStorage__blobServiceUri", "https://a.blob.core.windows.net"), []string{"queueServiceUri"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Load(env(c.env))
+			if err == nil {
+				t.Fatal("Load succeeded, want an error")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestLoad_AllErrorsAtOnce(t *testing.T) {
+	_, err := Load(env(with(base(), SettingLeaseDuration, "5s", SettingOverlap, "x", SettingPort, "0")))
+	if err == nil {
+		t.Fatal("want errors")
+	}
+	for _, s := range []string{SettingLeaseDuration, SettingOverlap, SettingPort} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("joined error lacks %s: %v", s, err)
+		}
+	}
+}
+
+func TestLoad_IdentityConnections(t *testing.T) {
+	c, err := Load(env(map[string]string{
+		SettingSchedule:                                 "0 0 2 * * *",
+		SettingHeartbeat:                                "0 * * * * *",
+		SettingAppRoot:                                  "/nonexistent",
+		"AzureWebJobsStorage__blobServiceUri":           "https://acct.blob.core.windows.net",
+		"AzureWebJobsStorage__queueServiceUri":          "https://acct.queue.core.windows.net",
+		"AzureWebJobsStorage__credential":               "managedidentity",
+		"AzureWebJobsStorage__clientId":                 "00000000-0000-0000-0000-000000000001",
+		"ServiceBusConnection__fullyQualifiedNamespace": "ns.servicebus.windows.net",
+		"ServiceBusConnection__credential":              "managedidentity",
+		"ServiceBusConnection__clientId":                "00000000-0000-0000-0000-000000000001",
+		SettingSiteName:                                 "baton-prod",
+		SettingWebsiteInstance:                          "abc123",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Transport != TransportServiceBus || c.ServiceBus.Namespace != "ns.servicebus.windows.net" ||
+		!c.ServiceBus.Credential.ManagedIdentity || c.ServiceBus.Credential.ClientID == "" {
+		t.Errorf("service bus = %+v", c.ServiceBus)
+	}
+	if c.Storage.BlobServiceURL != "https://acct.blob.core.windows.net" || !c.Storage.Credential.ManagedIdentity {
+		t.Errorf("storage = %+v", c.Storage)
+	}
+	if c.AppName != "baton-prod" || c.InstanceID != "abc123" {
+		t.Errorf("identity = %s/%s", c.AppName, c.InstanceID)
+	}
+	if !c.Storage.Credential.ManagedIdentity || c.Storage.Credential.ClientID == "" {
+		t.Errorf("credential = %+v, want a user-assigned managed identity", c.Storage.Credential)
+	}
+}
+
+func TestLoad_BatonStorageNamesAnotherConnection(t *testing.T) {
+	c, err := Load(env(with(base(), SettingStorage, "LeaseStorage", "LeaseStorage", "UseDevelopmentStorage=true;DevelopmentStorageProxyUri=http://10.0.0.5")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Storage.Name != "LeaseStorage" || !strings.Contains(c.Storage.ConnectionString, "http://10.0.0.5:10000/devstoreaccount1") {
+		t.Errorf("storage = %+v", c.Storage)
+	}
+	_, err = Load(env(with(base(), SettingStorage, "Missing")))
+	if err == nil || !strings.Contains(err.Error(), "Missing is not set") {
+		t.Errorf("BATON_STORAGE naming an unset connection: %v", err)
+	}
+}
+
+func TestLoad_HostJSON(t *testing.T) {
+	dir := t.TempDir()
+	write := func(s string) {
+		if err := os.WriteFile(filepath.Join(dir, "host.json"), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"version":"2.0","functionTimeout":"00:05:00","extensions":{"queues":{"maxDequeueCount":5}}}`)
+	c, err := Load(env(with(base(), SettingAppRoot, dir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.FunctionTimeout != 5*time.Minute || c.InvocationTimeout() != 5*time.Minute-30*time.Second {
+		t.Errorf("FunctionTimeout %s, InvocationTimeout %s", c.FunctionTimeout, c.InvocationTimeout())
+	}
+	_, err = Load(env(with(base(), SettingAppRoot, dir, SettingMaxDeliveries, "7")))
+	if err == nil || !strings.Contains(err.Error(), "maxDequeueCount=5") {
+		t.Errorf("mismatched max deliveries: %v", err)
+	}
+	write(`{"functionTimeout":"-1"}`)
+	c, err = Load(env(with(base(), SettingAppRoot, dir)))
+	if err != nil || c.FunctionTimeout != 0 || c.InvocationTimeout() != 0 {
+		t.Errorf("unbounded timeout: %v, %s", err, c.FunctionTimeout)
+	}
+	write(`{"functionTimeout": 5`)
+	if _, err = Load(env(with(base(), SettingAppRoot, dir))); err == nil || !strings.Contains(err.Error(), "host.json") {
+		t.Errorf("broken host.json: %v", err)
+	}
+}
+
+// TestRepoHostJSON keeps the repo's host.json loadable and in step with the defaults.
+func TestRepoHostJSON(t *testing.T) {
+	h, err := ReadHostJSON("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.MaxDequeueCount != DefaultMaxDeliveries {
+		t.Errorf("host.json maxDequeueCount = %d, want %s default %d", h.MaxDequeueCount, SettingMaxDeliveries, DefaultMaxDeliveries)
+	}
+	if h.FunctionTimeout < time.Minute {
+		t.Errorf("host.json functionTimeout = %s", h.FunctionTimeout)
+	}
+	if h.MaxAutoLockRenewal < h.FunctionTimeout {
+		t.Errorf("host.json extensions.serviceBus.maxAutoLockRenewalDuration = %s, shorter than functionTimeout %s", h.MaxAutoLockRenewal, h.FunctionTimeout)
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	cases := map[string]time.Duration{
+		"30s": 30 * time.Second, "00:00:30": 30 * time.Second, "01:02:03": time.Hour + 2*time.Minute + 3*time.Second,
+		"1.00:00:00": 24 * time.Hour, "-1": 0, "00:00:01.5": 1500 * time.Millisecond,
+	}
+	for in, want := range cases {
+		got, err := ParseDuration(in)
+		if err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "1:2", "00:61:00", "x:y:z", "5 minutes"} {
+		if _, err := ParseDuration(bad); err == nil {
+			t.Errorf("ParseDuration(%q) succeeded", bad)
+		}
+	}
+}
+
+// The default params belong to the default job only: another job without BATON_JOB_PARAMS
+// gets none (its own validation decides), and explicit params are kept as given.
+func TestLoad_DefaultJobParams(t *testing.T) {
+	c, err := Load(env(with(base(), SettingJob, "inventory")))
+	if err != nil || c.JobParams != "" {
+		t.Errorf("inventory without params: %q, %v; want no params", c.JobParams, err)
+	}
+	c, err = Load(env(with(base(), SettingJobParams, `{"partitions":3}`)))
+	if err != nil || c.Job != DefaultJob || c.JobParams != `{"partitions":3}` {
+		t.Errorf("explicit params: %s %q, %v", c.Job, c.JobParams, err)
+	}
+}
+
+// Limits that depend on each other: the boundaries that must still load.
+func TestLoad_LimitsAccepted(t *testing.T) {
+	for _, kv := range [][]string{
+		{SettingLeaseDuration, "15s"}, {SettingLeaseDuration, "60s"}, {SettingLeaseDuration, "00:00:45"},
+		{SettingStallTimeout, "28m"},                         // the invocation timeout is 29m without host.json (30m less 1m)
+		{SettingRunTimeout, "24h", SettingCheckRounds, "11"}, // 24h + 11 x 12h = 156h
+		{SettingRunTimeout, "1m", SettingCheckRounds, "20"},
+	} {
+		if _, err := Load(env(with(base(), kv...))); err != nil {
+			t.Errorf("%v: %v", kv, err)
+		}
+	}
+}
+
+func TestLoad_StallTimeoutUnboundedFunctionTimeout(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "host.json"), []byte(`{"functionTimeout":"-1"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(env(with(base(), SettingAppRoot, dir, SettingStallTimeout, "50m"))); err != nil {
+		t.Errorf("50m with an unbounded functionTimeout: %v", err)
+	}
+	_, err := Load(env(with(base(), SettingAppRoot, dir, SettingStallTimeout, "48h")))
+	if err == nil || !strings.Contains(err.Error(), SettingStallTimeout) || !strings.Contains(err.Error(), "at most 1h") {
+		t.Errorf("48h with an unbounded functionTimeout: %v", err)
+	}
+}
+
+// The Service Bus lock must be renewed for as long as an invocation may run.
+func TestLoad_LockRenewalCoversFunctionTimeout(t *testing.T) {
+	dir := t.TempDir()
+	write := func(s string) {
+		if err := os.WriteFile(filepath.Join(dir, "host.json"), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sb := with(base(), SettingAppRoot, dir, SettingTransport, "servicebus", "ServiceBusConnection__fullyQualifiedNamespace", "ns.servicebus.windows.net")
+	write(`{"functionTimeout":"00:10:00","extensions":{"serviceBus":{"maxAutoLockRenewalDuration":"00:05:00"}}}`)
+	_, err := Load(env(sb))
+	if err == nil || !strings.Contains(err.Error(), "maxAutoLockRenewalDuration=5m0s") || !strings.Contains(err.Error(), "functionTimeout=10m0s") {
+		t.Errorf("5m renewal under a 10m timeout: %v", err)
+	}
+	write(`{"functionTimeout":"00:10:00"}`) // the extension's default renewal is 5m
+	if _, err := Load(env(sb)); err == nil || !strings.Contains(err.Error(), "maxAutoLockRenewalDuration") {
+		t.Errorf("default renewal under a 10m timeout: %v", err)
+	}
+	write(`{"functionTimeout":"00:10:00","extensions":{"serviceBus":{"maxAutoLockRenewalDuration":"00:10:00"}}}`)
+	if _, err := Load(env(sb)); err != nil {
+		t.Errorf("10m renewal, 10m timeout: %v", err)
+	}
+	// The queue transport has no lock to renew.
+	write(`{"functionTimeout":"00:10:00","extensions":{"serviceBus":{"maxAutoLockRenewalDuration":"00:05:00"}}}`)
+	if _, err := Load(env(with(base(), SettingAppRoot, dir))); err != nil {
+		t.Errorf("queue transport: %v", err)
+	}
+}
+
+// The inventory job reads through its own connection: locally (a connection string, Azurite)
+// Baton's storage by default; with identity-based storage (Azure) nothing unless
+// BATON_INVENTORY_STORAGE names a connection.
+func TestLoad_InventoryStorage(t *testing.T) {
+	identity := map[string]string{
+		SettingSchedule: "0 0 2 * * *", SettingHeartbeat: "0 * * * * *", SettingAppRoot: "/nonexistent", SettingTransport: "queue",
+		"AzureWebJobsStorage__blobServiceUri":  "https://host.blob.core.windows.net",
+		"AzureWebJobsStorage__queueServiceUri": "https://host.queue.core.windows.net",
+		"AzureWebJobsStorage__credential":      "managedidentity",
+	}
+	cases := []struct {
+		name    string
+		env     map[string]string
+		wantURL string // "" : no inventory connection
+		wantErr string
+	}{
+		{"local: Baton's storage", base(), "http://127.0.0.1:10000/devstoreaccount1", ""},
+		{"Azure: none unless named", identity, "", ""},
+		{"Azure: the named connection", with(identity, SettingInventory, "InventoryStorage",
+			"InventoryStorage__blobServiceUri", "https://data.blob.core.windows.net", "InventoryStorage__credential", "managedidentity"),
+			"https://data.blob.core.windows.net", ""},
+		{"a named connection that is not set", with(base(), SettingInventory, "Nope"), "", "Nope is not set"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(env(tc.env))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			if c.Inventory != nil {
+				got = c.Inventory.BlobServiceURL + c.Inventory.ConnectionString
+			}
+			if (tc.wantURL == "") != (got == "") || !strings.Contains(got, tc.wantURL) {
+				t.Errorf("inventory connection %q, want %q", got, tc.wantURL)
+			}
+		})
+	}
+}
+
+func TestLoad_ManualJobsAndSyntheticCaps(t *testing.T) {
+	c, err := Load(env(base()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.ManualJobs) != 0 || c.SyntheticMax != DefaultSyntheticMax || c.SyntheticWorkMs != DefaultSyntheticWorkMs {
+		t.Errorf("defaults: manual %v, synthetic caps %d/%d", c.ManualJobs, c.SyntheticMax, c.SyntheticWorkMs)
+	}
+	c, err = Load(env(with(base(), SettingManualJobs, " synthetic, ,inventory ", SettingSyntheticMax, "1000", SettingSyntheticWork, "30000")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.ManualJobs, "|") != "synthetic|inventory" || c.SyntheticMax != 1000 || c.SyntheticWorkMs != 30000 {
+		t.Errorf("manual %v, synthetic caps %d/%d", c.ManualJobs, c.SyntheticMax, c.SyntheticWorkMs)
+	}
+	_, err = Load(env(with(base(), SettingSyntheticMax, "0", SettingSyntheticWork, "700000")))
+	if err == nil || !strings.Contains(err.Error(), SettingSyntheticMax) || !strings.Contains(err.Error(), SettingSyntheticWork) {
+		t.Errorf("out-of-range caps: %v, want both settings named", err)
+	}
+}
+
+// BATON_SCHEDULES changes declared schedules: each field it names, nothing else; the
+// settings' schedule (BATON_SCHEDULE) is optional.
+func TestLoad_ScheduleOverrides(t *testing.T) {
+	c, err := Load(env(with(base(), SettingSchedule, "", SettingSchedules,
+		`{"nightly":{"cron":"0 0 3 * * *","timeZone":"Europe/Berlin","paused":true,"overlap":"Buffer-One","catchUp":"00:30:00","jitter":"0s"},"hourly":{"paused":false}}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, h := c.Overrides["nightly"], c.Overrides["hourly"]
+	if n.Cron != "0 0 3 * * *" || n.TimeZone != "Europe/Berlin" || n.Paused == nil || !*n.Paused || n.Overlap != OverlapBufferOne ||
+		n.CatchUp == nil || *n.CatchUp != 30*time.Minute || n.Jitter == nil || *n.Jitter != 0 {
+		t.Errorf("nightly override %+v", n)
+	}
+	if h.Paused == nil || *h.Paused || h.Cron != "" || h.CatchUp != nil || h.Overlap != "" {
+		t.Errorf("hourly override %+v: only paused=false", h)
+	}
+	if c.Schedule != "" {
+		t.Errorf("Schedule = %q, want none", c.Schedule)
+	}
+}

@@ -1,0 +1,126 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/batonfn/baton/internal/engine/ledger"
+)
+
+func TestDoneLayout_Blocks(t *testing.T) {
+	lay := ledger.DoneBlocks
+	for _, tc := range []struct{ index, want int }{{0, 0}, {ledger.DoneShardSize - 1, 0}, {ledger.DoneShardSize, 1}, {999_999, 49}} {
+		if got := lay.Shard(tc.index); got != tc.want {
+			t.Errorf("Shard(%d) = %d, want %d", tc.index, got, tc.want)
+		}
+	}
+	if got := lay.Expected(2*ledger.DoneShardSize+5, 2); got != 5 {
+		t.Errorf("Expected(2×size+5, 2) = %d, want 5", got)
+	}
+}
+
+func TestDoneLayout_Striped(t *testing.T) {
+	lay := ledger.DoneStriped
+	// Units go round the stripes: partitions 0-255 in shard 0, 256-511 in 1, ..., 4096 (the
+	// 17th unit) in 0 again; a group later, the next 16 shards.
+	group := ledger.DoneUnit * ledger.DoneStripes * ledger.DoneUnitsPerStripe
+	for _, tc := range []struct{ index, want int }{
+		{0, 0}, {ledger.DoneUnit - 1, 0}, {ledger.DoneUnit, 1}, {15 * ledger.DoneUnit, 15}, {16 * ledger.DoneUnit, 0},
+		{group - 1, 15}, {group, 16}, {group + ledger.DoneUnit, 17}, {10_000_000, 38*16 + 6},
+	} {
+		if got := lay.Shard(tc.index); got != tc.want {
+			t.Errorf("Shard(%d) = %d, want %d", tc.index, got, tc.want)
+		}
+	}
+	// Consecutive units never share a shard.
+	for u := range 3 * ledger.DoneStripes * ledger.DoneUnitsPerStripe {
+		if lay.Shard(u*ledger.DoneUnit) == lay.Shard((u+1)*ledger.DoneUnit) {
+			t.Fatalf("units %d and %d share shard %d", u, u+1, lay.Shard(u*ledger.DoneUnit))
+		}
+	}
+	// A message's partitions (aligned on a power of two up to a unit) are in one shard.
+	for _, size := range []int{1, 8, 64, 256} {
+		for from := 0; from < 5*ledger.DoneUnit; from += size {
+			idx := make([]int, size)
+			for k := range idx {
+				idx[k] = from + k
+			}
+			if s, err := lay.ShardOf(idx); err != nil || s != lay.Shard(from) {
+				t.Fatalf("ShardOf(%d partitions from %d) = %d, %v; want %d", size, from, s, err, lay.Shard(from))
+			}
+		}
+	}
+	if _, err := lay.ShardOf([]int{ledger.DoneUnit - 1, ledger.DoneUnit}); !errors.Is(err, ledger.ErrDoneShards) {
+		t.Errorf("ShardOf across two units = %v, want ErrDoneShards", err)
+	}
+}
+
+// For both layouts and runs of many sizes, Shards and Expected agree with counting Shard over
+// every partition, and no shard records more than an append blob can take.
+func TestDoneLayout_CountsAgreeWithShard(t *testing.T) {
+	group := ledger.DoneUnit * ledger.DoneStripes * ledger.DoneUnitsPerStripe
+	sizes := []int{0, 1, 255, 256, 257, 1000, 4095, 4096, 4097, 10_000, 19_999, 20_000, 20_001, 100_000, group - 1, group, group + 1, group + 3*ledger.DoneUnit + 7, 2*group + 70_000}
+	for _, lay := range []ledger.DoneLayout{ledger.DoneBlocks, ledger.DoneStriped} {
+		for _, n := range sizes {
+			count := map[int]int64{}
+			for i := range n {
+				count[lay.Shard(i)]++
+			}
+			shards := lay.Shards(n)
+			if len(count) != shards {
+				t.Errorf("%s, n=%d: Shards = %d, but %d shards hold partitions", lay, n, shards, len(count))
+			}
+			var sum int64
+			for s := range shards + 2 {
+				got := lay.Expected(n, s)
+				if got != count[s] {
+					t.Errorf("%s, n=%d: Expected(shard %d) = %d, counted %d", lay, n, s, got, count[s])
+				}
+				if s < shards && got == 0 {
+					t.Errorf("%s, n=%d: shard %d below Shards records nothing", lay, n, s)
+				}
+				if got > ledger.DoneShardSize {
+					t.Errorf("%s, n=%d: shard %d records %d partitions, more than %d", lay, n, s, got, ledger.DoneShardSize)
+				}
+				sum += got
+			}
+			if sum != int64(n) {
+				t.Errorf("%s, n=%d: Expected sums to %d", lay, n, sum)
+			}
+		}
+	}
+}
+
+func TestDoneLayout_Unknown(t *testing.T) {
+	lay := ledger.DoneLayout(7)
+	if lay.Known() || lay.String() != "layout(7)" {
+		t.Errorf("layout 7: Known %v, String %q", lay.Known(), lay.String())
+	}
+	if _, err := lay.ShardOf([]int{1}); !errors.Is(err, ledger.ErrDoneShards) {
+		t.Errorf("ShardOf in an unknown layout = %v, want ErrDoneShards", err)
+	}
+}
+
+// countsOf is a DoneCounter over fixed counts, recording the shards it was asked for.
+type countsOf struct {
+	n    map[int]int64
+	read []int
+}
+
+func (c *countsOf) DoneCount(_ context.Context, _ string, shard int) (int64, error) {
+	c.read = append(c.read, shard)
+	return c.n[shard], nil
+}
+
+func TestCountDone(t *testing.T) {
+	const n = 10_000 // 16 stripes
+	c := &countsOf{n: map[int]int64{0: 700, 1: 600, 15: 500, 16: 99}}
+	if got, err := ledger.CountDone(context.Background(), c, "r", ledger.DoneStriped, n, 0); err != nil || got != 1800 || len(c.read) != 16 {
+		t.Errorf("CountDone = %d, %v after %d reads; want 1800 from the 16 shards of %d partitions", got, err, len(c.read), n)
+	}
+	c.read = nil
+	if got, err := ledger.CountDone(context.Background(), c, "r", ledger.DoneStriped, n, 1000); err != nil || got != 1300 || len(c.read) != 2 {
+		t.Errorf("CountDone up to 1000 = %d, %v after %d reads; want 1300 after 2", got, err, len(c.read))
+	}
+}

@@ -1,0 +1,49 @@
+package soak
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/batonfn/baton/internal/engine/ledger"
+)
+
+// ReadLedger reads every run in the runs container: its manifest, the results/ listing, each
+// result and the report.
+func ReadLedger(ctx context.Context, store ledger.Store) (map[string]Run, error) {
+	var ids []string
+	if err := store.ListRuns(ctx, func(id string) bool { ids = append(ids, id); return true }); err != nil {
+		return nil, err
+	}
+	runs := make(map[string]Run, len(ids))
+	for _, id := range ids {
+		m, err := store.ReadManifest(ctx, id)
+		if errors.Is(err, ledger.ErrNotFound) {
+			// A prefix without a manifest (results written for a run that was never created):
+			// keep it visible to the checker as a run in no state.
+			m = ledger.Manifest{RunID: id}
+		} else if err != nil {
+			return nil, fmt.Errorf("run %s: %w", id, err)
+		}
+		r := Run{Manifest: m, Results: map[int]ledger.Result{}}
+		if err := store.ListResults(ctx, id, func(i int) error { r.Indexes = append(r.Indexes, i); return nil }); err != nil {
+			return nil, fmt.Errorf("run %s: %w", id, err)
+		}
+		for _, i := range r.Indexes {
+			res, err := store.ReadResult(ctx, id, i)
+			if err != nil {
+				return nil, fmt.Errorf("run %s result %d: %w", id, i, err)
+			}
+			r.Results[i] = res
+		}
+		rep, _, err := store.ReadReport(ctx, id)
+		switch {
+		case err == nil:
+			r.Report = &rep
+		case !errors.Is(err, ledger.ErrNotFound):
+			return nil, fmt.Errorf("run %s report: %w", id, err)
+		}
+		runs[id] = r
+	}
+	return runs, nil
+}
