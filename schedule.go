@@ -7,9 +7,9 @@ import (
 	_ "time/tzdata" // IANA time zones work on a host without a zoneinfo database
 
 	"github.com/batonfn/baton/internal/app"
+	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/lib/ncrontab"
 	jsonparams "github.com/batonfn/baton/internal/lib/params"
-	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // Overlap is what a schedule does with an occurrence that comes while its latest run is still in

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/batonfn/baton"
-	jsonparams "github.com/batonfn/baton/internal/lib/params"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/ledgertest"
+	jsonparams "github.com/batonfn/baton/internal/lib/params"
 	"github.com/batonfn/baton/work"
 )
 

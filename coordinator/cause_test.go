@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/batonfn/baton/internal/engine/azclient"
-	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/work/inventory"
 )
 

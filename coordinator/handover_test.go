@@ -13,12 +13,12 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
-	"github.com/batonfn/baton/internal/engine/election"
 	"github.com/batonfn/baton/internal/engine/azclient"
-	"github.com/batonfn/baton/internal/tools/azurite"
+	"github.com/batonfn/baton/internal/engine/election"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/transport"
 	"github.com/batonfn/baton/internal/engine/transport/storagequeue"
+	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/work"
 )
 

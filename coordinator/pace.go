@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/batonfn/baton/internal/lib/latency"
 	"github.com/batonfn/baton/internal/engine/transport"
+	"github.com/batonfn/baton/internal/lib/latency"
 )
 
 // The leader paces its enqueue so that it never saturates the storage its own lease lives in:

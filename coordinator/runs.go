@@ -11,9 +11,9 @@ import (
 
 	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/election"
-	"github.com/batonfn/baton/internal/lib/memo"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/transport"
+	"github.com/batonfn/baton/internal/lib/memo"
 	"github.com/batonfn/baton/work"
 )
 

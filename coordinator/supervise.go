@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/internal/engine/election"
-	"github.com/batonfn/baton/internal/lib/memo"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/lib/memo"
 )
 
 // No run stays non-final for long past its hard deadline (Manifest.Expires), and no run can

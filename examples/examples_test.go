@@ -12,12 +12,12 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/batonfn/baton/internal/engine/config"
+	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/internal/tools/devhost"
 	"github.com/batonfn/baton/internal/tools/devhost/devhosttest"
 	"github.com/batonfn/baton/internal/tools/scaffold"
 	"github.com/batonfn/baton/internal/tools/scaffold/scaffoldtest"
-	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // TestCSVTotals_MatchesScaffold: the example's generated files are exactly what the scaffold

@@ -23,13 +23,13 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
-	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/azclient"
-	"github.com/batonfn/baton/internal/tools/azurite"
-	"github.com/batonfn/baton/internal/lib/ncrontab"
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/blobstore"
 	"github.com/batonfn/baton/internal/engine/protocol"
+	"github.com/batonfn/baton/internal/lib/ncrontab"
+	"github.com/batonfn/baton/internal/tools/azurite"
 )
 
 // The deployed app, run here: the real handler binary started with exactly the app settings

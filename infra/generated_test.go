@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/batonfn/baton/internal/engine/config"
+	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/internal/tools/scaffold/scaffoldtest"
-	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // TestDeployedDefaults_GeneratedApp: `azd up` with nothing set deploys an app written by `baton

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/batonfn/baton/internal/lib/parallel"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/lib/parallel"
 )
 
 // complete counts recorded results (a message's: consecutive partitions) with one append per

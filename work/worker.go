@@ -10,9 +10,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/batonfn/baton/internal/lib/parallel"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/transport"
+	"github.com/batonfn/baton/internal/lib/parallel"
 )
 
 // Sender is the part of a transport the worker needs to schedule retries.

@@ -20,13 +20,13 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
-	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/engine/azclient"
-	"github.com/batonfn/baton/internal/tools/azurite"
-	"github.com/batonfn/baton/internal/tools/devhost"
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/blobstore"
+	"github.com/batonfn/baton/internal/tools/azurite"
+	"github.com/batonfn/baton/internal/tools/devhost"
 )
 
 // demoLines are the handler messages the demo shows (warnings and errors always show, but for

@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/batonfn/baton/internal/engine/api"
 	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/internal/engine/api"
 	"github.com/batonfn/baton/internal/engine/protocol"
 )
 

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/internal/engine/api"
 	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/internal/engine/api"
 	"github.com/batonfn/baton/internal/engine/ledger"
 )
 

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/internal/engine/config"
-	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/internal/engine/transport/storagequeue"
+	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/work"
 )
 

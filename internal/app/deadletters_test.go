@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/batonfn/baton/internal/engine/config"
-	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/internal/engine/transport/storagequeue"
+	"github.com/batonfn/baton/internal/tools/azurite"
 )
 
 // newTestApp serves the production wiring, built through config.Load over the shared Azurite:

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/engine/api"
 	"github.com/batonfn/baton/internal/engine/config"
-	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/engine/election"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/protocol"

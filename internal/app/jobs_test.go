@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/work"
 	"github.com/batonfn/baton/work/inventory"
 	"github.com/batonfn/baton/work/synthetic"

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/lib/ncrontab"
 	"github.com/batonfn/baton/work"
 )

@@ -12,14 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/election/bloblease"
+	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger/blobstore"
 	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/internal/tools/devhost"
 	"github.com/batonfn/baton/internal/tools/devhost/devhosttest"
-	"github.com/batonfn/baton/internal/engine/ledger"
-	"github.com/batonfn/baton/internal/engine/ledger/blobstore"
 )
 
 // clusterLease is the lease duration of every cluster: the shortest Azure allows.

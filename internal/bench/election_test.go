@@ -16,8 +16,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/batonfn/baton/internal/engine/election"
 	"github.com/batonfn/baton/internal/engine/election/bloblease"
-	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/google/uuid"
 )
 

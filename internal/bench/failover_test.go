@@ -13,15 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/internal/engine/azclient"
 	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/election"
 	"github.com/batonfn/baton/internal/engine/election/bloblease"
-	"github.com/batonfn/baton/internal/engine/azclient"
-	"github.com/batonfn/baton/internal/tools/azurite"
-	"github.com/batonfn/baton/internal/tools/devhost"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/transport"
 	"github.com/batonfn/baton/internal/engine/transport/storagequeue"
+	"github.com/batonfn/baton/internal/tools/azurite"
+	"github.com/batonfn/baton/internal/tools/devhost"
 	"github.com/batonfn/baton/work"
 )
 

@@ -10,15 +10,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/election"
 	"github.com/batonfn/baton/internal/engine/election/bloblease"
-	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/blobstore"
 	"github.com/batonfn/baton/internal/engine/transport"
 	"github.com/batonfn/baton/internal/engine/transport/storagequeue"
+	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/work"
 	"github.com/batonfn/baton/work/synthetic"
 )

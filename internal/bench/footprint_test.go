@@ -20,8 +20,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/batonfn/baton/internal/engine/config"
-	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/internal/engine/protocol"
+	"github.com/batonfn/baton/internal/tools/azurite"
 )
 
 // startTrials is the number of handler starts per iteration of BenchmarkHandlerStart.

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/internal/engine/config"
-	"github.com/batonfn/baton/internal/tools/devhost"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/tools/devhost"
 )
 
 // scaleSpec is one end-to-end synthetic no-op run through a proxied cluster.

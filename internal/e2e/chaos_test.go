@@ -12,9 +12,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
+	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/internal/tools/devhost"
-	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/work"
 )
 

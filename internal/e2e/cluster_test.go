@@ -15,15 +15,15 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+	"github.com/batonfn/baton/internal/engine/azclient"
 	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/election/bloblease"
-	"github.com/batonfn/baton/internal/engine/azclient"
-	"github.com/batonfn/baton/internal/tools/azurite"
-	"github.com/batonfn/baton/internal/tools/devhost"
-	"github.com/batonfn/baton/internal/tools/devhost/devhosttest"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/blobstore"
 	"github.com/batonfn/baton/internal/engine/protocol"
+	"github.com/batonfn/baton/internal/tools/azurite"
+	"github.com/batonfn/baton/internal/tools/devhost"
+	"github.com/batonfn/baton/internal/tools/devhost/devhosttest"
 	"github.com/batonfn/baton/work"
 )
 

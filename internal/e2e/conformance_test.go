@@ -16,9 +16,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/batonfn/baton/internal/tools/devhost"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/protocol"
+	"github.com/batonfn/baton/internal/tools/devhost"
 )
 
 // form classifies a JSON value by its wire form, the way the host's converter shapes it: the

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/internal/tools/devhost"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/tools/devhost"
 	"github.com/batonfn/baton/work"
 )
 

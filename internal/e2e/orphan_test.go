@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/internal/tools/devhost"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/tools/devhost"
 )
 
 // TestChaos_KillLeaderRightAfterRunCreated guards against a wedge this suite found: a leader

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/internal/tools/soak"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/tools/soak"
 )
 
 // occurrences is TestRuns_OnePerOccurrence's length: E2E_OCCURRENCES occurrences of the app's

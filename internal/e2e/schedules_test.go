@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/coordinator"
-	"github.com/batonfn/baton/internal/tools/soak"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/tools/soak"
 )
 
 // appSchedule is one schedule as the e2e app (internal/e2eapp) declares it through the public

@@ -26,10 +26,10 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/internal/engine/config"
+	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/internal/tools/devhost"
 	"github.com/batonfn/baton/internal/tools/soak"
-	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // Soak settings: the e2e app's schedules (internal/e2eapp) on a heartbeat every second, small

@@ -11,8 +11,8 @@ import (
 
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/engine/election"
-	"github.com/batonfn/baton/internal/lib/ncrontab"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/lib/ncrontab"
 )
 
 // tickRunID is the run ID of an occurrence of the schedule the settings declare.

@@ -9,8 +9,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/azclient"
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/transport"
 	"github.com/batonfn/baton/internal/engine/transport/servicebus"
 	"github.com/batonfn/baton/internal/engine/transport/storagequeue"

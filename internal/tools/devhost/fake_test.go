@@ -15,8 +15,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
-	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/internal/engine/protocol"
+	"github.com/batonfn/baton/internal/tools/azurite"
 )
 
 // TestMain doubles as a fake custom handler: the host tests start this test binary with

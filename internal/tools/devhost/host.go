@@ -18,9 +18,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/batonfn/baton/internal/engine/azclient"
 	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/election/bloblease"
-	"github.com/batonfn/baton/internal/engine/azclient"
 	"github.com/batonfn/baton/internal/engine/ledger/blobstore"
 )
 

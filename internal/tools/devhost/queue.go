@@ -15,8 +15,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
-	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/azclient"
+	"github.com/batonfn/baton/internal/engine/config"
 )
 
 // Queue listener constants, from the Storage Queues extension 5.x (see docs/design.md, Host

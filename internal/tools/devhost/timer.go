@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batonfn/baton/internal/lib/ncrontab"
 	"github.com/batonfn/baton/internal/engine/protocol"
+	"github.com/batonfn/baton/internal/lib/ncrontab"
 )
 
 // DefaultTimerSkew is the largest random offset of a timer fire from its occurrence, either way.

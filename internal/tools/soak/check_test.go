@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/coordinator"
-	"github.com/batonfn/baton/internal/tools/devhost"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/tools/devhost"
 )
 
 const testLease = 15 * time.Second

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/internal/engine/azclient"
-	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/blobstore"
+	"github.com/batonfn/baton/internal/tools/azurite"
 )
 
 func TestMain(m *testing.M) { os.Exit(azurite.Main(m)) }

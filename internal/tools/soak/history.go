@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/coordinator"
-	"github.com/batonfn/baton/internal/tools/devhost"
-	"github.com/batonfn/baton/internal/lib/ncrontab"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/lib/ncrontab"
+	"github.com/batonfn/baton/internal/tools/devhost"
 )
 
 // History is everything the checker reads about one soak.

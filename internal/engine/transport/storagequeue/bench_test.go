@@ -8,8 +8,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/batonfn/baton/internal/engine/azclient"
-	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/internal/engine/transport"
+	"github.com/batonfn/baton/internal/tools/azurite"
 )
 
 // BenchmarkQueueSender_Send1000 measures one Send of 1,000 small envelopes to a Storage queue

@@ -9,8 +9,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/batonfn/baton/internal/engine/azclient"
-	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/internal/engine/transport"
+	"github.com/batonfn/baton/internal/tools/azurite"
 )
 
 // newPoisonQueue returns the PoisonQueue of a queue name unique to this test on the shared

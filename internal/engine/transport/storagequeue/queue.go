@@ -17,8 +17,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
-	"github.com/batonfn/baton/internal/lib/parallel"
 	"github.com/batonfn/baton/internal/engine/transport"
+	"github.com/batonfn/baton/internal/lib/parallel"
 )
 
 // DefaultParallelism is where an adaptive QueueSender's number of EnqueueMessage calls in

@@ -16,12 +16,12 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
+	"github.com/batonfn/baton/internal/engine/azclient"
 	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/election/bloblease"
-	"github.com/batonfn/baton/internal/engine/azclient"
+	"github.com/batonfn/baton/internal/engine/ledger/blobstore"
 	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/internal/tools/devhost"
-	"github.com/batonfn/baton/internal/engine/ledger/blobstore"
 )
 
 // Options configure a cluster. AppRoot, Executable and Server are required.
