@@ -16,8 +16,8 @@ import (
 	"github.com/batonfn/baton/work"
 )
 
-// App is a Baton app: the jobs it registered and how it runs. Build it with New, register the
-// jobs, then call Main (or Run). An App is not safe for concurrent registration.
+// App is a Baton app: its jobs, their schedules, and how it runs. Build it with New, register
+// the jobs, then call Main (or Run). An App is not safe for concurrent registration.
 type App struct {
 	jobs      *work.Registry
 	defaults  map[string]json.RawMessage
@@ -27,23 +27,29 @@ type App struct {
 	getenv    func(string) string
 }
 
-// Option configures an App.
-type Option func(*App)
+// Option configures an App (see New).
+type Option interface{ applyApp(*App) }
 
-// WithLogger sends every line of the handler to logger. Default: JSON lines on standard
-// output at BATON_LOG_LEVEL (the Functions host collects standard output).
-func WithLogger(logger *slog.Logger) Option { return func(a *App) { a.logger = logger } }
+type appOption func(*App)
 
-// WithSettings reads the app settings through getenv instead of the environment (tests, or an
-// app that keeps its settings elsewhere). Default: os.Getenv.
-func WithSettings(getenv func(string) string) Option { return func(a *App) { a.getenv = getenv } }
+func (o appOption) applyApp(a *App) { o(a) }
+
+// WithLogger sends every line of the handler to logger. Default: JSON lines on standard output
+// at BATON_LOG_LEVEL (the Functions host collects standard output).
+func WithLogger(logger *slog.Logger) Option { return appOption(func(a *App) { a.logger = logger }) }
+
+// WithSettings reads the app settings through getenv instead of the environment. Default:
+// os.Getenv.
+func WithSettings(getenv func(string) string) Option {
+	return appOption(func(a *App) { a.getenv = getenv })
+}
 
 // New returns an App with no jobs.
 func New(opts ...Option) *App {
 	a := &App{jobs: work.NewRegistry(), defaults: map[string]json.RawMessage{}}
 	for _, o := range opts {
 		if o != nil {
-			o(a)
+			o.applyApp(a)
 		}
 	}
 	return a
@@ -52,17 +58,28 @@ func New(opts ...Option) *App {
 // jobName is what a job may be called: it appears in BATON_JOB, manual runs and the ledger.
 var jobName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
 
-// Register adds job under name, for its schedules (see Schedule), the settings' schedule
-// (BATON_JOB) and manual runs. A bad
-// registration — an invalid or duplicate name, a nil job, an invalid option — returns a
-// *RegistrationError naming the job and the field, and Main and Run will refuse to start; the
-// job is not registered.
-func (a *App) Register(name string, job Job, opts ...JobOption) error {
-	err := a.register(name, job, opts)
-	if err != nil {
+// JobHandle is a registered job, on which its schedules are declared (see App.Register).
+type JobHandle struct {
+	app  *App
+	name string
+	job  Job // nil when the registration failed
+}
+
+// Name is the name the job was registered under.
+func (h *JobHandle) Name() string { return h.name }
+
+// Register adds job under name (1–63 characters of a-z, 0-9, '-' and '_', starting with a
+// letter) for its schedules, the settings' schedule (BATON_JOB) and manual runs, and returns
+// its handle. A bad registration is kept as a *RegistrationError naming the job and the field,
+// reported with every other by Err, Run and Main, which then refuse to start.
+func (a *App) Register(name string, job Job, opts ...JobOption) *JobHandle {
+	h := &JobHandle{app: a, name: name}
+	if err := a.register(name, job, opts); err != nil {
 		a.problems = append(a.problems, err)
+	} else {
+		h.job = job
 	}
-	return err
+	return h
 }
 
 func (a *App) register(name string, job Job, opts []JobOption) error {
@@ -86,7 +103,7 @@ func (a *App) register(name string, job Job, opts []JobOption) error {
 		if o == nil {
 			return fail("option", fmt.Errorf("%w: a job option is nil", ErrNilJob))
 		}
-		if err := o(&spec); err != nil {
+		if err := o.applyJob(&spec); err != nil {
 			var re *RegistrationError
 			if errors.As(err, &re) {
 				re.Job = name
@@ -98,9 +115,9 @@ func (a *App) register(name string, job Job, opts []JobOption) error {
 	if err := spec.check(); err != nil {
 		return fail(spec.field, err)
 	}
-	a.jobs.Register(name, job)
+	a.jobs.Register(name, engineJob(job))
 	if spec.retry != nil {
-		a.jobs.SetRetry(name, *spec.retry)
+		a.jobs.SetRetry(name, spec.retry.engine())
 	}
 	if spec.bundle > 0 {
 		a.jobs.SetMaxBundle(name, spec.bundle)
@@ -111,14 +128,13 @@ func (a *App) register(name string, job Job, opts []JobOption) error {
 	return nil
 }
 
-// Err reports every failed registration so far, joined (nil when there is none). Each is a
-// *RegistrationError.
+// Err reports every refused registration of a job or a schedule so far, joined (nil when there
+// is none). Each is a *RegistrationError.
 func (a *App) Err() error { return errors.Join(a.problems...) }
 
-// Run serves the Functions host until ctx is cancelled, then hands its leases over and
-// drains in-flight invocations. It returns at once with Err when a registration failed, or
-// with an error wrapping ErrSettings when the settings are invalid; nil after a clean stop.
-// Main is Run for a process.
+// Run serves the Functions host until ctx is cancelled, then hands its leases over and drains
+// in-flight invocations. It returns at once with Err when a registration was refused, or with
+// an error wrapping ErrSettings when the settings are invalid; nil after a clean stop.
 func (a *App) Run(ctx context.Context) error {
 	if err := a.Err(); err != nil {
 		return err
@@ -130,18 +146,17 @@ func (a *App) Run(ctx context.Context) error {
 // setting or a connection); the error names each setting to fix.
 var ErrSettings = app.ErrSettings
 
-// Main runs the app as the custom handler process and exits: it serves until SIGTERM or
-// Ctrl-C (see Run), or, when the first argument is "validate", checks the settings azd can
-// set against the app's jobs and schedules without serving (azd's preprovision hook runs
-// it). It exits 2, with every problem on standard error, when a registration failed or the
-// settings are invalid.
+// Main runs the app as the custom handler process and exits: it serves until SIGTERM or Ctrl-C
+// (see Run), or, when the first argument is "validate", checks the settings against the app's
+// jobs and schedules without serving (azd's preprovision hook runs it). It exits 2, with every
+// problem on standard error, when a registration was refused or the settings are invalid.
 func (a *App) Main() {
 	os.Exit(a.main(os.Args, os.Stdout, os.Stderr))
 }
 
 func (a *App) main(args []string, stdout, stderr io.Writer) int {
 	if len(a.problems) > 0 {
-		fmt.Fprintf(stderr, "baton: cannot start: %d job registration(s) failed:\n", len(a.problems))
+		fmt.Fprintf(stderr, "baton: cannot start: %d registration(s) refused:\n", len(a.problems))
 		for _, p := range a.problems {
 			fmt.Fprintf(stderr, "  %v\n", p)
 		}

@@ -57,7 +57,7 @@ func (strictJob) ValidateParams(params json.RawMessage) error {
 // sentinel; the app remembers each one.
 func TestRegister_MistakesAreTypedErrors(t *testing.T) {
 	app := New()
-	if err := app.Register("export", rawJob{}); err != nil {
+	if err := registerErr(app, "export", rawJob{}); err != nil {
 		t.Fatalf("valid registration: %v", err)
 	}
 	cases := []struct {
@@ -84,7 +84,7 @@ func TestRegister_MistakesAreTypedErrors(t *testing.T) {
 		{"hugebundle", rawJob{}, []JobOption{WithMaxBundle(MaxBundle + 1)}, "bundle", ErrInvalidBundle},
 	}
 	for _, c := range cases {
-		err := app.Register(c.name, c.job, c.opts...)
+		err := registerErr(app, c.name, c.job, c.opts...)
 		var re *RegistrationError
 		if !errors.As(err, &re) {
 			t.Errorf("Register(%q): %v, want a *RegistrationError", c.name, err)
@@ -103,7 +103,7 @@ func TestRegister_MistakesAreTypedErrors(t *testing.T) {
 			t.Errorf("Err() does not list %q: %v", c.name, joined)
 		}
 	}
-	if err := app.Register("strict", strictJob{}, WithDefaultParams(json.RawMessage(`{"limit":3}`))); err != nil {
+	if err := registerErr(app, "strict", strictJob{}, WithDefaultParams(json.RawMessage(`{"limit":3}`))); err != nil {
 		t.Errorf("a refused registration must not reserve its name: %v", err)
 	}
 }
@@ -113,13 +113,13 @@ func TestRegister_MistakesAreTypedErrors(t *testing.T) {
 func TestRegister_WithRetrySetsTheJobsPolicy(t *testing.T) {
 	app := New()
 	p := RetryPolicy{Attempts: 3, InitialDelay: 2 * time.Second, Multiplier: 3, MaxDelay: time.Minute, Jitter: -1}
-	if err := app.Register("flaky", rawJob{}, WithRetry(p)); err != nil {
+	if err := registerErr(app, "flaky", rawJob{}, WithRetry(p)); err != nil {
 		t.Fatal(err)
 	}
-	if err := app.Register("plain", rawJob{}); err != nil {
+	if err := registerErr(app, "plain", rawJob{}); err != nil {
 		t.Fatal(err)
 	}
-	want := RetryPolicy{Attempts: 3, InitialDelay: 2 * time.Second, Multiplier: 3, MaxDelay: time.Minute}
+	want := work.RetryPolicy{Attempts: 3, InitialDelay: 2 * time.Second, Multiplier: 3, MaxDelay: time.Minute}
 	if got := app.jobs.Retry("flaky"); got != want {
 		t.Errorf("flaky's policy = %+v, want %+v", got, want)
 	}
@@ -131,10 +131,10 @@ func TestRegister_WithRetrySetsTheJobsPolicy(t *testing.T) {
 // A job's bundle cap reaches the registry the leader reads; a job without one gets the default.
 func TestRegister_WithMaxBundleSetsTheJobsCap(t *testing.T) {
 	app := New()
-	if err := app.Register("heavy", rawJob{}, WithMaxBundle(1)); err != nil {
+	if err := registerErr(app, "heavy", rawJob{}, WithMaxBundle(1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := app.Register("light", rawJob{}); err != nil {
+	if err := registerErr(app, "light", rawJob{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := app.jobs.MaxBundle("heavy"); got != 1 {
@@ -148,8 +148,8 @@ func TestRegister_WithMaxBundleSetsTheJobsCap(t *testing.T) {
 // Run and Main refuse to start while any registration failed, and Main lists every problem.
 func TestMainAndRun_RefuseFailedRegistrations(t *testing.T) {
 	app := New(WithSettings(func(string) string { return "" }))
-	_ = app.Register("", rawJob{})
-	_ = app.Register("b", nil)
+	_ = registerErr(app, "", rawJob{})
+	_ = registerErr(app, "b", nil)
 	err := app.Run(context.Background())
 	var re *RegistrationError
 	if !errors.As(err, &re) || !errors.Is(err, ErrNilJob) || !errors.Is(err, ErrInvalidName) {
@@ -170,7 +170,7 @@ func TestRun_InvalidSettings(t *testing.T) {
 		}
 		return ""
 	}))
-	_ = app.Register("export", rawJob{})
+	_ = registerErr(app, "export", rawJob{})
 	err := app.Run(context.Background())
 	if !errors.Is(err, ErrSettings) || !strings.Contains(err.Error(), config.SettingLeaseDuration) {
 		t.Errorf("Run: %v, want ErrSettings naming %s", err, config.SettingLeaseDuration)
@@ -183,10 +183,10 @@ func TestRun_InvalidSettings(t *testing.T) {
 func TestMain_ValidateUsesTheAppsJobs(t *testing.T) {
 	env := map[string]string{config.SettingAppRoot: ".", config.SettingSchedule: "0 0 3 * * *"}
 	app := New(WithSettings(func(k string) string { return env[k] }))
-	if err := app.Register("export", strictJob{}, WithDefaultParams(`{"limit":5}`)); err != nil {
+	if err := registerErr(app, "export", strictJob{}, WithDefaultParams(`{"limit":5}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := app.Schedule("weekly", "export", "0 0 9 * * 1", InZone("Europe/Berlin"), WithParams(`{"limit":7}`)); err != nil {
+	if err := scheduleErr(app, "weekly", "export", "0 0 9 * * 1", InZone("Europe/Berlin"), WithParams(`{"limit":7}`)); err != nil {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
@@ -236,7 +236,7 @@ func TestRun_ServesUntilCancelled(t *testing.T) {
 	}
 	logs := electiontest.NewLogRecorder()
 	app := New(WithSettings(func(k string) string { return env[k] }), WithLogger(slog.New(logs)))
-	if err := app.Register("export", rawJob{}); err != nil {
+	if err := registerErr(app, "export", rawJob{}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -274,4 +274,29 @@ func TestRun_ServesUntilCancelled(t *testing.T) {
 	if rec, ok := logs.Find("handler listening"); !ok || rec.Attrs["job"] != "export" {
 		t.Errorf("the handler logged listening %v (found %v), want job export", rec.Attrs, ok)
 	}
+}
+
+// registerErr registers and returns the registration's own error (nil when accepted).
+func registerErr(a *App, name string, job Job, opts ...JobOption) error {
+	n := len(a.problems)
+	a.Register(name, job, opts...)
+	if len(a.problems) > n {
+		return a.problems[n]
+	}
+	return nil
+}
+
+// scheduleErr declares a schedule of the registered job named job and returns the
+// declaration's own error (nil when accepted).
+func scheduleErr(a *App, name, job, cron string, opts ...ScheduleOption) error {
+	h := &JobHandle{app: a, name: job}
+	if j, err := a.jobs.Lookup(job); err == nil {
+		h.job, _ = work.Unwrap(j).(Job)
+	}
+	n := len(a.problems)
+	h.Schedule(name, cron, opts...)
+	if len(a.problems) > n {
+		return a.problems[n]
+	}
+	return nil
 }

@@ -54,22 +54,23 @@ func (countdown) Aggregate(ctx context.Context, run baton.RunInfo, results iter.
 	return json.Marshal(sum)
 }
 
-// An app registers its jobs by name and hands over to Main.
+// An app registers its jobs, declares their schedules and hands over to Main.
 func ExampleNew() {
 	app := baton.New(baton.WithLogger(slog.New(slog.NewJSONHandler(os.Stdout, nil))))
-	if err := app.Register("countdown", countdown{}); err != nil {
-		fmt.Println(err)
-	}
+	countdown := app.Register("countdown", countdown{})
+	countdown.Schedule("nightly", "0 30 2 * * *")
 	fmt.Println(app.Err())
 	// Output: <nil>
 }
 
-// A bad registration is an error naming the job and the field; Main would refuse to start.
+// A refused registration is kept as an error naming the job and the field; Err reports it and
+// Main would refuse to start.
 func ExampleApp_Register() {
 	app := baton.New()
-	_ = app.Register("countdown", countdown{})
-	err := app.Register("countdown", countdown{})
+	app.Register("countdown", countdown{})
+	app.Register("countdown", countdown{})
 
+	err := app.Err()
 	var re *baton.RegistrationError
 	if errors.As(err, &re) {
 		fmt.Println(re.Job, re.Field, errors.Is(err, baton.ErrDuplicateJob))
@@ -83,9 +84,11 @@ func ExampleApp_Register() {
 // Default params are checked at registration: here the JSON is not an object.
 func ExampleWithDefaultParams() {
 	app := baton.New()
-	err := app.Register("countdown", countdown{}, baton.WithDefaultParams(`[10]`))
-	fmt.Println(errors.Is(err, baton.ErrInvalidParams))
-	fmt.Println(app.Register("countdown", countdown{}, baton.WithDefaultParams(map[string]int{"from": 10})))
+	app.Register("countdown", countdown{}, baton.WithDefaultParams(`[10]`))
+	fmt.Println(errors.Is(app.Err(), baton.ErrInvalidParams))
+	ok := baton.New()
+	ok.Register("countdown", countdown{}, baton.WithDefaultParams(map[string]int{"from": 10}))
+	fmt.Println(ok.Err())
 	// Output:
 	// true
 	// <nil>
@@ -96,31 +99,30 @@ func ExampleWithDefaultParams() {
 // refused at registration, naming the field.
 func ExampleWithRetry() {
 	app := baton.New()
-	fmt.Println(app.Register("countdown", countdown{}, baton.WithRetry(baton.RetryPolicy{
+	app.Register("countdown", countdown{}, baton.WithRetry(baton.RetryPolicy{
 		Attempts:     8,
 		InitialDelay: 30 * time.Second,
 		MaxDelay:     5 * time.Minute,
-	})))
-	err := app.Register("eager", countdown{}, baton.WithRetry(baton.RetryPolicy{Attempts: 50}))
+	}))
+	fmt.Println(app.Err())
+	app.Register("eager", countdown{}, baton.WithRetry(baton.RetryPolicy{Attempts: 50}))
 	var re *baton.RegistrationError
-	fmt.Println(errors.As(err, &re), re.Field, errors.Is(err, baton.ErrInvalidRetry))
+	fmt.Println(errors.As(app.Err(), &re), re.Field, errors.Is(app.Err(), baton.ErrInvalidRetry))
 	// Output:
 	// <nil>
 	// true retry.Attempts true
 }
 
-// A job of many short partitions sends up to MaxBundle (1,024) per message: a quarter of the
-// queue's messages at the default plan batch, which goes as 2 messages instead of 8. A job of
-// slow partitions sends fewer per message, so more instances share a run. A cap outside 1 to
-// MaxBundle is refused at registration.
+// A job of many short partitions sends up to MaxBundle per message; a job of slow partitions
+// fewer, so more instances share a run. A cap outside 1 to MaxBundle is refused.
 func ExampleWithMaxBundle() {
 	app := baton.New()
-	fmt.Println(app.Register("countdown", countdown{}, baton.WithMaxBundle(baton.MaxBundle)))
-	fmt.Println(app.Register("slow", countdown{}, baton.WithMaxBundle(4)))
-	err := app.Register("huge", countdown{}, baton.WithMaxBundle(baton.MaxBundle+1))
-	fmt.Println(errors.Is(err, baton.ErrInvalidBundle), err)
+	app.Register("countdown", countdown{}, baton.WithMaxBundle(baton.MaxBundle))
+	app.Register("slow", countdown{}, baton.WithMaxBundle(4))
+	fmt.Println(app.Err())
+	app.Register("huge", countdown{}, baton.WithMaxBundle(baton.MaxBundle+1))
+	fmt.Println(errors.Is(app.Err(), baton.ErrInvalidBundle), app.Err())
 	// Output:
-	// <nil>
 	// <nil>
 	// true baton: job "huge": bundle: invalid bundle size: 1025, want 1 to 1024
 }
@@ -129,7 +131,7 @@ func ExampleWithMaxBundle() {
 // exits with a message naming what is wrong when it cannot start.
 func ExampleApp_Main() {
 	app := baton.New()
-	_ = app.Register("countdown", countdown{})
+	app.Register("countdown", countdown{}).Schedule("nightly", "0 30 2 * * *")
 	app.Main()
 }
 
@@ -142,7 +144,7 @@ func ExampleApp_Run() {
 		}
 		return ""
 	}))
-	_ = app.Register("countdown", countdown{})
+	app.Register("countdown", countdown{})
 	err := app.Run(context.Background())
 	fmt.Println(errors.Is(err, baton.ErrSettings))
 	// Output: true
@@ -155,11 +157,11 @@ func ExamplePermanent() {
 	// Output: true
 }
 
-// Err lists every failed registration at once.
+// Err lists every refused registration at once.
 func ExampleApp_Err() {
 	app := baton.New()
-	_ = app.Register("Nightly", countdown{})
-	_ = app.Register("export", nil)
+	app.Register("Nightly", countdown{})
+	app.Register("export", nil)
 	fmt.Println(app.Err())
 	// Output:
 	// baton: job "Nightly": name: invalid name: want 1-63 characters of a-z, 0-9, '-' and '_', starting with a letter
@@ -201,7 +203,8 @@ func ExampleTypedJob() {
 
 	fmt.Println(job.ValidateParams(json.RawMessage(`{"wrods":["a"]}`)))
 	app := baton.New()
-	fmt.Println(app.Register("letters", job, baton.WithDefaultParams(`{"words":["baton"]}`)))
+	app.Register("letters", job, baton.WithDefaultParams(`{"words":["baton"]}`))
+	fmt.Println(app.Err())
 	// Output:
 	// params: json: unknown field "wrods"
 	// <nil>
@@ -240,37 +243,37 @@ func ExampleTyped_WithMerge() {
 	// Output: true
 }
 
-// Schedules are declared with their job: an expression, a time zone and policies, each a
-// value. Baton fires them all on the app's heartbeat, exactly once per occurrence.
-func ExampleApp_Schedule() {
+// Schedules are declared on their job's handle: an expression, a time zone and policies, each
+// a value. Baton fires them all on the app's heartbeat, exactly once per occurrence.
+func ExampleJobHandle_Schedule() {
 	app := baton.New()
-	_ = app.Register("countdown", countdown{})
-	fmt.Println(app.Schedule("nightly", "countdown", "0 30 2 * * *",
+	countdown := app.Register("countdown", countdown{})
+	countdown.Schedule("nightly", "0 30 2 * * *",
 		baton.InZone("Europe/Berlin"),                 // 02:30 Berlin time, summer and winter
 		baton.WithParams(map[string]int{"from": 100}), // each run's params
 		baton.WithOverlap(baton.OverlapBufferOne),     // one waits while a run is in progress
 		baton.WithCatchUp(2*time.Hour),                // late by more: recorded missed
 		baton.WithJitter(5*time.Minute),               // spread the starts of many apps
-	))
-	fmt.Println(app.Schedule("hourly", "countdown", "0 0 * * * *", baton.WithParams(`{"from":10}`)))
-	err := app.Schedule("weekly", "countdwn", "0 0 9 * * 1")
+	)
+	countdown.Schedule("hourly", "0 0 * * * *", baton.WithParams(`{"from":10}`))
+	fmt.Println(app.Err())
+	countdown.Schedule("weekly", "0 0 9 * 1")
 	var re *baton.RegistrationError
-	fmt.Println(errors.As(err, &re), re.Schedule, re.Field, errors.Is(err, baton.ErrUnknownJob))
+	fmt.Println(errors.As(app.Err(), &re), re.Schedule, re.Field, errors.Is(app.Err(), baton.ErrInvalidSchedule))
 	// Output:
 	// <nil>
-	// <nil>
-	// true weekly job true
+	// true weekly cron true
 }
 
 // A schedule follows the wall clock of its IANA time zone, across daylight-saving changes; a
 // name that is not one is refused at declaration.
 func ExampleInZone() {
 	app := baton.New()
-	_ = app.Register("countdown", countdown{})
-	err := app.Schedule("report", "countdown", "0 0 9 * * MON", baton.InZone("Europe/Paris"))
-	fmt.Println(err)
-	err = app.Schedule("report2", "countdown", "0 0 9 * * MON", baton.InZone("Paris"))
-	fmt.Println(errors.Is(err, baton.ErrInvalidSchedule))
+	countdown := app.Register("countdown", countdown{})
+	countdown.Schedule("report", "0 0 9 * * MON", baton.InZone("Europe/Paris"))
+	fmt.Println(app.Err())
+	countdown.Schedule("report2", "0 0 9 * * MON", baton.InZone("Paris"))
+	fmt.Println(errors.Is(app.Err(), baton.ErrInvalidSchedule))
 	// Output:
 	// <nil>
 	// true

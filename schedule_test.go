@@ -13,13 +13,13 @@ import (
 // nothing.
 func TestSchedule_MistakesAreTypedErrors(t *testing.T) {
 	app := New()
-	if err := app.Register("export", rawJob{}); err != nil {
+	if err := registerErr(app, "export", rawJob{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := app.Register("strict", strictJob{}); err != nil {
+	if err := registerErr(app, "strict", strictJob{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := app.Schedule("nightly", "export", "0 0 2 * * *", InZone("Europe/Berlin"), WithOverlap(OverlapBufferOne),
+	if err := scheduleErr(app, "nightly", "export", "0 0 2 * * *", InZone("Europe/Berlin"), WithOverlap(OverlapBufferOne),
 		WithCatchUp(time.Hour), WithJitter(time.Minute), WithParams(map[string]int{"n": 1})); err != nil {
 		t.Fatalf("valid schedule: %v", err)
 	}
@@ -46,7 +46,7 @@ func TestSchedule_MistakesAreTypedErrors(t *testing.T) {
 		{"refused", "strict", "0 0 2 * * *", []ScheduleOption{WithParams(map[string]int{"limit": 0})}, "params", ErrInvalidParams},
 	}
 	for _, c := range cases {
-		err := app.Schedule(c.name, c.job, c.cron, c.opts...)
+		err := scheduleErr(app, c.name, c.job, c.cron, c.opts...)
 		var re *RegistrationError
 		if !errors.As(err, &re) {
 			t.Errorf("Schedule(%q): %v, want a *RegistrationError", c.name, err)
@@ -62,7 +62,7 @@ func TestSchedule_MistakesAreTypedErrors(t *testing.T) {
 	if n := len(app.schedules); n != 1 {
 		t.Errorf("%d schedules kept, want only the valid one", n)
 	}
-	if err := app.Schedule("zone", "export", "0 0 2 * * *", InZone("America/New_York")); err != nil {
+	if err := scheduleErr(app, "zone", "export", "0 0 2 * * *", InZone("America/New_York")); err != nil {
 		t.Errorf("a refused declaration must not reserve its name: %v", err)
 	}
 	if joined := app.Err(); joined == nil || !strings.Contains(joined.Error(), `schedule "jitter"`) {
@@ -74,11 +74,11 @@ func TestSchedule_MistakesAreTypedErrors(t *testing.T) {
 // declared (policies with their defaults filled in).
 func TestSchedule_DeclarationReachesTheHandler(t *testing.T) {
 	app := New()
-	_ = app.Register("export", rawJob{}, WithDefaultParams(`{"container":"data"}`))
-	if err := app.Schedule("hourly", "export", "0 0 * * * *"); err != nil {
+	_ = registerErr(app, "export", rawJob{}, WithDefaultParams(`{"container":"data"}`))
+	if err := scheduleErr(app, "hourly", "export", "0 0 * * * *"); err != nil {
 		t.Fatal(err)
 	}
-	if err := app.Schedule("weekly", "export", "0 0 9 * * 1", InZone("Europe/Berlin"), WithParams(`{"container":"archive"}`),
+	if err := scheduleErr(app, "weekly", "export", "0 0 9 * * 1", InZone("Europe/Berlin"), WithParams(`{"container":"archive"}`),
 		WithOverlap(OverlapAllow), WithCatchUp(6*time.Hour), WithJitter(30*time.Second)); err != nil {
 		t.Fatal(err)
 	}

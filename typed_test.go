@@ -99,7 +99,9 @@ func TestTypedJob_ParamsAreStrict(t *testing.T) {
 			t.Errorf("ValidateParams(%s) = %v, want %q", c.params, err, c.want)
 		}
 	}
-	err := baton.New().Register("sum", job, baton.WithDefaultParams(`{"count":3,"chunk":1,"cunt":2}`))
+	reg := baton.New()
+	reg.Register("sum", job, baton.WithDefaultParams(`{"count":3,"chunk":1,"cunt":2}`))
+	err := reg.Err()
 	var re *baton.RegistrationError
 	if !errors.As(err, &re) || re.Field != "params" || !errors.Is(err, baton.ErrInvalidParams) || !strings.Contains(err.Error(), `"cunt"`) {
 		t.Errorf("Register with a typo in the default params: %v", err)
@@ -173,12 +175,13 @@ func TestTypedJob_WithMerge(t *testing.T) {
 
 // A typed job missing a function is refused at registration, not at the first run.
 func TestTypedJob_MissingFunctionIsARegistrationError(t *testing.T) {
-	app := baton.New()
 	for name, job := range map[string]baton.Job{
 		"no-plan":  baton.TypedJob[sumParams, chunk, int, total](nil, processSum, aggregateSum),
 		"no-merge": baton.TypedJob(planSum, processSum, aggregateSum).WithMerge(nil),
 	} {
-		err := app.Register(name, job)
+		app := baton.New()
+		app.Register(name, job)
+		err := app.Err()
 		var re *baton.RegistrationError
 		if !errors.As(err, &re) || re.Field != "job" || !errors.Is(err, baton.ErrNilJob) {
 			t.Errorf("%s: %v, want a registration error on the job", name, err)

@@ -35,8 +35,9 @@ type Report struct {
 type Option func(*settings)
 
 type settings struct {
-	maxPartitions int
-	timeout       time.Duration
+	maxPartitions  int
+	timeout        time.Duration
+	allowAllFailed bool
 }
 
 // DefaultMaxPartitions is how many partitions a checked run may plan unless MaxPartitions says
@@ -46,6 +47,10 @@ const DefaultMaxPartitions = 1000
 // MaxPartitions sets how many partitions a checked run may plan (default
 // DefaultMaxPartitions); a plan that emits more fails the check.
 func MaxPartitions(n int) Option { return func(s *settings) { s.maxPartitions = n } }
+
+// AllowAllFailed lets every partition of the checked run fail, for a test of a job's failures
+// (by default a run none of whose partitions succeeded fails the check).
+func AllowAllFailed() Option { return func(s *settings) { s.allowAllFailed = true } }
 
 // Timeout bounds the whole check (default 2 minutes).
 func Timeout(d time.Duration) Option { return func(s *settings) { s.timeout = d } }
@@ -69,18 +74,20 @@ func Check(t testing.TB, job baton.Job, params any, opts ...Option) Report {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
-	c := &checker{t: t, ctx: ctx, job: job, max: s.maxPartitions}
+	c := &checker{t: t, ctx: ctx, job: job, max: s.maxPartitions, allowAllFailed: s.allowAllFailed}
 	return c.check(params)
 }
 
 // checker holds one Check's state.
 type checker struct {
-	t      testing.TB
-	ctx    context.Context
-	job    baton.Job
-	max    int
-	params json.RawMessage
-	parts  []planned
+	t   testing.TB
+	ctx context.Context
+	job baton.Job
+	max int
+	// allowAllFailed: a run none of whose partitions succeeded passes (AllowAllFailed).
+	allowAllFailed bool
+	params         json.RawMessage
+	parts          []planned
 }
 
 // planned is one partition as the plan emitted it.
@@ -128,6 +135,7 @@ func (c *checker) check(params any) Report {
 	if !ok {
 		return Report{}
 	}
+	c.checkSomeSucceeded(ref)
 	c.checkRedelivery(ref, refResults)
 	c.checkOutOfOrder(ref, refResults)
 	c.checkFailedAttempt(refResults)
@@ -255,13 +263,14 @@ func inOrder(n int) []int {
 // execute runs the job through Baton's worker over an in-memory ledger: each partition in
 // order is delivered until its result is recorded (before, when set, runs first), and the
 // run's report and results are read back. ok is false when the run did not finish.
-func (c *checker) execute(name string, job baton.Job, order []int, before func(i int)) (Report, []ledger.Result, bool) {
+func (c *checker) execute(name string, job baton.Job, order []int, before func(i int)) (Report, []baton.Result, bool) {
 	c.t.Helper()
 	n := len(c.parts)
 	run := "batontest-" + name
 	store := ledgertest.NewFake(ledgertest.Options{})
 	jobs := work.NewRegistry()
-	jobs.Register(jobName, job)
+	ej := engineJob(job)
+	jobs.Register(jobName, ej)
 	w, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, MaxDeliveries: maxDeliveries,
 		Holder: ledger.Holder{App: "batontest", Instance: name, PID: 1}})
 	if err != nil {
@@ -270,7 +279,7 @@ func (c *checker) execute(name string, job baton.Job, order []int, before func(i
 	}
 	m := &ledger.Manifest{RunID: run, Trigger: ledger.TriggerManual, Epoch: 1, Segments: []ledger.Segment{{Epoch: 1, From: 0}},
 		Job: jobName, Params: c.params, State: ledger.StateRunning, Partitions: n, PlanDone: true, BatchSize: 100,
-		Checkpoint: ledger.Checkpoint{Batches: (n + 99) / 100, Next: n}, FoldShards: work.FoldShardsFor(job), FoldBlock: work.DefaultFoldBlock,
+		Checkpoint: ledger.Checkpoint{Batches: (n + 99) / 100, Next: n}, FoldShards: work.FoldShardsFor(ej), FoldBlock: work.DefaultFoldBlock,
 		DoneLayout: ledger.DoneStriped}
 	if err := store.CreateManifest(c.ctx, m); err != nil {
 		c.errorf(name, "create the run: %v", err)
@@ -320,7 +329,7 @@ func (c *checker) deliver(name string, w *work.Worker, run string, i int) bool {
 }
 
 // readBack reads the run's report (finishing it if no worker did) and every result.
-func (c *checker) readBack(name string, w *work.Worker, store *ledgertest.Fake, run string) (Report, []ledger.Result, bool) {
+func (c *checker) readBack(name string, w *work.Worker, store *ledgertest.Fake, run string) (Report, []baton.Result, bool) {
 	c.t.Helper()
 	rep, _, err := store.ReadReport(c.ctx, run)
 	if errors.Is(err, ledger.ErrNotFound) {
@@ -338,12 +347,14 @@ func (c *checker) readBack(name string, w *work.Worker, store *ledgertest.Fake, 
 		c.errorf(name, "the run's report is %s, not final", rep.State)
 		return Report{}, nil, false
 	}
-	results := make([]ledger.Result, len(c.parts))
+	results := make([]baton.Result, len(c.parts))
 	for i := range results {
-		if results[i], err = store.ReadResult(c.ctx, run, i); err != nil {
+		r, err := store.ReadResult(c.ctx, run, i)
+		if err != nil {
 			c.errorf(name, "partition %d: no result: %v", i, err)
 			return Report{}, nil, false
 		}
+		results[i] = publicResult(r)
 	}
 	out := Report{Partitions: rep.Partitions, Succeeded: rep.Succeeded, Failed: rep.Failed, Aggregate: rep.Aggregate}
 	for _, f := range rep.FailedList {
@@ -365,7 +376,7 @@ func sameJSON(a, b json.RawMessage) bool {
 }
 
 // compareResults names the first partition whose outcome differs from the reference's.
-func (c *checker) compareResults(property string, ref, got []ledger.Result) bool {
+func (c *checker) compareResults(property string, ref, got []baton.Result) bool {
 	c.t.Helper()
 	for i := range ref {
 		r, g := ref[i], got[i]
@@ -396,12 +407,12 @@ func (c *checker) compareReports(property string, ref, got Report) {
 
 // process calls the job's Process directly, as a delivery whose result was never recorded.
 func (c *checker) process(run string, i int) {
-	_, _ = c.job.Process(c.ctx, work.Partition{Run: run, Index: i, Epoch: 1, Attempt: 1, Params: c.params, Payload: c.parts[i].payload})
+	_, _ = c.job.Process(c.ctx, baton.Partition{Run: run, Index: i, Attempt: 1, Params: c.params, Payload: c.parts[i].payload})
 }
 
 // checkRedelivery: each partition is processed once more before its recorded delivery (a
 // worker crashed after the work), and delivered again after it.
-func (c *checker) checkRedelivery(ref Report, refResults []ledger.Result) {
+func (c *checker) checkRedelivery(ref Report, refResults []baton.Result) {
 	c.t.Helper()
 	const name = "redelivery"
 	got, results, ok := c.execute(name, c.job, inOrder(len(c.parts)), func(i int) { c.process("batontest-"+name, i) })
@@ -412,7 +423,7 @@ func (c *checker) checkRedelivery(ref Report, refResults []ledger.Result) {
 
 // checkOutOfOrder: partitions delivered last to first (so a Merger folds them in the other
 // order).
-func (c *checker) checkOutOfOrder(ref Report, refResults []ledger.Result) {
+func (c *checker) checkOutOfOrder(ref Report, refResults []baton.Result) {
 	c.t.Helper()
 	const name = "out of order"
 	order := inOrder(len(c.parts))
@@ -426,7 +437,7 @@ func (c *checker) checkOutOfOrder(ref Report, refResults []ledger.Result) {
 // checkFailedAttempt: each partition's first attempt does the work and then fails (an
 // invocation that timed out at the end); its retry must give the same output. Reports are
 // not compared: a job may count attempts in its aggregate.
-func (c *checker) checkFailedAttempt(refResults []ledger.Result) {
+func (c *checker) checkFailedAttempt(refResults []baton.Result) {
 	c.t.Helper()
 	const name = "failed attempt"
 	f := &failFirst{Job: c.job, done: map[int]bool{}}
@@ -449,7 +460,7 @@ type failFirst struct {
 	done map[int]bool
 }
 
-func (f *failFirst) Process(ctx context.Context, p work.Partition) (json.RawMessage, error) {
+func (f *failFirst) Process(ctx context.Context, p baton.Partition) (json.RawMessage, error) {
 	out, err := f.Job.Process(ctx, p)
 	f.mu.Lock()
 	first := !f.done[p.Index]
@@ -464,10 +475,10 @@ func (f *failFirst) Process(ctx context.Context, p work.Partition) (json.RawMess
 // failFirstMerger is failFirst for a Merger, which must stay one.
 type failFirstMerger struct {
 	*failFirst
-	merge func(context.Context, work.RunInfo, []json.RawMessage) (json.RawMessage, error)
+	merge func(context.Context, baton.RunInfo, []json.RawMessage) (json.RawMessage, error)
 }
 
-func (f failFirstMerger) Merge(ctx context.Context, run work.RunInfo, parts []json.RawMessage) (json.RawMessage, error) {
+func (f failFirstMerger) Merge(ctx context.Context, run baton.RunInfo, parts []json.RawMessage) (json.RawMessage, error) {
 	return f.merge(ctx, run, parts)
 }
 
@@ -482,7 +493,7 @@ func (c *checker) checkPermanent() {
 				err = fmt.Errorf("panic: %v", r)
 			}
 		}()
-		_, err = c.job.Process(c.ctx, work.Partition{Run: "batontest-permanent", Index: 0, Epoch: 1, Attempt: 1, Params: c.params, Payload: payload})
+		_, err = c.job.Process(c.ctx, baton.Partition{Run: "batontest-permanent", Index: 0, Attempt: 1, Params: c.params, Payload: payload})
 		return err
 	}()
 	if err != nil && !errors.Is(err, baton.ErrPermanent) {

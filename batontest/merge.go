@@ -6,8 +6,6 @@ import (
 	"slices"
 
 	"github.com/batonfn/baton"
-	"github.com/batonfn/baton/internal/engine/ledger"
-	"github.com/batonfn/baton/work"
 )
 
 // maxTriples bounds the associativity checks on consecutive partitions.
@@ -15,17 +13,17 @@ const maxTriples = 20
 
 // checkMerge: for a Merger, the partial aggregate of each result (what Baton folds) merges to
 // the same value in any grouping and order, and to what Aggregate makes of all the results.
-func (c *checker) checkMerge(results []ledger.Result) {
+func (c *checker) checkMerge(results []baton.Result) {
 	c.t.Helper()
 	m, ok := c.job.(baton.Merger)
 	if !ok {
 		return
 	}
-	run := work.RunInfo{Run: "batontest-merge", Job: jobName, Params: c.params, Partitions: len(results)}
+	run := baton.RunInfo{Run: "batontest-merge", Job: jobName, Params: c.params, Partitions: len(results)}
 	one := make([]json.RawMessage, len(results))
 	for i, r := range results {
 		var err error
-		if one[i], err = c.job.Aggregate(c.ctx, run, func(yield func(ledger.Result, error) bool) { yield(r, nil) }); err != nil {
+		if one[i], err = c.job.Aggregate(c.ctx, run, func(yield func(baton.Result, error) bool) { yield(r, nil) }); err != nil {
 			c.errorf("merge", "partition %d: Aggregate of its result alone: %v", i, err)
 			return
 		}
@@ -48,7 +46,7 @@ func (c *checker) checkMerge(results []ledger.Result) {
 		}
 		return mergeErr != nil
 	}
-	full, err := c.job.Aggregate(c.ctx, run, func(yield func(ledger.Result, error) bool) {
+	full, err := c.job.Aggregate(c.ctx, run, func(yield func(baton.Result, error) bool) {
 		for _, r := range results {
 			if !yield(r, nil) {
 				return

@@ -2,15 +2,16 @@ package coordinator
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
 	"testing"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/batonfn/baton/internal/engine/azclient"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/tools/azurite"
-	"github.com/batonfn/baton/work/inventory"
 )
 
 // TestStartManual_StorageErrorStoredShort: an inventory of a container that does not exist
@@ -23,7 +24,7 @@ func TestStartManual_StorageErrorStoredShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.jobs.Register("inventory", inventory.New(blobs, inventory.Options{}))
+	e.jobs.Register("inventory", &listJob{blobs: blobs})
 	var logs bytes.Buffer
 	in := e.instanceWith("a", nil, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 	ctx := testCtx(t)
@@ -50,4 +51,32 @@ func TestStartManual_StorageErrorStoredShort(t *testing.T) {
 	if !strings.Contains(logs.String(), "RequestId") || !strings.Contains(logs.String(), missing) {
 		t.Errorf("the log does not keep the full error:\n%s", logs.String())
 	}
+}
+
+// listJob plans one partition per blob of the container its params name, reading it as the
+// built-in inventory job does: a container that does not exist fails planning with the
+// service's error.
+type listJob struct {
+	countJob
+	blobs *azblob.Client
+}
+
+func (j *listJob) Plan(ctx context.Context, params json.RawMessage, cursor string, emit func(json.RawMessage, string) error) error {
+	var p struct{ Container string }
+	if err := json.Unmarshal(params, &p); err != nil {
+		return err
+	}
+	pager := j.blobs.NewListBlobsFlatPager(p.Container, nil)
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return err
+		}
+		for _, b := range page.Segment.BlobItems {
+			if err := emit(json.RawMessage(`{}`), *b.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/internal/enginejob"
+
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/ledgertest"
 	"github.com/batonfn/baton/internal/engine/transport/transporttest"
@@ -43,7 +45,7 @@ func newBundleEnv(t *testing.T, retries bool, tweaks ...func(*work.WorkerConfig)
 		return ledgertest.Pass
 	}}
 	jobs := work.NewRegistry()
-	jobs.Register(synthetic.Name, synthetic.New())
+	jobs.Register(synthetic.Name, enginejob.Of(synthetic.New()))
 	cfg := work.WorkerConfig{Store: store, Jobs: jobs, Holder: ledger.Holder{App: "t", Instance: "i", PID: 1}, MaxDeliveries: 5}
 	if retries {
 		cfg.Retries = e.sender
@@ -393,7 +395,7 @@ var waitFor = work.WaitFor
 func TestWorker_BundleRunsAtMostBundleConcurrencyPartitionsAtOnce(t *testing.T) {
 	var inFlight, most atomic.Int64
 	release := make(chan struct{})
-	job := gatedJob{Job: synthetic.New(), gate: func(ctx context.Context, p work.Partition) error {
+	job := gatedJob{Job: enginejob.Of(synthetic.New()), gate: func(ctx context.Context, p work.Partition) error {
 		n := inFlight.Add(1)
 		defer inFlight.Add(-1)
 		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
@@ -424,7 +426,7 @@ func TestWorker_BundlePartitionsNotStartedByTheDeadlineWaitForTheRedelivery(t *t
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var started atomic.Int64
-	job := gatedJob{Job: synthetic.New(), gate: func(pctx context.Context, p work.Partition) error {
+	job := gatedJob{Job: enginejob.Of(synthetic.New()), gate: func(pctx context.Context, p work.Partition) error {
 		if started.Add(1) == work.BundleConcurrency {
 			cancel() // the invocation's deadline, as the first BundleConcurrency run
 		}

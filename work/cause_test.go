@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/batonfn/baton/internal/enginejob"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/batonfn/baton/internal/engine/ledger"
@@ -41,7 +43,7 @@ func TestWorker_StorageErrorStoredShort(t *testing.T) {
 		t.Run(fmt.Sprintf("permanent=%v", permanent), func(t *testing.T) {
 			f := newFixture(t)
 			jobs := work.NewRegistry()
-			jobs.Register(synthetic.Name, missingBlobJob{Job: synthetic.New(), cc: f.cc, permanent: permanent})
+			jobs.Register(synthetic.Name, missingBlobJob{Job: enginejob.Of(synthetic.New()), cc: f.cc, permanent: permanent})
 			cfg := f.cfg
 			cfg.Jobs = jobs
 			f.w = f.newWorker(cfg)

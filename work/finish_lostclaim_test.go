@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/internal/enginejob"
+
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/ledgertest"
 	"github.com/batonfn/baton/work"
@@ -66,7 +68,7 @@ func TestTryFinish_SettleLostToAnOutageStillLogsTheFinish(t *testing.T) {
 func TestTryFinish_RenewalLostToAnOutageKeepsTheClaim(t *testing.T) {
 	ctx := context.Background()
 	const run = "manual-lost-renewal"
-	job := &countingJob{Job: synthetic.New()}
+	job := &countingJob{Job: enginejob.Of(synthetic.New())}
 	fake, w := completeRun(t, run, "WriteReport", nil, func(c *work.WorkerConfig) {
 		c.StaleClaim = 30 * time.Millisecond
 		c.Jobs = work.NewRegistry()
@@ -119,7 +121,7 @@ func completeRun(t *testing.T, run, op string, logger *slog.Logger, opts ...func
 		}
 	}
 	jobs := work.NewRegistry()
-	jobs.Register(synthetic.Name, synthetic.New())
+	jobs.Register(synthetic.Name, enginejob.Of(synthetic.New()))
 	cfg := work.WorkerConfig{Store: store, Jobs: jobs, Holder: ledger.Holder{App: "t", Instance: "i", PID: 1}, MaxDeliveries: 5, Logger: logger}
 	for _, o := range opts {
 		o(&cfg)

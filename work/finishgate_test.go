@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/internal/enginejob"
+
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/ledgertest"
 	"github.com/batonfn/baton/work"
@@ -51,7 +53,7 @@ func finishedRun(t *testing.T, store *countingLedger, run string, n int, skip ..
 		}
 	}
 	jobs := work.NewRegistry()
-	jobs.Register(synthetic.Name, synthetic.New())
+	jobs.Register(synthetic.Name, enginejob.Of(synthetic.New()))
 	w, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: ledger.Holder{App: "t", Instance: "i", PID: 1}, MaxDeliveries: 5})
 	if err != nil {
 		t.Fatal(err)

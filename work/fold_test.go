@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/batonfn/baton/internal/enginejob"
+
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/work"
 	"github.com/batonfn/baton/work/synthetic"
@@ -17,7 +19,7 @@ import (
 // aggregates (the fixture's counting wrapper hides that).
 func mergingWorker(f *fixture) *work.Worker {
 	jobs := work.NewRegistry()
-	jobs.Register(synthetic.Name, synthetic.New())
+	jobs.Register(synthetic.Name, enginejob.Of(synthetic.New()))
 	cfg := f.cfg
 	cfg.Jobs = jobs
 	return f.newWorker(cfg)

@@ -14,10 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/internal/enginejob"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
 	"github.com/batonfn/baton/internal/engine/azclient"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/blobstore"
@@ -127,7 +130,7 @@ func newFixture(t testing.TB) *fixture {
 	if err := store.EnsureContainer(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, ctx: ctx, store: store, cc: cc, calls: calls, job: &countingJob{Job: synthetic.New()},
+	f := &fixture{t: t, ctx: ctx, store: store, cc: cc, calls: calls, job: &countingJob{Job: enginejob.Of(synthetic.New())},
 		logs: &logCounter{n: map[string]int{}}}
 	jobs := work.NewRegistry()
 	jobs.Register(synthetic.Name, f.job)

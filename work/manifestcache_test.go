@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/internal/enginejob"
+
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/ledgertest"
 	"github.com/batonfn/baton/work"
@@ -35,7 +37,7 @@ func newCacheEnv(t *testing.T) *cacheEnv {
 		return ledgertest.Pass
 	}}
 	jobs := work.NewRegistry()
-	jobs.Register(synthetic.Name, synthetic.New())
+	jobs.Register(synthetic.Name, enginejob.Of(synthetic.New()))
 	w, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: ledger.Holder{App: "t", Instance: "i", PID: 1},
 		MaxDeliveries: 5, Now: e.clock})
 	if err != nil {

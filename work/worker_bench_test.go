@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/internal/enginejob"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/blobstore"
 	"github.com/batonfn/baton/internal/tools/azurite"
@@ -115,7 +118,7 @@ func BenchmarkTryFinish_10000(b *testing.B) {
 	store := seedTryFinish(b)
 	ctx := context.Background()
 	jobs := work.NewRegistry()
-	jobs.Register(synthetic.Name, synthetic.New())
+	jobs.Register(synthetic.Name, enginejob.Of(synthetic.New()))
 	w, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, MaxDeliveries: 5})
 	if err != nil {
 		b.Fatal(err)
@@ -170,7 +173,7 @@ func BenchmarkWorker_StorageCallsPerBundledPartition(b *testing.B) {
 			n := (min(b.N, synthetic.MaxPartitions) + size - 1) / size * size
 			f := newFixture(b)
 			jobs := work.NewRegistry()
-			jobs.Register(synthetic.Name, synthetic.New())
+			jobs.Register(synthetic.Name, enginejob.Of(synthetic.New()))
 			cfg := f.cfg
 			cfg.Jobs = jobs
 			w := f.newWorker(cfg)

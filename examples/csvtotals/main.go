@@ -11,11 +11,11 @@ import (
 
 func main() {
 	app := baton.New()
-	app.Register("csvtotals", csvTotalsJob(newBlobSource(os.Getenv)),
+	totals := app.Register("csvtotals", csvTotalsJob(newBlobSource(os.Getenv)),
 		baton.WithDefaultParams(`{"container":"sales","key":"region","column":"units"}`))
 	// The day's totals every morning at 06:00 New York time, whatever the daylight-saving
 	// offset; a run still in progress at the next occurrence makes it wait (buffer-one).
-	app.Schedule("morning-totals", "csvtotals", "0 0 6 * * *",
+	totals.Schedule("morning-totals", "0 0 6 * * *",
 		baton.InZone("America/New_York"), baton.WithOverlap(baton.OverlapBufferOne))
 	app.Main() // reads the BATON_* settings, serves the Functions host, exits with a clear message on error
 }

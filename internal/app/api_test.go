@@ -34,7 +34,6 @@ import (
 	"github.com/batonfn/baton/internal/engine/transport/storagequeue"
 	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/work"
-	"github.com/batonfn/baton/work/synthetic"
 )
 
 // apiEnv is the handler wired as newApp wires it, over a fresh leases container, runs
@@ -61,11 +60,11 @@ const testLeaseDuration = 15 * time.Second
 // Berlin (overlap skip), hourly in UTC (buffer-one), reports at 09:30 on weekdays in New York
 // (allow; apiEnv pauses it as BATON_SCHEDULES would).
 var testSchedules = []Schedule{
-	{Name: "nightly", Job: synthetic.Name, Cron: "0 0 3 * * *", TimeZone: "Europe/Berlin", Params: json.RawMessage(`{"partitions":2}`),
+	{Name: "nightly", Job: syntheticName, Cron: "0 0 3 * * *", TimeZone: "Europe/Berlin", Params: json.RawMessage(`{"partitions":2}`),
 		Overlap: "skip", CatchUp: coordinator.DefaultCatchUp},
-	{Name: "hourly", Job: synthetic.Name, Cron: "0 0 * * * *", Params: json.RawMessage(`{"partitions":1}`), Overlap: "buffer-one",
+	{Name: "hourly", Job: syntheticName, Cron: "0 0 * * * *", Params: json.RawMessage(`{"partitions":1}`), Overlap: "buffer-one",
 		CatchUp: coordinator.DefaultCatchUp},
-	{Name: "reports", Job: synthetic.Name, Cron: "0 30 9 * * 1-5", TimeZone: "America/New_York", Params: json.RawMessage(`{"partitions":3}`),
+	{Name: "reports", Job: syntheticName, Cron: "0 30 9 * * 1-5", TimeZone: "America/New_York", Params: json.RawMessage(`{"partitions":3}`),
 		Overlap: "allow", CatchUp: 30 * time.Minute},
 }
 
@@ -118,7 +117,7 @@ func newAPIEnv(t testing.TB, opts ...envWithoutSchedule) *apiEnv {
 	}
 	store := blobstore.New(runs, blobstore.Options{})
 	jobs := work.NewRegistry()
-	jobs.Register(synthetic.Name, synthetic.New())
+	jobs.Register(syntheticName, builtin(syntheticName))
 	worker := mustWorker(t, work.WorkerConfig{Store: store, Jobs: jobs, Holder: id, MaxDeliveries: 5, Logger: logger})
 	var schedules []coordinator.Schedule
 	paused := true

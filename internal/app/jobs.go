@@ -9,9 +9,20 @@ import (
 
 	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/work"
-	"github.com/batonfn/baton/work/inventory"
-	"github.com/batonfn/baton/work/synthetic"
 )
+
+// capped is a job that Baton's settings cap (the built-in synthetic job):
+// BATON_SYNTHETIC_MAX_PARTITIONS and BATON_SYNTHETIC_MAX_WORK_MS.
+type capped interface {
+	Configure(maxPartitions, maxWorkMs int)
+}
+
+// inventoried is a job that reads the account of BATON_INVENTORY_STORAGE (the built-in
+// inventory job): client is that account (nil when none is set, unavailable then says why),
+// reserved the app's own containers, which it must refuse.
+type inventoried interface {
+	ConfigureStorage(client *azblob.Client, reserved []string, unavailable error)
+}
 
 // configureBuiltins applies Baton's settings for its built-in jobs to the instances an app
 // registered, before any invocation: the caps on synthetic, and the account inventory reads
@@ -24,16 +35,16 @@ func configureBuiltins(jobs *work.Registry, cfg config.Config, inv *azblob.Clien
 		if err != nil {
 			continue
 		}
-		switch j := j.(type) {
-		case *synthetic.Job:
-			j.Configure(synthetic.Caps{MaxPartitions: cfg.SyntheticMax, MaxWorkMs: cfg.SyntheticWorkMs})
-		case *inventory.Job:
-			opts := inventory.Options{Reserved: []string{cfg.LeaseContainer, cfg.RunsContainer}}
+		switch j := work.Unwrap(j).(type) {
+		case capped:
+			j.Configure(cfg.SyntheticMax, cfg.SyntheticWorkMs)
+		case inventoried:
+			var unavailable error
 			if cfg.Inventory == nil {
-				opts.Unavailable = fmt.Errorf("inventory has no storage to read: set %s to the name of a storage connection for the account to inventory "+
+				unavailable = fmt.Errorf("inventory has no storage to read: set %s to the name of a storage connection for the account to inventory "+
 					"(deployed with azd: azd env set AZURE_INVENTORY_STORAGE_ACCOUNT_ID)", config.SettingInventory)
 			}
-			j.Configure(inv, opts)
+			j.ConfigureStorage(inv, []string{cfg.LeaseContainer, cfg.RunsContainer}, unavailable)
 		}
 	}
 }

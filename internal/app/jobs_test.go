@@ -11,18 +11,11 @@ import (
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/work"
-	"github.com/batonfn/baton/work/inventory"
-	"github.com/batonfn/baton/work/synthetic"
 )
 
 // builtinJobs registers the built-in jobs as the reference app does, without a storage client
 // (validation needs none).
-func builtinJobs() *work.Registry {
-	r := work.NewRegistry()
-	r.Register(synthetic.Name, synthetic.New())
-	r.Register(inventory.Name, inventory.New(nil, inventory.Options{}))
-	return r
-}
+func builtinJobs() *work.Registry { return builtins() }
 
 // jobError names the setting to fix and what is wrong; the defaults are valid.
 func TestJobError_NamesTheSetting(t *testing.T) {
@@ -35,11 +28,11 @@ func TestJobError_NamesTheSetting(t *testing.T) {
 		want        []string
 	}{
 		{"invntory", "", []string{config.SettingJob, `"invntory"`, "inventory", "synthetic"}},
-		{inventory.Name, "", []string{config.SettingJobParams + " is not set", config.SettingJob + "=inventory", "JSON object"}},
-		{inventory.Name, "{}", []string{config.SettingJobParams, config.SettingJob + "=inventory", "container"}},
-		{synthetic.Name, `{"partitions":`, []string{config.SettingJobParams, `{\"partitions\":`}},
-		{synthetic.Name, `{"partitions":0}`, []string{config.SettingJobParams, "partitions 0"}},
-		{synthetic.Name, `[1]`, []string{config.SettingJobParams, "JSON object"}},
+		{inventoryName, "", []string{config.SettingJobParams + " is not set", config.SettingJob + "=inventory", "JSON object"}},
+		{inventoryName, "{}", []string{config.SettingJobParams, config.SettingJob + "=inventory", "container"}},
+		{syntheticName, `{"partitions":`, []string{config.SettingJobParams, `{\"partitions\":`}},
+		{syntheticName, `{"partitions":0}`, []string{config.SettingJobParams, "partitions 0"}},
+		{syntheticName, `[1]`, []string{config.SettingJobParams, "JSON object"}},
 	} {
 		err := jobError(jobs, c.job, c.params)
 		if err == nil {
@@ -88,7 +81,7 @@ func TestDefaultJobGuard(t *testing.T) {
 	if !errors.Is(err, coordinator.ErrBadRequest) || !strings.Contains(err.Error(), config.SettingJobParams) || calls+nows != 0 {
 		t.Errorf("default job: %v (calls %d, %d), want ErrBadRequest naming %s", err, calls, nows, config.SettingJobParams)
 	}
-	if _, err := g.StartManual(context.Background(), coordinator.ManualRequest{Job: synthetic.Name}); err != nil || calls != 1 {
+	if _, err := g.StartManual(context.Background(), coordinator.ManualRequest{Job: syntheticName}); err != nil || calls != 1 {
 		t.Errorf("explicit job: %v (calls %d)", err, calls)
 	}
 	ok := manualGuard{Starter: next, scheduler: now, hasDefault: true}
@@ -107,7 +100,7 @@ func TestDefaultJobGuard(t *testing.T) {
 // registered job; its default params when BATON_JOB_PARAMS is unset.
 func TestResolveTimerJob(t *testing.T) {
 	one := work.NewRegistry()
-	one.Register("export", synthetic.New())
+	one.Register("export", builtin(syntheticName))
 	defaults := map[string]json.RawMessage{"export": json.RawMessage(`{"partitions":3}`)}
 	for _, c := range []struct {
 		name             string
@@ -180,11 +173,11 @@ func TestManualGuard_AllowList(t *testing.T) {
 		calls++
 		return coordinator.Outcome{Status: coordinator.StatusStarted}, nil
 	})
-	g := manualGuard{Starter: next, scheduler: now, hasDefault: true, defaultJob: synthetic.Name, allowed: []string{"report"}}
+	g := manualGuard{Starter: next, scheduler: now, hasDefault: true, defaultJob: syntheticName, allowed: []string{"report"}}
 	for _, c := range []struct {
 		job string
 		ok  bool
-	}{{"", true}, {synthetic.Name, true}, {"report", true}, {inventory.Name, false}} {
+	}{{"", true}, {syntheticName, true}, {"report", true}, {inventoryName, false}} {
 		before := calls
 		_, err := g.StartManual(context.Background(), coordinator.ManualRequest{Job: c.job})
 		switch {
@@ -194,8 +187,8 @@ func TestManualGuard_AllowList(t *testing.T) {
 			t.Errorf("job %q: %v, want ErrBadRequest naming %s and no start", c.job, err, config.SettingManualJobs)
 		}
 	}
-	all := manualGuard{Starter: next, defaultJob: synthetic.Name}
-	if _, err := all.StartManual(context.Background(), coordinator.ManualRequest{Job: inventory.Name}); err != nil {
+	all := manualGuard{Starter: next, defaultJob: syntheticName}
+	if _, err := all.StartManual(context.Background(), coordinator.ManualRequest{Job: inventoryName}); err != nil {
 		t.Errorf("no allow-list: %v, want every job allowed", err)
 	}
 }
@@ -216,16 +209,16 @@ func TestConfigureBuiltins_Refusals(t *testing.T) {
 		params string
 		want   string // "" : accepted
 	}{
-		{"a user container", local, inventory.Name, `{"container":"data"}`, ""},
-		{"the runs container", local, inventory.Name, `{"container":"runs"}`, "this app's own"},
-		{"the leases container", local, inventory.Name, `{"container":"leases"}`, "this app's own"},
-		{"the function keys", local, inventory.Name, `{"container":"azure-webjobs-secrets"}`, "azure-webjobs-"},
-		{"the host's locks", local, inventory.Name, `{"container":"azure-webjobs-hosts"}`, "azure-webjobs-"},
-		{"the deployment package", local, inventory.Name, `{"container":"app-package-baton-1234567"}`, "app-package-"},
-		{"no inventory connection", azure, inventory.Name, `{"container":"data"}`, config.SettingInventory},
-		{"synthetic within its caps", capped, synthetic.Name, `{"partitions":100,"workMs":1000}`, ""},
-		{"synthetic over the partition cap", capped, synthetic.Name, `{"partitions":101}`, "cap of 100"},
-		{"synthetic over the work cap", capped, synthetic.Name, `{"partitions":1,"workMs":1001}`, "cap of 1000"},
+		{"a user container", local, inventoryName, `{"container":"data"}`, ""},
+		{"the runs container", local, inventoryName, `{"container":"runs"}`, "this app's own"},
+		{"the leases container", local, inventoryName, `{"container":"leases"}`, "this app's own"},
+		{"the function keys", local, inventoryName, `{"container":"azure-webjobs-secrets"}`, "azure-webjobs-"},
+		{"the host's locks", local, inventoryName, `{"container":"azure-webjobs-hosts"}`, "azure-webjobs-"},
+		{"the deployment package", local, inventoryName, `{"container":"app-package-baton-1234567"}`, "app-package-"},
+		{"no inventory connection", azure, inventoryName, `{"container":"data"}`, config.SettingInventory},
+		{"synthetic within its caps", capped, syntheticName, `{"partitions":100,"workMs":1000}`, ""},
+		{"synthetic over the partition cap", capped, syntheticName, `{"partitions":101}`, "cap of 100"},
+		{"synthetic over the work cap", capped, syntheticName, `{"partitions":1,"workMs":1001}`, "cap of 1000"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -11,7 +11,6 @@ import (
 	"github.com/batonfn/baton/internal/engine/ledger/ledgertest"
 	"github.com/batonfn/baton/internal/engine/transport/transporttest"
 	"github.com/batonfn/baton/work"
-	"github.com/batonfn/baton/work/synthetic"
 )
 
 // queueInvocation is the host's request for a queue-triggered function: the message body
@@ -43,12 +42,12 @@ func TestFunctions_FailedTryIsScheduledNotRedelivered(t *testing.T) {
 			now := time.Date(2026, 11, 25, 13, 0, 0, 0, time.UTC)
 			store := ledgertest.NewFake(ledgertest.Options{Now: func() time.Time { return now }})
 			jobs := work.NewRegistry()
-			jobs.Register(synthetic.Name, synthetic.New())
+			jobs.Register(syntheticName, builtin(syntheticName))
 			sender := &transporttest.Recorder{}
 			w := mustWorker(t, work.WorkerConfig{Store: store, Jobs: jobs, MaxDeliveries: 5, Retries: sender,
 				Now: func() time.Time { return now }})
 			m := &ledger.Manifest{RunID: "run-1", Trigger: ledger.TriggerManual, Epoch: 1, Segments: []ledger.Segment{{Epoch: 1, From: 0}},
-				Job: synthetic.Name, Params: json.RawMessage(`{"partitions":2,"failAlways":[1]}`), State: ledger.StateRunning,
+				Job: syntheticName, Params: json.RawMessage(`{"partitions":2,"failAlways":[1]}`), State: ledger.StateRunning,
 				Partitions: 2, PlanDone: true, BatchSize: 100, Checkpoint: ledger.Checkpoint{Batches: 1, Next: 2}}
 			if err := store.CreateManifest(ctx, m); err != nil {
 				t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/internal/enginejob"
+
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/blobstore"
 	"github.com/batonfn/baton/work"
@@ -52,7 +54,7 @@ func fanIn(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	jobs := work.NewRegistry()
-	jobs.Register(synthetic.Name, synthetic.New())
+	jobs.Register(synthetic.Name, enginejob.Of(synthetic.New()))
 	w, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: ledger.Holder{App: "bench", Instance: "worker", PID: os.Getpid()}, MaxDeliveries: 5,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

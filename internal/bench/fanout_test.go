@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/internal/enginejob"
+
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/election"
@@ -156,7 +158,7 @@ func fanOut(b *testing.B, n int) {
 	}
 	store := blobstore.New(blobs.NewContainerClient("runs"), blobstore.Options{})
 	jobs := work.NewRegistry()
-	jobs.Register(synthetic.Name, synthetic.New())
+	jobs.Register(synthetic.Name, enginejob.Of(synthetic.New()))
 	sender := &timedSender{next: storagequeue.NewQueueSender(q, storagequeue.QueueSenderOptions{})}
 	coord, err := coordinator.New(coordinator.Config{Leader: leader, Store: store, Sender: sender, Jobs: jobs,
 		Identity: id, BatchSize: config.DefaultEnqueueBatch, Logger: quiet})

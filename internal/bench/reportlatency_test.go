@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/internal/enginejob"
+
 	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/blobstore"
@@ -66,7 +68,7 @@ func reportLatency(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	jobs := work.NewRegistry()
-	job := synthetic.New()
+	job := enginejob.Of(synthetic.New())
 	jobs.Register(synthetic.Name, job)
 	w, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: ledger.Holder{App: "bench", Instance: "aggregator", PID: os.Getpid()},
 		MaxDeliveries: config.DefaultMaxDeliveries, Logger: slog.New(slog.DiscardHandler)})

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/internal/enginejob"
+
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/tools/devhost"
 	"github.com/batonfn/baton/work"
@@ -91,7 +93,7 @@ func TestSlices_RunSpansInvocations(t *testing.T) {
 		}
 		all = append(all, r)
 	}
-	want, err := synthetic.New().Aggregate(ctx, work.RunInfo{Run: run, Job: m.Job, Params: m.Params, Partitions: n},
+	want, err := enginejob.Of(synthetic.New()).Aggregate(ctx, work.RunInfo{Run: run, Job: m.Job, Params: m.Params, Partitions: n},
 		func(yield func(ledger.Result, error) bool) {
 			for _, r := range all {
 				if !yield(r, nil) {

@@ -16,12 +16,12 @@ import (
 )
 
 // The inventory job keeps its side of the exactly-once contract over a seeded container in
-// Azurite, as Baton's app configures it at start-up (Configure), and its report is the
+// Azurite, as Baton's app configures it at start-up (ConfigureStorage), and its report is the
 // expected audit.
 func TestInventory_Batontest(t *testing.T) {
 	_, client, cont, spec := seededContainer(t)
 	job := inventory.New(nil, inventory.Options{})
-	job.(*inventory.Job).Configure(client, inventory.Options{})
+	job.ConfigureStorage(client, nil, nil)
 
 	rep := batontest.Check(t, job, fmt.Sprintf(`{"container":%q,"prefix":"data/","partitionSize":40}`, cont))
 	var got inventory.Summary

@@ -10,11 +10,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/batonfn/baton"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	"github.com/batonfn/baton/work"
 )
 
 // Name is the job's registry name.
@@ -92,28 +93,28 @@ type Job struct {
 // New returns the inventory job reading through client with opts. With a nil client the job
 // reads the account Baton's app configures at start-up (Configure: the connection named by
 // BATON_INVENTORY_STORAGE), and refuses every run while none is configured.
-func New(client *azblob.Client, opts Options) work.Job { return &Job{client: client, opts: opts} }
+func New(client *azblob.Client, opts Options) *Job { return &Job{client: client, opts: opts} }
 
-// Configure applies Baton's app settings, once at start-up before any invocation: client is the
-// account to read (a job built with a client keeps its own), and opts' Reserved containers are
-// refused besides the job's own; opts.Unavailable, when set, refuses every run of a job that has
-// no client.
-func (j *Job) Configure(client *azblob.Client, opts Options) {
+// ConfigureStorage applies Baton's app settings, once at start-up before any invocation: client
+// is the account to read (a job built with a client keeps its own), reserved are more
+// containers to refuse (the app's own), and unavailable, when set, refuses every run of a job
+// that has no client.
+func (j *Job) ConfigureStorage(client *azblob.Client, reserved []string, unavailable error) {
 	if j.client == nil {
 		j.client = client
 	}
-	j.opts.Reserved = append(slices.Clone(j.opts.Reserved), opts.Reserved...)
+	j.opts.Reserved = append(slices.Clone(j.opts.Reserved), reserved...)
 	if j.client == nil && j.opts.Unavailable == nil {
-		j.opts.Unavailable = opts.Unavailable
+		j.opts.Unavailable = unavailable
 	}
 }
 
 var (
-	_ work.Job             = (*Job)(nil)
-	_ work.ParamsValidator = (*Job)(nil)
+	_ baton.Job             = (*Job)(nil)
+	_ baton.ParamsValidator = (*Job)(nil)
 )
 
-// ValidateParams implements work.ParamsValidator: the params must parse, name no reserved
+// ValidateParams implements baton.ParamsValidator: the params must parse, name no reserved
 // container, and the job must have storage to read.
 func (j *Job) ValidateParams(params json.RawMessage) error {
 	_, err := j.params(params)

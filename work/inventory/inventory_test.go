@@ -13,13 +13,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+
 	"github.com/batonfn/baton/internal/engine/azclient"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/blobstore"
+	"github.com/batonfn/baton/internal/enginejob"
 	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/work"
 	"github.com/batonfn/baton/work/inventory"
@@ -155,7 +159,7 @@ func expected(spec []seedBlob, partitions int) inventory.Summary {
 }
 
 // planAll runs the job's planner from cursor and returns the payloads and the cursors.
-func planAll(t *testing.T, ctx context.Context, job work.Job, params json.RawMessage, cursor string) ([]inventory.Range, []string) {
+func planAll(t *testing.T, ctx context.Context, job baton.Job, params json.RawMessage, cursor string) ([]inventory.Range, []string) {
 	t.Helper()
 	var ranges []inventory.Range
 	var cursors []string
@@ -196,7 +200,7 @@ func TestInventory_SeededContainerThroughTheWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobs := work.NewRegistry()
-	jobs.Register(inventory.Name, job)
+	jobs.Register(inventory.Name, enginejob.Of(job))
 	if err := jobs.ValidateParams(inventory.Name, params); err != nil {
 		t.Fatal(err)
 	}
@@ -276,8 +280,8 @@ func TestInventory_ProcessRejectsBadPayloads(t *testing.T) {
 	}
 	job := inventory.New(client, inventory.Options{})
 	for _, p := range []string{`{}`, `{"after":"b","last":"a"}`, `{"after":"a","last":"a"}`, `{"last":"a","extra":1}`, `[]`, `null`} {
-		_, err := job.Process(context.Background(), work.Partition{Params: json.RawMessage(`{"container":"abc"}`), Payload: json.RawMessage(p)})
-		if !errors.Is(err, work.ErrPermanent) {
+		_, err := job.Process(context.Background(), baton.Partition{Params: json.RawMessage(`{"container":"abc"}`), Payload: json.RawMessage(p)})
+		if !errors.Is(err, baton.ErrPermanent) {
 			t.Errorf("payload %s: got %v, want a permanent error", p, err)
 		}
 	}
@@ -308,7 +312,7 @@ func TestParseParams(t *testing.T) {
 
 func TestAggregate_CapsAndSortsTheLists(t *testing.T) {
 	const parts, each = 3, 600
-	var rs []ledger.Result
+	var rs []baton.Result
 	for p := range parts {
 		s := inventory.Summary{Tally: inventory.Tally{Objects: each, Bytes: each * 10},
 			ByContentType: map[string]inventory.Tally{"a": {Objects: each, Bytes: each * 10}},
@@ -318,11 +322,11 @@ func TestAggregate_CapsAndSortsTheLists(t *testing.T) {
 			s.Corrupt = append(s.Corrupt, inventory.Corrupt{Name: fmt.Sprintf("n%05d", k*parts+(parts-1-p))})
 		}
 		out, _ := json.Marshal(s)
-		rs = append(rs, ledger.Result{Index: p, OK: true, Output: out})
+		rs = append(rs, baton.Result{Index: p, OK: true, Output: out})
 	}
-	rs = append(rs, ledger.Result{Index: parts, OK: false, Error: "gave up"})
-	out, err := inventory.New(nil, inventory.Options{}).Aggregate(context.Background(), work.RunInfo{Partitions: parts + 1},
-		func(yield func(ledger.Result, error) bool) {
+	rs = append(rs, baton.Result{Index: parts, OK: false, Error: "gave up"})
+	out, err := inventory.New(nil, inventory.Options{}).Aggregate(context.Background(), baton.RunInfo{Partitions: parts + 1},
+		func(yield func(baton.Result, error) bool) {
 			for _, r := range rs {
 				if !yield(r, nil) {
 					return

@@ -12,9 +12,10 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/batonfn/baton"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	"github.com/batonfn/baton/work"
 )
 
 // checkConcurrency bounds the downloads one partition runs at once.
@@ -23,16 +24,16 @@ const checkConcurrency = 8
 // Process audits the blobs in the partition's range. A transient storage error fails the
 // partition (it is retried); a blob that is gone counts as vanished; any other refusal to
 // read a blob (archived, forbidden, …) lists it as unreadable.
-func (j *Job) Process(ctx context.Context, part work.Partition) (json.RawMessage, error) {
+func (j *Job) Process(ctx context.Context, part baton.Partition) (json.RawMessage, error) {
 	p, err := j.params(part.Params) // a run planned before a container became reserved reads nothing either
 	if err != nil {
-		return nil, work.Permanent(err)
+		return nil, baton.Permanent(err)
 	}
 	var r Range
 	dec := json.NewDecoder(bytes.NewReader(part.Payload))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil || r.Last == "" || r.Last <= r.After {
-		return nil, work.Permanent(fmt.Errorf("inventory: bad range payload %s", part.Payload))
+		return nil, baton.Permanent(fmt.Errorf("inventory: bad range payload %s", part.Payload))
 	}
 
 	s := newSummary()

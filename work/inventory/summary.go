@@ -8,8 +8,7 @@ import (
 	"iter"
 	"slices"
 
-	"github.com/batonfn/baton/internal/engine/ledger"
-	"github.com/batonfn/baton/work"
+	"github.com/batonfn/baton"
 )
 
 // Tally counts objects and their bytes.
@@ -99,7 +98,7 @@ func capSorted[T any](list []T, limit int, name func(T) string) []T {
 }
 
 // Aggregate merges the partition summaries.
-func (*Job) Aggregate(ctx context.Context, run work.RunInfo, results iter.Seq2[ledger.Result, error]) (json.RawMessage, error) {
+func (*Job) Aggregate(ctx context.Context, run baton.RunInfo, results iter.Seq2[baton.Result, error]) (json.RawMessage, error) {
 	total := newSummary()
 	total.Partitions = run.Partitions
 	for r, err := range results {
@@ -112,7 +111,7 @@ func (*Job) Aggregate(ctx context.Context, run work.RunInfo, results iter.Seq2[l
 		}
 		var s Summary
 		if err := json.Unmarshal(r.Output, &s); err != nil {
-			return nil, work.Permanent(fmt.Errorf("inventory: output of partition %d: %w", r.Index, err))
+			return nil, baton.Permanent(fmt.Errorf("inventory: output of partition %d: %w", r.Index, err))
 		}
 		total.merge(s, MaxListed)
 	}
@@ -121,13 +120,13 @@ func (*Job) Aggregate(ctx context.Context, run work.RunInfo, results iter.Seq2[l
 
 // Merge combines partial aggregates: counts add up and the capped, name-sorted lists merge,
 // so any grouping of the partitions gives the same aggregate.
-func (*Job) Merge(ctx context.Context, run work.RunInfo, parts []json.RawMessage) (json.RawMessage, error) {
+func (*Job) Merge(ctx context.Context, run baton.RunInfo, parts []json.RawMessage) (json.RawMessage, error) {
 	total := newSummary()
 	total.Partitions = run.Partitions
 	for _, part := range parts {
 		var s Summary
 		if err := json.Unmarshal(part, &s); err != nil {
-			return nil, work.Permanent(fmt.Errorf("inventory: partial aggregate: %w", err))
+			return nil, baton.Permanent(fmt.Errorf("inventory: partial aggregate: %w", err))
 		}
 		total.merge(s, MaxListed)
 		total.FailedPartitions += s.FailedPartitions

@@ -5,11 +5,11 @@
 //
 //	partitions       number of partitions, 1..1,000,000 (required)
 //	workMs           time each partition takes, 0..600,000 ms (a timer that honours the context)
-//	payloadBytes     size of each partition payload, up to work.MaxPayloadBytes
+//	payloadBytes     size of each partition payload, up to baton.MaxPayloadBytes
 //	failAlways       indexes that fail (transiently) on every delivery
 //	failOncePercent  0..100: indexes picked by a hash of the index (FailsOnce) fail on their
 //	                 first delivery only, then succeed
-//	permanent        indexes that fail permanently (work.ErrPermanent)
+//	permanent        indexes that fail permanently (baton.ErrPermanent)
 //	failUntil        an RFC 3339 time: every partition fails (transiently) while the job's
 //	                 clock is before it, as if a dependency were down until then
 //

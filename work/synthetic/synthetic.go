@@ -13,8 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonfn/baton/internal/engine/ledger"
-	"github.com/batonfn/baton/work"
+	"github.com/batonfn/baton"
 )
 
 // Name is the job's registry name.
@@ -55,8 +54,8 @@ func ParseParams(raw json.RawMessage) (Params, error) {
 		return p, fmt.Errorf("params: partitions %d, want 1..%d", p.Partitions, MaxPartitions)
 	case p.WorkMs < 0 || p.WorkMs > MaxWorkMs:
 		return p, fmt.Errorf("params: workMs %d, want 0..%d", p.WorkMs, MaxWorkMs)
-	case p.PayloadBytes < 0 || p.PayloadBytes > work.MaxPayloadBytes:
-		return p, fmt.Errorf("params: payloadBytes %d, want 0..%d", p.PayloadBytes, work.MaxPayloadBytes)
+	case p.PayloadBytes < 0 || p.PayloadBytes > baton.MaxPayloadBytes:
+		return p, fmt.Errorf("params: payloadBytes %d, want 0..%d", p.PayloadBytes, baton.MaxPayloadBytes)
 	case p.FailOncePercent < 0 || p.FailOncePercent > 100:
 		return p, fmt.Errorf("params: failOncePercent %d, want 0..100", p.FailOncePercent)
 	}
@@ -121,11 +120,11 @@ func NewWithClock(now func() time.Time) *Job { return &Job{now: now} }
 func NewCapped(caps Caps) *Job { return &Job{caps: caps, now: time.Now} }
 
 // Configure applies the caps of Baton's app settings (BATON_SYNTHETIC_MAX_PARTITIONS,
-// BATON_SYNTHETIC_MAX_WORK_MS), once at start-up before any invocation; a cap the job was built
-// with (NewCapped) stays when it is the tighter one.
-func (j *Job) Configure(caps Caps) {
-	j.caps.MaxPartitions = tighter(j.caps.MaxPartitions, caps.MaxPartitions)
-	j.caps.MaxWorkMs = tighter(j.caps.MaxWorkMs, caps.MaxWorkMs)
+// BATON_SYNTHETIC_MAX_WORK_MS; 0: none), once at start-up before any invocation; a cap the job
+// was built with (NewCapped) stays when it is the tighter one.
+func (j *Job) Configure(maxPartitions, maxWorkMs int) {
+	j.caps.MaxPartitions = tighter(j.caps.MaxPartitions, maxPartitions)
+	j.caps.MaxWorkMs = tighter(j.caps.MaxWorkMs, maxWorkMs)
 }
 
 // tighter is the smaller of two caps, where zero means none.
@@ -140,11 +139,11 @@ func tighter(a, b int) int {
 }
 
 var (
-	_ work.Job             = (*Job)(nil)
-	_ work.ParamsValidator = (*Job)(nil)
+	_ baton.Job             = (*Job)(nil)
+	_ baton.ParamsValidator = (*Job)(nil)
 )
 
-// ValidateParams implements work.ParamsValidator: the package limits and the job's caps.
+// ValidateParams implements baton.ParamsValidator: the package limits and the job's caps.
 func (j *Job) ValidateParams(params json.RawMessage) error {
 	_, err := j.params(params)
 	return err
@@ -196,22 +195,22 @@ func payload(i, size int) json.RawMessage {
 }
 
 // Process applies the failure rules, waits workMs and returns {"i":i,"v":i*i}.
-func (j *Job) Process(ctx context.Context, part work.Partition) (json.RawMessage, error) {
+func (j *Job) Process(ctx context.Context, part baton.Partition) (json.RawMessage, error) {
 	p, err := ParseParams(part.Params)
 	if err != nil {
-		return nil, work.Permanent(err)
+		return nil, baton.Permanent(err)
 	}
 	var pl Payload
 	if err := json.Unmarshal(part.Payload, &pl); err != nil {
-		return nil, work.Permanent(fmt.Errorf("synthetic: payload: %w", err))
+		return nil, baton.Permanent(fmt.Errorf("synthetic: payload: %w", err))
 	}
 	if pl.I != part.Index {
-		return nil, work.Permanent(fmt.Errorf("synthetic: payload names index %d, message %d", pl.I, part.Index))
+		return nil, baton.Permanent(fmt.Errorf("synthetic: payload names index %d, message %d", pl.I, part.Index))
 	}
 	i := pl.I
 	switch {
 	case slices.Contains(p.Permanent, i):
-		return nil, work.Permanent(fmt.Errorf("synthetic: index %d fails permanently", i))
+		return nil, baton.Permanent(fmt.Errorf("synthetic: index %d fails permanently", i))
 	case slices.Contains(p.FailAlways, i):
 		return nil, fmt.Errorf("synthetic: index %d always fails (delivery %d)", i, part.Attempt)
 	case part.Attempt <= 1 && FailsOnce(i, p.FailOncePercent):
@@ -232,7 +231,7 @@ func (j *Job) Process(ctx context.Context, part work.Partition) (json.RawMessage
 }
 
 // Aggregate sums the outputs.
-func (*Job) Aggregate(ctx context.Context, run work.RunInfo, results iter.Seq2[ledger.Result, error]) (json.RawMessage, error) {
+func (*Job) Aggregate(ctx context.Context, run baton.RunInfo, results iter.Seq2[baton.Result, error]) (json.RawMessage, error) {
 	s := Summary{Partitions: run.Partitions}
 	for r, err := range results {
 		if err != nil {
@@ -248,7 +247,7 @@ func (*Job) Aggregate(ctx context.Context, run work.RunInfo, results iter.Seq2[l
 		}
 		var o Output
 		if err := json.Unmarshal(r.Output, &o); err != nil {
-			return nil, work.Permanent(fmt.Errorf("synthetic: output of partition %d: %w", r.Index, err))
+			return nil, baton.Permanent(fmt.Errorf("synthetic: output of partition %d: %w", r.Index, err))
 		}
 		s.OK++
 		s.SumV += o.V
@@ -258,12 +257,12 @@ func (*Job) Aggregate(ctx context.Context, run work.RunInfo, results iter.Seq2[l
 
 // Merge adds partial summaries: every field is a count or a sum, so any grouping gives the same
 // total.
-func (*Job) Merge(ctx context.Context, run work.RunInfo, parts []json.RawMessage) (json.RawMessage, error) {
+func (*Job) Merge(ctx context.Context, run baton.RunInfo, parts []json.RawMessage) (json.RawMessage, error) {
 	total := Summary{Partitions: run.Partitions}
 	for _, part := range parts {
 		var s Summary
 		if err := json.Unmarshal(part, &s); err != nil {
-			return nil, work.Permanent(fmt.Errorf("synthetic: partial aggregate: %w", err))
+			return nil, baton.Permanent(fmt.Errorf("synthetic: partial aggregate: %w", err))
 		}
 		total.OK += s.OK
 		total.Failed += s.Failed

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/internal/engine/ledger"
-	"github.com/batonfn/baton/work"
+	"github.com/batonfn/baton"
+
 	"github.com/batonfn/baton/work/synthetic"
 )
 
@@ -28,7 +28,7 @@ func TestParseParams(t *testing.T) {
 		{"too many partitions", `{"partitions":1000001}`, false},
 		{"negative work", `{"partitions":1,"workMs":-1}`, false},
 		{"work too long", `{"partitions":1,"workMs":600001}`, false},
-		{"payload too large", fmt.Sprintf(`{"partitions":1,"payloadBytes":%d}`, work.MaxPayloadBytes+1), false},
+		{"payload too large", fmt.Sprintf(`{"partitions":1,"payloadBytes":%d}`, baton.MaxPayloadBytes+1), false},
 		{"percent over 100", `{"partitions":1,"failOncePercent":101}`, false},
 		{"unknown field", `{"partitions":1,"bogus":1}`, false},
 		{"not an object", `[1]`, false},
@@ -100,7 +100,7 @@ func TestPlan_PayloadSize(t *testing.T) {
 
 func process(t *testing.T, params string, i, attempt int) (synthetic.Output, error) {
 	t.Helper()
-	out, err := synthetic.New().Process(context.Background(), work.Partition{Run: "r", Index: i, Epoch: 1, Attempt: attempt,
+	out, err := synthetic.New().Process(context.Background(), baton.Partition{Run: "r", Index: i, Attempt: attempt,
 		Params: json.RawMessage(params), Payload: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
 	var o synthetic.Output
 	if err == nil {
@@ -148,17 +148,17 @@ func TestProcess_FailureRules(t *testing.T) {
 				t.Errorf("got no error, want one")
 			case !tc.wantErr && err != nil:
 				t.Errorf("got %v, want success", err)
-			case err != nil && errors.Is(err, work.ErrPermanent) != tc.permanent:
-				t.Errorf("got %v, permanent=%v; want permanent=%v", err, errors.Is(err, work.ErrPermanent), tc.permanent)
+			case err != nil && errors.Is(err, baton.ErrPermanent) != tc.permanent:
+				t.Errorf("got %v, permanent=%v; want permanent=%v", err, errors.Is(err, baton.ErrPermanent), tc.permanent)
 			case err == nil && (o.I != tc.index || o.V != int64(tc.index*tc.index)):
 				t.Errorf("output %+v, want i=%d v=%d", o, tc.index, tc.index*tc.index)
 			}
 		})
 	}
 	// A payload naming another index is a permanent error.
-	_, err := synthetic.New().Process(context.Background(), work.Partition{Index: 1, Attempt: 1,
+	_, err := synthetic.New().Process(context.Background(), baton.Partition{Index: 1, Attempt: 1,
 		Params: json.RawMessage(`{"partitions":5}`), Payload: json.RawMessage(`{"i":2}`)})
-	if !errors.Is(err, work.ErrPermanent) {
+	if !errors.Is(err, baton.ErrPermanent) {
 		t.Errorf("mismatched payload: got %v, want a permanent error", err)
 	}
 }
@@ -184,7 +184,7 @@ func TestProcess_WorkHonoursTheContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := synthetic.New().Process(ctx, work.Partition{Index: 0, Attempt: 1,
+	_, err := synthetic.New().Process(ctx, baton.Partition{Index: 0, Attempt: 1,
 		Params: json.RawMessage(`{"partitions":1,"workMs":600000}`), Payload: json.RawMessage(`{"i":0}`)})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("got %v, want the context's deadline", err)
@@ -194,8 +194,8 @@ func TestProcess_WorkHonoursTheContext(t *testing.T) {
 	}
 }
 
-func results(rs ...ledger.Result) iter.Seq2[ledger.Result, error] {
-	return func(yield func(ledger.Result, error) bool) {
+func results(rs ...baton.Result) iter.Seq2[baton.Result, error] {
+	return func(yield func(baton.Result, error) bool) {
 		for _, r := range rs {
 			if !yield(r, nil) {
 				return
@@ -207,11 +207,11 @@ func results(rs ...ledger.Result) iter.Seq2[ledger.Result, error] {
 func TestAggregate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		in   []ledger.Result
+		in   []baton.Result
 		want synthetic.Summary
 	}{
 		{"empty", nil, synthetic.Summary{Partitions: 0}},
-		{"mixed", []ledger.Result{
+		{"mixed", []baton.Result{
 			{Index: 0, OK: true, Output: json.RawMessage(`{"i":0,"v":0}`), Attempts: 1},
 			{Index: 1, OK: false, Error: "x", Attempts: 5},
 			{Index: 2, OK: true, Output: json.RawMessage(`{"i":2,"v":4}`), Attempts: 2},
@@ -219,7 +219,7 @@ func TestAggregate(t *testing.T) {
 		}, synthetic.Summary{Partitions: 4, OK: 3, Failed: 1, SumV: 13, Attempts: 9, Retried: 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := synthetic.New().Aggregate(context.Background(), work.RunInfo{Partitions: len(tc.in)}, results(tc.in...))
+			out, err := synthetic.New().Aggregate(context.Background(), baton.RunInfo{Partitions: len(tc.in)}, results(tc.in...))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -233,8 +233,8 @@ func TestAggregate(t *testing.T) {
 		})
 	}
 	readErr := errors.New("read failed")
-	_, err := synthetic.New().Aggregate(context.Background(), work.RunInfo{}, func(yield func(ledger.Result, error) bool) {
-		yield(ledger.Result{}, readErr)
+	_, err := synthetic.New().Aggregate(context.Background(), baton.RunInfo{}, func(yield func(baton.Result, error) bool) {
+		yield(baton.Result{}, readErr)
 	})
 	if !errors.Is(err, readErr) {
 		t.Errorf("a read error: got %v, want it returned", err)
@@ -246,9 +246,9 @@ func TestProcess_FailUntil(t *testing.T) {
 	until := time.Date(2026, 11, 25, 13, 1, 0, 0, time.UTC)
 	now := until.Add(-time.Second)
 	job := synthetic.NewWithClock(func() time.Time { return now })
-	part := work.Partition{Run: "r", Index: 2, Attempt: 1, Params: json.RawMessage(`{"partitions":3,"failUntil":"2026-11-25T13:01:00Z"}`),
+	part := baton.Partition{Run: "r", Index: 2, Attempt: 1, Params: json.RawMessage(`{"partitions":3,"failUntil":"2026-11-25T13:01:00Z"}`),
 		Payload: json.RawMessage(`{"i":2}`)}
-	if _, err := job.Process(context.Background(), part); err == nil || errors.Is(err, work.ErrPermanent) {
+	if _, err := job.Process(context.Background(), part); err == nil || errors.Is(err, baton.ErrPermanent) {
 		t.Fatalf("before failUntil: got %v, want a transient error", err)
 	}
 	now = until

@@ -8,7 +8,6 @@ import (
 func TestDescribe(t *testing.T) {
 	tests := []struct{ expr, want string }{
 		{"* * * * * *", "every second"},
-		{"0 2 * * *", "at 02:00:00 every day"}, // five fields
 		{"*/5 * * * * *", "every 5 seconds"},
 		{"*/7 * * * * *", "at seconds 0, 7, 14, 21, 28, 35, 42, 49 and 56 of every minute"},
 		{"*/10 0-4 * * * *", "every 10 seconds during minutes 0 through 4 of every hour"},

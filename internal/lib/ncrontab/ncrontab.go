@@ -120,7 +120,8 @@ type Expr struct {
 	f [nFields]uint64
 }
 
-// Parse parses an NCRONTAB expression of six fields, or of five (second 0). The errors name the
+// Parse parses an NCRONTAB expression of six fields; five are refused, since the same text read
+// with or without a second field means different times. The errors name the
 // expression, the field and what is wrong with it.
 func Parse(s string) (Expr, error) {
 	fail := func(format string, args ...any) (Expr, error) {
@@ -134,19 +135,17 @@ func Parse(s string) (Expr, error) {
 	switch len(parts) {
 	case 6:
 	case 5:
-		e.f[fSecond] = 1 // second 0
-		parts = append([]string{""}, parts...)
+		// Five fields read as a cron line would mean something else than the same text read
+		// with a second field, silently: refuse it, showing both readings.
+		return fail("want 6 fields {second} {minute} {hour} {day} {month} {day-of-week}, got 5: %s", sixFieldReadings(parts))
 	default:
 		extra := ""
 		if len(parts) == 7 {
 			extra = " (a year field is not supported)"
 		}
-		return fail("want 6 fields (second minute hour day month day-of-week) or 5 (minute hour day month day-of-week), got %d%s", len(parts), extra)
+		return fail("want 6 fields (second minute hour day month day-of-week), got %d%s", len(parts), extra)
 	}
 	for i, p := range parts {
-		if p == "" {
-			continue // the implicit second of a five-field expression
-		}
 		set, err := parseField(p, &fieldInfo[i])
 		if err != nil {
 			return fail("%s: %v", fieldInfo[i].name, err)
@@ -157,6 +156,19 @@ func Parse(s string) (Expr, error) {
 		return fail("%v", err)
 	}
 	return e, nil
+}
+
+// sixFieldReadings says what five fields mean as a cron line (a second 0 first) and with a field
+// missing at the end (every day of the week), each described when it parses.
+func sixFieldReadings(parts []string) string {
+	reading := func(expr string) string {
+		if e, err := Parse(expr); err == nil {
+			return fmt.Sprintf("%q (%s)", expr, e.Describe())
+		}
+		return fmt.Sprintf("%q", expr)
+	}
+	return "as a cron line, write " + reading("0 "+strings.Join(parts, " ")) +
+		"; with a field missing at the end, " + reading(strings.Join(parts, " ")+" *")
 }
 
 // MustParse is like Parse but panics if s is not a valid expression. It is meant for tests and

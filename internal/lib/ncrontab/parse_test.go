@@ -13,8 +13,8 @@ func TestParse(t *testing.T) {
 		{"0 0 0 1 1 0", "0 0 0 1 1 0"},
 		{"59 59 23 31 12 6", "59 59 23 31 12 6"},
 		// Five fields: second 0.
-		{"* * * * *", "0 * * * * *"},
-		{"30 9 * * 1-5", "0 30 9 * * 1-5"},
+		{"0 * * * * *", "0 * * * * *"},
+		{"0 30 9 * * 1-5", "0 30 9 * * 1-5"},
 		// Any white space between fields, around the expression too.
 		{"  0\t*/5 *\n* *   * ", "0 */5 * * * *"},
 		// Lists and ranges, merged and normalised.
@@ -81,7 +81,7 @@ func TestParse(t *testing.T) {
 
 func TestParseEquivalent(t *testing.T) {
 	for _, pair := range [][2]string{
-		{"* * * * *", "0 * * * * *"},
+		{"0 * * * * *", "0 * * * * *"},
 		{"0 30 9 * Jan Mon", "0 30 9 * 1 1"},
 		{"0 30 9 * January Monday", "0 30 9 * 1 1"},
 		{"10,25,40 * * * * *", "10-40/15 * * * * *"},
@@ -101,10 +101,10 @@ func TestParseErrors(t *testing.T) {
 		in, want string
 	}{
 		{"0 61 * * * *", `ncrontab: "0 61 * * * *": minute: 61 is out of range 0-59`},
-		{"", `ncrontab: "": want 6 fields (second minute hour day month day-of-week) or 5 (minute hour day month day-of-week), got 0`},
-		{"   ", `ncrontab: "   ": want 6 fields (second minute hour day month day-of-week) or 5 (minute hour day month day-of-week), got 0`},
-		{"* * * *", `ncrontab: "* * * *": want 6 fields (second minute hour day month day-of-week) or 5 (minute hour day month day-of-week), got 4`},
-		{"0 0 0 1 1 * 2026", `ncrontab: "0 0 0 1 1 * 2026": want 6 fields (second minute hour day month day-of-week) or 5 (minute hour day month day-of-week), got 7 (a year field is not supported)`},
+		{"", `ncrontab: "": want 6 fields (second minute hour day month day-of-week), got 0`},
+		{"   ", `ncrontab: "   ": want 6 fields (second minute hour day month day-of-week), got 0`},
+		{"* * * *", `ncrontab: "* * * *": want 6 fields (second minute hour day month day-of-week), got 4`},
+		{"0 0 0 1 1 * 2026", `ncrontab: "0 0 0 1 1 * 2026": want 6 fields (second minute hour day month day-of-week), got 7 (a year field is not supported)`},
 		{"@daily", `ncrontab: "@daily": macros such as @daily are not supported: write the fields, e.g. "0 0 0 * * *"`},
 		{"@every 5m", `ncrontab: "@every 5m": macros such as @every are not supported: write the fields, e.g. "0 0 0 * * *"`},
 		// Out of range, per field.
@@ -120,8 +120,8 @@ func TestParseErrors(t *testing.T) {
 		{"0 5-61 * * * *", `ncrontab: "0 5-61 * * * *": minute: 61 is out of range 0-59`},
 		{"0 70/5 * * * *", `ncrontab: "0 70/5 * * * *": minute: 70 is out of range 0-59`},
 		// Five fields shift the names: the first is the minute.
-		{"61 * * * *", `ncrontab: "61 * * * *": minute: 61 is out of range 0-59`},
-		{"* * * * 7", `ncrontab: "* * * * 7": day-of-week: 7 is out of range 0-6 (Sunday is 0; NCrontab does not accept 7)`},
+		{"0 61 * * * *", `ncrontab: "0 61 * * * *": minute: 61 is out of range 0-59`},
+		{"0 * * * * 7", `ncrontab: "0 * * * * 7": day-of-week: 7 is out of range 0-6 (Sunday is 0; NCrontab does not accept 7)`},
 		// Syntax.
 		{"a * * * * *", `ncrontab: "a * * * * *": second: "a" is not a number`},
 		{"-1 * * * * *", `ncrontab: "-1 * * * * *": second: "-1" is not a range a-b`},
@@ -137,6 +137,9 @@ func TestParseErrors(t *testing.T) {
 		{"0 5-2 * * * *", `ncrontab: "0 5-2 * * * *": minute: range "5-2" is reversed (wrap-around ranges are not supported; NCrontab would swap the ends)`},
 		{"0 0 22-2 * * *", `ncrontab: "0 0 22-2 * * *": hour: range "22-2" is reversed (wrap-around ranges are not supported; NCrontab would swap the ends)`},
 		{"0 0 0 * * FRI-MON", `ncrontab: "0 0 0 * * FRI-MON": day-of-week: range "FRI-MON" is reversed (wrap-around ranges are not supported; NCrontab would swap the ends)`},
+		// Five fields: refused, showing both six-field readings.
+		{"0 15 3 * *", `ncrontab: "0 15 3 * *": want 6 fields {second} {minute} {hour} {day} {month} {day-of-week}, got 5: ` +
+			`as a cron line, write "0 0 15 3 * *" (at 15:00:00 on day 3 of the month); with a field missing at the end, "0 15 3 * * *" (at 03:15:00 every day)`},
 		// Steps.
 		{"*/0 * * * * *", `ncrontab: "*/0 * * * * *": second: "*/0": step 0 is out of range 1-60`},
 		{"*/61 * * * * *", `ncrontab: "*/61 * * * * *": second: "*/61": step 61 is out of range 1-60`},
@@ -170,7 +173,7 @@ func TestParseErrors(t *testing.T) {
 		{"0 0 0 30-31 Feb *", `ncrontab: "0 0 0 30-31 Feb *": never fires: no days 30-31 in February`},
 		{"0 0 0 31 4 *", `ncrontab: "0 0 0 31 4 *": never fires: no day 31 in April`},
 		{"0 0 0 31 2,4,6,9,11 *", `ncrontab: "0 0 0 31 2,4,6,9,11 *": never fires: no day 31 in February or April or June or September or November`},
-		{"0 0 31 Apr *", `ncrontab: "0 0 31 Apr *": never fires: no day 31 in April`},
+		{"0 0 0 31 Apr *", `ncrontab: "0 0 0 31 Apr *": never fires: no day 31 in April`},
 	}
 	for _, tt := range tests {
 		e, err := Parse(tt.in)
@@ -194,7 +197,7 @@ func TestMustParse(t *testing.T) {
 	defer func() {
 		r := recover()
 		err, ok := r.(error)
-		if !ok || err.Error() != `ncrontab: "0 0 2": want 6 fields (second minute hour day month day-of-week) or 5 (minute hour day month day-of-week), got 3` {
+		if !ok || err.Error() != `ncrontab: "0 0 2": want 6 fields (second minute hour day month day-of-week), got 3` {
 			t.Errorf("MustParse of a bad expression panicked with %v", r)
 		}
 	}()

@@ -79,14 +79,16 @@ func main() {
 // newApp registers the jobs and declares the schedules.
 func newApp(opts ...baton.Option) *baton.App {
 	app := baton.New(opts...)
-	_ = app.Register(jobSynthetic, synthetic.New(), baton.WithRetry(retry))
-	_ = app.Register(jobSlowPlan, slowPlan{synthetic.New()}, baton.WithRetry(retry))
+	jobs := map[string]*baton.JobHandle{
+		jobSynthetic: app.Register(jobSynthetic, synthetic.New(), baton.WithRetry(retry)),
+		jobSlowPlan:  app.Register(jobSlowPlan, slowPlan{synthetic.New()}, baton.WithRetry(retry)),
+	}
 	for _, s := range schedules {
 		opts := []baton.ScheduleOption{baton.WithOverlap(s.Overlap), baton.WithCatchUp(s.CatchUp), baton.WithParams(s.Params)}
 		if s.Jitter > 0 {
 			opts = append(opts, baton.WithJitter(s.Jitter))
 		}
-		_ = app.Schedule(s.Name, s.Job, s.Cron, opts...)
+		jobs[s.Job].Schedule(s.Name, s.Cron, opts...)
 	}
 	return app
 }

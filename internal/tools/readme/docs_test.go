@@ -35,7 +35,7 @@ func TestReadme_StaysShort(t *testing.T) {
 		t.Errorf("README.md is %d bytes, over its %d-byte budget: move reference material to docs/", len(doc), maxReadme)
 	}
 	for _, want := range []string{"make demo", "make test", "cmd/devhost", "func start", "docs/api.md", "docs/deploy.md",
-		"docs/design.md", "docs/reliability.md", "docs/jobs.md", "docs/configuration.md", "app.Schedule(",
+		"docs/design.md", "docs/reliability.md", "docs/jobs.md", "docs/configuration.md", ".Schedule(",
 		"BATON_HEARTBEAT", "BATON_SCHEDULES"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("README.md does not mention %q", want)
@@ -376,7 +376,7 @@ func TestJobs_SchedulesSection(t *testing.T) {
 		t.Fatalf("read %d schedule options and policies from schedule.go: the parser found too little", len(names))
 	}
 	flat := strings.Join(strings.Fields(section), " ") // prose wraps anywhere
-	for _, want := range append(names, "app.Schedule(", "RegistrationError", "BATON_HEARTBEAT", "BATON_SCHEDULES",
+	for _, want := range append(names, ".Schedule(", "RegistrationError", "BATON_HEARTBEAT", "BATON_SCHEDULES",
 		"does not fire", "fires once", "missed", "/runs", "/pause", "/resume") {
 		if !strings.Contains(flat, want) {
 			t.Errorf("docs/jobs.md's section Schedules does not mention %s", want)

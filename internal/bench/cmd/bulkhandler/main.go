@@ -11,6 +11,6 @@ import (
 
 func main() {
 	app := baton.New()
-	_ = app.Register(synthetic.Name, synthetic.New(), baton.WithMaxBundle(baton.MaxBundle))
+	app.Register(synthetic.Name, synthetic.New(), baton.WithMaxBundle(baton.MaxBundle))
 	app.Main()
 }
