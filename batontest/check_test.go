@@ -69,6 +69,7 @@ type counter struct {
 	countCalls    bool     // the output counts how often the partition was processed
 	attemptOutput bool     // the output includes the attempt number
 	transientBad  bool     // an unreadable payload is a plain (transient) error
+	failAll       error    // every partition fails with this error (wrapped permanent or not)
 	// merge
 	mergeable   bool
 	singles     bool // Merge counts every part after the first as one partition (not associative)
@@ -132,6 +133,9 @@ func (c *counter) Plan(ctx context.Context, params json.RawMessage, cursor strin
 }
 
 func (c *counter) Process(ctx context.Context, part baton.Partition) (json.RawMessage, error) {
+	if c.failAll != nil {
+		return nil, fmt.Errorf("partition %d: %w", part.Index, c.failAll)
+	}
 	var pl pair
 	if err := json.Unmarshal(part.Payload, &pl); err != nil {
 		if c.transientBad {
@@ -252,6 +256,10 @@ func TestCheck_EachBrokenPropertyFails(t *testing.T) {
 		{"aggregate refuses a failed partition", &counter{failOnFailure: true}, `{"n":2}`, []string{"failed partition", "partition 0", "has no output"}, 0},
 		{"transient error on a bad payload", &counter{transientBad: true}, `{"n":2}`, []string{"permanent errors", "partition 0", "not marked permanent"}, 0},
 		{"params that plan nothing", &counter{}, `{"n":0}`, []string{"plan", "no partitions"}, 0},
+		{"every partition failing permanently", &counter{failAll: baton.Permanent(errors.New("db down"))}, `{"n":28}`,
+			[]string{"all partitions failed", "28 of 28 partitions failed", "partition 0: ", "db down", "AllowAllFailed"}, 100},
+		{"every partition failing transiently", &counter{failAll: errors.New("timeout")}, `{"n":28}`,
+			[]string{"all partitions failed", "28 of 28 partitions failed", "partition 0: ", "timeout"}, 100},
 		{"params that are not an object", &counter{}, `[1]`, []string{"params", "JSON object"}, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -267,6 +275,14 @@ func TestCheck_EachBrokenPropertyFails(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A test that expects every partition to fail says so, and the check then passes.
+func TestCheck_AllowAllFailed(t *testing.T) {
+	rep := batontest.Check(t, (&counter{failAll: baton.Permanent(errors.New("db down"))}).job(), `{"n":5}`, batontest.AllowAllFailed())
+	if rep.Failed != 5 || rep.Succeeded != 0 {
+		t.Errorf("report %+v, want 5 failed", rep)
 	}
 }
 

@@ -16,7 +16,7 @@
 //     emitted (up to about 100 of them, spread over the run, and the last) gives exactly the
 //     partitions after it (a leader that takes over resumes there); a cursor is never empty,
 //     since "" means "from the start";
-//   - payload size: every payload fits a message (work.MaxPayloadBytes, measured on the bytes
+//   - payload size: every payload fits a message (baton.MaxPayloadBytes, measured on the bytes
 //     a send produces);
 //   - redelivery: a partition processed twice (a worker crashed after the work, before
 //     recording it) and delivered twice gives the same report;
@@ -29,7 +29,10 @@
 //     failed, or the run's deadline passed): a failure is data in the report;
 //   - permanent errors: a payload that is not the job's does not panic Process and, if it is
 //     refused, is refused with an error marked permanent (baton.Permanent), not one the host
-//     would retry until it dead-letters.
+//     would retry until it dead-letters;
+//   - all partitions failed: a run none of whose partitions succeeded (failed permanently or
+//     out of retries) fails the check, with the first errors, unless AllowAllFailed says the
+//     test expects it.
 //
 // Check compares JSON by value (key order and spacing do not matter). It does not prove a job
 // correct — only that Baton can run it exactly once: a job that gives the wrong answer the same
