@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -49,8 +50,9 @@ func ParseParams(raw json.RawMessage) (Params, error) {
 	switch {
 	case p.Container == "":
 		return p, errors.New("params: container is required")
-	case len(p.Container) < 3 || len(p.Container) > 63:
-		return p, fmt.Errorf("params: container %q: want 3-63 characters", p.Container)
+	case !containerName.MatchString(p.Container) || strings.Contains(p.Container, "--"):
+		return p, fmt.Errorf("params: container %q is not a container name: 3-63 characters of lower-case letters, digits and single hyphens, "+
+			"starting and ending with a letter or digit", p.Container)
 	case len(p.Prefix) > 1024:
 		return p, errors.New("params: prefix is longer than a blob name can be")
 	case p.PartitionSize < 1 || p.PartitionSize > MaxPartitionSize:
@@ -58,6 +60,10 @@ func ParseParams(raw json.RawMessage) (Params, error) {
 	}
 	return p, nil
 }
+
+// containerName is Azure's grammar for a container name (besides "--", checked apart): the name
+// is passed to the service as a path segment, so nothing else may reach it.
+var containerName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$`)
 
 // Range is a partition's payload: the names in (After, Last].
 type Range struct {

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -287,6 +289,26 @@ func TestInventory_ProcessRejectsBadPayloads(t *testing.T) {
 	}
 }
 
+// A container name is checked against Azure's grammar before anything else: a spelling that the
+// service would read as another container (escaped, a path, a query) never reaches it, so the
+// reserved names cannot be bypassed.
+func TestParseParams_RefusesWhatIsNotAContainerName(t *testing.T) {
+	job := inventory.New(nil, inventory.Options{Reserved: []string{"runs", "leases"}})
+	for _, name := range []string{"%61zure-webjobs-secrets", "x/../azure-webjobs-secrets", "run%73", "runs?x=1", "runs/", "./runs",
+		"Runs", "a--b", "-abc", "abc-", "ab", strings.Repeat("a", 64), "runs ", "r\\uns", "azure_webjobs"} {
+		raw := json.RawMessage(`{"container":` + strconv.Quote(name) + `}`)
+		err := job.ValidateParams(raw)
+		if err == nil || !strings.Contains(err.Error(), "lower-case letters, digits and single hyphens") {
+			t.Errorf("container %q: %v, want refused as not a container name", name, err)
+		}
+	}
+	for _, name := range []string{"runs", "azure-webjobs-secrets", "app-package-x"} {
+		if err := job.ValidateParams(json.RawMessage(`{"container":"` + name + `"}`)); !errors.Is(err, inventory.ErrReserved) {
+			t.Errorf("container %q: %v, want ErrReserved", name, err)
+		}
+	}
+}
+
 func TestParseParams(t *testing.T) {
 	for _, tc := range []struct {
 		raw      string
@@ -302,6 +324,8 @@ func TestParseParams(t *testing.T) {
 		{`{"container":"abc","partitionSize":-1}`, false, 0},
 		{`{"container":"abc","bogus":1}`, false, 0},
 		{``, false, 0},
+		{`{"container":"a-1-b"}`, true, inventory.DefaultPartitionSize},
+		{`{"container":"` + strings.Repeat("a", 63) + `"}`, true, inventory.DefaultPartitionSize},
 	} {
 		p, err := inventory.ParseParams(json.RawMessage(tc.raw))
 		if (err == nil) != tc.ok || (tc.ok && p.PartitionSize != tc.wantSize) {
