@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/batonfn/baton"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
@@ -80,24 +81,18 @@ func (j *Job) Process(ctx context.Context, part baton.Partition) (json.RawMessag
 	return json.Marshal(s)
 }
 
-// checkAll recomputes the MD5 of every item, a few at a time, recording the outcome in s.
+// checkAll recomputes the MD5 of every item, a few at a time, recording the outcome in s. A read
+// that fails for a reason other than the blob's own state ends the partition with that error.
 func (j *Job) checkAll(ctx context.Context, cont string, items []*container.BlobItem, s *Summary) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(checkConcurrency)
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, checkConcurrency)
 	for _, item := range items {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
+		if gctx.Err() != nil {
 			break
 		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			sum, err := j.md5Of(ctx, cont, *item.Name)
+		g.Go(func() error {
+			sum, err := j.md5Of(gctx, cont, *item.Name)
 			mu.Lock()
 			defer mu.Unlock()
 			var re *azcore.ResponseError
@@ -116,15 +111,15 @@ func (j *Job) checkAll(ctx context.Context, cont string, items []*container.Blob
 				s.UnreadableCount++
 				s.Unreadable = append(s.Unreadable, Unreadable{Name: *item.Name, Error: fmt.Sprintf("%d %s", re.StatusCode, re.ErrorCode)})
 			default:
-				cancel(fmt.Errorf("inventory: read %s/%s: %w", cont, *item.Name, err))
+				return fmt.Errorf("inventory: read %s/%s: %w", cont, *item.Name, err)
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
+	if err := g.Wait(); err != nil {
 		return err
 	}
-	return nil
+	return ctx.Err()
 }
 
 // md5Of streams a blob and returns the MD5 of its content.
