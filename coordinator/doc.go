@@ -2,6 +2,9 @@
 // schedule occurrence exactly once, plans each run under a lease of its own, and keeps the run's
 // check chain going until the run is final.
 //
+// It is Baton's engine, not its API: apps use package baton (github.com/batonfn/baton), and
+// nothing here is covered by its compatibility promise.
+//
 // # Two kinds of lease
 //
 // The scheduler lease (the Leader's own lock, leases/<BATON_LEASE_NAME>) is held by whoever

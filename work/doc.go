@@ -1,5 +1,9 @@
 // Package work defines what Baton runs and how one partition is processed.
 //
+// It is Baton's engine, not its API: apps use package baton (github.com/batonfn/baton), whose
+// Job, Partition and Result this package adapts, and nothing here is covered by its
+// compatibility promise.
+//
 // A Job plans a run as a stream of partitions, processes one partition at a time on any
 // instance, and aggregates the results once. Jobs are registered by name in a Registry and
 // selected with BATON_JOB (manual runs may choose another registered job).
