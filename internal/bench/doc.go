@@ -1,12 +1,12 @@
 // Package bench holds Baton's cross-cutting benchmarks: the figures a user compares
 // coordinators by, measured on this machine against Azurite on loopback and published in
-// BENCHMARKS.md. Package benchmarks elsewhere measure one component (coordinator: BlobLock and
-// the enqueue path; work: worker calls and TryFinish; transport: the queue sender); the ones
-// here measure the system:
+// BENCHMARKS.md. Package benchmarks elsewhere measure one component (bloblease: BlobLock;
+// coordinator: the enqueue path; work: worker calls and TryFinish; storagequeue: the queue
+// sender); the ones here measure the system:
 //
 //   - BenchmarkElection: contested Acquire latency with 2, 8 and 32 contenders, winners and
 //     losers apart, against a plain GetProperties round trip measured in the same run.
-//   - BenchmarkHandover, BenchmarkLeaseLapse, BenchmarkFailoverCrash, BenchmarkFailoverGraceful:
+//   - BenchmarkHandover, BenchmarkLeaseLapse, BenchmarkFailover:
 //     how long leadership is vacant after a graceful release, after a crash (the lease must
 //     lapse) and, with the real handler under the local host, until the run resumes through
 //     its check message after kill -9 or SIGTERM.
@@ -39,9 +39,9 @@
 // intended setting (`make bench` uses it); more iterations pool more samples. Under -short each
 // runs once on a small amount of work (its smallest size, 1,000 partitions for an end-to-end
 // run, three stops of the failover chain): `go test -short -run '^$' -bench . -benchtime 1x
-// ./bench` shows that every benchmark works, in minutes; its figures mean nothing.
+// ./internal/bench` shows that every benchmark works, in minutes; its figures mean nothing.
 //
 // The helpers here (percentiles, /proc readers, the listening-socket lookup) are plain code
-// with their own tests; bench/cmd/benchtable turns `go test -bench` output into the
+// with their own tests; internal/bench/cmd/benchtable turns `go test -bench` output into the
 // BENCHMARKS.md tables.
 package bench
