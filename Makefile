@@ -11,7 +11,7 @@ BIN     ?= baton
 # in Go 1.27); a count never starts that deadline. Raise it for a longer local hunt.
 FUZZTIME ?= 10000x
 
-.PHONY: all build tools browser test vet vulncheck unit fuzz examples demo bench bench-smoke bench-scale soak clean
+.PHONY: all build tools browser test vet vulncheck api unit fuzz examples demo bench bench-smoke bench-scale soak clean
 
 all: build
 
@@ -28,14 +28,18 @@ node_modules/.package-lock.json: package.json package-lock.json
 
 # vet: the static gate `make test` runs first; with warm caches it takes about 10 s on 2 cores, most
 # of it govulncheck's call-graph analysis (the first staticcheck run on a cold cache takes ~30 s):
-# gofmt; go.mod/go.sum must be what `go mod tidy` makes them; go vet; staticcheck (its default
-# checks: all but the doc-comment and naming style ones); vulncheck. Both tools are pinned in
-# go.mod's tool block (bump: go get -tool <pkg>@<version>).
+# gofmt; go.mod/go.sum and the tools module's must be what `go mod tidy` makes them; go vet;
+# staticcheck (its default checks: all but the doc-comment and naming style ones); vulncheck. Both
+# tools are pinned in DEVTOOLS_MOD, a module of their own, so that an app requiring Baton never has
+# them in its module graph; `go tool -modfile` builds them from it (bump: cd
+# internal/tools/devtools && go get -tool <pkg>@<version> && go mod tidy).
+DEVTOOLS_MOD = internal/tools/devtools/go.mod
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	@d=$$($(GO) mod tidy -diff 2>&1) || { echo "go.mod/go.sum are not tidy (run go mod tidy and commit the result):"; echo "$$d"; exit 1; }
+	@d=$$($(GO) -C $(dir $(DEVTOOLS_MOD)) mod tidy -diff 2>&1) || { echo "$(DEVTOOLS_MOD) is not tidy (run go mod tidy in $(dir $(DEVTOOLS_MOD)) and commit the result):"; echo "$$d"; exit 1; }
 	$(GO) vet ./...
-	$(GO) tool staticcheck ./...
+	$(GO) tool -modfile=$(DEVTOOLS_MOD) staticcheck ./...
 	@$(MAKE) --no-print-directory vulncheck
 
 # vulncheck: govulncheck on ./..., offline. vuln.go.dev is out of reach here and on CI, but the
@@ -47,7 +51,9 @@ vet:
 # scans against the live database instead. A vulnerability reached in a required module fails;
 # one in the standard library fails only with VULNCHECK_STDLIB=fail, else prints a notice: its
 # fix is a newer Go toolchain, which the machine provides, not the module. A database that
-# cannot be downloaded or read fails the check: no scan is no proof.
+# cannot be downloaded or read fails the check: no scan is no proof; so does a clean scan against
+# a file:// database whose index/modules.json lists no vulnerability (an empty database passes
+# any code).
 VULNDB_VERSION ?= v0.0.0-20261105234957-e22db6528018
 VULNDB_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/baton-vulndb
 GOVULNDB ?=
@@ -71,9 +77,18 @@ vulncheck:
 		fi; \
 		db="file://$$dir"; \
 	fi; \
-	echo "$(GO) tool govulncheck -db $$db ./..."; \
-	out=$$($(GO) tool govulncheck -db "$$db" ./... 2>&1); rc=$$?; \
-	if [ $$rc -eq 0 ]; then echo "govulncheck: no known vulnerability is reached"; exit 0; fi; \
+	echo "$(GO) tool -modfile=$(DEVTOOLS_MOD) govulncheck -db $$db ./..."; \
+	out=$$($(GO) tool -modfile=$(DEVTOOLS_MOD) govulncheck -db "$$db" ./... 2>&1); rc=$$?; \
+	if [ $$rc -eq 0 ]; then \
+		case "$$db" in file://*) \
+			n=$$(cat "$${db#file://}/index/modules.json" 2>/dev/null | grep -o '"id"' | wc -l); \
+			if [ "$$n" -eq 0 ]; then \
+				echo "govulncheck: the vulnerability database $$db holds no entries (its index/modules.json lists no vulnerability), so the clean scan proves nothing"; \
+				exit 1; \
+			fi;; \
+		esac; \
+		echo "govulncheck: no known vulnerability is reached"; exit 0; \
+	fi; \
 	if [ $$rc -ne 3 ] || [ '$(VULNCHECK_STDLIB)' = fail ] || echo "$$out" | grep -q '^  Module: '; then \
 		echo "$$out"; exit 1; \
 	fi; \
@@ -83,6 +98,12 @@ vulncheck:
 		/^ *Fixed in: / { print "  " id " (fixed in " $$NF "): " t }'; \
 	fix=$$(echo "$$out" | sed -n 's/^ *Fixed in: .*@//p' | sort -V | tail -n 1); \
 	echo "NOTICE: govulncheck: the standard library of $$($(GO) env GOVERSION) has the known vulnerabilities above reached by this code, all fixed in $$fix: build with that Go or newer (VULNCHECK_STDLIB=fail makes this fail vet)"
+
+# api: rewrites api/baton.txt, the record of the public API (every exported identifier of the
+# packages an app imports, with its signature). internal/tools/apirecord's test fails while the
+# record and the code differ: run this after an intended API change and commit the result.
+api:
+	$(GO) run ./internal/tools/apirecord
 
 # The dashboard's headless-browser check (internal/app TestDashboard_Browser) needs Debian's
 # chromium: installed here when missing (as root, e.g. on CI), and required by `make unit`.

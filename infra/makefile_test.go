@@ -1,6 +1,7 @@
 package infra_test
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,17 +16,22 @@ func TestMakefile_VulncheckFailsWithoutDatabase(t *testing.T) {
 		t.Skip("no make on this machine")
 	}
 	unreadable := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(unreadable, "v1", "index"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(unreadable, "v1", "index", "db.json"), []byte("not a database"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFiles(t, filepath.Join(unreadable, "v1"), map[string]string{"index/db.json": "not a database"})
+	// An empty database in the layout golang.org/x/vulndb's cmd/indexdb writes: govulncheck
+	// reads it without complaint and finds nothing in any code.
+	empty := t.TempDir()
+	writeFiles(t, filepath.Join(empty, "v1"), map[string]string{
+		"index/db.json":      `{"modified":"2026-01-01T00:00:00Z"}`,
+		"index/modules.json": `[]`,
+		"index/vulns.json":   `[]`,
+		"ID/.keep":           "",
+	})
 	cases := []struct {
 		name, version, cache, want string
 	}{
 		{"the database module cannot be downloaded", "v0.0.0-20000101000000-000000000000", t.TempDir(), "cannot be downloaded, so nothing was scanned"},
 		{"the database cannot be read", "v1", unreadable, "unrecognized vulndb format"},
+		{"the database holds no entries", "v1", empty, "holds no entries"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -42,6 +48,54 @@ func TestMakefile_VulncheckFailsWithoutDatabase(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGoMod_NoDevelopmentTools: Baton's development tools are pinned in their own module
+// (internal/tools/devtools), never in the library's go.mod, whose requirements every app that
+// requires Baton carries in its module graph.
+func TestGoMod_NoDevelopmentTools(t *testing.T) {
+	root := repoRoot(t)
+	tools := []struct{ module, cmd string }{
+		{"honnef.co/go/tools", "honnef.co/go/tools/cmd/staticcheck"},
+		{"golang.org/x/vuln", "golang.org/x/vuln/cmd/govulncheck"},
+	}
+	main := goModJSON(t, filepath.Join(root, "go.mod"))
+	for _, tl := range main.Tool {
+		t.Errorf("go.mod: tool %s: a development tool belongs in internal/tools/devtools/go.mod, out of every app's module graph", tl.Path)
+	}
+	for _, r := range main.Require {
+		for _, tl := range tools {
+			if r.Path == tl.module || strings.HasPrefix(r.Path, tl.module+"/") {
+				t.Errorf("go.mod requires %s %s, the module of %s: remove it from the library's go.mod and run go mod tidy", r.Path, r.Version, tl.cmd)
+			}
+		}
+	}
+	dev := goModJSON(t, filepath.Join(root, "internal", "tools", "devtools", "go.mod"))
+	pinned := map[string]bool{}
+	for _, tl := range dev.Tool {
+		pinned[tl.Path] = true
+	}
+	for _, tl := range tools {
+		if !pinned[tl.cmd] {
+			t.Errorf("internal/tools/devtools/go.mod: no tool %s; make vet runs it from there", tl.cmd)
+		}
+	}
+}
+
+// goModJSON reads a go.mod file through `go mod edit -json`.
+func goModJSON(t *testing.T, path string) (mod struct {
+	Require []struct{ Path, Version string }
+	Tool    []struct{ Path string }
+}) {
+	t.Helper()
+	out, err := exec.Command("go", "mod", "edit", "-json", path).Output()
+	if err != nil {
+		t.Fatalf("go mod edit -json %s: %v", path, err)
+	}
+	if err := json.Unmarshal(out, &mod); err != nil {
+		t.Fatalf("go mod edit -json %s: %v", path, err)
+	}
+	return mod
 }
 
 // TestMakefile_NpmRunsNoInstallScripts: the tools install runs no package's install scripts
