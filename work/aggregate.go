@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/lib/parallel"
 )
 
 // aggregate reads every result in index order (concurrently, with a bounded read-ahead) and
@@ -85,7 +86,8 @@ func runAggregate(ctx context.Context, job Job, info RunInfo, seq func(func(ledg
 }
 
 // resultReader reads results 0..n-1 concurrently and hands them out in index order. At most
-// 4×conc results are read ahead, so memory stays bounded however many partitions a run has.
+// conc results are read at once and 4×conc read ahead, so memory stays bounded however many
+// partitions a run has.
 type resultReader struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -98,24 +100,38 @@ type fetched struct {
 	err error
 }
 
+// readResults starts the reads: a feeder hands each index, with its future, to the first idle
+// one of conc readers (parallel.Each), then queues the future for next, in index order. The
+// feeder stops when the context ends, and the readers with it.
 func readResults(ctx context.Context, s Ledger, run string, n, conc int) *resultReader {
 	ctx, cancel := context.WithCancel(ctx)
 	rd := &resultReader{ctx: ctx, cancel: cancel, futures: make(chan chan fetched, 4*conc)}
-	sem := make(chan struct{}, conc)
+	type read struct {
+		i int
+		f chan fetched
+	}
+	reads := make(chan read) // unbuffered: a read is handed out only to an idle reader
+	rd.wg.Go(func() {
+		parallel.Each(n, conc, func(int) bool {
+			rq, ok := <-reads
+			if !ok {
+				return false
+			}
+			r, err := s.ReadResult(ctx, run, rq.i)
+			rq.f <- fetched{r, err}
+			return true
+		})
+	})
 	rd.wg.Go(func() {
 		defer close(rd.futures)
+		defer close(reads)
 		for i := range n {
 			f := make(chan fetched, 1)
 			select {
-			case sem <- struct{}{}:
+			case reads <- read{i, f}:
 			case <-ctx.Done():
 				return
 			}
-			rd.wg.Go(func() {
-				defer func() { <-sem }()
-				r, err := s.ReadResult(ctx, run, i)
-				f <- fetched{r, err}
-			})
 			select {
 			case rd.futures <- f:
 			case <-ctx.Done():

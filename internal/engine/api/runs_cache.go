@@ -1,0 +1,67 @@
+package api
+
+import (
+	"context"
+	"time"
+
+	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/lib/memo"
+)
+
+// What a process remembers of runs between requests, so listings and the occurrence strip do
+// not read again what cannot have changed: keyed runs' creation times and final manifests.
+// Both memories are bounded (memo.Map): what they forget costs a read, never a wrong answer.
+
+// manifest reads a run's manifest; a final one is cached (it never changes again), without
+// its params.
+func (a *API) manifest(ctx context.Context, id string) (ledger.Manifest, error) {
+	if m, ok := a.final.get(id); ok {
+		return m, nil
+	}
+	m, err := a.cfg.Ledger.ReadManifest(ctx, id)
+	if err != nil {
+		return m, err
+	}
+	if m.State.Final() {
+		c := m
+		c.Params = nil
+		a.final.put(c)
+	}
+	return m, nil
+}
+
+// createdCache remembers keyed runs' creation times (immutable once written), so the listing
+// reads each such manifest once per process. It is bounded: past maxCreated entries it starts
+// over.
+type createdCache struct {
+	m *memo.Map[time.Time]
+}
+
+const maxCreated = 100_000
+
+func newCreatedCache() *createdCache { return &createdCache{memo.New[time.Time](maxCreated)} }
+
+func (c *createdCache) get(id string) (time.Time, bool) { return c.m.Get(id) }
+
+func (c *createdCache) put(id string, t time.Time) { c.m.Put(id, t) }
+
+// finalCache holds the manifests of final runs (which never change again), without params,
+// so listings and the occurrence strip read each one once per process. It is bounded: past
+// maxFinal entries it starts over.
+type finalCache struct {
+	m *memo.Map[ledger.Manifest]
+}
+
+const maxFinal = 10_000
+
+func newFinalCache() *finalCache { return &finalCache{memo.New[ledger.Manifest](maxFinal)} }
+
+func (c *finalCache) get(id string) (ledger.Manifest, bool) { return c.m.Get(id) }
+
+func (c *finalCache) has(id string) bool {
+	_, ok := c.get(id)
+	return ok
+}
+
+// put remembers m under its run ID.
+func (c *finalCache) put(m ledger.Manifest) { c.m.Put(m.RunID, m) }
