@@ -6,8 +6,8 @@ import (
 	"time"
 	_ "time/tzdata" // IANA time zones work on a host without a zoneinfo database
 
-	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/app"
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/lib/ncrontab"
 	jsonparams "github.com/batonfn/baton/internal/lib/params"
@@ -19,21 +19,21 @@ type Overlap string
 
 const (
 	// OverlapSkip records the occurrence skipped, naming the run in progress (the default).
-	OverlapSkip = Overlap(coordinator.OverlapSkip)
+	OverlapSkip = Overlap(config.OverlapSkip)
 	// OverlapBufferOne queues the occurrence and starts it once the run in progress ends; while
 	// one is queued, later occurrences are skipped.
-	OverlapBufferOne = Overlap(coordinator.OverlapBufferOne)
+	OverlapBufferOne = Overlap(config.OverlapBufferOne)
 	// OverlapAllow starts the occurrence beside the run in progress.
-	OverlapAllow = Overlap(coordinator.OverlapAllow)
+	OverlapAllow = Overlap(config.OverlapAllow)
 )
 
 // Schedule defaults and limits.
 const (
 	// DefaultCatchUp is how late a due occurrence may still start unless WithCatchUp says
 	// otherwise.
-	DefaultCatchUp = coordinator.DefaultCatchUp
+	DefaultCatchUp = config.DefaultCatchUp
 	// MaxJitter bounds WithJitter.
-	MaxJitter = coordinator.MaxJitter
+	MaxJitter = config.MaxJitter
 )
 
 // ScheduleOption configures one schedule (see JobHandle.Schedule).
@@ -74,7 +74,7 @@ func (a *App) schedule(h *JobHandle, name, cron string, opts []ScheduleOption) e
 			return fail("name", ErrDuplicateSchedule)
 		}
 	}
-	s := app.Schedule{Name: name, Job: h.name, Cron: cron, Overlap: string(OverlapSkip), CatchUp: DefaultCatchUp}
+	s := app.Schedule{Name: name, Job: h.name, Cron: cron, Overlap: config.Overlap(OverlapSkip), CatchUp: DefaultCatchUp}
 	if _, err := ncrontab.Parse(cron); err != nil {
 		return fail("cron", fmt.Errorf("%w: %w", ErrInvalidSchedule, err))
 	}
@@ -137,10 +137,10 @@ func WithParams(params any) ScheduleOption {
 // progress: OverlapSkip (the default), OverlapBufferOne or OverlapAllow.
 func WithOverlap(o Overlap) ScheduleOption {
 	return scheduleOption(func(s *app.Schedule) error {
-		if o != OverlapSkip && o != OverlapBufferOne && o != OverlapAllow {
+		if !config.Overlap(o).Valid() {
 			return &RegistrationError{Field: "overlap", Err: fmt.Errorf("%w: %q: use OverlapSkip, OverlapBufferOne or OverlapAllow", ErrInvalidSchedule, o)}
 		}
-		s.Overlap = string(o)
+		s.Overlap = config.Overlap(o)
 		return nil
 	})
 }

@@ -1,19 +1,23 @@
 // Command baton writes and maintains Baton apps.
 //
 //	go run github.com/batonfn/baton/cmd/baton@<version> init <dir> -module <path> [-name <name>]
-//	go tool baton sync     rewrite the generated files (after go get -u), never a file you edited
-//	go tool baton check    exit 1 when a generated file differs from what the pinned Baton writes
+//	go tool baton sync [-force]  rewrite the generated files (after go get -u); -force also those you edited
+//	go tool baton check          exit 1, with a diff, when a generated file differs from what the pinned Baton writes
 //
 // init writes a new app: go.mod requiring this version of Baton (cmd/baton and cmd/devhost
 // pinned by its tool directive), main.go, an example job with its batontest test, host.json and
 // the function folders, local.settings.example.json, azure.yaml, infra/, scripts/, a Makefile
 // (make test, make demo), a README and package.json/package-lock.json pinning Azurite; then runs
 // go mod tidy there. .baton/generated.json lists the generated files (see package
-// internal/scaffold for which are generated and which are yours).
+// internal/tools/scaffold for which are generated and which are yours); deleting a file's entry
+// makes it the app's own: sync leaves it alone and check reports it as owned, not as drift. sync
+// and check touch nothing outside the app's folder: a manifest entry that is not a file Baton
+// generates, or a symlink leading out, is refused by name.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -44,10 +48,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "init":
 		err = initCmd(ctx, args[1:], stdout)
 	case "sync":
-		err = syncCmd(args[1:], stdout)
+		err = syncCmd(args[1:], stdout, stderr)
 	case "check":
 		var drifted bool
-		drifted, err = checkCmd(args[1:], stdout)
+		drifted, err = checkCmd(args[1:], stdout, stderr)
 		if err == nil && drifted {
 			return 1
 		}
@@ -57,6 +61,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	default:
 		usage(stderr)
 		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0 // the flag set printed its help
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "baton:", err)
@@ -69,8 +76,14 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `baton — write and maintain a Baton app
 
   baton init <dir> -module <path> [-name <name>] [-replace <baton checkout>]
-  baton sync  [-C dir]   rewrite the generated files you have not edited
-  baton check [-C dir]   exit 1 when a generated file differs from what this Baton writes
+  baton sync  [-C dir] [-force]  rewrite the generated files you have not edited;
+                                 -force: also those you edited or deleted (it names them)
+  baton check [-C dir]           exit 1, showing a diff, when a generated file differs
+                                 from what this Baton writes
+
+The generated files are listed with their hashes in .baton/generated.json. To own one
+(sync leaves it alone, check reports it as yours), delete its entry there.
+Run baton <command> -h for a command's flags.
 `)
 }
 
@@ -133,56 +146,87 @@ func initCmd(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-func dirFlag(name string, args []string) (string, error) {
+// appFlags is the flag set of a command run in an app: -C and the help printed for -h.
+func appFlags(name, help string, stderr io.Writer) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	dir := fs.String("C", ".", "the app's root folder")
-	if err := fs.Parse(args); err != nil {
-		return "", err
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, help)
+		fs.PrintDefaults()
 	}
-	return *dir, nil
+	return fs, fs.String("C", ".", "the app's root folder")
 }
 
-func syncCmd(args []string, out io.Writer) error {
-	dir, err := dirFlag("sync", args)
-	if err != nil {
+func syncCmd(args []string, out, stderr io.Writer) error {
+	fs, dir := appFlags("sync", `usage: go tool baton sync [-C dir] [-force]
+
+Rewrites the generated files listed in `+scaffold.ManifestPath+` with what this Baton writes,
+each only while it is as Baton wrote it; adds the files this version generates anew and removes
+those it no longer does. A generated file you edited or deleted is skipped and named: own it by
+deleting its entry from the manifest (then sync and check leave it to you), or take this
+version's with -force. Nothing outside the app's folder is read or written.
+
+`, stderr)
+	force := fs.Bool("force", false, "also rewrite the generated files you edited or deleted (your edits are lost; files you own are still left alone)")
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	rep, err := scaffold.Sync(dir, version())
-	if err != nil {
-		return err
-	}
+	rep, err := scaffold.Sync(*dir, version(), scaffold.SyncOptions{Force: *force})
 	for _, p := range rep.Updated {
-		fmt.Fprintln(out, "updated", p)
+		fmt.Fprintln(out, "updated    ", p)
 	}
 	for _, p := range rep.Added {
-		fmt.Fprintln(out, "added  ", p)
+		fmt.Fprintln(out, "added      ", p)
 	}
 	for _, p := range rep.Removed {
-		fmt.Fprintln(out, "removed", p)
+		fmt.Fprintln(out, "removed    ", p)
+	}
+	for _, p := range rep.Overwritten {
+		fmt.Fprintf(out, "overwritten %s: your edits are replaced by what this Baton writes\n", p)
+	}
+	for _, p := range rep.Restored {
+		fmt.Fprintf(out, "restored    %s\n", p)
+	}
+	for _, p := range rep.Owned {
+		fmt.Fprintf(out, "yours       %s (not in %s: left alone)\n", p, scaffold.ManifestPath)
 	}
 	for _, s := range rep.Skipped {
-		fmt.Fprintf(out, "skipped %s: %s\n", s.Path, s.Reason)
+		fmt.Fprintf(out, "skipped     %s: %s\n", s.Path, s.Reason)
 	}
-	if len(rep.Updated)+len(rep.Added)+len(rep.Removed)+len(rep.Skipped) == 0 {
+	if err != nil {
+		return err
+	}
+	if len(rep.Updated)+len(rep.Added)+len(rep.Removed)+len(rep.Overwritten)+len(rep.Restored)+len(rep.Skipped) == 0 {
 		fmt.Fprintln(out, "the generated files are up to date")
 	}
 	return nil
 }
 
-func checkCmd(args []string, out io.Writer) (bool, error) {
-	dir, err := dirFlag("check", args)
-	if err != nil {
+func checkCmd(args []string, out, stderr io.Writer) (bool, error) {
+	fs, dir := appFlags("check", `usage: go tool baton check [-C dir]
+
+Exits 1 when a generated file listed in `+scaffold.ManifestPath+` differs from what this
+Baton writes, is missing, or is new or retired in this version; each is named with how to
+resolve it, and a differing file with a diff (bounded) from what Baton writes to what is on
+disk. The files you own (no entry in the manifest) are listed as yours, not checked.
+
+`, stderr)
+	if err := fs.Parse(args); err != nil {
 		return false, err
 	}
-	drifts, err := scaffold.Check(dir)
-	if err != nil {
-		return false, err
+	rep, err := scaffold.Inspect(*dir)
+	for _, p := range rep.Owned {
+		fmt.Fprintf(out, "%s: yours (not in %s), not checked\n", p, scaffold.ManifestPath)
 	}
-	for _, d := range drifts {
+	for _, d := range rep.Drifts {
 		fmt.Fprintf(out, "%s: %s\n", d.Path, d.Problem)
+		fmt.Fprint(out, d.Diff)
 	}
-	if len(drifts) > 0 {
-		fmt.Fprintf(out, "%d generated files differ from what Baton %s writes\n", len(drifts), version())
+	if err != nil {
+		return false, err
+	}
+	if len(rep.Drifts) > 0 {
+		fmt.Fprintf(out, "%d generated files differ from what Baton %s writes\n", len(rep.Drifts), version())
 		return true, nil
 	}
 	fmt.Fprintln(out, "the generated files are what Baton writes")

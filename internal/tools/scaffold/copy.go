@@ -35,3 +35,9 @@ var Copied = []string{
 	"package-lock.json",
 	"local.settings.example.json",
 }
+
+// Retired are the paths an earlier version of Baton generated and this one does not: sync
+// removes each (unless edited) from an app whose manifest still lists it. A path leaving Copied
+// or the generated templates must move here, or sync and check refuse the manifest of every app
+// written before.
+var Retired = []string{}

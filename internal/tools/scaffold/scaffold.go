@@ -9,8 +9,13 @@
 // files adapted to the app (Copied, rules), so they cannot drift from what Baton itself runs and
 // deploys. Those whose format has comments open with Marker; JSON has none, so the manifest
 // .baton/generated.json lists every generated path with the SHA-256 of what was written: sync
-// rewrites a file only while it still has that hash (the user has not edited it), and a user who
-// wants to own a generated file deletes its entry.
+// rewrites a file only while it still has that hash (the user has not edited it) unless forced,
+// and check shows a diff for each that differs. A user who wants to own a generated file deletes
+// its entry: sync leaves it alone and check reports it as the app's, not as drift.
+//
+// Sync and check stay inside the app's folder: the manifest may name only paths Baton generates
+// (ReadManifest refuses any other), and every file is read, written and removed through an
+// os.Root, so that no symlink leads out.
 package scaffold
 
 import (
@@ -24,6 +29,7 @@ import (
 	"path"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"text/template"
@@ -109,6 +115,18 @@ var templateFiles = map[string]bool{
 	".gitignore":     false,
 }
 
+// copiedGenerated reports whether the copy of Baton's file rel is generated:
+// local.settings.example.json is where the user sets the job's params, so it is theirs.
+func copiedGenerated(rel string) bool { return rel != "local.settings.example.json" }
+
+// generates reports whether this version of Baton generates the file at rel.
+func generates(rel string) bool {
+	if gen, ok := templateFiles[rel]; ok {
+		return gen
+	}
+	return slices.Contains(Copied, rel) && copiedGenerated(rel)
+}
+
 // Render returns every file of the app described by p (validated), sorted by path.
 func Render(p Params) ([]File, error) {
 	if err := p.Validate(); err != nil {
@@ -124,8 +142,7 @@ func Render(p Params) ([]File, error) {
 		if err != nil {
 			return nil, err
 		}
-		// local.settings.example.json is where the user sets the job's params: theirs.
-		gen := rel != "local.settings.example.json"
+		gen := copiedGenerated(rel)
 		if gen {
 			b = mark(rel, b)
 		}

@@ -3,10 +3,12 @@ package scaffold
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -100,7 +102,7 @@ func TestRender(t *testing.T) {
 		"infra/main.bicep\x00schedule":           "param schedule string = ''\n",
 		"infra/main.parameters.json\x00schedule": `"${BATON_SCHEDULE}"`,
 		"local.settings.example.json":            `"BATON_SCHEDULE": ""`,
-		"main.go":                                `app.Schedule("nightly", "primes", "0 0 2 * * *")`,
+		"main.go":                                `primes.Schedule("nightly", "0 0 2 * * *")`,
 		"scripts/package.sh":                     `-o "$dist/nightly" "$pkg"`,
 		"scripts/validate.sh":                    "run . validate",
 		"package.json":                           `"name": "nightly-dev-tools"`,
@@ -244,6 +246,7 @@ func TestSync(t *testing.T) {
 	}
 	write(t, dir, "Gone/function.json", `{"gone":true}`)
 	m.Files["Gone/function.json"] = Hash([]byte(`{"gone":true}`))
+	retire(t, "Gone/function.json")
 	writeManifestT(t, dir, m)
 	// A file the user brought by hand to what this version writes: in step, not skipped.
 	m = readManifest(t, dir)
@@ -254,7 +257,7 @@ func TestSync(t *testing.T) {
 	write(t, dir, "host.json", edited)
 	write(t, dir, "main.go", "package main\n\n// mine\nfunc main() {}\n")
 
-	rep, err := Sync(dir, "v9.9.9")
+	rep, err := Sync(dir, "v9.9.9", SyncOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,8 +273,8 @@ func TestSync(t *testing.T) {
 	if !strings.Contains(read(t, dir, "main.go"), "// mine") {
 		t.Error("sync touched the user's main.go")
 	}
-	if _, err := os.Stat(filepath.Join(dir, "Gone/function.json")); err == nil {
-		t.Error("sync left a file this version no longer generates")
+	if _, err := os.Stat(filepath.Join(dir, "Gone")); err == nil {
+		t.Error("sync left a file this version no longer generates, or its emptied folder")
 	}
 	slices.Sort(rep.Updated)
 	if !slices.Equal(rep.Updated, []string{"Makefile", "Tick/function.json"}) || !slices.Equal(rep.Added, []string{"infra/app/rbac.bicep"}) ||
@@ -282,14 +285,15 @@ func TestSync(t *testing.T) {
 		t.Errorf("manifest after sync: baton %q, Makefile %s; want the new version and hash", m.Baton, m.Files["Makefile"])
 	}
 	// A second sync has nothing to do but still names the edited file.
-	rep, err = Sync(dir, "v9.9.9")
+	rep, err = Sync(dir, "v9.9.9", SyncOptions{})
 	if err != nil || len(rep.Updated)+len(rep.Added)+len(rep.Removed) != 0 || len(rep.Skipped) != 1 {
 		t.Errorf("second sync: %+v, %v; want only host.json skipped", rep, err)
 	}
 }
 
-// TestCheck: a fresh app has no drift; a generated file that differs, is missing or is not in
-// the manifest is reported by path; the user's own files never are.
+// TestCheck: a fresh app has no drift; a generated file that differs or is missing is reported
+// by path; one whose manifest entry was deleted is the app's own, reported as owned and never as
+// drift, however it differs; the user's own files are never reported.
 func TestCheck(t *testing.T) {
 	dir := initApp(t)
 	if d, err := Check(dir); err != nil || len(d) != 0 {
@@ -307,19 +311,235 @@ func TestCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := readManifest(t, dir)
-	delete(m.Files, "azure.yaml")
+	delete(m.Files, "azure.yaml") // owned by the app from now on
 	writeManifestT(t, dir, m)
-	d, err := Check(dir)
+	write(t, dir, "azure.yaml", "name: mine\n")
+	rep, err := Inspect(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var paths []string
-	for _, x := range d {
+	for _, x := range rep.Drifts {
 		paths = append(paths, x.Path)
 	}
 	slices.Sort(paths)
-	if want := []string{"Leader/function.json", "azure.yaml", "infra/main.bicep"}; !slices.Equal(paths, want) {
-		t.Errorf("Check reported %v, want %v", d, want)
+	if want := []string{"Leader/function.json", "infra/main.bicep"}; !slices.Equal(paths, want) {
+		t.Errorf("Inspect reported drifts %v, want %v", rep.Drifts, want)
+	}
+	if !slices.Equal(rep.Owned, []string{"azure.yaml"}) {
+		t.Errorf("Inspect reported owned %v, want [azure.yaml]", rep.Owned)
+	}
+	// Owning every drifted file makes the app check clean.
+	m = readManifest(t, dir)
+	delete(m.Files, "infra/main.bicep")
+	writeManifestT(t, dir, m)
+	write(t, dir, "Leader/function.json", "{}")
+	m = readManifest(t, dir)
+	delete(m.Files, "Leader/function.json")
+	writeManifestT(t, dir, m)
+	if d, err := Check(dir); err != nil || len(d) != 0 {
+		t.Errorf("Check with the drifted files owned: %v, %v; want no drift", d, err)
+	}
+}
+
+// TestCheck_Diff: a drifted file's report carries a unified diff from what Baton writes to the
+// file on disk, and says how to resolve it; a file rewritten whole gets a bounded diff.
+func TestCheck_Diff(t *testing.T) {
+	dir := initApp(t)
+	host := read(t, dir, "host.json")
+	write(t, dir, "host.json", strings.Replace(host, `"defaultExecutablePath": "nightly"`, `"defaultExecutablePath": "mine"`, 1))
+	var big strings.Builder
+	for i := range 5000 {
+		fmt.Fprintf(&big, "line %d %s\n", i, strings.Repeat("x", 500))
+	}
+	write(t, dir, "package-lock.json", big.String())
+	d, err := Check(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byPath := map[string]Drift{}
+	for _, x := range d {
+		byPath[x.Path] = x
+	}
+	h := byPath["host.json"]
+	for _, want := range []string{"--- host.json", "+++ host.json", "\n@@ -", `-      "defaultExecutablePath": "nightly"`, `+      "defaultExecutablePath": "mine"`} {
+		if !strings.Contains(h.Diff, want) {
+			t.Errorf("host.json diff lacks %q:\n%s", want, h.Diff)
+		}
+	}
+	if !strings.Contains(h.Problem, ManifestPath) || !strings.Contains(h.Problem, "sync -force") {
+		t.Errorf("host.json problem %q: want both ways out (own it, or sync -force)", h.Problem)
+	}
+	lock := byPath["package-lock.json"].Diff
+	if n := strings.Count(lock, "\n"); lock == "" || n > maxDiffLines+4 || len(lock) > (maxDiffLines+4)*(maxDiffLineLen+16) || !strings.Contains(lock, "more diff lines not shown") {
+		t.Errorf("package-lock.json diff: %d lines, %d bytes; want at most %d lines, saying the rest is not shown", n, len(lock), maxDiffLines+4)
+	}
+}
+
+// TestUnifiedDiff: the hunks, their ranges, context and a missing final newline.
+func TestUnifiedDiff(t *testing.T) {
+	want := "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\n"
+	got := "a\nb\nc\nD\ne\nf\ng\nh\ni\nj\nk"
+	const exp = "--- f (what this Baton writes)\n+++ f (on disk)\n" +
+		"@@ -1,10 +1,11 @@\n a\n b\n c\n-d\n+D\n e\n f\n g\n h\n i\n j\n+k\n\\ No newline at end of file\n"
+	if d := unifiedDiff("f", []byte(want), []byte(got)); d != exp {
+		t.Errorf("unifiedDiff:\n%s\nwant:\n%s", d, exp)
+	}
+	long := strings.Repeat("x\n", 20)
+	const exp2 = "--- f (what this Baton writes)\n+++ f (on disk)\n" +
+		"@@ -1,4 +1,3 @@\n-first\n x\n x\n x\n" +
+		"@@ -19,3 +18,4 @@\n x\n x\n x\n+last\n"
+	if d := unifiedDiff("f", []byte("first\n"+long), []byte(long+"last\n")); d != exp2 {
+		t.Errorf("unifiedDiff with two hunks:\n%s\nwant:\n%s", d, exp2)
+	}
+	if d := unifiedDiff("f", []byte(long), []byte(long)); d != "" {
+		t.Errorf("unifiedDiff of equal files: %q", d)
+	}
+}
+
+// TestSync_Force: without Force, an edited and a deleted generated file are skipped with the way
+// out named; with it they are rewritten and named; an owned file is left alone either way.
+func TestSync_Force(t *testing.T) {
+	dir := initApp(t)
+	write(t, dir, "host.json", `{"version":"2.0"}`)
+	if err := os.Remove(filepath.Join(dir, "Leader/function.json")); err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, dir)
+	delete(m.Files, "azure.yaml")
+	writeManifestT(t, dir, m)
+	write(t, dir, "azure.yaml", "name: mine\n")
+
+	rep, err := Sync(dir, "(test)", SyncOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]string{}
+	for _, s := range rep.Skipped {
+		reasons[s.Path] = s.Reason
+	}
+	if r := reasons["host.json"]; !strings.Contains(r, "sync -force") || !strings.Contains(r, ManifestPath) {
+		t.Errorf("skipped host.json for %q: want both ways out (own it, or sync -force)", r)
+	}
+	if r := reasons["Leader/function.json"]; !strings.Contains(r, "sync -force") {
+		t.Errorf("skipped Leader/function.json for %q: want sync -force named", r)
+	}
+	if !slices.Equal(rep.Owned, []string{"azure.yaml"}) {
+		t.Errorf("owned %v, want [azure.yaml]", rep.Owned)
+	}
+
+	rep, err = Sync(dir, "(test)", SyncOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.Overwritten, []string{"host.json"}) || !slices.Equal(rep.Restored, []string{"Leader/function.json"}) || len(rep.Skipped) != 0 || !slices.Equal(rep.Owned, []string{"azure.yaml"}) {
+		t.Errorf("forced sync report %+v, want host.json overwritten, Leader restored, azure.yaml owned", rep)
+	}
+	fresh := render(t, m.App)
+	for _, rel := range []string{"host.json", "Leader/function.json"} {
+		if read(t, dir, rel) != string(fresh[rel].Content) {
+			t.Errorf("%s after sync -force is not what this version writes", rel)
+		}
+	}
+	if got := read(t, dir, "azure.yaml"); got != "name: mine\n" {
+		t.Errorf("sync -force rewrote the owned azure.yaml: %q", got)
+	}
+	if d, err := Check(dir); err != nil || len(d) != 0 {
+		t.Errorf("Check after sync -force: %v, %v; want no drift", d, err)
+	}
+}
+
+// TestSync_RefusesPathsOutside: a manifest entry that is not a path Baton generates ("..", an
+// absolute path, the user's file) is refused by sync and check, naming it, and nothing outside
+// the app is read or removed.
+func TestSync_RefusesPathsOutside(t *testing.T) {
+	dir := initApp(t)
+	victim := filepath.Join(filepath.Dir(dir), "victim.txt")
+	if err := os.WriteFile(victim, []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, entry := range []string{"../victim.txt", victim, "Tick/../../victim.txt", "main.go"} {
+		m := readManifest(t, dir)
+		m.Files[entry] = Hash([]byte("precious"))
+		writeManifestT(t, dir, m)
+		if _, err := Sync(dir, "(test)", SyncOptions{Force: true}); err == nil || !strings.Contains(err.Error(), strconv.Quote(entry)) {
+			t.Errorf("Sync with the entry %q: %v; want it refused, naming it", entry, err)
+		}
+		if _, err := Check(dir); err == nil || !strings.Contains(err.Error(), strconv.Quote(entry)) {
+			t.Errorf("Check with the entry %q: %v; want it refused, naming it", entry, err)
+		}
+		if b, err := os.ReadFile(victim); err != nil || string(b) != "precious" {
+			t.Fatalf("the file outside the app after sync with the entry %q: %q, %v", entry, b, err)
+		}
+		delete(m.Files, entry)
+		writeManifestT(t, dir, m)
+	}
+	if got := read(t, dir, "main.go"); !strings.Contains(got, "package main") {
+		t.Errorf("sync touched the user's main.go: %q", got)
+	}
+}
+
+// TestSync_SymlinkOutside: a symlink in the app leading out of it (a generated folder, or a
+// folder of a file no longer generated) is refused, naming the path: sync writes, reads and
+// removes nothing outside, and still syncs the other files.
+func TestSync_SymlinkOutside(t *testing.T) {
+	dir := initApp(t)
+	outside := filepath.Join(filepath.Dir(dir), "outside")
+	if err := os.MkdirAll(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, outside, "function.json", `{"gone":true}`)
+	if err := os.RemoveAll(filepath.Join(dir, "infra")); err != nil {
+		t.Fatal(err)
+	}
+	for _, link := range []string{"infra", "Gone"} {
+		if err := os.Symlink("../outside", filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// As if an older Baton generated no infra/ but a Gone function, and wrote Makefile otherwise.
+	m := readManifest(t, dir)
+	for rel := range m.Files {
+		if strings.HasPrefix(rel, "infra/") {
+			delete(m.Files, rel)
+		}
+	}
+	retire(t, "Gone/function.json")
+	m.Files["Gone/function.json"] = Hash([]byte(`{"gone":true}`))
+	write(t, dir, "Makefile", "# old\n")
+	m.Files["Makefile"] = Hash([]byte("# old\n"))
+	writeManifestT(t, dir, m)
+
+	rep, err := Sync(dir, "(test)", SyncOptions{Force: true})
+	if err == nil || !strings.Contains(err.Error(), "infra/main.bicep") || !strings.Contains(err.Error(), "Gone/function.json") || !strings.Contains(err.Error(), "out of the app") {
+		t.Errorf("Sync through symlinks leading outside: %v; want infra/main.bicep and Gone/function.json refused", err)
+	}
+	entries, _ := os.ReadDir(outside)
+	if len(entries) != 1 || entries[0].Name() != "function.json" {
+		t.Errorf("sync changed the folder outside the app: %v", entries)
+	}
+	if !slices.Contains(rep.Updated, "Makefile") {
+		t.Errorf("sync report %+v: want the other files synced (Makefile updated)", rep)
+	}
+	if _, err := Check(dir); err == nil || !strings.Contains(err.Error(), "infra/main.bicep") {
+		t.Errorf("Check through a symlink leading outside: %v; want infra/main.bicep refused", err)
+	}
+}
+
+// retire adds rel to Retired for the test.
+func retire(t *testing.T, rel string) {
+	t.Helper()
+	old := Retired
+	Retired = append(slices.Clip(Retired), rel)
+	t.Cleanup(func() { Retired = old })
+}
+
+// TestGenerates: the paths the manifest may name are exactly the generated files Render writes.
+func TestGenerates(t *testing.T) {
+	for path, f := range render(t, Params{Module: "example.com/x"}) {
+		if generates(path) != f.Generated {
+			t.Errorf("generates(%q) = %v, Render says %v", path, generates(path), f.Generated)
+		}
 	}
 }
 
