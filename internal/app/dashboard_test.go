@@ -235,6 +235,42 @@ func TestDashboard_Browser_WithoutSchedule(t *testing.T) {
 	}
 }
 
+// The host takes the key's parameter in any case (?Code=, ?CODE=), so the page does too: opened
+// with ?Code=<key> and another parameter, it sends the key as the x-functions-key header, and
+// no request URL carries the key or any of the page's parameters, and no link the key.
+func TestDashboard_Browser_KeyParameterInAnyCase(t *testing.T) {
+	browser := chromium(t)
+	e := newAPIEnv(t)
+	shim := newHostShim(t, e.hs.URL)
+	if out := e.invoke(fnRuns, goldenHTTP(t, "http-runs-post.json", withHeader("Idempotency-Key", "key-case"))); out.Status != http.StatusAccepted {
+		t.Fatalf("POST: %d %s", out.Status, out.Body)
+	}
+	const key = "case-key-M4"
+	before := len(shim.requests())
+	dom := dumpDOM(t, browser, shim.srv.URL+"/api/dashboard?Code="+key+"&CODE="+key+"&page=only")
+	if !strings.Contains(dom, `data-loaded="true"`) {
+		t.Fatalf("the page never finished a refresh; DOM:\n%s", dom)
+	}
+	calls := 0
+	keys := shim.functionKeys()
+	for i, uri := range shim.requests()[before:] {
+		if strings.HasPrefix(uri, "/api/dashboard") {
+			continue
+		}
+		calls++
+		if l := strings.ToLower(uri); strings.Contains(uri, key) || strings.Contains(l, "code=") || strings.Contains(l, "page=") {
+			t.Errorf("page fetched %s: the key or a page parameter is in the URL", uri)
+		}
+		if keys[before+i] != key {
+			t.Errorf("page fetched %s with x-functions-key %q, want %q", uri, keys[before+i], key)
+		}
+	}
+	if calls == 0 {
+		t.Error("the page made no API call")
+	}
+	checkLinksWithoutKey(t, dom, shim.srv.URL+"/api/dashboard?page=only", key)
+}
+
 // scripts/ensure-chromium.sh, with stub commands on PATH: it leaves an installed chromium
 // alone, installs it with apt-get as root, and fails with a clear message otherwise.
 func TestEnsureChromiumScript(t *testing.T) {

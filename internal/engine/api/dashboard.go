@@ -39,9 +39,10 @@ func inlineHash(page []byte, open, close string) string {
 // schedules (each with its recent occurrences, next run, last state, Pause or Resume and Run
 // now), shows a schedule's detail at #schedule=<name>, the leader, the runs (filtered by
 // schedule, state and trigger, paged) and a run's detail at #run=<id>; it refreshes itself
-// every few seconds by fetching the API beside its own URL. In Azure it is opened with ?code=<function key>: the page
-// takes the key out of the address bar and sends it as the x-functions-key header, so no link
-// or request URL it makes carries the key.
+// every few seconds by fetching the API beside its own URL. In Azure it is opened with
+// ?code=<function key> (the name in any case, as the host reads it): the page takes the key
+// out of the address bar and sends it as the x-functions-key header, and its API calls carry
+// none of the page's query parameters, so no link or request URL it makes carries the key.
 func (a *API) Dashboard(ctx context.Context, r Request) Reply {
 	if r.Method != http.MethodGet {
 		return methodNotAllowed(http.MethodGet)

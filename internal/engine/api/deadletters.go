@@ -2,9 +2,11 @@ package api
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/transport"
 )
 
@@ -29,7 +31,9 @@ type DeadLetterReply struct {
 	transport.DeadLetterCount
 	// Counted is when the count was taken (it may be up to DeadLetterCacheTTL old).
 	Counted time.Time `json:"counted"`
-	// Error says why the queue could not be counted ("" when it was); Count is then 0.
+	// Error says why the queue could not be counted ("" when it was); Count is then 0. It is
+	// shortened as a run's reason is (ledger.Cause: no URL, response body or request ID); the
+	// full error is in the log.
 	Error string `json:"error"`
 }
 
@@ -41,8 +45,9 @@ type deadLetterCache struct {
 }
 
 // counts returns the dead-letter count of every queue, counted afresh when the cached ones
-// are older than DeadLetterCacheTTL. Never nil: an empty list when no queue is configured.
-func (c *deadLetterCache) counts(ctx context.Context, queues []DeadLetterCounter, now func() time.Time) []DeadLetterReply {
+// are older than DeadLetterCacheTTL, and logs each count that fails in full to log. Never
+// nil: an empty list when no queue is configured.
+func (c *deadLetterCache) counts(ctx context.Context, queues []DeadLetterCounter, now func() time.Time, log *slog.Logger) []DeadLetterReply {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.last != nil && now().Sub(c.at) < DeadLetterCacheTTL {
@@ -58,7 +63,8 @@ func (c *deadLetterCache) counts(ctx context.Context, queues []DeadLetterCounter
 			out[i] = DeadLetterReply{DeadLetterCount: transport.DeadLetterCount{Queue: q.Queue(), Count: n.Count, AtLeast: n.AtLeast},
 				Counted: now().UTC()}
 			if err != nil {
-				out[i].Count, out[i].AtLeast, out[i].Error = 0, false, err.Error()
+				log.Warn("count dead letters", "queue", q.Queue(), "err", err)
+				out[i].Count, out[i].AtLeast, out[i].Error = 0, false, ledger.Cause(err)
 			}
 		})
 	}

@@ -43,7 +43,7 @@ func (a *API) Leader(ctx context.Context, r Request) Reply {
 		return a.storageError(r, "read the lease", err)
 	}
 	out := leaderReply(st)
-	out.DeadLetters = a.deadLetters.counts(ctx, a.cfg.DeadLetters, a.cfg.Now)
+	out.DeadLetters = a.deadLetters.counts(ctx, a.cfg.DeadLetters, a.cfg.Now, a.logger(r))
 	return jsonReply(http.StatusOK, out)
 }
 

@@ -154,7 +154,8 @@ func (a *API) scheduleView(ctx context.Context, s coordinator.Schedule, st ledge
 		v.Paused, v.PausedBySetting = true, s.PausedBy
 	}
 	if st.Paused {
-		v.Paused, v.Note, v.PausedBy, v.PausedAt = true, st.Note, st.PausedBy, st.PausedAt
+		// Escaped as well as checked on the way in: a record written before the check.
+		v.Paused, v.Note, v.PausedBy, v.PausedAt = true, escapeText(st.Note, 0), escapeText(st.PausedBy, 0), st.PausedAt
 	}
 	for t := now; len(v.Next) < NextOccurrences; {
 		n, ok := s.Cron.Next(t)

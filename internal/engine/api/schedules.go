@@ -3,19 +3,17 @@ package api
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/lib/strictjson"
 )
 
 // Who changed a schedule.
@@ -291,38 +289,31 @@ func (a *API) stateReply(ctx context.Context, r Request, s coordinator.Schedule,
 }
 
 // principal is who the request comes from: the signed-in user App Service authentication
-// names, else AnonymousOperator. The value is kept printable and bounded.
+// names, else AnonymousOperator. The value is recorded, not refused: control and
+// bidirectional formatting characters are escaped (escapeText), and it is cut to
+// MaxPrincipalLength characters.
 func principal(r Request) string {
 	for _, v := range r.headerValues(PrincipalHeader) {
-		v = strings.Map(func(c rune) rune {
-			if unicode.IsControl(c) || c == utf8.RuneError {
-				return -1
-			}
-			return c
-		}, v)
-		v = strings.TrimSpace(v)
-		if utf8.RuneCountInString(v) > MaxPrincipalLength {
-			v = string([]rune(v)[:MaxPrincipalLength])
-		}
-		if v != "" {
+		if v = escapeText(strings.TrimSpace(v), MaxPrincipalLength); v != "" {
 			return v
 		}
 	}
 	return AnonymousOperator
 }
 
-// decodeStrict decodes body, a JSON object, into v: no unknown fields, nothing after it.
+// decodeStrict decodes body, a JSON object, into v: no unknown fields, nothing after it, and
+// no key repeated or spelt in another case than its field's, at any depth (strictjson.Decode:
+// encoding/json would take the last of {"job":"synthetic","JOB":"inventory"}).
 func decodeStrict(body []byte, v any, example string) error {
 	if body[0] != '{' {
 		return errors.New("body must be a JSON object like " + example)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("body: %w", err)
-	}
-	if err := dec.Decode(&struct{}{}); err != io.EOF {
+	err := strictjson.Decode(body, v)
+	switch {
+	case errors.Is(err, strictjson.ErrTrailingData):
 		return errors.New("body: unexpected data after the JSON object")
+	case err != nil:
+		return fmt.Errorf("body: %w", err)
 	}
 	return nil
 }
@@ -337,7 +328,7 @@ func decodeEmpty(body []byte) error {
 }
 
 // decodePause strictly decodes a pause body: none, or {"note": "..."} with a note of at most
-// coordinator.MaxPauseNote characters.
+// coordinator.MaxPauseNote characters and none that checkText refuses.
 func decodePause(body []byte) (PauseBody, error) {
 	var b PauseBody
 	body = bytes.TrimSpace(body)
@@ -350,5 +341,5 @@ func decodePause(body []byte) (PauseBody, error) {
 	if n := utf8.RuneCountInString(b.Note); n > coordinator.MaxPauseNote {
 		return b, fmt.Errorf("note is %d characters; at most %d", n, coordinator.MaxPauseNote)
 	}
-	return b, nil
+	return b, checkText("note", b.Note)
 }
