@@ -130,16 +130,21 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 			if m.Checkpoint.Batches != b.Batch {
 				return fmt.Errorf("checkpoint moved to batch %d under us (want %d): %w", m.Checkpoint.Batches, b.Batch, ledger.ErrFenced)
 			}
+			to := ledger.StateEnqueuing
+			if b.Last {
+				to = ledger.StateRunning
+			}
+			if err := m.Transition(to); err != nil {
+				return err
+			}
 			m.Checkpoint = ledger.Checkpoint{Batches: b.Batch + 1, Next: b.First + len(b.Partitions), Cursor: b.Cursor,
 				Done: m.Checkpoint.Done}
-			m.State = ledger.StateEnqueuing
 			// A run overdue in planning is one that stopped making progress: every checkpoint
 			// moves its hard deadline a run timeout ahead.
 			m.Expires = now.Add(c.cfg.RunTimeout)
 			if b.Last {
 				m.PlanDone = true
 				m.Partitions = m.Checkpoint.Next
-				m.State = ledger.StateRunning
 				m.Enqueued = now
 				m.Deadline = now.Add(c.cfg.RunTimeout)
 				m.Expires = c.planExpiry(now)
@@ -344,13 +349,11 @@ func (c *Coordinator) send(ctx context.Context, m ledger.Manifest, b ledger.Plan
 	return nil
 }
 
-// bundleHeadroom is what bundles keeps free in a message for everything but the payloads.
-const bundleHeadroom = 1024
-
 // bundles turns plan batch b's partitions (or only the listed indexes, one per message) into
 // envelopes like head: bundles of up to size consecutive partitions, each starting at a
-// multiple of size or at the batch's start and ending before the payloads would leave less
-// than bundleHeadroom of a message; a bundle of one is a message of one partition.
+// multiple of size or at the batch's start and ending before its payloads together would pass
+// work.MaxPayloadBytes (the room a message leaves for payloads); a bundle of one is a message of
+// one partition.
 func bundles(head work.Envelope, b ledger.PlanBatch, size int, only []int) []work.Envelope {
 	var out []work.Envelope
 	if len(only) > 0 {
@@ -390,7 +393,7 @@ func bundles(head work.Envelope, b ledger.PlanBatch, size int, only []int) []wor
 		idx := b.First + k
 		// A payload costs its bytes and a comma; none is sent as null.
 		cost := max(len(payload), len("null")) + 1
-		if len(cur.Payloads) > 0 && (idx%size == 0 || bytes+cost > work.MaxEnvelopeBytes-bundleHeadroom) {
+		if len(cur.Payloads) > 0 && (idx%size == 0 || bytes+cost > work.MaxPayloadBytes) {
 			flush()
 		}
 		if len(cur.Payloads) == 0 {
@@ -448,12 +451,19 @@ func (c *Coordinator) scheduleCheck(ctx context.Context, run string, epoch int64
 
 // failRun records a run that cannot be planned as failed, with cause's short form as its
 // reason (ledger.Cause: the ledger is readable with a function key); the log gets all of it.
+// A run already final (timed out meanwhile) keeps its state.
 func (c *Coordinator) failRun(ctx context.Context, lease election.Lease, run string, cause error) (ledger.Manifest, error) {
 	reason := ledger.Cause(cause)
 	c.log(run, lease.Epoch).Error("run failed", "reason", reason, "err", cause)
 	now := c.cfg.Now().UTC()
 	return c.cfg.Store.UpdateManifest(ctx, run, lease.Epoch, func(m *ledger.Manifest) error {
-		m.State, m.Reason, m.Finished = ledger.StateFailed, reason, now
+		if m.State.Final() {
+			return ledger.ErrNoChange // it ended another way first; its outcome stands
+		}
+		if err := m.Transition(ledger.StateFailed); err != nil {
+			return err
+		}
+		m.Reason, m.Finished = reason, now
 		return nil
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/election"
 	"github.com/batonfn/baton/internal/engine/ledger"
 )
@@ -259,12 +260,12 @@ func (b *beat) decide(ctx context.Context, o time.Time, note string) error {
 		return err
 	}
 	switch {
-	case busy && b.s.Overlap == OverlapSkip:
+	case busy && b.s.Overlap == config.OverlapSkip:
 		return b.final(ctx, spec, ledger.StateSkipped, fmt.Sprintf("run %s is still in progress (overlap policy: skip)", active))
-	case busy && b.s.Overlap == OverlapBufferOne && b.st.Buffered != "":
+	case busy && b.s.Overlap == config.OverlapBufferOne && b.st.Buffered != "":
 		return b.final(ctx, spec, ledger.StateSkipped, fmt.Sprintf("run %s is still in progress and %s is already waiting for it (overlap policy: buffer-one)",
 			active, b.st.Buffered))
-	case busy && b.s.Overlap == OverlapBufferOne:
+	case busy && b.s.Overlap == config.OverlapBufferOne:
 		out, err := b.c.open(ctx, spec, ledger.StateQueued)
 		if err != nil {
 			return err
@@ -339,7 +340,10 @@ func (b *beat) promote(ctx context.Context) error {
 		if m.State != ledger.StateQueued {
 			return ledger.ErrNoChange
 		}
-		m.State, m.Deadline, m.Expires = ledger.StatePlanning, start.Add(b.c.cfg.RunTimeout), start.Add(b.c.cfg.RunTimeout)
+		if err := m.Transition(ledger.StatePlanning); err != nil {
+			return err
+		}
+		m.Deadline, m.Expires = start.Add(b.c.cfg.RunTimeout), start.Add(b.c.cfg.RunTimeout)
 		return nil
 	})
 	if err != nil && !errors.Is(err, ledger.ErrNotFound) {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/election"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/ledgertest"
@@ -247,7 +248,7 @@ func (e *schedEnv) instanceWith(name string, mod func(*Config), schedules ...Sch
 }
 
 // countSchedule is a schedule of the count job every 10 s planning n partitions.
-func countSchedule(name string, n int, overlap Overlap) Schedule {
+func countSchedule(name string, n int, overlap config.Overlap) Schedule {
 	return Schedule{Name: name, Job: "count", Params: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), Cron: every(10 * time.Second),
 		Overlap: overlap, CatchUp: time.Minute}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/election"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/ledgertest"
@@ -78,7 +79,7 @@ func TestMemory_LostAndRetriedWritesAreRecognised(t *testing.T) {
 			e.startCursor("s")
 			store := &ledgertest.Faulty{Store: e.fake, Decide: faultNth(ledgertest.LoseAndRetry, tc.op, tc.nth)}
 			e.store = store
-			c := e.instance("a", countSchedule("s", n, OverlapSkip))
+			c := e.instance("a", countSchedule("s", n, config.OverlapSkip))
 			out := e.heartbeat(c, memOccurrence)
 			want := StatusStarted
 			if tc.op == "CreateManifest" {
@@ -124,7 +125,7 @@ func TestMemory_TransientFailureBeforeTheRunIsRetried(t *testing.T) {
 			e.startCursor("s")
 			store := &ledgertest.Faulty{Store: e.fake, Decide: ledgertest.FaultOnce(ledgertest.Fail, tc.op, "")}
 			e.store = store
-			c := e.instance("a", countSchedule("s", 3, OverlapSkip))
+			c := e.instance("a", countSchedule("s", 3, config.OverlapSkip))
 			ctx := testCtx(t)
 			run := memRun
 			if tc.via == "heartbeat" {
@@ -172,7 +173,7 @@ func TestMemory_TransientSendIsPacedAndRetried(t *testing.T) {
 	// Send 1 is the heartbeat's start check; 2.. are the plan batches of 4 (sends 3 and 4 are
 	// the second batch, failing twice).
 	sender := &flakySender{memSender: e.sender, fail: map[int]bool{3: true, 4: true}}
-	c := e.instanceWith("a", func(cfg *Config) { cfg.Sender = sender }, countSchedule("s", 10, OverlapSkip))
+	c := e.instanceWith("a", func(cfg *Config) { cfg.Sender = sender }, countSchedule("s", 10, config.OverlapSkip))
 	e.startCursor("s")
 	e.heartbeat(c, memOccurrence)
 	if n := e.deliverChecks(c); n != 1 {
@@ -199,7 +200,7 @@ func TestMemory_PlanningInSlices(t *testing.T) {
 	c := e.instanceWith("a", func(cfg *Config) {
 		cfg.SliceBudget = time.Nanosecond
 		cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
-	}, countSchedule("s", n, OverlapSkip))
+	}, countSchedule("s", n, config.OverlapSkip))
 	e.startCursor("s")
 	e.heartbeat(c, memOccurrence)
 	slices := e.deliverChecks(c) // the start check, then each continuation as it is sent
@@ -267,7 +268,7 @@ func (l *lineLog) count(level, msg string) int {
 func TestMemory_BacklogFedInWaves(t *testing.T) {
 	const n, backlog = 22, 8
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	c := e.instanceWith("a", func(cfg *Config) { cfg.MaxBacklog = backlog }, countSchedule("s", n, OverlapSkip))
+	c := e.instanceWith("a", func(cfg *Config) { cfg.MaxBacklog = backlog }, countSchedule("s", n, config.OverlapSkip))
 	e.startCursor("s")
 	e.heartbeat(c, memOccurrence)
 	if got := e.deliverChecks(c); got != 1 {
@@ -334,7 +335,7 @@ func (s *clockSender) Send(ctx context.Context, msgs []transport.Message) error 
 func TestMemory_PlanningOverdueOnlyWhenItStopsProgressing(t *testing.T) {
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
 	slow := &clockSender{memSender: e.sender, clock: e.clock, step: 40 * time.Minute} // six batches: four hours in all
-	c := e.instanceWith("a", func(cfg *Config) { cfg.Sender = slow }, countSchedule("s", 22, OverlapSkip))
+	c := e.instanceWith("a", func(cfg *Config) { cfg.Sender = slow }, countSchedule("s", 22, config.OverlapSkip))
 	e.startCursor("s")
 	e.heartbeat(c, memOccurrence)
 	e.deliverChecks(c)
@@ -430,7 +431,7 @@ func TestRunNow_WaitsForASchedulerLeaseThatFreesUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := e.instanceWith("a", func(cfg *Config) { cfg.Leader = ld }, countSchedule("s", 1, OverlapSkip))
+	c := e.instanceWith("a", func(cfg *Config) { cfg.Leader = ld }, countSchedule("s", 1, config.OverlapSkip))
 	ctx := testCtx(t)
 	theirs, err := e.lock.Acquire(ctx, ledger.Holder{App: "other", Instance: "x", PID: 2})
 	if err != nil {
@@ -473,7 +474,7 @@ func TestRunNow_WaitsForASchedulerLeaseThatFreesUp(t *testing.T) {
 // from the checkpoint at a newer epoch. The run lease of its name is never taken.
 func TestMemory_LegacyRunIsFencedByTheSchedulerLease(t *testing.T) {
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	c := e.instance("a", countSchedule("s", 1, OverlapSkip))
+	c := e.instance("a", countSchedule("s", 1, config.OverlapSkip))
 	ctx := testCtx(t)
 	e.heartbeat(c, "2026-11-21T10:00:01Z") // the scheduler lease's epoch 1
 	const legacy = "tick-20261121t100000z"

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/ledgertest"
 	"github.com/batonfn/baton/internal/engine/transport"
@@ -27,7 +28,7 @@ func reenqueueSetup(t *testing.T, n int, missing []int) (*schedEnv, *Coordinator
 	store := &ledgertest.Faulty{Store: e.fake}
 	e.store = store
 	sender := &flakySender{memSender: e.sender, fail: map[int]bool{}}
-	c := e.instanceWith("a", func(cfg *Config) { cfg.Sender = sender }, countSchedule("s", n, OverlapSkip))
+	c := e.instanceWith("a", func(cfg *Config) { cfg.Sender = sender }, countSchedule("s", n, config.OverlapSkip))
 	e.startCursor("s")
 	e.heartbeat(c, memOccurrence)
 	e.deliverChecks(c)

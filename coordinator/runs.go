@@ -292,7 +292,9 @@ func (c *Coordinator) StartManual(ctx context.Context, req ManualRequest) (Outco
 // backstop finds no run and is dropped.
 func (c *Coordinator) open(ctx context.Context, spec runSpec, state ledger.State) (Outcome, error) {
 	m := c.newManifest(spec)
-	m.State = state
+	if err := m.Transition(state); err != nil {
+		return Outcome{}, err
+	}
 	if state == ledger.StatePlanning {
 		if err := c.sendBackstop(ctx, spec.id, c.startAt(spec.occurrence, spec.jitter)); err != nil {
 			return Outcome{}, err
@@ -357,8 +359,9 @@ func (c *Coordinator) startAt(occurrence time.Time, jitter time.Duration) time.T
 	return at.Add(jitter)
 }
 
-// newManifest is spec's record as the scheduler creates it: epoch 0 (no planner yet), one
-// segment, the run's own lease, and a hard deadline counted from its start.
+// newManifest is spec's record as the scheduler creates it, before its first state (see
+// ledger.Manifest.Transition): epoch 0 (no planner yet), one segment, the run's own lease, and
+// a hard deadline counted from its start.
 func (c *Coordinator) newManifest(spec runSpec) ledger.Manifest {
 	now := c.cfg.Now().UTC()
 	start := c.startAt(spec.occurrence, spec.jitter).UTC()
@@ -366,7 +369,7 @@ func (c *Coordinator) newManifest(spec runSpec) ledger.Manifest {
 		Version: ledger.ManifestVersion, RunID: spec.id, Trigger: spec.trigger, Schedule: spec.schedule,
 		Occurrence: spec.occurrence, IdempotencyKey: spec.key, Lease: ledger.RunLeaseName(spec.id),
 		Leader: c.cfg.Identity, Segments: []ledger.Segment{{Epoch: 0, From: 0}},
-		Job: spec.job, Params: spec.params, State: ledger.StatePlanning, BatchSize: c.cfg.BatchSize,
+		Job: spec.job, Params: spec.params, BatchSize: c.cfg.BatchSize,
 		Created: now, Deadline: start.Add(c.cfg.RunTimeout), Expires: start.Add(c.cfg.RunTimeout),
 		FoldShards: c.foldShards(spec.job), FoldBlock: work.DefaultFoldBlock, DoneLayout: ledger.DoneStriped,
 	}
@@ -386,7 +389,10 @@ func (c *Coordinator) foldShards(job string) int {
 // with its reason. A record that already exists stands: every occurrence keeps exactly one.
 func (c *Coordinator) record(ctx context.Context, spec runSpec, state ledger.State, reason string) error {
 	m := c.newManifest(spec)
-	m.State, m.Reason, m.Finished, m.Lease = state, reason, m.Created, ""
+	if err := m.Transition(state); err != nil {
+		return err
+	}
+	m.Reason, m.Finished, m.Lease = reason, m.Created, ""
 	m.Deadline, m.Expires = time.Time{}, time.Time{}
 	if !json.Valid(m.Params) {
 		m.Params = nil // a reason may quote bad params; the record itself stays valid JSON

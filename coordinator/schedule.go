@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
@@ -18,23 +19,6 @@ type Cron interface {
 	// String is the expression, for logs and reasons.
 	String() string
 }
-
-// Overlap is what a schedule does with an occurrence that comes while its latest run is still
-// in progress.
-type Overlap string
-
-const (
-	// OverlapSkip records the occurrence skipped, naming the run in progress.
-	OverlapSkip Overlap = "skip"
-	// OverlapBufferOne queues the occurrence and starts it once the run in progress ends; while
-	// one is queued, later occurrences are skipped.
-	OverlapBufferOne Overlap = "buffer-one"
-	// OverlapAllow starts the occurrence beside the run in progress.
-	OverlapAllow Overlap = "allow"
-)
-
-// Valid reports whether o is one of the policies.
-func (o Overlap) Valid() bool { return o == OverlapSkip || o == OverlapBufferOne || o == OverlapAllow }
 
 // Schedule is one named schedule as the coordinator fires it: a job with its params, when it
 // fires, and its policies. Zero fields take the defaults noted on each.
@@ -54,13 +38,14 @@ type Schedule struct {
 	// people: the API and the dashboard show them.
 	TimeZone, Description string
 	// Overlap is the policy for an occurrence that comes while the latest run is in progress
-	// (default OverlapSkip).
-	Overlap Overlap
+	// (default config.DefaultOverlap).
+	Overlap config.Overlap
 	// CatchUp is how late an occurrence may still start: one found later than this after its
-	// time (the app was stopped, or heartbeats failed) is recorded missed (default 10m).
+	// time (the app was stopped, or heartbeats failed) is recorded missed (default
+	// config.DefaultCatchUp).
 	CatchUp time.Duration
 	// Jitter delays the start of each run by a pseudo-random duration below it, derived from
-	// the run ID (default 0).
+	// the run ID (default 0, at most config.MaxJitter).
 	Jitter time.Duration
 	// Paused is a pause by configuration (an app setting); PausedBy says which. The operator's
 	// pause is kept in the ledger and adds to it.
@@ -68,18 +53,12 @@ type Schedule struct {
 	PausedBy string
 }
 
-// DefaultCatchUp is a schedule's catch-up window unless it sets one.
-const DefaultCatchUp = 10 * time.Minute
-
-// MaxJitter bounds a schedule's jitter.
-const MaxJitter = time.Hour
-
 func (s *Schedule) withDefaults() {
 	if s.Overlap == "" {
-		s.Overlap = OverlapSkip
+		s.Overlap = config.DefaultOverlap
 	}
 	if s.CatchUp == 0 {
-		s.CatchUp = DefaultCatchUp
+		s.CatchUp = config.DefaultCatchUp
 	}
 }
 
@@ -106,15 +85,15 @@ func (s *Schedule) validate(heartbeat time.Duration) error {
 		add("Cron is required")
 	}
 	if !s.Overlap.Valid() {
-		add("Overlap %q must be %q, %q or %q", s.Overlap, OverlapSkip, OverlapBufferOne, OverlapAllow)
+		add("Overlap %q must be %q, %q or %q", s.Overlap, config.OverlapSkip, config.OverlapBufferOne, config.OverlapAllow)
 	}
 	if s.CatchUp < 0 {
 		add("CatchUp %s must be positive", s.CatchUp)
 	} else if heartbeat > 0 && s.CatchUp <= heartbeat {
 		add("CatchUp %s must be longer than the heartbeat's period %s: an occurrence waits up to one heartbeat to be decided", s.CatchUp, heartbeat)
 	}
-	if s.Jitter < 0 || s.Jitter > MaxJitter {
-		add("Jitter %s must be 0 to %s", s.Jitter, MaxJitter)
+	if s.Jitter < 0 || s.Jitter > config.MaxJitter {
+		add("Jitter %s must be 0 to %s", s.Jitter, config.MaxJitter)
 	}
 	return errors.Join(errs...)
 }

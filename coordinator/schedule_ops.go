@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/election"
 	"github.com/batonfn/baton/internal/engine/ledger"
 )
@@ -97,13 +98,13 @@ func (c *Coordinator) runNow(ctx context.Context, s *Schedule, id, key string) (
 	}
 	state := ledger.StatePlanning
 	switch {
-	case busy && (s.Overlap == OverlapSkip || s.Overlap == OverlapBufferOne && st.Buffered != ""):
+	case busy && (s.Overlap == config.OverlapSkip || s.Overlap == config.OverlapBufferOne && st.Buffered != ""):
 		reason := fmt.Sprintf("run %s is still in progress (overlap policy: %s)", active, s.Overlap)
 		if st.Buffered != "" {
 			reason += fmt.Sprintf(" and %s is already waiting for it", st.Buffered)
 		}
 		return Outcome{Status: StatusSkipped, Run: id, State: ledger.StateSkipped, Reason: reason, ActiveRun: active}, ErrRunInProgress
-	case busy && s.Overlap == OverlapBufferOne:
+	case busy && s.Overlap == config.OverlapBufferOne:
 		state = ledger.StateQueued
 	}
 	// The schedule's state names the run before the run exists: a queued run that no state

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/election"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/ledgertest"
@@ -29,7 +30,7 @@ import (
 // decides nothing twice.
 func TestHeartbeat_StartsEachOccurrenceOnceAndAPlannerPlansIt(t *testing.T) {
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	a, b := e.instance("a", countSchedule("every10", 6, OverlapSkip)), e.instance("b", countSchedule("every10", 6, OverlapSkip))
+	a, b := e.instance("a", countSchedule("every10", 6, config.OverlapSkip)), e.instance("b", countSchedule("every10", 6, config.OverlapSkip))
 
 	// The first heartbeat of a new schedule starts its cursor: nothing before it was its to run.
 	if out := e.heartbeat(a, "2026-11-21T10:00:01Z"); len(out.Decisions) != 0 || out.Status != StatusStarted {
@@ -79,7 +80,7 @@ func TestHeartbeat_StartsEachOccurrenceOnceAndAPlannerPlansIt(t *testing.T) {
 // run ends, then starts the queued one; allow starts every one.
 func TestHeartbeat_OverlapPolicies(t *testing.T) {
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	c := e.instance("a", countSchedule("skip", 1, OverlapSkip), countSchedule("buffer", 1, OverlapBufferOne), countSchedule("allow", 1, OverlapAllow))
+	c := e.instance("a", countSchedule("skip", 1, config.OverlapSkip), countSchedule("buffer", 1, config.OverlapBufferOne), countSchedule("allow", 1, config.OverlapAllow))
 	e.heartbeat(c, "2026-11-21T10:00:01Z")
 	for _, t := range []string{"10:00:10", "10:00:20", "10:00:30", "10:00:40"} {
 		e.heartbeat(c, "2026-11-21T"+t+"Z")
@@ -136,7 +137,7 @@ func TestHeartbeat_OverlapPolicies(t *testing.T) {
 // app was down); the ones still inside it are decided by the overlap policy, oldest first.
 func TestHeartbeat_CatchUpWindow(t *testing.T) {
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	s := countSchedule("s", 1, OverlapSkip)
+	s := countSchedule("s", 1, config.OverlapSkip)
 	s.CatchUp = 25 * time.Second
 	c := e.instance("a", s)
 	e.heartbeat(c, "2026-11-21T10:00:01Z")
@@ -159,7 +160,7 @@ func TestHeartbeat_CatchUpWindow(t *testing.T) {
 // run now still runs a paused schedule.
 func TestHeartbeat_PauseAndResume(t *testing.T) {
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	c := e.instance("a", countSchedule("s", 1, OverlapAllow))
+	c := e.instance("a", countSchedule("s", 1, config.OverlapAllow))
 	ctx := testCtx(t)
 	e.heartbeat(c, "2026-11-21T10:00:01Z")
 	if _, err := c.Pause(ctx, "s", "waiting for the data team", "ops@example.com"); err != nil {
@@ -190,7 +191,7 @@ func TestHeartbeat_PauseAndResume(t *testing.T) {
 		t.Errorf("an overlong note: %v", err)
 	}
 
-	bySetting := countSchedule("s", 1, OverlapAllow)
+	bySetting := countSchedule("s", 1, config.OverlapAllow)
 	bySetting.Paused, bySetting.PausedBy = true, "the app setting BATON_SCHEDULES"
 	c2 := e.instance("b", bySetting)
 	e.heartbeat(c2, "2026-11-21T10:00:30Z")
@@ -203,7 +204,7 @@ func TestHeartbeat_PauseAndResume(t *testing.T) {
 // instance; the run's deadlines count from that start.
 func TestHeartbeat_JitterDelaysTheStart(t *testing.T) {
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	s := countSchedule("s", 1, OverlapAllow)
+	s := countSchedule("s", 1, config.OverlapAllow)
 	s.Jitter = 30 * time.Second
 	c := e.instance("a", s)
 	e.heartbeat(c, "2026-11-21T10:00:01Z")
@@ -236,7 +237,7 @@ func TestHeartbeat_JitterDelaysTheStart(t *testing.T) {
 // A misconfigured job records each occurrence failed with the reason, and never plans.
 func TestHeartbeat_MisconfiguredJobRecordsFailed(t *testing.T) {
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	s := countSchedule("s", 1, OverlapSkip)
+	s := countSchedule("s", 1, config.OverlapSkip)
 	s.JobError = errors.New(`BATON_JOB_PARAMS="{" is not valid for BATON_JOB=count`)
 	c := e.instance("a", s)
 	e.heartbeat(c, "2026-11-21T10:00:01Z")
@@ -249,7 +250,7 @@ func TestHeartbeat_MisconfiguredJobRecordsFailed(t *testing.T) {
 		t.Errorf("run now of a misconfigured schedule: %v, want ErrBadRequest", err)
 	}
 	// Params the job refuses are found at start-up, named with the schedule.
-	bad := countSchedule("t", 1, OverlapSkip)
+	bad := countSchedule("t", 1, config.OverlapSkip)
 	bad.Params = json.RawMessage(`[1]`)
 	c2 := e.instance("b", bad)
 	if got := c2.Schedules()[0].JobError; got == nil || !strings.Contains(got.Error(), "schedule t") {
@@ -266,7 +267,7 @@ func TestHeartbeat_FailedStateWriteIsAdopted(t *testing.T) {
 			e := newSchedEnv(t, "2026-11-21T10:00:01Z")
 			faulty := &ledgertest.Faulty{Store: e.fake}
 			e.store = faulty
-			c := e.instance("a", countSchedule("s", 1, OverlapSkip))
+			c := e.instance("a", countSchedule("s", 1, config.OverlapSkip))
 			e.heartbeat(c, "2026-11-21T10:00:01Z")
 			faulty.Decide = ledgertest.FaultOnce(fault, "UpdateSchedule", "s")
 			e.clock.set(at2("2026-11-21T10:00:10Z"))
@@ -310,7 +311,7 @@ func TestHeartbeat_FailedStateWriteIsAdopted(t *testing.T) {
 // records nothing of its own: the next heartbeat decides the occurrence.
 func TestHeartbeat_HeldReturnsAtOnce(t *testing.T) {
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	c := e.instance("a", countSchedule("s", 1, OverlapSkip))
+	c := e.instance("a", countSchedule("s", 1, config.OverlapSkip))
 	e.heartbeat(c, "2026-11-21T10:00:01Z")
 	other := ledger.Holder{App: "other", Instance: "x", PID: 2}
 	theirs, err := e.lock.Acquire(testCtx(t), other)
@@ -344,7 +345,7 @@ func TestHeartbeat_LongPlanningNeverDelaysAnotherSchedule(t *testing.T) {
 	slow := newBlockingJob()
 	e.jobs.Register("slow", slow)
 	long := Schedule{Name: "long", Job: "slow", Cron: every(time.Minute), CatchUp: time.Minute}
-	quick := countSchedule("quick", 3, OverlapAllow)
+	quick := countSchedule("quick", 3, config.OverlapAllow)
 	c := e.instance("a", long, quick)
 	e.heartbeat(c, "2026-11-21T10:00:59Z")
 	e.heartbeat(c, "2026-11-21T10:01:00Z") // long's occurrence and quick's
@@ -409,7 +410,7 @@ func deliverOnly(t *testing.T, e *schedEnv, c *Coordinator, run string) {
 // Idempotency-Key answers its run; an unknown schedule is refused.
 func TestRunNow_OverlapAndIdempotency(t *testing.T) {
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	c := e.instance("a", countSchedule("skip", 1, OverlapSkip), countSchedule("buffer", 1, OverlapBufferOne), countSchedule("allow", 1, OverlapAllow))
+	c := e.instance("a", countSchedule("skip", 1, config.OverlapSkip), countSchedule("buffer", 1, config.OverlapBufferOne), countSchedule("allow", 1, config.OverlapAllow))
 	ctx := testCtx(t)
 	first := map[string]string{}
 	for _, name := range []string{"skip", "buffer", "allow"} {
@@ -448,7 +449,7 @@ func TestRunNow_OverlapAndIdempotency(t *testing.T) {
 // An ad-hoc run of a job belongs to no schedule: no overlap policy, no lease to wait for.
 func TestStartManual_AdHocRun(t *testing.T) {
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	c := e.instance("a", countSchedule("s", 2, OverlapSkip))
+	c := e.instance("a", countSchedule("s", 2, config.OverlapSkip))
 	ctx := testCtx(t)
 	if _, err := c.RunNow(ctx, "s", ""); err != nil {
 		t.Fatal(err)
@@ -488,7 +489,7 @@ func TestHeartbeat_TakesOverTheSingleScheduleLedger(t *testing.T) {
 	if err := e.fake.SetLegacySchedule(ctx, ledger.LegacySchedule{Cursor: at2("2026-11-21T09:59:50Z"), Latest: old}); err != nil {
 		t.Fatal(err)
 	}
-	c := e.instance("a", countSchedule(LegacySchedule, 1, OverlapSkip))
+	c := e.instance("a", countSchedule(LegacySchedule, 1, config.OverlapSkip))
 	out := e.heartbeat(c, "2026-11-21T10:00:01Z")
 	if len(out.Decisions) != 1 || out.Decisions[0].Run != "tick-20261121t100000z" || out.Decisions[0].State != ledger.StateSkipped {
 		t.Fatalf("first heartbeat after the upgrade: %+v, want 10:00:00 skipped behind %s", out.Decisions, old)
@@ -506,7 +507,7 @@ func TestHeartbeat_TakesOverTheSingleScheduleLedger(t *testing.T) {
 	if err := e2.fake.SetLegacySchedule(ctx, ledger.LegacySchedule{Cursor: at2("2026-11-21T09:00:00Z")}); err != nil {
 		t.Fatal(err)
 	}
-	c2 := e2.instance("a", countSchedule("nightly", 1, OverlapSkip))
+	c2 := e2.instance("a", countSchedule("nightly", 1, config.OverlapSkip))
 	if out := e2.heartbeat(c2, "2026-11-21T10:00:01Z"); len(out.Decisions) != 0 {
 		t.Errorf("a new schedule decided %+v from the legacy cursor", out.Decisions)
 	}
@@ -516,7 +517,7 @@ func TestHeartbeat_TakesOverTheSingleScheduleLedger(t *testing.T) {
 // fresh check from the heartbeat, which finishes it, so the schedule goes on.
 func TestHeartbeat_SupervisesTheLatestRun(t *testing.T) {
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	c := e.instance("a", countSchedule("s", 1, OverlapSkip))
+	c := e.instance("a", countSchedule("s", 1, config.OverlapSkip))
 	e.heartbeat(c, "2026-11-21T10:00:01Z")
 	e.heartbeat(c, "2026-11-21T10:00:10Z")
 	run := occ("s", "2026-11-21T10:00:10Z")
@@ -557,7 +558,7 @@ func TestHeartbeat_SupervisionReadsTheLatestRunOnlyWhenItsBoundMayHavePassed(t *
 		return ledgertest.Pass
 	}}
 	c := e.instance("a", Schedule{Name: "daily", Job: "count", Params: json.RawMessage(`{"n":1}`), Cron: every(24 * time.Hour),
-		Overlap: OverlapSkip, CatchUp: time.Minute})
+		Overlap: config.OverlapSkip, CatchUp: time.Minute})
 	e.heartbeat(c, "2026-11-21T23:59:50Z")
 	e.heartbeat(c, "2026-11-22T00:00:00Z") // starts the run
 	e.deliverChecks(c)                     // plans it; this test's finisher never finishes it
@@ -596,7 +597,7 @@ func TestNew_RefusesBadSchedules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := countSchedule("good", 1, OverlapSkip)
+	good := countSchedule("good", 1, config.OverlapSkip)
 	_, err = New(Config{Leader: ld, Store: e.store, Sender: e.sender, Jobs: e.jobs, HeartbeatPeriod: 10 * time.Second, Schedules: []Schedule{
 		good, good,
 		{Name: "Bad", Job: "count", Cron: every(time.Second)},
@@ -620,7 +621,7 @@ func TestNew_RefusesBadSchedules(t *testing.T) {
 // earlier than the occurrence (plus its jitter).
 func TestHeartbeat_EarlyBeatStartsNoEarlierThanTheOccurrence(t *testing.T) {
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	c := e.instance("i1", countSchedule("s", 2, OverlapSkip))
+	c := e.instance("i1", countSchedule("s", 2, config.OverlapSkip))
 	e.heartbeat(c, "2026-11-21T10:00:01Z")
 	out := e.heartbeat(c, "2026-11-21T10:00:09Z") // 1 s before the occurrence at 10:00:10
 	run := occ("s", "2026-11-21T10:00:10Z")
@@ -647,7 +648,7 @@ func TestRunNow_ConcurrentSameKeyAnswersOneRun(t *testing.T) {
 	// Every request reads the key's run (not found) before any of them creates it.
 	barrier := &readBarrier{Store: e.fake, n: 10, run: ledger.ScheduleNowRunID("s", "same-key", time.Time{}), all: make(chan struct{})}
 	e.store = barrier
-	c := e.instance("a", countSchedule("s", 1, OverlapSkip))
+	c := e.instance("a", countSchedule("s", 1, config.OverlapSkip))
 	ctx := testCtx(t)
 	var wg sync.WaitGroup
 	outs := make([]Outcome, 10)
@@ -667,7 +668,7 @@ func TestRunNow_ConcurrentSameKeyAnswersOneRun(t *testing.T) {
 func TestPause_BeforeTheFirstHeartbeat(t *testing.T) {
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
 	e.fake.Unensure()
-	c := e.instance("a", countSchedule("s", 1, OverlapSkip))
+	c := e.instance("a", countSchedule("s", 1, config.OverlapSkip))
 	if _, err := c.Pause(testCtx(t), "s", "not yet", "ops"); err != nil {
 		t.Fatalf("pause before the first heartbeat: %v", err)
 	}
@@ -731,7 +732,7 @@ func TestHeartbeat_FirstHeartbeatDyingAfterTheRecordOrphansNothing(t *testing.T)
 	e.store = faulty
 	// Send 1 is the run's backstop check, before the record; send 2 its start check.
 	flaky := &flakySender{memSender: e.sender, fail: map[int]bool{2: true}}
-	c := e.instanceWith("a", func(cfg *Config) { cfg.Sender = flaky }, countSchedule("s", 1, OverlapSkip))
+	c := e.instanceWith("a", func(cfg *Config) { cfg.Sender = flaky }, countSchedule("s", 1, config.OverlapSkip))
 	e.clock.set(at2("2026-11-21T10:00:09.9Z")) // a little early for 10:00:10: decided now
 	if _, err := c.Heartbeat(testCtx(t)); err == nil {
 		t.Fatal("the first heartbeat's failed start check went unreported")
@@ -778,8 +779,8 @@ func (s dropStartChecks) Send(ctx context.Context, msgs []transport.Message) err
 // start went well ends its backstop without a successor.
 func TestStartManual_BackstopPlansARunWhoseStartCheckWasLost(t *testing.T) {
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	lossy := e.instanceWith("a", func(cfg *Config) { cfg.Control = dropStartChecks{inner: e.sender} }, countSchedule("s", 2, OverlapAllow))
-	c := e.instance("b", countSchedule("s", 2, OverlapAllow))
+	lossy := e.instanceWith("a", func(cfg *Config) { cfg.Control = dropStartChecks{inner: e.sender} }, countSchedule("s", 2, config.OverlapAllow))
+	c := e.instance("b", countSchedule("s", 2, config.OverlapAllow))
 	ctx := testCtx(t)
 
 	if _, err := lossy.StartManual(ctx, ManualRequest{Job: "count", Params: json.RawMessage(`{"n":3}`)}); !errors.Is(err, errStartCheckLost) {
@@ -927,15 +928,15 @@ func (s lostStartChecks) Send(ctx context.Context, msgs []transport.Message) err
 // gets the same backstop.
 func TestHeartbeat_BackstopPlansARunWhoseStartCheckWasLost(t *testing.T) {
 	cases := []struct {
-		overlap Overlap
+		overlap config.Overlap
 		run     string // the run whose start check is lost
 		begin   func(e *schedEnv, c *Coordinator)
 	}{
-		{OverlapAllow, occ("s", "2026-11-21T10:00:10Z"), func(e *schedEnv, c *Coordinator) {
+		{config.OverlapAllow, occ("s", "2026-11-21T10:00:10Z"), func(e *schedEnv, c *Coordinator) {
 			e.heartbeat(c, "2026-11-21T10:00:10Z")
 			e.heartbeat(c, "2026-11-21T10:00:20Z") // a later run becomes the latest
 		}},
-		{OverlapBufferOne, occ("s", "2026-11-21T10:00:20Z"), func(e *schedEnv, c *Coordinator) {
+		{config.OverlapBufferOne, occ("s", "2026-11-21T10:00:20Z"), func(e *schedEnv, c *Coordinator) {
 			e.heartbeat(c, "2026-11-21T10:00:10Z")
 			e.heartbeat(c, "2026-11-21T10:00:20Z") // queued behind the first run
 			e.finish(occ("s", "2026-11-21T10:00:10Z"))

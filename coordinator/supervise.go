@@ -109,8 +109,11 @@ func (c *Coordinator) timeOut(ctx context.Context, lease *election.Lease, m ledg
 			if cur.State.Final() || cur.PlanDone {
 				return ledger.ErrNoChange
 			}
+			if err := cur.Transition(ledger.StateTimedOut); err != nil {
+				return err
+			}
 			cur.Epoch = max(cur.Epoch, lease.Epoch)
-			cur.State, cur.Reason, cur.Finished = ledger.StateTimedOut, reason, now
+			cur.Reason, cur.Finished = reason, now
 			return nil
 		})
 		if err == nil {

@@ -72,7 +72,7 @@ func (w *Worker) aggregate(ctx context.Context, job Job, m *ledger.Manifest) (le
 		return rep, Permanent(errors.New("job aggregate is not JSON"))
 	}
 	rep.Aggregate = out
-	rep.State = finalState(rep.Partitions, rep.Failed, timedOut)
+	rep.State = ledger.FinalState(rep.Partitions, rep.Failed, timedOut)
 	return rep, nil
 }
 

@@ -246,8 +246,11 @@ func (w *Worker) settle(ctx context.Context, rep ledger.Report, reason string) (
 			changed = false
 			return ledger.ErrNoChange
 		}
+		if err := m.Transition(rep.State); err != nil {
+			return err
+		}
 		changed = true
-		m.State, m.Finished = rep.State, finished
+		m.Finished = finished
 		m.Succeeded, m.Failed = rep.Succeeded, rep.Failed
 		if reason != "" {
 			m.Reason = reason
@@ -268,17 +271,3 @@ func (w *Worker) claimToken(run string) string {
 	return hex.EncodeToString(sum[:12])
 }
 
-// finalState is the state of a run with these counts; timedOut says some of the failures were
-// recorded because the run's deadline passed without a result.
-func finalState(partitions, failed int, timedOut bool) ledger.State {
-	switch {
-	case timedOut && failed > 0:
-		return ledger.StateTimedOut
-	case failed == 0:
-		return ledger.StateSucceeded
-	case failed >= partitions:
-		return ledger.StateFailed
-	default:
-		return ledger.StatePartial
-	}
-}

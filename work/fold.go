@@ -264,6 +264,6 @@ func (w *Worker) aggregateFolded(ctx context.Context, job Merger, m *ledger.Mani
 	if len(failures) > 0 {
 		rep.FailedList = lowest(failures)
 	}
-	rep.State = finalState(rep.Partitions, rep.Failed, timedOut)
+	rep.State = ledger.FinalState(rep.Partitions, rep.Failed, timedOut)
 	return rep, nil
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/transport"
 	"github.com/batonfn/baton/internal/lib/parallel"
@@ -28,8 +29,8 @@ const (
 	// bounds how late a run finishes after its aggregator crashed, not how long Aggregate may
 	// run. A takeover of a live but stalled aggregator costs a second Aggregate call, never a
 	// second report (the report is written under the claim's ETag). The app sets it to the
-	// lease duration, the same bound on a dead leader.
-	DefaultStaleClaim = 30 * time.Second
+	// lease duration, the same bound on a dead leader; the default is the default lease's.
+	DefaultStaleClaim = config.DefaultLeaseDuration
 	// DefaultRecordTimeout bounds the storage calls that record a partition's outcome. They
 	// run on a context detached from the invocation's, so a Process that used up the deadline
 	// still gets its result (or its failure, on the last delivery) written.

@@ -61,9 +61,9 @@ const testLeaseDuration = 15 * time.Second
 // (allow; apiEnv pauses it as BATON_SCHEDULES would).
 var testSchedules = []Schedule{
 	{Name: "nightly", Job: syntheticName, Cron: "0 0 3 * * *", TimeZone: "Europe/Berlin", Params: json.RawMessage(`{"partitions":2}`),
-		Overlap: "skip", CatchUp: coordinator.DefaultCatchUp},
+		Overlap: "skip", CatchUp: config.DefaultCatchUp},
 	{Name: "hourly", Job: syntheticName, Cron: "0 0 * * * *", Params: json.RawMessage(`{"partitions":1}`), Overlap: "buffer-one",
-		CatchUp: coordinator.DefaultCatchUp},
+		CatchUp: config.DefaultCatchUp},
 	{Name: "reports", Job: syntheticName, Cron: "0 30 9 * * 1-5", TimeZone: "America/New_York", Params: json.RawMessage(`{"partitions":3}`),
 		Overlap: "allow", CatchUp: 30 * time.Minute},
 }

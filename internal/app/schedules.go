@@ -22,8 +22,8 @@ type Schedule struct {
 	// Cron is the six-field NCRONTAB expression, evaluated in TimeZone ("" is UTC).
 	Cron, TimeZone string
 	Params         json.RawMessage
-	// Overlap is "skip", "buffer-one" or "allow".
-	Overlap string
+	// Overlap is the overlap policy ("": config.DefaultOverlap).
+	Overlap config.Overlap
 	CatchUp time.Duration
 	Jitter  time.Duration
 }
@@ -77,7 +77,7 @@ func buildSchedules(cfg config.Config, o Options, jobErr error, tickParams json.
 				config.SettingSchedule, coordinator.LegacySchedule, config.SettingSchedule))
 		} else {
 			decls = append(decls, Schedule{Name: coordinator.LegacySchedule, Job: cfg.Job, Cron: cfg.Schedule, Params: tickParams,
-				Overlap: string(cfg.Overlap), CatchUp: coordinator.DefaultCatchUp})
+				Overlap: cfg.Overlap, CatchUp: config.DefaultCatchUp})
 		}
 	}
 	names := make(map[string]bool, len(decls))
@@ -145,9 +145,9 @@ func schedule(d Schedule, ov config.ScheduleOverride, jobs *work.Registry) (coor
 		}
 	}
 	s := coordinator.Schedule{Name: d.Name, Job: d.Job, Params: d.Params, Cron: zoned{expr, loc}, TimeZone: loc.String(),
-		Description: expr.Describe(), Overlap: coordinator.Overlap(d.Overlap), CatchUp: d.CatchUp, Jitter: d.Jitter}
+		Description: expr.Describe(), Overlap: d.Overlap, CatchUp: d.CatchUp, Jitter: d.Jitter}
 	if ov.Overlap != "" {
-		s.Overlap = coordinator.Overlap(ov.Overlap)
+		s.Overlap = ov.Overlap
 	}
 	if ov.CatchUp != nil {
 		s.CatchUp = *ov.CatchUp

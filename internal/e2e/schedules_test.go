@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/tools/soak"
 )
@@ -17,13 +17,13 @@ import (
 // appSchedule is one schedule as the e2e app (internal/e2eapp) declares it through the public
 // API; `e2eapp schedules` prints them.
 type appSchedule struct {
-	Name    string              `json:"name"`
-	Job     string              `json:"job"`
-	Cron    string              `json:"cron"`
-	Overlap coordinator.Overlap `json:"overlap"`
-	CatchUp time.Duration       `json:"catchUp"`
-	Jitter  time.Duration       `json:"jitter"`
-	Params  json.RawMessage     `json:"params"`
+	Name    string          `json:"name"`
+	Job     string          `json:"job"`
+	Cron    string          `json:"cron"`
+	Overlap config.Overlap  `json:"overlap"`
+	CatchUp time.Duration   `json:"catchUp"`
+	Jitter  time.Duration   `json:"jitter"`
+	Params  json.RawMessage `json:"params"`
 }
 
 var (

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/election"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/lib/ncrontab"
@@ -203,7 +204,7 @@ func testSchedule(t testing.TB, name, expr, zone string) coordinator.Schedule {
 		}
 	}
 	return coordinator.Schedule{Name: name, Job: "synthetic", Cron: cron{e, loc}, TimeZone: loc.String(), Description: e.Describe(),
-		Overlap: coordinator.OverlapSkip, CatchUp: coordinator.DefaultCatchUp}
+		Overlap: config.OverlapSkip, CatchUp: config.DefaultCatchUp}
 }
 
 // fakeScheduler serves the schedules; RunNow answers with runNow, and Pause and Resume change

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/election"
 	"github.com/batonfn/baton/internal/engine/ledger"
 )
@@ -32,9 +33,9 @@ func newSchedEnv(t *testing.T, now time.Time) *schedEnv {
 	nightly := testSchedule(t, "nightly", "0 0 3 * * *", "Europe/Berlin")
 	nightly.Params = json.RawMessage(`{"partitions":4}`)
 	hourly := testSchedule(t, "hourly", "0 0 * * * *", "")
-	hourly.Overlap, hourly.Jitter = coordinator.OverlapBufferOne, 30*time.Second
+	hourly.Overlap, hourly.Jitter = config.OverlapBufferOne, 30*time.Second
 	reports := testSchedule(t, "reports", "0 30 9 * * 1-5", "America/New_York")
-	reports.Overlap, reports.CatchUp = coordinator.OverlapAllow, 30*time.Minute
+	reports.Overlap, reports.CatchUp = config.OverlapAllow, 30*time.Minute
 	reports.Paused, reports.PausedBy = true, "the app setting BATON_SCHEDULES"
 	s := &fakeScheduler{l: l, now: now, schedules: []coordinator.Schedule{nightly, hourly, reports}}
 	ld := &fakeLeader{st: election.LeaderState{Held: true, Holder: ledger.Holder{App: "app", Instance: "inst-a", PID: 7}, Epoch: 12}}
@@ -464,12 +465,14 @@ func TestSchedules_PauseResume(t *testing.T) {
 		t.Errorf("pause without a note or a principal: %d %v", r.Status, v)
 	}
 	long := strings.Repeat("é", coordinator.MaxPauseNote) // 500 characters, 1,000 bytes
+	// The principal's control characters are escaped, visibly, and the whole cut to its bound.
+	messy := `bob\u0000\u000a` + strings.Repeat("b", MaxPrincipalLength-15)
 	if r, v := e.do(http.MethodPost, "hourly/pause", nil, map[string][]string{PrincipalHeader: {" bob\x00\n" + strings.Repeat("b", 300)}},
-		`{"note":"`+long+`"}`); r.Status != http.StatusOK || v["note"] != long || v["pausedBy"] != "bob"+strings.Repeat("b", MaxPrincipalLength-3) {
+		`{"note":"`+long+`"}`); r.Status != http.StatusOK || v["note"] != long || v["pausedBy"] != messy {
 		t.Errorf("a 500-character note, a messy principal: %d %v", r.Status, v["pausedBy"])
 	}
 	want := []string{"pause nightly storage migration until 14:00 by alice@contoso.com", "resume nightly by " + AnonymousOperator,
-		"pause hourly  by " + AnonymousOperator, "pause hourly " + long + " by bob" + strings.Repeat("b", MaxPrincipalLength-3)}
+		"pause hourly  by " + AnonymousOperator, "pause hourly " + long + " by " + messy}
 	if got := e.s.called(); !slices.Equal(got, want) {
 		t.Errorf("calls:\n%q\nwant\n%q", got, want)
 	}

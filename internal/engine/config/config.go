@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/batonfn/baton/internal/lib/strictjson"
 )
 
 // Setting names. The Bicep app settings, local.settings.example.json and the README table use
@@ -83,6 +85,9 @@ const (
 	DefaultEnqueueBatch    = 2048
 	DefaultMaxBacklog      = 50000
 	DefaultFunctionTimeout = 30 * time.Minute
+	// DefaultCatchUp is a schedule's catch-up window unless it sets one: how late a due
+	// occurrence may still start.
+	DefaultCatchUp = 10 * time.Minute
 	// DefaultSyntheticMax and DefaultSyntheticWorkMs are the synthetic job's own limits (a
 	// million partitions of up to ten minutes): a load generator locally. Deployments cap both.
 	DefaultSyntheticMax    = 1_000_000
@@ -114,6 +119,8 @@ const (
 	// CheckMargin is how long after a lease could have expired a check message is scheduled
 	// (the coordinator's spacing of re-enqueue rounds is max(BATON_RUN_TIMEOUT/2, lease+margin)).
 	CheckMargin = 5 * time.Second
+	// MaxJitter bounds a schedule's jitter.
+	MaxJitter = time.Hour
 )
 
 // Transport names the queue service that carries partition and check messages.
@@ -126,16 +133,18 @@ const (
 	TransportQueue Transport = "queue"
 )
 
-// Overlap decides what a schedule's occurrence does while its latest run is still in
-// progress.
+// Overlap decides what a schedule does with an occurrence (or a run now) that comes while its
+// latest run is still in progress.
 type Overlap string
 
 const (
-	// OverlapSkip records the occurrence as skipped (a run now gets 409).
+	// OverlapSkip records the occurrence skipped, naming the run in progress (a run now gets
+	// 409).
 	OverlapSkip Overlap = "skip"
-	// OverlapBufferOne queues one occurrence until the run ends; more are skipped.
+	// OverlapBufferOne queues the occurrence and starts it once the run in progress ends;
+	// while one is queued, later occurrences are skipped.
 	OverlapBufferOne Overlap = "buffer-one"
-	// OverlapAllow starts the new run alongside the old one.
+	// OverlapAllow starts the occurrence beside the run in progress.
 	OverlapAllow Overlap = "allow"
 )
 
@@ -573,9 +582,19 @@ func (p *parser) overrides() map[string]ScheduleOverride {
 	if v == "" {
 		return nil
 	}
+	// Decoded strictly: encoding/json would keep the last of a repeated key, so
+	// {"tick":{"paused":true},"tick":{"paused":false}} would silently unpause tick.
 	var raw map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(v), &raw); err != nil {
-		p.errf(`%s is not a JSON object of schedule names, e.g. {"nightly":{"cron":"0 0 3 * * *","timeZone":"Europe/Berlin","paused":true}}: %v`, SettingSchedules, err)
+	if err := strictjson.Decode([]byte(v), &raw); err != nil {
+		var ke *strictjson.KeyError
+		switch {
+		case errors.As(err, &ke) && len(ke.Path) == 0:
+			p.errf("%s: schedule %q is given twice", SettingSchedules, ke.Key)
+		case errors.As(err, &ke):
+			p.errf("%s: schedule %q: %v", SettingSchedules, ke.Path[0], &strictjson.KeyError{Path: ke.Path[1:], Key: ke.Key, Field: ke.Field})
+		default:
+			p.errf(`%s is not a JSON object of schedule names, e.g. {"nightly":{"cron":"0 0 3 * * *","timeZone":"Europe/Berlin","paused":true}}: %v`, SettingSchedules, err)
+		}
 		return nil
 	}
 	out := map[string]ScheduleOverride{}
@@ -588,9 +607,8 @@ func (p *parser) overrides() map[string]ScheduleOverride {
 			CatchUp  *string `json:"catchUp"`
 			Jitter   *string `json:"jitter"`
 		}
-		dec := json.NewDecoder(strings.NewReader(string(body)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&o); err != nil {
+		// Strict too: a field in another case ({"PAUSED":true}) is refused, not taken.
+		if err := strictjson.Decode(body, &o); err != nil {
 			p.errf("%s: schedule %q: %v (the fields are cron, timeZone, paused, overlap, catchUp and jitter)", SettingSchedules, name, err)
 			continue
 		}

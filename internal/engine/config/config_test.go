@@ -390,3 +390,35 @@ func TestLoad_ScheduleOverrides(t *testing.T) {
 		t.Errorf("Schedule = %q, want none", c.Schedule)
 	}
 }
+
+// BATON_SCHEDULES is decoded strictly: a repeated key at any level, or a field's name in
+// another case, is an error naming the setting, the schedule and the key, never the last value
+// or a case-insensitive match taken silently. Schedule names differing in case are distinct.
+func TestLoad_ScheduleOverrides_Strict(t *testing.T) {
+	for _, c := range []struct {
+		name, value string
+		want        []string
+	}{
+		{"a schedule twice", `{"tick":{"paused":true},"tick":{"paused":false}}`, []string{SettingSchedules, `schedule "tick" is given twice`}},
+		{"a field twice", `{"tick":{"paused":true,"paused":false}}`, []string{SettingSchedules, `schedule "tick"`, `duplicate key "paused"`}},
+		{"a field in upper case", `{"tick":{"PAUSED":true}}`, []string{SettingSchedules, `schedule "tick"`, `key "PAUSED"`, `"paused"`}},
+		{"a field in mixed case", `{"nightly":{"cron":"0 0 3 * * *","TimeZone":"UTC"}}`, []string{SettingSchedules, `schedule "nightly"`, `key "TimeZone"`, `"timeZone"`}},
+		{"a field in either case", `{"tick":{"paused":false,"Paused":true}}`, []string{SettingSchedules, `schedule "tick"`, `key "Paused"`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Load(env(with(base(), SettingSchedules, c.value)))
+			if err == nil {
+				t.Fatalf("%s=%s loaded; want an error", SettingSchedules, c.value)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+	c, err := Load(env(with(base(), SettingSchedules, `{"tick":{"paused":true},"Tick":{"paused":false}}`)))
+	if err != nil || c.Overrides["tick"].Paused == nil || !*c.Overrides["tick"].Paused || c.Overrides["Tick"].Paused == nil || *c.Overrides["Tick"].Paused {
+		t.Errorf("two schedule names differing in case: %v %+v", err, c.Overrides)
+	}
+}

@@ -16,8 +16,6 @@ import (
 
 // Leader defaults.
 const (
-	// DefaultStallTimeout is how long a leader task may go without reporting progress.
-	DefaultStallTimeout = config.DefaultStallTimeout
 	// DefaultReleaseTimeout bounds the release after the task returns.
 	DefaultReleaseTimeout = 10 * time.Second
 	// maxStallTimeout keeps a typo ("2h" for "2m") from disabling the stall watchdog.
@@ -33,7 +31,8 @@ type LeaderConfig struct {
 	Locks func(name string) (Lock, error)
 	// Identity names this process in the lease record and in logs.
 	Identity ledger.Holder
-	// LeaseDuration must equal the lock's lease duration: 15s–60s, default 30s.
+	// LeaseDuration must equal the lock's lease duration: config.MinLeaseDuration to
+	// config.MaxLeaseDuration, default config.DefaultLeaseDuration.
 	LeaseDuration time.Duration
 	// RenewInterval is the time between renewals, default a third of LeaseDuration; each wait
 	// is shortened by up to a fifth at random so that leaders do not renew in lockstep. At most
@@ -45,7 +44,7 @@ type LeaderConfig struct {
 	SafetyMargin time.Duration
 	// StallTimeout stops a leader whose task reported no progress (beat) for this long: it
 	// stops renewing, cancels the task and lets the lease lapse. Longer than RenewInterval,
-	// at most 24h; default 2m.
+	// at most 24h; default config.DefaultStallTimeout.
 	StallTimeout time.Duration
 	// ReleaseTimeout bounds the release once the task returns (default 10s).
 	ReleaseTimeout time.Duration
@@ -92,10 +91,10 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 		errs = append(errs, err)
 	}
 	if cfg.LeaseDuration == 0 {
-		cfg.LeaseDuration = DefaultLeaseDuration
+		cfg.LeaseDuration = config.DefaultLeaseDuration
 	}
-	if cfg.LeaseDuration < MinLeaseDuration || cfg.LeaseDuration > MaxLeaseDuration {
-		add("LeaseDuration %s is out of range: Azure Blob leases last %s to %s", cfg.LeaseDuration, MinLeaseDuration, MaxLeaseDuration)
+	if cfg.LeaseDuration < config.MinLeaseDuration || cfg.LeaseDuration > config.MaxLeaseDuration {
+		add("LeaseDuration %s is out of range: Azure Blob leases last %s to %s", cfg.LeaseDuration, config.MinLeaseDuration, config.MaxLeaseDuration)
 	}
 	if d, ok := cfg.Lock.(interface{ Duration() time.Duration }); ok && d.Duration() != cfg.LeaseDuration {
 		add("LeaseDuration %s must equal the lock's lease duration %s", cfg.LeaseDuration, d.Duration())
@@ -113,7 +112,7 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 		add("RenewInterval %s must be positive and at most half of LeaseDuration−SafetyMargin (%s)", cfg.RenewInterval, budget/2)
 	}
 	if cfg.StallTimeout == 0 {
-		cfg.StallTimeout = DefaultStallTimeout
+		cfg.StallTimeout = config.DefaultStallTimeout
 	}
 	if cfg.StallTimeout <= cfg.RenewInterval || cfg.StallTimeout > maxStallTimeout {
 		add("StallTimeout %s must be longer than RenewInterval %s and at most %s", cfg.StallTimeout, cfg.RenewInterval, maxStallTimeout)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
@@ -26,13 +25,6 @@ type Lock interface {
 	// State reads the current leadership without contending for it.
 	State(ctx context.Context) (LeaderState, error)
 }
-
-// Lease durations. Azure Blob leases last 15 to 60 seconds (or forever, which Baton never uses).
-const (
-	DefaultLeaseDuration = config.DefaultLeaseDuration
-	MinLeaseDuration     = config.MinLeaseDuration
-	MaxLeaseDuration     = config.MaxLeaseDuration
-)
 
 // Lease is one acquisition of the lock: a plain value, safe to copy.
 type Lease struct {

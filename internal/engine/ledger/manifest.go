@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// State is a run's lifecycle position.
+// State is a run's lifecycle position; State.Next says which changes of it are allowed.
 type State string
 
 // States in order. Succeeded, Partial, Failed, TimedOut, Skipped, Missed and Paused are final.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
@@ -507,7 +508,7 @@ func (c *checker) policy(s Schedule) {
 		}
 		st := started{id: id, start: m.Created, finish: m.Finished, final: m.State.Final()}
 		if c.queued[id] {
-			if s.Overlap != coordinator.OverlapBufferOne {
+			if s.Overlap != config.OverlapBufferOne {
 				c.add(VPolicy, id, "queued, but the policy of %s is %s", s.Name, s.Overlap)
 			}
 			// A queued run starts when its first planner takes its lease (logged after the
@@ -524,7 +525,7 @@ func (c *checker) policy(s Schedule) {
 		}
 		runs = append(runs, st)
 	}
-	if s.Overlap == coordinator.OverlapAllow {
+	if s.Overlap == config.OverlapAllow {
 		return
 	}
 	slices.SortFunc(runs, func(a, b started) int { return a.start.Compare(b.start) })
@@ -542,7 +543,7 @@ func (c *checker) policy(s Schedule) {
 
 // skip checks one skipped record against the policy.
 func (c *checker) skip(s Schedule, id string, m ledger.Manifest) {
-	if s.Overlap == coordinator.OverlapAllow {
+	if s.Overlap == config.OverlapAllow {
 		c.add(VPolicy, id, "skipped, but %s allows overlapping runs: %q", s.Name, m.Reason)
 		return
 	}
@@ -552,7 +553,7 @@ func (c *checker) skip(s Schedule, id string, m ledger.Manifest) {
 		return
 	}
 	named := []string{strings.Fields(rest)[0]}
-	if s.Overlap == coordinator.OverlapBufferOne {
+	if s.Overlap == config.OverlapBufferOne {
 		// "... and <queued> is already waiting for it (overlap policy: buffer-one)"
 		if _, after, ok := strings.Cut(m.Reason, " and "); ok {
 			named = append(named, strings.Fields(after)[0])

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/tools/devhost"
 )
@@ -34,14 +35,14 @@ func newHistory(t *testing.T) *history {
 	t.Helper()
 	b := &history{t: t, h: History{Heartbeat: time.Second, LeaseDuration: testLease, Started: at(-1),
 		First: map[string]time.Time{}, Runs: map[string]Run{}, End: at(60), WindowEnd: at(15)}}
-	b.schedule("fast", "*/5 * * * * *", coordinator.OverlapSkip)
-	b.schedule("many", "*/10 * * * * *", coordinator.OverlapAllow)
-	b.schedule("held", "*/5 * * * * *", coordinator.OverlapBufferOne)
-	b.schedule("pausable", "*/5 * * * * *", coordinator.OverlapSkip)
+	b.schedule("fast", "*/5 * * * * *", config.OverlapSkip)
+	b.schedule("many", "*/10 * * * * *", config.OverlapAllow)
+	b.schedule("held", "*/5 * * * * *", config.OverlapBufferOne)
+	b.schedule("pausable", "*/5 * * * * *", config.OverlapSkip)
 	return b
 }
 
-func (b *history) schedule(name, expr string, o coordinator.Overlap) {
+func (b *history) schedule(name, expr string, o config.Overlap) {
 	cron, err := UTC(expr)
 	if err != nil {
 		b.t.Fatal(err)

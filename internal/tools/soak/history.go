@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/lib/ncrontab"
 	"github.com/batonfn/baton/internal/tools/devhost"
@@ -60,7 +61,7 @@ type Schedule struct {
 	Name    string
 	Job     string
 	Cron    coordinator.Cron
-	Overlap coordinator.Overlap
+	Overlap config.Overlap
 	// CatchUp is how late an occurrence may still start; a later one is recorded missed.
 	CatchUp time.Duration
 }

@@ -33,8 +33,9 @@ const DefaultAttemptTimeout = 5 * time.Second
 
 // BlobLockOptions tune a BlobLock. The zero value is usable.
 type BlobLockOptions struct {
-	// Duration is the lease duration: whole seconds from 15s to 60s, default 30s. Shorter
-	// leases hand over faster after a crash; longer ones tolerate slower storage.
+	// Duration is the lease duration: whole seconds from config.MinLeaseDuration to
+	// config.MaxLeaseDuration, default config.DefaultLeaseDuration. Shorter leases hand over
+	// faster after a crash; longer ones tolerate slower storage.
 	Duration time.Duration
 	// AttemptTimeout bounds the first try of each storage call (default a quarter of
 	// Duration, at most 5s); each retry gets twice as long as the try before. Failed calls
@@ -99,11 +100,11 @@ func NewBlobLock(c *container.Client, name string, opts BlobLockOptions) (*BlobL
 		}
 	}
 	if opts.Duration == 0 {
-		opts.Duration = election.DefaultLeaseDuration
+		opts.Duration = config.DefaultLeaseDuration
 	}
 	switch {
-	case opts.Duration < election.MinLeaseDuration || opts.Duration > election.MaxLeaseDuration:
-		errs = append(errs, fmt.Errorf("Duration %s is out of range: Azure Blob leases last %s to %s", opts.Duration, election.MinLeaseDuration, election.MaxLeaseDuration))
+	case opts.Duration < config.MinLeaseDuration || opts.Duration > config.MaxLeaseDuration:
+		errs = append(errs, fmt.Errorf("Duration %s is out of range: Azure Blob leases last %s to %s", opts.Duration, config.MinLeaseDuration, config.MaxLeaseDuration))
 	case opts.Duration%time.Second != 0:
 		errs = append(errs, fmt.Errorf("Duration %s must be a whole number of seconds", opts.Duration))
 	}

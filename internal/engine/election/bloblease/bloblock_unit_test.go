@@ -59,8 +59,8 @@ func TestNewBlobLock_Validation(t *testing.T) {
 				t.Errorf("NewBlobLock: got %v, want no error", err)
 			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
 				t.Errorf("NewBlobLock: got %v, want an error containing %q", err, tt.wantErr)
-			case err == nil && tt.opts.Duration == 0 && lk.Duration() != election.DefaultLeaseDuration:
-				t.Errorf("default Duration = %s, want %s", lk.Duration(), election.DefaultLeaseDuration)
+			case err == nil && tt.opts.Duration == 0 && lk.Duration() != config.DefaultLeaseDuration:
+				t.Errorf("default Duration = %s, want %s", lk.Duration(), config.DefaultLeaseDuration)
 			}
 		})
 	}
