@@ -40,17 +40,12 @@ type LegacySchedule struct {
 	Latest string    // "" when there was none
 }
 
-// Run ID formats. Every run ID is a valid ValidateRunID, and the schedule and occurrence a run
-// belongs to can be read back from its ID alone (ParseRunID):
+// Run ID formats, each valid for ValidateRunID and read back by ParseRunID (BATON_SCHEDULE's
+// schedule is "tick", so its runs keep their old IDs):
 //
-//	<schedule>-<yyyymmdd>t<hhmmss>z          a schedule's occurrence (UTC), e.g. nightly-20261121t020000z
-//	<schedule>-now-<24 hex>                  a schedule run now with an Idempotency-Key
-//	<schedule>-now-<yyyymmdd>t<hhmmss>z-<8 hex>  a schedule run now without one
-//	manual-<24 hex>                          an ad-hoc run of a job with an Idempotency-Key
-//	manual-<yyyymmdd>t<hhmmss>z-<8 hex>      an ad-hoc run without one
-//
-// The schedule that the BATON_SCHEDULE setting declares is named "tick", so its runs keep the
-// IDs they always had.
+//	<schedule>-<yyyymmdd>t<hhmmss>z  an occurrence (UTC), e.g. nightly-20261121t020000z
+//	<schedule>-now-<24 hex>          a run now with an Idempotency-Key; without: <schedule>-now-<time>-<8 hex>
+//	manual-<24 hex>                  an ad-hoc run with one; without: manual-<time>-<8 hex>
 const (
 	occurrenceLayout = "20060102T150405Z"
 	// MaxScheduleName bounds a schedule name so that its longest run ID fits 63 characters.

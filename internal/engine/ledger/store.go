@@ -72,6 +72,18 @@ type Store interface {
 	// ListRuns calls fn with each run ID, in name order, until fn returns false.
 	ListRuns(ctx context.Context, fn func(run string) bool) error
 
+	// The index of runs that are not final. CreateManifest of a record that is not final
+	// writes its entry before the record, and UpdateManifest that makes a record final removes
+	// it after the write, so every run that is not final has an entry, while an entry may
+	// outlive its run's end or name a record never created (a call that failed half way):
+	// readers check the record and repair with RemoveActive.
+	//
+	// ListActive calls fn with every entry, in run-ID order, until fn returns false; its cost
+	// grows with the runs in progress, not with the ledger's history.
+	ListActive(ctx context.Context, fn func(ActiveRun) bool) error
+	// RemoveActive removes run's entry (nil when it has none).
+	RemoveActive(ctx context.Context, run string) error
+
 	// ReadSchedule reads a schedule's state; ErrNotFound before its first heartbeat.
 	ReadSchedule(ctx context.Context, name string) (ScheduleState, error)
 	// UpdateSchedule applies fn to the schedule's state (a zero state naming the schedule when

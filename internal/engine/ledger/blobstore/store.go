@@ -194,6 +194,11 @@ func (s *Store) CreateManifest(ctx context.Context, m *ledger.Manifest) error {
 		m.Created = s.now().UTC()
 	}
 	m.Updated = m.Created
+	if !m.State.Final() {
+		if err := s.putActive(ctx, ledger.ActiveOf(m)); err != nil {
+			return fmt.Errorf("create manifest %s: index it: %w", m.RunID, err)
+		}
+	}
 	if err := s.putManifest(ctx, m.RunID, m, ifAbsent); err != nil {
 		return fmt.Errorf("create manifest %s: %w", m.RunID, err)
 	}
@@ -284,6 +289,7 @@ func (s *Store) UpdateManifest(ctx context.Context, run string, epoch int64, fn 
 			return m, err
 		}
 		fenced := epoch != ledger.NoFence && m.Epoch > epoch
+		wasFinal := m.State.Final()
 		var ferr error
 		if !fenced {
 			ferr = fn(&m)
@@ -301,6 +307,9 @@ func (s *Store) UpdateManifest(ctx context.Context, run string, epoch int64, fn 
 		m.Updated = s.now().UTC()
 		err = s.putManifest(ctx, run, &m, ifMatch(etag))
 		if err == nil {
+			if m.State.Final() && !wasFinal {
+				_ = s.RemoveActive(ctx, run) // an entry left behind is repaired by its readers
+			}
 			return m, nil
 		}
 		if !errors.Is(err, errETagMismatch) {

@@ -611,6 +611,7 @@ func RunContract(t *testing.T, newStore Factory) {
 		{"ReadReportBounded", testReadReportBounded},
 		{"Schedule", testSchedule},
 		{"Partials", testPartials},
+		{"Active", testActive},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore) })
 	}

@@ -60,6 +60,10 @@ func doneName(run string, shard int) string {
 	return fmt.Sprintf("%s/done/%04d", run, shard)
 }
 func scheduleName(name string) string { return "_schedules/" + name + ".json" }
+func activeName(run string) string     { return activePrefix + run }
+
+// activePrefix holds the index of runs that are not final.
+const activePrefix = "_active/"
 func partialName(run string, shard int) string {
 	return fmt.Sprintf("%s/partials/%03d.json", run, shard)
 }
@@ -165,9 +169,54 @@ func (f *Fake) CreateManifest(ctx context.Context, m *ledger.Manifest) error {
 		m.Created = f.now().UTC()
 	}
 	m.Updated = m.Created
+	if !m.State.Final() {
+		if _, err := f.put(ctx, activeName(m.RunID), ledger.ActiveOf(m), false, ""); err != nil {
+			return fmt.Errorf("create manifest %s: index it: %w", m.RunID, err)
+		}
+	}
 	if _, err := f.put(ctx, manifestName(m.RunID), m, true, ""); err != nil {
 		return fmt.Errorf("create manifest %s: %w", m.RunID, err)
 	}
+	return nil
+}
+
+func (f *Fake) ListActive(ctx context.Context, fn func(ledger.ActiveRun) bool) error {
+	f.mu.Lock()
+	if err := f.check(ctx); err != nil {
+		f.mu.Unlock()
+		return err
+	}
+	var entries []ledger.ActiveRun
+	for name, rec := range f.records {
+		if strings.HasPrefix(name, activePrefix) {
+			var a ledger.ActiveRun
+			if err := json.Unmarshal(rec.data, &a); err != nil {
+				f.mu.Unlock()
+				return fmt.Errorf("decode %s: %w", name, err)
+			}
+			entries = append(entries, a)
+		}
+	}
+	f.mu.Unlock()
+	slices.SortFunc(entries, func(a, b ledger.ActiveRun) int { return strings.Compare(a.Run, b.Run) })
+	for _, a := range entries {
+		if !fn(a) {
+			return nil
+		}
+	}
+	return nil
+}
+
+func (f *Fake) RemoveActive(ctx context.Context, run string) error {
+	if err := ledger.ValidateRunID(run); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(ctx); err != nil {
+		return err
+	}
+	delete(f.records, activeName(run))
 	return nil
 }
 
@@ -197,6 +246,7 @@ func (f *Fake) UpdateManifest(ctx context.Context, run string, epoch int64, fn f
 		if epoch != ledger.NoFence && m.Epoch > epoch {
 			return m, fmt.Errorf("update manifest %s at epoch %d (run is at %d): %w", run, epoch, m.Epoch, ledger.ErrFenced)
 		}
+		wasFinal := m.State.Final()
 		if err := fn(&m); errors.Is(err, ledger.ErrNoChange) {
 			return m, nil
 		} else if err != nil {
@@ -205,6 +255,9 @@ func (f *Fake) UpdateManifest(ctx context.Context, run string, epoch int64, fn f
 		m.Updated = f.now().UTC()
 		_, err = f.put(ctx, manifestName(run), &m, false, etag)
 		if err == nil {
+			if m.State.Final() && !wasFinal {
+				_ = f.RemoveActive(ctx, run) // an entry left behind is repaired by its readers
+			}
 			return m, nil
 		}
 		if !isConflict(err) {
