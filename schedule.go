@@ -46,16 +46,11 @@ type scheduleOption func(*app.Schedule) error
 func (o scheduleOption) applySchedule(s *app.Schedule) error { return o(s) }
 
 // Schedule declares a schedule of the job named name: a run on each occurrence of cron, a
-// six-field NCRONTAB expression, {second} {minute} {hour} {day} {month} {day-of-week}, as the
-// Azure Functions timer reads it ("0 30 2 * * *" is 02:30:00 every day), in UTC unless InZone
-// names a time zone. Baton fires it on the app's heartbeat, exactly once per occurrence across
-// every instance, and records each occurrence it does not run (skipped, queued, missed,
-// paused) with the reason.
-//
-// The name (1–32 characters of a-z, 0-9 and '-', starting with a letter) names the schedule's
-// runs, its row on the dashboard and its key in BATON_SCHEDULES, which can change its
-// expression, time zone and policies, or pause it, without a rebuild. A bad declaration is kept
-// as a *RegistrationError naming the schedule and the field, reported by App.Err, Run and Main.
+// six-field NCRONTAB expression as the Azure Functions timer reads it ("0 30 2 * * *" is 02:30:00
+// every day), in UTC unless InZone names a time zone. Baton runs each occurrence exactly once
+// across every instance and records each one it does not run, with the reason. The name (1–32
+// of a-z, 0-9 and '-', starting with a letter) is also its key in BATON_SCHEDULES. A bad
+// declaration is kept as a *RegistrationError, reported by App.Err, Run and Main.
 func (h *JobHandle) Schedule(name, cron string, opts ...ScheduleOption) {
 	if err := h.app.schedule(h, name, cron, opts); err != nil {
 		h.app.problems = append(h.app.problems, err)

@@ -33,17 +33,11 @@ const MinBundlesPerBatch = 8
 const DefaultFoldBlock = DefaultMaxBundle
 
 // BundleSize is how many partitions go in one message for a plan batch of n partitions of a
-// job whose cap is limit: the largest power of two that is at most the cap, MaxBundle and the
-// batch divided by its spread (rounded up), and that still sends the batch as at least spread
-// messages (1 for a batch of up to 14 partitions at the default spread).
-//
-// The spread is MinBundlesPerBatch (8) for a cap up to DefaultMaxBundle, so the default
-// batch of 2,048 goes as 8 messages of 256, and the last batch of a 10,000-partition run
-// (1,808) as 14 messages of 128 and one of 16, not 7 of 256 and one of 16: its partitions run
-// on as many deliveries at once as a full batch's. A cap above DefaultMaxBundle divides the
-// spread by how far it goes beyond: MinBundlesPerBatch×DefaultMaxBundle/cap messages, 4 at
-// 512 and 2 at 1,024, so the default batch goes as 2 messages of 1,024. Bundles start at
-// multiples of their size, so a bundle never crosses a fold block partway.
+// job whose cap is limit: the largest power of two, at most the cap and MaxBundle, that still
+// sends the batch as at least its spread of messages: MinBundlesPerBatch for a cap up to
+// DefaultMaxBundle, MinBundlesPerBatch×DefaultMaxBundle/cap above it (so 8 messages of 256 for
+// the default batch, 2 of 1,024 at a cap of 1,024). Bundles start at multiples of their size,
+// so a bundle never crosses a fold block partway.
 func BundleSize(limit, n int) int {
 	limit = min(max(limit, 1), MaxBundle)
 	spread := min(MinBundlesPerBatch, MinBundlesPerBatch*DefaultMaxBundle/limit)

@@ -12,18 +12,11 @@ import (
 	"github.com/batonfn/baton/internal/lib/parallel"
 )
 
-// complete counts recorded results (a message's: consecutive partitions) with one append per
-// done shard they fall in and, when the ordinal an append reveals says its shard may be
-// complete, tries to finish the run. The appends run under rctx (the bounded recording
-// context); the manifest re-read and the finish, which may aggregate a large run, run under the
-// invocation's ctx. If that ctx has expired, the finish fails and so does the invocation: the
-// redelivery finds the results, appends and finishes.
-//
-// An ordinal only says "maybe": redeliveries append twice, so a shard can reach its count
-// before every partition is in, and TryFinish verifies by listing. It never says "no" wrongly:
-// an append's records are contiguous and its ordinal is its last record's, so an ordinal below
-// the shard's partition count means fewer records than partitions existed when the append was
-// made, and a later append will see the count reached.
+// complete appends the done records of recorded results (a message's consecutive partitions),
+// one append per done shard, and tries to finish the run when an append's ordinal says its
+// shard may be complete; a "maybe" TryFinish verifies, never a wrong "no". The appends run under
+// rctx (the bounded recording context), the finish under ctx: if ctx has expired the finish
+// fails, and so does the invocation, whose redelivery appends and finishes.
 func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Envelope, rs []ledger.Result, log *slog.Logger) error {
 	if len(rs) == 0 {
 		return nil

@@ -11,24 +11,12 @@ import (
 	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
-// TryFinish aggregates the run if every partition has a result and nobody else is doing it,
-// and reports whether this call finished the run (wrote its final report, and its manifest is
-// final; at most one call per run does). It returns false, nil when planning is not
-// done, a done shard counts fewer records than partitions, the listing of results/ lacks an
-// index, another worker holds a fresh claim on the report, the report is already written,
-// the run is already final, or another call in this process is trying to finish it (which then
-// tries once more for this one when it does not finish the run).
-//
-// Exactly one caller wins the create-once claim on report.json and runs Job.Aggregate,
-// renewing the claim every third of StaleClaim while it does. A claim neither renewed nor
-// finished for StaleClaim (its aggregator crashed, stalled or released it after an error) is
-// taken over with the ETag read, and the aggregator that lost it stops at its next renewal
-// (its report could not be written anyway); a report written but not yet reflected in the manifest (its
-// aggregator crashed between the two writes, or is between them now) is copied into the
-// manifest, and that call reports false: the report's writer finished the run.
-//
-// Workers call it when a done append reaches its shard's count; the coordinator calls it after
-// planning and from check messages.
+// TryFinish aggregates the run if every partition has a result and nobody else is doing it, and
+// reports whether this call finished it (final report written, manifest final); at most one
+// call per run does, across processes. It returns false, nil when the run is not complete or
+// not yet provably so, another aggregator holds a fresh claim, the run is already finished, or
+// another call in this process is trying (which tries once more for this one). Workers call it
+// when a done append reaches its shard's count; the coordinator after planning and from checks.
 func (w *Worker) TryFinish(ctx context.Context, run string) (finished bool, err error) {
 	return w.finishing.finish(ctx, run, true, func(countFirst bool) (bool, error) { return w.tryFinish(ctx, run, countFirst, nil) })
 }
@@ -270,4 +258,3 @@ func (w *Worker) claimToken(run string) string {
 	sum := sha256.Sum256(append(w.salt[:], run...))
 	return hex.EncodeToString(sum[:12])
 }
-

@@ -5,18 +5,11 @@ import (
 	"sync"
 )
 
-// finishGate lets one attempt to finish a run run at a time in this process, and coalesces
-// the others into it. A call that comes while an attempt runs hands itself over and returns
-// false at once; the running attempt, if it did not finish the run, tries once more for all
-// the calls handed to it, since their appends may have landed after it read the counts.
-//
-// Why: striped done shards reach their counts together at the end of a run, and each shard's
-// last append asks for a finish. Without the gate every one of them read the counts and the
-// partials at once, all but one in vain; with it an instance makes at most one attempt at a
-// time and one more after it. Across instances the report's claim still decides.
-//
-// One attempt at a time per run is also what the claim needs: its token is this process's, so
-// two of its callers at once would both take the claim for their own.
+// finishGate lets one attempt to finish a run run at a time in this process and coalesces the
+// others into it: a call that comes while an attempt runs hands itself over and returns false
+// at once, and the running attempt, if it did not finish the run, tries once more for all of
+// them. The report's claim, whose token is this process's, needs one attempt at a time; why
+// coalescing pays is in docs/design.md (Done shards).
 type finishGate struct {
 	mu   sync.Mutex
 	runs map[string]*handedOver

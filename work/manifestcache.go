@@ -11,31 +11,11 @@ import (
 	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
-// manifestCache keeps each run's manifest, per process, while a worker may use it instead of
-// reading it again.
-//
-// Once planning is done, the partition count, the segments' epochs, the job and its params
-// are fixed, and until the run's deadline its state can only become final by every result
-// being in (then any further delivery is a duplicate: its result exists, and the one-result
-// rule and the finish's own fresh read absorb it). So a planned run's copy is kept for
-// cacheTTL, but not past the run's deadline (cached copies keep the earliest one): past it,
-// re-enqueue rounds and timeouts may finish the run with partitions missing, so every delivery
-// reads the manifest again.
-//
-// While planning goes on, a copy is kept for PlanningCopyTTL only. In that time the leader may
-// record a takeover's segment, finish planning or fail the run, and a worker with an older copy
-// does not see it yet: it processes a message a takeover has made stale (its result carries
-// the same stored plan payload, and the one-result rule keeps one) or a partition of a run
-// whose planning failed (its result changes nothing), and its done append may be the last one
-// while its copy still says planning (the leader looks again PlanningCopyTTL after planning
-// ends; see PlanningCopyTTL). The messages of the last plan batch carry the run's partition
-// count, and the process remembers it (runFacts) for the appends of its other deliveries.
-//
-// This takes the manifest read off most partitions: one read per run and process every
-// cacheTTL once planned, every PlanningCopyTTL before, instead of one or two per delivery.
-// The deliveries that find no usable copy while a read of the run's manifest is in flight
-// wait for that read and share its answer (load), so a process's bundles that start together,
-// or whose copy expires together, make one read, not one each.
+// manifestCache keeps each run's manifest, per process, so a worker need not read it per
+// delivery: a planned run's copy for cacheTTL but never past the run's deadline, a planning
+// run's for PlanningCopyTTL. Deliveries that find no usable copy while a read of the same
+// manifest is in flight share that read (load). Why a copy this old is safe is in
+// docs/design.md (Workers and fan-in).
 type manifestCache struct {
 	mu      sync.Mutex
 	runs    map[string]cachedManifest
@@ -58,20 +38,10 @@ type cachedManifest struct {
 }
 
 // PlanningCopyTTL bounds how old a worker's copy of the manifest of a run still being planned
-// may be. A worker whose done append may complete the run while its copy says planning (and
-// that knows no partition count from a message) reads the manifest again only when its copy
-// is older than this; the leader, having finished planning, tries to finish the run again once
-// this long has passed since its own try, so one of them sees every append. It is also how
-// long after a takeover records its segment, or the leader fails the run, a worker may still
-// process a message the takeover made stale or a partition of the failed run.
-//
-// Reads per process and per PlanningCopyTTL add up over instances to one blob's rate: with
-// done records striped, nearly every append catches its shard up with the partitions planned
-// so far, so while a run's waves go on each instance may read its manifest once per
-// PlanningCopyTTL. At 5 s, 200 instances make 40 reads/s, against one blob's target of about
-// 500. The price: a run whose last append came from a process with a younger copy that still
-// said planning, and no message with the count, is finished by the leader's second try, about
-// 5 s after planning ended.
+// may be: a worker whose done append may complete the run reads it again once its copy is
+// older, and the leader tries to finish again this long after its own try, so one of them sees
+// every append. It is also how long a worker may still process a message made stale by a
+// takeover, or a partition of a run whose planning failed. Its rate budget is in docs/design.md.
 const PlanningCopyTTL = 5 * time.Second
 
 const (

@@ -139,25 +139,12 @@ func orDefault[T int | time.Duration](v, d T) T {
 	return d
 }
 
-// HandlePartition processes one delivery of a partition message: one partition, or a bundle
-// of consecutive ones (see bundle.go), each with its own outcome. It returns:
-//   - nil when every partition's result is recorded (now or earlier), when the message is
-//     stale (an older epoch than the manifest's segment for the index) or the run is already
-//     final (as far as the manifest read says: a planned run's is kept for a while, see
-//     manifestCache), when the job failed permanently or on its job's last try (a failure
-//     result is recorded), when the job failed and its retry is scheduled (with a Retries
-//     sender), and when a redelivered bundle was split into messages of one partition;
-//   - an error wrapping ErrMalformed for a message that can never be processed (unknown run,
-//     index out of range, unknown job): dead-letter it;
-//   - an error wrapping ErrGaveUp when the last allowed delivery failed (a failure result is
-//     recorded): fail the invocation so the message is dead-lettered;
-//   - any other error for a transient failure: fail the invocation so the host retries.
-//
-// On the happy path a message makes these storage calls besides the job's own: read the
-// manifest (once per run and process while it cannot change: manifestCache), create each
-// partition's result, fold the results into their partial (jobs with a Merger: one read and
-// one write per partial touched), append the done records (one append per done shard), plus
-// the finish on the run's last records.
+// HandlePartition processes one delivery of a partition message (one partition or a bundle),
+// recording each partition's outcome. It returns nil when every outcome is recorded or settled
+// (a retry scheduled, a stale message or final run dropped, a redelivered bundle split); an
+// error wrapping ErrMalformed for a message that can never be processed (dead-letter it); one
+// wrapping ErrGaveUp when the last allowed delivery failed (its failure recorded: fail the
+// invocation so it dead-letters); any other error is transient: fail it so the host retries.
 func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) (err error) {
 	defer func() {
 		if r := recover(); r != nil {

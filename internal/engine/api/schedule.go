@@ -88,18 +88,10 @@ type NextView struct {
 }
 
 // OccurrenceView is one past occurrence of a schedule and the ledger's record of it. Record is
-// null when the ledger holds none; the flags then say why:
-//
-//   - BeforeLedger: the occurrence came before the schedule's first heartbeat (before it was
-//     declared or deployed), so nothing was ever to decide it: it is at or before the
-//     schedule's cursor and older than every record in the strip (or the schedule has no
-//     cursor yet). Every other occurrence at or before the cursor has a record.
-//   - Pending: after the cursor and younger than one heartbeat plus OccurrenceGrace: its
-//     heartbeat may not have come yet.
-//   - Undecided: after the cursor and older than that: no heartbeat has decided it although it
-//     is due (the Tick function is not running, or every heartbeat fails).
-//
-// None of them: a gap, an occurrence at or before the cursor whose record is gone.
+// null when the ledger holds none, and a flag says why (docs/api.md): BeforeLedger, at or before
+// the cursor but before the schedule's first heartbeat; Pending, after the cursor and younger
+// than one heartbeat plus OccurrenceGrace; Undecided, after the cursor and older than that. None
+// of them: a gap, an occurrence at or before the cursor whose record is gone.
 type OccurrenceView struct {
 	Occurrence time.Time `json:"occurrence"`
 	// Local is the occurrence on the schedule's wall clock.

@@ -138,17 +138,12 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 // LeaseDuration is the duration of the leases this leader holds.
 func (l *Leader) LeaseDuration() time.Duration { return l.cfg.LeaseDuration }
 
-// RunAsLeader makes one attempt to acquire the lock (it never waits for the holder to go away:
-// when someone else holds it, that attempt returns *HeldError) and then runs fn with a context
-// that is cancelled as soon as leadership cannot be guaranteed: a renewal fails, the local
-// deadline passes without a renewal, fn stops calling beat for StallTimeout, ctx is cancelled,
-// or ReleaseAll is called.
-// fn must stop promptly when its context is done and should call beat whenever it makes
-// progress. When fn returns, the renewals stop and the lease is released with a fresh bounded
-// context; RunAsLeader waits for both.
-//
-// It returns fn's error, or, when leadership ended first, an error wrapping ErrLeaseLost,
-// ErrStalled or ErrHandover (and fn's own error, unless that is just the cancellation).
+// RunAsLeader makes one attempt to acquire the lock (*HeldError when someone else holds it)
+// and runs fn with a context cancelled as soon as leadership cannot be guaranteed: a renewal
+// fails, the local deadline passes, fn stops calling beat for StallTimeout, ctx ends, or
+// ReleaseAll is called. fn must stop promptly then and call beat as it makes progress; on its
+// return the lease is released. It returns fn's error or, when leadership ended first, one
+// wrapping ErrLeaseLost, ErrStalled or ErrHandover (and fn's own, unless just the cancellation).
 func (l *Leader) RunAsLeader(ctx context.Context, fn func(ctx context.Context, lease Lease, beat func()) error) error {
 	return l.runAs(ctx, l.cfg.Lock, "", fn)
 }

@@ -80,7 +80,7 @@ type BlobLock struct {
 }
 
 // tieWindow is how close two attempts' beginnings are for a tie, and the longest head start a
-// contender gives the winner of its last tie (see Acquire).
+// contender gives the winner of its last tie (see docs/design.md, Leadership).
 const tieWindow = 100 * time.Millisecond
 
 var _ election.Lock = (*BlobLock)(nil)
@@ -152,38 +152,12 @@ func sleep(ctx context.Context, d time.Duration) error {
 // Duration is the lease duration this lock acquires with.
 func (b *BlobLock) Duration() time.Duration { return b.opts.Duration }
 
-// Acquire makes one attempt to take the lease, creating the container and the blob first
-// when missing (concurrent creators all succeed). It reads the lease blob first: when that
-// shows a live lease, the attempt ends there with *election.HeldError describing the holder (one round
-// trip, the common case on a busy tick). Otherwise it acquires the lease and records holder,
-// epoch+1 and the acquired-at time in the blob's metadata, conditioned on the new lease ID and
-// on the ETag of the record it read, so no two acquisitions can record the same epoch. The
-// whole attempt is bounded by a third of the lease duration.
-//
-// When the last record this lock saw says the lease was free (it released it itself, or read
-// it free), the attempt acquires first, without the read, and sends the record that bumps the
-// one it knows as soon as the acquire is on the wire, without waiting for its answer: two
-// calls in about one round trip. That write is conditioned on the new lease ID and on the
-// known record's ETag, so it takes effect only if the acquire did and nobody wrote since.
-// When it does not (it overtook the acquire, or the record changed), the acquire's answer
-// says which: its ETag is the known record's, and the record is written again after it, or
-// the record is read under the lease now held and bumped (three or four calls). Every record
-// write is conditioned on the ETag of the record it bumps, so the guarantees are the same on
-// every path. A record write whose answer is lost may have taken effect: the record is read
-// back, and one that shows this acquisition's holder, acquired-at and next epoch is the one it
-// leads under. An attempt that cannot tell gives the lease back and logs "lease acquisition
-// abandoned" with each epoch it may have recorded.
-//
-// The winner of the last tie goes first: when this lock's last attempt lost to a holder that
-// began its own within tieWindow of it (contenders fired by the same tick), and the last
-// record this lock saw is still that holder's, the next attempt waits two round trips (twice
-// the fastest of this lock's recent reads, at most tieWindow: the time the last holder's two
-// calls take) before its first call. The last holder, which acquires without the read, has its
-// acquire and record applied by then: the others' reads find the lease taken (one call each
-// instead of a read, a refused acquire and a read again) and do not queue in front of the
-// winner's two calls in a store that serves them one at a time. A loss to a lease taken
-// earlier (a late tick, a holder that keeps its lease) leaves the next attempt to read at
-// once. The wait decides nothing: whoever acquires first wins, as before.
+// Acquire makes one attempt to take the lease for holder, creating the container and blob if
+// missing, and bounded by a third of the lease duration. On success the lease carries a fresh
+// lease ID and an epoch one above every earlier acquisition's, recorded in the blob's metadata.
+// It returns *election.HeldError when someone else holds a live lease, and a wrapped error when
+// storage fails or ctx ends; an attempt that cannot tell whether its record took effect gives
+// the lease back. The fast path and the head start after a lost tie are in docs/design.md.
 func (b *BlobLock) Acquire(ctx context.Context, holder ledger.Holder) (election.Lease, error) {
 	if err := holder.Validate(); err != nil {
 		return election.Lease{}, fmt.Errorf("acquire lease %s: %w", b.name, err)
@@ -298,18 +272,11 @@ func (b *BlobLock) acquire(ctx context.Context, holder ledger.Holder) (election.
 }
 
 // acquireFirst is Acquire's path without the read, taken when the last record this lock saw
-// says the lease was free. It sends the acquire and, as soon as the acquire is on the wire,
-// the record of the next epoch, conditioned on l's lease ID and on the ETag of the record it
-// knows: storage applies that write only when the acquire has taken effect and nobody has
-// written since the record it knows, the very conditions of the record written after the
-// acquire's answer, so the winner pays about one round trip for its two calls. recorded
-// reports that the write took effect (l then carries the epoch and the previous holder).
-//
-// When it did not (the write reached storage before the acquire did, or someone wrote since),
-// took reports that the lease is held and rec is the record to bump: the one it knew if the
-// acquire's ETag says the blob has not changed since, or else one read under the lease.
-// When it cannot tell (the record is not known, or showed a live lease; the blob is missing)
-// it returns took false and no error: the read-first path goes on from the start.
+// says the lease was free: it sends the acquire and, without waiting, the record of the next
+// epoch, conditioned on l's lease ID and the known record's ETag. recorded reports that the
+// record took effect (l then carries the epoch and the previous holder); otherwise took reports
+// that the lease is held and rec is the record to bump. took false with no error means it could
+// not tell (record unknown or leased, blob missing): the read-first path starts over.
 func (b *BlobLock) acquireFirst(ctx context.Context, lc *lease.BlobClient, l *election.Lease, sent *unconfirmed) (rec leaseRecord, took, recorded bool, err error) {
 	last, ok := b.lastSeen()
 	if !ok || (last.LeaseState == election.LeaseStateLeased && last.ReleasedAt.IsZero()) || last.LeaseState == election.LeaseStateBreaking {

@@ -65,20 +65,12 @@ var conditionClass = map[amqp.ErrCond]error{
 	condLockLost:                   nil,
 }
 
-// translateSBError is the one place azservicebus errors are classified, most specific first:
-//
-//   - context cancellation or deadline: returned as is (the caller's decision, not transient);
-//   - azservicebus.ErrMessageTooLarge, or the broker's message-size-exceeded: ErrTooLarge;
-//   - an AMQP condition anywhere in the chain: its class in conditionClass (server-busy and
-//     quota → throttled; timeouts and forced detaches → transient; auth, not found, disabled
-//     → permanent);
-//   - an *azservicebus.Error by Code: connlost and timeout → transient, closed → ErrClosed,
-//     unauthorized, notfound and locklost → permanent;
-//   - a link, session or connection closed without a condition, a network error or an
-//     unexpected EOF: transient;
-//   - anything else (an azidentity failure to get a token among them): permanent.
-//
-// The SDK's error stays in the chain for errors.As.
+// translateSBError is the one place azservicebus errors are classified, most specific first,
+// keeping the SDK's error in the chain: cancellation and deadlines as is; a message too large
+// → ErrTooLarge; an AMQP condition → its class in conditionClass; an *azservicebus.Error by
+// Code → transient (connlost, timeout), ErrClosed (closed) or permanent; a link, session or
+// connection closed without a condition, a network error or unexpected EOF → transient;
+// anything else (an azidentity token failure among them) → permanent.
 func translateSBError(err error) error {
 	if err == nil {
 		return nil
