@@ -143,8 +143,12 @@ bench-smoke: tools
 
 test: vet unit fuzz examples bench-smoke
 
+# The demo's control endpoint takes a free loopback port, so demos (and `devhost run`s) run side
+# by side; it is printed and announced in .baton/devhost/, where `go run ./cmd/devhost ctl list`
+# finds it. DEVHOST_CONTROL=127.0.0.1:<port> (make variable or environment) pins it; "" turns it off.
+DEVHOST_CONTROL ?= 127.0.0.1:0
 demo: tools build
-	$(GO) run ./cmd/devhost demo -exe ./$(BIN) -job inventory
+	$(GO) run ./cmd/devhost demo -exe ./$(BIN) -job inventory -control '$(DEVHOST_CONTROL)'
 
 # Benchmarks against Azurite (BENCHMARKS.md; about 25 minutes on 2 cores). Each entry is
 # package:benchmarks[!skipped]:-benchtime, sized to the benchmark's unit of work (documented on

@@ -79,8 +79,12 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	limit := fs.Duration("timeout", 3*time.Minute, "give up after this long (after the build)")
 	seedFrom := seedDirs{}
 	fs.Var(seedFrom, "seed", "upload the files under DIR into CONTAINER of the started Azurite first, CONTAINER=DIR (repeatable)")
-	control := fs.String("control", DefaultControlAddr, "address of the loopback control endpoint (\"\": none)")
+	control := fs.String("control", controlDefault(), controlFlagHelp)
+	allowRemote := fs.Bool("allow-remote", false, "let -control listen on an address other than loopback (it checks no keys)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := checkListen("", *control, *allowRemote); err != nil {
 		return err
 	}
 	// The build comes first: -timeout bounds the demo, not a cold build of the app.
@@ -90,7 +94,8 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *limit)
 	defer cancel()
-	d := &demo{out: out, start: time.Now(), verbose: *verbose, control: *control, ticks: map[string]devhost.InvokeRecord{}}
+	d := &demo{out: out, start: time.Now(), verbose: *verbose, control: *control, allowRemote: *allowRemote,
+		app: *app, ticks: map[string]devhost.InvokeRecord{}}
 
 	d.say("Starting the pinned Azurite (npm package in node_modules; in memory, free ports)…")
 	srv, err := azurite.Start(ctx, azurite.Options{})
@@ -202,10 +207,12 @@ func (d *demo) seedInventory(ctx context.Context, srv *azurite.Server, blobs, ba
 }
 
 type demo struct {
-	out     io.Writer
-	start   time.Time
-	verbose bool
-	control string // the control endpoint's address
+	out         io.Writer
+	start       time.Time
+	verbose     bool
+	control     string // the control endpoint's address
+	allowRemote bool
+	app         string
 	// fired is the schedule the demo fires, at each occurrence of cron.
 	fired, cron string
 
@@ -307,7 +314,7 @@ func (d *demo) startHost(ctx context.Context, app, exe string, n int, settings m
 	}
 	h, err := devhost.New(devhost.Options{
 		AppRoot: app, Executable: exe, Instances: n, Settings: settings,
-		HTTPAddr: "127.0.0.1:0", ControlAddr: d.control, Out: d.out, LogLevel: level, HandlerLogLevel: level,
+		HTTPAddr: "127.0.0.1:0", ControlAddr: d.control, AllowRemote: d.allowRemote, Out: d.out, LogLevel: level, HandlerLogLevel: level,
 		// Every instance's timer fires at the same instant: the race for the scheduler lease shows.
 		TimerSkew: -1,
 		HandlerFilter: func(l devhost.LogLine) bool {
@@ -325,7 +332,7 @@ func (d *demo) startHost(ctx context.Context, app, exe string, n int, settings m
 		},
 	})
 	if err != nil {
-		return nil, err
+		return nil, flagError(err)
 	}
 	how := fmt.Sprintf("%s=%s", config.SettingSchedules, settings[config.SettingSchedules])
 	if d.fired == coordinator.LegacySchedule {
@@ -345,7 +352,10 @@ func (d *demo) startHost(ctx context.Context, app, exe string, n int, settings m
 		return nil, err
 	}
 	if err := h.Start(ctx); err != nil {
-		return nil, err
+		return nil, flagError(err)
+	}
+	if u := h.ControlURL(); u != "" {
+		d.say("Control endpoint %s, which devhost ctl -app %s finds (list | inflight | <instance> kill|term|stop|cont|restart).", u, d.app)
 	}
 	return h, nil
 }

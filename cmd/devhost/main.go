@@ -6,9 +6,14 @@
 // binary. In an app that pins it (`tool github.com/batonfn/baton/cmd/devhost` in go.mod) it runs
 // as `go tool devhost`; Azurite comes from the app's own node_modules (npm ci).
 //
+// The control endpoint of `run` and `demo` takes a free loopback port unless -control (or
+// DEVHOST_CONTROL) gives an address; the host prints it and announces it in the app's
+// .baton/devhost/ while it runs, where `ctl` finds it. Listeners refuse non-loopback addresses
+// unless -allow-remote.
+//
 //	devhost [run] [flags]            run the app until Ctrl-C
 //	devhost demo [flags]             the self-contained demo (make demo)
-//	devhost ctl [-control URL] list | inflight | <instance> kill|term|stop|cont|restart
+//	devhost ctl [-app DIR | -control URL] list | inflight | <instance> kill|term|stop|cont|restart
 package main
 
 import (
@@ -18,9 +23,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -30,8 +37,60 @@ import (
 	"github.com/batonfn/baton/internal/tools/devhost"
 )
 
-// DefaultControlAddr is where `run` and `demo` serve the control endpoint and `ctl` looks.
-const DefaultControlAddr = "127.0.0.1:7070"
+// ControlEnv names the environment variable that, when set, is -control's default: the address
+// `run` and `demo` serve the control endpoint on, and `ctl`'s endpoint when it names a port.
+const ControlEnv = "DEVHOST_CONTROL"
+
+// DefaultControlAddr is where `run` and `demo` serve the control endpoint when neither
+// -control nor ControlEnv says: a free loopback port.
+const DefaultControlAddr = "127.0.0.1:0"
+
+// controlDefault is -control's default for `run` and `demo`.
+func controlDefault() string {
+	if v := os.Getenv(ControlEnv); v != "" {
+		return v
+	}
+	return DefaultControlAddr
+}
+
+// controlFlagHelp describes -control for `run` and `demo`.
+const controlFlagHelp = "address of the control endpoint, announced in the app's " + devhost.EndpointsDir + " for ctl (default $" + ControlEnv + ", else a free loopback port; \"\": none)"
+
+// allowRemoteHelp describes -allow-remote.
+const allowRemoteHelp = "let -http and -control listen on addresses other than loopback (neither checks keys, and the Host-header check still answers only clients that name localhost)"
+
+// checkListen refuses a non-loopback -http or -control before anything is built or started.
+func checkListen(httpAddr, control string, allowRemote bool) error {
+	for _, l := range []struct{ option, addr string }{{"HTTPAddr", httpAddr}, {"ControlAddr", control}} {
+		if l.addr == "" {
+			continue
+		}
+		if err := devhost.CheckListenAddr(l.option, l.addr, allowRemote); err != nil {
+			return flagError(err)
+		}
+	}
+	return nil
+}
+
+// flagError rewrites the host's listener errors (devhost.ListenError) with the flags that
+// choose the listeners.
+func flagError(err error) error {
+	var le *devhost.ListenError
+	if !errors.As(err, &le) {
+		return err
+	}
+	switch le.Option {
+	case "HTTPAddr":
+		return errors.New(le.Describe("-http", "-allow-remote"))
+	case "ControlAddr":
+		msg := le.Describe("-control", "-allow-remote")
+		if !le.Remote {
+			msg += " (" + ControlEnv + " sets -control's default, also for make demo)"
+		}
+		return errors.New(msg)
+	}
+	return err
+}
 
 func main() {
 	args := os.Args[1:]
@@ -72,6 +131,10 @@ func usage(w io.Writer) {
                           first), print who won the scheduler lease and the run's own lease,
                           the progress and the report, stop
   devhost ctl [flags] list | inflight | <instance> kill|term|stop|cont|restart
+                          talk to the host running in the folder (-app), or at -control
+
+The control endpoint takes a free loopback port unless -control (or $DEVHOST_CONTROL) gives
+one; the host prints it and announces it in the app's .baton/devhost/ for ctl.
 
 Run "devhost <command> -h" for the flags of a command.
 `)
@@ -97,8 +160,9 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	exe := fs.String("exe", "", "handler binary to run as is (default: build -pkg into host.json's defaultExecutablePath)")
 	pkg := fs.String("pkg", ".", "main package of the app, built when -exe is not given")
 	settingsFile := fs.String("settings", "", "settings file (default local.settings.json, else local.settings.example.json)")
-	httpAddr := fs.String("http", "127.0.0.1:7071", "address of the HTTP front (/api/...)")
-	control := fs.String("control", DefaultControlAddr, "address of the loopback control endpoint")
+	httpAddr := fs.String("http", "127.0.0.1:7071", "address of the HTTP front (/api/...; 127.0.0.1:0: a free port)")
+	control := fs.String("control", controlDefault(), controlFlagHelp)
+	allowRemote := fs.Bool("allow-remote", false, allowRemoteHelp)
 	startAzurite := fs.Bool("azurite", false, "start the pinned Azurite (in memory, free ports) and point AzureWebJobsStorage, and every setting that is UseDevelopmentStorage=true, at it")
 	verbose := fs.Bool("v", false, "show debug lines (handler and devhost)")
 	progress := fs.Duration("progress", time.Second, "progress line interval (0: off)")
@@ -117,6 +181,9 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	dmode, err := devhost.ParseDelivery(*delivery)
 	if err != nil {
 		return fmt.Errorf("-delivery: %w", err)
+	}
+	if err := checkListen(*httpAddr, *control, *allowRemote); err != nil {
+		return err
 	}
 	handler, err := handlerBinary(ctx, *app, *exe, *pkg, out)
 	if err != nil {
@@ -142,13 +209,19 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 		prog = -1
 	}
 	h, err := devhost.New(devhost.Options{AppRoot: *app, Executable: handler, Instances: *n, SettingsFile: *settingsFile,
-		Settings: set, HTTPAddr: *httpAddr, ControlAddr: *control, Out: out, LogLevel: level, HandlerLogLevel: level,
-		ProgressInterval: prog, TimerMode: mode, TimerSeed: *timerSeed, Delivery: dmode})
+		Settings: set, HTTPAddr: *httpAddr, ControlAddr: *control, AllowRemote: *allowRemote, Out: out, LogLevel: level,
+		HandlerLogLevel: level, ProgressInterval: prog, TimerMode: mode, TimerSeed: *timerSeed, Delivery: dmode})
 	if err != nil {
-		return err
+		return flagError(err)
 	}
 	if err := h.Start(ctx); err != nil {
-		return err
+		return flagError(err)
+	}
+	if u := h.HTTPURL(); u != "" {
+		fmt.Fprintf(out, "http front %s\n", u)
+	}
+	if u := h.ControlURL(); u != "" {
+		fmt.Fprintf(out, "control endpoint %s (devhost ctl -app %s finds it)\n", u, *app)
 	}
 	fmt.Fprintln(out, "running; Ctrl-C stops every instance")
 	<-ctx.Done()
@@ -164,12 +237,17 @@ func handlerBinary(ctx context.Context, appRoot, exe, pkg string, out io.Writer)
 		return exe, nil
 	}
 	fmt.Fprintf(out, "building the app in %s (go build %s)\n", appRoot, pkg)
-	return devhost.Build(ctx, appRoot, pkg, out)
+	bin, err := devhost.Build(ctx, appRoot, pkg, out)
+	if errors.Is(err, devhost.ErrNotMain) {
+		return "", fmt.Errorf("%w; pass -pkg with the app's main package (e.g. -pkg ./handler), or -exe with a built handler", err)
+	}
+	return bin, err
 }
 
 func ctlCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("ctl", flag.ContinueOnError)
-	base := fs.String("control", "http://"+DefaultControlAddr, "control endpoint URL")
+	base := fs.String("control", "", "control endpoint URL (default $"+ControlEnv+" when it names a port, else the host announced in -app)")
+	app := fs.String("app", ".", "function app folder whose running host to control")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -187,7 +265,10 @@ func ctlCmd(ctx context.Context, args []string, out io.Writer) error {
 		sort.Strings(acts)
 		return fmt.Errorf("usage: devhost ctl list | inflight | <instance> %s", strings.Join(acts, "|"))
 	}
-	u := *base
+	u, err := controlURL(*app, *base)
+	if err != nil {
+		return err
+	}
 	if !strings.Contains(u, "://") {
 		u = "http://" + u
 	}
@@ -205,4 +286,33 @@ func ctlCmd(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
 	}
 	return nil
+}
+
+// controlURL is the control endpoint `ctl` talks to: flagValue when given, else ControlEnv
+// when it names a port, else the one local host announced in app's devhost.EndpointsDir.
+func controlURL(app, flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	if v := os.Getenv(ControlEnv); v != "" {
+		if _, port, err := net.SplitHostPort(strings.TrimPrefix(strings.TrimPrefix(v, "http://"), "https://")); err == nil && port != "0" {
+			return v, nil
+		}
+	}
+	hosts, err := devhost.RunningHosts(app)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(app, devhost.EndpointsDir)
+	switch len(hosts) {
+	case 0:
+		return "", fmt.Errorf("no running local host is announced in %s: start one in %s (devhost run, make demo), or pass -app with its folder or -control with the URL it printed", dir, app)
+	case 1:
+		return hosts[0].Control, nil
+	}
+	list := make([]string, 0, len(hosts))
+	for _, h := range hosts {
+		list = append(list, fmt.Sprintf("%s (pid %d, started %s)", h.Control, h.PID, h.Started.Format("15:04:05")))
+	}
+	return "", fmt.Errorf("%d local hosts run in %s: pass -control with one of %s", len(hosts), app, strings.Join(list, ", "))
 }

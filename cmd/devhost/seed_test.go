@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/md5"
 	"io"
-	"os"
 	"testing"
 	"time"
 
@@ -14,8 +13,6 @@ import (
 
 	"github.com/batonfn/baton/internal/tools/azurite"
 )
-
-func TestMain(m *testing.M) { os.Exit(azurite.Main(m)) }
 
 // TestSeed: the demo container holds n blobs of the advertised content types, each with a
 // Content-MD5, exactly `bad` of which do not match their content.

@@ -44,10 +44,12 @@
 // messages, but messages it holds stay invisible. POST /admin/functions/<Name> fires a timer
 // function once, as Core Tools' admin API does.
 //
-// Having no keys, the HTTP front and the control endpoint serve only local callers: a Host
-// header that names the loopback interface, and from a browser only same-origin requests with
-// JSON bodies, so neither a web page open in the developer's browser nor a DNS name rebound to
-// 127.0.0.1 can start runs or kill instances.
+// Having no keys, the HTTP front and the control endpoint serve only local callers: they listen
+// only on loopback addresses unless Options.AllowRemote, answer only a Host header that names
+// the loopback interface, and from a browser only same-origin requests with JSON bodies, so
+// neither a web page open in the developer's browser nor a DNS name rebound to 127.0.0.1 can
+// start runs or kill instances. A host serving a control endpoint (on a free port with :0)
+// announces its URLs in the app's EndpointsDir while it runs, where RunningHosts finds them.
 //
 // The host also checks, before starting anything, that Baton's config.Load accepts the
 // settings (Options.SkipConfigCheck turns that off for other handlers), and Preflight runs one

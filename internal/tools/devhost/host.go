@@ -44,8 +44,12 @@ type Options struct {
 	// HTTPAddr is where /<routePrefix>/<route> is served ("" for no HTTP front; a :0 port
 	// picks a free one).
 	HTTPAddr string
-	// ControlAddr is the loopback control endpoint ("" for none).
+	// ControlAddr is the control endpoint ("" for none; a :0 port picks a free one). Start
+	// announces a served one in the app's EndpointsDir until Close (see RunningHosts).
 	ControlAddr string
+	// AllowRemote lets HTTPAddr and ControlAddr be other than loopback addresses; without it
+	// New refuses them (CheckListenAddr): neither listener checks keys.
+	AllowRemote bool
 	// Out receives the devhost's lines, the handlers' lines and the progress lines (default
 	// discarded; every handler line is kept in memory either way, see Lines).
 	Out io.Writer
@@ -128,6 +132,7 @@ type Host struct {
 	superWG, trigWG, workWG       sync.WaitGroup
 	httpSrv, ctlSrv               *http.Server
 	httpURL, ctlURL               string
+	announced                     string // the Endpoint file Start wrote
 	closeOnce                     sync.Once
 
 	mu       sync.Mutex
@@ -188,6 +193,14 @@ func New(opts Options) (*Host, error) {
 		return nil, fmt.Errorf("Options.Delivery: %w", err)
 	}
 	opts.Delivery = delivery
+	for _, l := range []struct{ option, addr string }{{"HTTPAddr", opts.HTTPAddr}, {"ControlAddr", opts.ControlAddr}} {
+		if l.addr == "" {
+			continue
+		}
+		if err := CheckListenAddr(l.option, l.addr, opts.AllowRemote); err != nil {
+			return nil, err
+		}
+	}
 	if opts.LockDuration <= 0 {
 		opts.LockDuration = DefaultLockDuration
 	}
@@ -406,10 +419,13 @@ func (h *Host) Start(ctx context.Context) error {
 		}
 	}
 	if h.opts.HTTPAddr != "" && len(h.routes) > 0 {
-		url, srv, err := serve(h.opts.HTTPAddr, h)
+		url, srv, err := serve("HTTPAddr", h.opts.HTTPAddr, h)
 		if err != nil {
 			_ = h.Close(context.Background())
 			return fmt.Errorf("http front: %w", err)
+		}
+		if !loopbackListen(h.opts.HTTPAddr) {
+			h.log.Warn("the HTTP front listens beyond loopback (AllowRemote): it checks no keys", "addr", h.opts.HTTPAddr)
 		}
 		h.httpURL, h.httpSrv = url, srv
 		for _, r := range h.routes {
@@ -423,13 +439,22 @@ func (h *Host) Start(ctx context.Context) error {
 		}
 	}
 	if h.opts.ControlAddr != "" {
-		url, srv, err := serve(h.opts.ControlAddr, h.controlHandler())
+		url, srv, err := serve("ControlAddr", h.opts.ControlAddr, h.controlHandler())
 		if err != nil {
 			_ = h.Close(context.Background())
 			return fmt.Errorf("control endpoint: %w", err)
 		}
 		h.ctlURL, h.ctlSrv = url, srv
-		h.log.Info("control endpoint", "url", url, "try", "GET /instances, POST /instances/instance-2/kill (kill|term|stop|cont|restart)")
+		if !loopbackListen(h.opts.ControlAddr) {
+			h.log.Warn("the control endpoint listens beyond loopback (AllowRemote): it checks no keys and can kill instances", "addr", h.opts.ControlAddr)
+		}
+		file, err := h.announce()
+		if err != nil {
+			_ = h.Close(context.Background())
+			return fmt.Errorf("control endpoint: announce it in %s: %w", EndpointsDir, err)
+		}
+		h.announced = file
+		h.log.Info("control endpoint", "url", url, "announced", file, "try", "GET /instances, POST /instances/instance-2/kill (kill|term|stop|cont|restart)")
 	}
 	if h.opts.ProgressInterval > 0 && !h.opts.SkipConfigCheck {
 		if err := h.startProgress(); err != nil {
@@ -470,18 +495,6 @@ func (h *Host) startProgress() error {
 	return nil
 }
 
-// serve listens on addr and serves handler to local callers only (localOnly); it returns the
-// base URL.
-func serve(addr string, handler http.Handler) (string, *http.Server, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", nil, err
-	}
-	srv := &http.Server{Handler: localOnly(handler), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String(), srv, nil
-}
-
 func (h *Host) goTrigger(fn func(context.Context)) {
 	h.trigWG.Add(1)
 	go func() {
@@ -512,6 +525,9 @@ func (h *Host) Close(ctx context.Context) error {
 			return
 		}
 		h.log.Info("stopping")
+		if h.announced != "" {
+			_ = os.Remove(h.announced)
+		}
 		h.trigStop()
 		for _, srv := range []*http.Server{h.httpSrv, h.ctlSrv} {
 			if srv != nil {

@@ -7,18 +7,12 @@ import (
 	"strings"
 )
 
-// localOnly guards the local host's HTTP front and control endpoint against the developer's own
-// browser: a web page open while the host runs could otherwise start runs or kill instances.
-// It serves a request only when
-//   - its Host names the loopback interface (localhost, 127.0.0.0/8, ::1), so a DNS name
-//     rebound to 127.0.0.1 gets nothing;
-//   - it carries no Origin, or the same origin as the request (http://<Host>), and no
-//     Sec-Fetch-Site other than same-origin or none: cross-site pages are refused even for
-//     reads, which a browser would otherwise hand to them when a reply is a simple request;
-//   - a browser's request (one with an Origin or Sec-Fetch-Site) carries a body only as JSON:
-//     a form or text/plain body is what a page can send without a preflight.
-//
-// Tools (curl, the tests, the demo) send neither header and may send any body, as to Azure.
+// localOnly guards the local host's HTTP front and control endpoint against pages open in the
+// developer's browser. It serves a request only when its Host is loopback (localhost,
+// 127.0.0.0/8, ::1: a rebound DNS name gets nothing), it carries no Origin but http://<Host>
+// and no Sec-Fetch-Site but same-origin or none (cross-site pages are refused even reads), and
+// a browser's request (one with either header) has no body but JSON, which no page can send
+// without a preflight. Tools (curl, the tests, the demo) send neither header and any body.
 func localOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !loopbackHost(r.Host) {
