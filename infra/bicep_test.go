@@ -514,8 +514,12 @@ func TestBicep_Job(t *testing.T) {
 	sort.Strings(got)
 	jobsSrc := readFile(t, filepath.Join(repoRoot(t), "handler", "jobs.go"))
 	var want []string
-	for _, c := range regexp.MustCompile(`(?m)^\s*[jJ]ob[A-Z]\w*\s*=\s*"(\w+)"`).FindAllStringSubmatch(jobsSrc, -1) {
+	// Each built-in job registers under its package's Name, which is the package's name.
+	for _, c := range regexp.MustCompile(`app\.Register\((\w+)\.Name,`).FindAllStringSubmatch(jobsSrc, -1) {
 		want = append(want, c[1])
+	}
+	if len(want) == 0 {
+		t.Fatal("handler/jobs.go: found no app.Register(<job>.Name, ...)")
 	}
 	sort.Strings(want)
 	if strings.Join(got, ",") != strings.Join(want, ",") {
@@ -532,12 +536,36 @@ func TestBicep_Job(t *testing.T) {
 	}
 }
 
+// TestBicep_ManualJobs: BATON_MANUAL_JOBS deploys its own parameter, empty unless the operator
+// sets it (azd env set BATON_MANUAL_JOBS), which the handler reads as the jobs of the app's
+// schedules only; it never follows BATON_JOB, which a scaffolded app leaves empty.
+func TestBicep_ManualJobs(t *testing.T) {
+	_, exprs := bicepSettings(t)
+	if e := exprs[config.SettingManualJobs]; e != "manualJobs" {
+		t.Errorf("app/api.bicep: %s = %s, want the manualJobs parameter", config.SettingManualJobs, e)
+	}
+	if p := scanFile(t, "main.bicep").params()["manualJobs"]; p.Type != "string" || p.Default != "''" {
+		t.Errorf("main.bicep: manualJobs is %s = %s, want string = '' (the schedules' jobs only)", p.Type, p.Default)
+	}
+	if s := suppliedParameters(t)["manualJobs"]; s != "${"+config.SettingManualJobs+"}" {
+		t.Errorf("main.parameters.json: manualJobs = %q, want ${%s} with no default", s, config.SettingManualJobs)
+	}
+	v, ok := newDeployResolver(t).value(exprs[config.SettingManualJobs])
+	env := map[string]string{config.SettingHostStorage: "UseDevelopmentStorage=true", config.SettingTransport: "queue",
+		config.SettingHeartbeat: defaultHeartbeat, config.SettingManualJobs: v}
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	if !ok || err != nil || cfg.ManualAll || len(cfg.ManualJobs) != 0 {
+		t.Errorf("deployed %s=%q (resolved %v): all %v, jobs %v, %v; want no job beyond the schedules'",
+			config.SettingManualJobs, v, ok, cfg.ManualAll, cfg.ManualJobs, err)
+	}
+}
+
 // Every Baton setting a user may want to change is exposed through `azd env set`.
 func TestBicep_EnvMappedSettings(t *testing.T) {
 	supplied := suppliedParameters(t)
 	for param, setting := range map[string]string{
 		"heartbeat": config.SettingHeartbeat, "schedule": config.SettingSchedule, "schedules": config.SettingSchedules,
-		"job": config.SettingJob, "jobParams": config.SettingJobParams, "overlap": config.SettingOverlap,
+		"job": config.SettingJob, "jobParams": config.SettingJobParams, "manualJobs": config.SettingManualJobs, "overlap": config.SettingOverlap,
 		"leaseDuration": config.SettingLeaseDuration, "runTimeout": config.SettingRunTimeout, "logLevel": config.SettingLogLevel,
 	} {
 		v := supplied[param]

@@ -480,7 +480,8 @@ func onlySchedule(t *testing.T, ss []deployedSchedule, name, job string) deploye
 // TestDeployedDefaults_FirstOccurrenceRuns: `azd up` with nothing set deploys an app that
 // passes its preprovision check and declares one schedule, tick (BATON_SCHEDULE, hourly) of the
 // synthetic job, whose first due occurrence the heartbeat starts and which plans, works and
-// finishes. A function key starts only the timer job by hand, within the synthetic caps.
+// finishes. A function key starts only the timer job by hand, within the synthetic caps (the
+// run's total payload included).
 func TestDeployedDefaults_FirstOccurrenceRuns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), deployTestTimeout)
 	defer cancel()
@@ -507,6 +508,7 @@ func TestDeployedDefaults_FirstOccurrenceRuns(t *testing.T) {
 		{`{"job":"inventory","params":{"container":"data"}}`, config.SettingManualJobs},
 		{`{"job":"synthetic","params":{"partitions":1000000}}`, "cap of"},
 		{`{"job":"synthetic","params":{"partitions":1,"workMs":600000}}`, "cap of"},
+		{`{"job":"synthetic","params":{"partitions":10000,"payloadBytes":48128}}`, "cap of"},
 	} {
 		if res := h.invokeHTTP("Runs", "http-runs-post.json", c.body); res.StatusCode != http.StatusBadRequest || !strings.Contains(res.Body, c.want) {
 			t.Errorf("manual run %s: %d %s, want 400 saying %q", c.body, res.StatusCode, res.Body, c.want)

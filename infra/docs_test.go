@@ -84,7 +84,7 @@ func TestDeployDocs(t *testing.T) {
 	}
 	// The runbook says how to declare, change and pause schedules, and what daylight saving does.
 	flat := strings.Join(strings.Fields(doc), " ") // prose wraps anywhere
-	for _, want := range []string{"## Schedules", "app.Schedule(", "azd env set BATON_SCHEDULES", `"paused":true`,
+	for _, want := range []string{"## Schedules", ".Schedule(", "azd env set BATON_SCHEDULES", `"paused":true`,
 		"/pause", "/resume", "does not fire", "fires once", "BATON_HEARTBEAT"} {
 		if !strings.Contains(flat, want) {
 			t.Errorf("docs/deploy.md: want it to mention %q", want)

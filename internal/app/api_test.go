@@ -1053,7 +1053,7 @@ func TestNewApp_ManualRunPolicy(t *testing.T) {
 			}
 		})
 	}
-	all := newScheduledApp(t, map[string]string{config.SettingRunsContainer: runs}, nil)
+	all := newScheduledApp(t, map[string]string{config.SettingRunsContainer: runs, config.SettingManualJobs: config.AllJobs}, nil)
 	for _, container := range []string{runs, "azure-webjobs-secrets"} {
 		body := `{"job":"inventory","params":{"container":"` + container + `"}}`
 		out := invokeHTTP(t, all.URL, fnRuns, goldenHTTP(t, "http-runs-post.json", withBody(body)))

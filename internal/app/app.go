@@ -177,6 +177,10 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 	if err != nil {
 		return nil, settingsError(err)
 	}
+	manual, manualAll, err := manualJobs(cfg, jobs, schedules)
+	if err != nil {
+		return nil, settingsError(err)
+	}
 	deadLetters, err := deadletter.Open(cfg)
 	if err != nil {
 		return nil, err
@@ -198,8 +202,8 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 		return nil, err
 	}
 
-	starter := manualGuard{Starter: coord, scheduler: coord, jobErr: jobErr, defaultJob: cfg.Job, hasDefault: cfg.Schedule != "",
-		allowed: cfg.ManualJobs, defaults: o.DefaultParams}
+	starter := manualGuard{Starter: coord, scheduler: coord, jobErr: jobErr, hasDefault: cfg.Schedule != "",
+		allowed: manual, allowAll: manualAll, defaults: o.DefaultParams}
 	f := &functions{coord: coord, starter: starter, worker: worker, leader: leader, store: store, now: time.Now}
 	register(app.server, f, withSchedules(coord, heartbeat), withDeadLetters(deadLetters.List))
 	return app, nil

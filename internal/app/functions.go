@@ -160,20 +160,47 @@ func waitOutOutage(ctx context.Context, log *slog.Logger, fn func(ctx context.Co
 	}
 }
 
+// manualJobs settles the jobs a manual run naming a "job" may start, from BATON_MANUAL_JOBS:
+// every job when it is * (all); otherwise the jobs it lists plus the job of each of schedules
+// (the app's and the settings' tick), so that by default a function key starts only what the
+// schedules run anyway. A listed name that is not a registered job is an error naming the
+// setting.
+func manualJobs(cfg config.Config, jobs *work.Registry, schedules []coordinator.Schedule) (allowed []string, all bool, err error) {
+	var unknown []string
+	for _, name := range cfg.ManualJobs {
+		if _, err := jobs.Lookup(name); err != nil {
+			unknown = append(unknown, fmt.Sprintf("%q", name))
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, false, fmt.Errorf("%s=%q names %s, which this app does not register: list jobs of %s, or give %q for every job",
+			config.SettingManualJobs, strings.Join(cfg.ManualJobs, ","), strings.Join(unknown, ", "), strings.Join(jobs.Names(), ", "), config.AllJobs)
+	}
+	if cfg.ManualAll {
+		return nil, true, nil
+	}
+	allowed = slices.Clone(cfg.ManualJobs)
+	for _, s := range schedules {
+		allowed = append(allowed, s.Job)
+	}
+	slices.Sort(allowed)
+	return slices.Compact(allowed), false, nil
+}
+
 // manualGuard is the app's policy on manual runs. A run that names no job is a run now of the
 // settings' schedule (BATON_SCHEDULE), refused while its job is misconfigured with the error that
 // names the setting, and refused when the app declares no such schedule; a run naming a job must
-// name one BATON_MANUAL_JOBS allows (allowed; empty allows all). Each refusal answers 400. A run
-// that names its job and gives no params gets the job's default params.
+// name one of allowed, or any job when allowAll (see manualJobs). Each refusal answers 400. A
+// run that names its job and gives no params gets the job's default params.
 type manualGuard struct {
 	api.Starter
 	scheduler interface {
 		RunNow(ctx context.Context, schedule, key string) (coordinator.Outcome, error)
 	}
 	jobErr     error
-	defaultJob string
 	hasDefault bool
 	allowed    []string
+	allowAll   bool
 	defaults   map[string]json.RawMessage
 }
 
@@ -187,9 +214,13 @@ func (g manualGuard) StartManual(ctx context.Context, req coordinator.ManualRequ
 		}
 		return g.scheduler.RunNow(ctx, coordinator.LegacySchedule, req.IdempotencyKey)
 	}
-	if req.Job != g.defaultJob && len(g.allowed) > 0 && !slices.Contains(g.allowed, req.Job) {
-		return coordinator.Outcome{}, fmt.Errorf("%w: job %q cannot be started by hand here: %s allows %s and the default job %s",
-			coordinator.ErrBadRequest, req.Job, config.SettingManualJobs, strings.Join(g.allowed, ", "), g.defaultJob)
+	if !g.allowAll && !slices.Contains(g.allowed, req.Job) {
+		may := "none"
+		if len(g.allowed) > 0 {
+			may = strings.Join(g.allowed, ", ")
+		}
+		return coordinator.Outcome{}, fmt.Errorf("%w: job %q cannot be started by hand here: a manual run may start the jobs of the app's schedules and those %s lists (%s); add it to %s, or set %s=%s for every job",
+			coordinator.ErrBadRequest, req.Job, config.SettingManualJobs, may, config.SettingManualJobs, config.SettingManualJobs, config.AllJobs)
 	}
 	if len(req.Params) == 0 {
 		req.Params = g.defaults[req.Job]

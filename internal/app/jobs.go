@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 
@@ -11,10 +12,12 @@ import (
 	"github.com/batonfn/baton/work"
 )
 
-// capped is a job that Baton's settings cap (the built-in synthetic job):
-// BATON_SYNTHETIC_MAX_PARTITIONS and BATON_SYNTHETIC_MAX_WORK_MS.
+// capped is a job that Baton's settings cap (the built-in synthetic job): its partitions, each
+// partition's work and the run's total payload (BATON_SYNTHETIC_MAX_PARTITIONS,
+// BATON_SYNTHETIC_MAX_WORK_MS, BATON_SYNTHETIC_MAX_PAYLOAD_BYTES), and how far ahead a failure
+// window may end (BATON_RUN_TIMEOUT).
 type capped interface {
-	Configure(maxPartitions, maxWorkMs int)
+	Configure(maxPartitions, maxWorkMs, maxPayloadBytes int, maxFailFor time.Duration)
 }
 
 // inventoried is a job that reads the account of BATON_INVENTORY_STORAGE (the built-in
@@ -37,7 +40,7 @@ func configureBuiltins(jobs *work.Registry, cfg config.Config, inv *azblob.Clien
 		}
 		switch j := work.Unwrap(j).(type) {
 		case capped:
-			j.Configure(cfg.SyntheticMax, cfg.SyntheticWorkMs)
+			j.Configure(cfg.SyntheticMax, cfg.SyntheticWorkMs, cfg.SyntheticPayloadBytes, cfg.RunTimeout)
 		case inventoried:
 			var unavailable error
 			if cfg.Inventory == nil {

@@ -5,8 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/engine/config"
@@ -76,7 +80,7 @@ func TestDefaultJobGuard(t *testing.T) {
 		return coordinator.Outcome{Status: coordinator.StatusStarted}, nil
 	})
 	jobErr := errors.New(config.SettingJobParams + ` is not valid`)
-	g := manualGuard{Starter: next, scheduler: now, jobErr: jobErr, hasDefault: true}
+	g := manualGuard{Starter: next, scheduler: now, jobErr: jobErr, hasDefault: true, allowed: []string{syntheticName}}
 	_, err := g.StartManual(context.Background(), coordinator.ManualRequest{})
 	if !errors.Is(err, coordinator.ErrBadRequest) || !strings.Contains(err.Error(), config.SettingJobParams) || calls+nows != 0 {
 		t.Errorf("default job: %v (calls %d, %d), want ErrBadRequest naming %s", err, calls, nows, config.SettingJobParams)
@@ -135,7 +139,7 @@ func TestDefaultJobGuard_DefaultParams(t *testing.T) {
 		got = append(got, req)
 		return coordinator.Outcome{}, nil
 	})
-	g := manualGuard{Starter: next, defaults: map[string]json.RawMessage{"export": json.RawMessage(`{"a":1}`)}}
+	g := manualGuard{Starter: next, allowAll: true, defaults: map[string]json.RawMessage{"export": json.RawMessage(`{"a":1}`)}}
 	for _, req := range []coordinator.ManualRequest{{Job: "export"}, {Job: "export", Params: json.RawMessage(`{"a":2}`)}} {
 		if _, err := g.StartManual(context.Background(), req); err != nil {
 			t.Fatal(err)
@@ -161,35 +165,94 @@ func localConfig(t *testing.T) config.Config {
 	return cfg
 }
 
-// BATON_MANUAL_JOBS limits the jobs a manual run may name; the default job always passes, by
-// name or as a run now of the settings' schedule.
+// BATON_MANUAL_JOBS decides the jobs a manual run may name: unset or empty, only the jobs of
+// the app's schedules (the settings' tick included); * every registered job; a list, those
+// jobs and the schedules'. A run now without a job is the settings' schedule's, whatever the
+// list. Every refusal is a 400 naming the setting, with nothing started.
 func TestManualGuard_AllowList(t *testing.T) {
-	calls := 0
-	next := starterFunc(func(context.Context, coordinator.ManualRequest) (coordinator.Outcome, error) {
-		calls++
-		return coordinator.Outcome{Status: coordinator.StatusStarted}, nil
-	})
-	now := runNowFunc(func(context.Context, string, string) (coordinator.Outcome, error) {
-		calls++
-		return coordinator.Outcome{Status: coordinator.StatusStarted}, nil
-	})
-	g := manualGuard{Starter: next, scheduler: now, hasDefault: true, defaultJob: syntheticName, allowed: []string{"report"}}
-	for _, c := range []struct {
-		job string
-		ok  bool
-	}{{"", true}, {syntheticName, true}, {"report", true}, {inventoryName, false}} {
-		before := calls
-		_, err := g.StartManual(context.Background(), coordinator.ManualRequest{Job: c.job})
-		switch {
-		case c.ok && (err != nil || calls != before+1):
-			t.Errorf("job %q: %v, want it started", c.job, err)
-		case !c.ok && (!errors.Is(err, coordinator.ErrBadRequest) || !strings.Contains(err.Error(), config.SettingManualJobs) || calls != before):
-			t.Errorf("job %q: %v, want ErrBadRequest naming %s and no start", c.job, err, config.SettingManualJobs)
+	jobs := work.NewRegistry()
+	for _, name := range []string{syntheticName, inventoryName, "report", "export"} {
+		jobs.Register(name, builtin(syntheticName))
+	}
+	scheduled := []coordinator.Schedule{{Name: "nightly", Job: "report"}, {Name: coordinator.LegacySchedule, Job: syntheticName}}
+	cases := []struct {
+		name      string
+		setting   string
+		schedules []coordinator.Schedule
+		allowed   []string // of synthetic, inventory, report, export
+	}{
+		{"unset: the schedules' jobs", "", scheduled, []string{syntheticName, "report"}},
+		{"unset, no schedule: none", "", nil, nil},
+		{"unset, no settings' schedule", "", scheduled[:1], []string{"report"}},
+		{"*: every job", "*", nil, []string{syntheticName, inventoryName, "report", "export"}},
+		{"a list: it and the schedules' jobs", "export", scheduled, []string{syntheticName, "report", "export"}},
+		{"a list, no schedule", " export , report", nil, []string{"report", "export"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env := map[string]string{config.SettingHostStorage: "UseDevelopmentStorage=true", config.SettingTransport: "queue",
+				config.SettingHeartbeat: "0 * * * * *", config.SettingAppRoot: "/nonexistent-app-root", config.SettingManualJobs: c.setting}
+			cfg, err := config.Load(func(k string) string { return env[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			allowed, all, err := manualJobs(cfg, jobs, c.schedules)
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls, nows := 0, 0
+			next := starterFunc(func(context.Context, coordinator.ManualRequest) (coordinator.Outcome, error) {
+				calls++
+				return coordinator.Outcome{Status: coordinator.StatusStarted}, nil
+			})
+			now := runNowFunc(func(context.Context, string, string) (coordinator.Outcome, error) {
+				nows++
+				return coordinator.Outcome{Status: coordinator.StatusStarted}, nil
+			})
+			g := manualGuard{Starter: next, scheduler: now, hasDefault: true, allowed: allowed, allowAll: all}
+			for _, job := range jobs.Names() {
+				before := calls
+				_, err := g.StartManual(context.Background(), coordinator.ManualRequest{Job: job})
+				switch ok := slices.Contains(c.allowed, job); {
+				case ok && (err != nil || calls != before+1):
+					t.Errorf("job %q: %v, want it started", job, err)
+				case !ok && (!errors.Is(err, coordinator.ErrBadRequest) || !strings.Contains(err.Error(), config.SettingManualJobs) ||
+					!strings.Contains(err.Error(), config.AllJobs) || calls != before):
+					t.Errorf("job %q: %v, want ErrBadRequest naming %s and no start", job, err, config.SettingManualJobs)
+				}
+			}
+			if _, err := g.StartManual(context.Background(), coordinator.ManualRequest{}); err != nil || nows != 1 {
+				t.Errorf("run now of the settings' schedule: %v (%d runs now), want it started", err, nows)
+			}
+		})
+	}
+}
+
+// A name BATON_MANUAL_JOBS lists that the app does not register is a settings error naming the
+// setting and the name, at start-up (newApp), not a job that silently never starts.
+func TestManualJobs_UnknownName(t *testing.T) {
+	jobs := builtinJobs()
+	cfg := localConfig(t)
+	cfg.ManualJobs = []string{syntheticName, "invntory"}
+	_, _, err := manualJobs(cfg, jobs, nil)
+	for _, want := range []string{config.SettingManualJobs, `"invntory"`, inventoryName, `"*"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v, want an error saying %s", err, want)
 		}
 	}
-	all := manualGuard{Starter: next, defaultJob: syntheticName}
-	if _, err := all.StartManual(context.Background(), coordinator.ManualRequest{Job: inventoryName}); err != nil {
-		t.Errorf("no allow-list: %v, want every job allowed", err)
+	if strings.Contains(fmt.Sprint(err), `"synthetic" `) {
+		t.Errorf("%v names synthetic, which is registered", err)
+	}
+	env := map[string]string{config.SettingHostStorage: "UseDevelopmentStorage=true", config.SettingTransport: "queue",
+		config.SettingHeartbeat: "0 * * * * *", config.SettingSchedule: "0 */5 * * * *", config.SettingAppRoot: "/nonexistent-app-root",
+		config.SettingManualJobs: "synthetic,invntory"}
+	cfg, err = config.Load(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = newApp(cfg, slog.New(slog.DiscardHandler), Options{Jobs: jobs, Getenv: func(k string) string { return env[k] }})
+	if !errors.Is(err, ErrSettings) || !strings.Contains(err.Error(), config.SettingManualJobs) || !strings.Contains(err.Error(), `"invntory"`) {
+		t.Errorf("newApp: %v, want ErrSettings naming %s and the name", err, config.SettingManualJobs)
 	}
 }
 
@@ -199,7 +262,8 @@ func TestManualGuard_AllowList(t *testing.T) {
 func TestConfigureBuiltins_Refusals(t *testing.T) {
 	local := localConfig(t)
 	capped := local
-	capped.SyntheticMax, capped.SyntheticWorkMs = 100, 1000
+	capped.SyntheticMax, capped.SyntheticWorkMs, capped.SyntheticPayloadBytes, capped.RunTimeout = 100, 1000, 100*1000, time.Hour
+	failUntil := func(d time.Duration) string { return time.Now().Add(d).UTC().Format(time.RFC3339) }
 	azure := local
 	azure.Inventory = nil
 	cases := []struct {
@@ -219,6 +283,13 @@ func TestConfigureBuiltins_Refusals(t *testing.T) {
 		{"synthetic within its caps", capped, syntheticName, `{"partitions":100,"workMs":1000}`, ""},
 		{"synthetic over the partition cap", capped, syntheticName, `{"partitions":101}`, "cap of 100"},
 		{"synthetic over the work cap", capped, syntheticName, `{"partitions":1,"workMs":1001}`, "cap of 1000"},
+		{"synthetic payload within the cap", capped, syntheticName, `{"partitions":100,"payloadBytes":1000}`, ""},
+		{"synthetic payload over the cap", capped, syntheticName, `{"partitions":100,"payloadBytes":1001}`, "cap of 100000 bytes"},
+		{"the default payload cap", local, syntheticName, `{"partitions":10000,"payloadBytes":48128}`, "cap of 16777216 bytes"},
+		{"failUntil within the run timeout", capped, syntheticName, `{"partitions":1,"failUntil":"` + failUntil(50*time.Minute) + `"}`, ""},
+		{"failUntil past the run timeout", capped, syntheticName, `{"partitions":1,"failUntil":"` + failUntil(2*time.Hour) + `"}`, "cap of 1h0m0s"},
+		{"failAlways longer than the run", capped, syntheticName, `{"partitions":2,"failAlways":[0,1,1]}`, "more than the 2 partitions"},
+		{"permanent out of the run", capped, syntheticName, `{"partitions":2,"permanent":[2]}`, "permanent index 2"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -59,6 +59,19 @@ func ParseParams(raw json.RawMessage) (Params, error) {
 	case p.FailOncePercent < 0 || p.FailOncePercent > 100:
 		return p, fmt.Errorf("params: failOncePercent %d, want 0..100", p.FailOncePercent)
 	}
+	for _, l := range []struct {
+		field   string
+		indexes []int
+	}{{"failAlways", p.FailAlways}, {"permanent", p.Permanent}} {
+		if len(l.indexes) > p.Partitions {
+			return p, fmt.Errorf("params: %s lists %d indexes, more than the %d partitions", l.field, len(l.indexes), p.Partitions)
+		}
+		for _, i := range l.indexes {
+			if i < 0 || i >= p.Partitions {
+				return p, fmt.Errorf("params: %s index %d, want 0..%d", l.field, i, p.Partitions-1)
+			}
+		}
+	}
 	return p, nil
 }
 
@@ -96,12 +109,18 @@ type Summary struct {
 }
 
 // Caps bound a deployment's synthetic runs below the package limits, so that whoever may start
-// a run cannot have the app burn compute for days. Zero fields leave the package limit.
+// a run cannot have the app burn compute for days or fill its queue. Zero fields leave the
+// package limit.
 type Caps struct {
 	// MaxPartitions caps params.partitions (at most MaxPartitions).
 	MaxPartitions int
 	// MaxWorkMs caps params.workMs, the work time of each partition (at most MaxWorkMs).
 	MaxWorkMs int
+	// MaxPayloadBytes caps a run's total payload, params.partitions × params.payloadBytes.
+	MaxPayloadBytes int
+	// MaxFailFor caps how far past the job's clock, when the params are checked, failUntil
+	// may lie.
+	MaxFailFor time.Duration
 }
 
 // Job is the synthetic job.
@@ -119,16 +138,19 @@ func NewWithClock(now func() time.Time) *Job { return &Job{now: now} }
 // NewCapped returns the synthetic job whose runs must also fit caps.
 func NewCapped(caps Caps) *Job { return &Job{caps: caps, now: time.Now} }
 
-// Configure applies the caps of Baton's app settings (BATON_SYNTHETIC_MAX_PARTITIONS,
-// BATON_SYNTHETIC_MAX_WORK_MS; 0: none), once at start-up before any invocation; a cap the job
-// was built with (NewCapped) stays when it is the tighter one.
-func (j *Job) Configure(maxPartitions, maxWorkMs int) {
+// Configure applies the caps of Baton's app settings, once at start-up before any invocation:
+// the Caps fields in order (BATON_SYNTHETIC_MAX_PARTITIONS, BATON_SYNTHETIC_MAX_WORK_MS,
+// BATON_SYNTHETIC_MAX_PAYLOAD_BYTES, and BATON_RUN_TIMEOUT for failUntil; 0: none). A cap the
+// job was built with (NewCapped) stays when it is the tighter one.
+func (j *Job) Configure(maxPartitions, maxWorkMs, maxPayloadBytes int, maxFailFor time.Duration) {
 	j.caps.MaxPartitions = tighter(j.caps.MaxPartitions, maxPartitions)
 	j.caps.MaxWorkMs = tighter(j.caps.MaxWorkMs, maxWorkMs)
+	j.caps.MaxPayloadBytes = tighter(j.caps.MaxPayloadBytes, maxPayloadBytes)
+	j.caps.MaxFailFor = tighter(j.caps.MaxFailFor, maxFailFor)
 }
 
 // tighter is the smaller of two caps, where zero means none.
-func tighter(a, b int) int {
+func tighter[T int | time.Duration](a, b T) T {
 	switch {
 	case a == 0:
 		return b
@@ -158,6 +180,11 @@ func (j *Job) params(raw json.RawMessage) (Params, error) {
 		return p, fmt.Errorf("params: partitions %d is over this app's cap of %d", p.Partitions, j.caps.MaxPartitions)
 	case j.caps.MaxWorkMs > 0 && p.WorkMs > j.caps.MaxWorkMs:
 		return p, fmt.Errorf("params: workMs %d is over this app's cap of %d", p.WorkMs, j.caps.MaxWorkMs)
+	case j.caps.MaxPayloadBytes > 0 && int64(p.Partitions)*int64(p.PayloadBytes) > int64(j.caps.MaxPayloadBytes):
+		return p, fmt.Errorf("params: %d partitions of payloadBytes %d make %d bytes, over this app's cap of %d bytes per run",
+			p.Partitions, p.PayloadBytes, int64(p.Partitions)*int64(p.PayloadBytes), j.caps.MaxPayloadBytes)
+	case j.caps.MaxFailFor > 0 && p.FailUntil.After(j.now().Add(j.caps.MaxFailFor)):
+		return p, fmt.Errorf("params: failUntil %s is more than this app's cap of %s ahead", p.FailUntil.UTC().Format(time.RFC3339), j.caps.MaxFailFor)
 	}
 	return p, nil
 }

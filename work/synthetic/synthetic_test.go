@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +36,11 @@ func TestParseParams(t *testing.T) {
 		{"string count", `{"partitions":"5"}`, false},
 		{"fail until a time", `{"partitions":1,"failUntil":"2026-11-25T13:00:00Z"}`, true},
 		{"fail until no time", `{"partitions":1,"failUntil":"soon"}`, false},
+		{"every index listed", `{"partitions":3,"failAlways":[0,1,2],"permanent":[2,1,0]}`, true},
+		{"failAlways longer than the run", `{"partitions":2,"failAlways":[0,0,0]}`, false},
+		{"permanent longer than the run", `{"partitions":1,"permanent":[0,0]}`, false},
+		{"failAlways index past the run", `{"partitions":2,"failAlways":[2]}`, false},
+		{"negative permanent index", `{"partitions":2,"permanent":[-1]}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := synthetic.ParseParams(json.RawMessage(tc.raw))
@@ -254,5 +260,55 @@ func TestProcess_FailUntil(t *testing.T) {
 	now = until
 	if out, err := job.Process(context.Background(), part); err != nil || string(out) != `{"i":2,"v":4}` {
 		t.Fatalf("at failUntil: %s, %v; want the output", out, err)
+	}
+}
+
+// The caps Baton's app settings give (Configure) bound what a run may cost beyond the package
+// limits: its total payload (partitions × payloadBytes) and how far ahead failUntil may lie; a
+// tighter cap the job was built with stays, and zero leaves a limit alone.
+func TestConfigure_Caps(t *testing.T) {
+	now := time.Date(2026, 11, 25, 13, 0, 0, 0, time.UTC)
+	job := synthetic.NewWithClock(func() time.Time { return now })
+	job.Configure(10_000, 60_000, 16<<20, time.Hour)
+	for _, c := range []struct {
+		params, want string // want "": accepted
+	}{
+		{`{"partitions":10000,"payloadBytes":1677}`, ""},
+		{fmt.Sprintf(`{"partitions":10000,"payloadBytes":%d}`, baton.MaxPayloadBytes), "cap of 16777216 bytes"},
+		{`{"partitions":348,"payloadBytes":48128}`, ""},
+		{`{"partitions":349,"payloadBytes":48128}`, "16796672 bytes"},
+		{`{"partitions":10000}`, ""},
+		{`{"partitions":1,"failUntil":"2026-11-25T14:00:00Z"}`, ""},
+		{`{"partitions":1,"failUntil":"2026-11-25T14:00:01Z"}`, "cap of 1h0m0s ahead"},
+		{`{"partitions":10001}`, "cap of 10000"},
+		{`{"partitions":1,"workMs":60001}`, "cap of 60000"},
+	} {
+		err := job.ValidateParams(json.RawMessage(c.params))
+		if c.want == "" && err != nil {
+			t.Errorf("%s: %v, want accepted", c.params, err)
+		}
+		if c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: %v, want an error saying %q", c.params, err, c.want)
+		}
+		// Planning checks the same caps: a run admitted before a restart with tighter caps
+		// never plans past them.
+		perr := job.Plan(context.Background(), json.RawMessage(c.params), "", func(json.RawMessage, string) error { return nil })
+		if (perr == nil) != (err == nil) {
+			t.Errorf("%s: Plan %v, ValidateParams %v; want them to agree", c.params, perr, err)
+		}
+	}
+
+	tight := synthetic.NewCapped(synthetic.Caps{MaxPayloadBytes: 1000, MaxFailFor: time.Minute})
+	tight.Configure(0, 0, 16<<20, time.Hour)
+	if err := tight.ValidateParams(json.RawMessage(`{"partitions":2,"payloadBytes":501}`)); err == nil || !strings.Contains(err.Error(), "cap of 1000 bytes") {
+		t.Errorf("a tighter built-in payload cap: %v, want it kept", err)
+	}
+	late := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	if err := tight.ValidateParams(json.RawMessage(`{"partitions":1,"failUntil":"` + late + `"}`)); err == nil || !strings.Contains(err.Error(), "cap of 1m0s") {
+		t.Errorf("a tighter built-in failUntil cap: %v, want it kept", err)
+	}
+	if err := synthetic.New().ValidateParams(json.RawMessage(fmt.Sprintf(`{"partitions":1000000,"payloadBytes":%d,"failUntil":"2999-01-01T00:00:00Z"}`,
+		baton.MaxPayloadBytes))); err != nil {
+		t.Errorf("without caps: %v, want only the package limits", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,7 @@ const (
 	SettingManualJobs     = "BATON_MANUAL_JOBS"
 	SettingSyntheticMax   = "BATON_SYNTHETIC_MAX_PARTITIONS"
 	SettingSyntheticWork  = "BATON_SYNTHETIC_MAX_WORK_MS"
+	SettingSyntheticBytes = "BATON_SYNTHETIC_MAX_PAYLOAD_BYTES"
 	SettingInventory      = "BATON_INVENTORY_STORAGE"
 	SettingLeaseContainer = "BATON_LEASE_CONTAINER"
 	SettingRunsContainer  = "BATON_RUNS_CONTAINER"
@@ -92,7 +94,16 @@ const (
 	// million partitions of up to ten minutes): a load generator locally. Deployments cap both.
 	DefaultSyntheticMax    = 1_000_000
 	DefaultSyntheticWorkMs = 600_000
+	// DefaultSyntheticPayloadBytes caps a synthetic run's payloads (partitions × payloadBytes)
+	// at 16 MiB, locally and deployed: far below a Service Bus queue's 1 GiB.
+	DefaultSyntheticPayloadBytes = 16 << 20
+	// MaxSyntheticPayloadBytes is the highest BATON_SYNTHETIC_MAX_PAYLOAD_BYTES: the job's
+	// own limits (a million partitions of at most 48 KiB) allow no more.
+	MaxSyntheticPayloadBytes = DefaultSyntheticMax * (48 << 10)
 )
+
+// AllJobs, as BATON_MANUAL_JOBS, lets a manual run start every registered job.
+const AllJobs = "*"
 
 // DefaultJobParams are the timer job's params when BATON_JOB is the default job (synthetic) and
 // BATON_JOB_PARAMS is unset or {} (what the Bicep deploys when no params are given): a small run
@@ -181,15 +192,20 @@ type Config struct {
 	// JobParams its JSON parameters.
 	Job       string
 	JobParams string
-	// ManualJobs lists the jobs a manual run (POST /api/runs) may start (BATON_MANUAL_JOBS,
-	// comma-separated); empty allows every registered job. A manual run of the timer job
-	// without a "job" is always allowed.
+	// ManualJobs lists the jobs a manual run naming a "job" (POST /api/runs) may start besides
+	// the jobs of the app's schedules, which always may (BATON_MANUAL_JOBS, comma-separated;
+	// empty: those alone). ManualAll is BATON_MANUAL_JOBS=* (AllJobs): every registered job.
+	// Whether each listed name is a registered job is checked where the jobs are known.
 	ManualJobs []string
+	ManualAll  bool
 	// SyntheticMax and SyntheticWorkMs cap the synthetic job's partitions and per-partition
-	// work (BATON_SYNTHETIC_MAX_PARTITIONS, BATON_SYNTHETIC_MAX_WORK_MS), for every run of it;
-	// defaults DefaultSyntheticMax and DefaultSyntheticWorkMs.
-	SyntheticMax    int
-	SyntheticWorkMs int
+	// work (BATON_SYNTHETIC_MAX_PARTITIONS, BATON_SYNTHETIC_MAX_WORK_MS), and
+	// SyntheticPayloadBytes its partitions × payloadBytes (BATON_SYNTHETIC_MAX_PAYLOAD_BYTES),
+	// for every run of it; defaults DefaultSyntheticMax, DefaultSyntheticWorkMs and
+	// DefaultSyntheticPayloadBytes.
+	SyntheticMax          int
+	SyntheticWorkMs       int
+	SyntheticPayloadBytes int
 	// Inventory is the storage account the inventory job reads (BATON_INVENTORY_STORAGE names
 	// the connection). Unset, it is Storage when that is a connection string (local runs on
 	// Azurite), else nil: in Azure the job reads only an account the operator names, never the
@@ -270,6 +286,14 @@ func Load(getenv Getenv) (Config, error) {
 		SyntheticMax:    p.integer(SettingSyntheticMax, DefaultSyntheticMax, 1, DefaultSyntheticMax),
 		SyntheticWorkMs: p.integer(SettingSyntheticWork, DefaultSyntheticWorkMs, 0, DefaultSyntheticWorkMs),
 		LogLevel:        p.level(),
+	}
+	c.SyntheticPayloadBytes = p.integer(SettingSyntheticBytes, DefaultSyntheticPayloadBytes, 1, MaxSyntheticPayloadBytes)
+	if slices.Contains(c.ManualJobs, AllJobs) {
+		if len(c.ManualJobs) > 1 {
+			p.errf("%s=%q: %q allows every job and stands alone: list job names, or give %q only",
+				SettingManualJobs, strings.Join(c.ManualJobs, ","), AllJobs, AllJobs)
+		}
+		c.ManualJobs, c.ManualAll = nil, true
 	}
 	c.AppName, c.InstanceID = identity(getenv)
 	if (c.JobParams == "" || c.JobParams == "{}") && c.Job == DefaultJob {

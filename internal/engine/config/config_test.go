@@ -354,19 +354,41 @@ func TestLoad_ManualJobsAndSyntheticCaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.ManualJobs) != 0 || c.SyntheticMax != DefaultSyntheticMax || c.SyntheticWorkMs != DefaultSyntheticWorkMs {
-		t.Errorf("defaults: manual %v, synthetic caps %d/%d", c.ManualJobs, c.SyntheticMax, c.SyntheticWorkMs)
+	if len(c.ManualJobs) != 0 || c.ManualAll || c.SyntheticMax != DefaultSyntheticMax || c.SyntheticWorkMs != DefaultSyntheticWorkMs ||
+		c.SyntheticPayloadBytes != DefaultSyntheticPayloadBytes {
+		t.Errorf("defaults: manual %v (all %v), synthetic caps %d/%d/%d, want no job beyond the schedules' and the default caps",
+			c.ManualJobs, c.ManualAll, c.SyntheticMax, c.SyntheticWorkMs, c.SyntheticPayloadBytes)
 	}
-	c, err = Load(env(with(base(), SettingManualJobs, " synthetic, ,inventory ", SettingSyntheticMax, "1000", SettingSyntheticWork, "30000")))
+	c, err = Load(env(with(base(), SettingManualJobs, " synthetic, ,inventory ", SettingSyntheticMax, "1000", SettingSyntheticWork, "30000",
+		SettingSyntheticBytes, "1048576")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(c.ManualJobs, "|") != "synthetic|inventory" || c.SyntheticMax != 1000 || c.SyntheticWorkMs != 30000 {
-		t.Errorf("manual %v, synthetic caps %d/%d", c.ManualJobs, c.SyntheticMax, c.SyntheticWorkMs)
+	if strings.Join(c.ManualJobs, "|") != "synthetic|inventory" || c.ManualAll || c.SyntheticMax != 1000 || c.SyntheticWorkMs != 30000 ||
+		c.SyntheticPayloadBytes != 1<<20 {
+		t.Errorf("manual %v (all %v), synthetic caps %d/%d/%d", c.ManualJobs, c.ManualAll, c.SyntheticMax, c.SyntheticWorkMs, c.SyntheticPayloadBytes)
 	}
-	_, err = Load(env(with(base(), SettingSyntheticMax, "0", SettingSyntheticWork, "700000")))
-	if err == nil || !strings.Contains(err.Error(), SettingSyntheticMax) || !strings.Contains(err.Error(), SettingSyntheticWork) {
-		t.Errorf("out-of-range caps: %v, want both settings named", err)
+	_, err = Load(env(with(base(), SettingSyntheticMax, "0", SettingSyntheticWork, "700000", SettingSyntheticBytes, "0")))
+	if err == nil || !strings.Contains(err.Error(), SettingSyntheticMax) || !strings.Contains(err.Error(), SettingSyntheticWork) ||
+		!strings.Contains(err.Error(), SettingSyntheticBytes) {
+		t.Errorf("out-of-range caps: %v, want all three settings named", err)
+	}
+}
+
+// BATON_MANUAL_JOBS=* allows every job, explicitly; beside job names it is refused, naming the
+// setting, rather than read as either.
+func TestLoad_ManualJobsAll(t *testing.T) {
+	for _, v := range []string{"*", " * ", "*,"} {
+		c, err := Load(env(with(base(), SettingManualJobs, v)))
+		if err != nil || !c.ManualAll || len(c.ManualJobs) != 0 {
+			t.Errorf("%s=%q: all %v, jobs %v, %v; want every job", SettingManualJobs, v, c.ManualAll, c.ManualJobs, err)
+		}
+	}
+	for _, v := range []string{"*,inventory", "synthetic, *"} {
+		_, err := Load(env(with(base(), SettingManualJobs, v)))
+		if err == nil || !strings.Contains(err.Error(), SettingManualJobs) || !strings.Contains(err.Error(), `"*"`) {
+			t.Errorf("%s=%q: %v, want an error naming the setting and *", SettingManualJobs, v, err)
+		}
 	}
 }
 

@@ -63,6 +63,9 @@ param job string = 'synthetic'
 @description('BATON_JOB_PARAMS (azd env set BATON_JOB_PARAMS \'{"container":"data"}\'): the parameters of the schedule tick\'s job as a JSON object. Empty ({}) with the default job synthetic means its default params (16 partitions of 200 ms); any other job must be given its own.')
 param jobParams object = {}
 
+@description('BATON_MANUAL_JOBS (azd env set BATON_MANUAL_JOBS …): the jobs a function key may start by hand (POST /api/runs naming a job) besides those of the app\'s schedules, comma-separated, or * for every registered job. Empty: only the jobs the schedules run.')
+param manualJobs string = ''
+
 @description('BATON_OVERLAP: what an occurrence of the schedule tick does while its latest run is still in progress: skip records it skipped, buffer-one queues it until that run ends, allow starts it beside.')
 @allowed([
   'skip'
@@ -230,6 +233,7 @@ module api 'app/api.bicep' = {
     schedules: schedules
     job: job
     jobParams: jobParams
+    manualJobs: manualJobs
     overlap: overlap
     maxDeliveries: maxDeliveries
     leaseDuration: leaseDuration

@@ -39,6 +39,8 @@ param schedules object
 param job string
 @description('The job\'s parameters; the app setting holds them as compact JSON.')
 param jobParams object
+@description('BATON_MANUAL_JOBS: jobs a manual run may start besides the schedules\' jobs, or *; empty: the schedules\' jobs only.')
+param manualJobs string
 param overlap string
 param maxDeliveries int
 param leaseDuration string
@@ -97,13 +99,15 @@ var batonSettings = {
   BATON_CONTROL_QUEUE: controlQueueName
   BATON_JOB: job
   BATON_JOB_PARAMS: string(jobParams)
-  // Manual runs (POST /api/runs) may start the job of the schedule tick only, and synthetic
-  // runs are capped (10,000 partitions of at most 60 s): whoever holds a function key cannot
-  // have the app burn compute with a million ten-minute partitions. The defaults (16 × 200 ms)
-  // fit.
-  BATON_MANUAL_JOBS: job
+  // Manual runs (POST /api/runs) may start only the jobs of the app's schedules (tick's
+  // included) unless manualJobs lists more, and synthetic runs are capped (10,000 partitions of
+  // at most 60 s, 16 MiB of payload in all): whoever holds a function key cannot start a job
+  // the app never schedules, burn compute with a million ten-minute partitions or fill the
+  // work queue. The defaults (16 × 200 ms) fit.
+  BATON_MANUAL_JOBS: manualJobs
   BATON_SYNTHETIC_MAX_PARTITIONS: '10000'
   BATON_SYNTHETIC_MAX_WORK_MS: '60000'
+  BATON_SYNTHETIC_MAX_PAYLOAD_BYTES: '16777216'
   BATON_LEASE_CONTAINER: leaseContainerName
   BATON_RUNS_CONTAINER: runsContainerName
   // Every app sharing one lease account must use the same lease name.
