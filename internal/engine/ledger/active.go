@@ -16,3 +16,11 @@ type ActiveRun struct {
 func ActiveOf(m *Manifest) ActiveRun {
 	return ActiveRun{Run: m.RunID, Trigger: m.Trigger, Schedule: m.Schedule, Job: m.Job, Created: m.Created}
 }
+
+// Backfill is how far the index of active runs has been filled from the runs a ledger recorded
+// before it had one: every run up to After (in run-ID order) has been checked, and Done once
+// every run has.
+type Backfill struct {
+	After string
+	Done  bool
+}

@@ -83,6 +83,12 @@ type Store interface {
 	ListActive(ctx context.Context, fn func(ActiveRun) bool) error
 	// RemoveActive removes run's entry (nil when it has none).
 	RemoveActive(ctx context.Context, run string) error
+	// AddActive writes a's entry, replacing any: for runs recorded before the index existed.
+	AddActive(ctx context.Context, a ActiveRun) error
+	// ReadBackfill reads how far the index has been filled from runs recorded before it
+	// existed (the zero Backfill before the first write); WriteBackfill replaces it.
+	ReadBackfill(ctx context.Context) (Backfill, error)
+	WriteBackfill(ctx context.Context, b Backfill) error
 
 	// ReadSchedule reads a schedule's state; ErrNotFound before its first heartbeat.
 	ReadSchedule(ctx context.Context, name string) (ScheduleState, error)

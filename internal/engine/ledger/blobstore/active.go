@@ -29,6 +29,14 @@ const (
 	metaCreated  = "created"
 )
 
+// AddActive writes a's entry, replacing any.
+func (s *Store) AddActive(ctx context.Context, a ledger.ActiveRun) error {
+	if err := ledger.ValidateRunID(a.Run); err != nil {
+		return err
+	}
+	return s.putActive(ctx, a)
+}
+
 // putActive writes a's entry, replacing any.
 func (s *Store) putActive(ctx context.Context, a ledger.ActiveRun) error {
 	path := activePath(a.Run)
@@ -92,6 +100,27 @@ func (s *Store) RemoveActive(ctx context.Context, run string) error {
 	_, err := s.c.NewBlobClient(path).Delete(ctx, &blob.DeleteOptions{})
 	if err = translate(path, err); err != nil && !errors.Is(err, ledger.ErrNotFound) {
 		return fmt.Errorf("remove %s from the active runs: %w", run, err)
+	}
+	return nil
+}
+
+// backfillPath keeps the index's backfill state beside its entries; it is no run ID, so
+// ListActive passes over it.
+const backfillPath = activePrefix + "_backfill.json"
+
+// ReadBackfill reads how far the index has been filled from older runs.
+func (s *Store) ReadBackfill(ctx context.Context) (ledger.Backfill, error) {
+	var b ledger.Backfill
+	if _, err := s.getJSON(ctx, backfillPath, &b); err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return b, fmt.Errorf("read the index backfill: %w", err)
+	}
+	return b, nil
+}
+
+// WriteBackfill replaces the backfill state.
+func (s *Store) WriteBackfill(ctx context.Context, b ledger.Backfill) error {
+	if _, err := s.putJSON(ctx, backfillPath, b, nil); err != nil {
+		return fmt.Errorf("write the index backfill: %w", err)
 	}
 	return nil
 }

@@ -83,6 +83,31 @@ func testActive(t *testing.T, newStore Factory) {
 	if err := s.RemoveActive(ctx, "../x"); err == nil {
 		t.Error("RemoveActive of an invalid run ID: nil, want an error")
 	}
+
+	// The backfill of older runs: entries added by hand, and its state beside them, which no
+	// listing shows as a run.
+	if b, err := s.ReadBackfill(ctx); err != nil || b != (ledger.Backfill{}) {
+		t.Fatalf("ReadBackfill before any write = %+v, %v; want the zero Backfill", b, err)
+	}
+	if err := s.WriteBackfill(ctx, ledger.Backfill{After: "manual-c"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddActive(ctx, ledger.ActiveRun{Run: "old-run", Trigger: ledger.TriggerManual, Job: "x", Created: created}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.ReadBackfill(ctx); err != nil || b.After != "manual-c" || b.Done {
+		t.Errorf("ReadBackfill = %+v, %v", b, err)
+	}
+	var ids []string
+	if err := s.ListActive(ctx, func(a ledger.ActiveRun) bool { ids = append(ids, a.Run); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ids, []string{"manual-c", "manual-d", "old-run"}) {
+		t.Errorf("ListActive = %v, want manual-c, manual-d and old-run", ids)
+	}
+	if err := s.AddActive(ctx, ledger.ActiveRun{Run: "../x"}); err == nil {
+		t.Error("AddActive of an invalid run ID: nil, want an error")
+	}
 }
 
 func sameActive(a, b ledger.ActiveRun) bool {

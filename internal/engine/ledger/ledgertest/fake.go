@@ -188,7 +188,7 @@ func (f *Fake) ListActive(ctx context.Context, fn func(ledger.ActiveRun) bool) e
 	}
 	var entries []ledger.ActiveRun
 	for name, rec := range f.records {
-		if strings.HasPrefix(name, activePrefix) {
+		if strings.HasPrefix(name, activePrefix) && name != backfillName {
 			var a ledger.ActiveRun
 			if err := json.Unmarshal(rec.data, &a); err != nil {
 				f.mu.Unlock()
@@ -205,6 +205,30 @@ func (f *Fake) ListActive(ctx context.Context, fn func(ledger.ActiveRun) bool) e
 		}
 	}
 	return nil
+}
+
+func (f *Fake) AddActive(ctx context.Context, a ledger.ActiveRun) error {
+	if err := ledger.ValidateRunID(a.Run); err != nil {
+		return err
+	}
+	_, err := f.put(ctx, activeName(a.Run), a, false, "")
+	return err
+}
+
+// backfillName keeps the index's backfill state beside its entries.
+const backfillName = activePrefix + "_backfill.json"
+
+func (f *Fake) ReadBackfill(ctx context.Context) (ledger.Backfill, error) {
+	var b ledger.Backfill
+	if _, _, err := f.get(ctx, backfillName, &b); err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return b, err
+	}
+	return b, nil
+}
+
+func (f *Fake) WriteBackfill(ctx context.Context, b ledger.Backfill) error {
+	_, err := f.put(ctx, backfillName, b, false, "")
+	return err
 }
 
 func (f *Fake) RemoveActive(ctx context.Context, run string) error {
