@@ -9,7 +9,6 @@ import (
 	"iter"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,7 +18,6 @@ import (
 	"github.com/batonfn/baton/internal/engine/azclient"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/blobstore"
-	"github.com/batonfn/baton/internal/engine/transport"
 	"github.com/batonfn/baton/work"
 )
 
@@ -111,15 +109,15 @@ func TestHeartbeat_StorageDownFailsAndTheGapIsRecordedLater(t *testing.T) {
 	if gap.State != ledger.StateMissed || !strings.Contains(gap.Reason, "catch-up window") {
 		t.Fatalf("the gap: state %q reason %q, want missed with a reason", gap.State, gap.Reason)
 	}
-	if m := e.manifest(e.run); m.State != ledger.StatePlanning {
+	if m := e.manifest(e.run); m.State.Final() {
 		t.Fatalf("the run in progress was overwritten: %q", m.State)
 	}
 }
 
 // A run whose workers never finish (here: 2 of 3 partitions never processed) and whose check
-// chain is lost does not block the schedule: its occurrences are skipped while it runs, and
-// the first heartbeat past its bound sends it a check, which finishes it as timed-out with a
-// report of what has results; the next occurrence then starts.
+// chain is lost does not block the schedule: its occurrences are skipped while it runs, the
+// heartbeats drive it (re-enqueue rounds, then time-out) with no check delivered, it ends
+// timed-out with a report of what has results by its bound, and the next occurrence starts.
 func TestSupervision_OverdueRunTimesOutAndTheScheduleGoesOn(t *testing.T) {
 	e := newRunEnv(t)
 	ctx := testCtx(t)
@@ -155,15 +153,15 @@ func TestSupervision_OverdueRunTimesOutAndTheScheduleGoesOn(t *testing.T) {
 	if checks := checksOf(e.drain(), e.run, -1); len(checks) != 0 {
 		t.Fatalf("%d checks sent for the run before its bound", len(checks))
 	}
-	// The first heartbeat past the bound sends a check, and that check times the run out.
+	// From its deadline on the heartbeats drive it; no check is delivered.
 	bound := in.c.FinalBound(m)
-	e.heartbeat(in, bound.Add(time.Second))
-	checks := checksOf(e.drain(), e.run, -1)
-	if len(checks) != 1 || checks[0].Round < superviseRound {
-		t.Fatalf("checks after the bound %+v, want the heartbeat's supervision check", checks)
-	}
-	if err := in.c.Check(ctx, checks[0], firstDelivery); err != nil {
-		t.Fatal(err)
+	at := m.Deadline
+	for ; !e.manifest(e.run).State.Final(); at = at.Add(5 * time.Minute) {
+		if at.After(bound.Add(5 * time.Minute)) {
+			t.Fatalf("run still %s a heartbeat past its bound %s", e.manifest(e.run).State, bound)
+		}
+		e.heartbeat(in, at)
+		e.drain()
 	}
 	old := e.manifest(e.run)
 	if old.State != ledger.StateTimedOut || old.Succeeded != 1 || old.Failed != 2 || old.Reason == "" {
@@ -173,59 +171,10 @@ func TestSupervision_OverdueRunTimesOutAndTheScheduleGoesOn(t *testing.T) {
 	if err != nil || rep.State != ledger.StateTimedOut || len(rep.FailedList) != 2 || !strings.Contains(rep.FailedList[0].Error, "timed out") {
 		t.Fatalf("report: %+v, %v", rep, err)
 	}
-	next, _ := every(5 * time.Minute).Next(bound.Add(time.Second))
+	next, _ := every(5 * time.Minute).Next(at.Add(-5 * time.Minute)) // after the heartbeat that ended it
 	out = e.heartbeat(in, next.Add(300*time.Millisecond))
 	if len(out.Decisions) != 1 || out.Decisions[0].Status != StatusStarted {
 		t.Fatalf("the occurrence after the timed-out run: %+v, want started", out.Decisions)
-	}
-}
-
-// failingFinisher fails every aggregation, as when storage keeps failing for a check.
-type failingFinisher struct{}
-
-func (failingFinisher) TryFinish(ctx context.Context, run string) (bool, error) {
-	return false, errors.New("injected: finish failed")
-}
-
-func (failingFinisher) TryFinishByListing(ctx context.Context, run string) (bool, error) {
-	return false, errors.New("injected: finish failed")
-}
-
-// A check that fails on every delivery does not end the run's supervision: on its last
-// delivery it schedules a fresh check instead of failing (which would dead-letter the chain).
-func TestCheck_LastDeliveryKeepsTheChainAlive(t *testing.T) {
-	e := newRunEnv(t)
-	ctx := testCtx(t)
-	var sent sync.Map // message ID → envelope
-	hook := &senderHook{Sender: e.sender, before: func(_ int32, msgs []transport.Message) error {
-		for _, m := range msgs {
-			env, err := work.DecodeEnvelope(m.Body)
-			if err != nil {
-				return err
-			}
-			sent.Store(m.ID, env)
-		}
-		return nil
-	}}
-	in := e.instanceWith("a", hook, func(c *Config) { c.Finisher, c.MaxDeliveries = failingFinisher{}, 3 })
-	e.startOccurrence(in)
-	if err := in.c.Check(ctx, startCheck(t, e.drain(), e.run), firstDelivery); err != nil {
-		t.Fatal(err)
-	}
-	e.drain()
-	m := e.manifest(e.run)
-	check := work.Envelope{Version: 1, Kind: work.KindCheck, Run: e.run, Epoch: m.Epoch, Round: 4}
-	for d := 1; d < 3; d++ {
-		if err := in.c.Check(ctx, check, work.Delivery{Count: d}); err == nil {
-			t.Fatalf("delivery %d: the failing check succeeded", d)
-		}
-	}
-	if err := in.c.Check(ctx, check, work.Delivery{Count: 3}); err != nil {
-		t.Fatalf("last delivery failed (the chain would end): %v", err)
-	}
-	next := work.Envelope{Version: 1, Kind: work.KindCheck, Run: e.run, Epoch: m.Epoch, Round: 5}
-	if v, ok := sent.Load(next.MessageID()); !ok || v.(work.Envelope).Round != 5 {
-		t.Fatalf("no fresh check (round 5) was scheduled by the last delivery")
 	}
 }
 

@@ -15,50 +15,18 @@ import (
 	"github.com/batonfn/baton/work"
 )
 
-// Check handles a check message, the run's dead-man's switch. No instance polls; instead every
-// run carries a chain of scheduled check messages, each of which looks at the ledger and acts:
-//   - run finished: the chain ends;
-//   - past its hard deadline (Expires): finish it as timed-out;
-//   - enqueue unfinished (its leader died): take the lease and resume from the checkpoint;
-//   - every result in but no report: aggregate;
-//   - past the deadline with results missing: re-enqueue only the missing partitions, for at
-//     most CheckRounds rounds, then record them as timed out so the run finishes.
-//
-// Unless the run finished, it schedules the next check. An error fails the invocation so the
-// host delivers the check again, except on the last delivery (d.Count reaches MaxDeliveries):
-// then the check acts instead of failing, so the chain never dies silently.
+// Check handles a check message, the fast path of a run's supervision (the heartbeat is the
+// slow one, supervise.go): it looks at the ledger and acts — a finished run ends the chain; a
+// run past its hard deadline is timed out; an unfinished enqueue is resumed under the run's
+// lease; a run with every result in is aggregated; missing partitions past the deadline are
+// re-enqueued, for at most CheckRounds rounds, then recorded as timed out. Unless the run
+// finished, it schedules the next check. An error fails the invocation, so the host delivers
+// the check again; a check that never succeeds leaves the run to the heartbeat.
 func (c *Coordinator) Check(ctx context.Context, env work.Envelope, d work.Delivery) error {
 	if env.Round == probeRound {
 		return c.probe(ctx, env) // a lease probe or a handover check (handover.go)
 	}
-	err := c.check(ctx, env, d)
-	if err == nil || d.Count < c.cfg.MaxDeliveries || ctx.Err() != nil {
-		return err
-	}
-	c.log(env.Run, env.Epoch).Error("check failed on its last delivery; keeping the run supervised", "round", env.Round,
-		"delivery", d.Count, "err", err)
-	return c.lastResort(ctx, env, err)
-}
-
-// lastResort keeps a run whose check failed on every delivery from being orphaned: an overdue
-// run is finished, any other gets a fresh check (a new message, with a full delivery budget).
-func (c *Coordinator) lastResort(ctx context.Context, env work.Envelope, cause error) error {
-	m, err := c.cfg.Store.ReadManifest(ctx, env.Run)
-	if err != nil {
-		return errors.Join(cause, err)
-	}
-	if m.State.Final() {
-		return nil
-	}
-	if c.overdue(m) {
-		if err := c.timeOutAnyway(ctx, m); err == nil {
-			return nil
-		}
-	}
-	if err := c.scheduleCheck(ctx, env.Run, m.Epoch, env.Round+1, c.cfg.Now().Add(c.checkDelay())); err != nil {
-		return errors.Join(cause, err)
-	}
-	return nil
+	return c.check(ctx, env, d)
 }
 
 // timeOutAnyway times out m, taking the lease first when the run is still planning.
@@ -91,15 +59,6 @@ func (c *Coordinator) check(ctx context.Context, env work.Envelope, d work.Deliv
 	if m.State == ledger.StateQueued {
 		// Waiting for its schedule's run in progress: the heartbeat starts it, with a check.
 		log.Info("check: run is queued behind its schedule's run in progress; the scheduler starts it")
-		return nil
-	}
-	if env.Round == startBackstopRound && d.Count <= 1 && d.Try <= 1 && (m.Epoch != 0 || m.PlanDone) {
-		// The start check was delivered and a planner took the run: its chain supervises it.
-		// Delivered or tried again, the backstop goes on as a check of the chain instead: when
-		// the start check never went out, the planner that took the run may have been this
-		// very message's last delivery or try, which died or failed before sending anything
-		// (that is why the message came back), and then nothing else supervises the run.
-		log.Debug("check: the run has started; its start's backstop ends")
 		return nil
 	}
 	next := env.Round + 1
@@ -246,18 +205,9 @@ func (c *Coordinator) missing(ctx context.Context, m ledger.Manifest) ([]int, er
 	return out, nil
 }
 
-// reenqueue spends the next re-enqueue round (m.CheckRound+1) on the missing partitions:
-// send them from their stored plan batches, then claim the round in the manifest (a CAS, so a
-// duplicate check that reads the manifest after the claim does not send again).
-//
-// Sending before claiming makes a failure between the two harmless. A send that fails part
-// way (the second plan batch of three, say) leaves the round unclaimed and the deadline
-// passed, so the check's retry (the invocation keeps its message through a transport outage,
-// or the host delivers it again) sends the whole round again at once, with the same message
-// IDs, and the round is spent only when every missing partition went out. A claim that fails
-// after the sends only makes the retry repeat them. The price is that two copies of one check
-// running at the same moment can both send the round: the same message IDs, which Service Bus
-// duplicate detection drops and the workers' one-result rule absorbs on the Storage queue.
+// reenqueue spends the next re-enqueue round (m.CheckRound+1) on the missing partitions: it
+// sends them from their stored plan batches, then claims the round in the manifest. Sending
+// first makes a failure between the two harmless: the retry sends the same message IDs again.
 func (c *Coordinator) reenqueue(ctx context.Context, m ledger.Manifest, missing []int, next int, retryAt time.Time) error {
 	round := m.CheckRound + 1
 	if err := c.sendMissing(ctx, m, missing, round); err != nil {

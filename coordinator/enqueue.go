@@ -154,7 +154,7 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 		if err != nil {
 			return m, err
 		}
-		if !m.PlanDone && c.cfg.SliceBudget > 0 && time.Since(sliceStart) >= c.cfg.SliceBudget {
+		if budget := c.sliceBudget(ctx); !m.PlanDone && budget > 0 && time.Since(sliceStart) >= budget {
 			// No step of a run is bounded by one invocation: hand the rest to a follow-up one.
 			if err := c.scheduleCheck(ctx, run, lease.Epoch, continueRound+m.Checkpoint.Batches, c.cfg.Now()); err != nil {
 				return m, err
@@ -173,18 +173,10 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 // copy of a planning manifest may be old (work.PlanningCopyTTL).
 const DefaultFinishGrace = work.PlanningCopyTTL + 250*time.Millisecond
 
-// finishAfterPlanning tries to finish a run whose planning this invocation has just ended:
-// workers may have recorded every result before (or there are no partitions at all), and they
-// could not know the count then. A worker whose copy of the manifest, younger than
-// work.PlanningCopyTTL, still said planning when its done append may have completed the run
-// leaves the finish to the leader. So when the first try did not finish the run, the leader
-// tries again FinishGrace later. Each append the first try missed was made by a worker that
-// reads a copy showing the plan done (and tries itself), or before the second try.
-//
-// It runs after the run's lease is released: finishing needs no lease (the aggregation has a
-// claim of its own), and a lease held through the grace would be lost to a storage outage
-// that begins meanwhile, failing an invocation whose planning was done and spending its
-// message's delivery. Its errors are logged: the run's check chain finishes it otherwise.
+// finishAfterPlanning tries to finish a run whose planning this invocation has just ended
+// (workers could not know the count before), and once more FinishGrace later for a worker whose
+// cached manifest still said planning. It runs after the run's lease is released; its errors
+// are logged, since the run's supervision finishes it otherwise.
 func (c *Coordinator) finishAfterPlanning(ctx context.Context, log *slog.Logger, run string) {
 	done, err := c.cfg.Finisher.TryFinish(ctx, run)
 	if err != nil {

@@ -15,25 +15,12 @@ import (
 	"github.com/batonfn/baton/work"
 )
 
-// Failover at the lease's floor.
-//
-// A leader that dies mid-enqueue stops renewing; its lease lapses at most one lease duration
-// after its last successful renewal. Two kinds of check message, both on the control queue
-// and both outside the run's check chain, bring the next leader in at once:
-//
-//   - a lease probe: whenever a leader that is enqueueing a run starts (or resumes) the enqueue
-//     and after every successful renewal, it schedules a probe for the moment its lease would
-//     lapse if that renewal were its last. While the leader lives, each probe finds the lease
-//     held and does nothing (one lease call); once it dies, the latest probe fires just after
-//     the lease has lapsed and takes over.
-//   - a handover check: a leader that stops gracefully releases its lease and then sends an
-//     immediate check for each run it was enqueueing, so another instance resumes at once.
-//
-// Both are check envelopes with round 0 (chain checks count from 1), each with its own
-// message ID so Service Bus duplicate detection keeps them apart. Neither schedules another
-// check: the chain started with the run stays the backstop. Both need Config.Control: on the
-// work queue they would wait behind the partition backlog and arrive long after the chain's
-// own check, so without a control sender none are sent.
+// Failover at the lease's floor: a leader enqueueing a run schedules a lease probe on the
+// control queue for the moment its lease would lapse after each renewal (the probe after its
+// last renewal takes over once it died), and a leader stopping gracefully releases its lease
+// and sends an immediate handover check. Both are check envelopes of round 0 that schedule
+// nothing after them; both need Config.Control, since on the work queue they would wait behind
+// the partition backlog.
 
 // probeRound is the envelope round of lease probes and handover checks.
 const probeRound = 0
@@ -49,16 +36,9 @@ func (c *Coordinator) control() Sender {
 	return c.cfg.Sender
 }
 
-// guard covers an enqueue by this leader: it records the run as being planned here (for
-// Handover), sends a probe for the lease as held now, and one after every renewal until the
-// returned stop is called. stop waits for probes being sent. Probe failures are logged, not
-// returned: the check chain still covers the run.
-//
-// When the enqueue ends because the invocation running it was cancelled or timed out (the
-// host gave up on it, or is shutting down and aborts its requests), stop also sends a
-// handover check: the lease is released as soon as the task returns, so another instance can
-// go on at once rather than at the next probe. Handover sends its own checks, and a lost or
-// stalled lease is not released, so neither sends one here.
+// guard covers an enqueue by this leader: it records the run as planned here (for Handover) and
+// sends a probe now and after every renewal until stop is called; when the invocation was
+// cancelled, stop also sends a handover check. Probe failures are logged, not returned.
 func (c *Coordinator) guard(ctx context.Context, lease election.Lease, run string) (stop func()) {
 	if c.cfg.Control == nil {
 		return func() {}

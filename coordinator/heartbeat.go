@@ -11,30 +11,12 @@ import (
 	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
-// The scheduler: Baton fires every schedule itself.
-//
-// The Tick timer is a fixed heartbeat (every minute by default). On each heartbeat, whoever
-// gets the scheduler lease advances every schedule's cursor: each occurrence after the
-// cursor that is due gets exactly one record, then the cursor moves past it. A due
-// occurrence is
-//
-//   - missed, when it is found later than the schedule's catch-up window after its time;
-//   - paused, while the schedule is paused (by the operator, in the ledger, or by a setting);
-//   - failed, when the schedule's job or params are misconfigured (the reason names the
-//     setting);
-//   - otherwise decided by the overlap policy against the schedule's latest run: started,
-//     queued behind it (buffer-one, one at most) or skipped.
-//
-// Starting a run is creating its record and sending the check that plans it (after the
-// schedule's jitter) on the control queue: planning happens in that check's invocation under
-// the run's own lease, never in the heartbeat, so a long planning slice of one schedule
-// cannot delay another schedule's occurrence, and the heartbeat holds the scheduler lease for
-// a few storage calls. A heartbeat that finds the scheduler lease held returns at once: the
-// holder is deciding every schedule, and whatever it does not cover the next heartbeat does,
-// so a lost heartbeat delays an occurrence by at most one heartbeat and needs no record of its
-// own. Every record is created once under a run ID derived from the schedule and the
-// occurrence, so two schedulers (a stale holder, another app sharing the ledger) can never
-// decide one occurrence twice; the cursor only moves forward.
+// The scheduler: on each heartbeat, whoever gets the scheduler lease gives every due occurrence
+// after each schedule's cursor exactly one record — missed (past the catch-up window), paused,
+// failed (a misconfigured job) or as the overlap policy decides: started, queued or skipped —
+// then moves the cursor past it. Planning happens under the run's own lease, never under the
+// scheduler's, and a heartbeat that finds the lease held returns at once. Run IDs derive from
+// the schedule and the occurrence, so no occurrence is ever decided twice (docs/design.md).
 
 // MaxEarly is how early a heartbeat may fire and still decide an occurrence due at most this
 // long after it (never more than half the heartbeat): timers fire a little early. The run
@@ -66,6 +48,9 @@ type HeartbeatOutcome struct {
 	Holder      ledger.Holder
 	HolderEpoch int64
 	Decisions   []Decision
+	// Supervised counts the runs in progress the heartbeat drove because they had not moved
+	// by their bound (see supervise.go).
+	Supervised int
 }
 
 // Heartbeat handles a Tick: one attempt at the scheduler lease and, when won, every schedule's
@@ -73,6 +58,7 @@ type HeartbeatOutcome struct {
 // does not stop the others, and the error joins every schedule's.
 func (c *Coordinator) Heartbeat(ctx context.Context) (HeartbeatOutcome, error) {
 	var out HeartbeatOutcome
+	var due []ledger.Manifest
 	err := c.cfg.Leader.RunAsLeader(ctx, func(ctx context.Context, lease election.Lease, beat func()) error {
 		out.Status, out.Epoch = StatusStarted, lease.Epoch
 		if err := c.ensureContainer(ctx); err != nil {
@@ -89,11 +75,27 @@ func (c *Coordinator) Heartbeat(ctx context.Context) (HeartbeatOutcome, error) {
 				errs = append(errs, fmt.Errorf("schedule %s: %w", name, err))
 			}
 		}
+		// Every schedule decided, the runs in progress are supervised (supervise.go): found
+		// under the lease, so one instance does it per heartbeat, and driven after it.
+		beat()
+		var err error
+		due, err = c.dueRuns(ctx)
+		if err != nil {
+			c.cfg.Logger.Error("heartbeat: supervision incomplete; the next heartbeat goes on", "epoch", lease.Epoch,
+				"instance", c.cfg.Identity.Instance, "err", err)
+			errs = append(errs, err)
+		}
 		return errors.Join(errs...)
 	})
 	var held *election.HeldError
 	if errors.As(err, &held) {
 		return HeartbeatOutcome{Status: StatusHeld, Holder: held.Holder, HolderEpoch: held.Epoch}, nil
+	}
+	out.Supervised = len(due)
+	if derr := c.drive(ctx, due); derr != nil {
+		// A run that could not be moved now is due again at the next heartbeat.
+		c.cfg.Logger.Warn("heartbeat: supervision could not move every run; the next heartbeat tries again",
+			"instance", c.cfg.Identity.Instance, "err", derr)
 	}
 	return out, err
 }
@@ -113,8 +115,9 @@ func (c *Coordinator) beatSchedule(ctx context.Context, s *Schedule) ([]Decision
 	return b.decisions, err
 }
 
-// scheduleState reads s's state. A schedule's first heartbeat starts its cursor at that moment
-// (a new schedule has nothing before it to run) and stores it before anything is decided, so
+// scheduleState reads s's state. A schedule's first heartbeat starts its cursor when the
+// instance started (a new schedule has nothing before its deployment to run) and stores it
+// before anything is decided, so
 // an occurrence decided by a heartbeat that dies before it writes the state is after the
 // stored cursor and the next heartbeat finds its record. The schedule the settings declare
 // ("tick") takes over, on its first heartbeat, the cursor and the latest run of a ledger
@@ -130,7 +133,10 @@ func (c *Coordinator) scheduleState(ctx context.Context, s *Schedule, now time.T
 	if !st.Cursor.IsZero() {
 		return st, nil
 	}
-	start := ledger.ScheduleState{Cursor: now.UTC()}
+	// The cursor starts when this instance started, not at this heartbeat: an occurrence
+	// between a deployment and its first heartbeat (a schedule at 02:00, an app deployed at
+	// 01:59:30 whose first heartbeat beats at 02:00:00) is decided, not passed over.
+	start := ledger.ScheduleState{Cursor: minTime(now, c.started).UTC()}
 	if s.Name == LegacySchedule {
 		legacy, ok, err := c.cfg.Store.ReadLegacySchedule(ctx)
 		if err != nil {
@@ -149,7 +155,10 @@ func (c *Coordinator) scheduleState(ctx context.Context, s *Schedule, now time.T
 		if !cur.Cursor.IsZero() {
 			return ledger.ErrNoChange // another scheduler started it meanwhile
 		}
-		cur.Cursor, cur.Latest = start.Cursor, start.Latest
+		cur.Cursor = start.Cursor
+		if cur.Latest == "" {
+			cur.Latest = start.Latest // a run now before the first heartbeat keeps its place
+		}
 		return nil
 	})
 }
@@ -189,7 +198,7 @@ func (b *beat) run(ctx context.Context) error {
 		}
 		b.st.Cursor, b.wrote = o, true
 	}
-	return b.supervise(ctx)
+	return nil
 }
 
 // latestRun reads the schedule's latest run (cached for the pass); ok is false when there is
@@ -350,11 +359,6 @@ func (b *beat) promote(ctx context.Context) error {
 		return err
 	}
 	if err == nil {
-		if unstarted(m) {
-			if err := b.c.sendBackstop(ctx, id, start); err != nil {
-				return err
-			}
-		}
 		if err := b.c.startRun(ctx, m, b.s.jitter(id)); err != nil {
 			return err
 		}
@@ -365,37 +369,6 @@ func (b *beat) promote(ctx context.Context) error {
 	b.st.Buffered, b.wrote = "", true
 	return nil
 }
-
-// supervise keeps the schedule's latest run from wedging it: a run still not final past its
-// bound (its check chain is gone, or stalled) gets a fresh check, which times it out. A run
-// this process has seen final, or not final with a bound still ahead, is not read again for it
-// (see boundMemo).
-func (b *beat) supervise(ctx context.Context) error {
-	if !b.latestKnown && b.st.Latest != "" && !b.c.bounds.due(b.st.Latest, b.now) {
-		return nil
-	}
-	m, ok, err := b.latestRun(ctx)
-	if err != nil || !ok || m.State == ledger.StateQueued {
-		return err
-	}
-	if m.State.Final() {
-		b.c.bounds.final(m.RunID)
-		return nil
-	}
-	bound := b.c.FinalBound(m)
-	b.c.bounds.seen(m.RunID, bound)
-	if !b.now.After(bound) {
-		return nil
-	}
-	round := superviseRound + int(b.now.Unix()/60)
-	b.c.log(m.RunID, m.Epoch).Warn("schedule's latest run is past its bound; sending a check to finish it", "schedule", b.s.Name,
-		"bound", bound.UTC())
-	return b.c.scheduleCheck(ctx, m.RunID, m.Epoch, round, time.Time{})
-}
-
-// superviseRound numbers the checks a heartbeat sends for an overdue run (one per minute at
-// most, each a new message), apart from the chain's and the planning slices'.
-const superviseRound = 2_000_000_000
 
 // save writes the state when it changed, unless another scheduler has moved the cursor
 // further; the operator's pause fields are never touched here.

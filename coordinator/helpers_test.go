@@ -429,8 +429,7 @@ func (s *flakySender) failed() int {
 	return n
 }
 
-// checksSent returns the check envelopes sent, oldest first, with their messages, leaving out
-// the starts' backstops (one per run, apart from its chain).
+// checksSent returns the check envelopes sent, oldest first, with their messages.
 func (s *memSender) checksSent(t *testing.T) ([]work.Envelope, []transport.Message) {
 	t.Helper()
 	s.mu.Lock()
@@ -442,7 +441,7 @@ func (s *memSender) checksSent(t *testing.T) ([]work.Envelope, []transport.Messa
 		if err != nil {
 			t.Fatal(err)
 		}
-		if env.Kind == work.KindCheck && env.Round != startBackstopRound {
+		if env.Kind == work.KindCheck {
 			envs, msgs = append(envs, env), append(msgs, m)
 		}
 	}

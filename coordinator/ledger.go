@@ -7,7 +7,7 @@ import (
 )
 
 // Ledger is the part of the run ledger (ledger.Store) the coordinator uses: run records, plan
-// batches, timeout results, and each schedule's state.
+// batches, timeout results, each schedule's state, and the index of runs in progress.
 type Ledger interface {
 	EnsureContainer(ctx context.Context) error
 	CreateManifest(ctx context.Context, m *ledger.Manifest) error
@@ -22,4 +22,10 @@ type Ledger interface {
 	ReadSchedule(ctx context.Context, name string) (ledger.ScheduleState, error)
 	UpdateSchedule(ctx context.Context, name string, fn func(*ledger.ScheduleState) error) (ledger.ScheduleState, error)
 	ReadLegacySchedule(ctx context.Context) (ledger.LegacySchedule, bool, error)
+	ListRuns(ctx context.Context, fn func(run string) bool) error
+	ListActive(ctx context.Context, fn func(ledger.ActiveRun) bool) error
+	RemoveActive(ctx context.Context, run string) error
+	AddActive(ctx context.Context, a ledger.ActiveRun) error
+	ReadBackfill(ctx context.Context) (ledger.Backfill, error)
+	WriteBackfill(ctx context.Context, b ledger.Backfill) error
 }

@@ -8,21 +8,10 @@ import (
 	"github.com/batonfn/baton/internal/lib/latency"
 )
 
-// The leader paces its enqueue so that it never saturates the storage its own lease lives in:
-// a leader that sends as fast as it can slows every other call, its lease renewals among them,
-// and can starve itself of the lease. The pacer watches each batch's latency per message
-// against the fastest of the last paceWindow batches, and a send that failed transiently; on strain it waits
-// before the next batch, doubling the pause, and when the latency is back near the baseline
-// it halves the pause away (additive-increase, multiplicative-decrease in reverse: back off
-// fast, recover gradually). A send the queue throttled (transport.ErrThrottled: Service Bus
-// server-busy or a quota, Storage ServerBusy) goes straight to the longest pause: the service
-// has said it is over its limit, and the SDK has already retried it for seconds.
-//
-// The baseline is the fastest of the recent batches, not of the whole run: a store that has
-// become slower for good (a busier account, a machine with other work) is the new normal after
-// paceWindow batches, and only a jump against it is strain. Against the fastest batch ever, a
-// long run on a busy machine would count every batch as strain and pause the longest before
-// each one.
+// pacer paces a leader's enqueue so it never saturates the storage its own lease lives in:
+// against the fastest of the last paceWindow batches' latency per message, strain (or a failed
+// send) doubles the pause before the next batch and recovery halves it; a throttled send goes
+// straight to the longest pause.
 type pacer struct {
 	floor latency.Floor // of the per-message latencies of the last batches
 	pause time.Duration

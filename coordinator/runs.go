@@ -84,9 +84,6 @@ type Config struct {
 	// still said planning when its done append may have completed the run leaves the finish
 	// to this second try.
 	FinishGrace time.Duration
-	// MaxDeliveries is the queue's max delivery count: on its last delivery a failing check
-	// acts instead of failing, so the check chain never dies silently (default 5).
-	MaxDeliveries int
 	// Schedules are the app's schedules, fired by Heartbeat.
 	Schedules []Schedule
 	// HeartbeatPeriod is the longest gap between two heartbeats (the Tick timer): each
@@ -109,7 +106,10 @@ type Coordinator struct {
 	order     []string // schedule names in the order given
 	ensuredOK atomic.Bool
 	planning  planningSet // runs this process is enqueueing (handover.go)
-	bounds    boundMemo   // the bounds of runs the heartbeat supervised (supervise.go)
+	bounds    boundMemo   // when the heartbeat looks at a run again (supervise.go)
+	// backfilled: the index of active runs holds every run recorded before it (supervise.go).
+	backfilled atomic.Bool
+	started    time.Time // when this instance started: a new schedule's cursor starts there
 }
 
 // New validates cfg and returns a Coordinator. Every problem is reported, each naming its
@@ -131,17 +131,14 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.CheckRounds < 0 {
 		errs = append(errs, fmt.Errorf("CheckRounds %d must not be negative", cfg.CheckRounds))
 	}
-	if cfg.MaxDeliveries == 0 {
-		cfg.MaxDeliveries = config.DefaultMaxDeliveries
-	}
 	if cfg.FinishGrace == 0 {
 		cfg.FinishGrace = DefaultFinishGrace
 	}
 	if cfg.FinishGrace < 0 {
 		errs = append(errs, fmt.Errorf("FinishGrace %s must not be negative", cfg.FinishGrace))
 	}
-	if cfg.MaxDeliveries < 1 || cfg.HeartbeatPeriod < 0 {
-		errs = append(errs, fmt.Errorf("MaxDeliveries %d and HeartbeatPeriod %s must be positive", cfg.MaxDeliveries, cfg.HeartbeatPeriod))
+	if cfg.HeartbeatPeriod < 0 {
+		errs = append(errs, fmt.Errorf("HeartbeatPeriod %s must not be negative", cfg.HeartbeatPeriod))
 	}
 	schedules := map[string]*Schedule{}
 	var order []string
@@ -173,7 +170,7 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Coordinator{cfg: cfg, leaseDur: cfg.Leader.LeaseDuration(), schedules: schedules, order: order,
+	c := &Coordinator{cfg: cfg, leaseDur: cfg.Leader.LeaseDuration(), schedules: schedules, order: order, started: cfg.Now(),
 		bounds: boundMemo{memo.New[time.Time](boundMemoMax)}}
 	if c.cfg.WavePause == 0 {
 		c.cfg.WavePause = 2 * time.Second
@@ -276,29 +273,13 @@ func (c *Coordinator) StartManual(ctx context.Context, req ManualRequest) (Outco
 }
 
 // open creates spec's run in state (planning, or queued for buffer-one) and, for a planning
-// run, sends the check that starts its planning (after spec.jitter). The record comes first,
-// so the check always finds its run; a scheduled run whose check could not be sent is found
-// again by the next heartbeat (its occurrence is still after the cursor), a manual run by a
-// repeated request, and startRun sends the check again. A run that already exists is
-// answered as it is.
-//
-// A start check can also be lost after it was sent: a dequeue that took effect but whose
-// answer never came back leaves the message hidden for the host's message lease (10 minutes
-// on a Storage queue), and nothing finds a manual run again when its caller does not repeat
-// the request. So every run created planning gets a backstop check, sent before the record
-// and due one check interval after the run's start: if the start check is lost, or the
-// process dies between the record and the start check, the backstop starts the planning;
-// otherwise it finds the run taken and ends (see Check). If the record is never created, the
-// backstop finds no run and is dropped.
+// run, sends the check that starts its planning (after spec.jitter). The record comes first, so
+// the check always finds its run; a check that never arrives leaves the run to the heartbeat.
+// A run that already exists is answered as it is.
 func (c *Coordinator) open(ctx context.Context, spec runSpec, state ledger.State) (Outcome, error) {
 	m := c.newManifest(spec)
 	if err := m.Transition(state); err != nil {
 		return Outcome{}, err
-	}
-	if state == ledger.StatePlanning {
-		if err := c.sendBackstop(ctx, spec.id, c.startAt(spec.occurrence, spec.jitter)); err != nil {
-			return Outcome{}, err
-		}
 	}
 	switch err := c.cfg.Store.CreateManifest(ctx, &m); {
 	case errors.Is(err, ledger.ErrExists):
@@ -338,16 +319,6 @@ func (c *Coordinator) startRun(ctx context.Context, m ledger.Manifest, jitter ti
 func unstarted(m ledger.Manifest) bool {
 	return m.Epoch == 0 && !m.PlanDone && m.State == ledger.StatePlanning
 }
-
-// sendBackstop sends the backstop of run's start check (see open), due one check interval
-// after start.
-func (c *Coordinator) sendBackstop(ctx context.Context, run string, start time.Time) error {
-	return c.scheduleCheck(ctx, run, 0, startBackstopRound, start.Add(c.checkDelay()))
-}
-
-// startBackstopRound is the envelope round of a start's backstop check (see open), apart from
-// the chain's, the planning slices' and the supervision's rounds.
-const startBackstopRound = 1_500_000_000
 
 // startAt is when a run's planning may start: not before its occurrence (a heartbeat may beat
 // a little early), and its jitter later.

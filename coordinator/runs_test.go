@@ -668,14 +668,14 @@ func TestCheck_UnknownRunIsDropped(t *testing.T) {
 
 // A heartbeat that creates its occurrence's run but cannot send its start check fails (so the
 // host logs it) and leaves the cursor before the occurrence: the next heartbeat finds the run,
-// sends its start check again and decides the next occurrence against it, so the schedule
-// never wedges behind a run nobody plans; that start check plans the run.
+// decides the next occurrence against it and, the run being past one check interval after
+// its start, plans it, so the schedule never wedges behind a run nobody plans.
 func TestHeartbeat_UnsentStartCheckIsSentByTheNextHeartbeat(t *testing.T) {
 	e := newRunEnv(t)
 	ctx := testCtx(t)
 	lost := errors.New("injected: the start check's send failed")
 	hook := &senderHook{Sender: e.sender, before: func(n int32, msgs []transport.Message) error {
-		if n == 2 { // send 1 is the run's backstop check (before its record), send 2 its start check
+		if n == 1 { // send 1 is the run's start check
 			return lost
 		}
 		return nil
@@ -689,10 +689,8 @@ func TestHeartbeat_UnsentStartCheckIsSentByTheNextHeartbeat(t *testing.T) {
 	if m := e.manifest(e.run); m.State != ledger.StatePlanning || m.Epoch != 0 {
 		t.Fatalf("after the lost send: %+v", m)
 	}
-	for _, env := range e.drain() {
-		if env.Round != startBackstopRound {
-			t.Fatalf("%+v on the queue, want only the run's backstop check", env)
-		}
+	if envs := e.drain(); len(envs) != 0 {
+		t.Fatalf("%+v on the queue, want nothing", envs)
 	}
 	if st, err := e.store.ReadSchedule(ctx, "s"); err != nil || !st.Cursor.Before(e.occ) {
 		t.Fatalf("schedule state %+v, %v: the cursor moved past an occurrence whose start check was lost", st, err)
@@ -702,11 +700,9 @@ func TestHeartbeat_UnsentStartCheckIsSentByTheNextHeartbeat(t *testing.T) {
 		out.Decisions[1].State != ledger.StateSkipped || !strings.Contains(out.Decisions[1].Reason, e.run) {
 		t.Fatalf("next heartbeat decided %+v, want %s found again and the next occurrence skipped behind it", out.Decisions, e.run)
 	}
-	if err := a.c.Check(ctx, startCheck(t, e.drain(), e.run), firstDelivery); err != nil {
-		t.Fatal(err)
-	}
+	// Past one check interval after its start, that heartbeat also planned the run itself.
 	if m := e.manifest(e.run); !m.PlanDone || m.Partitions != 7 || m.State != ledger.StateRunning {
-		t.Fatalf("run after its start check: %+v", m)
+		t.Fatalf("run after the next heartbeat: %+v", m)
 	}
 	idx, _, _ := partitions(e.drain())
 	wantEach(t, idx, 7)

@@ -196,7 +196,7 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 		Leader: leader, Store: store, Sender: sender, Control: control, Jobs: jobs, Finisher: worker, Identity: identity,
 		Schedules: schedules, HeartbeatPeriod: heartbeat,
 		BatchSize: cfg.EnqueueBatch, RunTimeout: cfg.RunTimeout, CheckRounds: cfg.CheckRounds, Logger: logger,
-		MaxDeliveries: cfg.MaxDeliveries, SliceBudget: cfg.SliceBudget, MaxBacklog: cfg.MaxBacklog, DeadLetters: workDeadLetters,
+		SliceBudget: cfg.SliceBudget, MaxBacklog: cfg.MaxBacklog, DeadLetters: workDeadLetters,
 	})
 	if err != nil {
 		return nil, err

@@ -183,8 +183,8 @@ func fanOut(b *testing.B, n int) {
 	if err != nil || !m.PlanDone || m.Partitions != n {
 		b.Fatalf("manifest after the start check: plan done %v, %d partitions (%v); want %d", m.PlanDone, m.Partitions, err, n)
 	}
-	// Without a control queue the checks travel on the work queue (the start check, its
-	// backstop, the chain's next one), all through the sender.
+	// Without a control queue the checks travel on the work queue (the start check, the
+	// chain's next one), all through the sender.
 	// Partitions go in bundles: the sender counts the partitions the envelopes carry.
 	sender.mu.Lock()
 	parts, msgs, checks, bad := sender.sent, sender.msgs, sender.checks, sender.bad
