@@ -159,6 +159,7 @@ BENCH_OUT ?= dist/bench.txt
 BENCH_RUNS = \
 	./internal/engine/election/bloblease/:BlobLock:200x \
 	./coordinator/:Plan_Enqueue10000:1x \
+	./coordinator/:Heartbeat_ActiveRuns:1x \
 	./work/:Worker_StorageCallsPerPartition:2000x \
 	./work/:TryFinish_10000:1x \
 	./internal/engine/transport/storagequeue/:QueueSender:3x \

@@ -49,7 +49,7 @@ type HeartbeatOutcome struct {
 	HolderEpoch int64
 	Decisions   []Decision
 	// Supervised counts the runs in progress the heartbeat drove because they had not moved
-	// by their bound (see supervise.go).
+	// by their bound, within its budget (see supervise.go).
 	Supervised int
 }
 
@@ -91,8 +91,9 @@ func (c *Coordinator) Heartbeat(ctx context.Context) (HeartbeatOutcome, error) {
 	if errors.As(err, &held) {
 		return HeartbeatOutcome{Status: StatusHeld, Holder: held.Holder, HolderEpoch: held.Epoch}, nil
 	}
-	out.Supervised = len(due)
-	if derr := c.drive(ctx, due); derr != nil {
+	var derr error
+	out.Supervised, derr = c.drive(ctx, due)
+	if derr != nil {
 		// A run that could not be moved now is due again at the next heartbeat.
 		c.cfg.Logger.Warn("heartbeat: supervision could not move every run; the next heartbeat tries again",
 			"instance", c.cfg.Identity.Instance, "err", derr)

@@ -1,11 +1,14 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/transport"
 	"github.com/batonfn/baton/internal/lib/memo"
+	"github.com/batonfn/baton/internal/lib/parallel"
 	"github.com/batonfn/baton/work"
 )
 
@@ -89,6 +93,12 @@ type Config struct {
 	// HeartbeatPeriod is the longest gap between two heartbeats (the Tick timer): each
 	// schedule's catch-up window must be longer (0: not checked).
 	HeartbeatPeriod time.Duration
+	// MaxManualRuns and MaxManualRunsPerJob cap the manual runs (ad-hoc runs and runs now)
+	// in progress, in the app and of one job: StartManual and RunNow refuse a run beyond either
+	// with ErrTooManyRuns (0: no cap; the handler passes BATON_MAX_MANUAL_RUNS and
+	// BATON_MAX_MANUAL_RUNS_PER_JOB). A schedule's occurrences are neither counted nor refused.
+	MaxManualRuns       int
+	MaxManualRunsPerJob int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Logger receives the run's story (default: discarded).
@@ -139,6 +149,9 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	if cfg.HeartbeatPeriod < 0 {
 		errs = append(errs, fmt.Errorf("HeartbeatPeriod %s must not be negative", cfg.HeartbeatPeriod))
+	}
+	if cfg.MaxManualRuns < 0 || cfg.MaxManualRunsPerJob < 0 {
+		errs = append(errs, fmt.Errorf("MaxManualRuns %d and MaxManualRunsPerJob %d must not be negative", cfg.MaxManualRuns, cfg.MaxManualRunsPerJob))
 	}
 	schedules := map[string]*Schedule{}
 	var order []string
@@ -230,6 +243,14 @@ var ErrSchedulerBusy = errors.New("the scheduler is busy")
 // ErrBadRequest marks a manual request the caller must fix.
 var ErrBadRequest = errors.New("bad request")
 
+// ErrKeyReused: the Idempotency-Key already names a run that another request made (an ad-hoc
+// run where this one is a run now, another schedule, job or params); the Outcome names it.
+var ErrKeyReused = errors.New("idempotency key reused")
+
+// ErrTooManyRuns: the manual runs in progress fill the app's cap or the job's
+// (Config.MaxManualRuns); nothing was recorded, and a retry once one of them ends may pass.
+var ErrTooManyRuns = errors.New("too many manual runs in progress")
+
 // runSpec describes a run to create.
 type runSpec struct {
 	id         string
@@ -256,7 +277,9 @@ type ManualRequest struct {
 
 // StartManual creates an ad-hoc run of a job and hands it to a planner (a check message on
 // the control queue takes the run's own lease and plans it). No schedule's overlap policy
-// applies, so it needs no lease of its own; a repeated Idempotency-Key answers the existing run.
+// applies, so it needs no lease of its own. A repeated Idempotency-Key answers its run when it
+// asked for the same job and params, else ErrKeyReused (see repeat); a new run beyond the caps
+// on manual runs gets ErrTooManyRuns.
 func (c *Coordinator) StartManual(ctx context.Context, req ManualRequest) (Outcome, error) {
 	if req.Job == "" {
 		return Outcome{}, fmt.Errorf("%w: a job is required", ErrBadRequest)
@@ -269,13 +292,221 @@ func (c *Coordinator) StartManual(ctx context.Context, req ManualRequest) (Outco
 	if err := c.ensureContainer(ctx); err != nil {
 		return Outcome{}, err
 	}
+	if out, ok, err := c.repeat(ctx, spec); ok || err != nil {
+		return out, err
+	}
+	if err := c.checkManualCaps(ctx, spec.job); err != nil {
+		return Outcome{}, err
+	}
 	return c.open(ctx, spec, ledger.StatePlanning)
+}
+
+// keyRunIDs are the run IDs an Idempotency-Key can name: an ad-hoc run's and a run now's of
+// each schedule (the IDs differ by endpoint, so a key is looked up under each).
+func (c *Coordinator) keyRunIDs(key string) []string {
+	ids := []string{ledger.ManualRunID(key, time.Time{})}
+	for _, name := range c.order {
+		ids = append(ids, ledger.ScheduleNowRunID(name, key, time.Time{}))
+	}
+	return ids
+}
+
+// keyReads bounds the manifest reads one keyed request has in flight.
+const keyReads = 8
+
+// repeat answers a request whose Idempotency-Key already names a run, whichever endpoint made
+// it: ok is true, and the run is answered as the first request was (StatusExisting, its
+// planning started if no planner took it) when spec asks for the same run, else refused with
+// ErrKeyReused saying what differs. It reads one manifest per ID of keyRunIDs, so a key used on
+// another endpoint is found, except by requests in flight at once (each may create its run).
+func (c *Coordinator) repeat(ctx context.Context, spec runSpec) (Outcome, bool, error) {
+	if spec.key == "" {
+		return Outcome{}, false, nil
+	}
+	ids := c.keyRunIDs(spec.key)
+	found := make([]*ledger.Manifest, len(ids))
+	errs := make([]error, len(ids))
+	parallel.Each(len(ids), keyReads, func(i int) bool {
+		m, err := c.cfg.Store.ReadManifest(ctx, ids[i])
+		switch {
+		case err == nil:
+			found[i] = &m
+		case !errors.Is(err, ledger.ErrNotFound):
+			errs[i] = err
+		}
+		return ctx.Err() == nil
+	})
+	if err := errors.Join(errs...); err != nil {
+		return Outcome{}, false, fmt.Errorf("look up the runs of the Idempotency-Key: %w", err)
+	}
+	// The request's own ID first: a ledger from before keys were bound may hold a run of the
+	// key under two endpoints, and each endpoint keeps answering its own.
+	pick := slices.IndexFunc(ids, func(id string) bool { return id == spec.id })
+	if pick < 0 || found[pick] == nil {
+		pick = slices.IndexFunc(found, func(m *ledger.Manifest) bool { return m != nil })
+	}
+	if pick < 0 {
+		return Outcome{}, false, nil
+	}
+	out, err := c.answerKey(ctx, spec, *found[pick])
+	return out, true, err
+}
+
+// answerKey answers spec's request with m, the run of spec's ID or of its Idempotency-Key that
+// exists already: the existing run when m is what spec asks for (or spec has no key: a
+// schedule's occurrence), else ErrKeyReused.
+func (c *Coordinator) answerKey(ctx context.Context, spec runSpec, m ledger.Manifest) (Outcome, error) {
+	if diff := keyMismatch(m, spec); spec.key != "" && diff != "" {
+		return Outcome{Run: m.RunID, State: m.State}, fmt.Errorf("%w: the Idempotency-Key already names run %s, %s", ErrKeyReused, m.RunID, diff)
+	}
+	if err := c.startRun(ctx, m, spec.jitter); err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{Status: StatusExisting, Run: m.RunID, State: m.State}, nil
+}
+
+// keyMismatch says how m differs from the run spec asks for ("" when it is the same request):
+// its kind (an ad-hoc run or a run now), its schedule, and for an ad-hoc run its job and params,
+// compared as JSON values. A run now's job and params are its schedule's, so the schedule
+// settles it.
+func keyMismatch(m ledger.Manifest, spec runSpec) string {
+	schedule := m.Schedule
+	if n, ok := ledger.ParseRunID(m.RunID); ok && schedule == "" {
+		schedule = n.Schedule // a run recorded before manifests named their schedule
+	}
+	was, is := describeRun(schedule, m.Job), describeRun(spec.schedule, spec.job)
+	switch {
+	case schedule != spec.schedule:
+		return fmt.Sprintf("%s; this request is %s", was, is)
+	case spec.schedule == "" && m.Job != spec.job:
+		return fmt.Sprintf("%s; this request names job %q", was, spec.job)
+	case spec.schedule == "" && !sameJSON(m.Params, spec.params):
+		return fmt.Sprintf("%s with other params than this request's", was)
+	}
+	return ""
+}
+
+func describeRun(schedule, job string) string {
+	if schedule == "" {
+		return fmt.Sprintf("an ad-hoc run of job %q (POST /api/runs naming a job)", job)
+	}
+	return fmt.Sprintf("a run now of schedule %q", schedule)
+}
+
+// sameJSON compares two JSON values by meaning (key order and spacing do not matter); an
+// absent value equals null.
+func sameJSON(x, y json.RawMessage) bool {
+	var vx, vy any
+	for _, v := range []struct {
+		raw json.RawMessage
+		to  *any
+	}{{x, &vx}, {y, &vy}} {
+		if len(bytes.TrimSpace(v.raw)) > 0 && json.Unmarshal(v.raw, v.to) != nil {
+			return bytes.Equal(bytes.TrimSpace(x), bytes.TrimSpace(y))
+		}
+	}
+	return reflect.DeepEqual(vx, vy)
+}
+
+// checkManualCaps refuses a new manual run of job with ErrTooManyRuns while the manual runs in
+// progress fill the app's cap or the job's (Config.MaxManualRuns). It counts the ledger's index
+// of runs that are not final (one listing) and reads records only when a cap is reached, to
+// leave out entries that outlived their run. There is no lock: requests in flight at once may
+// each find room, so the runs in progress may exceed a cap by that many.
+func (c *Coordinator) checkManualCaps(ctx context.Context, job string) error {
+	appCap, jobCap := c.cfg.MaxManualRuns, c.cfg.MaxManualRunsPerJob
+	if appCap == 0 && jobCap == 0 {
+		return nil
+	}
+	var all, ofJob []ledger.ActiveRun
+	err := c.cfg.Store.ListActive(ctx, func(a ledger.ActiveRun) bool {
+		if a.Trigger == ledger.TriggerManual {
+			all = append(all, a)
+			if a.Job == job {
+				ofJob = append(ofJob, a)
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("count the manual runs in progress: %w", err)
+	}
+	for _, cp := range []struct {
+		cap     int
+		entries []ledger.ActiveRun
+		what    string
+		setting string
+	}{
+		{jobCap, ofJob, fmt.Sprintf("job %q has", job), config.SettingMaxManualJob},
+		{appCap, all, "the app has", config.SettingMaxManual},
+	} {
+		if cp.cap == 0 || len(cp.entries) < cp.cap {
+			continue
+		}
+		n, err := c.countLive(ctx, cp.entries, cp.cap)
+		if err != nil {
+			return fmt.Errorf("count the manual runs in progress: %w", err)
+		}
+		if n >= cp.cap {
+			return fmt.Errorf("%w: %s %d manual runs (ad-hoc runs and runs now) in progress, its cap (%s=%d); try again once one of them ends",
+				ErrTooManyRuns, cp.what, n, cp.setting, cp.cap)
+		}
+	}
+	return nil
+}
+
+// countLive counts the entries whose run is not final, reading records in order until limit
+// are found. It repairs the index as every reader does: an entry whose run is final, or whose
+// record was never created (older than a check delay), is removed; a run seen final before is
+// not read again.
+func (c *Coordinator) countLive(ctx context.Context, entries []ledger.ActiveRun, limit int) (int, error) {
+	now := c.cfg.Now()
+	live := 0
+	for len(entries) > 0 && live < limit {
+		batch := entries[:min(len(entries), limit-live)]
+		entries = entries[len(batch):]
+		ok := make([]bool, len(batch))
+		errs := make([]error, len(batch))
+		parallel.Each(len(batch), keyReads, func(i int) bool {
+			a := batch[i]
+			if bound, seen := c.bounds.bounds.Get(a.Run); seen && bound.Equal(finalBound) {
+				errs[i] = c.cfg.Store.RemoveActive(ctx, a.Run)
+				return ctx.Err() == nil
+			}
+			m, err := c.cfg.Store.ReadManifest(ctx, a.Run)
+			switch {
+			case errors.Is(err, ledger.ErrNotFound):
+				// Counted while its creation may still be under way.
+				ok[i] = now.Sub(a.Created) <= c.checkDelay()
+				if !ok[i] {
+					errs[i] = c.cfg.Store.RemoveActive(ctx, a.Run)
+				}
+			case err != nil:
+				errs[i] = err
+			case m.State.Final():
+				c.bounds.final(m.RunID)
+				errs[i] = c.cfg.Store.RemoveActive(ctx, m.RunID)
+			default:
+				ok[i] = true
+			}
+			return ctx.Err() == nil
+		})
+		if err := errors.Join(errs...); err != nil {
+			return 0, err
+		}
+		for _, b := range ok {
+			if b {
+				live++
+			}
+		}
+	}
+	return live, nil
 }
 
 // open creates spec's run in state (planning, or queued for buffer-one) and, for a planning
 // run, sends the check that starts its planning (after spec.jitter). The record comes first, so
 // the check always finds its run; a check that never arrives leaves the run to the heartbeat.
-// A run that already exists is answered as it is.
+// A run that already exists is answered as it is (answerKey: a key's other request is refused).
 func (c *Coordinator) open(ctx context.Context, spec runSpec, state ledger.State) (Outcome, error) {
 	m := c.newManifest(spec)
 	if err := m.Transition(state); err != nil {
@@ -287,10 +518,7 @@ func (c *Coordinator) open(ctx context.Context, spec runSpec, state ledger.State
 		if rerr != nil {
 			return Outcome{}, rerr
 		}
-		if err := c.startRun(ctx, cur, spec.jitter); err != nil {
-			return Outcome{}, err
-		}
-		return Outcome{Status: StatusExisting, Run: spec.id, State: cur.State}, nil
+		return c.answerKey(ctx, spec, cur)
 	case err != nil:
 		return Outcome{}, err
 	}

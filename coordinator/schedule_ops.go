@@ -24,8 +24,11 @@ const runNowPoll = 100 * time.Millisecond
 // RunNow starts a run of schedule outside its occurrences, through the scheduler lease and the
 // schedule's overlap policy: with a run in progress, skip refuses it (ErrRunInProgress, with
 // the run in progress; nothing is recorded), buffer-one queues it (unless one is queued
-// already) and allow starts it. The run's ID names the schedule; a repeated Idempotency-Key
-// answers the run it made. A paused schedule runs too: running it now is explicit.
+// already) and allow starts it. The run's ID names the schedule. A repeated Idempotency-Key
+// answers the run it made, or ErrKeyReused when it named another request's (see repeat); a run
+// beyond the caps on manual runs gets ErrTooManyRuns. Both are answered before the lease is
+// contended for, so they never keep a heartbeat out. A paused schedule runs too: running it
+// now is explicit.
 func (c *Coordinator) RunNow(ctx context.Context, schedule, key string) (Outcome, error) {
 	s, ok := c.schedules[schedule]
 	if !ok {
@@ -35,23 +38,23 @@ func (c *Coordinator) RunNow(ctx context.Context, schedule, key string) (Outcome
 		return Outcome{}, fmt.Errorf("%w: the schedule's job is misconfigured: %w", ErrBadRequest, s.JobError)
 	}
 	id := ledger.ScheduleNowRunID(schedule, key, c.cfg.Now())
-	if key != "" {
-		// A repeated key answers from the ledger without contending for the lease.
-		if m, err := c.cfg.Store.ReadManifest(ctx, id); err == nil {
-			return Outcome{Status: StatusExisting, Run: id, State: m.State}, c.startRun(ctx, m, 0)
-		} else if !errors.Is(err, ledger.ErrNotFound) {
-			return Outcome{}, err
-		}
-	}
+	spec := runSpec{id: id, trigger: ledger.TriggerManual, schedule: s.Name, key: key, job: s.Job, params: s.Params}
 	if err := c.ensureContainer(ctx); err != nil {
 		return Outcome{}, err
+	}
+	// A repeated key answers from the ledger without contending for the lease.
+	if out, ok, err := c.repeat(ctx, spec); ok || err != nil {
+		return out, err
+	}
+	if err := c.checkManualCaps(ctx, s.Job); err != nil {
+		return Outcome{Run: id}, err
 	}
 	until := time.Now().Add(runNowWait)
 	for {
 		var out Outcome
 		var runErr error
 		err := c.cfg.Leader.RunAsLeader(ctx, func(ctx context.Context, lease election.Lease, beat func()) error {
-			out, runErr = c.runNow(ctx, s, id, key)
+			out, runErr = c.runNow(ctx, s, spec)
 			out.Epoch = lease.Epoch
 			return nil
 		})
@@ -75,13 +78,14 @@ func (c *Coordinator) RunNow(ctx context.Context, schedule, key string) (Outcome
 	}
 }
 
-// runNow decides a run now of s under the scheduler lease.
-func (c *Coordinator) runNow(ctx context.Context, s *Schedule, id, key string) (Outcome, error) {
-	if key != "" {
+// runNow decides spec, a run now of s, under the scheduler lease.
+func (c *Coordinator) runNow(ctx context.Context, s *Schedule, spec runSpec) (Outcome, error) {
+	id := spec.id
+	if spec.key != "" {
 		// Another request with the same key may have made the run while this one waited for
 		// the lease: its run is the answer, not the overlap policy's.
 		if m, err := c.cfg.Store.ReadManifest(ctx, id); err == nil {
-			return Outcome{Status: StatusExisting, Run: id, State: m.State}, c.startRun(ctx, m, 0)
+			return c.answerKey(ctx, spec, m)
 		} else if !errors.Is(err, ledger.ErrNotFound) {
 			return Outcome{}, err
 		}
@@ -91,7 +95,6 @@ func (c *Coordinator) runNow(ctx context.Context, s *Schedule, id, key string) (
 		return Outcome{}, err
 	}
 	b := &beat{c: c, s: s, st: st, now: c.cfg.Now()}
-	spec := runSpec{id: id, trigger: ledger.TriggerManual, schedule: s.Name, key: key, job: s.Job, params: s.Params}
 	active, busy, err := b.busy(ctx)
 	if err != nil {
 		return Outcome{}, err

@@ -286,9 +286,9 @@ func (c *Coordinator) backfill(ctx context.Context) error {
 
 // drive moves each due run on as its check would, in the heartbeat's invocation and without a
 // message, until the heartbeat's budget is spent; what is left is due at the next heartbeat.
-func (c *Coordinator) drive(ctx context.Context, due []ledger.Manifest) error {
+func (c *Coordinator) drive(ctx context.Context, due []ledger.Manifest) (driven int, err error) {
 	if len(due) == 0 {
-		return nil
+		return 0, nil
 	}
 	ctx = withSliceBudget(ctx, heartbeatSlice)
 	deadline := c.cfg.Now().Add(c.driveBudget())
@@ -302,12 +302,13 @@ func (c *Coordinator) drive(ctx context.Context, due []ledger.Manifest) error {
 		c.log(m.RunID, m.Epoch).Warn("supervision: the run has not moved by its bound; the heartbeat drives it", "state", m.State,
 			"bound", c.nextLook(m).UTC())
 		env := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindCheck, Run: m.RunID, Epoch: m.Epoch, Round: superviseRound}
+		driven++
 		if err := c.check(ctx, env, work.Delivery{Count: 1, Try: 1}); err != nil {
 			errs = append(errs, fmt.Errorf("supervise %s: %w", m.RunID, err))
 		}
 		c.bounds.seen(m.RunID, time.Time{}) // read again next time
 	}
-	return errors.Join(errs...)
+	return driven, errors.Join(errs...)
 }
 
 // superviseRound numbers the checks a heartbeat drives itself, apart from the chain's and the

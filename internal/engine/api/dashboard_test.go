@@ -44,3 +44,30 @@ func TestDashboard_SelfContainedWithStrictCSP(t *testing.T) {
 		t.Error("the CSP hashes cover exactly one inline script and one style element")
 	}
 }
+
+// The strip calls an occurrence from before the schedule started what it is: a new schedule's
+// cursor starts when the instance of its first heartbeat started, so "before the first
+// heartbeat" would misname an occurrence between that start and that heartbeat, which runs.
+// Cell labels, the legend and the summary say "before the schedule started", with the start
+// (the cursor) or a bound on it (the oldest record) when the strip tells it.
+func TestDashboard_StripSaysBeforeTheScheduleStarted(t *testing.T) {
+	a := newTestAPI(t, newFakeLedger(), nil, nil)
+	page := string(a.Dashboard(context.Background(), Request{Method: http.MethodGet, Query: map[string]string{"code": "k"}}).Raw)
+	if strings.Contains(page, "first heartbeat") {
+		t.Error(`the page still says "first heartbeat"`)
+	}
+	for _, want := range []string{
+		`before: { glyph: "·", words: "before the schedule started" }`, // cell labels
+		`before: "before the schedule started"`,                        // the legend
+		`before: beforeWords(s)`,                                       // the summary
+		`LOOK.before.words + " (" + utc(s.cursor) + ")"`,               // the start, when no record bounds it
+		`" (before its first recorded occurrence, " + utc(oldest.occurrence) + ")"`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	if n := strings.Count(page, `beforeWords(s))`); n != 2 {
+		t.Errorf("%d strips are drawn with the words of the schedule's start, want both (the list's and the detail's)", n)
+	}
+}

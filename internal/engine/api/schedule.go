@@ -88,10 +88,11 @@ type NextView struct {
 }
 
 // OccurrenceView is one past occurrence of a schedule and the ledger's record of it. Record is
-// null when the ledger holds none, and a flag says why (docs/api.md): BeforeLedger, at or before
-// the cursor but before the schedule's first heartbeat; Pending, after the cursor and younger
-// than one heartbeat plus OccurrenceGrace; Undecided, after the cursor and older than that. None
-// of them: a gap, an occurrence at or before the cursor whose record is gone.
+// null when the ledger holds none, and a flag says why (docs/api.md): BeforeLedger, before the
+// schedule started (a new schedule's cursor starts when the instance of its first heartbeat
+// started), so at or before the cursor and older than every record; Pending, after the cursor
+// and younger than one heartbeat plus OccurrenceGrace; Undecided, after the cursor and older
+// than that. None of them: a gap, an occurrence at or before the cursor whose record is gone.
 type OccurrenceView struct {
 	Occurrence time.Time `json:"occurrence"`
 	// Local is the occurrence on the schedule's wall clock.
@@ -231,9 +232,9 @@ func (a *API) occurrences(ctx context.Context, s coordinator.Schedule, st ledger
 		return nil, err
 	}
 	// Why an occurrence has no record, oldest first: one older than every record in the strip
-	// came before the schedule's first cursor (the cursor only moves past an occurrence once it
-	// has its record); one after the cursor is pending or undecided. One at or before the
-	// cursor with an older record is a gap (its record is gone): no flag.
+	// came before the schedule started, its first cursor (the cursor only moves past an
+	// occurrence once it has its record); one after the cursor is pending or undecided. One at
+	// or before the cursor with an older record is a gap (its record is gone): no flag.
 	pending := a.cfg.Heartbeat + OccurrenceGrace
 	seen := false
 	for i := len(out) - 1; i >= 0; i-- {
@@ -248,7 +249,7 @@ func (a *API) occurrences(ctx context.Context, s coordinator.Schedule, st ledger
 		case decided:
 			o.Undecided = true
 		default:
-			o.BeforeLedger = !seen // no heartbeat has decided anything of it yet
+			o.BeforeLedger = !seen // no heartbeat has started the schedule yet
 		}
 	}
 	return out, nil

@@ -152,7 +152,7 @@ func TestSchedules_List(t *testing.T) {
 }
 
 // flags renders a strip newest first: the record's state's initial (upper case), or P for
-// pending, B before the ledger, U undecided, - for none of them.
+// pending, B before the schedule started, U undecided, - for none of them.
 func flags(v map[string]any) string {
 	out := ""
 	for _, x := range v["occurrences"].([]any) {
@@ -175,16 +175,16 @@ func flags(v map[string]any) string {
 
 // GET /api/schedules/{name} adds the strip: each occurrence's record (skipped, missed, paused,
 // queued, ...), and for one without: pending within one heartbeat plus the grace, undecided
-// after the cursor and older, before the ledger at or before the cursor and older than every
-// record (and before the first heartbeat), else a gap.
+// after the cursor and older, before the schedule started at or before the cursor and older
+// than every record (or with no cursor yet), else a gap.
 // Final records and known absences are read once per process; unfinished runs every time.
 func TestSchedules_Get_OccurrenceStrip(t *testing.T) {
 	now := time.Date(2026, 11, 25, 9, 1, 30, 0, time.UTC) // 90 s after the 09:00 occurrence
 	e := newSchedEnv(t, now)
 	hour := func(h int) time.Time { return time.Date(2026, 11, 25, 9-h, 0, 0, 0, time.UTC) }
 
-	// Before the first heartbeat: no state; the just-due occurrence is pending, the rest
-	// before the ledger.
+	// Before the schedule's first heartbeat: no state; the just-due occurrence is pending, the
+	// rest before the schedule started.
 	r, v := e.do(http.MethodGet, "hourly", map[string]string{"occurrences": "4"}, nil, "")
 	if r.Status != http.StatusOK || flags(v) != "PBBB" {
 		t.Fatalf("no state: %d %s %v, want PBBB", r.Status, flags(v), v)
@@ -194,8 +194,8 @@ func TestSchedules_Get_OccurrenceStrip(t *testing.T) {
 		t.Errorf("newest occurrence = %v", o)
 	}
 
-	// The cursor at 05:00 (the first heartbeat came at 03:30); 04:00 and 05:00 decided, 06:00
-	// to 08:00 not (the scheduler stopped).
+	// The cursor at 05:00 (the schedule started at 03:30); 04:00 and 05:00 decided, 06:00 to
+	// 08:00 not (the scheduler stopped).
 	e.l.schedules["hourly"] = ledger.ScheduleState{Schedule: "hourly", Cursor: hour(4), Latest: ledger.ScheduleRunID("hourly", hour(4))}
 	e.l.put(record("hourly", hour(4), ledger.StateQueued, ""))
 	e.l.put(record("hourly", hour(5), ledger.StateRunning, ""))
@@ -217,7 +217,7 @@ func TestSchedules_Get_OccurrenceStrip(t *testing.T) {
 	if rec := v["occurrences"].([]any)[2].(map[string]any)["record"].(map[string]any); rec["reason"] != "reason missed" {
 		t.Errorf("missed record = %v, want its reason", rec)
 	}
-	// A record older than a record-less occurrence makes that one a gap, not before the ledger.
+	// A record older than a record-less occurrence makes that one a gap, not before the start.
 	e.l.put(record("hourly", hour(9), ledger.StateSucceeded, ""))
 	_, v = e.do(http.MethodGet, "hourly", map[string]string{"occurrences": "10"}, nil, "")
 	if got := flags(v); got != "PSMPQR---S" {
