@@ -425,7 +425,7 @@ func (e *apiEnv) concurrently(n int, fn string, payload []byte) []httpOut {
 
 // Ten concurrent POSTs with one Idempotency-Key make one run, to /api/runs and to a schedule's
 // run now alike: every reply names it, one started it, the ledger holds one run, and once the
-// queue is worked it ran once.
+// queue is worked it ran once. (Each endpoint gets its own key: a key names one request.)
 func TestAPI_TenConcurrentSameKey_OneRun(t *testing.T) {
 	e := newAPIEnv(t)
 	cases := []struct {
@@ -434,8 +434,8 @@ func TestAPI_TenConcurrentSameKey_OneRun(t *testing.T) {
 		want    string
 	}{
 		{fnRuns, goldenHTTP(t, "http-runs-post.json", withHeader("Idempotency-Key", "concurrent-key-1")), ledger.ManualRunID("concurrent-key-1", time.Time{})},
-		{fnSchedules, goldenHTTP(t, "http-schedules-run.json", withHeader("Idempotency-Key", "concurrent-key-1")),
-			ledger.ScheduleNowRunID("nightly", "concurrent-key-1", time.Time{})},
+		{fnSchedules, goldenHTTP(t, "http-schedules-run.json", withHeader("Idempotency-Key", "concurrent-key-2")),
+			ledger.ScheduleNowRunID("nightly", "concurrent-key-2", time.Time{})},
 	}
 	for i, c := range cases {
 		started := 0

@@ -14,9 +14,10 @@ import (
 const templateHeartbeat = "0 * * * * *"
 
 // envSettings are the settings `azd env set` can change: the ones infra/main.parameters.json
-// maps from the azd environment into the template.
+// maps from the azd environment into the template, and the caps on manual runs.
 var envSettings = []string{
 	config.SettingHeartbeat, config.SettingSchedule, config.SettingSchedules, config.SettingJob, config.SettingJobParams,
+	config.SettingManualJobs, config.SettingMaxManual, config.SettingMaxManualJob,
 	config.SettingOverlap, config.SettingLeaseDuration, config.SettingRunTimeout, config.SettingLogLevel,
 	// Not mapped any more, but an environment that still sets them must hear so.
 	config.SettingMisfire, config.SettingStartDeadline,
@@ -24,8 +25,9 @@ var envSettings = []string{
 
 // validate is `<exe> validate`, run by azd's preprovision hook on the developer's machine
 // before anything is provisioned. It checks the azd environment's Baton settings with the
-// handler's own start-up checks (config.Load, the schedule, the timer job's params), so a bad
-// value fails `azd up`/`azd provision` with the handler's message instead of reaching Azure.
+// handler's own start-up checks (config.Load, the schedule, the timer job's params, the jobs
+// BATON_MANUAL_JOBS names), so a bad value fails `azd up`/`azd provision` with the handler's
+// message instead of reaching Azure.
 // Settings only the template knows (connections) get stand-ins; an unset setting takes the
 // template's default. FUNCTIONS_APP_ROOT_PATH (default: the current folder) locates host.json.
 // It returns the process exit code.
@@ -80,6 +82,9 @@ func validate(o Options) int {
 	}
 	if err := checkSchedules(schedules, heartbeat); err != nil {
 		problems = append(problems, strings.Split(err.Error(), "\n")...)
+	}
+	if _, _, err := manualJobs(cfg, o.Jobs, schedules); err != nil {
+		problems = append(problems, err.Error())
 	}
 	if len(problems) > 0 {
 		fmt.Fprintln(stderr, "baton validate: the azd environment's Baton settings would not work (fix them with azd env set):")

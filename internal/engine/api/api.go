@@ -220,6 +220,7 @@ const (
 	CodeInvalidSchedule     = "invalid_schedule"
 	CodeInvalidKey          = "invalid_idempotency_key"
 	CodeKeyReused           = "idempotency_key_reused"
+	CodeTooManyRuns         = "too_many_manual_runs"
 	CodeNotFound            = "not_found"
 	CodeMethodNotAllowed    = "method_not_allowed"
 	CodeTooLarge            = "payload_too_large"
@@ -233,6 +234,25 @@ const (
 
 func errorReply(status int, code, message string) Reply {
 	return Reply{Status: status, JSON: ErrorBody{Error: ErrorDetail{Code: code, Message: message}}}
+}
+
+// ManualRunsRetryAfter is the Retry-After of a 429 (too_many_manual_runs): a hint, since a
+// slot frees when any manual run in progress ends.
+const ManualRunsRetryAfter = 30 * time.Second
+
+// refusedStart answers a manual run the coordinator refused for a reason of its own, and ok
+// false for any other error: 422 when its Idempotency-Key names another request's run, 429
+// with Retry-After when the manual runs in progress fill a cap.
+func refusedStart(err error) (Reply, bool) {
+	switch {
+	case errors.Is(err, coordinator.ErrKeyReused):
+		return errorReply(http.StatusUnprocessableEntity, CodeKeyReused, err.Error()), true
+	case errors.Is(err, coordinator.ErrTooManyRuns):
+		r := errorReply(http.StatusTooManyRequests, CodeTooManyRuns, err.Error())
+		r.Headers = map[string]string{"Retry-After": fmt.Sprint(int(ManualRunsRetryAfter.Seconds()))}
+		return r, true
+	}
+	return Reply{}, false
 }
 
 func methodNotAllowed(allow ...string) Reply {

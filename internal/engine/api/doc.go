@@ -30,6 +30,10 @@
 //     run is created once (the ledger's create-once manifest). Concurrent POSTs with one key
 //     get that one run: the request that wins the lease creates it, a request that finds the
 //     lease held waits up to Config.KeyWait for the winner's manifest and answers with it.
+//   - A key names one request: sent again to another endpoint (an ad-hoc run, a run now), for
+//     another schedule, job or params, it is refused with 422 (coordinator.ErrKeyReused).
+//   - Manual runs in progress are capped in the app and per job (coordinator.ErrTooManyRuns:
+//     429 with Retry-After); a schedule's occurrences are never counted nor refused.
 //   - Run IDs from the caller are validated (ledger.ValidateRunID) before any storage call, so
 //     no ID can address a blob outside its run's prefix.
 //   - Reads never contend for the lease: GET requests only read blobs.
@@ -51,6 +55,9 @@
 //     the newest-first order, so a page walk never repeats or skips an older run).
 //   - A 409 or 503 names the leader read from storage a moment earlier; it may have released
 //     the lease since.
+//   - The caps on manual runs are counted without a lock: requests in flight at once may
+//     exceed a cap by their number. Two requests with one key sent at once to two endpoints may
+//     each make their run (each looks the key up before it creates its own).
 //   - Who paused or resumed a schedule comes from the X-MS-CLIENT-PRINCIPAL-NAME header, which
 //     only App Service authentication vouches for; without it, any caller with a function key
 //     can set it.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/coordinator"
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/tools/readme"
 )
 
@@ -24,7 +25,7 @@ func TestDocs_MatchTheCode(t *testing.T) {
 	}
 	for _, code := range []string{CodeBadRequest, CodeInvalidRunID, CodeInvalidLimit, CodeInvalidContinuation, CodeInvalidKey,
 		CodeKeyReused, CodeNotFound, CodeMethodNotAllowed, CodeTooLarge, CodeConflict, CodeUnavailable, CodeStorage, CodeTimeout,
-		CodeInvalidState, CodeInvalidTrigger, CodeInvalidOccurrences, CodeInvalidSchedule, CodeSchedulerBusy} {
+		CodeInvalidState, CodeInvalidTrigger, CodeInvalidOccurrences, CodeInvalidSchedule, CodeSchedulerBusy, CodeTooManyRuns} {
 		if !strings.Contains(doc, "`"+code+"`") {
 			t.Errorf("docs/api.md does not list the error code %q", code)
 		}
@@ -35,7 +36,8 @@ func TestDocs_MatchTheCode(t *testing.T) {
 		"#run=<id>", "#schedule=<name>", "`occurrences` is not 1–100 (one schedule) or 0–30 (the list)", "`?occurrences=N`, 1–100, default 20",
 		"at most 500", "X-MS-CLIENT-PRINCIPAL-NAME", `"a function key holder"`, "younger than one heartbeat (`BATON_HEARTBEAT`)\n  plus a minute",
 		"`Retry-After: 5`", "waited 10 s", "`GET /api/schedules/{name}?occurrences=N`", "last 20 occurrences", "last 30 occurrences",
-		"`schedules/{*path}`", "POST /api/schedules/{name}/runs", "POST /api/schedules/{name}/pause"} {
+		"`schedules/{*path}`", "POST /api/schedules/{name}/runs", "POST /api/schedules/{name}/pause", "`Retry-After: 30`",
+		"`BATON_MAX_MANUAL_RUNS` in the app (default 10)", "`BATON_MAX_MANUAL_RUNS_PER_JOB` of the job (default 3)"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("docs/api.md does not mention %q", want)
 		}
@@ -44,7 +46,8 @@ func TestDocs_MatchTheCode(t *testing.T) {
 		ExactProgressLimit != 5000 || MaxReportBytes != 64<<10 || MaxReportReadBytes != 8<<20 || SummaryFailures != 10 ||
 		MaxScanReads != 200 || MaxOccurrences != 100 || maxFinal != 10_000 || MaxWorkerReads != 100 || MaxFailureReads != 20 ||
 		OccurrenceGrace != time.Minute || DefaultOccurrences != 20 || MaxListOccurrences != 30 || DefaultHeartbeat != time.Minute ||
-		MaxPrincipalLength != 200 || AnonymousOperator != "a function key holder" || coordinator.MaxPauseNote != 500 {
+		MaxPrincipalLength != 200 || AnonymousOperator != "a function key holder" || coordinator.MaxPauseNote != 500 ||
+		ManualRunsRetryAfter != 30*time.Second || config.DefaultMaxManualRuns != 10 || config.DefaultMaxManualRunsPerJob != 3 {
 		t.Error("a limit changed: update docs/api.md and this test")
 	}
 }

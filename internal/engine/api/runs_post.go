@@ -124,6 +124,10 @@ func (a *API) startRun(ctx context.Context, r Request) Reply {
 	}
 
 	out, err := a.cfg.Starter.StartManual(ctx, coordinator.ManualRequest{Job: body.Job, Params: body.Params, IdempotencyKey: key})
+	if reply, ok := refusedStart(err); ok {
+		log.Info("manual run refused", "reason", err.Error(), "run", out.Run)
+		return reply
+	}
 	switch {
 	case errors.Is(err, coordinator.ErrBadRequest):
 		return errorReply(http.StatusBadRequest, CodeBadRequest, err.Error())
@@ -153,7 +157,7 @@ func (a *API) startRun(ctx context.Context, r Request) Reply {
 		log.Info("manual run accepted", "state", out.State, "epoch", out.Epoch)
 		return a.accepted(http.StatusAccepted, out.Run, out.Status, out.State)
 	case coordinator.StatusExisting:
-		return a.existing(ctx, r, body, out.Run)
+		return a.existing(ctx, r, out.Run)
 	case coordinator.StatusHeld:
 		if key != "" {
 			// Another request with this key may hold the lease and be creating the run right
@@ -179,18 +183,21 @@ func (a *API) accepted(status int, run string, st coordinator.Status, state ledg
 	}
 }
 
-// existing answers a repeated Idempotency-Key: 200 with the run it maps to.
-func (a *API) existing(ctx context.Context, r Request, body StartBody, run string) Reply {
+// existing answers a repeated Idempotency-Key the coordinator found to name the same request
+// (else it refuses with coordinator.ErrKeyReused): 200 with its run.
+func (a *API) existing(ctx context.Context, r Request, run string) Reply {
 	m, err := a.cfg.Ledger.ReadManifest(ctx, run)
 	if err != nil {
 		return a.storageError(r, "read the run", err)
 	}
-	return a.existingManifest(r, body, m)
+	return a.existingManifest(r, StartBody{}, m)
 }
 
 // existingManifest answers 200 with the key's run, or 422 when the request asked for another
 // job or other params than the run has (a key names one request, as in the IETF
-// Idempotency-Key draft). A request without a job is not compared: it asked for the defaults.
+// Idempotency-Key draft), when the coordinator could not compare: the run was made by another
+// request holding the lease. A body without a job asked for a run now, whose ID names its
+// schedule, and is not compared.
 func (a *API) existingManifest(r Request, body StartBody, m ledger.Manifest) Reply {
 	if body.Job != "" && (body.Job != m.Job || !sameJSON(body.Params, m.Params)) {
 		return errorReply(http.StatusUnprocessableEntity, CodeKeyReused,

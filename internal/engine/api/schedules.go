@@ -166,6 +166,10 @@ func (a *API) runSchedule(ctx context.Context, r Request, s coordinator.Schedule
 	}
 	log := a.logger(r).With("schedule", s.Name)
 	out, err := a.cfg.Scheduler.RunNow(ctx, s.Name, key)
+	if reply, ok := refusedStart(err); ok {
+		log.Info("run now refused", "reason", err.Error(), "run", out.Run)
+		return reply
+	}
 	switch {
 	case errors.Is(err, coordinator.ErrUnknownSchedule):
 		return unknownSchedule(s.Name, a.cfg.Scheduler.Schedules())

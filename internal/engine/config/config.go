@@ -42,6 +42,8 @@ const (
 	SettingJob            = "BATON_JOB"
 	SettingJobParams      = "BATON_JOB_PARAMS"
 	SettingManualJobs     = "BATON_MANUAL_JOBS"
+	SettingMaxManual      = "BATON_MAX_MANUAL_RUNS"
+	SettingMaxManualJob   = "BATON_MAX_MANUAL_RUNS_PER_JOB"
 	SettingSyntheticMax   = "BATON_SYNTHETIC_MAX_PARTITIONS"
 	SettingSyntheticWork  = "BATON_SYNTHETIC_MAX_WORK_MS"
 	SettingSyntheticBytes = "BATON_SYNTHETIC_MAX_PAYLOAD_BYTES"
@@ -100,6 +102,13 @@ const (
 	// MaxSyntheticPayloadBytes is the highest BATON_SYNTHETIC_MAX_PAYLOAD_BYTES: the job's
 	// own limits (a million partitions of at most 48 KiB) allow no more.
 	MaxSyntheticPayloadBytes = DefaultSyntheticMax * (48 << 10)
+	// DefaultMaxManualRuns and DefaultMaxManualRunsPerJob cap the manual runs (ad-hoc runs and
+	// runs now) in progress at once, in the app and of one job: room for a rerun and a few
+	// backfill slices, while at most that many manual runs' checks and partitions can queue
+	// ahead of a schedule's occurrence. MaxManualRuns bounds both settings.
+	DefaultMaxManualRuns       = 10
+	DefaultMaxManualRunsPerJob = 3
+	MaxManualRuns              = 1000
 )
 
 // AllJobs, as BATON_MANUAL_JOBS, lets a manual run start every registered job.
@@ -198,6 +207,11 @@ type Config struct {
 	// Whether each listed name is a registered job is checked where the jobs are known.
 	ManualJobs []string
 	ManualAll  bool
+	// MaxManualRuns and MaxManualRunsPerJob cap the manual runs in progress, in the app and of
+	// one job (BATON_MAX_MANUAL_RUNS, BATON_MAX_MANUAL_RUNS_PER_JOB; 1 to MaxManualRuns): a
+	// manual run beyond either is refused until one ends.
+	MaxManualRuns       int
+	MaxManualRunsPerJob int
 	// SyntheticMax and SyntheticWorkMs cap the synthetic job's partitions and per-partition
 	// work (BATON_SYNTHETIC_MAX_PARTITIONS, BATON_SYNTHETIC_MAX_WORK_MS), and
 	// SyntheticPayloadBytes its partitions × payloadBytes (BATON_SYNTHETIC_MAX_PAYLOAD_BYTES),
@@ -283,11 +297,13 @@ func Load(getenv Getenv) (Config, error) {
 		SliceBudget:     p.duration(SettingSliceBudget, 0),
 		MaxBacklog:      p.integer(SettingMaxBacklog, DefaultMaxBacklog, 0, 10_000_000),
 		ManualJobs:      p.list(SettingManualJobs),
+		MaxManualRuns:   p.integer(SettingMaxManual, DefaultMaxManualRuns, 1, MaxManualRuns),
 		SyntheticMax:    p.integer(SettingSyntheticMax, DefaultSyntheticMax, 1, DefaultSyntheticMax),
 		SyntheticWorkMs: p.integer(SettingSyntheticWork, DefaultSyntheticWorkMs, 0, DefaultSyntheticWorkMs),
 		LogLevel:        p.level(),
 	}
 	c.SyntheticPayloadBytes = p.integer(SettingSyntheticBytes, DefaultSyntheticPayloadBytes, 1, MaxSyntheticPayloadBytes)
+	c.MaxManualRunsPerJob = p.integer(SettingMaxManualJob, DefaultMaxManualRunsPerJob, 1, MaxManualRuns)
 	if slices.Contains(c.ManualJobs, AllJobs) {
 		if len(c.ManualJobs) > 1 {
 			p.errf("%s=%q: %q allows every job and stands alone: list job names, or give %q only",

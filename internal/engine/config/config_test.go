@@ -375,6 +375,31 @@ func TestLoad_ManualJobsAndSyntheticCaps(t *testing.T) {
 	}
 }
 
+// The caps on manual runs in progress default to 10 in the app and 3 of one job; each is an
+// integer from 1 to MaxManualRuns (no value turns a cap off), and a value out of range is
+// refused naming its setting.
+func TestLoad_ManualRunCaps(t *testing.T) {
+	c, err := Load(env(base()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxManualRuns != DefaultMaxManualRuns || c.MaxManualRunsPerJob != DefaultMaxManualRunsPerJob ||
+		DefaultMaxManualRuns != 10 || DefaultMaxManualRunsPerJob != 3 {
+		t.Errorf("defaults %d/%d, want 10 in the app and 3 per job", c.MaxManualRuns, c.MaxManualRunsPerJob)
+	}
+	c, err = Load(env(with(base(), SettingMaxManual, " 25 ", SettingMaxManualJob, "1000")))
+	if err != nil || c.MaxManualRuns != 25 || c.MaxManualRunsPerJob != MaxManualRuns {
+		t.Errorf("set: %d/%d, %v; want 25 and %d", c.MaxManualRuns, c.MaxManualRunsPerJob, err, MaxManualRuns)
+	}
+	for _, bad := range []string{"0", "-1", "1001", "ten", "2.5"} {
+		_, err := Load(env(with(base(), SettingMaxManual, bad, SettingMaxManualJob, bad)))
+		if err == nil || !strings.Contains(err.Error(), SettingMaxManual+"=") || !strings.Contains(err.Error(), SettingMaxManualJob+"=") ||
+			!strings.Contains(err.Error(), "from 1 to 1000") {
+			t.Errorf("%q: %v, want both settings named with their range", bad, err)
+		}
+	}
+}
+
 // BATON_MANUAL_JOBS=* allows every job, explicitly; beside job names it is refused, naming the
 // setting, rather than read as either.
 func TestLoad_ManualJobsAll(t *testing.T) {

@@ -60,10 +60,11 @@ func doneName(run string, shard int) string {
 	return fmt.Sprintf("%s/done/%04d", run, shard)
 }
 func scheduleName(name string) string { return "_schedules/" + name + ".json" }
-func activeName(run string) string     { return activePrefix + run }
+func activeName(run string) string    { return activePrefix + run }
 
 // activePrefix holds the index of runs that are not final.
 const activePrefix = "_active/"
+
 func partialName(run string, shard int) string {
 	return fmt.Sprintf("%s/partials/%03d.json", run, shard)
 }
