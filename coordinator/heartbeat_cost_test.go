@@ -47,17 +47,6 @@ func (l *countingLedger) take() map[string]int {
 	return out
 }
 
-// calls is the number of storage calls in counts (listings counted once, entries left out).
-func calls(counts map[string]int) int {
-	n := 0
-	for k, v := range counts {
-		if !strings.HasSuffix(k, " entries") {
-			n += v
-		}
-	}
-	return n
-}
-
 // costString renders counts in a stable order, for failure messages.
 func costString(counts map[string]int) string {
 	var parts []string
