@@ -15,7 +15,7 @@ import (
 
 const repoRoot = "../../.."
 
-// TestCopiesMatchBaton: files/ holds exactly Baton's own files (go generate ./internal/scaffold
+// TestCopiesMatchBaton: files/ holds exactly Baton's own files (go generate ./internal/tools/scaffold
 // refreshes it), so an app gets what Baton itself runs and deploys.
 func TestCopiesMatchBaton(t *testing.T) {
 	for _, rel := range Copied {
@@ -25,10 +25,10 @@ func TestCopiesMatchBaton(t *testing.T) {
 		}
 		got, err := embedded.ReadFile("files/" + rel)
 		if err != nil {
-			t.Fatalf("%s is not in files/: run go generate ./internal/scaffold", rel)
+			t.Fatalf("%s is not in files/: run go generate ./internal/tools/scaffold", rel)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("files/%s differs from Baton's %s: run go generate ./internal/scaffold", rel, rel)
+			t.Errorf("files/%s differs from Baton's %s: run go generate ./internal/tools/scaffold", rel, rel)
 		}
 	}
 }
@@ -69,7 +69,7 @@ func TestCopiesCoverBatonsFunctions(t *testing.T) {
 		}
 		n++
 		if !slices.Contains(Copied, rel) {
-			t.Errorf("%s is not in Copied (copy.go): an app would lack the function; add it, run go generate ./internal/scaffold and go tool baton sync in examples/csvtotals", rel)
+			t.Errorf("%s is not in Copied (copy.go): an app would lack the function; add it, run go generate ./internal/tools/scaffold and go tool baton sync in examples/csvtotals", rel)
 		}
 	}
 	if n < 5 {

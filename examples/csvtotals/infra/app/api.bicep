@@ -109,6 +109,10 @@ var batonSettings = {
   BATON_SYNTHETIC_MAX_PARTITIONS: '10000'
   BATON_SYNTHETIC_MAX_WORK_MS: '60000'
   BATON_SYNTHETIC_MAX_PAYLOAD_BYTES: '16777216'
+  // At most 10 manual runs (ad-hoc runs and runs now) in progress, 3 of one job; beyond them a
+  // POST is answered 429, so a key holder cannot queue enough runs to delay the schedules'.
+  BATON_MAX_MANUAL_RUNS: '10'
+  BATON_MAX_MANUAL_RUNS_PER_JOB: '3'
   BATON_LEASE_CONTAINER: leaseContainerName
   BATON_RUNS_CONTAINER: runsContainerName
   // Every app sharing one lease account must use the same lease name.

@@ -1,5 +1,5 @@
 // Command gen copies Baton's own files listed in scaffold.Copied into internal/scaffold/files,
-// from the repository root: run by `go generate ./internal/scaffold`.
+// from the repository root: run by `go generate ./internal/tools/scaffold`.
 package main
 
 import (
