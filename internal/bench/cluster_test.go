@@ -73,7 +73,7 @@ type clusterOptions struct {
 	schedule string
 	// timer is the local host's timer mode (default devhost.TimerAll: every instance).
 	timer devhost.TimerMode
-	// bulk runs ./bench/cmd/bulkhandler instead of the handler: the synthetic job's bundles
+	// bulk runs ./internal/bench/cmd/bulkhandler instead of the handler: the synthetic job's bundles
 	// capped at baton.MaxBundle (1,024) instead of 256.
 	bulk bool
 }

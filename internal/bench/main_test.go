@@ -39,7 +39,7 @@ var built struct {
 	stripped, plain string
 	err             error
 
-	// bulk is ./bench/cmd/bulkhandler, stripped likewise, built on first use of its own.
+	// bulk is ./internal/bench/cmd/bulkhandler, stripped likewise, built on first use of its own.
 	bulkOnce sync.Once
 	bulk     string
 	bulkErr  error
@@ -74,14 +74,14 @@ func handlerBinaries(tb testing.TB) (stripped, plain string) {
 	return built.stripped, built.plain
 }
 
-// bulkBinary builds ./bench/cmd/bulkhandler beside the handler binaries, once, and returns its
+// bulkBinary builds ./internal/bench/cmd/bulkhandler beside the handler binaries, once, and returns its
 // path: the reference app with the synthetic job's bundles capped at baton.MaxBundle.
 func bulkBinary(tb testing.TB) string {
 	tb.Helper()
 	handlerBinaries(tb)
 	built.bulkOnce.Do(func() {
 		built.bulk = filepath.Join(built.dir, "baton-bulk")
-		built.bulkErr = goBuild(built.root, "-ldflags=-s -w", "-o", built.bulk, "./bench/cmd/bulkhandler")
+		built.bulkErr = goBuild(built.root, "-ldflags=-s -w", "-o", built.bulk, "./internal/bench/cmd/bulkhandler")
 	})
 	if built.bulkErr != nil {
 		tb.Fatalf("build the bulk handler: %v", built.bulkErr)

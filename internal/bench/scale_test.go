@@ -261,7 +261,7 @@ const (
 // under the local host, BATON_MAX_BACKLOG=4096, with every storage call of the handlers and of
 // the local host going through a counting proxy, twice: "cap=256" runs the handler (the job's
 // default cap on partitions per message), "cap=1024" the same job registered with
-// baton.WithMaxBundle(baton.MaxBundle) (./bench/cmd/bulkhandler), as a job of many short
+// baton.WithMaxBundle(baton.MaxBundle) (./internal/bench/cmd/bulkhandler), as a job of many short
 // partitions would be. The heartbeat (once a minute) fires on one instance at a time, as
 // Azure's timer does. A progress line goes to standard error every 10 s. The run must succeed,
 // with no failed invocation and no lost lease.

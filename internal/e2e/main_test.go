@@ -3,7 +3,7 @@
 // from a leadership log, under chaos: killed, stopped and paused planners, killed workers, an
 // Azurite restart, poison partitions; and a seeded chaos soak that mixes them all with several
 // schedules (TestSoak, runs by default in short). The handlers are Baton's reference app
-// (./handler: the schedule tick of BATON_SCHEDULE) and the e2e app (./internal/e2eapp: schedules
+// (./handler: the schedule tick of BATON_SCHEDULE) and the e2e app (./internal/tools/e2eapp: schedules
 // of its own, one per overlap policy), both on a heartbeat (BATON_HEARTBEAT) every second.
 //
 // The tests run side by side (t.Parallel; -parallel defaults to 4 here, see TestMain): most of
@@ -46,7 +46,7 @@ var (
 	// repoRoot is the app root (host.json and the function folders).
 	repoRoot string
 	// handlerBin is the handler (Baton's reference app, ./handler) built once for the whole
-	// package; appBin the app with schedules of its own (./internal/e2eapp).
+	// package; appBin the app with schedules of its own (./internal/tools/e2eapp).
 	handlerBin string
 	appBin     string
 	// delivery is the clusters' delivery mode (E2E_DELIVERY; "" when unset: the Storage
@@ -94,7 +94,7 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	handlerBin, appBin = filepath.Join(dir, "baton"), filepath.Join(dir, "e2eapp")
-	for _, b := range []struct{ out, pkg string }{{handlerBin, "./handler"}, {appBin, "./internal/e2eapp"}} {
+	for _, b := range []struct{ out, pkg string }{{handlerBin, "./handler"}, {appBin, "./internal/tools/e2eapp"}} {
 		args := []string{"build", "-o", b.out}
 		if os.Getenv("E2E_HANDLER_RACE") != "" {
 			args = append(args, "-race")

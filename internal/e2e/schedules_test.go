@@ -14,7 +14,7 @@ import (
 	"github.com/batonfn/baton/internal/tools/soak"
 )
 
-// appSchedule is one schedule as the e2e app (internal/e2eapp) declares it through the public
+// appSchedule is one schedule as the e2e app (internal/tools/e2eapp) declares it through the public
 // API; `e2eapp schedules` prints them.
 type appSchedule struct {
 	Name    string          `json:"name"`
