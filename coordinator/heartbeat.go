@@ -249,6 +249,11 @@ func (b *beat) decide(ctx context.Context, o time.Time, note string) error {
 	if m, err := b.c.cfg.Store.ReadManifest(ctx, id); err == nil {
 		b.adopt(ctx, m)
 		b.decided(Decision{Run: id, Occurrence: o, Status: StatusExisting, State: m.State, Reason: m.Reason})
+		if m.State == ledger.StateQueued {
+			// Queued by a heartbeat that died before it saved the state: if its turn has come,
+			// it starts now, before any later occurrence of this pass.
+			return b.promote(ctx)
+		}
 		return b.c.startRun(ctx, m, spec.jitter)
 	} else if !errors.Is(err, ledger.ErrNotFound) {
 		return err

@@ -3,11 +3,13 @@ package coordinator
 import (
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/engine/ledger/ledgertest"
 )
 
 // activeRuns lists the index of active runs.
@@ -98,5 +100,40 @@ func TestHeartbeat_FirstOccurrenceAfterDeploymentRuns(t *testing.T) {
 	out := e.heartbeat(c, "2026-11-21T02:00:00Z")
 	if len(out.Decisions) != 1 || out.Decisions[0].Run != occ("nightly", "2026-11-21T02:00:00Z") || out.Decisions[0].Status != StatusStarted {
 		t.Fatalf("the first heartbeat decided %+v, want the 02:00 occurrence started", out.Decisions)
+	}
+}
+
+// A run queued by a heartbeat that died before it saved the schedule's state is found by the
+// next pass, and when its turn has come it starts before any later occurrence of that pass:
+// the later one waits behind it, not the other way round.
+func TestHeartbeat_AQueuedRunFoundAgainStartsBeforeLaterOccurrences(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	var failSave atomic.Bool
+	e.store = &ledgertest.Faulty{Store: e.fake, Decide: func(op, name string) ledgertest.Fault {
+		if op == "UpdateSchedule" && failSave.Load() {
+			return ledgertest.Fail
+		}
+		return ledgertest.Pass
+	}}
+	c := e.instance("a", countSchedule("s", 1, config.OverlapBufferOne))
+	e.heartbeat(c, "2026-11-21T10:00:01Z")
+	e.heartbeat(c, "2026-11-21T10:00:10Z") // the first run starts
+	failSave.Store(true)
+	e.clock.set(at2("2026-11-21T10:00:20Z"))
+	if _, err := c.Heartbeat(testCtx(t)); err == nil {
+		t.Fatal("the heartbeat whose state write failed reported success")
+	}
+	failSave.Store(false)
+	queued := occ("s", "2026-11-21T10:00:20Z")
+	if m := e.manifest(queued); m.State != ledger.StateQueued {
+		t.Fatalf("run %s is %s, want queued behind the first", queued, m.State)
+	}
+	e.finish(occ("s", "2026-11-21T10:00:10Z"))
+	e.heartbeat(c, "2026-11-21T10:00:30Z")
+	if m := e.manifest(queued); m.State == ledger.StateQueued {
+		t.Errorf("run %s still queued after its turn came", queued)
+	}
+	if m := e.manifest(occ("s", "2026-11-21T10:00:30Z")); m.State != ledger.StateQueued {
+		t.Errorf("the later occurrence is %s, want queued behind %s", m.State, queued)
 	}
 }
