@@ -12,9 +12,11 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/internal/tools/devhost"
+	"github.com/batonfn/baton/internal/tools/soak"
 	"github.com/batonfn/baton/work"
 )
 
@@ -521,4 +523,140 @@ func killWorkerMidBundle(t *testing.T, d devhost.Delivery) {
 	}
 	figures(t, "run=%s partitions=%d killed %s (pid %d) holding bundles [%s], split %d, duplicates=%d redeliveries=%d",
 		run, n, victim.Instance, victim.PID, strings.Join(parts, " "), len(splits), fig.Duplicates, fig.Redelivered)
+}
+
+// TestChaos_EveryControlMessageLost: with every control message lost from the start (a delivery
+// fault of the local host on the control queue: each message accepted and never delivered), a
+// run is moved by the heartbeat's supervision alone, within the bounds it promises: its start
+// check is lost, so the heartbeat plans it a check delay (lease + 5 s) after its start (a); that
+// planner, killed as it begins, is replaced once the run has not moved for a check delay (b); a
+// partition message the work queue lost is re-enqueued by the first round, a run timeout after
+// planning ended (c); and the run is final by the coordinator's FinalBound plus a heartbeat (d).
+// No control message ever reaches a handler. It runs over both deliveries (deliveries).
+func TestChaos_EveryControlMessageLost(t *testing.T) {
+	t.Parallel()
+	for _, d := range deliveries() {
+		t.Run(string(d), func(t *testing.T) { everyControlMessageLost(t, d) })
+	}
+}
+
+func everyControlMessageLost(t *testing.T, d devhost.Delivery) {
+	t.Parallel()
+	const n = 40 // ten plan batches of 4
+	c := startCluster(t, clusterOpts{params: fmt.Sprintf(`{"partitions":%d}`, n), batch: 4, delivery: d})
+	ctx := testCtx(t, 6*time.Minute)
+	blackout, err := c.h.InjectFault(devhost.MessageFault{Kind: devhost.FaultLost, Queue: "control", Times: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A partition message sent by a planner that took the run over (epoch 2 or later): no
+	// planner sends it again, so only a re-enqueue round brings its partitions back.
+	workLost, err := c.h.InjectFault(devhost.MessageFault{Kind: devhost.FaultLost, Queue: "work", Match: func(body string) bool {
+		env, err := work.DecodeEnvelope([]byte(body))
+		return err == nil && env.Kind == work.KindPartition && env.Epoch >= 2
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type kill struct {
+		line devhost.LogLine
+		at   time.Time
+		err  error
+	}
+	killed := make(chan kill, 1)
+	var once sync.Once
+	unsub := c.h.Subscribe(func(l devhost.LogLine) {
+		if l.Msg != "planning the run" {
+			return
+		}
+		once.Do(func() {
+			err := c.h.Instance(l.Instance).Kill()
+			killed <- kill{line: l, at: time.Now(), err: err}
+		})
+	})
+	defer unsub()
+
+	run := c.startRun(ctx)
+	var k kill
+	select {
+	case k = <-killed:
+	case <-ctx.Done():
+		t.Fatal("no planner ever began planning the run")
+	}
+	if k.err != nil {
+		t.Fatalf("kill the first planner: %v", k.err)
+	}
+	m, err := c.waitFinal(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := checkLeadership(t, c)
+	checkNoPolling(t, c, ts)
+	fig := checkRun(t, c, run, runWant{partitions: n, state: ledger.StateSucceeded}, ts)
+
+	checkDelay := leaseDuration + config.CheckMargin
+	bound := func(due time.Time) time.Time { return due.Add(heartbeatEach + soak.SuperviseMargin) }
+	var planners []tenure
+	for _, tn := range ts {
+		if tn.Lease == ledger.RunLeaseName(run) {
+			planners = append(planners, tn)
+		}
+	}
+	if len(planners) < 2 || planners[0].Epoch != k.line.Int("epoch") || planners[0].PID != k.line.PID {
+		t.Fatalf("planners of %s: %+v; want the killed one (epoch %d, pid %d) and at least one after it", run, planners, k.line.Int("epoch"), k.line.PID)
+	}
+	// (a) The start check was lost: the first planner came with the heartbeat a check delay
+	// after the start, not before.
+	first, due := planners[0].Acquired, m.Created.Add(checkDelay)
+	if first.Before(due.Add(-soak.LogTolerance)) || first.After(bound(due)) {
+		t.Errorf("(a) first planner at %s, %s after the run was created; want from a check delay (%s) to the next heartbeat's bound (%s)",
+			first.Format(time.StampMilli), first.Sub(m.Created).Round(time.Millisecond), checkDelay, bound(due).Sub(m.Created))
+	}
+	// (b) Killed as it began: replaced once its lease lapsed and the run had not moved for a
+	// check delay, by the next heartbeat.
+	second := planners[1].Acquired
+	if second.Before(k.at.Add(leaseDuration-soak.LogTolerance)) || second.After(bound(k.at.Add(checkDelay))) {
+		t.Errorf("(b) planner killed at %s replaced at %s (%s later); want after its lease and by the next heartbeat after a check delay (%s)",
+			k.at.Format(time.StampMilli), second.Format(time.StampMilli), second.Sub(k.at).Round(time.Millisecond), bound(k.at.Add(checkDelay)).Sub(k.at))
+	}
+	// (c) The lost partition message came back with re-enqueue round 1, a run timeout after
+	// planning ended, driven by the heartbeat.
+	lostMsgs := workLost.Strikes()
+	if len(lostMsgs) != 1 {
+		t.Fatalf("work messages lost: %+v, want 1", lostMsgs)
+	}
+	round1 := time.Time{}
+	driven := 0
+	for _, l := range c.h.Lines() {
+		switch {
+		case l.Str("run") != run:
+		case l.Msg == "check: re-enqueued missing partitions" && l.Int("round") == 1 && round1.IsZero():
+			round1 = l.Time
+		case l.Msg == "supervision: the run has not moved by its bound; the heartbeat drives it":
+			driven++
+		}
+	}
+	roundDue := m.Enqueued.Add(time.Minute) // the run timeout startCluster sets
+	if round1.IsZero() || round1.Before(roundDue.Add(-soak.LogTolerance)) || round1.After(bound(roundDue)) {
+		t.Errorf("(c) round 1 re-enqueued at %s; want from its time %s to the next heartbeat's bound %s",
+			round1.Format(time.StampMilli), roundDue.Format(time.StampMilli), bound(roundDue).Format(time.StampMilli))
+	}
+	// (d) Final by the coordinator's FinalBound and a heartbeat.
+	if final := soak.DocumentedBound(m, leaseDuration).Add(heartbeatEach); m.Finished.After(final) {
+		t.Errorf("(d) final at %s, after FinalBound and a heartbeat %s", m.Finished.Format(time.StampMilli), final.Format(time.StampMilli))
+	}
+	// Nothing but the heartbeat moved the run: no control message reached a handler.
+	for _, r := range c.Records() {
+		if r.Function == c.controlFunction() {
+			t.Errorf("a control message reached %s on %s: %s", r.Function, r.Instance, r.Request)
+		}
+	}
+	lost := blackout.Strikes()
+	blackout.Cancel()
+	if len(lost) < 2 || driven < 3 {
+		t.Errorf("%d control messages lost, the heartbeat drove the run %d times; want the start check and more, and at least 3 drives", len(lost), driven)
+	}
+	figures(t, "delivery=%s run=%s partitions=%d control messages lost=%d heartbeat drives=%d planned by the heartbeat %s after creation, killed planner replaced %s after the kill, round 1 %s after planning ended, final %s after creation, duplicates=%d",
+		d, run, n, len(lost), driven, first.Sub(m.Created).Round(time.Millisecond), second.Sub(k.at).Round(time.Millisecond),
+		round1.Sub(m.Enqueued).Round(time.Millisecond), m.Finished.Sub(m.Created).Round(time.Millisecond), fig.Duplicates)
 }

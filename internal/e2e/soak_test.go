@@ -2,12 +2,14 @@ package e2e_test
 
 // The chaos soak. It runs by default (a short seeded run per timer mode, side by side) and long
 // under `make soak`. A failure prints the seed; replay it with SOAK_SEED=<seed>
-// SOAK_MODES=<mode> make soak (or go test ./e2e -run TestSoak).
+// SOAK_MODES=<mode> make soak (or go test ./internal/e2e -run TestSoak), with the same
+// E2E_DELIVERY.
 //
 //	SOAK_OCCURRENCES  the fault phase's length in occurrences of a 5-second schedule (default
 //	                  10: 50 s; make soak: 100)
 //	SOAK_SEED         the seed (default: a fixed one per mode; random when SOAK_OCCURRENCES is set)
 //	SOAK_MODES        timer modes to run, comma-separated (default "all,one")
+//	E2E_DELIVERY      the delivery mode, queue (default) or servicebus (main_test.go)
 
 import (
 	"bytes"
@@ -30,6 +32,7 @@ import (
 	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/internal/tools/devhost"
 	"github.com/batonfn/baton/internal/tools/soak"
+	"github.com/batonfn/baton/work"
 )
 
 // Soak settings: the e2e app's schedules (internal/e2eapp) on a heartbeat every second, small
@@ -127,13 +130,28 @@ type soakDriver struct {
 	faults []soak.Fault
 	pauses []soak.Pause
 	errs   []error        // the driver's own failures, from its timers
-	pend   sync.WaitGroup // fault ends (SIGCONT, Azurite back) and manual calls in flight
+	pend   sync.WaitGroup // fault ends (SIGCONT, Azurite back), delivery faults and manual calls in flight
+	// blackouts are the runs whose every control message is being lost (FaultBlackout),
+	// recorded as faults when the soak ends.
+	blackouts []blackout
+}
+
+// blackout is one run whose control messages are all lost from its start check on.
+type blackout struct {
+	at    time.Time // the start check lost
+	run   string
+	first devhost.Strike
+	rest  *devhost.Armed
 }
 
 func runSoak(t *testing.T, cfg soakConfig, mode devhost.TimerMode, seed int64) {
-	fmt.Fprintf(os.Stderr, "soak: seed=%d mode=%s occurrences=%d (replay: SOAK_SEED=%d SOAK_MODES=%s SOAK_OCCURRENCES=%d make soak)\n",
-		seed, mode, cfg.occurrences, seed, mode, cfg.occurrences)
-	t.Logf("seed=%d mode=%s occurrences=%d", seed, mode, cfg.occurrences)
+	dlv := delivery
+	if dlv == "" {
+		dlv = devhost.DeliveryQueue
+	}
+	fmt.Fprintf(os.Stderr, "soak: seed=%d mode=%s delivery=%s occurrences=%d (replay: E2E_DELIVERY=%s SOAK_SEED=%d SOAK_MODES=%s SOAK_OCCURRENCES=%d make soak)\n",
+		seed, mode, dlv, cfg.occurrences, dlv, seed, mode, cfg.occurrences)
+	t.Logf("seed=%d mode=%s delivery=%s occurrences=%d", seed, mode, dlv, cfg.occurrences)
 	decls := appSchedules(t)
 	var names []string
 	for _, d := range decls {
@@ -212,6 +230,7 @@ func runSoak(t *testing.T, cfg soakConfig, mode devhost.TimerMode, seed int64) {
 		t.Fatal(err)
 	}
 	quiet := time.Since(quietStart)
+	d.endBlackouts()
 
 	// 3. Stop the host (every line written), read the ledger, check the history.
 	stop := time.Now()
@@ -234,8 +253,16 @@ func runSoak(t *testing.T, cfg soakConfig, mode devhost.TimerMode, seed int64) {
 	d.mu.Lock()
 	// Faults are recorded when they end (a pause at its SIGCONT): list them by start.
 	sort.SliceStable(d.faults, func(i, j int) bool { return d.faults[i].At.Before(d.faults[j].At) })
-	h := soak.History{Schedules: checkerSchedules(t, decls), Heartbeat: heartbeatEach, LeaseDuration: leaseDuration,
-		Started: started, First: first, WindowEnd: stop.Add(-heartbeatEach - soak.DefaultDelayMargin),
+	schedules := checkerSchedules(t, decls)
+	for i := range schedules {
+		for _, decl := range decls {
+			if decl.Name == schedules[i].Name {
+				schedules[i].Jitter = decl.Jitter
+			}
+		}
+	}
+	h := soak.History{Schedules: schedules, Heartbeat: heartbeatEach, LeaseDuration: leaseDuration,
+		RunTimeout: soakRunTimeout, CheckRounds: config.DefaultCheckRounds, Started: started, First: first, WindowEnd: stop.Add(-heartbeatEach - soak.DefaultDelayMargin),
 		Pauses: append([]soak.Pause(nil), d.pauses...), Fires: c.h.Fires(), Runs: runs, Lines: c.h.Lines(),
 		Lease: samples, RunLeases: leases, Manual: append([]soak.ManualCall(nil), d.calls...),
 		Faults: append([]soak.Fault(nil), d.faults...), End: end}
@@ -249,12 +276,15 @@ func runSoak(t *testing.T, cfg soakConfig, mode devhost.TimerMode, seed int64) {
 	}
 
 	var out bytes.Buffer
-	fmt.Fprintf(&out, "soak seed=%d mode=%s occurrences=%d (%s of faults), instances=%d, quiet and settling %s (settled: %v)\n",
-		seed, mode, cfg.occurrences, span, soakInstances, quiet.Round(time.Second), settled)
+	fmt.Fprintf(&out, "soak seed=%d mode=%s delivery=%s occurrences=%d (%s of faults), instances=%d, quiet and settling %s (settled: %v)\n",
+		seed, mode, dlv, cfg.occurrences, span, soakInstances, quiet.Round(time.Second), settled)
 	for _, f := range h.Faults {
 		who := "-"
 		if f.Instance != "" {
 			who = fmt.Sprintf("%s/%d", f.Instance, f.PID)
+		}
+		if f.Run != "" {
+			who += " " + f.Run
 		}
 		fmt.Fprintf(&out, "fault +%s %s %s %s\n", f.At.Sub(d.start).Round(time.Millisecond), f.Kind, who, f.Note)
 	}
@@ -270,12 +300,12 @@ func runSoak(t *testing.T, cfg soakConfig, mode devhost.TimerMode, seed int64) {
 		s := f.Schedules[name]
 		perSchedule = append(perSchedule, fmt.Sprintf("%s[%s queued=%d]", name, soak.Counts(s.States), s.Queued))
 	}
-	figures(t, "seed=%d mode=%s heartbeats=%d schedules: %s manualCalls=%d manualRuns=%v faults=%v runs=%d planned=%d partitions=%d schedulerEpochs=%d runLeaderships=%d violations=%d",
-		seed, mode, f.Heartbeats, strings.Join(perSchedule, " "), f.ManualCalls, f.ManualRuns, f.Faults, f.Runs, f.Planned, f.Partitions,
-		f.SchedulerEpochs, f.RunLeaderships, len(res.Violations))
+	figures(t, "seed=%d mode=%s delivery=%s heartbeats=%d schedules: %s manualCalls=%d manualRuns=%v faults=%v runs=%d planned=%d partitions=%d schedulerEpochs=%d runLeaderships=%d heartbeatDriven=%d startsInBound=%d takeoversInBound=%d roundsInBound=%d violations=%d",
+		seed, mode, dlv, f.Heartbeats, strings.Join(perSchedule, " "), f.ManualCalls, f.ManualRuns, f.Faults, f.Runs, f.Planned, f.Partitions,
+		f.SchedulerEpochs, f.RunLeaderships, f.HeartbeatDriven, f.StartsChecked, f.TakeoversChecked, f.RoundsChecked, len(res.Violations))
 	if n := len(res.Violations); n > 0 {
-		t.Errorf("%d violation(s) (listed above); replay: SOAK_SEED=%d SOAK_MODES=%s SOAK_OCCURRENCES=%d make soak",
-			n, seed, mode, cfg.occurrences)
+		t.Errorf("%d violation(s) (listed above); replay: E2E_DELIVERY=%s SOAK_SEED=%d SOAK_MODES=%s SOAK_OCCURRENCES=%d make soak",
+			n, dlv, seed, mode, cfg.occurrences)
 	}
 }
 
@@ -380,6 +410,18 @@ func (d *soakDriver) step(ctx context.Context, s soak.Step) {
 		}()
 	case soak.FaultKillLeader, soak.FaultPause:
 		d.strikeLeader(ctx, s)
+	case soak.FaultControlLost, soak.FaultAnswerLost, soak.FaultCheckCrash, soak.FaultWorkLost:
+		d.pend.Add(1)
+		go func() {
+			defer d.pend.Done()
+			d.deliveryFault(ctx, s)
+		}()
+	case soak.FaultBlackout:
+		d.pend.Add(1)
+		go func() {
+			defer d.pend.Done()
+			d.blackout(ctx, s)
+		}()
 	case soak.FaultKillOther:
 		holder, _ := d.holderInstance(ctx)
 		in := d.pick(s.Pick, func(name string) bool { return name != holder })
@@ -429,6 +471,137 @@ func (d *soakDriver) step(ctx context.Context, s soak.Step) {
 	default:
 		d.t.Fatalf("unknown step kind %q", s.Kind)
 	}
+}
+
+// startCheck picks the check that starts a run: the first of its chain (epoch 0, round 1).
+func startCheck(body string) bool {
+	env, err := work.DecodeEnvelope([]byte(body))
+	return err == nil && env.Kind == work.KindCheck && env.Epoch == 0 && env.Round == 1
+}
+
+// deliveryFault arms a delivery fault of the local host for s's message (a run's start check, or
+// any control message; a partition message for work-lost) and records what it hit. A fault that
+// finds no message within s.Wait is disarmed (a crash already under way completes).
+func (d *soakDriver) deliveryFault(ctx context.Context, s soak.Step) {
+	mf := devhost.MessageFault{Queue: "control"}
+	if s.Target == soak.TargetStart {
+		mf.Match = startCheck
+	}
+	switch s.Kind {
+	case soak.FaultControlLost:
+		mf.Kind = devhost.FaultLost
+	case soak.FaultAnswerLost:
+		mf.Kind = devhost.FaultAnswerLost
+	case soak.FaultCheckCrash:
+		mf.Kind, mf.CrashAfter = devhost.FaultCrash, s.CrashAfter
+	case soak.FaultWorkLost:
+		mf.Kind, mf.Queue, mf.Match = devhost.FaultLost, "work", nil
+	}
+	a, err := d.c.h.InjectFault(mf)
+	if err != nil {
+		d.fail(fmt.Errorf("%s: %w", s.Kind, err))
+		return
+	}
+	strikes := d.waitStrikes(ctx, a, s.Wait)
+	if len(strikes) == 0 {
+		d.fault(soak.Fault{At: time.Now(), Kind: s.Kind, Note: fmt.Sprintf("no %s message within %s; disarmed", s.Target, s.Wait)})
+		return
+	}
+	d.fault(strikeFault(s.Kind, strikes[0]))
+}
+
+// waitStrikes waits up to wait for a to strike, then disarms it and waits for a hit under way.
+func (d *soakDriver) waitStrikes(ctx context.Context, a *devhost.Armed, wait time.Duration) []devhost.Strike {
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if strikes, err := a.Wait(wctx); err == nil {
+		return strikes
+	}
+	a.Cancel()
+	strikes, _ := a.Wait(ctx)
+	return strikes
+}
+
+// strikeFault is the soak fault of a delivery fault's strike.
+func strikeFault(kind string, s devhost.Strike) soak.Fault {
+	f := soak.Fault{At: s.At, Kind: kind, Instance: s.Instance, PID: s.PID}
+	what := "a message that is not an envelope"
+	if env, err := work.DecodeEnvelope([]byte(s.Body)); err == nil {
+		f.Run = env.Run
+		what = fmt.Sprintf("%s of epoch %d round %d part %d", env.Kind, env.Epoch, env.Round, env.Part)
+	}
+	f.Note = fmt.Sprintf("%s on %s, delivery %d: %s", what, s.Queue, s.Count, s.Note)
+	if !s.Again.IsZero() {
+		f.Note += "; back about " + s.Again.Sub(s.At).Round(time.Second).String() + " later"
+	}
+	return f
+}
+
+// blackout loses the next run's start check and then every control message of that run until
+// the soak ends.
+func (d *soakDriver) blackout(ctx context.Context, s soak.Step) {
+	a, err := d.c.h.InjectFault(devhost.MessageFault{Kind: devhost.FaultLost, Queue: "control", Match: startCheck})
+	if err != nil {
+		d.fail(fmt.Errorf("%s: %w", s.Kind, err))
+		return
+	}
+	strikes := d.waitStrikes(ctx, a, s.Wait)
+	if len(strikes) == 0 {
+		d.fault(soak.Fault{At: time.Now(), Kind: s.Kind, Note: fmt.Sprintf("no start check within %s; disarmed", s.Wait)})
+		return
+	}
+	first := strikes[0]
+	env, err := work.DecodeEnvelope([]byte(first.Body))
+	if err != nil {
+		d.fail(fmt.Errorf("%s: the start check %q: %w", s.Kind, first.Body, err))
+		return
+	}
+	rest, err := d.c.h.InjectFault(devhost.MessageFault{Kind: devhost.FaultLost, Queue: "control", Times: -1,
+		Match: func(body string) bool {
+			e, err := work.DecodeEnvelope([]byte(body))
+			return err == nil && e.Run == env.Run
+		}})
+	if err != nil {
+		d.fail(fmt.Errorf("%s: %w", s.Kind, err))
+		return
+	}
+	d.mu.Lock()
+	d.blackouts = append(d.blackouts, blackout{at: first.At, run: env.Run, first: first, rest: rest})
+	d.mu.Unlock()
+}
+
+// endBlackouts disarms the blackouts and records each as a fault, with the messages it lost.
+func (d *soakDriver) endBlackouts() {
+	d.mu.Lock()
+	bs := d.blackouts
+	d.blackouts = nil
+	d.mu.Unlock()
+	for _, b := range bs {
+		b.rest.Cancel()
+		lost := map[string]int{"start": 1}
+		for _, s := range b.rest.Strikes() {
+			if env, err := work.DecodeEnvelope([]byte(s.Body)); err == nil {
+				switch {
+				case env.Round == 0 && env.Handover:
+					lost["handover"]++
+				case env.Round == 0:
+					lost["probe"]++
+				case env.Round >= 1_000_000:
+					lost["slice"]++
+				default:
+					lost["check"]++
+				}
+			}
+		}
+		d.fault(soak.Fault{At: b.at, Kind: soak.FaultBlackout, Run: b.run,
+			Note: fmt.Sprintf("every control message of the run lost until the end: %s", soak.Counts(lost))})
+	}
+}
+
+func (d *soakDriver) fail(err error) {
+	d.mu.Lock()
+	d.errs = append(d.errs, err)
+	d.mu.Unlock()
 }
 
 func errNote(err error) string {

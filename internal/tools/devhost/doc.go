@@ -17,7 +17,7 @@
 //     of up to ±300 ms, so some fire early. IsPastDue is set when a fire is more than a second
 //     late.
 //   - queueTrigger: each instance polls the queue (backoff up to maxPollingInterval), dequeues
-//     with a 10-minute visibility renewed while the invocation runs, base64-decodes, invokes
+//     with a 10-minute visibility (Options.MessageLease) renewed while the invocation runs, base64-decodes, invokes
 //     itself, deletes on success, makes the message visible again after visibilityTimeout on
 //     failure, and moves it to <queue>-poison once DequeueCount reaches maxDequeueCount (a
 //     message that is not base64 goes there at once). At most batchSize+newBatchThreshold
@@ -41,7 +41,12 @@
 // Chaos controls (Go API and a loopback control endpoint): kill -9, SIGTERM, SIGSTOP/SIGCONT and
 // restart one instance. A paused (SIGSTOPped) instance models a frozen VM: its timer does not
 // fire (the occurrence it missed fires past due on SIGCONT) and its queue listener takes no new
-// messages, but messages it holds stay invisible. POST /admin/functions/<Name> fires a timer
+// messages, but messages it holds stay invisible. Delivery faults (faults.go), armed on a queue
+// for its next message a filter accepts, in both delivery modes: a message the queue accepted
+// and never delivers; a receive that took effect with its answer lost (the message comes back
+// after the message lease or the lock, its count spent); and a crash of the instance while it
+// handles the message (its handler killed, and nothing it held settled: each message comes back
+// when its lease or lock lapses). POST /admin/functions/<Name> fires a timer
 // function once, as Core Tools' admin API does.
 //
 // Having no keys, the HTTP front and the control endpoint serve only local callers: they listen

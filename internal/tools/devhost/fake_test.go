@@ -39,6 +39,9 @@ func TestMain(m *testing.M) {
 //	Queue  200, or 500 when the message body contains "fail"
 //	SB     as Queue, with the Service Bus metadata required (else 400); a body that contains
 //	       "slow" is answered after 4 s on its first delivery
+//
+// Either queue function answers a body that contains "hold" after 1.5 s (an invocation still in
+// flight when something happens to its instance).
 func fakeHandler() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
@@ -93,6 +96,13 @@ func fakeHandler() {
 				w.WriteHeader(http.StatusInternalServerError)
 				_, _ = io.WriteString(w, `{"error":"asked to fail"}`)
 				return
+			}
+			if strings.Contains(string(msg), "hold") {
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(1500 * time.Millisecond):
+				}
 			}
 			if serviceBus && strings.Contains(string(msg), "slow") && md.DeliveryCount == 1 {
 				select {

@@ -99,6 +99,11 @@ type Options struct {
 	// DuplicateWindow is the emulated queue's duplicate detection history window
 	// (DeliveryServiceBus; default DefaultDuplicateWindow).
 	DuplicateWindow time.Duration
+	// MessageLease is how long a queue listener keeps a message it dequeued invisible, renewed
+	// at half of it while the invocation runs (default MessageLease, the Storage Queues
+	// extension's 10 minutes; whole seconds). A message whose host died (or whose dequeue's
+	// answer was lost) comes back after it.
+	MessageLease time.Duration
 	// SkipConfigCheck skips validating the settings with Baton's config.Load: for a handler
 	// that is not Baton (tests). It also turns the progress line off.
 	SkipConfigCheck bool
@@ -139,6 +144,7 @@ type Host struct {
 	fires    []TimerFire
 	poisoned []string
 	signals  []Signal
+	strikes  []Strike
 	changed  chan struct{}
 }
 
@@ -205,6 +211,10 @@ func New(opts Options) (*Host, error) {
 		opts.LockDuration = DefaultLockDuration
 	}
 	opts.LockDuration = max(opts.LockDuration.Round(time.Second), time.Second)
+	if opts.MessageLease <= 0 {
+		opts.MessageLease = MessageLease
+	}
+	opts.MessageLease = max(opts.MessageLease.Round(time.Second), 2*time.Second)
 	if opts.DuplicateWindow <= 0 {
 		opts.DuplicateWindow = DefaultDuplicateWindow
 	}

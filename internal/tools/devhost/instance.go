@@ -83,6 +83,9 @@ type Instance struct {
 	inflight  map[string]*Invocation
 	changed   chan struct{} // closed and replaced on every state change
 	workerID  string
+	// crashes counts the crashes of the whole instance (a FaultCrash): a message in flight
+	// across one is left unsettled, as a dead host leaves it.
+	crashes int
 }
 
 func newInstance(h *Host, n int) *Instance {
@@ -442,6 +445,30 @@ func (in *Instance) chaos(sig syscall.Signal) error {
 	in.mu.Unlock()
 	in.h.log.Warn("chaos: "+sigName(sig), "instance", in.name, "pid", pid)
 	return nil
+}
+
+// crash kills the handler process pid (-9) as part of a crash of the whole instance (host and
+// handler, FaultCrash): the messages in flight on it are left to their leases and locks. It
+// reports false when pid is no longer the instance's process.
+func (in *Instance) crash(pid int) bool {
+	in.mu.Lock()
+	if in.cmd == nil || in.pid != pid {
+		in.mu.Unlock()
+		return false
+	}
+	in.crashes++
+	in.h.recordSignal(Signal{Instance: in.name, PID: pid, Signal: syscall.SIGKILL, At: in.h.now()})
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	in.mu.Unlock()
+	in.h.log.Warn("chaos: crash: the instance dies with its host (kill -9; nothing it holds is settled)", "instance", in.name, "pid", pid)
+	return true
+}
+
+// crashCount is how many times the instance crashed (crash).
+func (in *Instance) crashCount() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.crashes
 }
 
 // Restart stops the handler (SIGTERM, then SIGKILL after a grace period) and starts a new one

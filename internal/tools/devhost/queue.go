@@ -22,8 +22,8 @@ import (
 // Queue listener constants, from the Storage Queues extension 5.x (see docs/design.md, Host
 // protocol).
 const (
-	// MessageLease is the visibility timeout of a message being processed; it is renewed at
-	// half of it while the invocation runs.
+	// MessageLease is the visibility timeout of a message being processed (the default of
+	// Options.MessageLease); it is renewed at half of it while the invocation runs.
 	MessageLease = 10 * time.Minute
 	// minPollingInterval is the first backoff after an empty poll.
 	minPollingInterval = 100 * time.Millisecond
@@ -56,6 +56,10 @@ type queueTrigger struct {
 
 	// sb is set in the Service Bus delivery mode (servicebus.go).
 	sb *sbDelivery
+
+	// faults are the delivery faults armed on the queue (faults.go), oldest first.
+	fmu    sync.Mutex
+	faults []*Armed
 }
 
 // queueNameOf resolves a queue-triggered function's queueName (lower case, as queue names are).
@@ -151,7 +155,7 @@ func (t *queueTrigger) listen(ctx context.Context, in *Instance) {
 		}
 		resp, err := t.q.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{
 			NumberOfMessages:  to.Ptr(int32(t.opts.BatchSize)),
-			VisibilityTimeout: to.Ptr(int32(MessageLease / time.Second)),
+			VisibilityTimeout: to.Ptr(int32(h.opts.MessageLease / time.Second)),
 		})
 		if err != nil && ctx.Err() != nil {
 			return
@@ -207,7 +211,7 @@ func (t *queueTrigger) listenShared(ctx context.Context) {
 		}
 		resp, err := t.q.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{
 			NumberOfMessages:  to.Ptr(int32(t.opts.BatchSize)),
-			VisibilityTimeout: to.Ptr(int32(MessageLease / time.Second)),
+			VisibilityTimeout: to.Ptr(int32(h.opts.MessageLease / time.Second)),
 		})
 		if err != nil && ctx.Err() != nil {
 			return
@@ -296,10 +300,40 @@ func (t *queueTrigger) process(ctx context.Context, in *Instance, m *azqueue.Deq
 		qm.NextVisibleTime = *m.TimeNextVisible
 	}
 
+	crashes := in.crashCount()
+	var crash *crasher
+	if a := t.takeFault(body, in); a != nil {
+		s := Strike{Message: id, Body: body, Count: count}
+		switch a.f.Kind {
+		case FaultLost:
+			t.retry(ctx, log, "drop (delivery fault)", func(c context.Context) error {
+				_, err := t.q.DeleteMessage(c, id, receipt, nil)
+				return err
+			})
+			s.Note = "the queue accepted the message and never delivers it"
+			t.strike(a, s)
+			return
+		case FaultAnswerLost:
+			s.Again = qm.NextVisibleTime
+			s.Note = "the dequeue took effect and its answer was lost: invisible for the message lease, then delivered again"
+			t.strike(a, s)
+			return
+		case FaultCrash:
+			s.Again = qm.NextVisibleTime
+			crash = t.startCrash(a, in, s)
+		}
+	}
+
 	// Keep the message invisible while the function runs: renew at half the lease.
-	stopRenew := t.renew(ctx, log, id, receipt, text, MessageLease, 0, nil)
+	stopRenew := t.renew(ctx, log, id, receipt, text, h.opts.MessageLease, 0, nil)
 	_, err := in.invoke(ctx, t.fn.Name, queueRequest(t.fn.Name, t.binding, qm, h.now()), id)
 	receipt = stopRenew()
+	if crash != nil && crash.end() || in.crashCount() != crashes {
+		// A dead host settles nothing: the message comes back when its lease lapses.
+		log.Warn("the instance crashed while it held the message: left invisible until its message lease lapses",
+			"messageLease", h.opts.MessageLease.String())
+		return
+	}
 
 	switch {
 	case errors.Is(err, ErrNotReady):

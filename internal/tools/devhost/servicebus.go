@@ -303,6 +303,18 @@ func (d *sbDelivery) process(ctx context.Context, in *Instance, m *azqueue.Deque
 		return
 	}
 
+	crashes := in.crashCount()
+	fault := t.takeFault(f.Body, in)
+	if fault != nil && fault.f.Kind == FaultLost {
+		t.retry(ctx, log, "drop (delivery fault)", func(c context.Context) error {
+			_, err := t.q.DeleteMessage(c, id, receipt, nil)
+			return err
+		})
+		t.strike(fault, Strike{Message: id, MessageID: f.MessageID, Body: f.Body, Count: f.DeliveryCount,
+			Note: "the queue accepted the message and never delivers it"})
+		return
+	}
+
 	// Receive: take the lock and count the delivery in one update.
 	f.DeliveryCount++
 	lockSecs := int32(d.lock / time.Second)
@@ -310,17 +322,36 @@ func (d *sbDelivery) process(ctx context.Context, in *Instance, m *azqueue.Deque
 	r, err := t.q.UpdateMessage(ctx, id, receipt, ftext, &azqueue.UpdateMessageOptions{VisibilityTimeout: to.Ptr(lockSecs)})
 	if err != nil || r.PopReceipt == nil {
 		log.Warn("could not lock the message; it is delivered again later", "err", errOr(err, "no pop receipt"))
+		if fault != nil {
+			t.untake(fault)
+		}
 		return
 	}
 	receipt = *r.PopReceipt
 	lockedAt := time.Now()
 	log = log.With("deliveryCount", f.DeliveryCount)
+	var crash *crasher
+	if fault != nil {
+		s := Strike{Message: id, MessageID: f.MessageID, Body: f.Body, Count: f.DeliveryCount, Again: lockedAt.Add(d.lock)}
+		if fault.f.Kind == FaultAnswerLost {
+			// The receive took the lock and counted the delivery; the receiver never heard.
+			s.Note = "the receive took effect and its answer was lost: locked until the lock lapses, then delivered again"
+			t.strike(fault, s)
+			return
+		}
+		crash = t.startCrash(fault, in, s)
+	}
 	// A paused instance models a frozen VM, whose host renews nothing: its locks lapse.
 	paused := func() bool { st, _ := in.State(); return st == StatePaused }
 	stop := t.renew(ctx, log, id, receipt, ftext, d.lock, max(d.renewFor, time.Nanosecond), paused) // 0: no renewal
 	req := serviceBusRequest(t.fn.Name, t.binding, f, m, uuid.NewString(), h.now())
 	_, err = in.invoke(ctx, t.fn.Name, req, id)
 	receipt = stop()
+	if crash != nil && crash.end() || in.crashCount() != crashes {
+		// A dead host settles and renews nothing: the lock lapses and the message comes back.
+		log.Warn("the instance crashed while it held the message: delivered again when its lock lapses", "lockDuration", d.lock.String())
+		return
+	}
 	if held := time.Since(lockedAt); held > d.renewFor+d.lock {
 		log.Warn("invocation outlived maxAutoLockRenewalDuration: its lock lapsed and the message may have been delivered again", "held", held.Round(time.Millisecond).String())
 	}

@@ -68,6 +68,12 @@ type Figures struct {
 	// first acquisition's record (see reissuedAfterRestart: an emulator artifact, reported but
 	// not a violation).
 	EpochsLostToRestart int
+	// StartsChecked, TakeoversChecked and RoundsChecked count what supervision's bounds
+	// (supervise.go) held for: runs whose first planner came in time (a), planners that stopped
+	// with planning left and were replaced in time (b), re-enqueue rounds in time (c).
+	// HeartbeatDriven counts the runs a heartbeat drove itself because they had not moved.
+	StartsChecked, TakeoversChecked, RoundsChecked int
+	HeartbeatDriven                                int
 }
 
 // ScheduleFigures are one schedule's figures.
@@ -143,6 +149,12 @@ func Check(h History) Result {
 	c.creations()
 	for _, id := range sortedIDs(h.Runs) {
 		c.run(id, h.Runs[id])
+		c.supervised(id, h.Runs[id])
+	}
+	for _, l := range h.Lines {
+		if l.Msg == "supervision: the run has not moved by its bound; the heartbeat drives it" {
+			c.fig.HeartbeatDriven++
+		}
 	}
 	c.leadership()
 	sort.SliceStable(c.v, func(i, j int) bool { return c.v[i].Kind < c.v[j].Kind })
@@ -168,6 +180,8 @@ type checker struct {
 	// stalls are the heartbeats storage failed (StorageStalls): faults the driver did not
 	// inject, which explain a late decision as an injected one does.
 	stalls []Fault
+	// passes are the heartbeat passes (the scheduler lease's leaderships), by acquisition.
+	passes []Tenure
 }
 
 func (c *checker) add(kind, subject, format string, args ...any) {
@@ -838,16 +852,17 @@ func (c *checker) killed(instance string, pid int) bool {
 // killedAt is when the driver killed (kill -9) or stopped (SIGTERM) this process, if it did.
 func (c *checker) killedAt(instance string, pid int) (time.Time, bool) {
 	for _, f := range c.h.Faults {
-		if f.Instance == instance && f.PID == pid && (f.Kind == FaultKillLeader || f.Kind == FaultKillOther || f.Kind == FaultTerm) {
+		if f.Instance == instance && f.PID == pid && (f.Kind == FaultKillLeader || f.Kind == FaultKillOther || f.Kind == FaultTerm ||
+			f.Kind == FaultCheckCrash) {
 			return f.At, true
 		}
 	}
 	return time.Time{}, false
 }
 
-// bound: final by the documented bound (DocumentedBound) + slack. A run still queued at the end
-// waits for the run before it: its bound is that run's, plus a heartbeat to start it, plus its
-// own run.
+// bound: (d) final by the documented bound (DocumentedBound) plus one heartbeat (the heartbeat
+// that drives a run whose checks were lost) + slack. A run still queued at the end waits for
+// the run before it: its bound is that run's, plus a heartbeat to start it, plus its own run.
 func (c *checker) bound(id string, m ledger.Manifest) {
 	if m.Deadline.IsZero() {
 		if !m.State.Final() {
@@ -855,7 +870,7 @@ func (c *checker) bound(id string, m ledger.Manifest) {
 		}
 		return
 	}
-	bound := DocumentedBound(m, c.h.LeaseDuration)
+	bound := DocumentedBound(m, c.h.LeaseDuration).Add(c.h.Heartbeat)
 	limit := bound.Add(c.slack)
 	switch {
 	case m.State == ledger.StateQueued:
@@ -864,11 +879,11 @@ func (c *checker) bound(id string, m ledger.Manifest) {
 				fmtTime(ahead.Finished))
 		}
 	case !m.State.Final():
-		c.add(VNotFinal, id, "still %s at %s; deadline %s, bound %s (+%s slack)", m.State, c.h.End.UTC().Format(time.TimeOnly),
-			m.Deadline.UTC().Format(time.TimeOnly), bound.UTC().Format(time.TimeOnly), c.slack)
+		c.add(VNotFinal, id, "still %s at %s; deadline %s, hard deadline %s, bound %s (FinalBound and a heartbeat; +%s slack)", m.State,
+			fmtTime(c.h.End), fmtTime(m.Deadline), fmtTime(m.Expires), fmtTime(bound), c.slack)
 	case !m.Finished.IsZero() && m.Finished.After(limit):
-		c.add(VNotFinal, id, "%s at %s, %s after its bound %s (+%s slack)", m.State, m.Finished.UTC().Format(time.TimeOnly),
-			m.Finished.Sub(limit).Round(time.Millisecond), bound.UTC().Format(time.TimeOnly), c.slack)
+		c.add(VNotFinal, id, "%s at %s, %s after its bound %s (FinalBound and a heartbeat; +%s slack; hard deadline %s)", m.State,
+			fmtTime(m.Finished), m.Finished.Sub(limit).Round(time.Millisecond), fmtTime(bound), c.slack, fmtTime(m.Expires))
 	}
 }
 

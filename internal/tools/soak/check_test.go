@@ -33,8 +33,8 @@ type history struct {
 
 func newHistory(t *testing.T) *history {
 	t.Helper()
-	b := &history{t: t, h: History{Heartbeat: time.Second, LeaseDuration: testLease, Started: at(-1),
-		First: map[string]time.Time{}, Runs: map[string]Run{}, End: at(60), WindowEnd: at(15)}}
+	b := &history{t: t, h: History{Heartbeat: time.Second, LeaseDuration: testLease, RunTimeout: time.Minute, CheckRounds: 3,
+		Started: at(-1), First: map[string]time.Time{}, Runs: map[string]Run{}, End: at(60), WindowEnd: at(15)}}
 	b.schedule("fast", "*/5 * * * * *", config.OverlapSkip)
 	b.schedule("many", "*/10 * * * * *", config.OverlapAllow)
 	b.schedule("held", "*/5 * * * * *", config.OverlapBufferOne)
@@ -75,7 +75,7 @@ func (b *history) run(id string, trig ledger.Trigger, occ time.Time, created, fi
 	m := ledger.Manifest{RunID: id, Trigger: trig, Schedule: name.Schedule, Occurrence: occ, Epoch: 1, Job: "synthetic",
 		Params: json.RawMessage(fmt.Sprintf(`{"partitions":%d}`, n)), State: state, Partitions: n, PlanDone: true,
 		Lease: ledger.RunLeaseName(id), Segments: []ledger.Segment{{Epoch: 1, From: 0}},
-		Created: at(created), Deadline: at(created + 60), Expires: at(created + 60), Finished: at(finished),
+		Created: at(created), Enqueued: at(created + 0.2), Deadline: at(created + 60), Expires: at(created + 60), Finished: at(finished),
 		Succeeded: n - len(failed), Failed: len(failed)}
 	if state == ledger.StatePartial {
 		m.Reason = "some failed"
@@ -329,7 +329,7 @@ func TestCheck_DetectsEachViolation(t *testing.T) {
 		}},
 		{"a run finished long after its bound", VNotFinal, func(h *History) {
 			editRun(h, fast15, func(r *Run) {
-				r.Manifest.Finished = DocumentedBound(r.Manifest, testLease).Add(DefaultSlack + time.Second)
+				r.Manifest.Finished = DocumentedBound(r.Manifest, testLease).Add(time.Second + DefaultSlack + time.Second)
 			})
 		}},
 		{"a queued run still waiting long after the run before it ended", VNotFinal, func(h *History) {

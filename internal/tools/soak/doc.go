@@ -27,13 +27,23 @@
 //   - per lease (the scheduler's and every run's), leaderships never overlap and epochs
 //     strictly increase, from the handlers' own log lines, from samples of the scheduler lease
 //     blob and from each run's lease blob read at the end;
+//   - supervision's bounds (supervise.go), which hold as long as heartbeats fire and storage
+//     answers, whatever control messages are lost: a run no planner took a check delay after its
+//     start (its turn, for a queued run) is planned by the next heartbeat; a planner that died,
+//     or whose slice's follow-up check was lost, is replaced within its lease, the check margin
+//     and the next heartbeat; a planned run still missing partitions when a re-enqueue round
+//     comes due is re-enqueued by the next heartbeat, round after round;
 //   - every run is final within its documented bound (coordinator FinalBound: the hard
-//     deadline plus one check delay), plus a slack for the checker.
+//     deadline plus one check delay and one lease) plus one heartbeat, plus a slack for the
+//     checker.
 //
 // The checker reads plain data (History): the ledger as read from the runs container
 // (ReadLedger), the handler log lines the host kept, the heartbeats the host fired, the
 // schedules as the app declared them, and the manual calls, pauses and faults the driver
-// made. It never trusts a claim the system makes about itself without the evidence in storage.
+// made, delivery faults included (a control message lost, a receive whose answer was lost, an
+// instance crashed while it handled a check, every control message of one run lost, a partition
+// message lost). It never trusts a claim the system makes about itself without the evidence in
+// storage.
 // What it cannot see: a partition processed twice whose second result was refused (that is the
 // create-once rule working, not a violation), and log lines a killed process never wrote (an
 // aggregation line missing because its writer was killed is therefore tolerated when the

@@ -24,6 +24,10 @@ type History struct {
 	// DefaultSlack).
 	LeaseDuration time.Duration
 	Slack         time.Duration
+	// RunTimeout and CheckRounds are BATON_RUN_TIMEOUT and BATON_CHECK_ROUNDS: when a planned
+	// run's re-enqueue rounds come due (zero RunTimeout: the rounds are not checked).
+	RunTimeout  time.Duration
+	CheckRounds int
 	// Started is when the host was started: no schedule existed before, so no occurrence before
 	// it may have a record.
 	Started time.Time
@@ -64,6 +68,8 @@ type Schedule struct {
 	Overlap config.Overlap
 	// CatchUp is how late an occurrence may still start; a later one is recorded missed.
 	CatchUp time.Duration
+	// Jitter is the longest delay of a run's start after its occurrence.
+	Jitter time.Duration
 }
 
 // UTC is an NCRONTAB expression evaluated in UTC, as a coordinator.Cron.
@@ -135,8 +141,31 @@ const (
 	FaultPoison     = "poison"          // a manual run with a partition that always fails
 )
 
-// FaultKinds lists every fault kind the driver injects.
-var FaultKinds = []string{FaultKillLeader, FaultKillOther, FaultPause, FaultTerm, FaultAzurite, FaultPoison}
+// Delivery fault kinds: the local host's delivery faults (devhost.FaultKind) on the control
+// queue, and on the work queue for lost partitions.
+const (
+	// FaultControlLost: a control message (a check) accepted by the queue and never delivered.
+	FaultControlLost = "control-lost"
+	// FaultAnswerLost: a receive of a control message that took effect while its answer was
+	// lost: the message is back only after the host's message lease (Storage queue, 10 minutes)
+	// or the lock (Service Bus), its delivery spent.
+	FaultAnswerLost = "control-answer-lost"
+	// FaultCheckCrash: the instance handling a check crashes (handler killed, nothing it held
+	// settled): the check, and whatever else it held, is back only when its lease or lock lapses.
+	FaultCheckCrash = "check-crash"
+	// FaultBlackout: every control message of one run is lost, from its start check on (start,
+	// slices, lease probes, handover and deadline checks): only the heartbeat moves the run.
+	FaultBlackout = "control-blackout"
+	// FaultWorkLost: a partition message accepted by the work queue and never delivered.
+	FaultWorkLost = "work-lost"
+)
+
+// FaultKinds lists the process, storage and poison fault kinds the driver injects, one at a
+// time; DeliveryFaultKinds the delivery faults, injected beside them.
+var (
+	FaultKinds         = []string{FaultKillLeader, FaultKillOther, FaultPause, FaultTerm, FaultAzurite, FaultPoison}
+	DeliveryFaultKinds = []string{FaultControlLost, FaultAnswerLost, FaultCheckCrash, FaultBlackout, FaultWorkLost}
+)
 
 // FaultStall is a fault seen, not injected: a heartbeat that failed because storage did not
 // answer in time (see StorageStalls). Storage that other tests share, or a loaded machine,
@@ -173,6 +202,8 @@ type Fault struct {
 	PID      int
 	// Until is when a pause or an outage ended.
 	Until time.Time
+	// Run is the run whose message a delivery fault hit.
+	Run string
 	// Note says what happened (e.g. "no leader seen; hit instance-3").
 	Note string
 }
@@ -180,15 +211,15 @@ type Fault struct {
 // Effect is the span in which f may hold up the scheduler: a killed or stopped process may have
 // held the scheduler lease (it lapses a lease duration after its last renewal), a SIGSTOPped
 // one until then or its SIGCONT, storage until it is back and the leases it lost or kept have
-// lapsed. Each ends one heartbeat later, when the next heartbeat decides. A poison run holds
-// up nothing.
+// lapsed. Each ends one heartbeat later, when the next heartbeat decides. A poison run and a
+// lost or delayed message hold up nothing (a crash is a kill).
 func (f Fault) Effect(lease, heartbeat time.Duration) (from, to time.Time) {
 	until := f.Until
 	if until.Before(f.At) {
 		until = f.At
 	}
 	switch f.Kind {
-	case FaultPoison:
+	case FaultPoison, FaultControlLost, FaultAnswerLost, FaultBlackout, FaultWorkLost:
 		return f.At, f.At
 	case FaultPause:
 		end := f.At.Add(lease)

@@ -29,7 +29,8 @@ type Step struct {
 	// Hold is how long a pause or an Azurite outage lasts.
 	Hold time.Duration
 	// Wait is how long a leader fault waits for a leader to strike (a "leadership acquired"
-	// or "run created" line, per On) before it falls back to the last known holder.
+	// or "run created" line, per On) before it falls back to the last known holder, and how
+	// long a delivery fault waits for its message before it is disarmed.
 	Wait time.Duration
 	On   string
 	// Key and Body are a manual start's Idempotency-Key ("" for none) and body ("" runs the
@@ -38,7 +39,21 @@ type Step struct {
 	Body string
 	// Schedule is the schedule a pause or a resume is for.
 	Schedule string
+	// Target is the control message a delivery fault waits for (TargetStart or TargetAny);
+	// CrashAfter how long into its check's invocation a check-crash crashes the instance.
+	Target     string
+	CrashAfter time.Duration
 }
+
+// Delivery fault targets: the message a delivery fault on the control queue hits.
+const (
+	// TargetStart is the check that starts a run: the first of its chain (epoch 0, round 1),
+	// which takes the run's lease and plans it.
+	TargetStart = "start"
+	// TargetAny is the next control message: a start, a planning slice's follow-up, a lease
+	// probe, a handover or a deadline check.
+	TargetAny = "any"
+)
 
 func (s Step) String() string {
 	out := fmt.Sprintf("+%s %s", s.At.Round(time.Millisecond), s.Kind)
@@ -49,6 +64,10 @@ func (s Step) String() string {
 		out += fmt.Sprintf(" hold=%s", s.Hold.Round(time.Millisecond))
 	case StepPause, StepResume:
 		out += " " + s.Schedule
+	case FaultControlLost, FaultAnswerLost, FaultBlackout:
+		out += " target=" + s.Target
+	case FaultCheckCrash:
+		out += fmt.Sprintf(" target=%s after=%s", s.Target, s.CrashAfter.Round(time.Millisecond))
 	}
 	if s.On != "" {
 		out += " on=" + s.On
@@ -78,11 +97,17 @@ const (
 	OnPlanning = "planning the run"
 )
 
-// NewPlan returns the seed's steps, in time order. Faults never overlap: each starts after the
-// previous one ended (its Hold) and a gap of 2–6 s. Fault kinds are drawn from a shuffled bag
-// of every kind, refilled when empty, so any six consecutive faults cover every kind. Manual
-// starts come every 3–8 s throughout: a third without a key, the rest with one of three keys
-// (so keys repeat), each key always with the same body. With Pausable, its pauses and resumes.
+// NewPlan returns the seed's steps, in time order. Faults (FaultKinds) never overlap: each
+// starts after the previous one ended (its Hold) and a gap of 2–6 s. Fault kinds are drawn from
+// a shuffled bag of every kind, refilled when empty, so any six consecutive faults cover every
+// kind. Delivery faults (DeliveryFaultKinds) come beside them, every 3–8 s, from a bag of their
+// own (any five consecutive cover every kind) and a random source of their own, so a seed's
+// other steps are what they were before delivery faults existed: a lost control message, a lost
+// answer or a crash aimed at a run's start check two times in three (else at the next control
+// message), a crash 0–1.5 s into its check, a blackout of the run whose start check comes next,
+// a lost partition message. Manual starts come every 3–8 s throughout: a third without a key,
+// the rest with one of three keys (so keys repeat), each key always with the same body. With
+// Pausable, its pauses and resumes.
 func NewPlan(o PlanOptions) []Step {
 	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x50a4))
 	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
@@ -138,6 +163,37 @@ func NewPlan(o PlanOptions) []Step {
 			at += dur(10*time.Second, 30*time.Second)
 		}
 	}
+	steps = append(steps, deliveryFaults(o)...)
 	slices.SortStableFunc(steps, func(a, b Step) int { return cmp.Compare(a.At, b.At) })
+	return steps
+}
+
+// deliveryFaults are the plan's delivery faults (see NewPlan).
+func deliveryFaults(o PlanOptions) []Step {
+	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0xde11))
+	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	var steps []Step
+	var bag []string
+	for at := dur(2*time.Second, 5*time.Second); at < o.Span; at += dur(3*time.Second, 8*time.Second) {
+		if len(bag) == 0 {
+			bag = append([]string(nil), DeliveryFaultKinds...)
+			rng.Shuffle(len(bag), func(i, j int) { bag[i], bag[j] = bag[j], bag[i] })
+		}
+		s := Step{At: at, Kind: bag[0], Wait: 10 * time.Second}
+		bag = bag[1:]
+		switch s.Kind {
+		case FaultControlLost, FaultAnswerLost, FaultCheckCrash:
+			s.Target = TargetStart
+			if rng.IntN(3) == 0 {
+				s.Target = TargetAny
+			}
+			if s.Kind == FaultCheckCrash {
+				s.CrashAfter = dur(0, 1500*time.Millisecond)
+			}
+		case FaultBlackout:
+			s.Target = TargetStart
+		}
+		steps = append(steps, s)
+	}
 	return steps
 }

@@ -21,14 +21,15 @@ func TestNewPlan_SeedDecidesEverything(t *testing.T) {
 }
 
 // TestNewPlan_Shape: steps in time order inside the span; faults never overlap and any six
-// consecutive faults cover every kind; pauses outlast the lease; keys repeat with one body
+// consecutive faults cover every kind; any five consecutive delivery faults cover every kind of
+// theirs, each with its target; pauses outlast the lease; keys repeat with one body
 // each; poison steps carry a key and a failAlways rule; the pausable schedule is paused and
 // resumed in turn, each pause 8-20 s.
 func TestNewPlan_Shape(t *testing.T) {
 	const lease = 15 * time.Second
 	for seed := int64(1); seed <= 20; seed++ {
 		steps := NewPlan(PlanOptions{Seed: seed, Span: 5 * time.Minute, Lease: lease, Pausable: "p"})
-		var faults []Step
+		var faults, delivery []Step
 		var pauses []Step
 		keyBody := map[string]string{}
 		keyUses := map[string]int{}
@@ -53,6 +54,13 @@ func TestNewPlan_Shape(t *testing.T) {
 					t.Errorf("seed %d: %v is not for the pausable schedule", seed, s)
 				}
 				pauses = append(pauses, s)
+			case FaultControlLost, FaultAnswerLost, FaultCheckCrash, FaultBlackout, FaultWorkLost:
+				delivery = append(delivery, s)
+				if s.Wait <= 0 || s.Kind != FaultWorkLost && s.Target != TargetStart && s.Target != TargetAny ||
+					s.Kind == FaultBlackout && s.Target != TargetStart || s.CrashAfter < 0 || s.CrashAfter > 1500*time.Millisecond ||
+					s.Kind != FaultCheckCrash && s.CrashAfter != 0 {
+					t.Errorf("seed %d: delivery fault %v", seed, s)
+				}
 			default:
 				faults = append(faults, s)
 			}
@@ -85,6 +93,19 @@ func TestNewPlan_Shape(t *testing.T) {
 			}
 			if len(kinds) != len(FaultKinds) {
 				t.Errorf("seed %d: faults %d..%d cover %d kinds, want all %d", seed, i, i+5, len(kinds), len(FaultKinds))
+			}
+		}
+		n := len(DeliveryFaultKinds)
+		if len(delivery) < 3*n {
+			t.Errorf("seed %d: %d delivery faults in 5 minutes, want at least %d", seed, len(delivery), 3*n)
+		}
+		for i := 0; i+n <= len(delivery); i += n {
+			kinds := map[string]bool{}
+			for _, f := range delivery[i : i+n] {
+				kinds[f.Kind] = true
+			}
+			if len(kinds) != n {
+				t.Errorf("seed %d: delivery faults %d..%d cover %d kinds, want all %d", seed, i, i+n-1, len(kinds), n)
 			}
 		}
 		repeated := false
