@@ -7,21 +7,21 @@ import (
 
 const sample = `## Machine
 
-go test -run '^$' -bench 'Election' -benchtime 1x -count=1 ./bench/
+go test -run '^$' -bench 'Election' -benchtime 1x -count=1 ./internal/bench/
 goos: linux
-pkg: github.com/batonfn/baton/bench
+pkg: github.com/batonfn/baton/internal/bench
 BenchmarkElection/contenders=2-2         	       1	11896337879 ns/op	         4.000 calls/contender	  22160202 loser-p50-ns
 --- BENCH: BenchmarkElection/contenders=2-2
     election_test.go:1: a log line
 PASS
-ok  	github.com/batonfn/baton/bench	42.192s
+ok  	github.com/batonfn/baton/internal/bench	42.192s
 exit status 0
-go test -run '^$' -bench 'FanOut' -benchtime 1x -count=1 ./bench/
-pkg: github.com/batonfn/baton/bench
+go test -run '^$' -bench 'FanOut' -benchtime 1x -count=1 ./internal/bench/
+pkg: github.com/batonfn/baton/internal/bench
 BenchmarkFanOut/partitions=1000-2 	       1	3084147218 ns/op	       646.2 partitions/s	   0.03100 leader-blob-calls/partition
 --- FAIL: BenchmarkFanOut/partitions=10000
 exit status 1
-FAIL	github.com/batonfn/baton/bench	3.2s
+FAIL	github.com/batonfn/baton/internal/bench	3.2s
 exit status 1
 `
 
@@ -53,7 +53,7 @@ func TestMarkdown(t *testing.T) {
 	}
 	md := rep.markdown()
 	for _, want := range []string{
-		"`go test -run '^$' -bench 'Election' -benchtime 1x -count=1 ./bench/`",
+		"`go test -run '^$' -bench 'Election' -benchtime 1x -count=1 ./internal/bench/`",
 		"| Election/contenders=2 | 1 | 11.9 s | calls/contender 4<br>loser-p50 22.16 ms |",
 		"| FanOut/partitions=1000 | 1 | 3.084 s | partitions/s 646.2<br>leader-blob-calls/partition 0.031 |",
 		"FAILED:\n- go test -run '^$' -bench 'FanOut'",
