@@ -99,19 +99,11 @@ type Skip struct{ Path, Reason string }
 // as the writer.
 func Sync(dir, version string, opt SyncOptions) (SyncReport, error) {
 	var rep SyncReport
-	root, err := os.OpenRoot(dir)
+	root, m, files, err := openApp(dir, "sync")
 	if err != nil {
-		return rep, fmt.Errorf("sync: %w", err)
+		return rep, err
 	}
 	defer root.Close()
-	m, err := loadManifest(root, dir)
-	if err != nil {
-		return rep, err
-	}
-	files, err := Render(m.App)
-	if err != nil {
-		return rep, err
-	}
 	var errs []error
 	want := map[string]bool{}
 	for _, f := range files {
@@ -215,19 +207,11 @@ func Check(dir string) ([]Drift, error) {
 // named in the error, never read.
 func Inspect(dir string) (CheckReport, error) {
 	var rep CheckReport
-	root, err := os.OpenRoot(dir)
+	root, m, files, err := openApp(dir, "check")
 	if err != nil {
-		return rep, fmt.Errorf("check: %w", err)
+		return rep, err
 	}
 	defer root.Close()
-	m, err := loadManifest(root, dir)
-	if err != nil {
-		return rep, err
-	}
-	files, err := Render(m.App)
-	if err != nil {
-		return rep, err
-	}
 	var errs []error
 	want := map[string]bool{}
 	for _, f := range files {
@@ -270,6 +254,24 @@ func ReadManifest(dir string) (Manifest, error) {
 	}
 	defer root.Close()
 	return loadManifest(root, dir)
+}
+
+// openApp opens the app in dir as an os.Root (the caller closes it), reads its manifest and
+// renders what this version of Baton generates for it; verb names the command in errors.
+func openApp(dir, verb string) (*os.Root, Manifest, []File, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, Manifest{}, nil, fmt.Errorf("%s: %w", verb, err)
+	}
+	m, err := loadManifest(root, dir)
+	if err == nil {
+		var files []File
+		if files, err = Render(m.App); err == nil {
+			return root, m, files, nil
+		}
+	}
+	root.Close()
+	return nil, Manifest{}, nil, err
 }
 
 func loadManifest(root *os.Root, dir string) (Manifest, error) {
