@@ -348,8 +348,9 @@ func (c *checker) readBack(name string, w *work.Worker, store *ledgertest.Fake, 
 		return Report{}, nil, false
 	}
 	results := make([]baton.Result, len(c.parts))
+	rd := ledger.NewReader(store, run)
 	for i := range results {
-		r, err := store.ReadResult(c.ctx, run, i)
+		r, err := rd.Read(c.ctx, i)
 		if err != nil {
 			c.errorf(name, "partition %d: no result: %v", i, err)
 			return Report{}, nil, false

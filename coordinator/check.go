@@ -187,8 +187,8 @@ func (c *Coordinator) resumeAsLeader(ctx context.Context, m ledger.Manifest, con
 // missing lists the partition indexes that have no result yet.
 func (c *Coordinator) missing(ctx context.Context, m ledger.Manifest) ([]int, error) {
 	have := make([]bool, m.Partitions)
-	err := c.cfg.Store.ListResults(ctx, m.RunID, func(i int) error {
-		if i >= 0 && i < len(have) {
+	err := c.cfg.Store.ListResults(ctx, m.RunID, func(r ledger.ResultRef) error {
+		if i := r.Index; i >= 0 && i < len(have) {
 			have[i] = true
 		}
 		return nil
@@ -252,28 +252,67 @@ func (c *Coordinator) sendMissing(ctx context.Context, m ledger.Manifest, missin
 	return nil
 }
 
-// recordTimeouts records a failed result for every missing partition, so the run can finish.
-// The error says why: no result by the deadline after the rounds spent, and, when its message
-// is among the work queue's dead letters, that it dead-lettered and the broker's reason.
+// recordTimeouts records a failed result for every missing partition, so the run can finish:
+// in its span's block when the span has none yet (one write per span), else on its own. The
+// error says why: no result by the deadline after the rounds spent, and, when its message is
+// among the work queue's dead letters, that it dead-lettered and the broker's reason.
 func (c *Coordinator) recordTimeouts(ctx context.Context, m ledger.Manifest, missing []int) error {
 	now := c.cfg.Now().UTC()
 	dead := c.deadLettered(ctx, m.RunID)
+	spans := map[ledger.Span][]ledger.Result{}
+	var order []ledger.Span
+	batches := map[int]ledger.PlanBatch{}
 	for _, i := range missing {
+		b, ok := batches[m.BatchOf(i)]
+		if !ok {
+			var err error
+			if b, err = c.cfg.Store.ReadPlanBatch(ctx, m.RunID, m.BatchOf(i)); err != nil && !errors.Is(err, ledger.ErrNotFound) {
+				return err
+			}
+			batches[m.BatchOf(i)] = b // a batch never stored: its partitions record their own
+		}
 		reason := fmt.Sprintf("timed out: no result by the deadline after %d re-enqueue rounds", m.CheckRound)
 		if dl, ok := dead[i]; ok {
 			reason += "; its message was dead-lettered" + deadLetterReason(dl)
 		}
-		r := ledger.Result{Run: m.RunID, Index: i, Epoch: m.Epoch, OK: false, TimedOut: true, Error: reason,
-			Worker: c.cfg.Identity, Started: now, Finished: now}
-		if err := c.cfg.Store.PutResult(ctx, r); err != nil && !errors.Is(err, ledger.ErrExists) {
-			return err
-		} else if err == nil {
-			if _, err := c.cfg.Store.AppendDone(ctx, m.RunID, m.DoneLayout, m.Epoch, i); err != nil {
+		sp := ledger.SpanOf(i, b.Bundle)
+		if _, ok := spans[sp]; !ok {
+			order = append(order, sp)
+		}
+		spans[sp] = append(spans[sp], ledger.Result{Run: m.RunID, Index: i, Epoch: m.Epoch, OK: false, TimedOut: true,
+			Error: reason, Worker: c.cfg.Identity, Started: now, Finished: now})
+	}
+	for _, sp := range order {
+		recs, _ := ledger.Record(ctx, c.cfg.Store, m.RunID, sp, spans[sp], nil)
+		var idx []int
+		for _, r := range recs {
+			if r.Err != nil {
+				return r.Err
+			}
+			idx = append(idx, r.Result.Index)
+		}
+		// A done record for each: one recorded by a worker meanwhile may get a second, which
+		// the count tolerates (redeliveries do the same).
+		for _, group := range doneGroups(m.DoneLayout, idx) {
+			if _, err := c.cfg.Store.AppendDone(ctx, m.RunID, m.DoneLayout, m.Epoch, group...); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// doneGroups splits sorted indexes into runs of one done shard each (one append each).
+func doneGroups(lay ledger.DoneLayout, idx []int) [][]int {
+	var out [][]int
+	for _, i := range idx {
+		if n := len(out); n > 0 && lay.Shard(out[n-1][0]) == lay.Shard(i) {
+			out[n-1] = append(out[n-1], i)
+			continue
+		}
+		out = append(out, []int{i})
+	}
+	return out
 }
 
 // maxDeadLetterPeek bounds the dead letters read to explain a run's timed-out partitions.

@@ -287,6 +287,9 @@ func (c *Coordinator) planBatch(ctx context.Context, job work.Job, m *ledger.Man
 	default:
 		b.Last = true
 	}
+	if k := work.BundleSize(c.cfg.Jobs.MaxBundle(m.Job), len(b.Partitions)); k > 1 {
+		b.Bundle = k // the batch's spans: fixed with the batch, whoever sends it later
+	}
 	if err := c.cfg.Store.PutPlanBatch(ctx, m.RunID, b); errors.Is(err, ledger.ErrExists) {
 		return c.cfg.Store.ReadPlanBatch(ctx, m.RunID, idx)
 	} else if err != nil {
@@ -309,11 +312,15 @@ func (c *Coordinator) send(ctx context.Context, m ledger.Manifest, b ledger.Plan
 		parts = b.First + len(b.Partitions)
 	}
 	size := 1
-	if len(only) == 0 {
+	switch {
+	case len(only) > 0:
+	case b.Bundle > 0:
+		size = b.Bundle
+	default: // a batch planned before blocks: its bundles as then, each result its own
 		size = work.BundleSize(c.cfg.Jobs.MaxBundle(m.Job), len(b.Partitions))
 	}
 	envs := bundles(work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: m.RunID, Epoch: epoch,
-		Parts: parts, Round: round}, b, size, only)
+		Parts: parts, Round: round, Block: b.Bundle}, b, size, only)
 	msgs := make([]transport.Message, 0, len(envs))
 	for _, env := range envs {
 		body, err := env.Encode()

@@ -91,9 +91,24 @@ func (l *countingLedger) PutResult(ctx context.Context, r ledger.Result) error {
 	return l.inner.PutResult(ctx, r)
 }
 
-func (l *countingLedger) ListResults(ctx context.Context, run string, fn func(index int) error) error {
+func (l *countingLedger) ListResults(ctx context.Context, run string, fn func(ledger.ResultRef) error) error {
 	l.add("ListResults", 1)
-	return l.inner.ListResults(ctx, run, func(i int) error { l.add("ListResults entries", 1); return fn(i) })
+	return l.inner.ListResults(ctx, run, func(r ledger.ResultRef) error { l.add("ListResults entries", 1); return fn(r) })
+}
+
+func (l *countingLedger) ReadResult(ctx context.Context, run string, i int) (ledger.Result, error) {
+	l.add("ReadResult", 1)
+	return l.inner.ReadResult(ctx, run, i)
+}
+
+func (l *countingLedger) PutBlock(ctx context.Context, b ledger.Block) error {
+	l.add("PutBlock", 1)
+	return l.inner.PutBlock(ctx, b)
+}
+
+func (l *countingLedger) ReadBlock(ctx context.Context, run string, s ledger.Span) (ledger.Block, error) {
+	l.add("ReadBlock", 1)
+	return l.inner.ReadBlock(ctx, run, s)
 }
 
 func (l *countingLedger) AppendDone(ctx context.Context, run string, layout ledger.DoneLayout, epoch int64, indexes ...int) (int64, error) {

@@ -16,7 +16,10 @@ type Ledger interface {
 	PutPlanBatch(ctx context.Context, run string, b ledger.PlanBatch) error
 	ReadPlanBatch(ctx context.Context, run string, batch int) (ledger.PlanBatch, error)
 	PutResult(ctx context.Context, r ledger.Result) error
-	ListResults(ctx context.Context, run string, fn func(index int) error) error
+	ReadResult(ctx context.Context, run string, index int) (ledger.Result, error)
+	PutBlock(ctx context.Context, b ledger.Block) error
+	ReadBlock(ctx context.Context, run string, s ledger.Span) (ledger.Block, error)
+	ListResults(ctx context.Context, run string, fn func(ledger.ResultRef) error) error
 	AppendDone(ctx context.Context, run string, layout ledger.DoneLayout, epoch int64, indexes ...int) (int64, error)
 	DoneCount(ctx context.Context, run string, shard int) (int64, error)
 	ReadSchedule(ctx context.Context, name string) (ledger.ScheduleState, error)

@@ -205,3 +205,82 @@ func TestCheck_DeadLetteredPartitionIsResentThenRecordedWithTheReason(t *testing
 		t.Errorf("partition 7 (not dead-lettered): %+v, %v; want a timed-out failure without a dead-letter reason", r, err)
 	}
 }
+
+// A batch is planned with its spans (ledger.PlanBatch.Bundle), its messages carry them, and
+// the partitions that time out are recorded under the block rule: a span without a block gets
+// one block of its timeouts; in a span whose block exists, the missing partition records its
+// own. Every partition ends with one outcome.
+func TestCheck_TimeoutsAreRecordedInTheirSpansBlocks(t *testing.T) {
+	ctx := context.Background()
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	store := &ledgertest.Faulty{Store: e.fake}
+	e.store = store
+	c := e.instanceWith("a", func(cfg *Config) { cfg.BatchSize = 64 }, countSchedule("s", 64, config.OverlapSkip))
+	e.startCursor("s")
+	e.heartbeat(c, memOccurrence)
+	e.deliverChecks(c)
+	m := e.manifest(memRun)
+	if !m.PlanDone {
+		t.Fatalf("run %+v, want planned", m)
+	}
+	b, err := e.fake.ReadPlanBatch(ctx, memRun, 0)
+	if err != nil || b.Bundle != work.BundleSize(work.DefaultMaxBundle, 64) || b.Bundle != 8 {
+		t.Fatalf("plan batch: bundle %d, %v; want 8", b.Bundle, err)
+	}
+	e.sender.mu.Lock()
+	for _, msg := range e.sender.msgs {
+		env, err := work.DecodeEnvelope(msg.Body)
+		if err == nil && env.Kind == work.KindPartition && env.Block != 8 {
+			t.Errorf("partition message %+v carries block %d, want 8", env, env.Block)
+		}
+	}
+	e.sender.mu.Unlock()
+	// Span 8+8 recorded nothing; span 16+8's block lacks 20 (its retry was lost); the rest
+	// recorded their blocks.
+	for first := 0; first < 64; first += 8 {
+		if first == 8 {
+			continue
+		}
+		var rs []ledger.Result
+		for i := first; i < first+8; i++ {
+			if i != 20 {
+				rs = append(rs, ledger.Result{Run: memRun, Index: i, Epoch: m.Epoch, OK: true})
+			}
+		}
+		if err := e.fake.PutBlock(ctx, ledger.Block{Run: memRun, Span: ledger.Span{First: first, Size: 8}, Results: rs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	envs, _ := e.sender.checksSent(t)
+	check := envs[len(envs)-1]
+	for round := 0; round <= c.cfg.CheckRounds; round++ {
+		e.clock.set(e.manifest(memRun).Deadline.Add(time.Second))
+		if err := c.Check(ctx, check, firstDelivery); err != nil {
+			t.Fatalf("check %d: %v", round, err)
+		}
+	}
+	blk, err := e.fake.ReadBlock(ctx, memRun, ledger.Span{First: 8, Size: 8})
+	if err != nil || len(blk.Results) != 8 {
+		t.Fatalf("span 8+8: %+v, %v; want a block of its 8 timeouts", blk, err)
+	}
+	for _, r := range blk.Results {
+		if r.OK || !r.TimedOut {
+			t.Errorf("partition %d: %+v, want timed out", r.Index, r)
+		}
+	}
+	if r, err := e.fake.ReadResult(ctx, memRun, 20); err != nil || !r.TimedOut {
+		t.Errorf("partition 20: %+v, %v; want a timed-out result of its own", r, err)
+	}
+	l, err := ledger.List(ctx, e.fake, memRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, ref := range l.Refs {
+		if ref.Index != k {
+			t.Fatalf("listing %v, want each of 0..63 once", l.Refs)
+		}
+	}
+	if len(l.Refs) != 64 {
+		t.Errorf("%d outcomes, want 64", len(l.Refs))
+	}
+}

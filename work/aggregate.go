@@ -20,7 +20,7 @@ func (w *Worker) aggregate(ctx context.Context, job Job, m *ledger.Manifest) (le
 	rep := ledger.Report{Run: m.RunID, Job: m.Job, Partitions: m.Partitions, Aggregator: w.cfg.Holder}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rd := readResults(ctx, w.cfg.Store, m.RunID, m.Partitions, w.cfg.ReadConcurrency)
+	rd := readResults(ctx, w.cfg.Store, m.RunID, w.cfg.ReadConcurrency)
 	defer rd.close()
 
 	var readErr error
@@ -31,7 +31,13 @@ func (w *Worker) aggregate(ctx context.Context, job Job, m *ledger.Manifest) (le
 			return ledger.Result{}, nil, false
 		}
 		r, err := rd.next()
-		if err == nil && (r.Index != next || r.Run != m.RunID) {
+		for err == nil && r.Index < next && r.Run == m.RunID {
+			r, err = rd.next() // listed twice (recorded twice): the first stands
+		}
+		switch {
+		case errors.Is(err, errNoMore) || err == nil && r.Index > next && r.Run == m.RunID:
+			err = fmt.Errorf("result %s/%d: %w", m.RunID, next, ledger.ErrNotFound)
+		case err == nil && r.Run != m.RunID:
 			err = Permanent(fmt.Errorf("result %s/%d names run %s partition %d", m.RunID, next, r.Run, r.Index))
 		}
 		if err != nil {
@@ -85,50 +91,63 @@ func runAggregate(ctx context.Context, job Job, info RunInfo, seq func(func(ledg
 	return job.Aggregate(ctx, info, seq)
 }
 
-// resultReader reads results 0..n-1 concurrently and hands them out in index order. At most
-// conc results are read at once and 4×conc read ahead, so memory stays bounded however many
-// partitions a run has.
+// resultReader reads a run's results concurrently, after one listing of results/, and hands
+// them out in index order: each block is one read. At most conc reads run at once and 4×conc
+// are read ahead, so memory stays bounded however many partitions a run has.
 type resultReader struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	futures chan chan fetched
 	wg      sync.WaitGroup
+	buf     []ledger.Result
 }
 
 type fetched struct {
-	r   ledger.Result
+	rs  []ledger.Result
 	err error
 }
 
-// readResults starts the reads: a feeder hands each index, with its future, to the first idle
-// one of conc readers (parallel.Each), then queues the future for next, in index order. The
-// feeder stops when the context ends, and the readers with it.
-func readResults(ctx context.Context, s Ledger, run string, n, conc int) *resultReader {
+// errNoMore: every listed result has been handed out.
+var errNoMore = errors.New("no more results")
+
+// readResults starts the reads: it lists the run's results, then a feeder hands each read
+// unit (a block, or a result of its own), with its future, to the first idle one of conc
+// readers (parallel.Each), then queues the future for next, in index order. The feeder stops
+// when the context ends, and the readers with it.
+func readResults(ctx context.Context, s Ledger, run string, conc int) *resultReader {
 	ctx, cancel := context.WithCancel(ctx)
 	rd := &resultReader{ctx: ctx, cancel: cancel, futures: make(chan chan fetched, 4*conc)}
 	type read struct {
-		i int
+		u ledger.ResultRef
 		f chan fetched
 	}
 	reads := make(chan read) // unbuffered: a read is handed out only to an idle reader
 	rd.wg.Go(func() {
-		parallel.Each(n, conc, func(int) bool {
-			rq, ok := <-reads
-			if !ok {
-				return false
-			}
-			r, err := s.ReadResult(ctx, run, rq.i)
-			rq.f <- fetched{r, err}
-			return true
-		})
-	})
-	rd.wg.Go(func() {
 		defer close(rd.futures)
+		l, err := ledger.List(ctx, s, run)
+		if err != nil {
+			f := make(chan fetched, 1)
+			f <- fetched{err: err}
+			rd.futures <- f
+			return
+		}
+		units := l.Units()
+		rd.wg.Go(func() {
+			parallel.Each(len(units), conc, func(int) bool {
+				rq, ok := <-reads
+				if !ok {
+					return false
+				}
+				rs, err := ledger.ReadUnit(ctx, s, run, rq.u)
+				rq.f <- fetched{rs, err}
+				return true
+			})
+		})
 		defer close(reads)
-		for i := range n {
+		for _, u := range units {
 			f := make(chan fetched, 1)
 			select {
-			case reads <- read{i, f}:
+			case reads <- read{u, f}:
 			case <-ctx.Done():
 				return
 			}
@@ -142,21 +161,29 @@ func readResults(ctx context.Context, s Ledger, run string, n, conc int) *result
 	return rd
 }
 
-// next returns the next result in index order.
+// next returns the next result in index order; errNoMore after the last.
 func (rd *resultReader) next() (ledger.Result, error) {
-	select {
-	case f, ok := <-rd.futures:
-		if !ok {
-			if err := rd.ctx.Err(); err != nil {
-				return ledger.Result{}, err
+	for len(rd.buf) == 0 {
+		select {
+		case f, ok := <-rd.futures:
+			if !ok {
+				if err := rd.ctx.Err(); err != nil {
+					return ledger.Result{}, err
+				}
+				return ledger.Result{}, errNoMore
 			}
-			return ledger.Result{}, errors.New("no more results")
+			v := <-f // every future handed out has a reader goroutine that fills it
+			if v.err != nil {
+				return ledger.Result{}, v.err
+			}
+			rd.buf = v.rs
+		case <-rd.ctx.Done():
+			return ledger.Result{}, rd.ctx.Err()
 		}
-		v := <-f // every future handed out has a reader goroutine that fills it
-		return v.r, v.err
-	case <-rd.ctx.Done():
-		return ledger.Result{}, rd.ctx.Err()
 	}
+	r := rd.buf[0]
+	rd.buf = rd.buf[1:]
+	return r, nil
 }
 
 // close stops the reads and waits for them.

@@ -110,7 +110,7 @@ func (e *bundleEnv) counting(fn func()) map[string]int {
 
 func (e *bundleEnv) results(run string) []int {
 	var got []int
-	if err := e.fake.ListResults(e.ctx, run, func(i int) error { got = append(got, i); return nil }); err != nil {
+	if err := e.fake.ListResults(e.ctx, run, func(r ledger.ResultRef) error { got = append(got, r.Index); return nil }); err != nil {
 		e.t.Fatal(err)
 	}
 	return got

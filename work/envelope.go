@@ -48,6 +48,11 @@ type Envelope struct {
 	// Count is a bundle's number of consecutive partitions, Part to Part+Count-1: 2 to
 	// MaxBundle; 0 for a message of one partition (the only kind a retry or a check is).
 	Count int `json:"count,omitempty"`
+	// Block is the span size of the message's plan batch (ledger.PlanBatch.Bundle): its
+	// partitions' results are recorded in the blocks of ledger.SpanOf(i, Block). 0 for a
+	// partition that records its own (a retry or split, whose span's block exists already,
+	// and every partition of a batch planned without blocks).
+	Block int `json:"block,omitempty"`
 	// Parts is the run's partition count when known at send time (a planned run's messages
 	// and the last plan batch's), else 0; the manifest is authoritative.
 	Parts int `json:"parts"`
@@ -197,6 +202,10 @@ func (e Envelope) Validate() error {
 		if err := e.validateBundle(); err != nil {
 			return bad("%v", err)
 		}
+		if e.Block != 0 && (e.Block < 2 || e.Block > ledger.MaxSpan || e.Block&(e.Block-1) != 0 ||
+			e.Part/e.Block != (e.Part+max(e.Count, 1)-1)/e.Block) {
+			return bad("block %d: want a power of two from 2 to %d whose span holds parts %d to %d", e.Block, ledger.MaxSpan, e.Part, e.Part+max(e.Count, 1)-1)
+		}
 		if len(e.Payload) > MaxPayloadBytes {
 			return bad("payload of %d bytes exceeds %d", len(e.Payload), MaxPayloadBytes)
 		}
@@ -212,8 +221,8 @@ func (e Envelope) Validate() error {
 			}
 		}
 	case KindCheck:
-		if e.Part != 0 || e.Count != 0 || len(e.Payload) != 0 || len(e.Payloads) != 0 || e.Attempt != 0 || len(e.Errors) != 0 {
-			return bad("a check message carries no part, count, payload, attempt or errors")
+		if e.Part != 0 || e.Count != 0 || e.Block != 0 || len(e.Payload) != 0 || len(e.Payloads) != 0 || e.Attempt != 0 || len(e.Errors) != 0 {
+			return bad("a check message carries no part, count, block, payload, attempt or errors")
 		}
 		if e.Handover && e.Round != 0 {
 			return bad("a handover check has round 0, not %d", e.Round)

@@ -177,8 +177,8 @@ func (w *Worker) listedAll(ctx context.Context, m *ledger.Manifest) (bool, error
 	n := m.Partitions
 	seen := make([]bool, n)
 	have := 0
-	err := w.cfg.Store.ListResults(ctx, m.RunID, func(i int) error {
-		if i >= 0 && i < n && !seen[i] {
+	err := w.cfg.Store.ListResults(ctx, m.RunID, func(r ledger.ResultRef) error {
+		if i := r.Index; i >= 0 && i < n && !seen[i] {
 			seen[i] = true
 			have++
 		}

@@ -234,8 +234,9 @@ func (w *Worker) aggregateFolded(ctx context.Context, job Merger, m *ledger.Mani
 		failures = append(failures, p.FailedList...)
 		aggs = append(aggs, p.Aggregate)
 	}
+	rd := ledger.NewReader(w.cfg.Store, m.RunID)
 	for _, i := range f.missing(m) {
-		r, err := w.cfg.Store.ReadResult(ctx, m.RunID, i)
+		r, err := rd.Read(ctx, i)
 		if err != nil {
 			return rep, fmt.Errorf("read result %d: %w", i, err)
 		}

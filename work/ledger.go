@@ -13,7 +13,9 @@ type Ledger interface {
 	UpdateManifest(ctx context.Context, run string, epoch int64, fn func(*ledger.Manifest) error) (ledger.Manifest, error)
 	PutResult(ctx context.Context, r ledger.Result) error
 	ReadResult(ctx context.Context, run string, index int) (ledger.Result, error)
-	ListResults(ctx context.Context, run string, fn func(index int) error) error
+	PutBlock(ctx context.Context, b ledger.Block) error
+	ReadBlock(ctx context.Context, run string, s ledger.Span) (ledger.Block, error)
+	ListResults(ctx context.Context, run string, fn func(ledger.ResultRef) error) error
 	AppendDone(ctx context.Context, run string, layout ledger.DoneLayout, epoch int64, indexes ...int) (int64, error)
 	DoneCount(ctx context.Context, run string, shard int) (int64, error)
 	ReadDone(ctx context.Context, run string, shard int) ([]int, error)

@@ -223,7 +223,7 @@ func (f *fixture) report(run string) (ledger.Report, synthetic.Summary) {
 func (f *fixture) results(run string) []int {
 	f.t.Helper()
 	var got []int
-	if err := f.store.ListResults(f.ctx, run, func(i int) error { got = append(got, i); return nil }); err != nil {
+	if err := f.store.ListResults(f.ctx, run, func(r ledger.ResultRef) error { got = append(got, r.Index); return nil }); err != nil {
 		f.t.Fatal(err)
 	}
 	return got

@@ -194,15 +194,24 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 	// other deliveries of the run may use it before their copy of the manifest says so.
 	w.facts.learnCount(env.Run, env.Parts)
 	if env.Count > 1 && delivery > 1 && w.cfg.Retries != nil {
-		return w.split(ctx, env, delivery, log)
+		return w.split(ctx, &m, job, env, delivery, log)
 	}
 
-	// 2. Each partition: process, then record its outcome create-once, or schedule its next
-	// try. The recording calls run on contexts detached from the invocation's (recording), so
-	// a Process that used up the deadline still gets its result (or its failure) written.
-	outs := w.runAll(ctx, &m, job, env, delivery, base, log)
+	// 2. Each partition: process it, unless an earlier delivery recorded its outcome.
+	// 3. Record the outcomes together: one block per span (the rule of ledger.Block), then
+	// schedule the retries, whose partitions then record their own. The recording calls run
+	// on contexts detached from the invocation's (recording), so a Process that used up the
+	// deadline still gets its result (or its failure) written.
+	known, err := w.recordedBefore(ctx, env, delivery)
+	if err != nil {
+		return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
+	}
+	outs := w.runAll(ctx, &m, job, env, delivery, known, base, log)
+	rctx, cancel := w.recording(ctx) // from now: Process may have used up the deadline
+	defer cancel()
+	w.record(rctx, ctx, env, known, delivery, outs, log)
 
-	// 3. Count what was recorded: fold it into the partials, append the done records.
+	// 4. Count what was recorded: fold it into the partials, append the done records.
 	var (
 		stored []ledger.Result
 		errs   []error
@@ -213,14 +222,16 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 		}
 		errs = append(errs, o.gaveUp, o.err)
 	}
-	rctx, cancel := w.recording(ctx)
-	defer cancel()
-	if err := w.fold(rctx, &m, job, stored); err != nil {
-		errs = append(errs, fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err))
-	} else if err := w.complete(rctx, ctx, &m, env, stored, log); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, w.count(rctx, ctx, &m, job, env, stored, log))
 	return errors.Join(errs...)
+}
+
+// count folds recorded results into the partials and appends their done records.
+func (w *Worker) count(rctx, ctx context.Context, m *ledger.Manifest, job Job, env Envelope, stored []ledger.Result, log *slog.Logger) error {
+	if err := w.fold(rctx, m, job, stored); err != nil {
+		return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
+	}
+	return w.complete(rctx, ctx, m, env, stored, log)
 }
 
 // outcome is what handleOne did with one partition of a message.
@@ -228,10 +239,142 @@ type outcome struct {
 	// stored is the partition's recorded result (this delivery's or an earlier one's), to be
 	// folded and counted; nil when nothing is recorded (a retry is scheduled, or err).
 	stored *ledger.Result
+	// record is the result this delivery came to, to be recorded (then stored).
+	record *ledger.Result
+	// retry is the next try to schedule once the span's block exists.
+	retry *retryPlan
 	// gaveUp wraps ErrGaveUp when the partition failed on its last allowed delivery.
 	gaveUp error
 	// err is a failure that needs the message again.
 	err error
+}
+
+// retryPlan is a failed try whose next try is to be scheduled.
+type retryPlan struct {
+	one    Envelope
+	try    int
+	res    ledger.Result // the failure to record should the retry not be scheduled on the last delivery
+	policy RetryPolicy
+	cause  error
+	log    *slog.Logger
+}
+
+// recordedBefore reads, on a redelivery or a retry of a message whose partitions record in
+// blocks, the blocks of its spans that exist (absent spans are not in the map): what an
+// earlier delivery recorded.
+func (w *Worker) recordedBefore(ctx context.Context, env Envelope, delivery int) (map[ledger.Span]*ledger.Block, error) {
+	known := map[ledger.Span]*ledger.Block{}
+	if env.Block == 0 || (delivery <= 1 && max(env.Attempt, 1) <= 1) {
+		return known, nil
+	}
+	ctx, cancel := w.recording(ctx) // see handleOne's read of a result
+	defer cancel()
+	sp := ledger.SpanOf(env.Part, env.Block)
+	b, err := w.cfg.Store.ReadBlock(ctx, env.Run, sp)
+	switch {
+	case err == nil:
+		known[sp] = &b
+	case !errors.Is(err, ledger.ErrNotFound):
+		return nil, err
+	}
+	return known, nil
+}
+
+// record records the outcomes this delivery came to, per span, then schedules the retries.
+func (w *Worker) record(rctx, ctx context.Context, env Envelope, known map[ledger.Span]*ledger.Block, delivery int, outs []outcome, log *slog.Logger) {
+	singles := env.Singles()
+	spans := map[ledger.Span][]int{} // span → positions in outs with a result to record or a retry
+	var order []ledger.Span
+	for k, o := range outs {
+		if o.record == nil && o.retry == nil {
+			continue
+		}
+		sp := ledger.SpanOf(singles[k].Part, env.Block)
+		if _, ok := spans[sp]; !ok {
+			order = append(order, sp)
+		}
+		spans[sp] = append(spans[sp], k)
+	}
+	for _, sp := range order {
+		var rs []ledger.Result
+		for _, k := range spans[sp] {
+			if outs[k].record != nil {
+				rs = append(rs, *outs[k].record)
+			}
+		}
+		taken := known[sp]
+		if !sp.IsZero() && taken == nil && len(rs) == 0 {
+			// Only retries: the span's block must exist before they record their own.
+			b, err := ledger.TakeSpan(rctx, w.cfg.Store, env.Run, sp, nil)
+			if err != nil {
+				for _, k := range spans[sp] {
+					outs[k].retry, outs[k].err = nil, fmt.Errorf("partition %s/%d: %w", env.Run, singles[k].Part, err)
+				}
+				continue
+			}
+			taken = &b
+		}
+		recs, b := ledger.Record(rctx, w.cfg.Store, env.Run, sp, rs, taken)
+		if b != nil {
+			taken = b
+		}
+		j := 0
+		for _, k := range spans[sp] {
+			o := &outs[k]
+			if o.record != nil {
+				w.settleRecorded(o, recs[j], log)
+				j++
+				continue
+			}
+			if taken != nil {
+				if r, ok := taken.Find(singles[k].Part); ok {
+					// Another delivery recorded the partition in the block first.
+					o.stored, o.retry = &r, nil
+				}
+			}
+		}
+	}
+	for k := range outs {
+		if p := outs[k].retry; p != nil {
+			outs[k].retry = nil
+			w.scheduleRetry(rctx, ctx, &outs[k], p, delivery)
+		}
+	}
+}
+
+// settleRecorded turns a recording into the outcome: the stored result, or the error.
+func (w *Worker) settleRecorded(o *outcome, rec ledger.Recorded, log *slog.Logger) {
+	mine := o.record
+	o.record = nil
+	if rec.Err != nil {
+		o.err = fmt.Errorf("partition %s/%d: %w", mine.Run, mine.Index, rec.Err)
+		return
+	}
+	r := rec.Result
+	if r.Worker != mine.Worker || !r.Started.Equal(mine.Started) || r.Attempts != mine.Attempts {
+		// Another delivery recorded the result first; it may have crashed before counting it.
+		// Its outcome stands, so this delivery has nothing to give up on.
+		log.Info("duplicate delivery: another delivery recorded the result first", "part", mine.Index)
+		o.gaveUp = nil
+	}
+	o.stored = &r
+}
+
+// scheduleRetry sends a retry planned by handleOne; one that cannot be sent on the message's
+// last delivery records the failure instead.
+func (w *Worker) scheduleRetry(rctx, ctx context.Context, o *outcome, p *retryPlan, delivery int) {
+	serr := w.retry(ctx, p.one, p.try, p.res.Errors, p.policy, p.log, p.cause)
+	if serr == nil || delivery < w.maxDeliveries() {
+		o.err = serr
+		return
+	}
+	p.log.Error("partition failed and its retry could not be scheduled on its last delivery; recording the failure", "err", p.cause, "sendErr", serr)
+	res := p.res
+	res.Error = fmt.Sprintf("%s (retry not scheduled: %s)", ledger.Cause(p.cause), ledger.Cause(serr))
+	o.record, o.gaveUp = &res, giveUp(p.one, res.Attempts, p.cause)
+	// The span's block exists (record took it before any retry): the result is its own.
+	recs, _ := ledger.Record(rctx, w.cfg.Store, res.Run, ledger.Span{}, []ledger.Result{res}, nil)
+	w.settleRecorded(o, recs[0], p.log)
 }
 
 // runAll runs the message's partitions, a bundle's up to BundleConcurrency at once, and
@@ -239,11 +382,11 @@ type outcome struct {
 // invocation's context ends is not run: it needs the message again (a bundle's redelivery is
 // split into single partitions). On the message's last delivery it runs anyway, and its
 // failure is handled like any other (a retry scheduled, or the failure recorded).
-func (w *Worker) runAll(ctx context.Context, m *ledger.Manifest, job Job, env Envelope, delivery int, base, log *slog.Logger) []outcome {
+func (w *Worker) runAll(ctx context.Context, m *ledger.Manifest, job Job, env Envelope, delivery int, known map[ledger.Span]*ledger.Block, base, log *slog.Logger) []outcome {
 	singles := env.Singles()
 	outs := make([]outcome, len(singles))
 	if len(singles) == 1 {
-		outs[0] = w.handleOne(ctx, m, job, singles[0], delivery, log)
+		outs[0] = w.handleOne(ctx, m, job, singles[0], delivery, known, log)
 		return outs
 	}
 	parallel.Each(len(singles), BundleConcurrency, func(k int) (next bool) {
@@ -257,7 +400,7 @@ func (w *Worker) runAll(ctx context.Context, m *ledger.Manifest, job Job, env En
 			outs[k] = outcome{err: fmt.Errorf("partition %s/%d: not started: %w", one.Run, one.Part, context.Cause(ctx))}
 			return true
 		}
-		outs[k] = w.handleOne(ctx, m, job, one, delivery, base.With("part", one.Part, "bundle", env.Part, "try", 1))
+		outs[k] = w.handleOne(ctx, m, job, one, delivery, known, base.With("part", one.Part, "bundle", env.Part, "try", 1))
 		return true
 	})
 	return outs
@@ -271,8 +414,9 @@ func (w *Worker) recording(ctx context.Context) (context.Context, context.Cancel
 }
 
 // handleOne processes partition one (a message of one partition, alone or from a bundle) on
-// its delivery-th delivery and records its outcome (see HandlePartition).
-func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one Envelope, delivery int, log *slog.Logger) outcome {
+// its delivery-th delivery and says what to record (see HandlePartition). known holds the
+// blocks of the message's spans read before (recordedBefore).
+func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one Envelope, delivery int, known map[ledger.Span]*ledger.Block, log *slog.Logger) outcome {
 	try := max(one.Attempt, 1)
 	attempt := try + delivery - 1
 	fail := func(err error) outcome {
@@ -285,6 +429,13 @@ func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one
 	// a read cut short by that deadline would fail the delivery instead of recording the
 	// failure.
 	if attempt > 1 {
+		if b := known[ledger.SpanOf(one.Part, one.Block)]; b != nil {
+			if r, found := b.Find(one.Part); found {
+				log.Info("duplicate delivery: result already recorded")
+				return outcome{stored: &r}
+			}
+		}
+		// A block without the partition, or none: only a result of its own can be recorded.
 		rctx, cancel := w.recording(ctx)
 		r, err := w.cfg.Store.ReadResult(rctx, one.Run, one.Part)
 		cancel()
@@ -303,7 +454,6 @@ func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one
 	})
 	res := ledger.Result{Run: one.Run, Index: one.Part, Epoch: one.Epoch, Attempts: attempt, Errors: one.Errors,
 		Worker: w.cfg.Holder, Started: started, Finished: w.now()}
-	var gaveUp error
 	if perr != nil && !errors.Is(perr, ErrPermanent) {
 		res.Errors = append(slices.Clip(one.Errors), attemptError(perr))
 	}
@@ -315,66 +465,66 @@ func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one
 		log.Warn("partition failed permanently; recording the failure", "err", perr)
 		res.Error = ledger.Cause(perr) // the full error is in the log line above
 	case w.cfg.Retries != nil && try < policy.Attempts:
-		serr := w.retry(ctx, one, try, res.Errors, policy, log, perr)
-		if serr == nil || delivery < w.maxDeliveries() {
-			return outcome{err: serr}
-		}
-		log.Error("partition failed and its retry could not be scheduled on its last delivery; recording the failure", "err", perr, "sendErr", serr)
-		res.Error, gaveUp = fmt.Sprintf("%s (retry not scheduled: %s)", ledger.Cause(perr), ledger.Cause(serr)), giveUp(one, attempt, perr)
+		return outcome{retry: &retryPlan{one: one, try: try, res: res, policy: policy, cause: perr, log: log}}
 	case w.cfg.Retries != nil:
 		log.Error("partition failed on its last try; recording the failure", "err", perr, "tries", policy.Attempts)
 		res.Error = ledger.Cause(perr)
 	case delivery >= w.maxDeliveries():
 		log.Error("partition failed on its last delivery; recording the failure", "err", perr, "maxDeliveries", w.maxDeliveries())
-		res.Error, gaveUp = ledger.Cause(perr), giveUp(one, attempt, perr)
+		return outcome{record: withError(res, ledger.Cause(perr)), gaveUp: giveUp(one, attempt, perr)}
 	default:
 		log.Warn("partition failed; the host will retry", "err", perr, "maxDeliveries", w.maxDeliveries())
 		return fail(fmt.Errorf("delivery %d of %d: %w", delivery, w.maxDeliveries(), perr))
 	}
+	return outcome{record: &res}
+}
 
-	rctx, cancel := w.recording(ctx)
-	defer cancel()
-	switch err := w.cfg.Store.PutResult(rctx, res); {
-	case errors.Is(err, ledger.ErrExists):
-		// Another delivery recorded the result first; it may have crashed before counting it.
-		// Its outcome stands, so this delivery has nothing to give up on.
-		log.Info("duplicate delivery: another delivery recorded the result first")
-		stored, err := w.cfg.Store.ReadResult(rctx, one.Run, one.Part)
-		if err != nil {
-			return fail(err)
-		}
-		return outcome{stored: &stored}
-	case err != nil:
-		o := fail(err)
-		o.gaveUp = gaveUp
-		return o
-	}
-	return outcome{stored: &res, gaveUp: gaveUp}
+func withError(r ledger.Result, e string) *ledger.Result {
+	r.Error = e
+	return &r
 }
 
 // split answers a bundle's redelivery: its last delivery did not complete (the invocation
 // failed, timed out or its process died), so its partitions go out again as messages of one
 // partition, each on its second try (it may have run already: it reads its result first) with
 // its own deliveries and retries. One partition that kills its process or outlasts the
-// invocation then cannot take its batch-mates to the dead-letter queue. The messages' IDs are
-// fixed by the bundle, so a split that is itself redelivered sends the same messages
-// (Service Bus drops the copies; on the Storage queue a copy finds its result recorded).
-func (w *Worker) split(ctx context.Context, env Envelope, delivery int, log *slog.Logger) error {
+// invocation then cannot take its batch-mates to the dead-letter queue. Its span's block is
+// taken first (empty unless the earlier delivery wrote it): the partitions in it are counted
+// here, the others go out and record their own. The messages' IDs are fixed by the bundle, so
+// a split that is itself redelivered sends the same messages (Service Bus drops the copies; on
+// the Storage queue a copy finds its result recorded).
+func (w *Worker) split(ctx context.Context, m *ledger.Manifest, job Job, env Envelope, delivery int, log *slog.Logger) error {
+	rctx, cancel := w.recording(ctx)
+	defer cancel()
+	var taken ledger.Block
+	if env.Block != 0 {
+		var err error
+		if taken, err = ledger.TakeSpan(rctx, w.cfg.Store, env.Run, ledger.SpanOf(env.Part, env.Block), nil); err != nil {
+			return fmt.Errorf("partitions %s/%d+%d: split bundle: %w", env.Run, env.Part, env.Count, err)
+		}
+	}
 	singles := env.Singles()
 	msgs := make([]transport.Message, 0, len(singles))
+	var stored []ledger.Result
 	for _, one := range singles {
-		one.Attempt = 2
+		if r, ok := taken.Find(one.Part); ok {
+			stored = append(stored, r)
+			continue
+		}
+		one.Attempt, one.Block = 2, 0
 		body, err := one.Encode()
 		if err != nil {
 			return fmt.Errorf("partition %s/%d: split bundle: %w", one.Run, one.Part, err)
 		}
 		msgs = append(msgs, transport.Message{ID: one.MessageID(), Body: body, Properties: one.Properties()})
 	}
-	if err := w.cfg.Retries.Send(ctx, msgs); err != nil {
-		return fmt.Errorf("partitions %s/%d+%d: split bundle: %w", env.Run, env.Part, env.Count, err)
+	if len(msgs) > 0 {
+		if err := w.cfg.Retries.Send(ctx, msgs); err != nil {
+			return fmt.Errorf("partitions %s/%d+%d: split bundle: %w", env.Run, env.Part, env.Count, err)
+		}
+		log.Warn("bundle redelivered; its partitions are sent again one per message", "previousDeliveries", delivery-1, "sent", len(msgs), "recorded", len(stored))
 	}
-	log.Warn("bundle redelivered; its partitions are sent again one per message", "previousDeliveries", delivery-1)
-	return nil
+	return w.count(rctx, ctx, m, job, env, stored, log)
 }
 
 // retry schedules try+1 of the partition: the same message with the next attempt number and
@@ -384,7 +534,7 @@ func (w *Worker) split(ctx context.Context, env Envelope, delivery int, log *slo
 // the result recorded (or fails its try again under the same attempt number).
 func (w *Worker) retry(ctx context.Context, env Envelope, try int, errs []string, p RetryPolicy, log *slog.Logger, cause error) error {
 	next := env
-	next.Attempt, next.Errors = try+1, errs
+	next.Attempt, next.Errors, next.Block = try+1, errs, 0 // the span's block exists: see record
 	id := next.MessageID()
 	body, err := next.Encode()
 	if err != nil {

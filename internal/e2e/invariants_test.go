@@ -318,7 +318,7 @@ func checkRun(t *testing.T, c *cluster, run string, want runWant, ts []tenure) r
 
 	// Invariant 3: exactly one result per partition.
 	var indexes []int
-	if err := c.store.ListResults(ctx, run, func(i int) error { indexes = append(indexes, i); return nil }); err != nil {
+	if err := c.store.ListResults(ctx, run, func(r ledger.ResultRef) error { indexes = append(indexes, r.Index); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if len(indexes) != want.partitions {

@@ -37,10 +37,11 @@ type Ledger interface {
 	// ReadSchedule reads a schedule's state (ledger.ErrNotFound before its first heartbeat).
 	ReadSchedule(ctx context.Context, name string) (ledger.ScheduleState, error)
 	ReadReportBounded(ctx context.Context, run string, maxBytes int64) (ledger.Report, ledger.ReportRead, error)
-	ListResults(ctx context.Context, run string, fn func(index int) error) error
+	ListResults(ctx context.Context, run string, fn func(ledger.ResultRef) error) error
 	DoneCount(ctx context.Context, run string, shard int) (int64, error)
 	ListRuns(ctx context.Context, fn func(run string) bool) error
 	ReadResult(ctx context.Context, run string, index int) (ledger.Result, error)
+	ReadBlock(ctx context.Context, run string, s ledger.Span) (ledger.Block, error)
 }
 
 // LeaderReader reads the leadership without contending (election.Leader).

@@ -107,12 +107,12 @@ func (f *fakeLedger) ReadReportBounded(ctx context.Context, run string, maxBytes
 	return r, info, nil
 }
 
-func (f *fakeLedger) ListResults(ctx context.Context, run string, fn func(int) error) error {
+func (f *fakeLedger) ListResults(ctx context.Context, run string, fn func(ledger.ResultRef) error) error {
 	f.mu.Lock()
 	n := f.results[run]
 	f.mu.Unlock()
 	for i := range n {
-		if err := fn(i); err != nil {
+		if err := fn(ledger.ResultRef{Index: i}); err != nil {
 			return err
 		}
 	}
@@ -126,6 +126,11 @@ func (f *fakeLedger) putResult(r ledger.Result) {
 		f.records[r.Run] = map[int]ledger.Result{}
 	}
 	f.records[r.Run][r.Index] = r
+}
+
+// ReadBlock: this fake keeps every result on its own.
+func (f *fakeLedger) ReadBlock(ctx context.Context, run string, s ledger.Span) (ledger.Block, error) {
+	return ledger.Block{}, fmt.Errorf("read results of %s/%s: %w", run, s, ledger.ErrNotFound)
 }
 
 func (f *fakeLedger) ReadResult(ctx context.Context, run string, index int) (ledger.Result, error) {

@@ -59,7 +59,7 @@ func (a *API) progress(ctx context.Context, m ledger.Manifest) (Progress, error)
 	}
 	if n <= ExactProgressLimit {
 		count := 0
-		err := a.cfg.Ledger.ListResults(ctx, m.RunID, func(int) error { count++; return nil })
+		err := a.cfg.Ledger.ListResults(ctx, m.RunID, func(ledger.ResultRef) error { count++; return nil })
 		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 			return p, err
 		}

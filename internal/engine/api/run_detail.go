@@ -80,13 +80,14 @@ type WorkerCount struct {
 // detail adds a run's failures and workers to its view: at most MaxFailureReads +
 // MaxWorkerReads result reads, whatever the run's size.
 func (a *API) detail(ctx context.Context, m ledger.Manifest, v *RunView) error {
+	rd := ledger.NewReader(a.cfg.Ledger, m.RunID)
 	if v.Report != nil && len(v.Report.FailedList) > 0 {
 		list := v.Report.FailedList
 		v.Failures = make([]FailureView, len(list))
 		err := forEach(ctx, len(list), func(ctx context.Context, i int) error {
 			f := FailureView{Index: list[i].Index, Error: list[i].Error}
 			if i < MaxFailureReads {
-				res, err := a.cfg.Ledger.ReadResult(ctx, m.RunID, list[i].Index)
+				res, err := rd.Read(ctx, list[i].Index)
 				switch {
 				case errors.Is(err, ledger.ErrNotFound):
 				case err != nil:
@@ -103,7 +104,7 @@ func (a *API) detail(ctx context.Context, m ledger.Manifest, v *RunView) error {
 			return err
 		}
 	}
-	w, err := a.workers(ctx, m)
+	w, err := a.workers(ctx, m, rd)
 	if err != nil {
 		return err
 	}
@@ -112,7 +113,7 @@ func (a *API) detail(ctx context.Context, m ledger.Manifest, v *RunView) error {
 }
 
 // workers reads the results of every partition (up to MaxWorkerReads) or of an even sample.
-func (a *API) workers(ctx context.Context, m ledger.Manifest) (*WorkersView, error) {
+func (a *API) workers(ctx context.Context, m ledger.Manifest, rd *ledger.Reader) (*WorkersView, error) {
 	n := m.Checkpoint.Next
 	if m.PlanDone {
 		n = max(n, m.Partitions)
@@ -138,7 +139,7 @@ func (a *API) workers(ctx context.Context, m ledger.Manifest) (*WorkersView, err
 		read   int
 	)
 	err := forEach(ctx, len(idx), func(ctx context.Context, i int) error {
-		res, err := a.cfg.Ledger.ReadResult(ctx, m.RunID, idx[i])
+		res, err := rd.Read(ctx, idx[i])
 		if errors.Is(err, ledger.ErrNotFound) {
 			return nil // not processed yet
 		}

@@ -278,7 +278,14 @@ type PlanBatch struct {
 	Cursor string `json:"cursor,omitempty"`
 	// Last is true when the planner had nothing after this batch.
 	Last bool `json:"last"`
+	// Bundle is the batch's bundle size as planned (a power of two): its partitions' results
+	// are recorded in blocks of the spans SpanOf(i, Bundle). Below 2 (and in batches written
+	// before blocks existed) each partition records a result of its own.
+	Bundle int `json:"bundle,omitempty"`
 }
+
+// Span is partition i's span in the batch (the zero Span when its results are its own).
+func (b PlanBatch) Span(i int) Span { return SpanOf(i, b.Bundle) }
 
 // Partial is runs/<runID>/partials/<shard>.json: the results of the partitions whose
 // Manifest.FoldSlot is Shard folded together as they arrived, so finishing a run reads

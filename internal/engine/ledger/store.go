@@ -32,12 +32,21 @@ type Store interface {
 	// ReadPlanBatch reads a stored plan batch; ErrNotFound when there is none.
 	ReadPlanBatch(ctx context.Context, run string, batch int) (PlanBatch, error)
 
-	// PutResult records a partition's result once; ErrExists when one is already recorded.
+	// PutResult records a partition's result of its own once; ErrExists when one is already
+	// recorded. A partition of a span (PlanBatch.Bundle) gets one only under the block rule
+	// (see Block; Record does it).
 	PutResult(ctx context.Context, r Result) error
-	// ReadResult reads a partition's result; ErrNotFound when none is recorded.
+	// ReadResult reads a partition's result of its own; ErrNotFound when none is recorded
+	// (ReadOutcome and Reader also look in its block).
 	ReadResult(ctx context.Context, run string, index int) (Result, error)
-	// ListResults calls fn with the index of every recorded result, in index order.
-	ListResults(ctx context.Context, run string, fn func(index int) error) error
+	// PutBlock writes a span's block once (Block.Validate must pass); ErrExists when the span
+	// has one.
+	PutBlock(ctx context.Context, b Block) error
+	// ReadBlock reads a span's block; ErrNotFound when it has none.
+	ReadBlock(ctx context.Context, run string, s Span) (Block, error)
+	// ListResults calls fn with where each recorded result is, in index order: a result of
+	// its own, or a member of a block (known from the listing, without reading the block).
+	ListResults(ctx context.Context, run string, fn func(ResultRef) error) error
 
 	// AppendDone records one completion of each partition index, in one atomic append to
 	// their done shard in the run's layout (all indexes must be in one shard: layout.ShardOf,

@@ -711,6 +711,11 @@ func (c *checker) run(id string, r Run) {
 	if !exact && m.State.Final() {
 		c.add(VResults, id, "%s with %d partitions, but results/ lists %s", m.State, m.Partitions, summarize(idx))
 	}
+	for k := 1; k < len(idx); k++ {
+		if idx[k] == idx[k-1] && (k == 1 || idx[k-2] != idx[k]) {
+			c.add(VResults, id, "partition %d has more than one recorded outcome", idx[k])
+		}
+	}
 	ok, failed := 0, 0
 	var failedIdx []int
 	for _, i := range idx {

@@ -48,22 +48,30 @@ func TestBlobStore_Contract(t *testing.T) {
 	})
 }
 
-// Blobs under results/ that are not results (a stray file) are not listed as results.
+// Blobs under results/ that are not results (a stray file) are not listed as results, and a
+// block whose metadata lacks its members (copied by a tool that drops metadata) is listed by
+// reading it.
 func TestBlobStore_ListResultsSkipsStrayBlobs(t *testing.T) {
 	s, cc := newStore(t, blobstore.Options{})
 	ctx := context.Background()
 	if err := s.PutResult(ctx, ledger.Result{Run: "list", Index: 3, OK: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cc.NewBlockBlobClient("list/results/notes.txt").UploadBuffer(ctx, []byte("x"), &blockblob.UploadBufferOptions{}); err != nil {
+	for _, stray := range []string{"list/results/notes.txt", "list/results/a+b.json"} {
+		if _, err := cc.NewBlockBlobClient(stray).UploadBuffer(ctx, []byte("x"), &blockblob.UploadBufferOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bare := `{"run":"list","span":{"first":8,"size":4},"results":[{"run":"list","index":9,"ok":true}]}`
+	if _, err := cc.NewBlockBlobClient("list/results/0000008+4.json").UploadBuffer(ctx, []byte(bare), &blockblob.UploadBufferOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var got []int
-	if err := s.ListResults(ctx, "list", func(i int) error { got = append(got, i); return nil }); err != nil {
+	var got []ledger.ResultRef
+	if err := s.ListResults(ctx, "list", func(r ledger.ResultRef) error { got = append(got, r); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(got, []int{3}) {
-		t.Errorf("listed %v, want [3]", got)
+	if want := []ledger.ResultRef{{Index: 3}, {Index: 9, Block: ledger.Span{First: 8, Size: 4}}}; !slices.Equal(got, want) {
+		t.Errorf("listed %v, want %v", got, want)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,10 +62,13 @@ func (s *Store) EnsureContainer(ctx context.Context) error {
 	return fmt.Errorf("create runs container: %w", translate("", err))
 }
 
-func manifestPath(run string) string        { return run + "/manifest.json" }
-func planPath(run string, b int) string     { return fmt.Sprintf("%s/plan/%06d.json", run, b) }
-func resultPath(run string, i int) string   { return fmt.Sprintf("%s/results/%07d.json", run, i) }
-func resultPrefix(run string) string        { return run + "/results/" }
+func manifestPath(run string) string      { return run + "/manifest.json" }
+func planPath(run string, b int) string   { return fmt.Sprintf("%s/plan/%06d.json", run, b) }
+func resultPath(run string, i int) string { return fmt.Sprintf("%s/results/%07d.json", run, i) }
+func resultPrefix(run string) string      { return run + "/results/" }
+func blockPath(run string, sp ledger.Span) string {
+	return fmt.Sprintf("%s/results/%07d+%d.json", run, sp.First, sp.Size)
+}
 func donePath(run string, shard int) string { return fmt.Sprintf("%s/done/%04d", run, shard) }
 func reportPath(run string) string          { return run + "/report.json" }
 func partialPath(run string, shard int) string {
@@ -364,10 +368,47 @@ func (s *Store) ReadResult(ctx context.Context, run string, index int) (ledger.R
 	return r, nil
 }
 
-// ListResults calls fn with the index of every recorded result, in index order.
-func (s *Store) ListResults(ctx context.Context, run string, fn func(index int) error) error {
+// PutBlock writes a span's block once, with its members in the blob's metadata (what
+// ListResults reads); ledger.ErrExists when the span has one.
+func (s *Store) PutBlock(ctx context.Context, b ledger.Block) error {
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	body, err := json.Marshal(b)
+	if err != nil {
+		return fmt.Errorf("encode block %s/%s: %w", b.Run, b.Span, err)
+	}
+	path := blockPath(b.Run, b.Span)
+	_, err = s.c.NewBlockBlobClient(path).UploadBuffer(ctx, body, &blockblob.UploadBufferOptions{
+		AccessConditions: ifAbsent,
+		HTTPHeaders:      &blob.HTTPHeaders{BlobContentType: to.Ptr("application/json")},
+		Metadata:         map[string]*string{membersKey: to.Ptr(b.Members())},
+	})
+	if err != nil {
+		return fmt.Errorf("record results of %s/%s: %w", b.Run, b.Span, translate(path, err))
+	}
+	return nil
+}
+
+// ReadBlock reads a span's block; ledger.ErrNotFound when it has none.
+func (s *Store) ReadBlock(ctx context.Context, run string, sp ledger.Span) (ledger.Block, error) {
+	var b ledger.Block
+	if _, err := s.getJSON(ctx, blockPath(run, sp), &b); err != nil {
+		return b, fmt.Errorf("read results of %s/%s: %w", run, sp, err)
+	}
+	return b, nil
+}
+
+// membersKey is the metadata of a block that names its members (ledger.Block.Members).
+const membersKey = "members"
+
+// ListResults calls fn with where each recorded result is, in index order, from one listing
+// of results/ with metadata: a block's members come from its metadata, unread.
+func (s *Store) ListResults(ctx context.Context, run string, fn func(ledger.ResultRef) error) error {
 	prefix := resultPrefix(run)
-	pager := s.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
+	pager := s.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix,
+		Include: container.ListBlobsInclude{Metadata: true}})
+	var refs []ledger.ResultRef
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
@@ -375,16 +416,55 @@ func (s *Store) ListResults(ctx context.Context, run string, fn func(index int) 
 		}
 		for _, item := range page.Segment.BlobItems {
 			name := strings.TrimSuffix(strings.TrimPrefix(*item.Name, prefix), ".json")
-			i, err := strconv.Atoi(name)
-			if err != nil {
-				continue // not a result blob
+			first, size, isBlock := strings.Cut(name, "+")
+			if !isBlock {
+				if i, err := strconv.Atoi(name); err == nil {
+					refs = append(refs, ledger.ResultRef{Index: i})
+				}
+				continue // else not a result blob
 			}
-			if err := fn(i); err != nil {
-				return err
+			f, ferr := strconv.Atoi(first)
+			n, nerr := strconv.Atoi(size)
+			if ferr != nil || nerr != nil {
+				continue
+			}
+			sp := ledger.Span{First: f, Size: n}
+			members, err := s.blockMembers(ctx, run, sp, item.Metadata)
+			if err != nil {
+				return fmt.Errorf("list results of %s: %w", run, err)
+			}
+			for _, i := range members {
+				refs = append(refs, ledger.ResultRef{Index: i, Block: sp})
 			}
 		}
 	}
+	// Names sort a block (first+size) among the results of its own by its first index only.
+	slices.SortStableFunc(refs, func(a, b ledger.ResultRef) int { return a.Index - b.Index })
+	for _, r := range refs {
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// blockMembers reads a listed block's members from its metadata, or from the block itself
+// when the metadata lacks them.
+func (s *Store) blockMembers(ctx context.Context, run string, sp ledger.Span, md map[string]*string) ([]int, error) {
+	for k, v := range md {
+		if strings.EqualFold(k, membersKey) && v != nil {
+			return ledger.ParseMembers(sp, *v)
+		}
+	}
+	b, err := s.ReadBlock(ctx, run, sp)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, len(b.Results))
+	for k, r := range b.Results {
+		out[k] = r.Index
+	}
+	return out, nil
 }
 
 // AppendDone records one completion of each partition index in their done shard of the

@@ -507,7 +507,13 @@ func testListResults_IndexOrder(t *testing.T, newStore Factory) {
 		t.Fatal(err)
 	}
 	var got []int
-	if err := s.ListResults(ctx, "list", func(i int) error { got = append(got, i); return nil }); err != nil {
+	if err := s.ListResults(ctx, "list", func(r ledger.ResultRef) error {
+		if !r.Block.IsZero() {
+			t.Errorf("result %d listed in block %s, want its own", r.Index, r.Block)
+		}
+		got = append(got, r.Index)
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if want := []int{0, 3, 5, 42, 100, 20001}; !slices.Equal(got, want) {
@@ -515,10 +521,10 @@ func testListResults_IndexOrder(t *testing.T, newStore Factory) {
 	}
 	stop := errors.New("stop")
 	calls := 0
-	if err := s.ListResults(ctx, "list", func(int) error { calls++; return stop }); !errors.Is(err, stop) || calls != 1 {
+	if err := s.ListResults(ctx, "list", func(ledger.ResultRef) error { calls++; return stop }); !errors.Is(err, stop) || calls != 1 {
 		t.Errorf("callback error: got %v after %d calls, want it returned after 1", err, calls)
 	}
-	if err := s.ListResults(ctx, "empty", func(int) error { t.Error("callback on an empty run"); return nil }); err != nil {
+	if err := s.ListResults(ctx, "empty", func(ledger.ResultRef) error { t.Error("callback on an empty run"); return nil }); err != nil {
 		t.Error(err)
 	}
 }
@@ -606,6 +612,7 @@ func RunContract(t *testing.T, newStore Factory) {
 		{"AppendDone_ManyRecordsInOneAppend", testAppendDone_ManyRecordsInOneAppend},
 		{"AppendDone_Striped", testAppendDone_Striped},
 		{"ListResults_IndexOrder", testListResults_IndexOrder},
+		{"Blocks", testBlocks},
 		{"WriteReport_GuardedByClaimETag", testWriteReport_GuardedByClaimETag},
 		{"ListRuns", testListRuns},
 		{"ReadReportBounded", testReadReportBounded},

@@ -55,7 +55,10 @@ var _ ledger.Store = (*Fake)(nil)
 func manifestName(run string) string      { return run + "/manifest.json" }
 func planName(run string, b int) string   { return fmt.Sprintf("%s/plan/%06d.json", run, b) }
 func resultName(run string, i int) string { return fmt.Sprintf("%s/results/%07d.json", run, i) }
-func reportName(run string) string        { return run + "/report.json" }
+func blockName(run string, s ledger.Span) string {
+	return fmt.Sprintf("%s/results/%07d+%d.json", run, s.First, s.Size)
+}
+func reportName(run string) string { return run + "/report.json" }
 func doneName(run string, shard int) string {
 	return fmt.Sprintf("%s/done/%04d", run, shard)
 }
@@ -324,25 +327,59 @@ func (f *Fake) ReadResult(ctx context.Context, run string, index int) (ledger.Re
 	return r, nil
 }
 
-func (f *Fake) ListResults(ctx context.Context, run string, fn func(index int) error) error {
+func (f *Fake) PutBlock(ctx context.Context, b ledger.Block) error {
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	if _, err := f.put(ctx, blockName(b.Run, b.Span), b, true, ""); err != nil {
+		return fmt.Errorf("record results of %s/%s: %w", b.Run, b.Span, err)
+	}
+	return nil
+}
+
+func (f *Fake) ReadBlock(ctx context.Context, run string, sp ledger.Span) (ledger.Block, error) {
+	var b ledger.Block
+	if _, _, err := f.get(ctx, blockName(run, sp), &b); err != nil {
+		return b, fmt.Errorf("read results of %s/%s: %w", run, sp, err)
+	}
+	return b, nil
+}
+
+// ListResults lists results of their own and blocks' members, as the blob store's listing
+// does from the blocks' metadata.
+func (f *Fake) ListResults(ctx context.Context, run string, fn func(ledger.ResultRef) error) error {
 	prefix := run + "/results/"
 	f.mu.Lock()
 	if err := f.check(ctx); err != nil {
 		f.mu.Unlock()
 		return err
 	}
-	var idx []int
-	for name := range f.records {
-		if rest, ok := strings.CutPrefix(name, prefix); ok {
-			if i, err := strconv.Atoi(strings.TrimSuffix(rest, ".json")); err == nil {
-				idx = append(idx, i)
+	var refs []ledger.ResultRef
+	for name, rec := range f.records {
+		rest, ok := strings.CutPrefix(name, prefix)
+		if !ok {
+			continue
+		}
+		rest = strings.TrimSuffix(rest, ".json")
+		if strings.Contains(rest, "+") {
+			var b ledger.Block
+			if err := json.Unmarshal(rec.data, &b); err != nil {
+				f.mu.Unlock()
+				return fmt.Errorf("decode %s: %w", name, err)
 			}
+			for _, r := range b.Results {
+				refs = append(refs, ledger.ResultRef{Index: r.Index, Block: b.Span})
+			}
+			continue
+		}
+		if i, err := strconv.Atoi(rest); err == nil {
+			refs = append(refs, ledger.ResultRef{Index: i})
 		}
 	}
 	f.mu.Unlock()
-	slices.Sort(idx)
-	for _, i := range idx {
-		if err := fn(i); err != nil {
+	slices.SortStableFunc(refs, func(a, b ledger.ResultRef) int { return a.Index - b.Index })
+	for _, r := range refs {
+		if err := fn(r); err != nil {
 			return err
 		}
 	}

@@ -131,7 +131,16 @@ func (f *Faulty) ReadResult(ctx context.Context, run string, index int) (r ledge
 	return
 }
 
-func (f *Faulty) ListResults(ctx context.Context, run string, fn func(int) error) error {
+func (f *Faulty) PutBlock(ctx context.Context, b ledger.Block) error {
+	return f.call("PutBlock", b.Run, func() error { return f.Store.PutBlock(ctx, b) })
+}
+
+func (f *Faulty) ReadBlock(ctx context.Context, run string, s ledger.Span) (b ledger.Block, err error) {
+	err = f.call("ReadBlock", run, func() (e error) { b, e = f.Store.ReadBlock(ctx, run, s); return })
+	return
+}
+
+func (f *Faulty) ListResults(ctx context.Context, run string, fn func(ledger.ResultRef) error) error {
 	return f.call("ListResults", run, func() error { return f.Store.ListResults(ctx, run, fn) })
 }
 
