@@ -118,7 +118,8 @@ func fanIn(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	last, err := store.ReadResult(ctx, run, n-1)
+	results := ledger.NewReader(store, run) // results on their own and in blocks
+	last, err := results.Read(ctx, n-1)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -147,8 +147,9 @@ func killWorkerMidPartition(t *testing.T, d devhost.Delivery) {
 		t.Fatalf("no failed partition invocation on the killed pid %d", victim.PID)
 	}
 	var delays []string
+	results := ledger.NewReader(c.store, run) // results on their own and in blocks
 	for part, failed := range lost {
-		res, err := c.store.ReadResult(ctx, run, part)
+		res, err := results.Read(ctx, part)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -506,12 +507,13 @@ func killWorkerMidBundle(t *testing.T, d devhost.Delivery) {
 		}
 	}
 	var parts []string
+	resultsAfter := ledger.NewReader(c.store, run) // results on their own and in blocks
 	for _, env := range lost {
 		if !splits[env.Part] {
 			t.Errorf("bundle %s came back without being split", env.MessageID())
 		}
 		for _, one := range env.Singles() {
-			res, err := c.store.ReadResult(ctx, run, one.Part)
+			res, err := resultsAfter.Read(ctx, one.Part)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -331,12 +331,13 @@ func checkRun(t *testing.T, c *cluster, run string, want runWant, ts []tenure) r
 		}
 	}
 	failed := map[int]bool{}
+	results := ledger.NewReader(c.store, run) // results on their own and in blocks
 	for _, i := range want.failed {
 		failed[i] = true
 	}
 	agg := syntheticAggregate{Partitions: want.partitions}
 	for _, i := range indexes {
-		r, err := c.store.ReadResult(ctx, run, i)
+		r, err := results.Read(ctx, i)
 		if err != nil {
 			t.Fatal(err)
 		}

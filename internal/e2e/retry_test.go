@@ -49,8 +49,9 @@ func TestRetry_DependencyDownFor60sThenTheRunSucceeds(t *testing.T) {
 	ts := checkLeadership(t, c)
 	checkRun(t, c, run, runWant{partitions: 3, state: ledger.StateSucceeded}, ts)
 
+	results := ledger.NewReader(c.store, run) // results on their own and in blocks
 	for i := range 3 {
-		r, err := c.store.ReadResult(ctx, run, i)
+		r, err := results.Read(ctx, i)
 		if err != nil {
 			t.Fatal(err)
 		}

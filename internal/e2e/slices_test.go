@@ -86,8 +86,9 @@ func TestSlices_RunSpansInvocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	var all []ledger.Result
+	results := ledger.NewReader(c.store, run) // results on their own and in blocks
 	for i := range n {
-		r, err := c.store.ReadResult(ctx, run, i)
+		r, err := results.Read(ctx, i)
 		if err != nil {
 			t.Fatal(err)
 		}
