@@ -50,17 +50,19 @@ func newHotTracker() *hotTracker {
 	return &hotTracker{kinds: map[string]map[string]int64{}, each: map[string]hotSpot{}}
 }
 
-// Call kinds (see callKind) the tracker tells apart: a partition's result ends a window's
-// count of partitions; an empty poll (a dequeue that got no message) comes from each
+// Call kinds (see callKind) the tracker tells apart: a result, or a block of results, counts
+// the partitions it records towards a window's; an empty poll (a dequeue that got no message) comes from each
 // instance's listener backing off up to its polling interval, so empty polls grow with
 // instances and time, not with partitions, and the busy spot leaves them out.
 const (
 	kindResult    = "blob PUT result"
+	kindBlock     = "blob PUT result block"
 	kindEmptyPoll = "queue dequeue empty"
 )
 
-// add counts one call of the given kind to entity, made at.
-func (h *hotTracker) add(entity, kind string, at time.Time) {
+// add counts one call of the given kind to entity, made at, that recorded parts partitions'
+// results (0 for any other call).
+func (h *hotTracker) add(entity, kind string, parts int, at time.Time) {
 	if h.start.IsZero() {
 		h.start = at
 	}
@@ -69,9 +71,7 @@ func (h *hotTracker) add(entity, kind string, at time.Time) {
 		h.kinds[entity] = map[string]int64{}
 	}
 	h.kinds[entity][kind]++
-	if kind == kindResult {
-		h.results++
-	}
+	h.results += int64(parts)
 	if h.results >= hotWindowParts {
 		h.close()
 	}

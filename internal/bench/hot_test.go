@@ -31,22 +31,22 @@ func TestHotTracker_WorstWindow(t *testing.T) {
 	// Window 0: the manifest takes 10 calls in 1,000 partitions; window 1: the done shard 40.
 	for i := range hotWindowParts {
 		if i < 10 {
-			h.add("c/run/manifest.json", "call", time.Time{})
+			h.add("c/run/manifest.json", "call", 0, time.Time{})
 		}
-		h.add(fmt.Sprintf("c/run/results/%d.json", i), kindResult, time.Time{})
+		h.add(fmt.Sprintf("c/run/results/%d.json", i), kindResult, 1, time.Time{})
 	}
 	for i := range hotWindowParts {
 		if i < 40 {
-			h.add("c/run/done/0", "call", time.Time{})
+			h.add("c/run/done/0", "call", 0, time.Time{})
 		}
-		h.add(fmt.Sprintf("c/run/results/%d.json", hotWindowParts+i), kindResult, time.Time{})
+		h.add(fmt.Sprintf("c/run/results/%d.json", hotWindowParts+i), kindResult, 1, time.Time{})
 	}
-	h.add("c/run/done/0", "call", time.Time{}) // in the next window, which never closes
+	h.add("c/run/done/0", "call", 0, time.Time{}) // in the next window, which never closes
 	h.close()
 	// A queue hotter than every blob is the hottest entity, not the hottest blob.
 	for i := range hotWindowParts {
-		h.add("queue q", "call", time.Time{})
-		h.add(fmt.Sprintf("c/run/results/%d.json", 2*hotWindowParts+i), kindResult, time.Time{})
+		h.add("queue q", "call", 0, time.Time{})
+		h.add(fmt.Sprintf("c/run/results/%d.json", 2*hotWindowParts+i), kindResult, 1, time.Time{})
 	}
 	if h.worst.Entity != "queue q" || h.worst.PerPart != 1 {
 		t.Errorf("worst = %+v, want the queue", h.worst)
@@ -68,14 +68,14 @@ func TestHotTracker_EmptyPollsLeftOutOfBusy(t *testing.T) {
 	for i := range hotWindowParts {
 		switch {
 		case i < 50:
-			h.add("queue q", kindEmptyPoll, time.Time{})
+			h.add("queue q", kindEmptyPoll, 0, time.Time{})
 		case i < 55:
-			h.add("queue q", "call", time.Time{})
+			h.add("queue q", "call", 0, time.Time{})
 		}
 		if i < 20 {
-			h.add("c/run/manifest.json", "call", time.Time{})
+			h.add("c/run/manifest.json", "call", 0, time.Time{})
 		}
-		h.add(fmt.Sprintf("c/run/results/%d.json", i), kindResult, time.Time{})
+		h.add(fmt.Sprintf("c/run/results/%d.json", i), kindResult, 1, time.Time{})
 	}
 	h.close()
 	if h.worst.Entity != "queue q" || h.worst.Calls != 55 {
@@ -115,15 +115,15 @@ func TestHotTracker_TopListsEachEntityAtItsWorst(t *testing.T) {
 		for i := range hotWindowParts {
 			switch {
 			case i < manifest:
-				h.add("c/run/manifest.json", "blob GET manifest", at)
+				h.add("c/run/manifest.json", "blob GET manifest", 0, at)
 			case i < manifest+lease:
-				h.add("c/lease", "blob lease renew", at)
+				h.add("c/lease", "blob lease renew", 0, at)
 			}
 			if i < shard {
-				h.add("c/run/done/0", "blob append done", at)
+				h.add("c/run/done/0", "blob append done", 0, at)
 			}
 			at = at.Add(time.Millisecond)
-			h.add("c/run/results/x.json", kindResult, at)
+			h.add("c/run/results/x.json", kindResult, 1, at)
 		}
 	}
 	window(12, 3, 5)

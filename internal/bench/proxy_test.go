@@ -3,6 +3,8 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
+	mathbits "math/bits"
 	"fmt"
 	"log"
 	"net"
@@ -29,6 +31,7 @@ type storageProxy struct {
 	queuePort   int
 
 	mu       sync.Mutex
+	parts    int64 // partitions whose results were written (a block counts its members)
 	counts   map[string]int64
 	lastAt   map[string]time.Time
 	renewals []time.Duration
@@ -55,6 +58,10 @@ func startStorageProxy(tb testing.TB, srv *azurite.Server) *storageProxy {
 		}
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			kind, entity := callKind(r, queue), callEntity(r, queue)
+			parts := 0
+			if kind == kindResult {
+				kind, parts = resultParts(r)
+			}
 			t0 := time.Now()
 			if kind == "queue dequeue" {
 				sw := &messageSniffer{ResponseWriter: w}
@@ -65,7 +72,7 @@ func startStorageProxy(tb testing.TB, srv *azurite.Server) *storageProxy {
 			} else {
 				rp.ServeHTTP(w, r)
 			}
-			p.record(kind, entity, t0, time.Now())
+			p.record(kind, entity, parts, t0, time.Now())
 		})
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -94,11 +101,12 @@ func (p *storageProxy) connectionString(srv *azurite.Server) string {
 	).Replace(srv.ConnectionString())
 }
 
-func (p *storageProxy) record(kind, entity string, start, end time.Time) {
+func (p *storageProxy) record(kind, entity string, parts int, start, end time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.counts[kind]++
-	p.hot.add(entity, kind, end)
+	p.parts += int64(parts)
+	p.hot.add(entity, kind, parts, end)
 	p.lastAt[kind] = end
 	if kind == "blob lease renew" {
 		p.renewals = append(p.renewals, end.Sub(start))
@@ -123,7 +131,7 @@ func (p *storageProxy) snapshotHot() (counts map[string]int64, lastAt map[string
 	}
 	counts, lastAt, renewals = p.counts, p.lastAt, p.renewals
 	hot, top = [3]hotSpot{p.hot.worst, p.hot.blob, p.hot.busy}, p.hot.top(hotTop)
-	p.counts, p.lastAt, p.renewals, p.hot = map[string]int64{}, map[string]time.Time{}, nil, newHotTracker()
+	p.counts, p.lastAt, p.renewals, p.hot, p.parts = map[string]int64{}, map[string]time.Time{}, nil, newHotTracker(), 0
 	return counts, lastAt, renewals, hot, top
 }
 
@@ -165,6 +173,24 @@ func callKind(r *http.Request, queue bool) string {
 	default:
 		return "blob " + r.Method + " " + comp + " " + blobPart(r.URL.Path)
 	}
+}
+
+// resultParts tells a result's PUT (kindResult, one partition) from a block's (kindBlock, the
+// partitions its members metadata names).
+func resultParts(r *http.Request) (string, int) {
+	name := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+	if !strings.Contains(name, "+") {
+		return kindResult, 1
+	}
+	bits, err := hex.DecodeString(r.Header.Get("x-ms-meta-members"))
+	if err != nil {
+		return kindBlock, 0
+	}
+	n := 0
+	for _, b := range bits {
+		n += mathbits.OnesCount8(b)
+	}
+	return kindBlock, n
 }
 
 // blobPart is the kind of a run blob from its path (/account/container/<run>/...).

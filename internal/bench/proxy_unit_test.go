@@ -3,6 +3,7 @@ package bench
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -49,5 +50,27 @@ func TestCallsTable(t *testing.T) {
 	}
 	if want := " blob GET manifest 20 (2.0000); queue enqueue 10 (1.0000);"; line != want {
 		t.Errorf("line = %q, want %q", line, want)
+	}
+}
+
+// A block's PUT counts the partitions its members metadata names; a result's, one.
+func TestResultParts(t *testing.T) {
+	for _, tc := range []struct {
+		path, members string
+		kind          string
+		parts         int
+	}{
+		{"/devstoreaccount1/runs-1/r/results/0000017.json", "", kindResult, 1},
+		{"/devstoreaccount1/runs-1/r/results/0000256+256.json", strings.Repeat("ff", 32), kindBlock, 256},
+		{"/devstoreaccount1/runs-1/r/results/0000008+8.json", "a1", kindBlock, 3},
+		{"/devstoreaccount1/runs-1/r/results/0000008+8.json", "", kindBlock, 0},
+	} {
+		r := httptest.NewRequest(http.MethodPut, tc.path, nil)
+		if tc.members != "" {
+			r.Header.Set("x-ms-meta-members", tc.members)
+		}
+		if kind, n := resultParts(r); kind != tc.kind || n != tc.parts {
+			t.Errorf("resultParts(%s, %q) = %s, %d; want %s, %d", tc.path, tc.members, kind, n, tc.kind, tc.parts)
+		}
 	}
 }

@@ -60,6 +60,15 @@ type scaleResult struct {
 	selfCPU    float64        // this process (local host, proxy, polling) likewise
 }
 
+// lastResult is when the last result (or block of results) was written.
+func lastResult(lastAt map[string]time.Time) time.Time {
+	t := lastAt[kindResult]
+	if b := lastAt[kindBlock]; b.After(t) {
+		t = b
+	}
+	return t
+}
+
 // perPartition is the calls per partition.
 func (r scaleResult) perPartition(n int) float64 { return float64(r.calls) / float64(n) }
 
@@ -96,7 +105,7 @@ func scaledRun(b *testing.B, spec scaleSpec) scaleResult {
 				case <-tk.C:
 				}
 				c.proxy.mu.Lock()
-				enq, res := c.proxy.counts["queue enqueue"], c.proxy.counts["blob PUT result"]
+				enq, res := c.proxy.counts["queue enqueue"], c.proxy.parts
 				c.proxy.mu.Unlock()
 				el := time.Since(t0)
 				fmt.Fprintf(os.Stderr, "  %s: %6.0fs enqueued %d, results %d of %d (%.0f/s)\n",
@@ -125,7 +134,7 @@ func scaledRun(b *testing.B, spec scaleSpec) scaleResult {
 		b.Fatal(err)
 	}
 	r := scaleResult{run: run, elapsed: m.Finished.Sub(m.Created), enqueue: m.Enqueued.Sub(m.Created),
-		resultToReport: lastAt["blob PUT report"].Sub(lastAt["blob PUT result"]), counts: counts, renewals: renewals, hot: hot, top: top,
+		resultToReport: lastAt["blob PUT report"].Sub(lastResult(lastAt)), counts: counts, renewals: renewals, hot: hot, top: top,
 		rss: map[string]int64{}, failed: c.failures(),
 		azuriteCPU: cpuShare(az1.CPU-az0.CPU, wall), selfCPU: cpuShare(self1-self0, wall)}
 	r.calls, _ = callsTable(counts, spec.partitions)
