@@ -162,47 +162,60 @@ func BenchmarkTryFinish_10000(b *testing.B) {
 // results, the fold (one partial read and write per bundle), the done appends (one per bundle),
 // the manifest reads (once per process while the planned run's manifest is cached; /planning:
 // once per bundle, plus a re-read when a bundle's append may complete a shard) and the finish.
+// results=block records each bundle's results in one block (a batch planned with spans);
+// results=own one result per partition (a batch planned before spans), side by side.
 func BenchmarkWorker_StorageCallsPerBundledPartition(b *testing.B) {
-	for _, planned := range []bool{true, false} {
-		name := "planned"
-		if !planned {
-			name = "planning"
+	for _, blocks := range []bool{true, false} {
+		for _, planned := range []bool{true, false} {
+			name := "planned"
+			if !planned {
+				name = "planning"
+			}
+			results := "results=block"
+			if !blocks {
+				results = "results=own"
+			}
+			b.Run(results+"/"+name, func(b *testing.B) { benchBundled(b, name, planned, blocks) })
 		}
-		b.Run(name, func(b *testing.B) {
-			const size = work.DefaultMaxBundle
-			n := (min(b.N, synthetic.MaxPartitions) + size - 1) / size * size
-			f := newFixture(b)
-			jobs := work.NewRegistry()
-			jobs.Register(synthetic.Name, enginejob.Of(synthetic.New()))
-			cfg := f.cfg
-			cfg.Jobs = jobs
-			w := f.newWorker(cfg)
-			run := fmt.Sprintf("bundled-%s-%d", name, n)
-			f.createRun(run, synthetic.Params{Partitions: n}, func(m *ledger.Manifest) {
-				m.Deadline = time.Now().Add(time.Hour)
-				m.FoldShards, m.FoldBlock = work.DefaultFoldShards, work.DefaultFoldBlock
-				if !planned {
-					m.PlanDone, m.Partitions, m.Checkpoint.Next = false, 0, n
-				}
-			})
-			start := f.calls.n.Load()
-			b.ResetTimer()
-			for first := 0; first < n; first += size {
-				env := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: run, Epoch: 1, Part: first, Count: size}
-				for i := first; i < first+size; i++ {
-					env.Payloads = append(env.Payloads, envelope(run, i, 1).Payload)
-				}
-				if err := w.HandlePartition(f.ctx, env, work.Delivery{MessageID: env.MessageID(), Count: 1}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(f.calls.n.Load()-start)/float64(n), "calls/partition")
-			if planned {
-				if m := f.manifest(run); m.State != ledger.StateSucceeded {
-					b.Fatalf("run ended %s (%s), want succeeded", m.State, m.Reason)
-				}
-			}
-		})
+	}
+}
+
+func benchBundled(b *testing.B, name string, planned, blocks bool) {
+	const size = work.DefaultMaxBundle
+	n := (min(b.N, synthetic.MaxPartitions) + size - 1) / size * size
+	f := newFixture(b)
+	jobs := work.NewRegistry()
+	jobs.Register(synthetic.Name, enginejob.Of(synthetic.New()))
+	cfg := f.cfg
+	cfg.Jobs = jobs
+	w := f.newWorker(cfg)
+	run := fmt.Sprintf("bundled-%s-%v-%d", name, blocks, n)
+	f.createRun(run, synthetic.Params{Partitions: n}, func(m *ledger.Manifest) {
+		m.Deadline = time.Now().Add(time.Hour)
+		m.FoldShards, m.FoldBlock = work.DefaultFoldShards, work.DefaultFoldBlock
+		if !planned {
+			m.PlanDone, m.Partitions, m.Checkpoint.Next = false, 0, n
+		}
+	})
+	start := f.calls.n.Load()
+	b.ResetTimer()
+	for first := 0; first < n; first += size {
+		env := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: run, Epoch: 1, Part: first, Count: size}
+		if blocks {
+			env.Block = size
+		}
+		for i := first; i < first+size; i++ {
+			env.Payloads = append(env.Payloads, envelope(run, i, 1).Payload)
+		}
+		if err := w.HandlePartition(f.ctx, env, work.Delivery{MessageID: env.MessageID(), Count: 1}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(f.calls.n.Load()-start)/float64(n), "calls/partition")
+	if planned {
+		if m := f.manifest(run); m.State != ledger.StateSucceeded {
+			b.Fatalf("run ended %s (%s), want succeeded", m.State, m.Reason)
+		}
 	}
 }
