@@ -28,7 +28,6 @@ import (
 const (
 	throughputPartitions = 3000
 	throughputBacklog    = 1000
-	rawUnits             = 9600
 	// throughputLive is the backlog these runs actually hold: here the leader's enqueue is
 	// slower than the workers, who keep the queue down to about one plan batch.
 	throughputLive = 250
@@ -40,13 +39,17 @@ const (
 	rawBundle = work.DefaultMaxBundle
 )
 
+// rawUnits is how many partitions' worth of calls the raw measurement replays: 1,200 bundles
+// (about 8,400 calls, enough for a steady CPU per call; 40 under -short).
+func rawUnits() int { return sized(1200*rawBundle, 40*rawBundle) }
+
 // rawCallsPerPartition is the critical path of one partition as the raw measurement replays
 // it (the call mix an end-to-end run shows at the proxy, BenchmarkScale's table), a bundle of
 // rawBundle partitions at a time: the leader's enqueue of the bundle; the host's dequeue (one
 // per 16 messages) and delete; the worker's manifest read (one per bundle while planning
-// runs), a result create per partition, the fold's partial read and conditional write (one
-// fold block), and one done append.
-const rawCallsPerPartition = (1 + 1.0/16 + 1 + 1 + rawBundle + 2 + 1) / rawBundle
+// runs), one block of its results, the fold's partial read and conditional write (one fold
+// block), and one done append.
+const rawCallsPerPartition = (1 + 1.0/16 + 1 + 1 + 1 + 2 + 1) / rawBundle
 
 // rawRate is Azurite's measured rate for that call mix at one queue depth.
 type rawRate struct {
@@ -75,11 +78,11 @@ func (r rawRate) limit() float64 { return r.rawCallsPerSec() / rawCallsPerPartit
 // BenchmarkThroughput sets end-to-end throughput against what the storage allows, in one run:
 //
 //  1. raw/depth=D: on a fresh Azurite persisted on disk (as the end-to-end runs use), directly
-//     (calls counted by an azcore policy), rawConcurrency goroutines replay rawUnits partitions' worth of
+//     (calls counted by an azcore policy), rawConcurrency goroutines replay rawUnits() partitions' worth of
 //     the calls the partitions make on the critical path, in bundles of rawBundle
 //     (rawCallsPerPartition: per bundle an enqueue, a 16th of a dequeue, a delete, a manifest
-//     read, a partial read and ETag write and a done append of all its partitions, and one
-//     result create per partition) with D partitions' worth of bundles kept in the queue: 250, the backlog these runs actually hold
+//     read, a block of its results, a partial read and ETag write and a done append of all its
+//     partitions) with D partitions' worth of bundles kept in the queue: 250, the backlog these runs actually hold
 //     (the workers keep up with the leader's enqueue, about one plan batch behind); the wave
 //     runs' backlog bound (1,000); and the up-front runs' whole run (3,000). Azurite runs on one thread, so its raw rate is one
 //     core ÷ its CPU time per call (read from /proc): what it serves at saturation, however
@@ -142,7 +145,7 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 }
 
-// measureRaw replays rawUnits partitions' critical-path calls, in bundles of rawBundle, with
+// measureRaw replays rawUnits() partitions' critical-path calls, in bundles of rawBundle, with
 // depth partitions' worth of bundles in the queue.
 func measureRaw(b *testing.B, depth int) rawRate {
 	b.Helper()
@@ -177,10 +180,10 @@ func measureRaw(b *testing.B, depth int) rawRate {
 		b.Fatal(err)
 	}
 	const run = "raw"
-	params, _ := json.Marshal(map[string]int{"partitions": rawUnits})
+	params, _ := json.Marshal(map[string]int{"partitions": rawUnits()})
 	m := ledger.Manifest{RunID: run, Trigger: ledger.TriggerManual, Epoch: 1,
 		Segments: []ledger.Segment{{Epoch: 1}}, Job: "synthetic", Params: params, State: ledger.StateRunning,
-		Partitions: rawUnits, PlanDone: true, FoldShards: work.DefaultFoldShards, FoldBlock: work.DefaultFoldBlock,
+		Partitions: rawUnits(), PlanDone: true, FoldShards: work.DefaultFoldShards, FoldBlock: work.DefaultFoldBlock,
 		DoneLayout: ledger.DoneStriped, Created: time.Now().UTC()}
 	if err := store.CreateManifest(ctx, &m); err != nil {
 		b.Fatal(err)
@@ -208,7 +211,7 @@ func measureRaw(b *testing.B, depth int) rawRate {
 		wg.Go(func() {
 			for i := next.Add(1); i <= int64(max(depth/rawBundle, 1)); i = next.Add(1) {
 				// Bundles past the run's end: they are only the backlog.
-				if err := enqueue(rawUnits + int(i)*rawBundle); err != nil {
+				if err := enqueue(rawUnits() + int(i)*rawBundle); err != nil {
 					b.Error(err)
 					return
 				}
@@ -232,7 +235,7 @@ func measureRaw(b *testing.B, depth int) rawRate {
 		wg.Go(func() {
 			var held []*azqueue.DequeuedMessage
 			fail := func(err error) { errs <- err }
-			for u := int(next.Add(1) - 1); u < rawUnits/rawBundle; u = int(next.Add(1) - 1) {
+			for u := int(next.Add(1) - 1); u < rawUnits()/rawBundle; u = int(next.Add(1) - 1) {
 				if err := rawBundleCalls(ctx, q, store, &m, u*rawBundle, enqueue, &held); err != nil {
 					fail(err)
 					return
@@ -248,18 +251,18 @@ func measureRaw(b *testing.B, depth int) rawRate {
 		b.Fatal(err)
 	}
 	total := calls.n.Load()
-	r := rawRate{depth: depth, callsPerSec: float64(total) / wall.Seconds(), callsPerUnit: float64(total) / rawUnits}
+	r := rawRate{depth: depth, callsPerSec: float64(total) / wall.Seconds(), callsPerUnit: float64(total) / float64(rawUnits())}
 	if cpu := az1.CPU - az0.CPU; cpu > 0 {
 		r.cpuPerCall = cpu / time.Duration(total)
 	}
 	b.Logf("depth %d: %d partitions' critical-path calls in bundles of %d in %s, %d calls (%.0f/s); Azurite CPU %s per call (%.0f%% of a core)",
-		depth, rawUnits, rawBundle, wall.Round(time.Millisecond), total, r.callsPerSec, r.cpuPerCall, cpuShare(az1.CPU-az0.CPU, wall))
+		depth, rawUnits(), rawBundle, wall.Round(time.Millisecond), total, r.callsPerSec, r.cpuPerCall, cpuShare(az1.CPU-az0.CPU, wall))
 	return r
 }
 
 // rawBundleCalls makes one bundle's critical-path calls: enqueue a bundle (the leader), dequeue
-// 16 messages when held is empty (the host), read the manifest, create each partition's result,
-// fold the bundle into its partial, append its done records (the worker), and delete a message
+// 16 messages when held is empty (the host), read the manifest, create the block of its
+// results, fold the bundle into its partial, append its done records (the worker), and delete a message
 // (the host).
 func rawBundleCalls(ctx context.Context, q *azqueue.QueueClient, store *blobstore.Store, m *ledger.Manifest, first int,
 	enqueue func(first int) error, held *[]*azqueue.DequeuedMessage) error {
@@ -278,14 +281,16 @@ func rawBundleCalls(ctx context.Context, q *azqueue.QueueClient, store *blobstor
 		return err
 	}
 	idx := make([]int, rawBundle)
+	blk := ledger.Block{Run: m.RunID, Span: ledger.Span{First: first, Size: rawBundle}}
 	for k := range idx {
 		i := first + k
 		idx[k] = i
 		out, _ := json.Marshal(map[string]int64{"i": int64(i), "v": int64(i) * int64(i)})
-		if err := store.PutResult(ctx, ledger.Result{Run: m.RunID, Index: i, Epoch: 1, OK: true, Attempts: 1, Output: out,
-			Finished: time.Now().UTC()}); err != nil {
-			return err
-		}
+		blk.Results = append(blk.Results, ledger.Result{Run: m.RunID, Index: i, Epoch: 1, OK: true, Attempts: 1, Output: out,
+			Finished: time.Now().UTC()})
+	}
+	if err := store.PutBlock(ctx, blk); err != nil {
+		return err
 	}
 	if err := rawFold(ctx, store, m, idx); err != nil {
 		return err
@@ -320,7 +325,7 @@ func rawFold(ctx context.Context, store *blobstore.Store, m *ledger.Manifest, id
 			p.Mark(pos)
 			p.Count++
 		}
-		p.Aggregate = json.RawMessage(fmt.Sprintf(`{"partitions":%d,"ok":%d}`, rawUnits, p.Count))
+		p.Aggregate = json.RawMessage(fmt.Sprintf(`{"partitions":%d,"ok":%d}`, rawUnits(), p.Count))
 		err = store.WritePartial(ctx, p, etag)
 		if err == nil || (!errors.Is(err, ledger.ErrConflict) && !errors.Is(err, ledger.ErrExists)) {
 			return err
