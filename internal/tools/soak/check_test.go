@@ -883,3 +883,20 @@ func TestCheck_FaultBacklogExplainsTheNextPass(t *testing.T) {
 		t.Errorf("decided 26 s late, due after the outage's effect and with the passes caught up: delay violations %v, want one for %s", got, occID("many", 20))
 	}
 }
+
+// A partition listed twice — in its span's block and on its own — is a violation that says so.
+func TestCheck_PartitionRecordedTwice(t *testing.T) {
+	fast5 := occID("fast", 5)
+	h := goodHistory(t)
+	r := h.Runs[fast5]
+	r.Indexes = append(r.Indexes[:2:2], append([]int{1}, r.Indexes[2:]...)...)
+	h.Runs[fast5] = r
+	res := Check(h)
+	found := false
+	for _, v := range res.Violations {
+		found = found || v.Kind == VResults && strings.Contains(v.Why, "partition 1 has more than one recorded outcome")
+	}
+	if !found {
+		t.Errorf("no violation naming partition 1 recorded twice; got %v", res.Violations)
+	}
+}
