@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -282,5 +283,48 @@ func TestCheck_TimeoutsAreRecordedInTheirSpansBlocks(t *testing.T) {
 	}
 	if len(l.Refs) != 64 {
 		t.Errorf("%d outcomes, want 64", len(l.Refs))
+	}
+}
+
+// A run planned part way by an earlier version (its first plan batch stored without spans) and
+// resumed after the upgrade: that batch goes out as before, each result its own (no span in
+// its messages), and the batches planned now record in blocks.
+func TestEnqueue_BatchPlannedBeforeSpansKeepsResultsOfTheirOwn(t *testing.T) {
+	ctx := context.Background()
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	c := e.instanceWith("a", func(cfg *Config) { cfg.BatchSize = 64 }, countSchedule("s", 128, config.OverlapSkip))
+	old := ledger.PlanBatch{Batch: 0, First: 0, Cursor: "64"}
+	for i := range 64 {
+		old.Partitions = append(old.Partitions, json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)))
+	}
+	if err := e.fake.PutPlanBatch(ctx, memRun, old); err != nil {
+		t.Fatal(err)
+	}
+	e.startCursor("s")
+	e.heartbeat(c, memOccurrence)
+	e.deliverChecks(c)
+	if m := e.manifest(memRun); !m.PlanDone || m.Partitions != 128 {
+		t.Fatalf("run %+v, want 128 partitions planned", m)
+	}
+	if b, err := e.fake.ReadPlanBatch(ctx, memRun, 1); err != nil || b.Bundle != 8 {
+		t.Fatalf("batch 1 planned now: bundle %d, %v; want 8", b.Bundle, err)
+	}
+	e.sender.mu.Lock()
+	defer e.sender.mu.Unlock()
+	bundles := map[int]int{} // batch → bundles sent
+	for _, msg := range e.sender.msgs {
+		env, err := work.DecodeEnvelope(msg.Body)
+		if err != nil || env.Kind != work.KindPartition {
+			continue
+		}
+		batch := env.Part / 64
+		want := map[int]int{0: 0, 1: 8}[batch]
+		if env.Block != want || env.Count != 8 {
+			t.Errorf("partitions %d+%d (batch %d) carry block %d; want %d, in bundles of 8", env.Part, env.Count, batch, env.Block, want)
+		}
+		bundles[batch]++
+	}
+	if bundles[0] != 8 || bundles[1] != 8 {
+		t.Errorf("bundles sent per batch %v, want 8 each", bundles)
 	}
 }
