@@ -300,8 +300,8 @@ func runSoak(t *testing.T, cfg soakConfig, mode devhost.TimerMode, seed int64) {
 		s := f.Schedules[name]
 		perSchedule = append(perSchedule, fmt.Sprintf("%s[%s queued=%d]", name, soak.Counts(s.States), s.Queued))
 	}
-	figures(t, "seed=%d mode=%s delivery=%s heartbeats=%d schedules: %s manualCalls=%d manualRuns=%v faults=%v runs=%d planned=%d partitions=%d schedulerEpochs=%d runLeaderships=%d heartbeatDriven=%d startsInBound=%d takeoversInBound=%d roundsInBound=%d violations=%d",
-		seed, mode, dlv, f.Heartbeats, strings.Join(perSchedule, " "), f.ManualCalls, f.ManualRuns, f.Faults, f.Runs, f.Planned, f.Partitions,
+	figures(t, "seed=%d mode=%s delivery=%s heartbeats=%d schedules: %s manualCalls=%d manualRuns=%v faults=%v runs=%d planned=%d partitions=%d inBlocks=%d schedulerEpochs=%d runLeaderships=%d heartbeatDriven=%d startsInBound=%d takeoversInBound=%d roundsInBound=%d violations=%d",
+		seed, mode, dlv, f.Heartbeats, strings.Join(perSchedule, " "), f.ManualCalls, f.ManualRuns, f.Faults, f.Runs, f.Planned, f.Partitions, f.InBlocks,
 		f.SchedulerEpochs, f.RunLeaderships, f.HeartbeatDriven, f.StartsChecked, f.TakeoversChecked, f.RoundsChecked, len(res.Violations))
 	if n := len(res.Violations); n > 0 {
 		t.Errorf("%d violation(s) (listed above); replay: E2E_DELIVERY=%s SOAK_SEED=%d SOAK_MODES=%s SOAK_OCCURRENCES=%d make soak",

@@ -56,6 +56,8 @@ type Figures struct {
 	Runs         int            // records in the ledger
 	Planned      int            // runs that planned
 	Partitions   int            // partitions over planned runs
+	// InBlocks counts the results recorded in blocks, over planned runs (the rest their own).
+	InBlocks int
 	// SchedulerEpochs are the scheduler lease's leaderships; RunLeaderships those of the runs'
 	// own leases, over RunLeases leases.
 	SchedulerEpochs int
@@ -701,6 +703,7 @@ func (c *checker) run(id string, r Run) {
 	}
 	c.fig.Planned++
 	c.fig.Partitions += m.Partitions
+	c.fig.InBlocks += r.InBlocks
 
 	idx := slices.Clone(r.Indexes)
 	sort.Ints(idx)

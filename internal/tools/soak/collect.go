@@ -28,7 +28,13 @@ func ReadLedger(ctx context.Context, store ledger.Store) (map[string]Run, error)
 		r := Run{Manifest: m, Results: map[int]ledger.Result{}}
 		// Every record is listed, a partition twice if it were recorded twice (in its span's
 		// block and on its own): the checker counts them.
-		if err := store.ListResults(ctx, id, func(ref ledger.ResultRef) error { r.Indexes = append(r.Indexes, ref.Index); return nil }); err != nil {
+		if err := store.ListResults(ctx, id, func(ref ledger.ResultRef) error {
+			r.Indexes = append(r.Indexes, ref.Index)
+			if !ref.Block.IsZero() {
+				r.InBlocks++
+			}
+			return nil
+		}); err != nil {
 			return nil, fmt.Errorf("run %s: %w", id, err)
 		}
 		rd := ledger.NewReader(store, id)

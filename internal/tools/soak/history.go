@@ -103,6 +103,8 @@ type Run struct {
 	Manifest ledger.Manifest
 	// Indexes is the results/ listing, in listing order.
 	Indexes []int
+	// InBlocks counts the listed results recorded in their span's block (the rest are their own).
+	InBlocks int
 	// Results are the results read back, by index.
 	Results map[int]ledger.Result
 	// Report is report.json, nil when there is none.

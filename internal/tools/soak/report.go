@@ -28,8 +28,8 @@ func (r Result) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "manual calls: %d (by status: %s); manual runs by state: %s\n", f.ManualCalls, counts(codes), counts(f.ManualRuns))
 	fmt.Fprintf(w, "faults by kind: %s\n", counts(f.Faults))
-	fmt.Fprintf(w, "runs: %d records, %d planned, %d partitions; leaderships: %d of the scheduler lease, %d of %d run leases (leases of killed holders lost to an Azurite restart: %d; epochs whose record it lost: %d)\n",
-		f.Runs, f.Planned, f.Partitions, f.SchedulerEpochs, f.RunLeaderships, f.RunLeases, f.LeasesLostToRestart, f.EpochsLostToRestart)
+	fmt.Fprintf(w, "runs: %d records, %d planned, %d partitions (%d results in blocks); leaderships: %d of the scheduler lease, %d of %d run leases (leases of killed holders lost to an Azurite restart: %d; epochs whose record it lost: %d)\n",
+		f.Runs, f.Planned, f.Partitions, f.InBlocks, f.SchedulerEpochs, f.RunLeaderships, f.RunLeases, f.LeasesLostToRestart, f.EpochsLostToRestart)
 	fmt.Fprintf(w, "supervision: runs the heartbeat drove %d times; in their bounds: %d first planners, %d planners replaced, %d re-enqueue rounds\n",
 		f.HeartbeatDriven, f.StartsChecked, f.TakeoversChecked, f.RoundsChecked)
 	fmt.Fprintf(w, "violations: %d\n", len(r.Violations))
