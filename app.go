@@ -122,6 +122,9 @@ func (a *App) register(name string, job Job, opts []JobOption) error {
 	if spec.bundle > 0 {
 		a.jobs.SetMaxBundle(name, spec.bundle)
 	}
+	if spec.timeout > 0 {
+		a.jobs.SetPartitionTimeout(name, spec.timeout)
+	}
 	if spec.params != nil {
 		a.defaults[name] = spec.params
 	}

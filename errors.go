@@ -22,6 +22,8 @@ var (
 	ErrInvalidRetry = errors.New("invalid retry policy")
 	// ErrInvalidBundle: a job's WithMaxBundle is not 1 to MaxBundle.
 	ErrInvalidBundle = errors.New("invalid bundle size")
+	// ErrInvalidTimeout: a job's WithPartitionTimeout is out of range.
+	ErrInvalidTimeout = errors.New("invalid partition timeout")
 	// ErrDuplicateSchedule: a schedule name is declared twice.
 	ErrDuplicateSchedule = errors.New("schedule already declared")
 	// ErrUnknownJob: a schedule names a job that is not registered (register it first).
@@ -33,7 +35,7 @@ var (
 // RegistrationError is a refused registration of a job or a schedule: which one, which field
 // (the name, the job itself, or an option such as its params) and what is wrong. Match it with
 // errors.As, and its cause with errors.Is (ErrInvalidName, ErrDuplicateJob, ErrNilJob,
-// ErrInvalidParams, ErrInvalidRetry, ErrInvalidBundle, ErrDuplicateSchedule, ErrUnknownJob, ErrInvalidSchedule).
+// ErrInvalidParams, ErrInvalidRetry, ErrInvalidBundle, ErrInvalidTimeout, ErrDuplicateSchedule, ErrUnknownJob, ErrInvalidSchedule).
 type RegistrationError struct {
 	// Schedule is the name passed to Schedule ("" for a job's registration).
 	Schedule string

@@ -21,11 +21,12 @@ func (o jobOption) applyJob(s *jobSpec) error { return o(s) }
 
 // jobSpec is a registration being built by its options.
 type jobSpec struct {
-	job    Job
-	params json.RawMessage
-	retry  *RetryPolicy
-	bundle int    // 0: the default
-	field  string // the field check found wrong
+	job     Job
+	params  json.RawMessage
+	retry   *RetryPolicy
+	bundle  int           // 0: the default
+	timeout time.Duration // 0: none
+	field   string        // the field check found wrong
 }
 
 // RetryPolicy says how often a partition whose Process fails is tried, and how long to wait
@@ -94,6 +95,25 @@ func WithMaxBundle(n int) JobOption {
 			return &RegistrationError{Field: "bundle", Err: fmt.Errorf("%w: %d, want 1 to %d", ErrInvalidBundle, n, MaxBundle)}
 		}
 		s.bundle = n
+		return nil
+	})
+}
+
+// MaxPartitionTimeout is the longest WithPartitionTimeout.
+const MaxPartitionTimeout = 24 * time.Hour
+
+// WithPartitionTimeout bounds each try of one of the job's partitions: after d its context is
+// cancelled and the try fails as timed out ("partition timed out after d"), retried under the
+// job's retry policy like any other failure. A Process that does not return within a second
+// of the cancel is abandoned: its outcome is never recorded. Keep d below the function timeout,
+// which bounds a whole bundle. Outside 1 ms to MaxPartitionTimeout is a *RegistrationError for
+// "partitionTimeout" wrapping ErrInvalidTimeout. Default: none (the invocation's deadline).
+func WithPartitionTimeout(d time.Duration) JobOption {
+	return jobOption(func(s *jobSpec) error {
+		if d < time.Millisecond || d > MaxPartitionTimeout {
+			return &RegistrationError{Field: "partitionTimeout", Err: fmt.Errorf("%w: %s, want 1ms to %s", ErrInvalidTimeout, d, MaxPartitionTimeout)}
+		}
+		s.timeout = d
 		return nil
 	})
 }

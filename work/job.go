@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"sort"
+	"time"
 
 	"github.com/batonfn/baton/internal/engine/ledger"
 )
@@ -70,15 +71,24 @@ var ErrUnknownJob = errors.New("unknown job")
 
 // Registry maps job names to jobs. Build it once at start-up; it is read-only afterwards.
 type Registry struct {
-	jobs   map[string]Job
-	retry  map[string]RetryPolicy
-	bundle map[string]int
+	jobs    map[string]Job
+	retry   map[string]RetryPolicy
+	bundle  map[string]int
+	timeout map[string]time.Duration
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{jobs: map[string]Job{}, retry: map[string]RetryPolicy{}, bundle: map[string]int{}}
+	return &Registry{jobs: map[string]Job{}, retry: map[string]RetryPolicy{}, bundle: map[string]int{},
+		timeout: map[string]time.Duration{}}
 }
+
+// SetPartitionTimeout bounds each try of the named job's partitions (0: no bound but the
+// invocation's deadline); see Worker.
+func (r *Registry) SetPartitionTimeout(name string, d time.Duration) { r.timeout[name] = d }
+
+// PartitionTimeout is the named job's bound on one try of a partition (0: none).
+func (r *Registry) PartitionTimeout(name string) time.Duration { return r.timeout[name] }
 
 // SetMaxBundle caps how many partitions of the named job one message carries, 1 to MaxBundle
 // (1: one partition per message; above DefaultMaxBundle a plan batch spreads over fewer

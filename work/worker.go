@@ -449,9 +449,9 @@ func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one
 	}
 
 	started := w.now()
-	out, perr := process(ctx, job, Partition{
+	out, perr := w.processBounded(ctx, job, Partition{
 		Run: one.Run, Index: one.Part, Epoch: one.Epoch, Attempt: attempt, Params: m.Params, Payload: one.Payload,
-	})
+	}, w.cfg.Jobs.PartitionTimeout(m.Job), log)
 	res := ledger.Result{Run: one.Run, Index: one.Part, Epoch: one.Epoch, Attempts: attempt, Errors: one.Errors,
 		Worker: w.cfg.Holder, Started: started, Finished: w.now()}
 	if perr != nil && !errors.Is(perr, ErrPermanent) {
@@ -551,6 +551,56 @@ func (w *Worker) retry(ctx context.Context, env Envelope, try int, errs []string
 
 func giveUp(env Envelope, attempt int, cause error) error {
 	return fmt.Errorf("partition %s/%d after %d deliveries: %w: %w", env.Run, env.Part, attempt, ErrGaveUp, cause)
+}
+
+// ErrPartitionTimeout marks a try cut off by its job's partition timeout: it failed (not
+// permanently), and is retried under the job's retry policy.
+var ErrPartitionTimeout = errors.New("partition timed out")
+
+// AbandonGrace is how long a try past its partition timeout has to return once its context is
+// cancelled; a Process that does not is abandoned (its goroutine runs on, its outcome unused).
+const AbandonGrace = time.Second
+
+// processBounded runs process under the job's partition timeout d (none when d is 0): past
+// it, the try's context is cancelled and the try fails with ErrPartitionTimeout, whatever
+// error Process returns then, or after AbandonGrace if it returns none.
+func (w *Worker) processBounded(ctx context.Context, job Job, p Partition, d time.Duration, log *slog.Logger) (json.RawMessage, error) {
+	if d <= 0 {
+		return process(ctx, job, p)
+	}
+	timedOut := fmt.Errorf("%w after %s (try %d)", ErrPartitionTimeout, d, p.Attempt)
+	pctx, cancel := context.WithTimeoutCause(ctx, d, timedOut)
+	defer cancel()
+	type done struct {
+		out json.RawMessage
+		err error
+	}
+	ch := make(chan done, 1)
+	go func() {
+		out, err := process(pctx, job, p)
+		ch <- done{out, err}
+	}()
+	cut := func(err error) error {
+		if ctx.Err() == nil && errors.Is(context.Cause(pctx), ErrPartitionTimeout) && err != nil {
+			return timedOut // the job's error is what the cancel made of it
+		}
+		return err
+	}
+	select {
+	case r := <-ch:
+		return r.out, cut(r.err)
+	case <-pctx.Done():
+	}
+	select {
+	case r := <-ch:
+		return r.out, cut(r.err)
+	case <-time.After(AbandonGrace):
+		log.Error("partition abandoned: Process did not return after its context was cancelled", "timeout", d.String(), "grace", AbandonGrace.String())
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		return nil, timedOut
+	}
 }
 
 // process runs the job, turning a panic into an error and invalid output into a permanent one.

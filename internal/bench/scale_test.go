@@ -234,6 +234,20 @@ func (r scaleResult) report(b *testing.B, n int) {
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
+// scaleBacklogFor is BenchmarkScale's BATON_MAX_BACKLOG: BENCH_SCALE_BACKLOG when set (50000 is
+// Azure's default; 0 enqueues everything up front), else scaleBacklog, the local settings'.
+func scaleBacklogFor(b *testing.B) int {
+	v := os.Getenv("BENCH_SCALE_BACKLOG")
+	if v == "" {
+		return scaleBacklog
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		b.Fatalf("BENCH_SCALE_BACKLOG=%q: want a count of partitions, 0 or more", v)
+	}
+	return n
+}
+
 // scaleSizes are BenchmarkScale's run sizes: BENCH_SCALE_SIZES (comma-separated), else 10,000
 // and 100,000 (under -short, `make test`'s smoke run, one full plan batch of 2,048: 8 bundles
 // of 256 at the default cap, 2 of 1,024 at cap=1024, so the smoke run takes bundles over 256
@@ -288,7 +302,7 @@ func BenchmarkScale(b *testing.B) {
 		for _, n := range scaleSizes(b) {
 			b.Run(fmt.Sprintf("%s/partitions=%d", c.name, n), func(b *testing.B) {
 				for b.Loop() {
-					r := scaledRun(b, scaleSpec{partitions: n, instances: scaleInstances, backlog: scaleBacklog,
+					r := scaledRun(b, scaleSpec{partitions: n, instances: scaleInstances, backlog: scaleBacklogFor(b),
 						timer: devhost.TimerOne, progress: 10 * time.Second, timeout: 90 * time.Minute, bulk: c.bulk})
 					r.report(b, n)
 					misbehaved(b, r)
