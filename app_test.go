@@ -82,6 +82,8 @@ func TestRegister_MistakesAreTypedErrors(t *testing.T) {
 		{"cap", rawJob{}, []JobOption{WithRetry(RetryPolicy{InitialDelay: time.Minute, MaxDelay: time.Second})}, "retry.MaxDelay", ErrInvalidRetry},
 		{"nobundle", rawJob{}, []JobOption{WithMaxBundle(0)}, "bundle", ErrInvalidBundle},
 		{"hugebundle", rawJob{}, []JobOption{WithMaxBundle(MaxBundle + 1)}, "bundle", ErrInvalidBundle},
+		{"notimeout", rawJob{}, []JobOption{WithPartitionTimeout(0)}, "partitionTimeout", ErrInvalidTimeout},
+		{"longtimeout", rawJob{}, []JobOption{WithPartitionTimeout(MaxPartitionTimeout + time.Second)}, "partitionTimeout", ErrInvalidTimeout},
 	}
 	for _, c := range cases {
 		err := registerErr(app, c.name, c.job, c.opts...)
@@ -142,6 +144,23 @@ func TestRegister_WithMaxBundleSetsTheJobsCap(t *testing.T) {
 	}
 	if got := app.jobs.MaxBundle("light"); got != DefaultMaxBundle {
 		t.Errorf("light's cap = %d, want %d", got, DefaultMaxBundle)
+	}
+}
+
+// A job's partition timeout reaches the registry the worker reads; a job without one has none.
+func TestRegister_WithPartitionTimeoutSetsTheJobsBound(t *testing.T) {
+	app := New()
+	if err := registerErr(app, "bounded", rawJob{}, WithPartitionTimeout(30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := registerErr(app, "free", rawJob{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := app.jobs.PartitionTimeout("bounded"); got != 30*time.Second {
+		t.Errorf("bounded's timeout = %s, want 30s", got)
+	}
+	if got := app.jobs.PartitionTimeout("free"); got != 0 {
+		t.Errorf("free's timeout = %s, want none", got)
 	}
 }
 

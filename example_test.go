@@ -127,6 +127,20 @@ func ExampleWithMaxBundle() {
 	// true baton: job "huge": bundle: invalid bundle size: 1025, want 1 to 1024
 }
 
+// A partition that calls a dependency which may hang gets a bound per try: past it, its context
+// is cancelled and the try is retried under the job's retry policy.
+func ExampleWithPartitionTimeout() {
+	app := baton.New()
+	app.Register("countdown", countdown{}, baton.WithPartitionTimeout(30*time.Second),
+		baton.WithRetry(baton.RetryPolicy{Attempts: 3}))
+	fmt.Println(app.Err())
+	app.Register("forever", countdown{}, baton.WithPartitionTimeout(48*time.Hour))
+	fmt.Println(errors.Is(app.Err(), baton.ErrInvalidTimeout))
+	// Output:
+	// <nil>
+	// true
+}
+
 // Main is the whole of a main function: it reads the settings, serves the Functions host and
 // exits with a message naming what is wrong when it cannot start.
 func ExampleApp_Main() {

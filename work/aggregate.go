@@ -99,50 +99,54 @@ type resultReader struct {
 	cancel  context.CancelFunc
 	futures chan chan fetched
 	wg      sync.WaitGroup
-	buf     []ledger.Result
+	err     error                                      // the listing's
+	refs    []ledger.ResultRef                         // in index order
+	pos     int                                        // the next ref to hand out
+	got     map[ledger.ResultRef]map[int]ledger.Result // units read and not yet handed out whole, by unit
 }
 
 type fetched struct {
-	rs  []ledger.Result
-	err error
+	unit ledger.ResultRef
+	rs   []ledger.Result
+	err  error
 }
 
 // errNoMore: every listed result has been handed out.
 var errNoMore = errors.New("no more results")
 
-// readResults starts the reads: it lists the run's results, then a feeder hands each read
-// unit (a block, or a result of its own), with its future, to the first idle one of conc
-// readers (parallel.Each), then queues the future for next, in index order. The feeder stops
-// when the context ends, and the readers with it.
+// readResults lists the run's results, then starts the reads: a feeder hands each read unit
+// (a block, or a result of its own, in the order of their first partitions), with its
+// future, to the first idle one of conc readers (parallel.Each), then queues the future for
+// next. The feeder stops when the context ends, and the readers with it.
 func readResults(ctx context.Context, s Ledger, run string, conc int) *resultReader {
 	ctx, cancel := context.WithCancel(ctx)
-	rd := &resultReader{ctx: ctx, cancel: cancel, futures: make(chan chan fetched, 4*conc)}
+	rd := &resultReader{ctx: ctx, cancel: cancel, futures: make(chan chan fetched, 4*conc), got: map[ledger.ResultRef]map[int]ledger.Result{}}
+	l, err := ledger.List(ctx, s, run)
+	if err != nil {
+		rd.err = err
+		close(rd.futures)
+		return rd
+	}
+	rd.refs = l.Refs
+	units := l.Units()
 	type read struct {
 		u ledger.ResultRef
 		f chan fetched
 	}
 	reads := make(chan read) // unbuffered: a read is handed out only to an idle reader
 	rd.wg.Go(func() {
-		defer close(rd.futures)
-		l, err := ledger.List(ctx, s, run)
-		if err != nil {
-			f := make(chan fetched, 1)
-			f <- fetched{err: err}
-			rd.futures <- f
-			return
-		}
-		units := l.Units()
-		rd.wg.Go(func() {
-			parallel.Each(len(units), conc, func(int) bool {
-				rq, ok := <-reads
-				if !ok {
-					return false
-				}
-				rs, err := ledger.ReadUnit(ctx, s, run, rq.u)
-				rq.f <- fetched{rs, err}
-				return true
-			})
+		parallel.Each(len(units), conc, func(int) bool {
+			rq, ok := <-reads
+			if !ok {
+				return false
+			}
+			rs, err := ledger.ReadUnit(ctx, s, run, rq.u)
+			rq.f <- fetched{rq.u, rs, err}
+			return true
 		})
+	})
+	rd.wg.Go(func() {
+		defer close(rd.futures)
 		defer close(reads)
 		for _, u := range units {
 			f := make(chan fetched, 1)
@@ -161,28 +165,58 @@ func readResults(ctx context.Context, s Ledger, run string, conc int) *resultRea
 	return rd
 }
 
-// next returns the next result in index order; errNoMore after the last.
+// unitOf is the read unit a ref belongs to (as Listing.Units names it).
+func (rd *resultReader) unitOf(ref ledger.ResultRef) ledger.ResultRef {
+	if ref.Block.IsZero() {
+		return ref
+	}
+	return ledger.ResultRef{Block: ref.Block}
+}
+
+// next returns the next result in index order; errNoMore after the last. Units come in the
+// order of their first partitions, so a ref's unit is at latest the next one to arrive: a
+// block whose partitions interleave with results of their own is kept until handed out.
 func (rd *resultReader) next() (ledger.Result, error) {
-	for len(rd.buf) == 0 {
+	if rd.err != nil {
+		return ledger.Result{}, rd.err
+	}
+	if rd.pos >= len(rd.refs) {
+		return ledger.Result{}, errNoMore
+	}
+	ref := rd.refs[rd.pos]
+	key := rd.unitOf(ref)
+	for rd.got[key] == nil {
 		select {
 		case f, ok := <-rd.futures:
 			if !ok {
 				if err := rd.ctx.Err(); err != nil {
 					return ledger.Result{}, err
 				}
-				return ledger.Result{}, errNoMore
+				return ledger.Result{}, fmt.Errorf("result %d: its read never came", ref.Index)
 			}
 			v := <-f // every future handed out has a reader goroutine that fills it
 			if v.err != nil {
 				return ledger.Result{}, v.err
 			}
-			rd.buf = v.rs
+			m := make(map[int]ledger.Result, len(v.rs))
+			for _, r := range v.rs {
+				m[r.Index] = r
+			}
+			rd.got[rd.unitOf(v.unit)] = m
 		case <-rd.ctx.Done():
 			return ledger.Result{}, rd.ctx.Err()
 		}
 	}
-	r := rd.buf[0]
-	rd.buf = rd.buf[1:]
+	rd.pos++
+	m := rd.got[key]
+	r, ok := m[ref.Index]
+	if !ok {
+		return ledger.Result{}, fmt.Errorf("result %d is listed but its read does not hold it", ref.Index)
+	}
+	delete(m, ref.Index)
+	if len(m) == 0 {
+		delete(rd.got, key)
+	}
 	return r, nil
 }
 

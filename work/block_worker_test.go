@@ -1,7 +1,9 @@
 package work_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/ledgertest"
+	"github.com/batonfn/baton/internal/enginejob"
 	"github.com/batonfn/baton/work"
 	"github.com/batonfn/baton/work/synthetic"
 )
@@ -312,5 +315,31 @@ func TestWorker_BlockWrittenWhileItsAnswerWasLost(t *testing.T) {
 				t.Errorf("the fault was injected %d times, want 1", faulty.Injected(fault))
 			}
 		})
+	}
+}
+
+// A job without a merge reads every result at the end: a block whose partitions interleave
+// with one that recorded its own (retried) is read once and handed out in index order.
+func TestWorker_FullReadInterleavesBlocksAndResultsOfTheirOwn(t *testing.T) {
+	failed := map[int]bool{}
+	job := gatedJob{Job: enginejob.Of(synthetic.New()), gate: func(_ context.Context, p work.Partition) error {
+		if p.Index%5 == 2 && p.Attempt == 1 {
+			failed[p.Index] = true
+			return errors.New("flaky")
+		}
+		return nil
+	}}
+	e := newBundleEnv(t, true, withJob(job), func(cfg *work.WorkerConfig) { cfg.ReadConcurrency = 2 })
+	e.run("full", synthetic.Params{Partitions: 32})
+	for first := 0; first < 32; first += 8 {
+		if err := e.deliver(blockBundle("full", first, 8, 8), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.drain(0)
+	e.outcomes("full", 32)
+	rep, s := e.report("full")
+	if rep.State != ledger.StateSucceeded || rep.Succeeded != 32 || s.SumV != sumSquares(32) || s.Retried != len(failed) {
+		t.Errorf("report %s, %d succeeded, summary %+v; want succeeded, 32, sumV %d, %d retried", rep.State, rep.Succeeded, s, sumSquares(32), len(failed))
 	}
 }

@@ -48,7 +48,7 @@ func TestWorker_PartitionTimeoutCutsTheTryAndRetries(t *testing.T) {
 	if r := got[2]; !r.OK || r.Attempts != 2 || len(r.Errors) != 1 {
 		t.Errorf("partition 2: %+v, want its second try's success after the timed-out first", r)
 	}
-	if rep, _ := e.report("to"); rep.State != ledger.StateSucceeded {
+	if rep, _, err := e.fake.ReadReport(e.ctx, "to"); err != nil || rep.State != ledger.StateSucceeded {
 		t.Errorf("report %s, want succeeded", rep.State)
 	}
 }
