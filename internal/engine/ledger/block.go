@@ -171,27 +171,6 @@ func Record(ctx context.Context, st spanStore, run string, s Span, rs []Result, 
 	return out, taken
 }
 
-// ReadOutcome reads partition i's recorded result, with its span s as planned (the zero
-// Span when its batch has no blocks) and taken its block when already read: the block's entry
-// if it has one, else the result of its own. ErrNotFound when none is recorded.
-func ReadOutcome(ctx context.Context, st spanStore, run string, i int, s Span, taken *Block) (Result, error) {
-	if !s.IsZero() && taken == nil {
-		b, err := st.ReadBlock(ctx, run, s)
-		switch {
-		case err == nil:
-			taken = &b
-		case !errors.Is(err, ErrNotFound):
-			return Result{}, err
-		}
-	}
-	if taken != nil {
-		if r, ok := taken.Find(i); ok {
-			return r, nil
-		}
-	}
-	return st.ReadResult(ctx, run, i)
-}
-
 // resultSource is what reading a run's results needs of a Store.
 type resultSource interface {
 	ReadResult(ctx context.Context, run string, index int) (Result, error)

@@ -37,7 +37,7 @@ type Store interface {
 	// (see Block; Record does it).
 	PutResult(ctx context.Context, r Result) error
 	// ReadResult reads a partition's result of its own; ErrNotFound when none is recorded
-	// (ReadOutcome and Reader also look in its block).
+	// (Reader also looks in its block).
 	ReadResult(ctx context.Context, run string, index int) (Result, error)
 	// PutBlock writes a span's block once (Block.Validate must pass); ErrExists when the span
 	// has one.
