@@ -27,7 +27,9 @@ func TestSlices_RunSpansInvocations(t *testing.T) {
 	// invocation per batch: 30 of them, not 120 as 3,000 partitions would.
 	const n = 750
 	c := startCluster(t, clusterOpts{params: fmt.Sprintf(`{"partitions":%d}`, n), batch: 25,
-		extra: map[string]string{"BATON_SLICE_BUDGET": "100ms"}})
+		// 20 ms: a few batches a slice however fast the machine (at 100 ms a quiet machine
+		// planned the run in three slices).
+		extra: map[string]string{"BATON_SLICE_BUDGET": "20ms"}})
 	ctx := testCtx(t, 4*time.Minute)
 	run := c.startRun(ctx)
 	first, err := c.h.WaitLine(ctx, func(l devhost.LogLine) bool {
