@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -31,6 +32,9 @@ type fakeLedger struct {
 	// records are the results ReadResult returns (by run, then index).
 	records     map[string]map[int]ledger.Result
 	resultReads int
+	// blocks are the results recorded in blocks (by run), listed after the counted ones.
+	blocks     map[string][]ledger.Block
+	blockReads int
 	// schedules are the schedules' states; scheduleErr fails ReadSchedule.
 	schedules   map[string]ledger.ScheduleState
 	scheduleErr error
@@ -39,7 +43,8 @@ type fakeLedger struct {
 func newFakeLedger() *fakeLedger {
 	return &fakeLedger{manifests: map[string]ledger.Manifest{}, results: map[string]int{},
 		done: map[string]map[int]int64{}, reports: map[string][]byte{}, reads: map[string]int{},
-		records: map[string]map[int]ledger.Result{}, schedules: map[string]ledger.ScheduleState{}}
+		records: map[string]map[int]ledger.Result{}, schedules: map[string]ledger.ScheduleState{},
+		blocks: map[string][]ledger.Block{}}
 }
 
 func (f *fakeLedger) ReadSchedule(ctx context.Context, name string) (ledger.ScheduleState, error) {
@@ -110,9 +115,19 @@ func (f *fakeLedger) ReadReportBounded(ctx context.Context, run string, maxBytes
 func (f *fakeLedger) ListResults(ctx context.Context, run string, fn func(ledger.ResultRef) error) error {
 	f.mu.Lock()
 	n := f.results[run]
-	f.mu.Unlock()
+	var refs []ledger.ResultRef
 	for i := range n {
-		if err := fn(ledger.ResultRef{Index: i}); err != nil {
+		refs = append(refs, ledger.ResultRef{Index: i})
+	}
+	for _, b := range f.blocks[run] {
+		for _, r := range b.Results {
+			refs = append(refs, ledger.ResultRef{Index: r.Index, Block: b.Span})
+		}
+	}
+	f.mu.Unlock()
+	slices.SortStableFunc(refs, func(a, b ledger.ResultRef) int { return a.Index - b.Index })
+	for _, r := range refs {
+		if err := fn(r); err != nil {
 			return err
 		}
 	}
@@ -128,9 +143,16 @@ func (f *fakeLedger) putResult(r ledger.Result) {
 	f.records[r.Run][r.Index] = r
 }
 
-// ReadBlock: this fake keeps every result on its own.
-func (f *fakeLedger) ReadBlock(ctx context.Context, run string, s ledger.Span) (ledger.Block, error) {
-	return ledger.Block{}, fmt.Errorf("read results of %s/%s: %w", run, s, ledger.ErrNotFound)
+func (f *fakeLedger) ReadBlock(ctx context.Context, run string, sp ledger.Span) (ledger.Block, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.blockReads++
+	for _, b := range f.blocks[run] {
+		if b.Span == sp {
+			return b, nil
+		}
+	}
+	return ledger.Block{}, fmt.Errorf("read results of %s/%s: %w", run, sp, ledger.ErrNotFound)
 }
 
 func (f *fakeLedger) ReadResult(ctx context.Context, run string, index int) (ledger.Result, error) {

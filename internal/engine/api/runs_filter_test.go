@@ -245,6 +245,47 @@ func TestGetRun_SegmentsFailuresWorkers(t *testing.T) {
 	}
 }
 
+// A run whose results are in blocks shows the same detail: each failure with its attempts and
+// errors, and every worker, reading each block once.
+func TestGetRun_FailuresAndWorkersFromBlocks(t *testing.T) {
+	l := newFakeLedger()
+	id := tickRunID(t0)
+	m := manifest(id, ledger.StatePartial, t0, 8)
+	m.Succeeded, m.Failed = 7, 1
+	l.put(m)
+	w := ledger.Holder{App: "app", Instance: "a", PID: 1}
+	for first := 0; first < 8; first += 4 {
+		b := ledger.Block{Run: id, Span: ledger.Span{First: first, Size: 4}}
+		for i := first; i < first+4; i++ {
+			r := ledger.Result{Run: id, Index: i, Epoch: 1, OK: i != 5, Attempts: 1, Worker: w}
+			if i == 5 {
+				r.Error, r.Attempts, r.Errors = "boom", 2, []string{"down", "boom"}
+			}
+			b.Results = append(b.Results, r)
+		}
+		l.blocks[id] = append(l.blocks[id], b)
+	}
+	rep, _ := json.Marshal(ledger.Report{Run: id, State: ledger.StatePartial, Partitions: 8, Succeeded: 7, Failed: 1,
+		FailedList: []ledger.FailedPart{{Index: 5, Error: "boom"}}})
+	l.reports[id] = rep
+	a := newTestAPI(t, l, nil, nil)
+	r, v := get(a, id, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("%d %v", r.Status, v)
+	}
+	b, _ := json.Marshal(v["failures"])
+	if want := `[{"attempts":2,"epoch":1,"error":"boom","errors":["down","boom"],"index":5,"worker":{"app":"app","instance":"a","pid":1}}]`; string(b) != want {
+		t.Errorf("failures = %s\nwant       %s", b, want)
+	}
+	wv := v["workers"].(map[string]any)
+	if wv["read"] != float64(8) {
+		t.Errorf("workers %v, want all 8 read", wv)
+	}
+	if l.blockReads != 2 {
+		t.Errorf("%d block reads, want each of the 2 blocks once", l.blockReads)
+	}
+}
+
 // A large run's workers come from an even sample of MaxWorkerReads results.
 func TestGetRun_WorkersSampled(t *testing.T) {
 	l := newFakeLedger()

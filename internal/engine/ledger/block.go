@@ -235,19 +235,26 @@ func ReadUnit(ctx context.Context, st resultSource, run string, u ResultRef) ([]
 
 // Reader reads a run's results by index: a result of its own directly, a block's member after
 // one listing of results/ (made on the first partition not found on its own), each block at
-// most once (it keeps the blocks it read: for reads of a bounded number of partitions). It is
-// safe for concurrent use.
+// most once, however many read it at once (it keeps the blocks it read, and a failed read's
+// error: for one bounded pass of reads). It is safe for concurrent use.
 type Reader struct {
 	st      resultSource
 	run     string
 	mu      sync.Mutex
 	listing *Listing
-	blocks  map[Span]Block
+	blocks  map[Span]*blockRead
+}
+
+// blockRead is one block's read, made once however many readers want it at once.
+type blockRead struct {
+	once sync.Once
+	b    Block
+	err  error
 }
 
 // NewReader returns a reader of run's results.
 func NewReader(st resultSource, run string) *Reader {
-	return &Reader{st: st, run: run, blocks: map[Span]Block{}}
+	return &Reader{st: st, run: run, blocks: map[Span]*blockRead{}}
 }
 
 // Read reads partition i's result; ErrNotFound when none is recorded.
@@ -273,17 +280,17 @@ func (rd *Reader) Read(ctx context.Context, i int) (Result, error) {
 		return rd.st.ReadResult(ctx, rd.run, i)
 	}
 	rd.mu.Lock()
-	b, have := rd.blocks[ref.Block]
-	rd.mu.Unlock()
-	if !have {
-		if b, err = rd.st.ReadBlock(ctx, rd.run, ref.Block); err != nil {
-			return Result{}, err
-		}
-		rd.mu.Lock()
-		rd.blocks[ref.Block] = b
-		rd.mu.Unlock()
+	br := rd.blocks[ref.Block]
+	if br == nil {
+		br = &blockRead{}
+		rd.blocks[ref.Block] = br
 	}
-	r, ok := b.Find(i)
+	rd.mu.Unlock()
+	br.once.Do(func() { br.b, br.err = rd.st.ReadBlock(ctx, rd.run, ref.Block) })
+	if br.err != nil {
+		return Result{}, br.err
+	}
+	r, ok := br.b.Find(i)
 	if !ok {
 		return Result{}, fmt.Errorf("block %s/%s lists partition %d but does not hold it", rd.run, ref.Block, i)
 	}
