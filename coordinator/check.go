@@ -293,26 +293,13 @@ func (c *Coordinator) recordTimeouts(ctx context.Context, m ledger.Manifest, mis
 		}
 		// A done record for each: one recorded by a worker meanwhile may get a second, which
 		// the count tolerates (redeliveries do the same).
-		for _, group := range doneGroups(m.DoneLayout, idx) {
+		for _, group := range m.DoneLayout.Groups(idx) {
 			if _, err := c.cfg.Store.AppendDone(ctx, m.RunID, m.DoneLayout, m.Epoch, group...); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
-}
-
-// doneGroups splits sorted indexes into runs of one done shard each (one append each).
-func doneGroups(lay ledger.DoneLayout, idx []int) [][]int {
-	var out [][]int
-	for _, i := range idx {
-		if n := len(out); n > 0 && lay.Shard(out[n-1][0]) == lay.Shard(i) {
-			out[n-1] = append(out[n-1], i)
-			continue
-		}
-		out = append(out, []int{i})
-	}
-	return out
 }
 
 // maxDeadLetterPeek bounds the dead letters read to explain a run's timed-out partitions.

@@ -45,7 +45,7 @@ func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Env
 	}
 	var maybe, unplanned []reached
 	from := m // the copy of the manifest the finish may start from
-	for _, group := range byDoneShard(lay, idx) {
+	for _, group := range lay.Groups(idx) {
 		shard := lay.Shard(group[0])
 		ord, err := w.cfg.Store.AppendDone(rctx, env.Run, lay, env.Epoch, group...)
 		if err != nil {
@@ -87,24 +87,6 @@ func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Env
 		return fmt.Errorf("partition %s/%d: finish run: %w", env.Run, env.Part, err)
 	}
 	return nil
-}
-
-// byDoneShard splits sorted partition indexes into the groups one append each records: those
-// of one done shard in the layout, in order.
-func byDoneShard(lay ledger.DoneLayout, idx []int) [][]int {
-	var groups [][]int
-	at := map[int]int{} // shard → its group's position
-	for _, i := range idx {
-		s := lay.Shard(i)
-		k, ok := at[s]
-		if !ok {
-			k = len(groups)
-			at[s] = k
-			groups = append(groups, nil)
-		}
-		groups[k] = append(groups[k], i)
-	}
-	return groups
 }
 
 // countReaders is how many done shards' counts countsComplete reads at once: a striped run's

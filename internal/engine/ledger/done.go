@@ -156,3 +156,21 @@ func CountDone(ctx context.Context, c DoneCounter, run string, layout DoneLayout
 	}
 	return done, nil
 }
+
+// Groups splits sorted partition indexes into the groups one AppendDone each records: those of
+// one shard, in order.
+func (l DoneLayout) Groups(idx []int) [][]int {
+	var groups [][]int
+	at := map[int]int{} // shard → its group's position
+	for _, i := range idx {
+		s := l.Shard(i)
+		k, ok := at[s]
+		if !ok {
+			k = len(groups)
+			at[s] = k
+			groups = append(groups, nil)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	return groups
+}
