@@ -23,7 +23,7 @@ type filter struct {
 // States and triggers a listing can filter on.
 var (
 	allStates = []ledger.State{ledger.StateQueued, ledger.StatePlanning, ledger.StateEnqueuing, ledger.StateRunning,
-		ledger.StateSucceeded, ledger.StatePartial, ledger.StateFailed, ledger.StateTimedOut, ledger.StateSkipped,
+		ledger.StateSucceeded, ledger.StatePartial, ledger.StateFailed, ledger.StateTimedOut, ledger.StateCancelled, ledger.StateSkipped,
 		ledger.StateMissed, ledger.StatePaused}
 	allTriggers = []ledger.Trigger{ledger.TriggerTimer, ledger.TriggerManual}
 )

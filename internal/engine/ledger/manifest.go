@@ -12,7 +12,8 @@ import (
 // State is a run's lifecycle position; State.Next says which changes of it are allowed.
 type State string
 
-// States in order. Succeeded, Partial, Failed, TimedOut, Skipped, Missed and Paused are final.
+// States in order. Succeeded, Partial, Failed, TimedOut, Cancelled, Skipped, Missed and Paused
+// are final.
 const (
 	// StateQueued: a schedule's occurrence waiting for the schedule's run in progress to end
 	// (overlap policy buffer-one); the scheduler starts it then.
@@ -24,7 +25,10 @@ const (
 	StatePartial   State = "partial"   // finished, some partitions recorded failures
 	StateFailed    State = "failed"    // planning failed, or every partition failed
 	StateTimedOut  State = "timed-out" // deadline passed and the check rounds ran out
-	StateSkipped   State = "skipped"   // never started: the overlap policy skipped it
+	// StateCancelled: an operator stopped the run (Manifest.Stop says who, when and why); its
+	// report holds the results recorded until then.
+	StateCancelled State = "cancelled"
+	StateSkipped   State = "skipped" // never started: the overlap policy skipped it
 	// StateMissed records a schedule occurrence that never fired or could not be decided when
 	// it fired (the app was stopped, scaled to zero or broken across it); Reason says why.
 	StateMissed State = "missed"
@@ -36,7 +40,7 @@ const (
 // Final reports whether a run in this state will never change again.
 func (s State) Final() bool {
 	switch s {
-	case StateSucceeded, StatePartial, StateFailed, StateTimedOut, StateSkipped, StateMissed, StatePaused:
+	case StateSucceeded, StatePartial, StateFailed, StateTimedOut, StateCancelled, StateSkipped, StateMissed, StatePaused:
 		return true
 	}
 	return false
@@ -154,6 +158,19 @@ type Manifest struct {
 	// Succeeded and Failed are filled in when the run finishes.
 	Succeeded int `json:"succeeded"`
 	Failed    int `json:"failed"`
+
+	// Stop, once set, ends the run early: no partition starts after it, and the run is
+	// finished in Stop.State from the results it has. It is set once and never cleared.
+	Stop *Stop `json:"stop,omitempty"`
+}
+
+// Stop records why a run was ended before its partitions were: an operator's cancel (State
+// cancelled) or the job's failure budget (State failed).
+type Stop struct {
+	State State     `json:"state"`
+	By    string    `json:"by"`
+	At    time.Time `json:"at"`
+	Note  string    `json:"note,omitempty"`
 }
 
 // ManifestVersion is the schema version written by this code.

@@ -12,10 +12,10 @@ var ErrTransition = errors.New("forbidden run state change")
 // wrapping ErrTransition when not. The zero State is a run without a record yet. The moves:
 //
 //	(none)    → queued, planning, or straight to failed, skipped, missed or paused
-//	queued    → planning
-//	planning  → enqueuing, running, failed, timed-out
-//	enqueuing → enqueuing (a checkpoint), running, failed, timed-out
-//	running   → succeeded, partial, failed, timed-out
+//	queued    → planning, cancelled
+//	planning  → enqueuing, running, failed, timed-out, cancelled
+//	enqueuing → enqueuing (a checkpoint), running, failed, timed-out, cancelled
+//	running   → succeeded, partial, failed, timed-out, cancelled
 //
 // A final state never changes.
 func (s State) Next(to State) error {
@@ -27,15 +27,15 @@ func (s State) Next(to State) error {
 			ok = true
 		}
 	case StateQueued:
-		ok = to == StatePlanning
+		ok = to == StatePlanning || to == StateCancelled
 	case StatePlanning, StateEnqueuing:
 		switch to {
-		case StateEnqueuing, StateRunning, StateFailed, StateTimedOut:
+		case StateEnqueuing, StateRunning, StateFailed, StateTimedOut, StateCancelled:
 			ok = true
 		}
 	case StateRunning:
 		switch to {
-		case StateSucceeded, StatePartial, StateFailed, StateTimedOut:
+		case StateSucceeded, StatePartial, StateFailed, StateTimedOut, StateCancelled:
 			ok = true
 		}
 	}

@@ -11,7 +11,7 @@ import (
 // allStates are every state a run can be in, and the zero State: no record yet.
 var allStates = []ledger.State{"", ledger.StateQueued, ledger.StatePlanning, ledger.StateEnqueuing,
 	ledger.StateRunning, ledger.StateSucceeded, ledger.StatePartial, ledger.StateFailed,
-	ledger.StateTimedOut, ledger.StateSkipped, ledger.StateMissed, ledger.StatePaused}
+	ledger.StateTimedOut, ledger.StateCancelled, ledger.StateSkipped, ledger.StateMissed, ledger.StatePaused}
 
 // Every (from, to) pair: the moves the engine makes are allowed, every other one is refused
 // with ErrTransition, and a final state has no move at all.
@@ -33,6 +33,9 @@ func TestState_Next(t *testing.T) {
 		// a planned run aggregated
 		{ledger.StateRunning, ledger.StateSucceeded}, {ledger.StateRunning, ledger.StatePartial},
 		{ledger.StateRunning, ledger.StateFailed}, {ledger.StateRunning, ledger.StateTimedOut},
+		// a run stopped by its Stop (an operator's cancel)
+		{ledger.StateQueued, ledger.StateCancelled}, {ledger.StatePlanning, ledger.StateCancelled},
+		{ledger.StateEnqueuing, ledger.StateCancelled}, {ledger.StateRunning, ledger.StateCancelled},
 	} {
 		allowed[m] = true
 	}
