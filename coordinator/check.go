@@ -64,6 +64,9 @@ func (c *Coordinator) check(ctx context.Context, env work.Envelope, d work.Deliv
 	next := env.Round + 1
 	now := c.cfg.Now()
 
+	if m.Stop != nil {
+		return c.finishStopped(ctx, m, next)
+	}
 	if c.overdue(m) {
 		err := c.timeOutAnyway(ctx, m)
 		var held *election.HeldError

@@ -22,7 +22,7 @@ var errBatchFull = errors.New("plan batch full")
 // reports that this leadership recorded the plan done.
 func (c *Coordinator) resume(ctx context.Context, lease election.Lease, beat func(), run string) (m ledger.Manifest, ended bool, err error) {
 	m, err = c.cfg.Store.UpdateManifest(ctx, run, lease.Epoch, func(m *ledger.Manifest) error {
-		if m.PlanDone || m.State.Final() {
+		if m.PlanDone || m.State.Final() || m.Stop != nil {
 			return ledger.ErrNoChange
 		}
 		if m.Epoch < lease.Epoch {
@@ -42,7 +42,7 @@ func (c *Coordinator) resume(ctx context.Context, lease election.Lease, beat fun
 	if err != nil {
 		return m, false, err
 	}
-	if m.PlanDone || m.State.Final() {
+	if m.PlanDone || m.State.Final() || m.Stop != nil {
 		return m, false, nil
 	}
 	m, err = c.enqueue(ctx, lease, beat, m)
@@ -153,6 +153,11 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 		})
 		if err != nil {
 			return m, err
+		}
+		if m.Stop != nil && !m.PlanDone {
+			// The checkpoint counts the batch just sent; the run's finish counts what was sent.
+			log.Warn("run stopped: planning ends", "next", m.Checkpoint.Next, "stoppedBy", m.Stop.By)
+			return m, nil
 		}
 		if budget := c.sliceBudget(ctx); !m.PlanDone && budget > 0 && time.Since(sliceStart) >= budget {
 			// No step of a run is bounded by one invocation: hand the rest to a follow-up one.

@@ -364,7 +364,7 @@ func (b *beat) promote(ctx context.Context) error {
 	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 		return err
 	}
-	if err == nil {
+	if err == nil && !m.State.Final() { // a queued run cancelled never starts
 		if err := b.c.startRun(ctx, m, b.s.jitter(id)); err != nil {
 			return err
 		}

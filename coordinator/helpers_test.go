@@ -103,6 +103,11 @@ func (f *countingFinisher) TryFinishByListing(ctx context.Context, run string) (
 	return false, nil
 }
 
+func (f *countingFinisher) FinishStopped(ctx context.Context, run string) (bool, error) {
+	f.calls.Add(1)
+	return false, nil
+}
+
 // testClock is a settable clock shared by a test's instances.
 type testClock struct{ ns atomic.Int64 }
 

@@ -38,6 +38,7 @@ type DeadLetterPeeker interface {
 type Finisher interface {
 	TryFinish(ctx context.Context, run string) (bool, error)
 	TryFinishByListing(ctx context.Context, run string) (bool, error)
+	FinishStopped(ctx context.Context, run string) (bool, error)
 }
 
 // checkMargin is added to the lease duration for the first check: by then a dead leader's

@@ -159,6 +159,8 @@ func (c *Coordinator) nextLook(m ledger.Manifest) time.Time {
 	switch {
 	case m.State.Final():
 		return time.Time{}
+	case m.Stop != nil:
+		return m.Stop.At.Add(c.StopGrace())
 	case m.State == ledger.StateQueued:
 		return c.cfg.Now().Add(c.checkDelay()) // its schedule's heartbeat starts it
 	case unstarted(m):

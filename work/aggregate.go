@@ -22,17 +22,35 @@ func (w *Worker) aggregate(ctx context.Context, job Job, m *ledger.Manifest) (le
 	defer cancel()
 	rd := readResults(ctx, w.cfg.Store, m.RunID, w.cfg.ReadConcurrency)
 	defer rd.close()
+	// A stopped run has the results it has: its partitions without one are cancelled, and it
+	// has at least the partitions sent before planning stopped.
+	stopped := m.Stop != nil
+	if stopped {
+		rep.Partitions = max(rep.Partitions, m.Checkpoint.Next)
+		if n := len(rd.refs); n > 0 {
+			rep.Partitions = max(rep.Partitions, rd.refs[n-1].Index+1)
+		}
+	}
 
 	var readErr error
 	timedOut := false
 	next := 0
 	take := func() (ledger.Result, error, bool) {
-		if next >= m.Partitions || readErr != nil {
+		if next >= rep.Partitions || readErr != nil {
 			return ledger.Result{}, nil, false
 		}
 		r, err := rd.next()
 		for err == nil && r.Index < next && r.Run == m.RunID {
 			r, err = rd.next() // listed twice (recorded twice): the first stands
+		}
+		switch {
+		case stopped && errors.Is(err, errNoMore):
+			rep.Cancelled += rep.Partitions - next
+			next = rep.Partitions
+			return ledger.Result{}, nil, false
+		case stopped && err == nil && r.Index > next && r.Run == m.RunID:
+			rep.Cancelled += r.Index - next
+			next = r.Index
 		}
 		switch {
 		case errors.Is(err, errNoMore) || err == nil && r.Index > next && r.Run == m.RunID:
@@ -65,7 +83,7 @@ func (w *Worker) aggregate(ctx context.Context, job Job, m *ledger.Manifest) (le
 		}
 	}
 
-	info := RunInfo{Run: m.RunID, Job: m.Job, Params: m.Params, Partitions: m.Partitions}
+	info := RunInfo{Run: m.RunID, Job: m.Job, Params: m.Params, Partitions: rep.Partitions}
 	out, aerr := runAggregate(ctx, job, info, seq)
 	for _, _, ok := take(); ok; _, _, ok = take() {
 	}
@@ -79,6 +97,9 @@ func (w *Worker) aggregate(ctx context.Context, job Job, m *ledger.Manifest) (le
 	}
 	rep.Aggregate = out
 	rep.State = ledger.FinalState(rep.Partitions, rep.Failed, timedOut)
+	if stopped {
+		rep.State = m.Stop.State
+	}
 	return rep, nil
 }
 

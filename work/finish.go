@@ -18,7 +18,16 @@ import (
 // another call in this process is trying (which tries once more for this one). Workers call it
 // when a done append reaches its shard's count; the coordinator after planning and from checks.
 func (w *Worker) TryFinish(ctx context.Context, run string) (finished bool, err error) {
-	return w.finishing.finish(ctx, run, true, func(countFirst bool) (bool, error) { return w.tryFinish(ctx, run, countFirst, nil) })
+	return w.finishing.finish(ctx, run, true, func(countFirst bool) (bool, error) { return w.tryFinish(ctx, run, countFirst, nil, false) })
+}
+
+// FinishStopped finishes a run that has a Stop (a cancel, or its failure budget) in the Stop's
+// state, aggregating the results it has: partitions without one are counted cancelled. Like
+// TryFinish, at most one call per run finishes it; false, nil when the run has no Stop, is
+// final, or another aggregator holds a fresh claim. Callers wait for the partitions in flight
+// at the Stop to end first (coordinator: the stop grace).
+func (w *Worker) FinishStopped(ctx context.Context, run string) (finished bool, err error) {
+	return w.finishing.finish(ctx, run, false, func(bool) (bool, error) { return w.tryFinish(ctx, run, false, nil, true) })
 }
 
 // TryFinishByListing is TryFinish without the done-count pre-check: the listing of results/
@@ -27,7 +36,7 @@ func (w *Worker) TryFinish(ctx context.Context, run string) (finished bool, err 
 // lost (the worker crashed between the two writes on the message's last delivery, so no
 // redelivery appends it) cannot then strand the run.
 func (w *Worker) TryFinishByListing(ctx context.Context, run string) (finished bool, err error) {
-	return w.finishing.finish(ctx, run, false, func(countFirst bool) (bool, error) { return w.tryFinish(ctx, run, countFirst, nil) })
+	return w.finishing.finish(ctx, run, false, func(countFirst bool) (bool, error) { return w.tryFinish(ctx, run, countFirst, nil, false) })
 }
 
 // finishFrom is TryFinish for a delivery holding m, its copy of run's manifest: when m says
@@ -45,13 +54,13 @@ func (w *Worker) finishFrom(ctx context.Context, run string, m *ledger.Manifest)
 	return w.finishing.finish(ctx, run, true, func(countFirst bool) (bool, error) {
 		first := known
 		known = nil // an attempt made again for the calls handed over reads the manifest
-		return w.tryFinish(ctx, run, countFirst, first)
+		return w.tryFinish(ctx, run, countFirst, first, false)
 	})
 }
 
 // tryFinish is one finish attempt, from a copy of known when given, else from a manifest read
-// now.
-func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool, known *ledger.Manifest) (bool, error) {
+// now: of a complete run, or with stopped of a run that has a Stop (which only that finishes).
+func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool, known *ledger.Manifest, stopped bool) (bool, error) {
 	var m ledger.Manifest
 	if known != nil {
 		m = *known
@@ -61,12 +70,15 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool, kno
 			return false, fmt.Errorf("finish %s: %w", run, err)
 		}
 	}
-	if m.State.Final() || !m.PlanDone {
+	if m.State.Final() || stopped != (m.Stop != nil) || !m.PlanDone && !stopped {
 		return false, nil
 	}
 	job, err := w.cfg.Jobs.Lookup(m.Job)
 	if err != nil {
 		return false, fmt.Errorf("finish %s: %w", run, err)
+	}
+	if stopped {
+		return w.finishClaimed(ctx, job, &m, nil, folded{})
 	}
 	// A folding run proves completeness from its partials (FoldShards reads) instead of
 	// listing every result; results never folded in are listed and read one by one.
@@ -91,6 +103,17 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool, kno
 		return false, err
 	}
 
+	if !folding || len(fo.missing(&m)) > maxUnfoldedReads {
+		mj = nil
+	}
+	return w.finishClaimed(ctx, job, &m, mj, fo)
+}
+
+// finishClaimed claims m's report and, as its one aggregator, aggregates the run (from the
+// partials fo when mj is not nil, else from every result), writes the final report and settles
+// the manifest.
+func (w *Worker) finishClaimed(ctx context.Context, job Job, mp *ledger.Manifest, mj Merger, fo folded) (bool, error) {
+	m, run := *mp, mp.RunID
 	log := w.logger().With("run", run, "partitions", m.Partitions)
 	// One finish per run at a time in this process (finishGate): the claim's token is this
 	// process's, so two of its callers at once would both take the claim for their own.
@@ -103,7 +126,7 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool, kno
 	hold := w.holdClaim(ctx, mine)
 	var rep ledger.Report
 	var aerr error
-	if folding && len(fo.missing(&m)) <= maxUnfoldedReads {
+	if mj != nil {
 		rep, aerr = w.aggregateFolded(hold.ctx, mj, &m, fo)
 	} else {
 		rep, aerr = w.aggregate(hold.ctx, job, &m)
@@ -130,6 +153,8 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool, kno
 		log.Error("aggregation failed permanently; the run failed", "err", aerr)
 		rep.State, reason = ledger.StateFailed, "aggregate: "+ledger.Cause(aerr)
 		rep.Aggregate, _ = json.Marshal(map[string]string{"error": ledger.Cause(aerr)})
+	} else if m.Stop != nil {
+		reason = m.Stop.Reason(rep.Cancelled)
 	}
 	rep.Created = w.now()
 	if _, err := w.cfg.Store.WriteReport(ctx, rep, etag); err != nil {

@@ -12,7 +12,7 @@ import (
 )
 
 // manifestCache keeps each run's manifest, per process, so a worker need not read it per
-// delivery: a planned run's copy for cacheTTL but never past the run's deadline, a planning
+// delivery: a planned run's copy for ManifestCopyTTL but never past the run's deadline, a planning
 // run's for PlanningCopyTTL. Deliveries that find no usable copy while a read of the same
 // manifest is in flight share that read (load). Why a copy this old is safe is in
 // docs/design.md (Workers and fan-in).
@@ -44,9 +44,11 @@ type cachedManifest struct {
 // takeover, or a partition of a run whose planning failed. Its rate budget is in docs/design.md.
 const PlanningCopyTTL = 5 * time.Second
 
+// ManifestCopyTTL bounds how old a worker's copy of a planned run's manifest may be: a run
+// stopped (Manifest.Stop) may still see partitions start this long after.
+const ManifestCopyTTL = 30 * time.Second
+
 const (
-	// cacheTTL bounds how old a cached copy of a planned run's manifest may be.
-	cacheTTL = 30 * time.Second
 	// cacheMaxRuns bounds the runs cached at once; past it the expired entries go, and if
 	// none has expired the cache starts over.
 	cacheMaxRuns = 1024
@@ -161,11 +163,11 @@ func (c *manifestCache) put(m ledger.Manifest, now time.Time) {
 }
 
 // usable reports whether e may stand in for a fresh read at now: a planned run's copy while
-// younger than cacheTTL and before the run's deadline, a copy taken while planning while
+// younger than ManifestCopyTTL and before the run's deadline, a copy taken while planning while
 // younger than PlanningCopyTTL.
 func usable(e cachedManifest, now time.Time) bool {
 	if !e.m.PlanDone {
 		return now.Sub(e.at) < PlanningCopyTTL
 	}
-	return now.Sub(e.at) < cacheTTL && now.Before(e.m.Deadline)
+	return now.Sub(e.at) < ManifestCopyTTL && now.Before(e.m.Deadline)
 }

@@ -79,6 +79,8 @@ type WorkerConfig struct {
 	StaleClaim      time.Duration
 	RecordTimeout   time.Duration
 	ReadConcurrency int
+	// StopPoll: see DefaultStopPoll.
+	StopPoll time.Duration
 }
 
 // Worker processes partition messages idempotently and finishes runs exactly once. It is safe
@@ -88,7 +90,8 @@ type Worker struct {
 	salt      [16]byte   // random per process: see claimToken
 	finishing finishGate // runs this process is finishing: one attempt at a time each
 	manifests manifestCache
-	facts     runFacts // what this process has learnt of runs that stays true
+	stops     stopWatch // runs with deliveries in flight here, watched for a Stop
+	facts     runFacts  // what this process has learnt of runs that stays true
 }
 
 // NewWorker validates cfg and fills in its defaults.
@@ -100,8 +103,8 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.MaxDeliveries < 1 {
 		errs = append(errs, fmt.Errorf("MaxDeliveries %d: want the queue's max delivery count, at least 1", cfg.MaxDeliveries))
 	}
-	if cfg.StaleClaim < 0 || cfg.RecordTimeout < 0 || cfg.ReadConcurrency < 0 {
-		errs = append(errs, errors.New("StaleClaim, RecordTimeout and ReadConcurrency must not be negative"))
+	if cfg.StaleClaim < 0 || cfg.RecordTimeout < 0 || cfg.ReadConcurrency < 0 || cfg.StopPoll < 0 {
+		errs = append(errs, errors.New("StaleClaim, RecordTimeout, ReadConcurrency and StopPoll must not be negative"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("worker config: %w", err)
@@ -109,6 +112,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	cfg.StaleClaim = orDefault(cfg.StaleClaim, DefaultStaleClaim)
 	cfg.RecordTimeout = orDefault(cfg.RecordTimeout, DefaultRecordTimeout)
 	cfg.ReadConcurrency = orDefault(cfg.ReadConcurrency, DefaultReadConcurrency)
+	cfg.StopPoll = orDefault(cfg.StopPoll, DefaultStopPoll)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -185,6 +189,9 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 	case m.State.Final():
 		log.Info("run already finished; partition message dropped", "state", m.State)
 		return nil
+	case m.Stop != nil:
+		log.Info("run stopped; partition message dropped", "stoppedBy", m.Stop.By, "state", m.Stop.State)
+		return nil
 	}
 	job, err := w.cfg.Jobs.Lookup(m.Job)
 	if err != nil {
@@ -206,7 +213,9 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 	if err != nil {
 		return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
 	}
-	outs := w.runAll(ctx, &m, job, env, delivery, known, base, log)
+	wctx, unwatch := w.watch(ctx, env.Run) // cancelled should the run be stopped meanwhile
+	outs := w.runAll(wctx, &m, job, env, delivery, known, base, log)
+	unwatch()
 	rctx, cancel := w.recording(ctx) // from now: Process may have used up the deadline
 	defer cancel()
 	w.record(rctx, ctx, env, known, delivery, outs, log)
@@ -396,6 +405,9 @@ func (w *Worker) runAll(ctx context.Context, m *ledger.Manifest, job Job, env En
 				outs[k], next = outcome{err: fmt.Errorf("partition %s/%d: panic: %v", one.Run, one.Part, r)}, true
 			}
 		}()
+		if stoppedCtx(ctx) {
+			return true // the run was stopped: nothing to record
+		}
 		if ctx.Err() != nil && delivery < w.maxDeliveries() {
 			outs[k] = outcome{err: fmt.Errorf("partition %s/%d: not started: %w", one.Run, one.Part, context.Cause(ctx))}
 			return true
@@ -452,6 +464,10 @@ func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one
 	out, perr := w.processBounded(ctx, job, Partition{
 		Run: one.Run, Index: one.Part, Epoch: one.Epoch, Attempt: attempt, Params: m.Params, Payload: one.Payload,
 	}, w.cfg.Jobs.PartitionTimeout(m.Job), log)
+	if stoppedCtx(ctx) {
+		log.Info("run stopped while the partition ran; its outcome is not recorded", "err", perr)
+		return outcome{}
+	}
 	res := ledger.Result{Run: one.Run, Index: one.Part, Epoch: one.Epoch, Attempts: attempt, Errors: one.Errors,
 		Worker: w.cfg.Holder, Started: started, Finished: w.now()}
 	if perr != nil && !errors.Is(perr, ErrPermanent) {

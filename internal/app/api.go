@@ -10,9 +10,10 @@ import (
 	"github.com/batonfn/baton/internal/engine/protocol"
 )
 
-// Route parameters: {id} of runs/{id?} (Runs/function.json) and {*path} of schedules/{*path}
-// (Schedules/function.json; a catch-all, because both the Functions host and the local host
-// accept it, where an optional parameter must come last on the local host).
+// Route parameters: {*path} of runs/{*path} (Runs/function.json) and of schedules/{*path}
+// (Schedules/function.json): a catch-all, because both the Functions host and the local host
+// accept it, where an optional parameter must come last on the local host. {id} is the
+// parameter of runs/{id?}, the Runs route of apps scaffolded before runs had actions.
 const (
 	routeParamID   = "id"
 	routeParamPath = "path"
@@ -34,6 +35,9 @@ func newAPI(f *functions, opts ...func(*api.Config)) (*api.API, error) {
 		cfg.Starter = f.starter
 	case f.coord != nil:
 		cfg.Starter = f.coord
+	}
+	if f.coord != nil {
+		cfg.Canceller = f.coord
 	}
 	if f.store != nil {
 		cfg.Ledger = f.store

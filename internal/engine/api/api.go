@@ -110,6 +110,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Scheduler serves /api/schedules; nil answers it with 503.
 	Scheduler Scheduler
+	// Canceller serves POST /api/runs/{id}/cancel; nil answers it with 503.
+	Canceller Canceller
 	// Heartbeat is the longest gap between two heartbeats (BATON_HEARTBEAT): an occurrence
 	// younger than it plus OccurrenceGrace may not be decided yet (default DefaultHeartbeat).
 	Heartbeat time.Duration
@@ -155,10 +157,12 @@ func New(cfg Config) (*API, error) {
 // Request is one HTTP request as the host describes it.
 type Request struct {
 	Method string
-	// ID is the route parameter {id} of runs/{id?}; "" when absent.
-	ID string
-	// Path is the route parameter {*path} of schedules/{*path}: what follows "schedules/"
-	// ("nightly", "nightly/pause"); "" when absent.
+	// ID is the run of runs/{id} and Action the action of runs/{id}/{action} ("cancel"); ""
+	// when absent. Runs takes both from Path when ID is "".
+	ID     string
+	Action string
+	// Path is the route parameter {*path}: what follows "schedules/" ("nightly",
+	// "nightly/pause") or "runs/" ("manual-1f2e", "manual-1f2e/cancel"); "" when absent.
 	Path string
 	// Query holds the query parameters (a repeated key arrives joined with commas).
 	Query map[string]string

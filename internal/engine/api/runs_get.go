@@ -28,8 +28,10 @@ type RunView struct {
 	Leader ledger.Holder `json:"leader"`
 	// Segments are the run's leaderships, oldest first: a takeover (failover) adds one.
 	Segments []SegmentView `json:"segments,omitempty"`
-	Progress Progress      `json:"progress"`
-	Timings  Timings       `json:"timings"`
+	// Stop is the cancel (or the failure budget) that ended the run early: who, when and why.
+	Stop     *ledger.Stop `json:"stop,omitempty"`
+	Progress Progress     `json:"progress"`
+	Timings  Timings      `json:"timings"`
 	// Report is the run's report once it finished (nil before, and for skipped and missed
 	// records).
 	Report *ReportView `json:"report,omitempty"`
@@ -56,10 +58,12 @@ type Timings struct {
 // ReportView is the run's report, whole when it is at most MaxReportBytes, else a summary:
 // the counts, the first SummaryFailures failures, no aggregate, and Truncated set.
 type ReportView struct {
-	State      ledger.State        `json:"state"`
-	Partitions int                 `json:"partitions"`
-	Succeeded  int                 `json:"succeeded"`
-	Failed     int                 `json:"failed"`
+	State      ledger.State `json:"state"`
+	Partitions int          `json:"partitions"`
+	Succeeded  int          `json:"succeeded"`
+	Failed     int          `json:"failed"`
+	// Cancelled counts the partitions of a stopped run that never ran.
+	Cancelled  int                 `json:"cancelled,omitempty"`
 	FailedList []ledger.FailedPart `json:"failedPartitions,omitempty"`
 	Aggregate  json.RawMessage     `json:"aggregate,omitempty"`
 	Aggregator ledger.Holder       `json:"aggregator"`
@@ -99,7 +103,7 @@ func (a *API) view(ctx context.Context, m ledger.Manifest) (RunView, error) {
 	}
 	return RunView{
 		Run: m.RunID, State: m.State, Reason: m.Reason, Trigger: m.Trigger, Schedule: schedule, Job: m.Job, Occurrence: m.Occurrence,
-		Epoch: m.Epoch, Leader: m.Leader, Segments: segments(m), Progress: p, Timings: timings(m),
+		Epoch: m.Epoch, Leader: m.Leader, Segments: segments(m), Stop: m.Stop, Progress: p, Timings: timings(m),
 	}, nil
 }
 
@@ -147,7 +151,7 @@ func (a *API) report(ctx context.Context, m ledger.Manifest) (*ReportView, error
 		return &ReportView{State: m.State, Partitions: m.Partitions, Succeeded: m.Succeeded, Failed: m.Failed,
 			Truncated: true, Bytes: info.Size}, nil
 	}
-	v := &ReportView{State: rep.State, Partitions: rep.Partitions, Succeeded: rep.Succeeded, Failed: rep.Failed,
+	v := &ReportView{State: rep.State, Partitions: rep.Partitions, Succeeded: rep.Succeeded, Failed: rep.Failed, Cancelled: rep.Cancelled,
 		FailedList: rep.FailedList, Aggregate: rep.Aggregate, Aggregator: rep.Aggregator, Created: rep.Created}
 	if info.Size > MaxReportBytes {
 		v.Aggregate, v.Truncated, v.Bytes = nil, true, info.Size

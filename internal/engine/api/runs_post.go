@@ -16,7 +16,15 @@ import (
 
 // Runs serves /api/runs (GET lists, POST starts) and /api/runs/{id} (GET shows one run).
 func (a *API) Runs(ctx context.Context, r Request) Reply {
+	if r.ID == "" && r.Path != "" {
+		var ok bool
+		if r.ID, r.Action, ok = runPath(r.Path); !ok {
+			return errorReply(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no endpoint runs/%s: use GET runs, GET runs/{id}, POST runs or POST runs/{id}/cancel", r.Path))
+		}
+	}
 	switch {
+	case r.Action != "":
+		return a.runAction(ctx, r)
 	case r.Method == http.MethodGet && r.ID == "":
 		return a.listRuns(ctx, r)
 	case r.Method == http.MethodGet:

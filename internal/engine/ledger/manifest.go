@@ -173,6 +173,22 @@ type Stop struct {
 	Note  string    `json:"note,omitempty"`
 }
 
+// Reason is the run's reason once stopped, cancelled of its partitions never run: the note and
+// who stopped it.
+func (s *Stop) Reason(cancelled int) string {
+	what := "cancelled by " + s.By
+	if s.State != StateCancelled {
+		what = "stopped by " + s.By
+	}
+	if s.Note != "" {
+		what += ": " + s.Note
+	}
+	if cancelled > 0 {
+		what += fmt.Sprintf(" (%d partitions not run)", cancelled)
+	}
+	return what
+}
+
 // ManifestVersion is the schema version written by this code.
 const ManifestVersion = 1
 
@@ -253,12 +269,14 @@ type Result struct {
 
 // Report is runs/<runID>/report.json.
 type Report struct {
-	Run        string          `json:"run"`
-	Job        string          `json:"job"`
-	State      State           `json:"state"`
-	Partitions int             `json:"partitions"`
-	Succeeded  int             `json:"succeeded"`
-	Failed     int             `json:"failed"`
+	Run        string `json:"run"`
+	Job        string `json:"job"`
+	State      State  `json:"state"`
+	Partitions int    `json:"partitions"`
+	Succeeded  int    `json:"succeeded"`
+	Failed     int    `json:"failed"`
+	// Cancelled counts the partitions of a stopped run (Manifest.Stop) never run.
+	Cancelled  int             `json:"cancelled,omitempty"`
 	FailedList []FailedPart    `json:"failedPartitions,omitempty"`
 	Aggregate  json.RawMessage `json:"aggregate,omitempty"`
 	Aggregator Holder          `json:"aggregator"`
