@@ -67,12 +67,13 @@ func (c *Coordinator) Cancel(ctx context.Context, run, note, by string) (ledger.
 	return m, nil
 }
 
-// StopGrace is how long after a run's Stop it is finished: a worker's copy of the manifest
-// from before the Stop has expired (work.ManifestCopyTTL), so no partition of the run starts
-// any more, and the partitions in flight have seen their contexts cancelled (within
-// work.DefaultStopPoll) and recorded what they finished. It is at least a check delay.
+// StopGrace is how long after a run's Stop it is finished: a check delay and a stop poll. By
+// then a worker's copy of the manifest from before the Stop has expired (the app sets
+// work.WorkerConfig.CopyTTL to the lease duration), so no partition of the run starts any more,
+// and the partitions in flight have seen their contexts cancelled (within work.DefaultStopPoll)
+// and recorded what they finished.
 func (c *Coordinator) StopGrace() time.Duration {
-	return max(c.checkDelay(), work.ManifestCopyTTL+work.DefaultStopPoll+checkMargin)
+	return c.checkDelay() + work.DefaultStopPoll
 }
 
 // finishStopped finishes m, which has a Stop, once its grace has passed, and otherwise

@@ -30,7 +30,7 @@ func newStopEnv(t *testing.T) *stopEnv {
 // worker is a worker of instance name on the env's ledger and clock.
 func (e *schedEnv) worker(name string) *work.Worker {
 	e.t.Helper()
-	w, err := work.NewWorker(work.WorkerConfig{Store: e.store, Jobs: e.jobs, MaxDeliveries: 5, Now: e.clock.Now,
+	w, err := work.NewWorker(work.WorkerConfig{Store: e.store, Jobs: e.jobs, MaxDeliveries: 5, Now: e.clock.Now, CopyTTL: 15 * time.Second,
 		Holder: ledger.Holder{App: "sched", Instance: name, PID: 2}})
 	if err != nil {
 		e.t.Fatal(err)

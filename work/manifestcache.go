@@ -12,11 +12,12 @@ import (
 )
 
 // manifestCache keeps each run's manifest, per process, so a worker need not read it per
-// delivery: a planned run's copy for ManifestCopyTTL but never past the run's deadline, a planning
+// delivery: a planned run's copy for WorkerConfig.CopyTTL but never past the run's deadline, a planning
 // run's for PlanningCopyTTL. Deliveries that find no usable copy while a read of the same
 // manifest is in flight share that read (load). Why a copy this old is safe is in
 // docs/design.md (Workers and fan-in).
 type manifestCache struct {
+	ttl     time.Duration // a planned run's copy: WorkerConfig.CopyTTL
 	mu      sync.Mutex
 	runs    map[string]cachedManifest
 	flights map[string]*manifestRead
@@ -44,8 +45,7 @@ type cachedManifest struct {
 // takeover, or a partition of a run whose planning failed. Its rate budget is in docs/design.md.
 const PlanningCopyTTL = 5 * time.Second
 
-// ManifestCopyTTL bounds how old a worker's copy of a planned run's manifest may be: a run
-// stopped (Manifest.Stop) may still see partitions start this long after.
+// ManifestCopyTTL is WorkerConfig.CopyTTL's default.
 const ManifestCopyTTL = 30 * time.Second
 
 const (
@@ -61,7 +61,7 @@ func (c *manifestCache) getLocked(run string, now time.Time) (ledger.Manifest, b
 	if !ok {
 		return ledger.Manifest{}, false
 	}
-	if !usable(e, now) {
+	if !c.usable(e, now) {
 		delete(c.runs, run)
 		return ledger.Manifest{}, false
 	}
@@ -101,7 +101,7 @@ func (c *manifestCache) load(ctx context.Context, run string, now time.Time, rea
 			return ledger.Manifest{}, fmt.Errorf("read manifest of run %s: %w", run, context.Cause(ctx))
 		}
 		switch {
-		case f.err == nil && usable(cachedManifest{m: f.m, at: f.at}, now):
+		case f.err == nil && c.usable(cachedManifest{m: f.m, at: f.at}, now):
 			return ownCopy(f.m), nil
 		case f.err != nil && !errors.Is(f.err, context.Canceled) && !errors.Is(f.err, context.DeadlineExceeded):
 			return ledger.Manifest{}, f.err
@@ -139,7 +139,7 @@ func (c *manifestCache) read(ctx context.Context, now time.Time, read func(conte
 // put caches m, read at now, when a worker may use it without reading it again.
 func (c *manifestCache) put(m ledger.Manifest, now time.Time) {
 	e := cachedManifest{m: m, at: now}
-	if m.State.Final() || !usable(e, now) {
+	if m.State.Final() || !c.usable(e, now) {
 		return
 	}
 	e.m.Params = slices.Clone(m.Params)
@@ -151,7 +151,7 @@ func (c *manifestCache) put(m ledger.Manifest, now time.Time) {
 	}
 	if len(c.runs) >= cacheMaxRuns {
 		for run, old := range c.runs {
-			if !usable(old, now) {
+			if !c.usable(old, now) {
 				delete(c.runs, run)
 			}
 		}
@@ -163,11 +163,11 @@ func (c *manifestCache) put(m ledger.Manifest, now time.Time) {
 }
 
 // usable reports whether e may stand in for a fresh read at now: a planned run's copy while
-// younger than ManifestCopyTTL and before the run's deadline, a copy taken while planning while
+// younger than its ttl and before the run's deadline, a copy taken while planning while
 // younger than PlanningCopyTTL.
-func usable(e cachedManifest, now time.Time) bool {
+func (c *manifestCache) usable(e cachedManifest, now time.Time) bool {
 	if !e.m.PlanDone {
 		return now.Sub(e.at) < PlanningCopyTTL
 	}
-	return now.Sub(e.at) < ManifestCopyTTL && now.Before(e.m.Deadline)
+	return now.Sub(e.at) < c.ttl && now.Before(e.m.Deadline)
 }

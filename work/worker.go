@@ -81,6 +81,10 @@ type WorkerConfig struct {
 	ReadConcurrency int
 	// StopPoll: see DefaultStopPoll.
 	StopPoll time.Duration
+	// CopyTTL bounds how old the process's copy of a planned run's manifest may be, so a run
+	// stopped (Manifest.Stop) may still see partitions start here this long after. The app
+	// sets it to the lease duration. Default ManifestCopyTTL.
+	CopyTTL time.Duration
 }
 
 // Worker processes partition messages idempotently and finishes runs exactly once. It is safe
@@ -103,8 +107,8 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.MaxDeliveries < 1 {
 		errs = append(errs, fmt.Errorf("MaxDeliveries %d: want the queue's max delivery count, at least 1", cfg.MaxDeliveries))
 	}
-	if cfg.StaleClaim < 0 || cfg.RecordTimeout < 0 || cfg.ReadConcurrency < 0 || cfg.StopPoll < 0 {
-		errs = append(errs, errors.New("StaleClaim, RecordTimeout, ReadConcurrency and StopPoll must not be negative"))
+	if cfg.StaleClaim < 0 || cfg.RecordTimeout < 0 || cfg.ReadConcurrency < 0 || cfg.StopPoll < 0 || cfg.CopyTTL < 0 {
+		errs = append(errs, errors.New("StaleClaim, RecordTimeout, ReadConcurrency, StopPoll and CopyTTL must not be negative"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("worker config: %w", err)
@@ -113,6 +117,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	cfg.RecordTimeout = orDefault(cfg.RecordTimeout, DefaultRecordTimeout)
 	cfg.ReadConcurrency = orDefault(cfg.ReadConcurrency, DefaultReadConcurrency)
 	cfg.StopPoll = orDefault(cfg.StopPoll, DefaultStopPoll)
+	cfg.CopyTTL = orDefault(cfg.CopyTTL, ManifestCopyTTL)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -120,6 +125,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	w := &Worker{cfg: cfg, facts: newRunFacts()}
+	w.manifests.ttl = cfg.CopyTTL
 	_, _ = rand.Read(w.salt[:])
 	return w, nil
 }
@@ -213,6 +219,7 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 	if err != nil {
 		return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
 	}
+	log.Debug("processing partitions", "partitions", max(env.Count, 1))
 	wctx, unwatch := w.watch(ctx, env.Run) // cancelled should the run be stopped meanwhile
 	outs := w.runAll(wctx, &m, job, env, delivery, known, base, log)
 	unwatch()

@@ -145,7 +145,7 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 	// retry policy: the same way on both transports.
 	// A report claim goes stale as a lease does: its aggregator renews it every third of it.
 	worker, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: holder, MaxDeliveries: cfg.MaxDeliveries,
-		Retries: sender, Logger: logger, StaleClaim: cfg.LeaseDuration})
+		Retries: sender, Logger: logger, StaleClaim: cfg.LeaseDuration, CopyTTL: cfg.LeaseDuration})
 	if err != nil {
 		return nil, err
 	}
