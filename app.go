@@ -125,6 +125,9 @@ func (a *App) register(name string, job Job, opts []JobOption) error {
 	if spec.timeout > 0 {
 		a.jobs.SetPartitionTimeout(name, spec.timeout)
 	}
+	if spec.budget != nil {
+		a.jobs.SetFailureBudget(name, *spec.budget, false)
+	}
 	if spec.params != nil {
 		a.defaults[name] = spec.params
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/election/electiontest"
+	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/tools/azurite"
 	"github.com/batonfn/baton/work"
 )
@@ -84,6 +85,8 @@ func TestRegister_MistakesAreTypedErrors(t *testing.T) {
 		{"hugebundle", rawJob{}, []JobOption{WithMaxBundle(MaxBundle + 1)}, "bundle", ErrInvalidBundle},
 		{"notimeout", rawJob{}, []JobOption{WithPartitionTimeout(0)}, "partitionTimeout", ErrInvalidTimeout},
 		{"longtimeout", rawJob{}, []JobOption{WithPartitionTimeout(MaxPartitionTimeout + time.Second)}, "partitionTimeout", ErrInvalidTimeout},
+		{"negbudget", rawJob{}, []JobOption{WithFailureBudget(FailureBudget{MaxFailed: -1})}, "failureBudget", ErrInvalidBudget},
+		{"pctbudget", rawJob{}, []JobOption{WithFailureBudget(FailureBudget{MaxPercent: 101})}, "failureBudget", ErrInvalidBudget},
 	}
 	for _, c := range cases {
 		err := registerErr(app, c.name, c.job, c.opts...)
@@ -161,6 +164,35 @@ func TestRegister_WithPartitionTimeoutSetsTheJobsBound(t *testing.T) {
 	}
 	if got := app.jobs.PartitionTimeout("free"); got != 0 {
 		t.Errorf("free's timeout = %s, want none", got)
+	}
+}
+
+// A job's failure budget reaches the registry; a schedule's replaces it for the schedule's runs.
+func TestRegister_WithFailureBudget(t *testing.T) {
+	app := New()
+	h := app.Register("sync", rawJob{}, WithFailureBudget(FailureBudget{MaxFailed: 10}))
+	h.Schedule("nightly", "0 0 2 * * *", WithFailureBudget(FailureBudget{MaxPercent: 5}))
+	h.Schedule("hourly", "0 0 * * * *")
+	if err := app.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if b := app.jobs.FailureBudget("sync", nil); b == nil || b.MaxFailed != 10 || b.MaxPercent != 0 {
+		t.Errorf("the job's budget = %v, want at most 10 failed", b)
+	}
+	var nightly, hourly *ledger.Budget
+	for _, s := range app.schedules {
+		switch s.Name {
+		case "nightly":
+			nightly = s.Budget
+		case "hourly":
+			hourly = s.Budget
+		}
+	}
+	if nightly == nil || nightly.MaxPercent != 5 || hourly != nil {
+		t.Errorf("schedules' budgets: nightly %v, hourly %v; want 5%% and the job's", nightly, hourly)
+	}
+	if err := scheduleErr(app, "bad", "sync", "0 0 3 * * *", WithFailureBudget(FailureBudget{MaxPercent: -1})); !errors.Is(err, ErrInvalidBudget) {
+		t.Errorf("a schedule's bad budget: %v, want ErrInvalidBudget", err)
 	}
 }
 

@@ -24,6 +24,8 @@ var (
 	ErrInvalidBundle = errors.New("invalid bundle size")
 	// ErrInvalidTimeout: a job's WithPartitionTimeout is out of range.
 	ErrInvalidTimeout = errors.New("invalid partition timeout")
+	// ErrInvalidBudget: a WithFailureBudget bound is out of range.
+	ErrInvalidBudget = errors.New("invalid failure budget")
 	// ErrDuplicateSchedule: a schedule name is declared twice.
 	ErrDuplicateSchedule = errors.New("schedule already declared")
 	// ErrUnknownJob: a schedule names a job that is not registered (register it first).
@@ -35,7 +37,8 @@ var (
 // RegistrationError is a refused registration of a job or a schedule: which one, which field
 // (the name, the job itself, or an option such as its params) and what is wrong. Match it with
 // errors.As, and its cause with errors.Is (ErrInvalidName, ErrDuplicateJob, ErrNilJob,
-// ErrInvalidParams, ErrInvalidRetry, ErrInvalidBundle, ErrInvalidTimeout, ErrDuplicateSchedule, ErrUnknownJob, ErrInvalidSchedule).
+// ErrInvalidParams, ErrInvalidRetry, ErrInvalidBundle, ErrInvalidTimeout, ErrInvalidBudget, ErrDuplicateSchedule, ErrUnknownJob,
+// ErrInvalidSchedule).
 type RegistrationError struct {
 	// Schedule is the name passed to Schedule ("" for a job's registration).
 	Schedule string

@@ -141,6 +141,21 @@ func ExampleWithPartitionTimeout() {
 	// true
 }
 
+// A failure budget stops a run early once too many of its partitions have failed: here after
+// 10 failures, or 5% of the partitions, whichever comes first; the nightly schedule's runs stop
+// after 1% instead. BATON_FAILURE_BUDGETS overrides a job's budget without a rebuild.
+func ExampleWithFailureBudget() {
+	app := baton.New()
+	h := app.Register("countdown", countdown{}, baton.WithFailureBudget(baton.FailureBudget{MaxFailed: 10, MaxPercent: 5}))
+	h.Schedule("nightly", "0 30 2 * * *", baton.WithFailureBudget(baton.FailureBudget{MaxPercent: 1}))
+	fmt.Println(app.Err())
+	app.Register("sloppy", countdown{}, baton.WithFailureBudget(baton.FailureBudget{MaxPercent: 150}))
+	fmt.Println(errors.Is(app.Err(), baton.ErrInvalidBudget))
+	// Output:
+	// <nil>
+	// true
+}
+
 // Main is the whole of a main function: it reads the settings, serves the Functions host and
 // exits with a message naming what is wrong when it cannot start.
 func ExampleApp_Main() {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/batonfn/baton/internal/app"
+	"github.com/batonfn/baton/internal/engine/ledger"
 	jsonparams "github.com/batonfn/baton/internal/lib/params"
 	"github.com/batonfn/baton/work"
 )
@@ -26,7 +28,8 @@ type jobSpec struct {
 	retry   *RetryPolicy
 	bundle  int           // 0: the default
 	timeout time.Duration // 0: none
-	field   string        // the field check found wrong
+	budget  *ledger.Budget
+	field   string // the field check found wrong
 }
 
 // RetryPolicy says how often a partition whose Process fails is tried, and how long to wait
@@ -117,6 +120,54 @@ func WithPartitionTimeout(d time.Duration) JobOption {
 		return nil
 	})
 }
+
+// FailureBudget bounds how many of a run's partitions may fail before the run stops early. A
+// partition counts once it has failed for good (its retries spent, or a Permanent error); past
+// the budget the run ends failed with the budget as its reason, and its partitions not yet
+// run never run (those in flight see their context cancelled). A zero field is no bound.
+type FailureBudget struct {
+	// MaxFailed: the run stops once more partitions than this have failed.
+	MaxFailed int
+	// MaxPercent: the run stops once more than this share (0 to 100) of its partitions has
+	// failed, counted once planning has ended and the partition count is known.
+	MaxPercent float64
+}
+
+// BudgetOption is WithFailureBudget's option: given to App.Register it is the job's budget, to
+// JobHandle.Schedule the schedule's runs' budget, in place of the job's.
+type BudgetOption interface {
+	JobOption
+	ScheduleOption
+}
+
+type budgetOption FailureBudget
+
+func (o budgetOption) budget() (*ledger.Budget, error) {
+	b := ledger.Budget{MaxFailed: o.MaxFailed, MaxPercent: o.MaxPercent}
+	if err := b.Validate(); err != nil {
+		return nil, &RegistrationError{Field: "failureBudget", Err: fmt.Errorf("%w: %w", ErrInvalidBudget, err)}
+	}
+	return &b, nil
+}
+
+func (o budgetOption) applyJob(s *jobSpec) error {
+	b, err := o.budget()
+	s.budget = b
+	return err
+}
+
+func (o budgetOption) applySchedule(s *app.Schedule) error {
+	b, err := o.budget()
+	s.Budget = b
+	return err
+}
+
+// WithFailureBudget stops a run early once more of its partitions have failed than b allows,
+// instead of running every partition against a dependency that is down. The setting
+// BATON_FAILURE_BUDGETS overrides it per job without a rebuild. A negative bound, or a
+// percentage above 100, is a *RegistrationError for "failureBudget" wrapping
+// ErrInvalidBudget. Default: no budget (every partition runs).
+func WithFailureBudget(b FailureBudget) BudgetOption { return budgetOption(b) }
 
 // WithDefaultParams gives the job params for a run that names it without any: the settings'
 // schedule (BATON_JOB without BATON_JOB_PARAMS), its schedules without WithParams, and manual

@@ -251,3 +251,61 @@ func (s *sendHook) Send(ctx context.Context, msgs []transport.Message) error {
 	}
 	return s.inner.Send(ctx, msgs)
 }
+
+// downJob plans like countJob; every partition fails for good (its dependency is down).
+type downJob struct{ countJob }
+
+func (j *downJob) Process(ctx context.Context, p work.Partition) (json.RawMessage, error) {
+	return nil, work.Permanent(errors.New("dependency is down"))
+}
+
+// A job with a failure budget of 2 against a dependency that is down: the third failure stops
+// the run, the partitions after it never run, and the heartbeat finishes it as failed once the
+// stop grace has passed, with the budget as its reason. A schedule's budget replaces the job's,
+// and a budget a setting pins replaces both.
+func TestFailureBudget_RunStopsEarlyAsFailed(t *testing.T) {
+	e := newStopEnv(t)
+	ctx := testCtx(t)
+	e.jobs.Register("down", &downJob{})
+	e.jobs.SetFailureBudget("down", ledger.Budget{MaxFailed: 2}, false)
+	out, err := e.c.StartManual(ctx, ManualRequest{Job: "down", Params: json.RawMessage(`{"n":12}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.deliverChecks(e.c)
+	w := e.worker("w")
+	for _, env := range e.partitionMessages(out.Run) {
+		if err := w.HandlePartition(ctx, env, work.Delivery{Count: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.results(out.Run); len(got) != 3 {
+		t.Fatalf("results %v: want the 3 failures up to the one past the budget, then nothing", got)
+	}
+	m := e.manifest(out.Run)
+	if m.Stop == nil {
+		t.Fatal("the run was not stopped")
+	}
+	e.heartbeat(e.c, m.Stop.At.Add(e.c.StopGrace()+time.Second).Format(time.RFC3339Nano))
+	m = e.manifest(out.Run)
+	if m.State != ledger.StateFailed || !strings.Contains(m.Reason, "stopped by the failure budget: 3 of 12 partitions failed") {
+		t.Fatalf("manifest %s (%q), want failed by the budget", m.State, m.Reason)
+	}
+	rep, _, err := e.fake.ReadReport(ctx, out.Run)
+	if err != nil || rep.State != ledger.StateFailed || rep.Failed != 3 || rep.Cancelled != 9 {
+		t.Fatalf("report %+v %v: want failed, 3 failed and 9 never run", rep, err)
+	}
+
+	// Which budget a run gets.
+	sched := &ledger.Budget{MaxPercent: 50}
+	if b := e.jobs.FailureBudget("down", sched); b == nil || *b != *sched {
+		t.Errorf("a schedule's budget: got %v, want the schedule's", b)
+	}
+	e.jobs.SetFailureBudget("down", ledger.Budget{MaxFailed: 7}, true)
+	if b := e.jobs.FailureBudget("down", sched); b == nil || b.MaxFailed != 7 {
+		t.Errorf("a setting's budget: got %v, want it over the schedule's", b)
+	}
+	if b := e.jobs.FailureBudget("count", nil); b != nil {
+		t.Errorf("a job without a budget got %v", b)
+	}
+}

@@ -232,7 +232,7 @@ func (b *beat) busy(ctx context.Context) (string, bool, error) {
 
 func (b *beat) spec(id string, occurrence time.Time) runSpec {
 	return runSpec{id: id, trigger: ledger.TriggerTimer, schedule: b.s.Name, occurrence: occurrence,
-		job: b.s.Job, params: b.s.Params, jitter: b.s.jitter(id)}
+		job: b.s.Job, params: b.s.Params, jitter: b.s.jitter(id), budget: b.s.Budget}
 }
 
 func (b *beat) decided(d Decision) {

@@ -261,7 +261,8 @@ type runSpec struct {
 	key        string
 	job        string
 	params     json.RawMessage
-	jitter     time.Duration // the start's delay
+	jitter     time.Duration  // the start's delay
+	budget     *ledger.Budget // the schedule's failure budget, if it has one
 }
 
 func (c *Coordinator) log(run string, epoch int64) *slog.Logger {
@@ -572,6 +573,7 @@ func (c *Coordinator) newManifest(spec runSpec) ledger.Manifest {
 		Job: spec.job, Params: spec.params, BatchSize: c.cfg.BatchSize,
 		Created: now, Deadline: start.Add(c.cfg.RunTimeout), Expires: start.Add(c.cfg.RunTimeout),
 		FoldShards: c.foldShards(spec.job), FoldBlock: work.DefaultFoldBlock, DoneLayout: ledger.DoneStriped,
+		Budget: c.cfg.Jobs.FailureBudget(spec.job, spec.budget),
 	}
 }
 

@@ -51,6 +51,9 @@ type Schedule struct {
 	// pause is kept in the ledger and adds to it.
 	Paused   bool
 	PausedBy string
+	// Budget, when not nil, is the failure budget of the schedule's runs, in place of its job's
+	// (a setting's budget for the job still wins: work.Registry.FailureBudget).
+	Budget *ledger.Budget
 }
 
 func (s *Schedule) withDefaults() {

@@ -38,7 +38,7 @@ func (c *Coordinator) RunNow(ctx context.Context, schedule, key string) (Outcome
 		return Outcome{}, fmt.Errorf("%w: the schedule's job is misconfigured: %w", ErrBadRequest, s.JobError)
 	}
 	id := ledger.ScheduleNowRunID(schedule, key, c.cfg.Now())
-	spec := runSpec{id: id, trigger: ledger.TriggerManual, schedule: s.Name, key: key, job: s.Job, params: s.Params}
+	spec := runSpec{id: id, trigger: ledger.TriggerManual, schedule: s.Name, key: key, job: s.Job, params: s.Params, budget: s.Budget}
 	if err := c.ensureContainer(ctx); err != nil {
 		return Outcome{}, err
 	}

@@ -75,12 +75,19 @@ type Registry struct {
 	retry   map[string]RetryPolicy
 	bundle  map[string]int
 	timeout map[string]time.Duration
+	budget  map[string]budgetEntry
+}
+
+// budgetEntry is a job's failure budget and whether a setting pinned it.
+type budgetEntry struct {
+	b      ledger.Budget
+	pinned bool
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
 	return &Registry{jobs: map[string]Job{}, retry: map[string]RetryPolicy{}, bundle: map[string]int{},
-		timeout: map[string]time.Duration{}}
+		timeout: map[string]time.Duration{}, budget: map[string]budgetEntry{}}
 }
 
 // SetPartitionTimeout bounds each try of the named job's partitions (0: no bound but the
@@ -89,6 +96,31 @@ func (r *Registry) SetPartitionTimeout(name string, d time.Duration) { r.timeout
 
 // PartitionTimeout is the named job's bound on one try of a partition (0: none).
 func (r *Registry) PartitionTimeout(name string) time.Duration { return r.timeout[name] }
+
+// SetFailureBudget gives the named job a failure budget; pinned marks one from a setting,
+// which a schedule's own budget does not override (FailureBudget).
+func (r *Registry) SetFailureBudget(name string, b ledger.Budget, pinned bool) {
+	r.budget[name] = budgetEntry{b, pinned}
+}
+
+// FailureBudget is the budget of a run of the named job: the setting's when pinned, else the
+// schedule's (when not nil), else the job's; nil when it has none.
+func (r *Registry) FailureBudget(name string, schedule *ledger.Budget) *ledger.Budget {
+	e, ok := r.budget[name]
+	var b ledger.Budget
+	switch {
+	case ok && e.pinned:
+		b = e.b
+	case schedule != nil:
+		b = *schedule
+	case ok:
+		b = e.b
+	}
+	if b.IsZero() {
+		return nil
+	}
+	return &b
+}
 
 // SetMaxBundle caps how many partitions of the named job one message carries, 1 to MaxBundle
 // (1: one partition per message; above DefaultMaxBundle a plan batch spreads over fewer

@@ -19,6 +19,8 @@ type Ledger interface {
 	AppendDone(ctx context.Context, run string, layout ledger.DoneLayout, epoch int64, indexes ...int) (int64, error)
 	DoneCount(ctx context.Context, run string, shard int) (int64, error)
 	ReadDone(ctx context.Context, run string, shard int) ([]int, error)
+	AppendFailed(ctx context.Context, run string, indexes ...int) (int64, error)
+	ReadFailed(ctx context.Context, run string) ([]int, error)
 	ClaimReport(ctx context.Context, r ledger.Report) (ledger.ETag, error)
 	WriteReport(ctx context.Context, r ledger.Report, etag ledger.ETag) (ledger.ETag, error)
 	ReadReport(ctx context.Context, run string) (ledger.Report, ledger.ETag, error)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
 // ErrRunStopped is the cause of a partition's context cancelled because its run was stopped (an
@@ -80,16 +82,30 @@ func (w *Worker) poll(run string, r *watchedRun) {
 		if err != nil || m.Stop == nil {
 			continue
 		}
-		w.manifests.put(m, w.now())
-		w.stops.mu.Lock()
+		w.stopped(m)
+		return
+	}
+}
+
+// stopped acts on m, a run's manifest with a Stop: the process's copy becomes m (its later
+// deliveries of the run are dropped), and its deliveries of the run in flight are cancelled.
+func (w *Worker) stopped(m ledger.Manifest) {
+	w.manifests.put(m, w.now())
+	s := &w.stops
+	s.mu.Lock()
+	r := s.runs[m.RunID]
+	n := 0
+	if r != nil {
 		r.stopped = true
 		for _, c := range r.cancels {
 			c(ErrRunStopped)
 		}
-		w.stops.mu.Unlock()
-		w.logger().Warn("run stopped: cancelling its partitions in flight here", "run", run, "epoch", m.Epoch,
-			"instance", w.cfg.Holder.Instance, "stoppedBy", m.Stop.By, "state", m.Stop.State)
-		return
+		n = len(r.cancels)
+	}
+	s.mu.Unlock()
+	if n > 0 {
+		w.logger().Warn("run stopped: cancelling its partitions in flight here", "run", m.RunID, "epoch", m.Epoch,
+			"instance", w.cfg.Holder.Instance, "deliveries", n, "stoppedBy", m.Stop.By, "state", m.Stop.State)
 	}
 }
 

@@ -238,7 +238,7 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 		}
 		errs = append(errs, o.gaveUp, o.err)
 	}
-	errs = append(errs, w.count(rctx, ctx, &m, job, env, stored, log))
+	errs = append(errs, w.count(rctx, ctx, &m, job, env, stored, log), w.spend(rctx, &m, stored, log))
 	return errors.Join(errs...)
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/engine/config"
+	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/lib/ncrontab"
 	"github.com/batonfn/baton/work"
 )
@@ -26,6 +27,8 @@ type Schedule struct {
 	Overlap config.Overlap
 	CatchUp time.Duration
 	Jitter  time.Duration
+	// Budget is the failure budget of the schedule's runs (nil: its job's).
+	Budget *ledger.Budget
 }
 
 // zoned is an expression evaluated in a time zone: the coordinator's Cron.
@@ -90,6 +93,7 @@ func buildSchedules(cfg config.Config, o Options, jobErr error, tickParams json.
 				config.SettingSchedules, name, declared(names)))
 		}
 	}
+	errs = append(errs, applyBudgets(cfg, o.Jobs))
 	out := make([]coordinator.Schedule, 0, len(decls))
 	for _, d := range decls {
 		s, err := schedule(d, cfg.Overrides[d.Name], o.Jobs)
@@ -103,6 +107,23 @@ func buildSchedules(cfg config.Config, o Options, jobErr error, tickParams json.
 		out = append(out, s)
 	}
 	return out, errors.Join(errs...)
+}
+
+// applyBudgets gives the jobs the failure budgets BATON_FAILURE_BUDGETS names (pinned: they win
+// over the code's budgets of jobs and schedules); a job it names that is not registered is an
+// error naming the setting.
+func applyBudgets(cfg config.Config, jobs *work.Registry) error {
+	var errs []error
+	for _, job := range slices.Sorted(maps.Keys(cfg.Budgets)) {
+		if _, err := jobs.Lookup(job); err != nil {
+			errs = append(errs, fmt.Errorf("%s names the job %q, which this app does not register (it registers: %s)",
+				config.SettingFailureBudgets, job, strings.Join(jobs.Names(), ", ")))
+			continue
+		}
+		b := cfg.Budgets[job]
+		jobs.SetFailureBudget(job, ledger.Budget{MaxFailed: b.MaxFailed, MaxPercent: b.MaxPercent}, true)
+	}
+	return errors.Join(errs...)
 }
 
 // checkSchedules checks every schedule against the heartbeat's longest gap (a catch-up
@@ -145,7 +166,8 @@ func schedule(d Schedule, ov config.ScheduleOverride, jobs *work.Registry) (coor
 		}
 	}
 	s := coordinator.Schedule{Name: d.Name, Job: d.Job, Params: d.Params, Cron: zoned{expr, loc}, TimeZone: loc.String(),
-		Description: expr.Describe(), Overlap: d.Overlap, CatchUp: d.CatchUp, Jitter: d.Jitter}
+		Description: expr.Describe(), Overlap: d.Overlap, CatchUp: d.CatchUp, Jitter: d.Jitter,
+		Budget: d.Budget}
 	if ov.Overlap != "" {
 		s.Overlap = ov.Overlap
 	}

@@ -47,6 +47,7 @@ func TestValidate(t *testing.T) {
 		{[]string{config.SettingSchedule, "every hour"}, config.SettingSchedule},
 		{[]string{config.SettingHeartbeat, "0 0 */2 * * *"}, config.SettingHeartbeat + `="0 0 */2 * * *" beats every 2h0m0s at most`},
 		{[]string{config.SettingSchedules, `{"tick":{"paused":true}}`}, `names the schedule "tick", which this app does not declare`},
+		{[]string{config.SettingFailureBudgets, `{"crm":{"maxFailed":3}}`}, config.SettingFailureBudgets + ` names the job "crm", which this app does not register`},
 		{append(hourly, config.SettingSchedules, `{"tick":{"catchUp":"30s"}}`), `schedule "tick": CatchUp 30s must be longer than the heartbeat's period 1m0s`},
 		{[]string{config.SettingMisfire, "skip"}, config.SettingMisfire + `="skip" is no longer read`},
 		{[]string{config.SettingOverlap, "queue"}, config.SettingOverlap},

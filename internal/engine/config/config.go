@@ -27,16 +27,19 @@ import (
 // exactly these names; the config contract test (infra) and the README test (internal/readme)
 // keep them in step.
 const (
-	SettingPort           = "FUNCTIONS_CUSTOMHANDLER_PORT"
-	SettingLegacyPort     = "FUNCTIONS_HTTPWORKER_PORT"
-	SettingAppRoot        = "FUNCTIONS_APP_ROOT_PATH"
-	SettingHostStorage    = "AzureWebJobsStorage"
-	SettingStorage        = "BATON_STORAGE"
-	SettingServiceBus     = "ServiceBusConnection"
-	SettingTransport      = "BATON_TRANSPORT"
-	SettingSchedule       = "BATON_SCHEDULE"
-	SettingHeartbeat      = "BATON_HEARTBEAT"
-	SettingSchedules      = "BATON_SCHEDULES"
+	SettingPort        = "FUNCTIONS_CUSTOMHANDLER_PORT"
+	SettingLegacyPort  = "FUNCTIONS_HTTPWORKER_PORT"
+	SettingAppRoot     = "FUNCTIONS_APP_ROOT_PATH"
+	SettingHostStorage = "AzureWebJobsStorage"
+	SettingStorage     = "BATON_STORAGE"
+	SettingServiceBus  = "ServiceBusConnection"
+	SettingTransport   = "BATON_TRANSPORT"
+	SettingSchedule    = "BATON_SCHEDULE"
+	SettingHeartbeat   = "BATON_HEARTBEAT"
+	SettingSchedules   = "BATON_SCHEDULES"
+	// SettingFailureBudgets overrides jobs' failure budgets: a JSON object of job names, each
+	// {"maxFailed": n, "maxPercent": p} (0 or absent: no bound of that kind).
+	SettingFailureBudgets = "BATON_FAILURE_BUDGETS"
 	SettingWorkQueue      = "BATON_WORK_QUEUE"
 	SettingControlQueue   = "BATON_CONTROL_QUEUE"
 	SettingJob            = "BATON_JOB"
@@ -192,6 +195,9 @@ type Config struct {
 	Schedule string
 	// Overrides change declared schedules without a rebuild (BATON_SCHEDULES), by name.
 	Overrides map[string]ScheduleOverride
+	// Budgets are the failure budgets BATON_FAILURE_BUDGETS gives jobs, by job name; they win
+	// over the budgets the code gives jobs and schedules.
+	Budgets map[string]Budget
 	// WorkQueue is the queue name on either transport.
 	WorkQueue string
 	// ControlQueue carries check messages (the Control and ControlQueue functions), so they
@@ -352,6 +358,7 @@ func Load(getenv Getenv) (Config, error) {
 		}
 	}
 	c.Overrides = p.overrides()
+	c.Budgets = p.budgets()
 	switch {
 	case c.LeaseDuration < MinLeaseDuration || c.LeaseDuration > MaxLeaseDuration:
 		p.errf("%s=%s is out of range: Azure Blob leases last 15s to 60s", SettingLeaseDuration, c.LeaseDuration)
@@ -617,6 +624,41 @@ type ScheduleOverride struct {
 // overrides reads BATON_SCHEDULES: a JSON object from schedule name to an object with any of
 // cron, timeZone, paused, overlap, catchUp and jitter. Whether each name is a schedule the app
 // declares, and whether cron and timeZone parse, is checked where the schedules are known.
+// Budget is a job's failure budget as BATON_FAILURE_BUDGETS gives it.
+type Budget struct {
+	MaxFailed  int     `json:"maxFailed"`
+	MaxPercent float64 `json:"maxPercent"`
+}
+
+// budgets parses BATON_FAILURE_BUDGETS strictly: an object of job names, each with maxFailed
+// (0 or more) and maxPercent (0 to 100).
+func (p *parser) budgets() map[string]Budget {
+	v := strings.TrimSpace(p.get(SettingFailureBudgets))
+	if v == "" {
+		return nil
+	}
+	var raw map[string]json.RawMessage
+	if err := strictjson.Decode([]byte(v), &raw); err != nil {
+		p.errf(`%s is not a JSON object of job names, e.g. {"sync-crm":{"maxFailed":10,"maxPercent":5}}: %v`, SettingFailureBudgets, err)
+		return nil
+	}
+	out := map[string]Budget{}
+	for job, body := range raw {
+		var b Budget
+		if err := strictjson.Decode(body, &b); err != nil {
+			p.errf("%s: job %q: %v (the fields are maxFailed and maxPercent)", SettingFailureBudgets, job, err)
+			continue
+		}
+		if b.MaxFailed < 0 || b.MaxPercent < 0 || b.MaxPercent > 100 {
+			p.errf("%s: job %q: maxFailed %d, maxPercent %v: want maxFailed 0 or more and maxPercent 0 to 100 (0: no bound)",
+				SettingFailureBudgets, job, b.MaxFailed, b.MaxPercent)
+			continue
+		}
+		out[job] = b
+	}
+	return out
+}
+
 func (p *parser) overrides() map[string]ScheduleOverride {
 	v := strings.TrimSpace(p.get(SettingSchedules))
 	if v == "" {

@@ -73,6 +73,9 @@ func TestLoad_Errors(t *testing.T) {
 		{"misfire is gone", with(base(), SettingMisfire, "skip"), []string{SettingMisfire, "no longer read", "catch-up window", SettingSchedules}},
 		{"starting deadline is gone", with(base(), SettingStartDeadline, "10m"), []string{SettingStartDeadline, "no longer read", `"catchUp"`}},
 		{"schedules not json", with(base(), SettingSchedules, "tick=paused"), []string{SettingSchedules, "JSON object"}},
+		{"budgets not json", with(base(), SettingFailureBudgets, "sync=10"), []string{SettingFailureBudgets, "JSON object of job names"}},
+		{"budgets unknown field", with(base(), SettingFailureBudgets, `{"sync":{"max":10}}`), []string{SettingFailureBudgets, `job "sync"`, `unknown field "max"`, "maxFailed"}},
+		{"budgets out of range", with(base(), SettingFailureBudgets, `{"sync":{"maxPercent":120}}`), []string{SettingFailureBudgets, `job "sync"`, "maxPercent 120", "0 to 100"}},
 		{"schedules unknown field", with(base(), SettingSchedules, `{"tick":{"pause":true}}`), []string{SettingSchedules, `schedule "tick"`, `unknown field "pause"`, "paused"}},
 		{"schedules bad overlap", with(base(), SettingSchedules, `{"tick":{"overlap":"replace"}}`), []string{SettingSchedules, `"replace"`, "buffer-one"}},
 		{"schedules bad catch-up", with(base(), SettingSchedules, `{"a":{"catchUp":"0s"}}`), []string{SettingSchedules, `schedule "a"`, "catchUp", "positive duration"}},
@@ -419,6 +422,17 @@ func TestLoad_ManualJobsAll(t *testing.T) {
 
 // BATON_SCHEDULES changes declared schedules: each field it names, nothing else; the
 // settings' schedule (BATON_SCHEDULE) is optional.
+// BATON_FAILURE_BUDGETS gives jobs budgets by name.
+func TestLoad_FailureBudgets(t *testing.T) {
+	c, err := Load(env(with(base(), SettingFailureBudgets, `{"sync":{"maxFailed":10},"export":{"maxFailed":3,"maxPercent":2.5}}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Budgets["sync"] != (Budget{MaxFailed: 10}) || c.Budgets["export"] != (Budget{MaxFailed: 3, MaxPercent: 2.5}) || len(c.Budgets) != 2 {
+		t.Fatalf("budgets = %+v", c.Budgets)
+	}
+}
+
 func TestLoad_ScheduleOverrides(t *testing.T) {
 	c, err := Load(env(with(base(), SettingSchedule, "", SettingSchedules,
 		`{"nightly":{"cron":"0 0 3 * * *","timeZone":"Europe/Berlin","paused":true,"overlap":"Buffer-One","catchUp":"00:30:00","jitter":"0s"},"hourly":{"paused":false}}`)))

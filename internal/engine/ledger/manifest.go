@@ -159,6 +159,9 @@ type Manifest struct {
 	Succeeded int `json:"succeeded"`
 	Failed    int `json:"failed"`
 
+	// Budget is the run's failure budget, from its job and schedule when it was created (nil:
+	// none).
+	Budget *Budget `json:"budget,omitempty"`
 	// Stop, once set, ends the run early: no partition starts after it, and the run is
 	// finished in Stop.State from the results it has. It is set once and never cleared.
 	Stop *Stop `json:"stop,omitempty"`

@@ -61,6 +61,15 @@ type Store interface {
 	// order, duplicates included.
 	ReadDone(ctx context.Context, run string, shard int) ([]int, error)
 
+	// AppendFailed records, in one append to the run's failure log, that these partitions'
+	// results are failures (the count its failure budget is held to), and returns how many
+	// records the log holds after it. A partition recorded again (a redelivery) counts again;
+	// ReadFailed tells them apart.
+	AppendFailed(ctx context.Context, run string, indexes ...int) (int64, error)
+	// ReadFailed returns the partition index of every failure record, in append order,
+	// duplicates included.
+	ReadFailed(ctx context.Context, run string) ([]int, error)
+
 	// ClaimReport creates the report once with the given (in-progress) report; the caller that
 	// gets nil is the one aggregator, others get ErrExists.
 	ClaimReport(ctx context.Context, r Report) (ETag, error)

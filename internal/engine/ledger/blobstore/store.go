@@ -70,6 +70,7 @@ func blockPath(run string, sp ledger.Span) string {
 	return fmt.Sprintf("%s/results/%07d+%d.json", run, sp.First, sp.Size)
 }
 func donePath(run string, shard int) string { return fmt.Sprintf("%s/done/%04d", run, shard) }
+func failedPath(run string) string          { return run + "/failed" }
 func reportPath(run string) string          { return run + "/report.json" }
 func partialPath(run string, shard int) string {
 	return fmt.Sprintf("%s/partials/%03d.json", run, shard)
@@ -476,32 +477,55 @@ func (s *Store) AppendDone(ctx context.Context, run string, layout ledger.DoneLa
 	if err != nil {
 		return 0, fmt.Errorf("append done %s: %w", run, err)
 	}
-	path := donePath(run, shard)
-	ab := s.c.NewAppendBlobClient(path)
 	var rec strings.Builder
 	for _, i := range indexes {
 		fmt.Fprintf(&rec, "%012d %018d\n", i, epoch)
 	}
+	n, err := s.appendLog(ctx, donePath(run, shard), rec.String())
+	if err != nil {
+		return 0, fmt.Errorf("append done %s/%d (shard %d): %w", run, indexes[0], shard, err)
+	}
+	return n, nil
+}
+
+// AppendFailed appends a record per index to the run's failure log (its failure budget's
+// count) and returns how many records it holds after the append.
+func (s *Store) AppendFailed(ctx context.Context, run string, indexes ...int) (int64, error) {
+	var rec strings.Builder
+	for _, i := range indexes {
+		fmt.Fprintf(&rec, "%012d %018d\n", i, 0)
+	}
+	n, err := s.appendLog(ctx, failedPath(run), rec.String())
+	if err != nil {
+		return 0, fmt.Errorf("append failed %s: %w", run, err)
+	}
+	return n, nil
+}
+
+// appendLog appends rec, whole records of ledger.DoneRecordSize bytes, to the append blob at
+// path (created on the first append) in one call, and returns the records it holds after it.
+func (s *Store) appendLog(ctx context.Context, path, rec string) (int64, error) {
+	ab := s.c.NewAppendBlobClient(path)
 	for created := false; ; {
-		resp, err := ab.AppendBlock(ctx, streaming.NopCloser(strings.NewReader(rec.String())), nil)
+		resp, err := ab.AppendBlock(ctx, streaming.NopCloser(strings.NewReader(rec)), nil)
 		if err == nil {
 			if resp.BlobAppendOffset == nil {
-				return 0, fmt.Errorf("append done %s/%d: no append offset in the response", run, indexes[0])
+				return 0, errors.New("no append offset in the response")
 			}
 			off, err := strconv.ParseInt(*resp.BlobAppendOffset, 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("append done %s/%d: offset %q: %w", run, indexes[0], *resp.BlobAppendOffset, err)
+				return 0, fmt.Errorf("append offset %q: %w", *resp.BlobAppendOffset, err)
 			}
-			return off/ledger.DoneRecordSize + int64(len(indexes)), nil
+			return (off + int64(len(rec))) / ledger.DoneRecordSize, nil
 		}
 		if !bloberror.HasCode(err, bloberror.BlobNotFound) || created {
-			return 0, fmt.Errorf("append done %s/%d: %w", run, indexes[0], translate(path, err))
+			return 0, translate(path, err)
 		}
-		// First completion in this shard: create the append blob once. Losing the create race
-		// is fine; the winner's blob is the one we append to.
+		// The first record: create the append blob once. Losing the create race is fine; the
+		// winner's blob is the one we append to.
 		_, cerr := ab.Create(ctx, &appendblob.CreateOptions{AccessConditions: ifAbsent})
 		if cerr != nil && !bloberror.HasCode(cerr, bloberror.BlobAlreadyExists) {
-			return 0, fmt.Errorf("create done shard %s/%d: %w", run, shard, translate(path, cerr))
+			return 0, fmt.Errorf("create: %w", translate(path, cerr))
 		}
 		created = true
 	}

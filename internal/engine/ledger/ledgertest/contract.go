@@ -425,6 +425,53 @@ func testAppendDone_OrdinalsUniqueAndDense(t *testing.T, newStore Factory) {
 // In the striped layout a message's partitions (consecutive, within one unit) append to one
 // shard, consecutive units to different shards, and each shard ends up holding exactly the
 // partitions the layout gives it.
+// The failure log: concurrent appends of several records each lose none, every append returns
+// the count after it (the last one the total), a partition appended twice is read twice, and a
+// run without a log reads none.
+func testAppendFailed_CountsEveryRecord(t *testing.T, newStore Factory) {
+	ctx := testContext(t)
+	s := newStore(t, Options{})
+	if err := s.CreateManifest(ctx, runningManifest("budget", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if idx, err := s.ReadFailed(ctx, "budget"); err != nil || len(idx) != 0 {
+		t.Fatalf("ReadFailed before any append = %v, %v; want none", idx, err)
+	}
+	const appenders, each = 8, 3
+	counts := make([]int64, appenders)
+	errs := race(appenders, func(w int) error {
+		var err error
+		counts[w], err = s.AppendFailed(ctx, "budget", w*each, w*each+1, w*each+2)
+		return err
+	})
+	for w, err := range errs {
+		if err != nil {
+			t.Fatalf("appender %d: %v", w, err)
+		}
+	}
+	slices.Sort(counts)
+	for w, n := range counts {
+		if n != int64((w+1)*each) {
+			t.Fatalf("counts after each append %v, want %d, %d, ... %d", counts, each, 2*each, appenders*each)
+		}
+	}
+	if n, err := s.AppendFailed(ctx, "budget", 0); err != nil || n != appenders*each+1 {
+		t.Fatalf("append of a partition again = %d, %v; want %d", n, err, appenders*each+1)
+	}
+	idx, err := s.ReadFailed(ctx, "budget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(idx)
+	want := []int{0}
+	for i := range appenders * each {
+		want = append(want, i)
+	}
+	if !slices.Equal(idx, want) {
+		t.Fatalf("ReadFailed = %v, want %v (0 twice)", idx, want)
+	}
+}
+
 func testAppendDone_Striped(t *testing.T, newStore Factory) {
 	const n = 3*ledger.DoneUnit*ledger.DoneStripes + 100 // three rounds of the stripes and a bit
 	const bundle = ledger.DoneUnit / 4
@@ -611,6 +658,7 @@ func RunContract(t *testing.T, newStore Factory) {
 		{"AppendDone_OrdinalsUniqueAndDense", testAppendDone_OrdinalsUniqueAndDense},
 		{"AppendDone_ManyRecordsInOneAppend", testAppendDone_ManyRecordsInOneAppend},
 		{"AppendDone_Striped", testAppendDone_Striped},
+		{"AppendFailed_CountsEveryRecord", testAppendFailed_CountsEveryRecord},
 		{"ListResults_IndexOrder", testListResults_IndexOrder},
 		{"Blocks", testBlocks},
 		{"WriteReport_GuardedByClaimETag", testWriteReport_GuardedByClaimETag},

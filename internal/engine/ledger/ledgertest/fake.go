@@ -419,6 +419,26 @@ func (f *Fake) ReadDone(ctx context.Context, run string, shard int) ([]int, erro
 	return slices.Clone(f.done[doneName(run, shard)]), nil
 }
 
+func (f *Fake) AppendFailed(ctx context.Context, run string, indexes ...int) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(ctx); err != nil {
+		return 0, err
+	}
+	name := run + "/failed"
+	f.done[name] = append(f.done[name], indexes...)
+	return int64(len(f.done[name])), nil
+}
+
+func (f *Fake) ReadFailed(ctx context.Context, run string) ([]int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(ctx); err != nil {
+		return nil, err
+	}
+	return slices.Clone(f.done[run+"/failed"]), nil
+}
+
 func (f *Fake) ClaimReport(ctx context.Context, r ledger.Report) (ledger.ETag, error) {
 	etag, err := f.put(ctx, reportName(r.Run), r, true, "")
 	if err != nil {

@@ -159,6 +159,16 @@ func (f *Faulty) ReadDone(ctx context.Context, run string, shard int) (idx []int
 	return
 }
 
+func (f *Faulty) AppendFailed(ctx context.Context, run string, indexes ...int) (n int64, err error) {
+	err = f.call("AppendFailed", run, func() (e error) { n, e = f.Store.AppendFailed(ctx, run, indexes...); return })
+	return
+}
+
+func (f *Faulty) ReadFailed(ctx context.Context, run string) (idx []int, err error) {
+	err = f.call("ReadFailed", run, func() (e error) { idx, e = f.Store.ReadFailed(ctx, run); return })
+	return
+}
+
 func (f *Faulty) ClaimReport(ctx context.Context, r ledger.Report) (etag ledger.ETag, err error) {
 	err = f.call("ClaimReport", r.Run, func() (e error) { etag, e = f.Store.ClaimReport(ctx, r); return })
 	return
