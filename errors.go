@@ -3,7 +3,14 @@ package baton
 import (
 	"errors"
 	"fmt"
+
+	"github.com/batonfn/baton/work"
 )
+
+// ErrRunStopped is the cause (context.Cause) of a partition's context when its run was stopped:
+// cancelled by an operator, or past its failure budget. What Process returns then is not
+// recorded; return promptly.
+var ErrRunStopped = work.ErrRunStopped
 
 // Sentinels a *RegistrationError wraps, for errors.Is.
 var (

@@ -307,3 +307,14 @@ func ExampleInZone() {
 	// <nil>
 	// true
 }
+
+// When an operator cancels a run, or its failure budget is spent, the contexts of its partitions
+// in flight are cancelled with ErrRunStopped as the cause; a Process can tell that apart from
+// its own deadline.
+func ExampleErrRunStopped() {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(baton.ErrRunStopped) // as Baton does when the run is stopped
+	<-ctx.Done()
+	fmt.Println(errors.Is(context.Cause(ctx), baton.ErrRunStopped))
+	// Output: true
+}
