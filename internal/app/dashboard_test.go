@@ -715,7 +715,8 @@ func (b *cdp) strip(selector string) []stripCell {
 // keyboard) filters the runs to it; a run's detail opens by URL (two segments, failed
 // partitions with attempts, workers, aggregate, reason). Pause asks for a note and shows it,
 // resume lifts it, Run now starts a run (202 followed, then 409 in words), and the filters and
-// paging work. No link or request URL carries the key. With BATON_SCREENSHOTS=<dir> it saves a
+// paging work; Cancel on a running run's page asks for a note and shows the run ending. No link
+// or request URL carries the key. With BATON_SCREENSHOTS=<dir> it saves a
 // PNG of each view there (scripts/screenshots.sh).
 func TestDashboard_Operator(t *testing.T) {
 	exe := chromium(t)
@@ -1001,6 +1002,23 @@ func TestDashboard_Operator(t *testing.T) {
 	if n := e.countRuns(); n != runs+1 {
 		t.Errorf("ledger holds %d runs after the refused Run now, want %d", n, runs+1)
 	}
+
+	// Cancel the running run from its page: the dialog asks for a note; the page then says who
+	// cancelled it and that it is ending, and hides the button.
+	const why = "CRM is down; re-run after 09:00"
+	b.waitFor("the cancel button", `!document.getElementById("detail-cancel").hidden`)
+	b.eval(`document.getElementById("detail-cancel").click()`, nil)
+	b.waitFor("the cancel dialog", `document.getElementById("cancel-dialog").open && document.activeElement === document.getElementById("cancel-note")`)
+	b.call("Input.insertText", map[string]any{"text": why}, nil)
+	b.screenshot(shots, "dashboard-cancel.png")
+	b.eval(`document.getElementById("cancel-ok").click()`, nil)
+	b.waitFor("the cancel recorded and shown", `document.getElementById("action-msg").dataset.status === "202" &&
+		(document.getElementById("detail-stop") || {}).textContent.includes("`+why+`") && document.getElementById("detail-cancel").hidden`)
+	if m, err := e.store.ReadManifest(testCtx(t), started.Detail); err != nil || m.Stop == nil || m.Stop.Note != why ||
+		m.Stop.State != ledger.StateCancelled || m.Stop.By != api.AnonymousOperator {
+		t.Errorf("the run's stop in the ledger: %+v %v", m.Stop, err)
+	}
+	b.screenshot(shots, "dashboard-cancelling.png")
 
 	// A longer strip (?occurrences=40 on the page URL) reaches back before nightly's first
 	// record: those cells say so instead of showing as gaps.

@@ -51,7 +51,7 @@ func (h *hostShim) functionKeys() []string {
 }
 
 // route maps a path under /api/ to a function and its route parameters (function.json routes:
-// runs/{id?}, schedules/{*path}, leader, dashboard).
+// runs/{*path}, schedules/{*path}, leader, dashboard).
 func route(path string) (fn string, params map[string]any, ok bool) {
 	rest, found := strings.CutPrefix(path, "/api/")
 	if !found {
@@ -60,8 +60,8 @@ func route(path string) (fn string, params map[string]any, ok bool) {
 	switch {
 	case rest == "runs":
 		return fnRuns, map[string]any{}, true
-	case strings.HasPrefix(rest, "runs/") && !strings.Contains(rest[len("runs/"):], "/"):
-		return fnRuns, map[string]any{routeParamID: rest[len("runs/"):]}, true
+	case strings.HasPrefix(rest, "runs/"):
+		return fnRuns, map[string]any{routeParamPath: rest[len("runs/"):]}, true
 	case rest == "schedules":
 		return fnSchedules, map[string]any{}, true
 	case strings.HasPrefix(rest, "schedules/"):
