@@ -75,8 +75,11 @@ func (c *Coordinator) expires(m ledger.Manifest) time.Time {
 // FinalBound is the documented bound: a run is final by this time while check messages flow,
 // and one heartbeat later when they are lost. It is the hard deadline plus one check delay
 // plus one lease duration (a dead aggregator's report claim is taken over once it has gone
-// that long unrenewed).
+// that long unrenewed); for a stopped run, its stop grace after the stop, plus the same.
 func (c *Coordinator) FinalBound(m ledger.Manifest) time.Time {
+	if m.Stop != nil {
+		return m.Stop.At.Add(c.StopGrace() + c.checkDelay() + c.leaseDur)
+	}
 	return c.expires(m).Add(c.checkDelay() + c.leaseDur)
 }
 

@@ -125,12 +125,13 @@ type soakDriver struct {
 	srvMu sync.Mutex
 	srv   *azurite.Server
 
-	mu     sync.Mutex
-	calls  []soak.ManualCall
-	faults []soak.Fault
-	pauses []soak.Pause
-	errs   []error        // the driver's own failures, from its timers
-	pend   sync.WaitGroup // fault ends (SIGCONT, Azurite back), delivery faults and manual calls in flight
+	mu      sync.Mutex
+	calls   []soak.ManualCall
+	cancels []soak.Cancel
+	faults  []soak.Fault
+	pauses  []soak.Pause
+	errs    []error        // the driver's own failures, from its timers
+	pend    sync.WaitGroup // fault ends (SIGCONT, Azurite back), delivery faults and manual calls in flight
 	// blackouts are the runs whose every control message is being lost (FaultBlackout),
 	// recorded as faults when the soak ends.
 	blackouts []blackout
@@ -265,7 +266,7 @@ func runSoak(t *testing.T, cfg soakConfig, mode devhost.TimerMode, seed int64) {
 		RunTimeout: soakRunTimeout, CheckRounds: config.DefaultCheckRounds, Started: started, First: first, WindowEnd: stop.Add(-heartbeatEach - soak.DefaultDelayMargin),
 		Pauses: append([]soak.Pause(nil), d.pauses...), Fires: c.h.Fires(), Runs: runs, Lines: c.h.Lines(),
 		Lease: samples, RunLeases: leases, Manual: append([]soak.ManualCall(nil), d.calls...),
-		Faults: append([]soak.Fault(nil), d.faults...), End: end}
+		Cancels: append([]soak.Cancel(nil), d.cancels...), Faults: append([]soak.Fault(nil), d.faults...), End: end}
 	d.mu.Unlock()
 	res := soak.Check(h)
 	// Invariant 6 too, with the e2e helper: every acquisition inside a contending invocation.
@@ -300,8 +301,8 @@ func runSoak(t *testing.T, cfg soakConfig, mode devhost.TimerMode, seed int64) {
 		s := f.Schedules[name]
 		perSchedule = append(perSchedule, fmt.Sprintf("%s[%s queued=%d]", name, soak.Counts(s.States), s.Queued))
 	}
-	figures(t, "seed=%d mode=%s delivery=%s heartbeats=%d schedules: %s manualCalls=%d manualRuns=%v faults=%v runs=%d planned=%d partitions=%d inBlocks=%d schedulerEpochs=%d runLeaderships=%d heartbeatDriven=%d startsInBound=%d takeoversInBound=%d roundsInBound=%d violations=%d",
-		seed, mode, dlv, f.Heartbeats, strings.Join(perSchedule, " "), f.ManualCalls, f.ManualRuns, f.Faults, f.Runs, f.Planned, f.Partitions, f.InBlocks,
+	figures(t, "seed=%d mode=%s delivery=%s heartbeats=%d schedules: %s manualCalls=%d manualRuns=%v cancels=%v stopped=%d faults=%v runs=%d planned=%d partitions=%d inBlocks=%d schedulerEpochs=%d runLeaderships=%d heartbeatDriven=%d startsInBound=%d takeoversInBound=%d roundsInBound=%d violations=%d",
+		seed, mode, dlv, f.Heartbeats, strings.Join(perSchedule, " "), f.ManualCalls, f.ManualRuns, f.CancelByCode, f.Stopped, f.Faults, f.Runs, f.Planned, f.Partitions, f.InBlocks,
 		f.SchedulerEpochs, f.RunLeaderships, f.HeartbeatDriven, f.StartsChecked, f.TakeoversChecked, f.RoundsChecked, len(res.Violations))
 	if n := len(res.Violations); n > 0 {
 		t.Errorf("%d violation(s) (listed above); replay: E2E_DELIVERY=%s SOAK_SEED=%d SOAK_MODES=%s SOAK_OCCURRENCES=%d make soak",
@@ -390,6 +391,12 @@ func (d *soakDriver) step(ctx context.Context, s soak.Step) {
 		go func() {
 			defer d.pend.Done()
 			d.post(ctx, s.Key, s.Body)
+		}()
+	case soak.StepCancel:
+		d.pend.Add(1)
+		go func() {
+			defer d.pend.Done()
+			d.cancel(ctx, s.Pick)
 		}()
 	case soak.FaultPoison:
 		d.pend.Add(1)
@@ -745,6 +752,38 @@ func (d *soakDriver) revive(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// cancel picks a run planning or running (soak.CancelCandidates, from the index of active runs)
+// and cancels it over HTTP, recording the call; with none in progress it does nothing.
+func (d *soakDriver) cancel(ctx context.Context, pick uint64) {
+	var ms []ledger.Manifest
+	if err := d.c.store.ListActive(ctx, func(a ledger.ActiveRun) bool {
+		if m, err := d.c.store.ReadManifest(ctx, a.Run); err == nil {
+			ms = append(ms, m)
+		}
+		return true
+	}); err != nil {
+		return // storage is down (an injected outage): no cancel this time
+	}
+	runs := soak.CancelCandidates(ms)
+	if len(runs) == 0 {
+		return
+	}
+	k := soak.Cancel{At: time.Now(), Run: runs[pick%uint64(len(runs))]}
+	rctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	defer cancel()
+	status, body, err := d.c.post(rctx, "runs/"+k.Run+"/cancel", `{"note":"soak: cancelled by the driver"}`)
+	k.Status = status
+	switch {
+	case err != nil:
+		k.Err = err.Error()
+	case status != http.StatusAccepted:
+		k.Err = strings.TrimSpace(string(body))
+	}
+	d.mu.Lock()
+	d.cancels = append(d.cancels, k)
+	d.mu.Unlock()
 }
 
 // post sends POST /api/runs and records the call; it returns the status (0: no answer).

@@ -42,8 +42,12 @@ func FinalBound(deadline time.Time, lease time.Duration) time.Time {
 // run is final by its hard deadline (Manifest.Expires) plus one check delay (lease +
 // CheckMargin) while checks flow, plus one lease for a report claim whose aggregator died. A
 // manifest without Expires falls back to FinalBound of its deadline. (The checker computes it
-// from the manifest alone; a test holds it to the coordinator's.)
+// from the manifest alone; a test holds it to the coordinator's.) A stopped run's bound is its
+// stop's (stoppedBound).
 func DocumentedBound(m ledger.Manifest, lease time.Duration) time.Time {
+	if m.Stop != nil {
+		return stoppedBound(m, lease)
+	}
 	if m.Expires.IsZero() {
 		return FinalBound(m.Deadline, lease)
 	}

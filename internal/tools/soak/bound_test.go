@@ -11,7 +11,7 @@ import (
 )
 
 // TestDocumentedBound_IsTheCoordinators: the checker's bound is the one the coordinator
-// documents and supervises by, for a run planning, one planned and one without a hard deadline.
+// documents and supervises by, for a run planning, one planned and one stopped.
 func TestDocumentedBound_IsTheCoordinators(t *testing.T) {
 	leader, err := election.NewLeader(election.LeaderConfig{Lock: election.NewMemoryLock(testLease),
 		Identity: ledger.Holder{App: "soak", Instance: "checker", PID: 1}, LeaseDuration: testLease})
@@ -27,6 +27,8 @@ func TestDocumentedBound_IsTheCoordinators(t *testing.T) {
 		{State: ledger.StatePlanning, Created: t0, Deadline: t0.Add(time.Minute), Expires: t0.Add(time.Minute)},
 		{State: ledger.StateRunning, PlanDone: true, Created: t0, Enqueued: t0.Add(time.Second), Deadline: t0.Add(61 * time.Second),
 			Expires: t0.Add(3 * time.Minute)},
+		{State: ledger.StateRunning, PlanDone: true, Created: t0, Enqueued: t0.Add(time.Second), Deadline: t0.Add(61 * time.Second),
+			Expires: t0.Add(3 * time.Minute), Stop: &ledger.Stop{State: ledger.StateCancelled, At: t0.Add(2 * time.Minute)}},
 	} {
 		if got, want := DocumentedBound(m, testLease), coord.FinalBound(m); !got.Equal(want) {
 			t.Errorf("%s run: DocumentedBound %s, the coordinator's FinalBound %s", m.State, got, want)

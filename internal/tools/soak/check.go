@@ -76,6 +76,9 @@ type Figures struct {
 	// HeartbeatDriven counts the runs a heartbeat drove itself because they had not moved.
 	StartsChecked, TakeoversChecked, RoundsChecked int
 	HeartbeatDriven                                int
+	// CancelByCode counts the driver's cancels by HTTP status; Stopped the runs with a stop.
+	CancelByCode map[int]int
+	Stopped      int
 }
 
 // ScheduleFigures are one schedule's figures.
@@ -106,7 +109,7 @@ func Check(h History) Result {
 		c.slack = DefaultSlack
 	}
 	c.fig = Figures{Schedules: map[string]*ScheduleFigures{}, ManualByCode: map[int]int{}, ManualRuns: map[string]int{},
-		Faults: map[string]int{}}
+		Faults: map[string]int{}, CancelByCode: map[int]int{}}
 	c.fig.Runs = len(h.Runs)
 	for _, s := range h.Schedules {
 		c.schedules[s.Name] = s
@@ -148,6 +151,7 @@ func Check(h History) Result {
 		c.policy(s)
 	}
 	c.manual()
+	c.cancels()
 	c.creations()
 	for _, id := range sortedIDs(h.Runs) {
 		c.run(id, h.Runs[id])
@@ -209,7 +213,7 @@ func sortedIDs(runs map[string]Run) []string {
 // needsReason lists the final states that must say why.
 func needsReason(s ledger.State) bool {
 	switch s {
-	case ledger.StateSkipped, ledger.StateMissed, ledger.StateFailed, ledger.StateTimedOut, ledger.StatePaused:
+	case ledger.StateSkipped, ledger.StateMissed, ledger.StateFailed, ledger.StateTimedOut, ledger.StatePaused, ledger.StateCancelled:
 		return true
 	}
 	return false
@@ -695,6 +699,10 @@ func (c *checker) run(id string, r Run) {
 	}
 	c.bound(id, m)
 	c.ownLease(id, m)
+	if m.Stop != nil {
+		c.stoppedRun(id, r)
+		return
+	}
 	if !m.PlanDone {
 		if len(r.Indexes) > 0 && m.State.Final() {
 			c.add(VResults, id, "%s before planning finished, yet %d results exist", m.State, len(r.Indexes))

@@ -900,3 +900,76 @@ func TestCheck_PartitionRecordedTwice(t *testing.T) {
 		t.Errorf("no violation naming partition 1 recorded twice; got %v", res.Violations)
 	}
 }
+
+// stoppedHistory is goodHistory with its manual run cancelled at 7.5 s: partition 0 recorded
+// (started at 7.2 s), partition 1 never run, the run finished cancelled at 9 s.
+func stoppedHistory(t *testing.T) (History, string) {
+	h := goodHistory(t)
+	id := ledger.ManualRunID("k1", time.Time{})
+	r := h.Runs[id]
+	r.Manifest.Stop = &ledger.Stop{State: ledger.StateCancelled, By: "a function key holder", At: at(7.5)}
+	r.Manifest.State, r.Manifest.Reason, r.Manifest.Succeeded = ledger.StateCancelled, "cancelled by a function key holder", 1
+	r.Indexes = []int{0}
+	r.Results = map[int]ledger.Result{0: {Run: id, Index: 0, OK: true, Started: at(7.2)}}
+	r.Report.State, r.Report.Succeeded, r.Report.Cancelled = ledger.StateCancelled, 1, 1
+	h.Runs[id] = r
+	h.Cancels = []Cancel{{At: at(7.5), Run: id, Status: 202}}
+	return h, id
+}
+
+// A cancelled run that keeps the stop's rules has no violation; each rule broken is named.
+func TestCheck_StoppedRun(t *testing.T) {
+	h, _ := stoppedHistory(t)
+	if res := Check(h); len(res.Violations) != 0 || res.Figures.Stopped != 1 || res.Figures.CancelByCode[202] != 1 {
+		t.Fatalf("a good stopped run: violations %v, figures stopped %d cancels %v", res.Violations, res.Figures.Stopped, res.Figures.CancelByCode)
+	}
+	for _, c := range []struct {
+		name   string
+		kind   string
+		break_ func(h *History, id string)
+	}{
+		{"a partition started past the bound", VStop, func(h *History, id string) {
+			r := h.Runs[id]
+			r.Indexes = []int{0, 1}
+			r.Results[1] = ledger.Result{Run: id, Index: 1, OK: true, Started: at(7.5).Add(testLease + LogTolerance + time.Second)}
+			r.Report.Succeeded, r.Report.Cancelled = 2, 0
+			r.Manifest.Succeeded = 2
+			h.Runs[id] = r
+		}},
+		{"a partition recorded twice", VStop, func(h *History, id string) {
+			r := h.Runs[id]
+			r.Indexes = []int{0, 0}
+			h.Runs[id] = r
+		}},
+		{"ended in its own state with partitions left", VStop, func(h *History, id string) {
+			r := h.Runs[id]
+			r.Manifest.State, r.Report.State = ledger.StateSucceeded, ledger.StateSucceeded
+			h.Runs[id] = r
+		}},
+		{"a report that does not count the cancelled", VReport, func(h *History, id string) {
+			r := h.Runs[id]
+			r.Report.Cancelled = 0
+			h.Runs[id] = r
+		}},
+		{"planning ended past the grace", VStop, func(h *History, id string) {
+			h.Lines = append(h.Lines, line(at(7.5).Add(stopGrace(testLease)+LogTolerance+time.Second), "instance-2", 202, "run enqueued",
+				map[string]any{"run": id}))
+		}},
+		{"a 202 cancel of a run without a stop", VStop, func(h *History, id string) {
+			h.Cancels = append(h.Cancels, Cancel{At: at(8), Run: occID("fast", 5), Status: 202})
+		}},
+		{"finished past the stop's bound", VNotFinal, func(h *History, id string) {
+			r := h.Runs[id]
+			r.Manifest.Finished = stoppedBound(r.Manifest, testLease).Add(h.Heartbeat + DefaultSlack + time.Second)
+			h.Runs[id] = r
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h, id := stoppedHistory(t)
+			c.break_(&h, id)
+			if res := Check(h); !hasKind(res.Violations, c.kind) {
+				t.Errorf("want a %s violation; got %v", c.kind, res.Violations)
+			}
+		})
+	}
+}

@@ -54,6 +54,8 @@ type History struct {
 	RunLeases map[string]LeaseSample
 	// Manual are the POST /api/runs calls the driver made.
 	Manual []ManualCall
+	// Cancels are the cancels the driver made.
+	Cancels []Cancel
 	// Faults are the faults the driver injected.
 	Faults []Fault
 	// End is when the ledger was read.

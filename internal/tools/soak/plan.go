@@ -1,10 +1,8 @@
 package soak
 
 import (
-	"cmp"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"time"
 )
 
@@ -107,7 +105,8 @@ const (
 // message), a crash 0–1.5 s into its check, a blackout of the run whose start check comes next,
 // a lost partition message. Manual starts come every 3–8 s throughout: a third without a key,
 // the rest with one of three keys (so keys repeat), each key always with the same body. With
-// Pausable, its pauses and resumes.
+// Pausable, its pauses and resumes. Cancels of a run in progress come every 10–25 s, from a
+// random source of their own.
 func NewPlan(o PlanOptions) []Step {
 	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x50a4))
 	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
@@ -164,8 +163,7 @@ func NewPlan(o PlanOptions) []Step {
 		}
 	}
 	steps = append(steps, deliveryFaults(o)...)
-	slices.SortStableFunc(steps, func(a, b Step) int { return cmp.Compare(a.At, b.At) })
-	return steps
+	return withCancels(steps, o)
 }
 
 // deliveryFaults are the plan's delivery faults (see NewPlan).

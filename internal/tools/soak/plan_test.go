@@ -30,7 +30,7 @@ func TestNewPlan_Shape(t *testing.T) {
 	for seed := int64(1); seed <= 20; seed++ {
 		steps := NewPlan(PlanOptions{Seed: seed, Span: 5 * time.Minute, Lease: lease, Pausable: "p"})
 		var faults, delivery []Step
-		var pauses []Step
+		var pauses, cancels []Step
 		keyBody := map[string]string{}
 		keyUses := map[string]int{}
 		for i, s := range steps {
@@ -49,6 +49,8 @@ func TestNewPlan_Shape(t *testing.T) {
 					keyBody[s.Key] = s.Body
 					keyUses[s.Key]++
 				}
+			case StepCancel:
+				cancels = append(cancels, s)
 			case StepPause, StepResume:
 				if s.Schedule != "p" {
 					t.Errorf("seed %d: %v is not for the pausable schedule", seed, s)
@@ -107,6 +109,9 @@ func TestNewPlan_Shape(t *testing.T) {
 			if len(kinds) != n {
 				t.Errorf("seed %d: delivery faults %d..%d cover %d kinds, want all %d", seed, i, i+n-1, len(kinds), n)
 			}
+		}
+		if len(cancels) < 10 {
+			t.Errorf("seed %d: %d cancels in 5 minutes, want one every 10-25 s", seed, len(cancels))
 		}
 		repeated := false
 		for _, n := range keyUses {

@@ -27,6 +27,15 @@ func (r Result) Print(w io.Writer) {
 		codes[name] = v
 	}
 	fmt.Fprintf(w, "manual calls: %d (by status: %s); manual runs by state: %s\n", f.ManualCalls, counts(codes), counts(f.ManualRuns))
+	cancels := map[string]int{}
+	for k, v := range f.CancelByCode {
+		name := fmt.Sprint(k)
+		if k == 0 {
+			name = "no-answer"
+		}
+		cancels[name] = v
+	}
+	fmt.Fprintf(w, "cancels by status: %s; runs stopped: %d\n", counts(cancels), f.Stopped)
 	fmt.Fprintf(w, "faults by kind: %s\n", counts(f.Faults))
 	fmt.Fprintf(w, "runs: %d records, %d planned, %d partitions (%d results in blocks); leaderships: %d of the scheduler lease, %d of %d run leases (leases of killed holders lost to an Azurite restart: %d; epochs whose record it lost: %d)\n",
 		f.Runs, f.Planned, f.Partitions, f.InBlocks, f.SchedulerEpochs, f.RunLeaderships, f.RunLeases, f.LeasesLostToRestart, f.EpochsLostToRestart)

@@ -106,8 +106,8 @@ func (c *checker) runTenures(id string) []Tenure {
 // supervised checks bounds (a), (b) and (c) for one run.
 func (c *checker) supervised(id string, r Run) {
 	m := r.Manifest
-	if m.Lease != ledger.RunLeaseName(id) || m.Deadline.IsZero() || m.State == ledger.StateQueued {
-		return // a record (skipped, missed, paused, a misconfigured job), or still waiting queued
+	if m.Lease != ledger.RunLeaseName(id) || m.Deadline.IsZero() || m.State == ledger.StateQueued || m.Stop != nil {
+		return // a record (skipped, missed, paused, a misconfigured job), still waiting queued, or stopped (its bound is the stop's)
 	}
 	ts := c.runTenures(id)
 	c.started(id, m, ts)
