@@ -142,6 +142,7 @@ func (c *checker) check(params any) Report {
 	c.checkMerge(refResults)
 	c.checkFailedPartition(refResults)
 	c.checkPermanent()
+	c.checkCancellation()
 	return ref
 }
 
@@ -481,6 +482,29 @@ type failFirstMerger struct {
 
 func (f failFirstMerger) Merge(ctx context.Context, run baton.RunInfo, parts []json.RawMessage) (json.RawMessage, error) {
 	return f.merge(ctx, run, parts)
+}
+
+// checkCancellation: Process of partition 0 returns within work.AbandonGrace once its context
+// is cancelled with baton.ErrRunStopped (a run stopped while it ran); past it, Baton abandons a
+// try, and a stopped run's partitions in flight hold their invocation until they return.
+func (c *checker) checkCancellation() {
+	c.t.Helper()
+	ctx, cancel := context.WithCancelCause(c.ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { _ = recover() }()
+		_, _ = c.job.Process(ctx, baton.Partition{Run: "batontest-cancelled", Index: 0, Attempt: 1, Params: c.params, Payload: c.parts[0].payload})
+	}()
+	cancel(baton.ErrRunStopped)
+	select {
+	case <-done:
+	case <-time.After(work.AbandonGrace):
+		c.errorf("cancellation", "Process of partition 0 did not return within %s of its context being cancelled: "+
+			"return when ctx.Done() is closed (pass ctx to every call that waits), so a cancelled run stops at once", work.AbandonGrace)
+	case <-c.ctx.Done():
+	}
 }
 
 // checkPermanent: a payload the job cannot read fails with an error marked permanent (or

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/batonfn/baton"
 	"github.com/batonfn/baton/batontest"
@@ -70,6 +71,7 @@ type counter struct {
 	attemptOutput bool     // the output includes the attempt number
 	transientBad  bool     // an unreadable payload is a plain (transient) error
 	failAll       error    // every partition fails with this error (wrapped permanent or not)
+	ignoreCancel  bool     // a partition of a cancelled run runs on for 3 s, whatever its context says
 	// merge
 	mergeable   bool
 	singles     bool // Merge counts every part after the first as one partition (not associative)
@@ -142,6 +144,9 @@ func (c *counter) Process(ctx context.Context, part baton.Partition) (json.RawMe
 			return nil, err
 		}
 		return nil, baton.Permanent(err)
+	}
+	if c.ignoreCancel && part.Run == "batontest-cancelled" {
+		<-time.After(3 * time.Second) // a slow call that takes no context
 	}
 	n, _ := c.calls.LoadOrStore(part.Index, new(atomic.Int64))
 	calls := n.(*atomic.Int64).Add(1)
@@ -256,6 +261,7 @@ func TestCheck_EachBrokenPropertyFails(t *testing.T) {
 		{"aggregate refuses a failed partition", &counter{failOnFailure: true}, `{"n":2}`, []string{"failed partition", "partition 0", "has no output"}, 0},
 		{"transient error on a bad payload", &counter{transientBad: true}, `{"n":2}`, []string{"permanent errors", "partition 0", "not marked permanent"}, 0},
 		{"params that plan nothing", &counter{}, `{"n":0}`, []string{"plan", "no partitions"}, 0},
+		{"process ignores cancellation", &counter{ignoreCancel: true}, `{"n":2}`, []string{"cancellation", "partition 0", "did not return within 1s"}, 0},
 		{"every partition failing permanently", &counter{failAll: baton.Permanent(errors.New("db down"))}, `{"n":28}`,
 			[]string{"all partitions failed", "28 of 28 partitions failed", "partition 0: ", "db down", "AllowAllFailed"}, 100},
 		{"every partition failing transiently", &counter{failAll: errors.New("timeout")}, `{"n":28}`,

@@ -30,6 +30,8 @@
 //   - permanent errors: a payload that is not the job's does not panic Process and, if it is
 //     refused, is refused with an error marked permanent (baton.Permanent), not one the host
 //     would retry until it dead-letters;
+//   - cancellation: Process returns within a second once its context is cancelled (as when
+//     the run is cancelled, or past its failure budget, with baton.ErrRunStopped as the cause);
 //   - all partitions failed: a run none of whose partitions succeeded (failed permanently or
 //     out of retries) fails the check, with the first errors, unless AllowAllFailed says the
 //     test expects it.
