@@ -358,7 +358,8 @@ func (b *beat) promote(ctx context.Context) error {
 		if err := m.Transition(ledger.StatePlanning); err != nil {
 			return err
 		}
-		m.Deadline, m.Expires = start.Add(b.c.cfg.RunTimeout), start.Add(b.c.cfg.RunTimeout)
+		rt := b.c.runTimeout(*m)
+		m.Deadline, m.Expires = start.Add(rt), start.Add(rt)
 		return nil
 	})
 	if err != nil && !errors.Is(err, ledger.ErrNotFound) {

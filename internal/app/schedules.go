@@ -175,3 +175,18 @@ func declared(names map[string]bool) string {
 // app declares no settings' schedule to fall back on.
 var errNoSchedule = errors.New(`name a job ({"job":"..."}) or run a schedule now (POST /api/schedules/{name}/runs): this app has no default schedule (` +
 	config.SettingSchedule + ` is not set)`)
+
+// checkRunTimeouts checks each job's own run timeout (baton.WithRunTimeout) against the
+// settings' check rounds: like BATON_RUN_TIMEOUT, it must not keep a run open past
+// config.MaxRunHorizon.
+func checkRunTimeouts(cfg config.Config, jobs *work.Registry) error {
+	var errs []error
+	for _, name := range jobs.Names() {
+		rt := jobs.RunTimeout(name)
+		if h := cfg.RunHorizonOf(rt); rt > 0 && h > config.MaxRunHorizon {
+			errs = append(errs, fmt.Errorf("job %q: its run timeout %s with %s=%d keeps a run open up to %s: at most %s; lower one of them",
+				name, rt, config.SettingCheckRounds, cfg.CheckRounds, h, config.MaxRunHorizon))
+		}
+	}
+	return errors.Join(errs...)
+}

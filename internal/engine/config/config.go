@@ -437,13 +437,18 @@ func Load(getenv Getenv) (Config, error) {
 // RunHorizon is the longest a run stays open after planning: BATON_RUN_TIMEOUT, then
 // BATON_CHECK_ROUNDS re-enqueue rounds one retry interval apart, then the final check that
 // records the still-missing partitions as failed.
-func (c Config) RunHorizon() time.Duration {
-	return c.RunTimeout + time.Duration(c.CheckRounds)*c.retryInterval()
+func (c Config) RunHorizon() time.Duration { return c.RunHorizonOf(c.RunTimeout) }
+
+// RunHorizonOf is RunHorizon for a run whose own timeout is rt (a job's WithRunTimeout).
+func (c Config) RunHorizonOf(rt time.Duration) time.Duration {
+	return rt + time.Duration(c.CheckRounds)*c.retryIntervalOf(rt)
 }
 
 // retryInterval mirrors the coordinator's spacing of check rounds.
-func (c Config) retryInterval() time.Duration {
-	return max(c.RunTimeout/2, c.LeaseDuration+CheckMargin)
+func (c Config) retryInterval() time.Duration { return c.retryIntervalOf(c.RunTimeout) }
+
+func (c Config) retryIntervalOf(rt time.Duration) time.Duration {
+	return max(rt/2, c.LeaseDuration+CheckMargin)
 }
 
 // InvocationTimeout is the deadline Baton gives each invocation: functionTimeout less a margin,
