@@ -125,6 +125,9 @@ func (a *App) register(name string, job Job, opts []JobOption) error {
 	if spec.timeout > 0 {
 		a.jobs.SetPartitionTimeout(name, spec.timeout)
 	}
+	if spec.run > 0 {
+		a.jobs.SetRunTimeout(name, spec.run)
+	}
 	if spec.params != nil {
 		a.defaults[name] = spec.params
 	}

@@ -84,6 +84,8 @@ func TestRegister_MistakesAreTypedErrors(t *testing.T) {
 		{"hugebundle", rawJob{}, []JobOption{WithMaxBundle(MaxBundle + 1)}, "bundle", ErrInvalidBundle},
 		{"notimeout", rawJob{}, []JobOption{WithPartitionTimeout(0)}, "partitionTimeout", ErrInvalidTimeout},
 		{"longtimeout", rawJob{}, []JobOption{WithPartitionTimeout(MaxPartitionTimeout + time.Second)}, "partitionTimeout", ErrInvalidTimeout},
+		{"shortrun", rawJob{}, []JobOption{WithRunTimeout(MinRunTimeout - time.Second)}, "runTimeout", ErrInvalidTimeout},
+		{"longrun", rawJob{}, []JobOption{WithRunTimeout(MaxRunTimeout + time.Second)}, "runTimeout", ErrInvalidTimeout},
 	}
 	for _, c := range cases {
 		err := registerErr(app, c.name, c.job, c.opts...)
@@ -161,6 +163,24 @@ func TestRegister_WithPartitionTimeoutSetsTheJobsBound(t *testing.T) {
 	}
 	if got := app.jobs.PartitionTimeout("free"); got != 0 {
 		t.Errorf("free's timeout = %s, want none", got)
+	}
+}
+
+// A job's run timeout reaches the registry the coordinator reads; a job without one keeps the
+// app's (0).
+func TestRegister_WithRunTimeoutSetsTheJobsRunTimeout(t *testing.T) {
+	app := New()
+	if err := registerErr(app, "quick", rawJob{}, WithRunTimeout(10*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := registerErr(app, "plain", rawJob{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := app.jobs.RunTimeout("quick"); got != 10*time.Minute {
+		t.Errorf("quick's run timeout = %s, want 10m", got)
+	}
+	if got := app.jobs.RunTimeout("plain"); got != 0 {
+		t.Errorf("plain's run timeout = %s, want 0 (the app's)", got)
 	}
 }
 

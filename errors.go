@@ -22,8 +22,8 @@ var (
 	ErrInvalidRetry = errors.New("invalid retry policy")
 	// ErrInvalidBundle: a job's WithMaxBundle is not 1 to MaxBundle.
 	ErrInvalidBundle = errors.New("invalid bundle size")
-	// ErrInvalidTimeout: a job's WithPartitionTimeout is out of range.
-	ErrInvalidTimeout = errors.New("invalid partition timeout")
+	// ErrInvalidTimeout: a job's WithPartitionTimeout or WithRunTimeout is out of range.
+	ErrInvalidTimeout = errors.New("invalid timeout")
 	// ErrDuplicateSchedule: a schedule name is declared twice.
 	ErrDuplicateSchedule = errors.New("schedule already declared")
 	// ErrUnknownJob: a schedule names a job that is not registered (register it first).
@@ -41,9 +41,10 @@ type RegistrationError struct {
 	Schedule string
 	// Job is the name passed to Register, or the job a schedule names.
 	Job string
-	// Field is "name", "job", "params", "bundle", "retry.<field>" such as "retry.Attempts",
-	// "option" (a nil option, or an option's own error), or a schedule's "cron", "timeZone",
-	// "overlap", "catchUp" or "jitter".
+	// Field is "name", "job", "params", "bundle", "partitionTimeout", "runTimeout",
+	// "retry.<field>" such as "retry.Attempts", "option" (a nil option, or an option's own
+	// error), or a schedule's "cron", "timeZone", "overlap", "catchUp", "jitter" or
+	// "autoPause".
 	Field string
 	Err   error
 }

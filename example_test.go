@@ -141,6 +141,20 @@ func ExampleWithPartitionTimeout() {
 	// true
 }
 
+// A job whose runs must end well before the app's BATON_RUN_TIMEOUT gets a run timeout of its
+// own: its runs are re-enqueued and timed out by it, every other job's by the setting.
+func ExampleWithRunTimeout() {
+	app := baton.New()
+	app.Register("countdown", countdown{}, baton.WithRunTimeout(15*time.Minute))
+	fmt.Println(app.Err())
+	app.Register("week", countdown{}, baton.WithRunTimeout(7*24*time.Hour))
+	var re *baton.RegistrationError
+	fmt.Println(errors.As(app.Err(), &re), re.Field, errors.Is(app.Err(), baton.ErrInvalidTimeout))
+	// Output:
+	// <nil>
+	// true runTimeout true
+}
+
 // Main is the whole of a main function: it reads the settings, serves the Functions host and
 // exits with a message naming what is wrong when it cannot start.
 func ExampleApp_Main() {

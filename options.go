@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/batonfn/baton/internal/engine/config"
 	jsonparams "github.com/batonfn/baton/internal/lib/params"
 	"github.com/batonfn/baton/work"
 )
@@ -26,6 +27,7 @@ type jobSpec struct {
 	retry   *RetryPolicy
 	bundle  int           // 0: the default
 	timeout time.Duration // 0: none
+	run     time.Duration // 0: the app's BATON_RUN_TIMEOUT
 	field   string        // the field check found wrong
 }
 
@@ -114,6 +116,31 @@ func WithPartitionTimeout(d time.Duration) JobOption {
 			return &RegistrationError{Field: "partitionTimeout", Err: fmt.Errorf("%w: %s, want 1ms to %s", ErrInvalidTimeout, d, MaxPartitionTimeout)}
 		}
 		s.timeout = d
+		return nil
+	})
+}
+
+// Run timeout limits: see WithRunTimeout.
+const (
+	// MinRunTimeout is the shortest WithRunTimeout.
+	MinRunTimeout = time.Minute
+	// MaxRunTimeout is the longest WithRunTimeout: the work queue's message time to live, so
+	// a partition still queued when its run times out has not expired.
+	MaxRunTimeout = config.MaxRunTimeout
+)
+
+// WithRunTimeout gives the job's runs their own run timeout in place of the app's
+// BATON_RUN_TIMEOUT: d after its start (planning) or after its planning ended, a run's missing
+// partitions are re-enqueued, and once the check rounds run out they are recorded timed out
+// (see docs/jobs.md). Each run keeps the timeout it was created with. Outside MinRunTimeout to
+// MaxRunTimeout is a *RegistrationError for "runTimeout" wrapping ErrInvalidTimeout. Default:
+// BATON_RUN_TIMEOUT.
+func WithRunTimeout(d time.Duration) JobOption {
+	return jobOption(func(s *jobSpec) error {
+		if d < MinRunTimeout || d > MaxRunTimeout {
+			return &RegistrationError{Field: "runTimeout", Err: fmt.Errorf("%w: %s, want %s to %s", ErrInvalidTimeout, d, MinRunTimeout, MaxRunTimeout)}
+		}
+		s.run = d
 		return nil
 	})
 }
