@@ -182,6 +182,10 @@ type beat struct {
 }
 
 func (b *beat) run(ctx context.Context) error {
+	// The end of the latest run counts before anything starts after it (autopause.go).
+	if err := b.countLatest(ctx); err != nil {
+		return err
+	}
 	// A queued run goes first: it was waiting before anything due now.
 	if err := b.promote(ctx); err != nil {
 		return err
