@@ -26,6 +26,8 @@ type Schedule struct {
 	Overlap config.Overlap
 	CatchUp time.Duration
 	Jitter  time.Duration
+	// AutoPause is the auto-pause threshold (0: off).
+	AutoPause int
 }
 
 // zoned is an expression evaluated in a time zone: the coordinator's Cron.
@@ -145,7 +147,7 @@ func schedule(d Schedule, ov config.ScheduleOverride, jobs *work.Registry) (coor
 		}
 	}
 	s := coordinator.Schedule{Name: d.Name, Job: d.Job, Params: d.Params, Cron: zoned{expr, loc}, TimeZone: loc.String(),
-		Description: expr.Describe(), Overlap: d.Overlap, CatchUp: d.CatchUp, Jitter: d.Jitter}
+		Description: expr.Describe(), Overlap: d.Overlap, CatchUp: d.CatchUp, Jitter: d.Jitter, AutoPause: d.AutoPause}
 	if ov.Overlap != "" {
 		s.Overlap = ov.Overlap
 	}
@@ -154,6 +156,9 @@ func schedule(d Schedule, ov config.ScheduleOverride, jobs *work.Registry) (coor
 	}
 	if ov.Jitter != nil {
 		s.Jitter = *ov.Jitter
+	}
+	if ov.AutoPause != nil {
+		s.AutoPause = *ov.AutoPause
 	}
 	if ov.Paused != nil && *ov.Paused {
 		s.Paused, s.PausedBy = true, "the app setting "+config.SettingSchedules

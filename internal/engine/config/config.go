@@ -141,6 +141,9 @@ const (
 	CheckMargin = 5 * time.Second
 	// MaxJitter bounds a schedule's jitter.
 	MaxJitter = time.Hour
+	// MaxAutoPause bounds a schedule's auto-pause threshold: the failed or timed-out runs in
+	// a row after which it pauses itself.
+	MaxAutoPause = 100
 )
 
 // Transport names the queue service that carries partition and check messages.
@@ -617,10 +620,12 @@ type ScheduleOverride struct {
 	Overlap Overlap
 	// CatchUp and Jitter replace the catch-up window and the jitter (nil: unchanged).
 	CatchUp, Jitter *time.Duration
+	// AutoPause replaces the auto-pause threshold (0 turns it off; nil: unchanged).
+	AutoPause *int
 }
 
 // overrides reads BATON_SCHEDULES: a JSON object from schedule name to an object with any of
-// cron, timeZone, paused, overlap, catchUp and jitter. Whether each name is a schedule the app
+// cron, timeZone, paused, overlap, catchUp, jitter and autoPause. Whether each name is a schedule the app
 // declares, and whether cron and timeZone parse, is checked where the schedules are known.
 func (p *parser) overrides() map[string]ScheduleOverride {
 	v := strings.TrimSpace(p.get(SettingSchedules))
@@ -651,10 +656,12 @@ func (p *parser) overrides() map[string]ScheduleOverride {
 			Overlap  *string `json:"overlap"`
 			CatchUp  *string `json:"catchUp"`
 			Jitter   *string `json:"jitter"`
+			// AutoPause is a number of runs: 0 turns auto-pause off.
+			AutoPause *int `json:"autoPause"`
 		}
 		// Strict too: a field in another case ({"PAUSED":true}) is refused, not taken.
 		if err := strictjson.Decode(body, &o); err != nil {
-			p.errf("%s: schedule %q: %v (the fields are cron, timeZone, paused, overlap, catchUp and jitter)", SettingSchedules, name, err)
+			p.errf("%s: schedule %q: %v (the fields are cron, timeZone, paused, overlap, catchUp, jitter and autoPause)", SettingSchedules, name, err)
 			continue
 		}
 		var so ScheduleOverride
@@ -668,6 +675,11 @@ func (p *parser) overrides() map[string]ScheduleOverride {
 			so.TimeZone = strings.TrimSpace(*o.TimeZone)
 		}
 		so.Paused = o.Paused
+		if o.AutoPause != nil && (*o.AutoPause < 0 || *o.AutoPause > MaxAutoPause) {
+			p.errf("%s: schedule %q: autoPause %d is out of range: use 1 to %d runs, or 0 to turn it off", SettingSchedules, name, *o.AutoPause, MaxAutoPause)
+		} else {
+			so.AutoPause = o.AutoPause
+		}
 		if o.Overlap != nil {
 			so.Overlap = Overlap(strings.ToLower(strings.TrimSpace(*o.Overlap)))
 			if !so.Overlap.Valid() {
