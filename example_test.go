@@ -155,6 +155,22 @@ func ExampleWithRunTimeout() {
 	// true runTimeout true
 }
 
+// A schedule whose runs keep failing (a dependency down, credentials expired) pauses itself
+// after three in a row, instead of failing every night until someone looks; an operator
+// resumes it once the cause is fixed.
+func ExampleWithAutoPause() {
+	app := baton.New()
+	countdown := app.Register("countdown", countdown{})
+	countdown.Schedule("nightly", "0 0 2 * * *", baton.WithAutoPause(3))
+	fmt.Println(app.Err())
+	countdown.Schedule("hourly", "0 0 * * * *", baton.WithAutoPause(0))
+	var re *baton.RegistrationError
+	fmt.Println(errors.As(app.Err(), &re), re.Field, errors.Is(app.Err(), baton.ErrInvalidSchedule))
+	// Output:
+	// <nil>
+	// true autoPause true
+}
+
 // Main is the whole of a main function: it reads the settings, serves the Functions host and
 // exits with a message naming what is wrong when it cannot start.
 func ExampleApp_Main() {
