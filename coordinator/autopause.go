@@ -13,7 +13,8 @@ import (
 // Auto-pause: a schedule with Schedule.AutoPause set pauses itself once that many of its
 // started runs in a row have ended failed or timed out. Each heartbeat looks at the schedule's
 // latest run (the one its overlap policy looks at) before deciding its occurrences; once that
-// run is final, its end is counted once (ScheduleState.Counted) into the schedule's streak:
+// run is final, its end is counted once (ScheduleState.Counted) into the schedule's streak
+// (a run now counts the end of the run it replaces as the latest too):
 // failed or timed-out extends it, any other end (succeeded, partial, cancelled) clears it. A
 // run that a newer one replaced as the latest before it ended (overlap policy allow) is not
 // counted. The pause is an operator's pause in all but its author (ledger.AutoPauseBy), so it

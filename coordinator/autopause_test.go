@@ -168,3 +168,21 @@ func TestAutoPause_KeepsAnOperatorsPause(t *testing.T) {
 		t.Errorf("state %+v: want a streak of 3 under the operator's pause", st)
 	}
 }
+
+// A run now that replaces an ended latest run counts that run's end first, so a failure the
+// heartbeat had not read yet is not lost from the streak.
+func TestAutoPause_RunNowCountsTheRunItReplaces(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	c := e.instance("a", autoPauseSchedule())
+	e.heartbeat(c, "2026-11-21T10:00:01Z")
+	e.heartbeat(c, "2026-11-21T10:00:10Z")
+	first := occ("s", "2026-11-21T10:00:10Z")
+	e.end(first, ledger.StateFailed)
+	out, err := c.RunNow(testCtx(t), "s", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := e.state("s"); st.Latest != out.Run || len(st.Streak) != 1 || st.Streak[0].Run != first || st.Counted != first {
+		t.Errorf("after a run now: latest %q, streak %v, counted %q; want the run now latest and %s counted", st.Latest, streakRuns(st), st.Counted, first)
+	}
+}

@@ -99,6 +99,12 @@ func (c *Coordinator) runNow(ctx context.Context, s *Schedule, spec runSpec) (Ou
 	if err != nil {
 		return Outcome{}, err
 	}
+	if !busy {
+		// The latest run's end counts for auto-pause before this run replaces it as the latest.
+		if err := b.countLatest(ctx); err != nil {
+			return Outcome{}, err
+		}
+	}
 	state := ledger.StatePlanning
 	switch {
 	case busy && (s.Overlap == config.OverlapSkip || s.Overlap == config.OverlapBufferOne && st.Buffered != ""):
