@@ -128,6 +128,9 @@ func (a *App) register(name string, job Job, opts []JobOption) error {
 	if spec.budget != nil {
 		a.jobs.SetFailureBudget(name, *spec.budget, false)
 	}
+	if spec.run > 0 {
+		a.jobs.SetRunTimeout(name, spec.run)
+	}
 	if spec.params != nil {
 		a.defaults[name] = spec.params
 	}

@@ -87,6 +87,8 @@ func TestRegister_MistakesAreTypedErrors(t *testing.T) {
 		{"longtimeout", rawJob{}, []JobOption{WithPartitionTimeout(MaxPartitionTimeout + time.Second)}, "partitionTimeout", ErrInvalidTimeout},
 		{"negbudget", rawJob{}, []JobOption{WithFailureBudget(FailureBudget{MaxFailed: -1})}, "failureBudget", ErrInvalidBudget},
 		{"pctbudget", rawJob{}, []JobOption{WithFailureBudget(FailureBudget{MaxPercent: 101})}, "failureBudget", ErrInvalidBudget},
+		{"shortrun", rawJob{}, []JobOption{WithRunTimeout(MinRunTimeout - time.Second)}, "runTimeout", ErrInvalidTimeout},
+		{"longrun", rawJob{}, []JobOption{WithRunTimeout(MaxRunTimeout + time.Second)}, "runTimeout", ErrInvalidTimeout},
 	}
 	for _, c := range cases {
 		err := registerErr(app, c.name, c.job, c.opts...)
@@ -193,6 +195,24 @@ func TestRegister_WithFailureBudget(t *testing.T) {
 	}
 	if err := scheduleErr(app, "bad", "sync", "0 0 3 * * *", WithFailureBudget(FailureBudget{MaxPercent: -1})); !errors.Is(err, ErrInvalidBudget) {
 		t.Errorf("a schedule's bad budget: %v, want ErrInvalidBudget", err)
+	}
+}
+
+// A job's run timeout reaches the registry the coordinator reads; a job without one keeps the
+// app's (0).
+func TestRegister_WithRunTimeoutSetsTheJobsRunTimeout(t *testing.T) {
+	app := New()
+	if err := registerErr(app, "quick", rawJob{}, WithRunTimeout(10*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := registerErr(app, "plain", rawJob{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := app.jobs.RunTimeout("quick"); got != 10*time.Minute {
+		t.Errorf("quick's run timeout = %s, want 10m", got)
+	}
+	if got := app.jobs.RunTimeout("plain"); got != 0 {
+		t.Errorf("plain's run timeout = %s, want 0 (the app's)", got)
 	}
 }
 

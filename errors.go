@@ -29,10 +29,10 @@ var (
 	ErrInvalidRetry = errors.New("invalid retry policy")
 	// ErrInvalidBundle: a job's WithMaxBundle is not 1 to MaxBundle.
 	ErrInvalidBundle = errors.New("invalid bundle size")
-	// ErrInvalidTimeout: a job's WithPartitionTimeout is out of range.
-	ErrInvalidTimeout = errors.New("invalid partition timeout")
 	// ErrInvalidBudget: a WithFailureBudget bound is out of range.
 	ErrInvalidBudget = errors.New("invalid failure budget")
+	// ErrInvalidTimeout: a job's WithPartitionTimeout or WithRunTimeout is out of range.
+	ErrInvalidTimeout = errors.New("invalid timeout")
 	// ErrDuplicateSchedule: a schedule name is declared twice.
 	ErrDuplicateSchedule = errors.New("schedule already declared")
 	// ErrUnknownJob: a schedule names a job that is not registered (register it first).
@@ -51,9 +51,10 @@ type RegistrationError struct {
 	Schedule string
 	// Job is the name passed to Register, or the job a schedule names.
 	Job string
-	// Field is "name", "job", "params", "bundle", "retry.<field>" such as "retry.Attempts",
-	// "option" (a nil option, or an option's own error), or a schedule's "cron", "timeZone",
-	// "overlap", "catchUp" or "jitter".
+	// Field is "name", "job", "params", "bundle", "partitionTimeout", "runTimeout",
+	// "retry.<field>" such as "retry.Attempts", "option" (a nil option, or an option's own
+	// error), or a schedule's "cron", "timeZone", "overlap", "catchUp", "jitter" or
+	// "autoPause".
 	Field string
 	Err   error
 }

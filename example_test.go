@@ -156,6 +156,36 @@ func ExampleWithFailureBudget() {
 	// true
 }
 
+// A job whose runs must end well before the app's BATON_RUN_TIMEOUT gets a run timeout of its
+// own: its runs are re-enqueued and timed out by it, every other job's by the setting.
+func ExampleWithRunTimeout() {
+	app := baton.New()
+	app.Register("countdown", countdown{}, baton.WithRunTimeout(15*time.Minute))
+	fmt.Println(app.Err())
+	app.Register("week", countdown{}, baton.WithRunTimeout(7*24*time.Hour))
+	var re *baton.RegistrationError
+	fmt.Println(errors.As(app.Err(), &re), re.Field, errors.Is(app.Err(), baton.ErrInvalidTimeout))
+	// Output:
+	// <nil>
+	// true runTimeout true
+}
+
+// A schedule whose runs keep failing (a dependency down, credentials expired) pauses itself
+// after three in a row, instead of failing every night until someone looks; an operator
+// resumes it once the cause is fixed.
+func ExampleWithAutoPause() {
+	app := baton.New()
+	countdown := app.Register("countdown", countdown{})
+	countdown.Schedule("nightly", "0 0 2 * * *", baton.WithAutoPause(3))
+	fmt.Println(app.Err())
+	countdown.Schedule("hourly", "0 0 * * * *", baton.WithAutoPause(0))
+	var re *baton.RegistrationError
+	fmt.Println(errors.As(app.Err(), &re), re.Field, errors.Is(app.Err(), baton.ErrInvalidSchedule))
+	// Output:
+	// <nil>
+	// true autoPause true
+}
+
 // Main is the whole of a main function: it reads the settings, serves the Functions host and
 // exits with a message naming what is wrong when it cannot start.
 func ExampleApp_Main() {

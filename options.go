@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/internal/app"
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	jsonparams "github.com/batonfn/baton/internal/lib/params"
 	"github.com/batonfn/baton/work"
@@ -29,7 +30,8 @@ type jobSpec struct {
 	bundle  int           // 0: the default
 	timeout time.Duration // 0: none
 	budget  *ledger.Budget
-	field   string // the field check found wrong
+	run     time.Duration // 0: the app's BATON_RUN_TIMEOUT
+	field   string        // the field check found wrong
 }
 
 // RetryPolicy says how often a partition whose Process fails is tried, and how long to wait
@@ -168,6 +170,31 @@ func (o budgetOption) applySchedule(s *app.Schedule) error {
 // percentage above 100, is a *RegistrationError for "failureBudget" wrapping
 // ErrInvalidBudget. Default: no budget (every partition runs).
 func WithFailureBudget(b FailureBudget) BudgetOption { return budgetOption(b) }
+
+// Run timeout limits: see WithRunTimeout.
+const (
+	// MinRunTimeout is the shortest WithRunTimeout.
+	MinRunTimeout = time.Minute
+	// MaxRunTimeout is the longest WithRunTimeout: the work queue's message time to live, so
+	// a partition still queued when its run times out has not expired.
+	MaxRunTimeout = config.MaxRunTimeout
+)
+
+// WithRunTimeout gives the job's runs their own run timeout in place of the app's
+// BATON_RUN_TIMEOUT: d after its start (planning) or after its planning ended, a run's missing
+// partitions are re-enqueued, and once the check rounds run out they are recorded timed out
+// (see docs/jobs.md). Each run keeps the timeout it was created with. Outside MinRunTimeout to
+// MaxRunTimeout is a *RegistrationError for "runTimeout" wrapping ErrInvalidTimeout. Default:
+// BATON_RUN_TIMEOUT.
+func WithRunTimeout(d time.Duration) JobOption {
+	return jobOption(func(s *jobSpec) error {
+		if d < MinRunTimeout || d > MaxRunTimeout {
+			return &RegistrationError{Field: "runTimeout", Err: fmt.Errorf("%w: %s, want %s to %s", ErrInvalidTimeout, d, MinRunTimeout, MaxRunTimeout)}
+		}
+		s.run = d
+		return nil
+	})
+}
 
 // WithDefaultParams gives the job params for a run that names it without any: the settings'
 // schedule (BATON_JOB without BATON_JOB_PARAMS), its schedules without WithParams, and manual

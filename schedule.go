@@ -34,6 +34,8 @@ const (
 	DefaultCatchUp = config.DefaultCatchUp
 	// MaxJitter bounds WithJitter.
 	MaxJitter = config.MaxJitter
+	// MaxAutoPause bounds WithAutoPause.
+	MaxAutoPause = config.MaxAutoPause
 )
 
 // ScheduleOption configures one schedule (see JobHandle.Schedule).
@@ -149,6 +151,22 @@ func WithCatchUp(d time.Duration) ScheduleOption {
 			return &RegistrationError{Field: "catchUp", Err: fmt.Errorf("%w: %s must be positive", ErrInvalidSchedule, d)}
 		}
 		s.CatchUp = d
+		return nil
+	})
+}
+
+// WithAutoPause pauses the schedule once n of its runs in a row (1 to MaxAutoPause) have ended
+// failed or timed out: the heartbeat after the n-th end pauses it, PausedBy "auto-pause", with a
+// note naming those runs, and its occurrences are recorded paused until an operator resumes it
+// (POST /api/schedules/{name}/resume, or the dashboard), which starts the count again. Any
+// other end (succeeded, partial, cancelled) starts the count again too. BATON_SCHEDULES's
+// "autoPause" overrides it (0 turns it off). Default: never.
+func WithAutoPause(n int) ScheduleOption {
+	return scheduleOption(func(s *app.Schedule) error {
+		if n < 1 || n > MaxAutoPause {
+			return &RegistrationError{Field: "autoPause", Err: fmt.Errorf("%w: %d runs, want 1 to %d", ErrInvalidSchedule, n, MaxAutoPause)}
+		}
+		s.AutoPause = n
 		return nil
 	})
 }

@@ -41,6 +41,8 @@ func TestSchedule_MistakesAreTypedErrors(t *testing.T) {
 		{"overlap", "export", "0 0 2 * * *", []ScheduleOption{WithOverlap("replace")}, "overlap", ErrInvalidSchedule},
 		{"catchup", "export", "0 0 2 * * *", []ScheduleOption{WithCatchUp(0)}, "catchUp", ErrInvalidSchedule},
 		{"jitter", "export", "0 0 2 * * *", []ScheduleOption{WithJitter(2 * time.Hour)}, "jitter", ErrInvalidSchedule},
+		{"nopause", "export", "0 0 2 * * *", []ScheduleOption{WithAutoPause(0)}, "autoPause", ErrInvalidSchedule},
+		{"toomany", "export", "0 0 2 * * *", []ScheduleOption{WithAutoPause(MaxAutoPause + 1)}, "autoPause", ErrInvalidSchedule},
 		{"nilopt", "export", "0 0 2 * * *", []ScheduleOption{nil}, "option", ErrInvalidSchedule},
 		{"array", "export", "0 0 2 * * *", []ScheduleOption{WithParams(`[1]`)}, "params", ErrInvalidParams},
 		{"refused", "strict", "0 0 2 * * *", []ScheduleOption{WithParams(map[string]int{"limit": 0})}, "params", ErrInvalidParams},
@@ -79,7 +81,7 @@ func TestSchedule_DeclarationReachesTheHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := scheduleErr(app, "weekly", "export", "0 0 9 * * 1", InZone("Europe/Berlin"), WithParams(`{"container":"archive"}`),
-		WithOverlap(OverlapAllow), WithCatchUp(6*time.Hour), WithJitter(30*time.Second)); err != nil {
+		WithOverlap(OverlapAllow), WithCatchUp(6*time.Hour), WithJitter(30*time.Second), WithAutoPause(3)); err != nil {
 		t.Fatal(err)
 	}
 	got := app.options(nil, nil).Schedules
@@ -88,11 +90,11 @@ func TestSchedule_DeclarationReachesTheHandler(t *testing.T) {
 	}
 	h, w := got[0], got[1]
 	if h.Name != "hourly" || string(h.Params) != `{"container":"data"}` || h.Overlap != "skip" || h.CatchUp != DefaultCatchUp ||
-		h.Jitter != 0 || h.TimeZone != "" {
+		h.Jitter != 0 || h.TimeZone != "" || h.AutoPause != 0 {
 		t.Errorf("hourly = %+v", h)
 	}
 	if w.TimeZone != "Europe/Berlin" || !json.Valid(w.Params) || string(w.Params) != `{"container":"archive"}` || w.Overlap != "allow" ||
-		w.CatchUp != 6*time.Hour || w.Jitter != 30*time.Second || w.Cron != "0 0 9 * * 1" {
+		w.CatchUp != 6*time.Hour || w.Jitter != 30*time.Second || w.Cron != "0 0 9 * * 1" || w.AutoPause != 3 {
 		t.Errorf("weekly = %+v", w)
 	}
 }

@@ -122,7 +122,7 @@ func (c *Coordinator) check(ctx context.Context, env work.Envelope, d work.Deliv
 	if err != nil {
 		return err
 	}
-	retryAt := now.Add(c.retryInterval())
+	retryAt := now.Add(c.retryInterval(m))
 	if len(missing) == 0 {
 		// Every result is in, yet the done records disagree: a worker crashed between writing
 		// its result and appending its record on the message's last delivery. The listing is
@@ -151,9 +151,9 @@ func (c *Coordinator) check(ctx context.Context, env work.Envelope, d work.Deliv
 	return c.scheduleCheck(ctx, env.Run, m.Epoch, next, now.Add(c.checkDelay()))
 }
 
-// retryInterval spaces re-enqueue rounds: half the run timeout, never less than a lease.
-func (c *Coordinator) retryInterval() time.Duration {
-	return max(c.cfg.RunTimeout/2, c.leaseDur+checkMargin)
+// retryInterval spaces m's re-enqueue rounds: half its run timeout, never less than a lease.
+func (c *Coordinator) retryInterval(m ledger.Manifest) time.Duration {
+	return max(c.runTimeout(m)/2, c.leaseDur+checkMargin)
 }
 
 // resumeAsLeader makes one attempt at m's lease and, when it wins, plans the run from its

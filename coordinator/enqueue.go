@@ -141,13 +141,13 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 				Done: m.Checkpoint.Done}
 			// A run overdue in planning is one that stopped making progress: every checkpoint
 			// moves its hard deadline a run timeout ahead.
-			m.Expires = now.Add(c.cfg.RunTimeout)
+			m.Expires = now.Add(c.runTimeout(*m))
 			if b.Last {
 				m.PlanDone = true
 				m.Partitions = m.Checkpoint.Next
 				m.Enqueued = now
-				m.Deadline = now.Add(c.cfg.RunTimeout)
-				m.Expires = c.planExpiry(now)
+				m.Deadline = now.Add(c.runTimeout(*m))
+				m.Expires = c.planExpiry(*m, now)
 			}
 			return nil
 		})
@@ -223,7 +223,7 @@ func (c *Coordinator) backlogFull(ctx context.Context, m ledger.Manifest) (bool,
 				return ledger.ErrNoChange
 			}
 			cur.Checkpoint.Done = done
-			cur.Expires = now.Add(c.cfg.RunTimeout)
+			cur.Expires = now.Add(c.runTimeout(*cur))
 			return nil
 		}); err != nil {
 			return false, err

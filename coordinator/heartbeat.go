@@ -182,6 +182,10 @@ type beat struct {
 }
 
 func (b *beat) run(ctx context.Context) error {
+	// The end of the latest run counts before anything starts after it (autopause.go).
+	if err := b.countLatest(ctx); err != nil {
+		return err
+	}
 	// A queued run goes first: it was waiting before anything due now.
 	if err := b.promote(ctx); err != nil {
 		return err
@@ -358,7 +362,8 @@ func (b *beat) promote(ctx context.Context) error {
 		if err := m.Transition(ledger.StatePlanning); err != nil {
 			return err
 		}
-		m.Deadline, m.Expires = start.Add(b.c.cfg.RunTimeout), start.Add(b.c.cfg.RunTimeout)
+		rt := b.c.runTimeout(*m)
+		m.Deadline, m.Expires = start.Add(rt), start.Add(rt)
 		return nil
 	})
 	if err != nil && !errors.Is(err, ledger.ErrNotFound) {

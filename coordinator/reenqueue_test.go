@@ -121,7 +121,7 @@ func TestCheck_Reenqueue_FailedSendIsRetriedInTheSameRound(t *testing.T) {
 	if m.CheckRound != 1 {
 		t.Errorf("rounds spent: got %d want 1", m.CheckRound)
 	}
-	if want := c.cfg.Now().Add(c.retryInterval()).UTC(); !m.Deadline.Equal(want) {
+	if want := c.cfg.Now().Add(c.retryInterval(m)).UTC(); !m.Deadline.Equal(want) {
 		t.Errorf("next deadline: got %v want %v (a retry interval ahead)", m.Deadline, want)
 	}
 }

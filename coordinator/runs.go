@@ -68,7 +68,8 @@ type Config struct {
 	// config.DefaultEnqueueBatch, 2,048).
 	BatchSize int
 	// RunTimeout is how long after planning a run may take before missing partitions are
-	// re-enqueued (default 1h).
+	// re-enqueued (default 1h). A job's own (work.Registry.RunTimeout) replaces it for the
+	// job's runs; each run records the one it was created with (ledger.Manifest.RunTimeout).
 	RunTimeout time.Duration
 	// CheckRounds bounds the re-enqueue rounds; after the last, missing partitions are recorded
 	// as failed (default 3).
@@ -562,16 +563,17 @@ func (c *Coordinator) startAt(occurrence time.Time, jitter time.Duration) time.T
 
 // newManifest is spec's record as the scheduler creates it, before its first state (see
 // ledger.Manifest.Transition): epoch 0 (no planner yet), one segment, the run's own lease, and
-// a hard deadline counted from its start.
+// its job's run timeout, from which its deadlines are counted from its start.
 func (c *Coordinator) newManifest(spec runSpec) ledger.Manifest {
 	now := c.cfg.Now().UTC()
 	start := c.startAt(spec.occurrence, spec.jitter).UTC()
+	rt := c.jobRunTimeout(spec.job)
 	return ledger.Manifest{
 		Version: ledger.ManifestVersion, RunID: spec.id, Trigger: spec.trigger, Schedule: spec.schedule,
 		Occurrence: spec.occurrence, IdempotencyKey: spec.key, Lease: ledger.RunLeaseName(spec.id),
 		Leader: c.cfg.Identity, Segments: []ledger.Segment{{Epoch: 0, From: 0}},
 		Job: spec.job, Params: spec.params, BatchSize: c.cfg.BatchSize,
-		Created: now, Deadline: start.Add(c.cfg.RunTimeout), Expires: start.Add(c.cfg.RunTimeout),
+		Created: now, Deadline: start.Add(rt), Expires: start.Add(rt), RunTimeout: rt,
 		FoldShards: c.foldShards(spec.job), FoldBlock: work.DefaultFoldBlock, DoneLayout: ledger.DoneStriped,
 		Budget: c.cfg.Jobs.FailureBudget(spec.job, spec.budget),
 	}
@@ -595,7 +597,7 @@ func (c *Coordinator) record(ctx context.Context, spec runSpec, state ledger.Sta
 		return err
 	}
 	m.Reason, m.Finished, m.Lease = reason, m.Created, ""
-	m.Deadline, m.Expires = time.Time{}, time.Time{}
+	m.Deadline, m.Expires, m.RunTimeout = time.Time{}, time.Time{}, 0
 	if !json.Valid(m.Params) {
 		m.Params = nil // a reason may quote bad params; the record itself stays valid JSON
 	}

@@ -54,6 +54,10 @@ type Schedule struct {
 	// Budget, when not nil, is the failure budget of the schedule's runs, in place of its job's
 	// (a setting's budget for the job still wins: work.Registry.FailureBudget).
 	Budget *ledger.Budget
+	// AutoPause, when positive, pauses the schedule (in the ledger, as an operator's pause,
+	// PausedBy ledger.AutoPauseBy) once that many of its started runs in a row have ended
+	// failed or timed out (0: never; at most config.MaxAutoPause). See countEnd.
+	AutoPause int
 }
 
 func (s *Schedule) withDefaults() {
@@ -97,6 +101,9 @@ func (s *Schedule) validate(heartbeat time.Duration) error {
 	}
 	if s.Jitter < 0 || s.Jitter > config.MaxJitter {
 		add("Jitter %s must be 0 to %s", s.Jitter, config.MaxJitter)
+	}
+	if s.AutoPause < 0 || s.AutoPause > config.MaxAutoPause {
+		add("AutoPause %d must be 0 to %d", s.AutoPause, config.MaxAutoPause)
 	}
 	return errors.Join(errs...)
 }

@@ -99,6 +99,12 @@ func (c *Coordinator) runNow(ctx context.Context, s *Schedule, spec runSpec) (Ou
 	if err != nil {
 		return Outcome{}, err
 	}
+	if !busy {
+		// The latest run's end counts for auto-pause before this run replaces it as the latest.
+		if err := b.countLatest(ctx); err != nil {
+			return Outcome{}, err
+		}
+	}
 	state := ledger.StatePlanning
 	switch {
 	case busy && (s.Overlap == config.OverlapSkip || s.Overlap == config.OverlapBufferOne && st.Buffered != ""):
@@ -153,8 +159,9 @@ func (c *Coordinator) Pause(ctx context.Context, schedule, note, by string) (led
 	return st, err
 }
 
-// Resume lets schedule start runs again from its next heartbeat on. Occurrences recorded
-// paused stay so.
+// Resume lets schedule start runs again from its next heartbeat on, whoever paused it (an
+// operator or its auto-pause), and clears its streak of failed runs (autopause.go): the count
+// starts again from the next run to end. Occurrences recorded paused stay so.
 func (c *Coordinator) Resume(ctx context.Context, schedule, by string) (ledger.ScheduleState, error) {
 	if _, ok := c.schedules[schedule]; !ok {
 		return ledger.ScheduleState{}, fmt.Errorf("%w: %q", ErrUnknownSchedule, schedule)
@@ -167,6 +174,7 @@ func (c *Coordinator) Resume(ctx context.Context, schedule, by string) (ledger.S
 			return ledger.ErrNoChange
 		}
 		st.Paused, st.Note, st.PausedBy, st.PausedAt = false, "", "", time.Time{}
+		st.Streak = nil // Counted stays: the run that ended the streak is not counted again
 		return nil
 	})
 	if err == nil {

@@ -56,9 +56,27 @@ func (b boundMemo) final(run string) { b.seen(run, finalBound) }
 // checkDelay is how long after a leader's last sign of life a check can take its lease over.
 func (c *Coordinator) checkDelay() time.Duration { return c.leaseDur + checkMargin }
 
-// planExpiry is the hard deadline of a planned run whose planning ended at enqueued.
-func (c *Coordinator) planExpiry(enqueued time.Time) time.Time {
-	return enqueued.Add(c.cfg.RunTimeout + time.Duration(c.cfg.CheckRounds)*c.retryInterval() + c.checkDelay())
+// planExpiry is the hard deadline of m, a planned run whose planning ended at enqueued.
+func (c *Coordinator) planExpiry(m ledger.Manifest, enqueued time.Time) time.Time {
+	return enqueued.Add(c.runTimeout(m) + time.Duration(c.cfg.CheckRounds)*c.retryInterval(m) + c.checkDelay())
+}
+
+// runTimeout is m's run timeout: the one recorded at its creation, else (a run recorded
+// before runs kept their own) the app's.
+func (c *Coordinator) runTimeout(m ledger.Manifest) time.Duration {
+	if m.RunTimeout > 0 {
+		return m.RunTimeout
+	}
+	return c.cfg.RunTimeout
+}
+
+// jobRunTimeout is the run timeout a new run of job gets: the job's own
+// (work.Registry.RunTimeout), else the app's.
+func (c *Coordinator) jobRunTimeout(job string) time.Duration {
+	if d := c.cfg.Jobs.RunTimeout(job); d > 0 {
+		return d
+	}
+	return c.cfg.RunTimeout
 }
 
 // expires is m's hard deadline (computed for manifests written before it was stored).
@@ -67,9 +85,9 @@ func (c *Coordinator) expires(m ledger.Manifest) time.Time {
 		return m.Expires
 	}
 	if m.PlanDone {
-		return c.planExpiry(m.Enqueued)
+		return c.planExpiry(m, m.Enqueued)
 	}
-	return m.Created.Add(c.cfg.RunTimeout)
+	return m.Created.Add(c.runTimeout(m))
 }
 
 // FinalBound is the documented bound: a run is final by this time while check messages flow,
@@ -99,7 +117,7 @@ func (c *Coordinator) timeOut(ctx context.Context, lease *election.Lease, m ledg
 			return errors.New("timing out a run that is still planning needs the lease")
 		}
 		reason := fmt.Sprintf("planning made no progress for %s (stopped at partition %d; deadline %s)",
-			c.cfg.RunTimeout, m.Checkpoint.Next, c.expires(m).UTC().Format(time.RFC3339))
+			c.runTimeout(m), m.Checkpoint.Next, c.expires(m).UTC().Format(time.RFC3339))
 		_, err := c.cfg.Store.UpdateManifest(ctx, m.RunID, lease.Epoch, func(cur *ledger.Manifest) error {
 			if cur.State.Final() || cur.PlanDone {
 				return ledger.ErrNoChange
@@ -169,7 +187,7 @@ func (c *Coordinator) nextLook(m ledger.Manifest) time.Time {
 	case unstarted(m):
 		start := m.Created
 		if !m.Expires.IsZero() {
-			start = m.Expires.Add(-c.cfg.RunTimeout) // the start, its jitter included
+			start = m.Expires.Add(-c.runTimeout(m)) // the start, its jitter included
 		}
 		return start.Add(c.checkDelay())
 	case !m.PlanDone:

@@ -76,6 +76,7 @@ type Registry struct {
 	bundle  map[string]int
 	timeout map[string]time.Duration
 	budget  map[string]budgetEntry
+	runTime map[string]time.Duration
 }
 
 // budgetEntry is a job's failure budget and whether a setting pinned it.
@@ -87,8 +88,15 @@ type budgetEntry struct {
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
 	return &Registry{jobs: map[string]Job{}, retry: map[string]RetryPolicy{}, bundle: map[string]int{},
-		timeout: map[string]time.Duration{}, budget: map[string]budgetEntry{}}
+		timeout: map[string]time.Duration{}, budget: map[string]budgetEntry{}, runTime: map[string]time.Duration{}}
 }
+
+// SetRunTimeout gives the named job's runs their own run timeout, in place of the app's
+// (BATON_RUN_TIMEOUT); 0 restores the app's. The coordinator records it in each new run.
+func (r *Registry) SetRunTimeout(name string, d time.Duration) { r.runTime[name] = d }
+
+// RunTimeout is the named job's own run timeout (0: the app's).
+func (r *Registry) RunTimeout(name string) time.Duration { return r.runTime[name] }
 
 // SetPartitionTimeout bounds each try of the named job's partitions (0: no bound but the
 // invocation's deadline); see Worker.

@@ -989,7 +989,7 @@ func TestNewApp_APIShowsEverySchedule(t *testing.T) {
 		config.SettingOverlap:   "allow",
 		config.SettingJob:       "synthetic",
 		config.SettingJobParams: `{"partitions":2}`,
-		config.SettingSchedules: `{"hourly":{"paused":true,"jitter":"10s"},"reports":{"cron":"0 0 18 * * 5","timeZone":"Asia/Tokyo"}}`,
+		config.SettingSchedules: `{"hourly":{"paused":true,"jitter":"10s","autoPause":2},"reports":{"cron":"0 0 18 * * 5","timeZone":"Asia/Tokyo"}}`,
 	}, testSchedules)
 	out := invokeHTTP(t, hs.URL, fnSchedules, goldenHTTP(t, "http-schedules-list.json", withQuery("occurrences", "2")))
 	v := out.json(t)
@@ -1013,10 +1013,11 @@ func TestNewApp_APIShowsEverySchedule(t *testing.T) {
 		s["timeZone"] != "UTC" || s["overlap"] != "allow" || s["catchUpSeconds"] != float64(600) || s["job"] != "synthetic" {
 		t.Errorf("tick = %v", s)
 	}
-	if s := byName["nightly"]; s["timeZone"] != "Europe/Berlin" || s["paused"] != false {
+	if s := byName["nightly"]; s["timeZone"] != "Europe/Berlin" || s["paused"] != false || s["autoPause"] != nil {
 		t.Errorf("nightly = %v", s)
 	}
-	if s := byName["hourly"]; s["paused"] != true || s["pausedBySetting"] != "the app setting "+config.SettingSchedules || s["jitter"] != "10s" {
+	if s := byName["hourly"]; s["paused"] != true || s["pausedBySetting"] != "the app setting "+config.SettingSchedules || s["jitter"] != "10s" ||
+		s["autoPause"] != float64(2) || s["pausedAutomatically"] != nil {
 		t.Errorf("hourly = %v", s)
 	}
 	if s := byName["reports"]; s["expression"] != "0 0 18 * * 5" || s["timeZone"] != "Asia/Tokyo" ||

@@ -178,6 +178,9 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 		return nil, settingsError(err)
 	}
 	manual, manualAll, err := manualJobs(cfg, jobs, schedules)
+	if err == nil {
+		err = checkRunTimeouts(cfg, jobs)
+	}
 	if err != nil {
 		return nil, settingsError(err)
 	}

@@ -29,6 +29,8 @@ type Schedule struct {
 	Jitter  time.Duration
 	// Budget is the failure budget of the schedule's runs (nil: its job's).
 	Budget *ledger.Budget
+	// AutoPause is the auto-pause threshold (0: off).
+	AutoPause int
 }
 
 // zoned is an expression evaluated in a time zone: the coordinator's Cron.
@@ -166,7 +168,7 @@ func schedule(d Schedule, ov config.ScheduleOverride, jobs *work.Registry) (coor
 		}
 	}
 	s := coordinator.Schedule{Name: d.Name, Job: d.Job, Params: d.Params, Cron: zoned{expr, loc}, TimeZone: loc.String(),
-		Description: expr.Describe(), Overlap: d.Overlap, CatchUp: d.CatchUp, Jitter: d.Jitter,
+		Description: expr.Describe(), Overlap: d.Overlap, CatchUp: d.CatchUp, Jitter: d.Jitter, AutoPause: d.AutoPause,
 		Budget: d.Budget}
 	if ov.Overlap != "" {
 		s.Overlap = ov.Overlap
@@ -176,6 +178,9 @@ func schedule(d Schedule, ov config.ScheduleOverride, jobs *work.Registry) (coor
 	}
 	if ov.Jitter != nil {
 		s.Jitter = *ov.Jitter
+	}
+	if ov.AutoPause != nil {
+		s.AutoPause = *ov.AutoPause
 	}
 	if ov.Paused != nil && *ov.Paused {
 		s.Paused, s.PausedBy = true, "the app setting "+config.SettingSchedules
@@ -197,3 +202,18 @@ func declared(names map[string]bool) string {
 // app declares no settings' schedule to fall back on.
 var errNoSchedule = errors.New(`name a job ({"job":"..."}) or run a schedule now (POST /api/schedules/{name}/runs): this app has no default schedule (` +
 	config.SettingSchedule + ` is not set)`)
+
+// checkRunTimeouts checks each job's own run timeout (baton.WithRunTimeout) against the
+// settings' check rounds: like BATON_RUN_TIMEOUT, it must not keep a run open past
+// config.MaxRunHorizon.
+func checkRunTimeouts(cfg config.Config, jobs *work.Registry) error {
+	var errs []error
+	for _, name := range jobs.Names() {
+		rt := jobs.RunTimeout(name)
+		if h := cfg.RunHorizonOf(rt); rt > 0 && h > config.MaxRunHorizon {
+			errs = append(errs, fmt.Errorf("job %q: its run timeout %s with %s=%d keeps a run open up to %s: at most %s; lower one of them",
+				name, rt, config.SettingCheckRounds, cfg.CheckRounds, h, config.MaxRunHorizon))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -86,6 +86,9 @@ func validate(o Options) int {
 	if _, _, err := manualJobs(cfg, o.Jobs, schedules); err != nil {
 		problems = append(problems, err.Error())
 	}
+	if err := checkRunTimeouts(cfg, o.Jobs); err != nil {
+		problems = append(problems, strings.Split(err.Error(), "\n")...)
+	}
 	if len(problems) > 0 {
 		fmt.Fprintln(stderr, "baton validate: the azd environment's Baton settings would not work (fix them with azd env set):")
 		for _, p := range problems {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/batonfn/baton/internal/engine/config"
 )
@@ -99,5 +100,21 @@ func TestMain_SettingsTheSchedulesCannotRunWithExitTwo(t *testing.T) {
 		if code := Main(context.Background(), []string{"baton"}, o); code != 2 || !strings.Contains(errb.String(), c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 naming %q", c.kv, code, errb.String(), c.want)
 		}
+	}
+}
+
+// A job's own run timeout is held to the settings' bound on how long a run stays open, as
+// BATON_RUN_TIMEOUT is: with BATON_CHECK_ROUNDS=20, a day's timeout keeps a run open too long.
+func TestCheckRunTimeouts_AJobsOwnIsBoundByTheRunHorizon(t *testing.T) {
+	jobs := builtinJobs()
+	jobs.SetRunTimeout("synthetic", 24*time.Hour)
+	cfg := config.Config{RunTimeout: time.Hour, CheckRounds: 3, LeaseDuration: 30 * time.Second}
+	if err := checkRunTimeouts(cfg, jobs); err != nil {
+		t.Errorf("3 rounds: %v", err)
+	}
+	cfg.CheckRounds = 20
+	err := checkRunTimeouts(cfg, jobs)
+	if err == nil || !strings.Contains(err.Error(), `job "synthetic"`) || !strings.Contains(err.Error(), config.SettingCheckRounds+"=20") {
+		t.Errorf("20 rounds: %v, want an error naming the job and %s", err, config.SettingCheckRounds)
 	}
 }

@@ -71,3 +71,22 @@ func TestDashboard_StripSaysBeforeTheScheduleStarted(t *testing.T) {
 		t.Errorf("%d strips are drawn with the words of the schedule's start, want both (the list's and the detail's)", n)
 	}
 }
+
+// The schedules page says when a schedule paused itself (pausedAutomatically) with its note,
+// and how close an active schedule with auto-pause is to it; the detail names the threshold.
+func TestDashboard_ShowsAutoPause(t *testing.T) {
+	a := newTestAPI(t, newFakeLedger(), nil, nil)
+	page := string(a.Dashboard(context.Background(), Request{Method: http.MethodGet, Query: map[string]string{"code": "k"}}).Raw)
+	for _, want := range []string{
+		`if (s.pausedAutomatically) { parts.push("paused automatically"`,                                    // the status and the detail's pause line
+		`td.dataset.auto = String(!!s.pausedAutomatically);`,                                                // the row's status cell
+		`if (s.note) { td.appendChild(el("p", "pause-note", s.note)); }`,                                    // the note naming the runs
+		`"auto-pause after " + s.autoPause + " failed or timed-out runs in a row"`,                          // the threshold
+		`(n ? "; " + n + " so far" : "")`,                                                                   // the streak so far
+		`<dt>auto-pause</dt><dd id="sd-autopause">`, `setText("sd-autopause", autoPauseText(s) || "none");`, // the detail
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+}

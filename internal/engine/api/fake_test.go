@@ -285,7 +285,7 @@ func (s *fakeScheduler) Resume(ctx context.Context, schedule, by string) (ledger
 		return ledger.ScheduleState{}, s.err
 	}
 	return s.l.updateSchedule(schedule, func(st *ledger.ScheduleState) {
-		st.Paused, st.Note, st.PausedBy, st.PausedAt = false, "", "", time.Time{}
+		st.Paused, st.Note, st.PausedBy, st.PausedAt, st.Streak = false, "", "", time.Time{}, nil
 	}), nil
 }
 

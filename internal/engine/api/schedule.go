@@ -65,6 +65,13 @@ type ScheduleView struct {
 	PausedBy        string    `json:"pausedBy,omitempty"`
 	PausedAt        time.Time `json:"pausedAt,omitzero"`
 	PausedBySetting string    `json:"pausedBySetting,omitempty"`
+	// AutoPause is the schedule's auto-pause threshold: it pauses itself once that many of
+	// its runs in a row have ended failed or timed out (0: never). PausedAutomatically is
+	// true while such a pause holds (PausedBy ledger.AutoPauseBy, Note naming the runs), and
+	// Streak lists the current streak's runs, oldest first, until a resume clears it.
+	AutoPause           int          `json:"autoPause,omitempty"`
+	PausedAutomatically bool         `json:"pausedAutomatically,omitempty"`
+	Streak              []StreakView `json:"streak,omitempty"`
 	// Cursor: every occurrence at or before it is decided (zero before the schedule's first
 	// heartbeat).
 	Cursor time.Time `json:"cursor,omitzero"`
@@ -77,6 +84,12 @@ type ScheduleView struct {
 	Occurrences []OccurrenceView `json:"occurrences,omitempty"`
 	// Now is the server's clock when it computed Next and the occurrences.
 	Now time.Time `json:"now"`
+}
+
+// StreakView is one run of a schedule's streak of failed or timed-out runs, and how it ended.
+type StreakView struct {
+	Run   string `json:"run"`
+	State string `json:"state"`
 }
 
 // NextView is a coming occurrence: the instant in UTC, and the same instant on the schedule's
@@ -149,6 +162,11 @@ func (a *API) scheduleView(ctx context.Context, s coordinator.Schedule, st ledge
 	if st.Paused {
 		// Escaped as well as checked on the way in: a record written before the check.
 		v.Paused, v.Note, v.PausedBy, v.PausedAt = true, escapeText(st.Note, 0), escapeText(st.PausedBy, 0), st.PausedAt
+		v.PausedAutomatically = st.PausedBy == ledger.AutoPauseBy
+	}
+	v.AutoPause = s.AutoPause
+	for _, r := range st.Streak {
+		v.Streak = append(v.Streak, StreakView{Run: r.Run, State: string(r.State)})
 	}
 	for t := now; len(v.Next) < NextOccurrences; {
 		n, ok := s.Cron.Next(t)

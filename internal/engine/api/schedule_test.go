@@ -512,3 +512,33 @@ func TestSchedules_PauseResume(t *testing.T) {
 		t.Errorf("the coordinator refuses the note: %d %v", r.Status, v)
 	}
 }
+
+// A schedule with auto-pause shows its threshold and its streak of failed runs; paused by it,
+// it says so (pausedAutomatically, pausedBy "auto-pause", the note naming the runs) until a
+// resume, which clears the streak.
+func TestSchedules_AutoPause(t *testing.T) {
+	e := newSchedEnv(t, t0)
+	e.s.schedules[0].AutoPause = 3
+	runs := []string{"nightly-20261118t020000z", "nightly-20261119t020000z", "nightly-20261120t020000z"}
+	note := "paused automatically after 3 consecutive runs failed or timed out: " + runs[0] + " (failed), " + runs[1] + " (timed-out), " + runs[2] + " (failed)"
+	e.l.schedules["nightly"] = ledger.ScheduleState{Schedule: "nightly", Cursor: t0, Paused: true, Note: note, PausedBy: ledger.AutoPauseBy,
+		PausedAt: t0, Counted: runs[2], Streak: []ledger.StreakRun{
+			{Run: runs[0], State: ledger.StateFailed}, {Run: runs[1], State: ledger.StateTimedOut}, {Run: runs[2], State: ledger.StateFailed}}}
+	e.l.schedules["hourly"] = ledger.ScheduleState{Schedule: "hourly", Cursor: t0, Streak: []ledger.StreakRun{{Run: "hourly-x", State: ledger.StateFailed}}}
+	_, v := e.do(http.MethodGet, "", nil, nil, "")
+	list := v["schedules"].([]any)
+	n, h := list[0].(map[string]any), list[1].(map[string]any)
+	streak, _ := json.Marshal(n["streak"])
+	wantStreak := `[{"run":"` + runs[0] + `","state":"failed"},{"run":"` + runs[1] + `","state":"timed-out"},{"run":"` + runs[2] + `","state":"failed"}]`
+	if n["autoPause"] != float64(3) || n["paused"] != true || n["pausedAutomatically"] != true || n["pausedBy"] != "auto-pause" ||
+		n["note"] != note || string(streak) != wantStreak {
+		t.Errorf("nightly paused automatically: %v", n)
+	}
+	if _, ok := h["autoPause"]; ok || h["pausedAutomatically"] != nil || h["paused"] != false || len(h["streak"].([]any)) != 1 {
+		t.Errorf("hourly, no auto-pause, one failed run: %v", h)
+	}
+	r, v := e.do(http.MethodPost, "nightly/resume", nil, nil, "")
+	if r.Status != http.StatusOK || v["paused"] != false || v["pausedAutomatically"] != nil || v["streak"] != nil || v["autoPause"] != float64(3) {
+		t.Errorf("resume: %d %v", r.Status, v)
+	}
+}

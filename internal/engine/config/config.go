@@ -144,6 +144,9 @@ const (
 	CheckMargin = 5 * time.Second
 	// MaxJitter bounds a schedule's jitter.
 	MaxJitter = time.Hour
+	// MaxAutoPause bounds a schedule's auto-pause threshold: the failed or timed-out runs in
+	// a row after which it pauses itself.
+	MaxAutoPause = 100
 )
 
 // Transport names the queue service that carries partition and check messages.
@@ -444,13 +447,18 @@ func Load(getenv Getenv) (Config, error) {
 // RunHorizon is the longest a run stays open after planning: BATON_RUN_TIMEOUT, then
 // BATON_CHECK_ROUNDS re-enqueue rounds one retry interval apart, then the final check that
 // records the still-missing partitions as failed.
-func (c Config) RunHorizon() time.Duration {
-	return c.RunTimeout + time.Duration(c.CheckRounds)*c.retryInterval()
+func (c Config) RunHorizon() time.Duration { return c.RunHorizonOf(c.RunTimeout) }
+
+// RunHorizonOf is RunHorizon for a run whose own timeout is rt (a job's WithRunTimeout).
+func (c Config) RunHorizonOf(rt time.Duration) time.Duration {
+	return rt + time.Duration(c.CheckRounds)*c.retryIntervalOf(rt)
 }
 
 // retryInterval mirrors the coordinator's spacing of check rounds.
-func (c Config) retryInterval() time.Duration {
-	return max(c.RunTimeout/2, c.LeaseDuration+CheckMargin)
+func (c Config) retryInterval() time.Duration { return c.retryIntervalOf(c.RunTimeout) }
+
+func (c Config) retryIntervalOf(rt time.Duration) time.Duration {
+	return max(rt/2, c.LeaseDuration+CheckMargin)
 }
 
 // InvocationTimeout is the deadline Baton gives each invocation: functionTimeout less a margin,
@@ -619,10 +627,12 @@ type ScheduleOverride struct {
 	Overlap Overlap
 	// CatchUp and Jitter replace the catch-up window and the jitter (nil: unchanged).
 	CatchUp, Jitter *time.Duration
+	// AutoPause replaces the auto-pause threshold (0 turns it off; nil: unchanged).
+	AutoPause *int
 }
 
 // overrides reads BATON_SCHEDULES: a JSON object from schedule name to an object with any of
-// cron, timeZone, paused, overlap, catchUp and jitter. Whether each name is a schedule the app
+// cron, timeZone, paused, overlap, catchUp, jitter and autoPause. Whether each name is a schedule the app
 // declares, and whether cron and timeZone parse, is checked where the schedules are known.
 // Budget is a job's failure budget as BATON_FAILURE_BUDGETS gives it.
 type Budget struct {
@@ -688,10 +698,12 @@ func (p *parser) overrides() map[string]ScheduleOverride {
 			Overlap  *string `json:"overlap"`
 			CatchUp  *string `json:"catchUp"`
 			Jitter   *string `json:"jitter"`
+			// AutoPause is a number of runs: 0 turns auto-pause off.
+			AutoPause *int `json:"autoPause"`
 		}
 		// Strict too: a field in another case ({"PAUSED":true}) is refused, not taken.
 		if err := strictjson.Decode(body, &o); err != nil {
-			p.errf("%s: schedule %q: %v (the fields are cron, timeZone, paused, overlap, catchUp and jitter)", SettingSchedules, name, err)
+			p.errf("%s: schedule %q: %v (the fields are cron, timeZone, paused, overlap, catchUp, jitter and autoPause)", SettingSchedules, name, err)
 			continue
 		}
 		var so ScheduleOverride
@@ -705,6 +717,11 @@ func (p *parser) overrides() map[string]ScheduleOverride {
 			so.TimeZone = strings.TrimSpace(*o.TimeZone)
 		}
 		so.Paused = o.Paused
+		if o.AutoPause != nil && (*o.AutoPause < 0 || *o.AutoPause > MaxAutoPause) {
+			p.errf("%s: schedule %q: autoPause %d is out of range: use 1 to %d runs, or 0 to turn it off", SettingSchedules, name, *o.AutoPause, MaxAutoPause)
+		} else {
+			so.AutoPause = o.AutoPause
+		}
 		if o.Overlap != nil {
 			so.Overlap = Overlap(strings.ToLower(strings.TrimSpace(*o.Overlap)))
 			if !so.Overlap.Valid() {

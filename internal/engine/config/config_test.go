@@ -435,20 +435,35 @@ func TestLoad_FailureBudgets(t *testing.T) {
 
 func TestLoad_ScheduleOverrides(t *testing.T) {
 	c, err := Load(env(with(base(), SettingSchedule, "", SettingSchedules,
-		`{"nightly":{"cron":"0 0 3 * * *","timeZone":"Europe/Berlin","paused":true,"overlap":"Buffer-One","catchUp":"00:30:00","jitter":"0s"},"hourly":{"paused":false}}`)))
+		`{"nightly":{"cron":"0 0 3 * * *","timeZone":"Europe/Berlin","paused":true,"overlap":"Buffer-One","catchUp":"00:30:00","jitter":"0s","autoPause":3},"hourly":{"paused":false}}`)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	n, h := c.Overrides["nightly"], c.Overrides["hourly"]
 	if n.Cron != "0 0 3 * * *" || n.TimeZone != "Europe/Berlin" || n.Paused == nil || !*n.Paused || n.Overlap != OverlapBufferOne ||
-		n.CatchUp == nil || *n.CatchUp != 30*time.Minute || n.Jitter == nil || *n.Jitter != 0 {
+		n.CatchUp == nil || *n.CatchUp != 30*time.Minute || n.Jitter == nil || *n.Jitter != 0 || n.AutoPause == nil || *n.AutoPause != 3 {
 		t.Errorf("nightly override %+v", n)
 	}
-	if h.Paused == nil || *h.Paused || h.Cron != "" || h.CatchUp != nil || h.Overlap != "" {
+	if h.Paused == nil || *h.Paused || h.Cron != "" || h.CatchUp != nil || h.Overlap != "" || h.AutoPause != nil {
 		t.Errorf("hourly override %+v: only paused=false", h)
 	}
 	if c.Schedule != "" {
 		t.Errorf("Schedule = %q, want none", c.Schedule)
+	}
+}
+
+// BATON_SCHEDULES's autoPause is a number of runs, 0 (off) to MaxAutoPause: anything else is
+// an error naming the setting and the schedule.
+func TestLoad_ScheduleOverrides_AutoPause(t *testing.T) {
+	c, err := Load(env(with(base(), SettingSchedules, `{"tick":{"autoPause":0}}`)))
+	if err != nil || c.Overrides["tick"].AutoPause == nil || *c.Overrides["tick"].AutoPause != 0 {
+		t.Errorf("autoPause 0: %v %+v; want it turned off", err, c.Overrides)
+	}
+	for _, v := range []string{`-1`, `101`, `"3"`, `2.5`} {
+		_, err := Load(env(with(base(), SettingSchedules, `{"tick":{"autoPause":`+v+`}}`)))
+		if err == nil || !strings.Contains(err.Error(), SettingSchedules) || !strings.Contains(err.Error(), `schedule "tick"`) {
+			t.Errorf("autoPause %s: %v, want an error naming %s and the schedule", v, err, SettingSchedules)
+		}
 	}
 }
 

@@ -150,6 +150,10 @@ type Manifest struct {
 	Updated  time.Time `json:"updated"`
 	Enqueued time.Time `json:"enqueued,omitzero"` // planning finished
 	Deadline time.Time `json:"deadline,omitzero"` // missing results are retried after this
+	// RunTimeout is the run's own timeout, from which Deadline, Expires and the spacing of
+	// its check rounds are computed: its job's when it has one, else the app's at creation.
+	// 0 (a run created before it was recorded) means the app's current one.
+	RunTimeout time.Duration `json:"runTimeout,omitempty"`
 	// Expires is the hard deadline: a run still not final after it is finished as timed-out
 	// by whoever holds the lease next (see coordinator: supervision of overdue runs).
 	Expires  time.Time `json:"expires,omitzero"`

@@ -29,8 +29,24 @@ type ScheduleState struct {
 	Note     string    `json:"note,omitempty"`
 	PausedBy string    `json:"pausedBy,omitempty"`
 	PausedAt time.Time `json:"pausedAt,omitzero"`
-	Updated  time.Time `json:"updated"`
+	// Streak lists, oldest first, the schedule's latest started runs that ended failed or
+	// timed out in a row (a schedule with auto-pause counts them; PausedBy AutoPauseBy when
+	// they paused it). Counted is the last run whose end was counted, so each is counted once.
+	// The heartbeat writes both; a resume clears Streak.
+	Streak  []StreakRun `json:"streak,omitempty"`
+	Counted string      `json:"counted,omitempty"`
+	Updated time.Time   `json:"updated"`
 }
+
+// StreakRun is one run of a schedule's Streak and how it ended.
+type StreakRun struct {
+	Run   string `json:"run"`
+	State State  `json:"state"`
+}
+
+// AutoPauseBy is ScheduleState.PausedBy when the schedule paused itself after its Streak
+// reached its auto-pause threshold.
+const AutoPauseBy = "auto-pause"
 
 // LegacySchedule is what a ledger written before schedules had names kept about its one
 // schedule: the cursor (runs/_schedule.json) and the latest started run (runs/active.json).
