@@ -17,7 +17,7 @@ import (
 // manifest is in flight share that read (load). Why a copy this old is safe is in
 // docs/design.md (Workers and fan-in).
 type manifestCache struct {
-	ttl     time.Duration // a planned run's copy: WorkerConfig.CopyTTL
+	ttl     time.Duration // a planned run's copy: WorkerConfig.CopyTTL (0: ManifestCopyTTL)
 	mu      sync.Mutex
 	runs    map[string]cachedManifest
 	flights map[string]*manifestRead
@@ -169,5 +169,9 @@ func (c *manifestCache) usable(e cachedManifest, now time.Time) bool {
 	if !e.m.PlanDone {
 		return now.Sub(e.at) < PlanningCopyTTL
 	}
-	return now.Sub(e.at) < c.ttl && now.Before(e.m.Deadline)
+	ttl := c.ttl
+	if ttl <= 0 {
+		ttl = ManifestCopyTTL
+	}
+	return now.Sub(e.at) < ttl && now.Before(e.m.Deadline)
 }
