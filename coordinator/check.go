@@ -67,6 +67,9 @@ func (c *Coordinator) check(ctx context.Context, env work.Envelope, d work.Deliv
 	if m.Stop != nil {
 		return c.finishStopped(ctx, m, next)
 	}
+	if m.Round > 0 {
+		return c.checkRound(ctx, m, next)
+	}
 	if c.overdue(m) {
 		err := c.timeOutAnyway(ctx, m)
 		var held *election.HeldError

@@ -50,6 +50,8 @@ func (f *planEndFinisher) TryFinishByListing(ctx context.Context, run string) (b
 
 func (f *planEndFinisher) FinishStopped(context.Context, string) (bool, error) { return false, nil }
 
+func (f *planEndFinisher) FinishRound(context.Context, string) (bool, error) { return false, nil }
+
 // The leader that ends a run's planning tries to finish it, and unless that finished it,
 // tries again FinishGrace later: a worker whose copy of the manifest still said planning when
 // its done append may have completed the run left the finish to that second try. Both tries

@@ -108,6 +108,11 @@ func (f *countingFinisher) FinishStopped(ctx context.Context, run string) (bool,
 	return false, nil
 }
 
+func (f *countingFinisher) FinishRound(ctx context.Context, run string) (bool, error) {
+	f.calls.Add(1)
+	return false, nil
+}
+
 // testClock is a settable clock shared by a test's instances.
 type testClock struct{ ns atomic.Int64 }
 

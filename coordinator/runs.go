@@ -39,6 +39,7 @@ type Finisher interface {
 	TryFinish(ctx context.Context, run string) (bool, error)
 	TryFinishByListing(ctx context.Context, run string) (bool, error)
 	FinishStopped(ctx context.Context, run string) (bool, error)
+	FinishRound(ctx context.Context, run string) (bool, error)
 }
 
 // checkMargin is added to the lease duration for the first check: by then a dead leader's

@@ -20,7 +20,17 @@ func (w *Worker) aggregate(ctx context.Context, job Job, m *ledger.Manifest) (le
 	rep := ledger.Report{Run: m.RunID, Job: m.Job, Partitions: m.Partitions, Aggregator: w.cfg.Holder}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rd := readResults(ctx, w.cfg.Store, m.RunID, w.cfg.ReadConcurrency)
+	// A redrive round's report (m.RunID its round's key) aggregates the run's results, each
+	// partition's latest round standing for it.
+	run, round := ledger.SplitRunKey(m.RunID)
+	var later map[int]ledger.Result
+	if round > 0 {
+		var err error
+		if later, err = w.redriven(ctx, run, round); err != nil {
+			return rep, fmt.Errorf("read redriven results: %w", err)
+		}
+	}
+	rd := readResults(ctx, w.cfg.Store, run, w.cfg.ReadConcurrency)
 	defer rd.close()
 	// A stopped run has the results it has: its partitions without one are cancelled, and it
 	// has at least the partitions sent before planning stopped.
@@ -40,7 +50,7 @@ func (w *Worker) aggregate(ctx context.Context, job Job, m *ledger.Manifest) (le
 			return ledger.Result{}, nil, false
 		}
 		r, err := rd.next()
-		for err == nil && r.Index < next && r.Run == m.RunID {
+		for err == nil && r.Index < next && r.Run == run {
 			r, err = rd.next() // listed twice (recorded twice): the first stands
 		}
 		switch {
@@ -48,15 +58,18 @@ func (w *Worker) aggregate(ctx context.Context, job Job, m *ledger.Manifest) (le
 			rep.Cancelled += rep.Partitions - next
 			next = rep.Partitions
 			return ledger.Result{}, nil, false
-		case stopped && err == nil && r.Index > next && r.Run == m.RunID:
+		case stopped && err == nil && r.Index > next && r.Run == run:
 			rep.Cancelled += r.Index - next
 			next = r.Index
 		}
 		switch {
-		case errors.Is(err, errNoMore) || err == nil && r.Index > next && r.Run == m.RunID:
-			err = fmt.Errorf("result %s/%d: %w", m.RunID, next, ledger.ErrNotFound)
-		case err == nil && r.Run != m.RunID:
-			err = Permanent(fmt.Errorf("result %s/%d names run %s partition %d", m.RunID, next, r.Run, r.Index))
+		case errors.Is(err, errNoMore) || err == nil && r.Index > next && r.Run == run:
+			err = fmt.Errorf("result %s/%d: %w", run, next, ledger.ErrNotFound)
+		case err == nil && r.Run != run:
+			err = Permanent(fmt.Errorf("result %s/%d names run %s partition %d", run, next, r.Run, r.Index))
+		}
+		if o, ok := later[r.Index]; ok && err == nil {
+			r = overlay(r, o)
 		}
 		if err != nil {
 			readErr = err
@@ -83,7 +96,7 @@ func (w *Worker) aggregate(ctx context.Context, job Job, m *ledger.Manifest) (le
 		}
 	}
 
-	info := RunInfo{Run: m.RunID, Job: m.Job, Params: m.Params, Partitions: rep.Partitions}
+	info := RunInfo{Run: run, Job: m.Job, Params: m.Params, Partitions: rep.Partitions}
 	out, aerr := runAggregate(ctx, job, info, seq)
 	for _, _, ok := take(); ok; _, _, ok = take() {
 	}

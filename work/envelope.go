@@ -66,6 +66,9 @@ type Envelope struct {
 	// first, n for the retry the worker scheduled after try n−1 failed (partition messages
 	// only).
 	Attempt int `json:"attempt,omitempty"`
+	// Redrive is the redrive round of a partition sent again by a redrive (0: the run's first
+	// round); its outcome is recorded in that round (ledger.RoundRun).
+	Redrive int `json:"redrive,omitempty"`
 	// Errors are the earlier tries' errors, shortened, oldest first (a retry's only).
 	Errors  []string        `json:"errors,omitempty"`
 	Payload json.RawMessage `json:"payload,omitempty"`
@@ -212,6 +215,9 @@ func (e Envelope) Validate() error {
 		if len(e.Payload) > 0 && !json.Valid(e.Payload) {
 			return bad("payload is not JSON")
 		}
+		if e.Redrive < 0 || e.Redrive > 0 && (e.Count != 0 || e.Block != 0) {
+			return bad("redrive %d (count %d, block %d): a redriven partition travels alone, in a round >= 1", e.Redrive, e.Count, e.Block)
+		}
 		if e.Attempt < 0 || e.Attempt > MaxRetryAttempts || len(e.Errors) >= max(e.Attempt, 1) {
 			return bad("attempt %d with %d errors, want 0..%d with fewer errors", e.Attempt, len(e.Errors), MaxRetryAttempts)
 		}
@@ -221,8 +227,8 @@ func (e Envelope) Validate() error {
 			}
 		}
 	case KindCheck:
-		if e.Part != 0 || e.Count != 0 || e.Block != 0 || len(e.Payload) != 0 || len(e.Payloads) != 0 || e.Attempt != 0 || len(e.Errors) != 0 {
-			return bad("a check message carries no part, count, block, payload, attempt or errors")
+		if e.Part != 0 || e.Count != 0 || e.Block != 0 || len(e.Payload) != 0 || len(e.Payloads) != 0 || e.Attempt != 0 || len(e.Errors) != 0 || e.Redrive != 0 {
+			return bad("a check message carries no part, count, block, payload, attempt, errors or redrive")
 		}
 		if e.Handover && e.Round != 0 {
 			return bad("a handover check has round 0, not %d", e.Round)
@@ -301,6 +307,9 @@ func (e Envelope) MessageID() string {
 			fmt.Fprintf(&b, "+%d", e.Count)
 		}
 		fmt.Fprintf(&b, "/e%d", e.Epoch)
+		if e.Redrive > 0 {
+			fmt.Fprintf(&b, "/d%d", e.Redrive)
+		}
 		if e.Round > 0 {
 			fmt.Fprintf(&b, "/r%d", e.Round)
 		}

@@ -70,8 +70,8 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool, kno
 			return false, fmt.Errorf("finish %s: %w", run, err)
 		}
 	}
-	if m.State.Final() || stopped != (m.Stop != nil) || !m.PlanDone && !stopped {
-		return false, nil
+	if m.State.Final() || stopped != (m.Stop != nil) || !m.PlanDone && !stopped || m.Round > 0 {
+		return false, nil // a redrive round is FinishRound's
 	}
 	job, err := w.cfg.Jobs.Lookup(m.Job)
 	if err != nil {
@@ -254,8 +254,9 @@ func (w *Worker) settle(ctx context.Context, rep ledger.Report, reason string) (
 		finished = w.now()
 	}
 	changed := false
-	_, err := w.cfg.Store.UpdateManifest(ctx, rep.Run, ledger.NoFence, func(m *ledger.Manifest) error {
-		if m.State.Final() {
+	run, round := ledger.SplitRunKey(rep.Run) // a redrive round's report settles its run
+	_, err := w.cfg.Store.UpdateManifest(ctx, run, ledger.NoFence, func(m *ledger.Manifest) error {
+		if m.State.Final() || m.Round != round {
 			changed = false
 			return ledger.ErrNoChange
 		}

@@ -183,6 +183,13 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 	if err != nil {
 		return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
 	}
+	if env.Redrive > m.Round {
+		// A copy from before the redrive that sent this message: read the run again.
+		if m, err = w.cfg.Store.ReadManifest(ctx, env.Run); err != nil {
+			return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
+		}
+		w.manifests.put(m, w.now())
+	}
 	last := env.Part + max(env.Count, 1) - 1
 	switch {
 	case m.PlanDone && last >= m.Partitions:
@@ -198,6 +205,9 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 	case m.Stop != nil:
 		log.Info("run stopped; partition message dropped", "stoppedBy", m.Stop.By, "state", m.Stop.State)
 		return nil
+	case env.Redrive != m.Round:
+		log.Info("partition message of another redrive round dropped", "redrive", env.Redrive, "round", m.Round)
+		return nil
 	}
 	job, err := w.cfg.Jobs.Lookup(m.Job)
 	if err != nil {
@@ -206,6 +216,9 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 	// A message of the last plan batch carries the run's partition count: this process's
 	// other deliveries of the run may use it before their copy of the manifest says so.
 	w.facts.learnCount(env.Run, env.Parts)
+	if env.Redrive > 0 {
+		return w.handleRedrive(ctx, &m, job, env, delivery, log)
+	}
 	if env.Count > 1 && delivery > 1 && w.cfg.Retries != nil {
 		return w.split(ctx, &m, job, env, delivery, log)
 	}
@@ -469,7 +482,7 @@ func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one
 
 	started := w.now()
 	out, perr := w.processBounded(ctx, job, Partition{
-		Run: one.Run, Index: one.Part, Epoch: one.Epoch, Attempt: attempt, Params: m.Params, Payload: one.Payload,
+		Run: m.RunID, Index: one.Part, Epoch: one.Epoch, Attempt: attempt, Params: m.Params, Payload: one.Payload,
 	}, w.cfg.Jobs.PartitionTimeout(m.Job), log)
 	if stoppedCtx(ctx) {
 		log.Info("run stopped while the partition ran; its outcome is not recorded", "err", perr)

@@ -166,6 +166,10 @@ type Manifest struct {
 	// Budget is the run's failure budget, from its job and schedule when it was created (nil:
 	// none).
 	Budget *Budget `json:"budget,omitempty"`
+	// Round is the run's redrive round (0: its first run) and Redrives the rounds, oldest first
+	// (Manifest.Reopen).
+	Round    int       `json:"round,omitempty"`
+	Redrives []Redrive `json:"redrives,omitempty"`
 	// Stop, once set, ends the run early: no partition starts after it, and the run is
 	// finished in Stop.State from the results it has. It is set once and never cleared.
 	Stop *Stop `json:"stop,omitempty"`

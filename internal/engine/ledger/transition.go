@@ -17,7 +17,7 @@ var ErrTransition = errors.New("forbidden run state change")
 //	enqueuing → enqueuing (a checkpoint), running, failed, timed-out, cancelled
 //	running   → succeeded, partial, failed, timed-out, cancelled
 //
-// A final state never changes.
+// A final state never changes, but for Manifest.Reopen (a redrive round).
 func (s State) Next(to State) error {
 	ok := false
 	switch s {

@@ -20,7 +20,7 @@ import (
 func (s *Store) ReadReportBounded(ctx context.Context, run string, maxBytes int64) (ledger.Report, ledger.ReportRead, error) {
 	var r ledger.Report
 	var info ledger.ReportRead
-	if err := ledger.ValidateRunID(run); err != nil {
+	if err := ledger.ValidateRunKey(run); err != nil {
 		return r, info, err
 	}
 	resp, err := s.c.NewBlobClient(reportPath(run)).DownloadStream(ctx, nil)

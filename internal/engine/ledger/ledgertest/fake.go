@@ -470,7 +470,7 @@ func (f *Fake) ReadReport(ctx context.Context, run string) (ledger.Report, ledge
 func (f *Fake) ReadReportBounded(ctx context.Context, run string, maxBytes int64) (ledger.Report, ledger.ReportRead, error) {
 	var r ledger.Report
 	var info ledger.ReportRead
-	if err := ledger.ValidateRunID(run); err != nil {
+	if err := ledger.ValidateRunKey(run); err != nil {
 		return r, info, err
 	}
 	_, size, err := f.get(ctx, reportName(run), nil)
