@@ -53,6 +53,9 @@ param schedule string = '0 0 * * * *'
 @description('BATON_SCHEDULES (azd env set BATON_SCHEDULES \'{"tick":{"paused":true}}\'): changes schedules the app declares, by name, without a rebuild, as a JSON object of cron, timeZone, paused, overlap, catchUp and jitter. Empty ({}): every schedule as declared.')
 param schedules object = {}
 
+@description('BATON_FAILURE_BUDGETS (azd env set BATON_FAILURE_BUDGETS \'{"sync-crm":{"maxFailed":10}}\'): jobs\' failure budgets by job name, replacing those in code: past maxFailed failed partitions, or maxPercent of them, a run stops early as failed. Empty ({}): the budgets in code.')
+param failureBudgets object = {}
+
 @description('BATON_JOB (azd env set BATON_JOB …): the registered job of the schedule tick (BATON_SCHEDULE) and of a manual run that names none. synthetic needs no input, so a fresh deployment\'s first occurrence really runs; inventory lists a blob container named in jobParams.')
 @allowed([
   'synthetic'
@@ -231,6 +234,7 @@ module api 'app/api.bicep' = {
     heartbeat: heartbeat
     schedule: schedule
     schedules: schedules
+    failureBudgets: failureBudgets
     job: job
     jobParams: jobParams
     manualJobs: manualJobs

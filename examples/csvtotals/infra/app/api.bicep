@@ -37,6 +37,8 @@ param heartbeat string
 param schedule string
 @description('Overrides of declared schedules by name; the app setting holds them as compact JSON, empty when there are none.')
 param schedules object
+@description('BATON_FAILURE_BUDGETS: jobs\' failure budgets by job name; the app setting holds them as compact JSON, empty when there are none.')
+param failureBudgets object
 param job string
 @description('The job\'s parameters; the app setting holds them as compact JSON.')
 param jobParams object
@@ -96,6 +98,7 @@ var batonSettings = {
   // The schedule tick of BATON_JOB (empty: none); schedules declared in code need no setting.
   BATON_SCHEDULE: schedule
   BATON_SCHEDULES: empty(schedules) ? '' : string(schedules)
+  BATON_FAILURE_BUDGETS: empty(failureBudgets) ? '' : string(failureBudgets)
   BATON_WORK_QUEUE: workQueueName
   BATON_CONTROL_QUEUE: controlQueueName
   BATON_JOB: job
