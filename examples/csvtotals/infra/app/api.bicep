@@ -37,6 +37,8 @@ param heartbeat string
 param schedule string
 @description('Overrides of declared schedules by name; the app setting holds them as compact JSON, empty when there are none.')
 param schedules object
+@description('How long final runs are kept, by final state; the app setting holds it as compact JSON, empty for the defaults.')
+param retention object
 param job string
 @description('The job\'s parameters; the app setting holds them as compact JSON.')
 param jobParams object
@@ -128,6 +130,9 @@ var batonSettings = {
   BATON_SLICE_BUDGET: ''
   BATON_MAX_BACKLOG: '50000'
   BATON_LOG_LEVEL: logLevel
+  // Final runs older than this, by state, are deleted by the heartbeat (empty: the defaults,
+  // 30 days succeeded, 90 days ended badly, 7 days never ran).
+  BATON_RETENTION: empty(retention) ? '' : string(retention)
 }
 
 // Multi-region: the leases and runs containers live in a shared account, reached through the

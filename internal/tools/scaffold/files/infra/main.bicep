@@ -53,6 +53,9 @@ param schedule string = '0 0 * * * *'
 @description('BATON_SCHEDULES (azd env set BATON_SCHEDULES \'{"tick":{"paused":true}}\'): changes schedules the app declares, by name, without a rebuild, as a JSON object of cron, timeZone, paused, overlap, catchUp and jitter. Empty ({}): every schedule as declared.')
 param schedules object = {}
 
+@description('BATON_RETENTION (azd env set BATON_RETENTION \'{"succeeded":"14d","paused":"off"}\'): how long final runs are kept before the heartbeat deletes them, as a JSON object from final state (succeeded, partial, failed, timed-out, cancelled, skipped, missed, paused) to a duration ("30d", "720h") or "off" (kept for ever). States not given keep their defaults: succeeded 30d; partial, failed, timed-out and cancelled 90d; skipped, missed and paused 7d. Empty ({}): the defaults.')
+param retention object = {}
+
 @description('BATON_JOB (azd env set BATON_JOB …): the registered job of the schedule tick (BATON_SCHEDULE) and of a manual run that names none. synthetic needs no input, so a fresh deployment\'s first occurrence really runs; inventory lists a blob container named in jobParams.')
 @allowed([
   'synthetic'
@@ -231,6 +234,7 @@ module api 'app/api.bicep' = {
     heartbeat: heartbeat
     schedule: schedule
     schedules: schedules
+    retention: retention
     job: job
     jobParams: jobParams
     manualJobs: manualJobs
