@@ -90,7 +90,7 @@ func (c *Coordinator) Heartbeat(ctx context.Context) (HeartbeatOutcome, error) {
 		// Retention last: what is left of the budget goes to deleting old runs, never a
 		// schedule's decision or a run's supervision.
 		beat()
-		if out.Retention, err = c.sweep(ctx, c.driveBudget()); err != nil {
+		if out.Retention, err = c.sweep(ctx, c.driveBudget(), beat); err != nil {
 			c.cfg.Logger.Warn("retention: sweep incomplete; the next heartbeat goes on", "epoch", lease.Epoch,
 				"instance", c.cfg.Identity.Instance, "err", err)
 		}

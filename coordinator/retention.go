@@ -87,8 +87,8 @@ func (c *Coordinator) deleteAt(m ledger.Manifest) time.Time {
 var keepForever = finalBound
 
 // sweep runs the heartbeat's share of the retention pass; budget bounds the time it spends
-// deleting.
-func (c *Coordinator) sweep(ctx context.Context, budget time.Duration) (RetentionOutcome, error) {
+// deleting, and beat reports progress to the lease's stall watchdog after each run.
+func (c *Coordinator) sweep(ctx context.Context, budget time.Duration, beat func()) (RetentionOutcome, error) {
 	var out RetentionOutcome
 	now := c.cfg.Now()
 	if !c.retentionOn() || now.UnixNano() < c.sweepRest.Load() {
@@ -131,6 +131,7 @@ func (c *Coordinator) sweep(ctx context.Context, budget time.Duration) (Retentio
 			complete = false
 			break
 		}
+		beat()
 		if err := c.cfg.Store.DeleteRun(ctx, m.RunID); err != nil {
 			c.log(m.RunID, m.Epoch).Warn("retention: the run could not be deleted; the next heartbeat tries again", "err", err)
 			errs, complete = append(errs, fmt.Errorf("retention: delete %s: %w", m.RunID, err)), false
