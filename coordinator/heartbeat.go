@@ -51,6 +51,8 @@ type HeartbeatOutcome struct {
 	// Supervised counts the runs in progress the heartbeat drove because they had not moved
 	// by their bound, within its budget (see supervise.go).
 	Supervised int
+	// Retention reports the retention sweep's share of the heartbeat (retention.go).
+	Retention RetentionOutcome
 }
 
 // Heartbeat handles a Tick: one attempt at the scheduler lease and, when won, every schedule's
@@ -84,6 +86,13 @@ func (c *Coordinator) Heartbeat(ctx context.Context) (HeartbeatOutcome, error) {
 			c.cfg.Logger.Error("heartbeat: supervision incomplete; the next heartbeat goes on", "epoch", lease.Epoch,
 				"instance", c.cfg.Identity.Instance, "err", err)
 			errs = append(errs, err)
+		}
+		// Retention last: what is left of the budget goes to deleting old runs, never a
+		// schedule's decision or a run's supervision.
+		beat()
+		if out.Retention, err = c.sweep(ctx, c.driveBudget(), beat); err != nil {
+			c.cfg.Logger.Warn("retention: sweep incomplete; the next heartbeat goes on", "epoch", lease.Epoch,
+				"instance", c.cfg.Identity.Instance, "err", err)
 		}
 		return errors.Join(errs...)
 	})

@@ -166,6 +166,28 @@ func (l *countingLedger) WriteBackfill(ctx context.Context, b ledger.Backfill) e
 	return l.inner.WriteBackfill(ctx, b)
 }
 
+func (l *countingLedger) ListRunPage(ctx context.Context, token string, max int) ([]string, string, error) {
+	l.add("ListRunPage", 1)
+	runs, next, err := l.inner.ListRunPage(ctx, token, max)
+	l.add("ListRunPage entries", len(runs))
+	return runs, next, err
+}
+
+func (l *countingLedger) DeleteRun(ctx context.Context, run string) error {
+	l.add("DeleteRun", 1)
+	return l.inner.DeleteRun(ctx, run)
+}
+
+func (l *countingLedger) ReadSweep(ctx context.Context) (ledger.Sweep, error) {
+	l.add("ReadSweep", 1)
+	return l.inner.ReadSweep(ctx)
+}
+
+func (l *countingLedger) WriteSweep(ctx context.Context, s ledger.Sweep) error {
+	l.add("WriteSweep", 1)
+	return l.inner.WriteSweep(ctx, s)
+}
+
 // withHistory is a scheduler world whose ledger holds n finished runs of schedule "s" (every
 // 10 s) and the schedule's state after them, as n heartbeats 10 s apart left them, each run
 // finished before the next heartbeat. It returns the time of the last heartbeat.
@@ -295,5 +317,66 @@ func TestHeartbeatCost_ActiveRunsNotDue(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The retention sweep's cost, on a ledger of 300 recent occurrences of a schedule, 250 ad-hoc
+// runs that succeeded 40 days ago and 50 that failed 40 days ago (kept 90): each heartbeat of a
+// pass makes one sweep read, one listing page of at most DefaultRetentionPage run IDs, one
+// manifest read per listed run that is not a recent occurrence (its ID dates it) nor known
+// from an earlier pass, one DeleteRun per run deleted, one sweep write. The next day's pass
+// reads no manifest at all: the kept runs' deletion times are remembered.
+func TestHeartbeatCost_Retention(t *testing.T) {
+	e, at := withHistory(t, 300)
+	ctx := testCtx(t)
+	old := at.Add(-40 * day)
+	for i := range 300 {
+		state := ledger.StateSucceeded
+		if i%6 == 5 {
+			state = ledger.StateFailed
+		}
+		record(t, e, fmt.Sprintf("manual-%024x", i), state, old)
+	}
+	if err := e.fake.WriteBackfill(ctx, ledger.Backfill{Done: true}); err != nil {
+		t.Fatal(err)
+	}
+	cl := newCountingLedger(e.fake)
+	c := e.instanceWith("new", func(cfg *Config) { cfg.Store, cfg.Retention = cl, config.DefaultRetention() })
+	e.heartbeat(c, at.Format(time.RFC3339Nano)) // container and backfill, and the pass's first page
+	pass := func(name string) (beats int, total map[string]int) {
+		total = map[string]int{}
+		for {
+			at = at.Add(time.Minute)
+			cl.take()
+			out := e.heartbeat(c, at.Format(time.RFC3339Nano))
+			got := cl.take()
+			beats++
+			t.Logf("%s, heartbeat %d: %+v, calls %s", name, beats, out.Retention, costString(got))
+			if got["ReadManifest"] > DefaultRetentionPage || got["DeleteRun"] > DefaultRetentionPage || got["ListRunPage"] != 1 ||
+				got["ReadSweep"] != 1 || got["WriteSweep"] != 1 {
+				t.Errorf("%s, heartbeat %d: %s; want one page, one sweep read and write, at most %d reads and deletions",
+					name, beats, costString(got), DefaultRetentionPage)
+			}
+			for k, v := range got {
+				total[k] += v
+			}
+			if out.Retention.PassEnded {
+				return beats, total
+			}
+			if beats > 20 {
+				t.Fatalf("%s does not end", name)
+			}
+		}
+	}
+	_, first := pass("first pass")
+	t.Logf("first pass, from its second heartbeat: %s", costString(first))
+	if runs := len(runsOf(t, e)); runs != 350 {
+		t.Errorf("after the first pass %d runs, want 350 (the 300 occurrences and the 50 failed runs)", runs)
+	}
+	at = at.Add(day)
+	beats, second := pass("next day's pass")
+	t.Logf("next day's pass: %d heartbeats, %s", beats, costString(second))
+	if second["ReadManifest"] != 0 || second["DeleteRun"] != 0 || beats != 4 {
+		t.Errorf("next day's pass over 350 runs: %d heartbeats, %s; want 4 pages and no manifest read", beats, costString(second))
 	}
 }

@@ -7,7 +7,8 @@ import (
 )
 
 // Ledger is the part of the run ledger (ledger.Store) the coordinator uses: run records, plan
-// batches, timeout results, each schedule's state, and the index of runs in progress.
+// batches, timeout results, each schedule's state, the index of runs in progress, and what
+// retention needs to list and delete old runs.
 type Ledger interface {
 	EnsureContainer(ctx context.Context) error
 	CreateManifest(ctx context.Context, m *ledger.Manifest) error
@@ -31,4 +32,8 @@ type Ledger interface {
 	AddActive(ctx context.Context, a ledger.ActiveRun) error
 	ReadBackfill(ctx context.Context) (ledger.Backfill, error)
 	WriteBackfill(ctx context.Context, b ledger.Backfill) error
+	ListRunPage(ctx context.Context, token string, max int) ([]string, string, error)
+	DeleteRun(ctx context.Context, run string) error
+	ReadSweep(ctx context.Context) (ledger.Sweep, error)
+	WriteSweep(ctx context.Context, s ledger.Sweep) error
 }

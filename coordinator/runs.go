@@ -102,6 +102,12 @@ type Config struct {
 	// BATON_MAX_MANUAL_RUNS_PER_JOB). A schedule's occurrences are neither counted nor refused.
 	MaxManualRuns       int
 	MaxManualRunsPerJob int
+	// Retention is how long final runs are kept, by final state, before the heartbeat deletes
+	// them (retention.go; the handler passes BATON_RETENTION). Nil or all zero: kept for ever.
+	Retention config.Retention
+	// RetentionPage bounds the runs one heartbeat's retention sweep examines and deletes
+	// (default DefaultRetentionPage).
+	RetentionPage int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Logger receives the run's story (default: discarded).
@@ -123,6 +129,10 @@ type Coordinator struct {
 	// backfilled: the index of active runs holds every run recorded before it (supervise.go).
 	backfilled atomic.Bool
 	started    time.Time // when this instance started: a new schedule's cursor starts there
+	// retain remembers when each final run seen by the retention sweep may be deleted, and
+	// sweepRest (Unix ns) when the next pass may start (retention.go).
+	retain    *memo.Map[time.Time]
+	sweepRest atomic.Int64
 }
 
 // New validates cfg and returns a Coordinator. Every problem is reported, each naming its
@@ -187,7 +197,7 @@ func New(cfg Config) (*Coordinator, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Coordinator{cfg: cfg, leaseDur: cfg.Leader.LeaseDuration(), schedules: schedules, order: order, started: cfg.Now(),
-		bounds: boundMemo{memo.New[time.Time](boundMemoMax)}}
+		bounds: boundMemo{memo.New[time.Time](boundMemoMax)}, retain: memo.New[time.Time](retainMemoMax)}
 	if c.cfg.WavePause == 0 {
 		c.cfg.WavePause = 2 * time.Second
 	}

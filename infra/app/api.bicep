@@ -38,6 +38,8 @@ param schedule string
 param schedules object
 @description('BATON_FAILURE_BUDGETS: jobs\' failure budgets by job name; the app setting holds them as compact JSON, empty when there are none.')
 param failureBudgets object
+@description('How long final runs are kept, by final state; the app setting holds it as compact JSON, empty for the defaults.')
+param retention object
 param job string
 @description('The job\'s parameters; the app setting holds them as compact JSON.')
 param jobParams object
@@ -130,6 +132,9 @@ var batonSettings = {
   BATON_SLICE_BUDGET: ''
   BATON_MAX_BACKLOG: '50000'
   BATON_LOG_LEVEL: logLevel
+  // Final runs older than this, by state, are deleted by the heartbeat (empty: the defaults,
+  // 30 days succeeded, 90 days ended badly, 7 days never ran).
+  BATON_RETENTION: empty(retention) ? '' : string(retention)
 }
 
 // Multi-region: the leases and runs containers live in a shared account, reached through the

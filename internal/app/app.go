@@ -200,7 +200,7 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 		Schedules: schedules, HeartbeatPeriod: heartbeat,
 		BatchSize: cfg.EnqueueBatch, RunTimeout: cfg.RunTimeout, CheckRounds: cfg.CheckRounds, Logger: logger,
 		SliceBudget: cfg.SliceBudget, MaxBacklog: cfg.MaxBacklog, DeadLetters: workDeadLetters,
-		MaxManualRuns: cfg.MaxManualRuns, MaxManualRunsPerJob: cfg.MaxManualRunsPerJob,
+		MaxManualRuns: cfg.MaxManualRuns, MaxManualRunsPerJob: cfg.MaxManualRunsPerJob, Retention: cfg.Retention,
 	})
 	if err != nil {
 		return nil, err

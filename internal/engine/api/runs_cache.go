@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/batonfn/baton/internal/engine/ledger"
@@ -18,7 +19,16 @@ func (a *API) manifest(ctx context.Context, id string) (ledger.Manifest, error) 
 	if m, ok := a.final.get(id); ok {
 		return m, nil
 	}
+	return a.manifestUncached(ctx, id)
+}
+
+// manifestUncached reads a run's manifest from the ledger and caches it as manifest does; a
+// run found deleted (retention) is forgotten.
+func (a *API) manifestUncached(ctx context.Context, id string) (ledger.Manifest, error) {
 	m, err := a.cfg.Ledger.ReadManifest(ctx, id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		a.final.forget(id)
+	}
 	if err != nil {
 		return m, err
 	}
@@ -62,6 +72,9 @@ func (c *finalCache) has(id string) bool {
 	_, ok := c.get(id)
 	return ok
 }
+
+// forget drops id (a run deleted by retention).
+func (c *finalCache) forget(id string) { c.m.Delete(id) }
 
 // put remembers m under its run ID.
 func (c *finalCache) put(m ledger.Manifest) { c.m.Put(m.RunID, m) }

@@ -101,11 +101,13 @@ type NextView struct {
 }
 
 // OccurrenceView is one past occurrence of a schedule and the ledger's record of it. Record is
-// null when the ledger holds none, and a flag says why (docs/api.md): BeforeLedger, before the
-// schedule started (a new schedule's cursor starts when the instance of its first heartbeat
-// started), so at or before the cursor and older than every record; Pending, after the cursor
-// and younger than one heartbeat plus OccurrenceGrace; Undecided, after the cursor and older
-// than that. None of them: a gap, an occurrence at or before the cursor whose record is gone.
+// null when the ledger holds none, and a flag says why (docs/api.md): Deleted, at or before the
+// schedule's retained horizon (ledger.ScheduleState.Retained), so its record may have been
+// deleted by retention; BeforeLedger, before the schedule started (a new schedule's cursor
+// starts when the instance of its first heartbeat started), so at or before the cursor and
+// older than every record; Pending, after the cursor and younger than one heartbeat plus
+// OccurrenceGrace; Undecided, after the cursor and older than that. None of them: a gap, an
+// occurrence at or before the cursor whose record is gone.
 type OccurrenceView struct {
 	Occurrence time.Time `json:"occurrence"`
 	// Local is the occurrence on the schedule's wall clock.
@@ -115,6 +117,7 @@ type OccurrenceView struct {
 	Pending      bool      `json:"pending,omitempty"`
 	BeforeLedger bool      `json:"beforeLedger,omitempty"`
 	Undecided    bool      `json:"undecided,omitempty"`
+	Deleted      bool      `json:"deleted,omitempty"`
 }
 
 // parseOccurrences reads ?occurrences=: def when absent, else an integer from lo to hi.
@@ -229,7 +232,12 @@ func (a *API) occurrences(ctx context.Context, s coordinator.Schedule, st ledger
 		if a.absent.has(id) {
 			return nil
 		}
-		m, err := a.manifest(ctx, id)
+		read := a.manifest
+		if retained(st, occ[i]) {
+			// Retention may have deleted it since this process cached it: read it afresh.
+			read = a.manifestUncached
+		}
+		m, err := read(ctx, id)
 		switch {
 		case errors.Is(err, ledger.ErrNotFound):
 			if decided && !occ[i].After(st.Cursor) {
@@ -249,10 +257,11 @@ func (a *API) occurrences(ctx context.Context, s coordinator.Schedule, st ledger
 	if err != nil {
 		return nil, err
 	}
-	// Why an occurrence has no record, oldest first: one older than every record in the strip
-	// came before the schedule started, its first cursor (the cursor only moves past an
-	// occurrence once it has its record); one after the cursor is pending or undecided. One at
-	// or before the cursor with an older record is a gap (its record is gone): no flag.
+	// Why an occurrence has no record, oldest first: one at or before the retained horizon was
+	// deleted by retention; one older than every record in the strip came before the schedule
+	// started, its first cursor (the cursor only moves past an occurrence once it has its
+	// record); one after the cursor is pending or undecided. One at or before the cursor with
+	// an older record is a gap (its record is gone): no flag.
 	pending := a.cfg.Heartbeat + OccurrenceGrace
 	seen := false
 	for i := len(out) - 1; i >= 0; i-- {
@@ -260,6 +269,8 @@ func (a *API) occurrences(ctx context.Context, s coordinator.Schedule, st ledger
 		switch {
 		case o.Record != nil:
 			seen = true
+		case retained(st, o.Occurrence):
+			o.Deleted = true
 		case decided && !o.Occurrence.After(st.Cursor):
 			o.BeforeLedger = !seen
 		case now.Sub(o.Occurrence) < pending:
@@ -271,6 +282,12 @@ func (a *API) occurrences(ctx context.Context, s coordinator.Schedule, st ledger
 		}
 	}
 	return out, nil
+}
+
+// retained reports whether occurrence o of the schedule is at or before its retained horizon,
+// where retention may have deleted its record.
+func retained(st ledger.ScheduleState, o time.Time) bool {
+	return !st.Retained.IsZero() && !o.After(st.Retained)
 }
 
 // zoneCache holds the time zones the schedules name, loaded once each (time.LoadLocation reads

@@ -68,6 +68,7 @@ const (
 	SettingSliceBudget     = "BATON_SLICE_BUDGET"
 	SettingMaxBacklog      = "BATON_MAX_BACKLOG"
 	SettingLogLevel        = "BATON_LOG_LEVEL"
+	SettingRetention       = "BATON_RETENTION"
 	SettingInstanceID      = "BATON_INSTANCE_ID"
 	SettingSiteName        = "WEBSITE_SITE_NAME"
 	SettingWebsiteInstance = "WEBSITE_INSTANCE_ID"
@@ -267,6 +268,9 @@ type Config struct {
 	// FunctionTimeout is host.json's functionTimeout; each invocation gets a deadline a little
 	// under it.
 	FunctionTimeout time.Duration
+	// Retention is how long final runs are kept, by final state (BATON_RETENTION; default
+	// DefaultRetention): the heartbeat's retention sweep deletes older ones.
+	Retention Retention
 	// LogLevel is the minimum slog level.
 	LogLevel slog.Level
 	// AppName and InstanceID name this process (with its PID) in leadership records and logs:
@@ -310,6 +314,7 @@ func Load(getenv Getenv) (Config, error) {
 		SyntheticMax:    p.integer(SettingSyntheticMax, DefaultSyntheticMax, 1, DefaultSyntheticMax),
 		SyntheticWorkMs: p.integer(SettingSyntheticWork, DefaultSyntheticWorkMs, 0, DefaultSyntheticWorkMs),
 		LogLevel:        p.level(),
+		Retention:       p.retention(),
 	}
 	c.SyntheticPayloadBytes = p.integer(SettingSyntheticBytes, DefaultSyntheticPayloadBytes, 1, MaxSyntheticPayloadBytes)
 	c.MaxManualRunsPerJob = p.integer(SettingMaxManualJob, DefaultMaxManualRunsPerJob, 1, MaxManualRuns)

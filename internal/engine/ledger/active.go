@@ -24,3 +24,13 @@ type Backfill struct {
 	After string
 	Done  bool
 }
+
+// Sweep is how far the retention sweep has gone through the ledger's runs: a pass lists them in
+// name order a page at a time from Token (a ListRunPage token; "" with Started zero when no pass
+// is under way), and Started is when the pass under way, or the last one, began.
+type Sweep struct {
+	Token   string    `json:"token,omitempty"`
+	Started time.Time `json:"started,omitzero"`
+	// Active is true while a pass is under way (Token may be "" on its first page).
+	Active bool `json:"active,omitempty"`
+}

@@ -23,6 +23,10 @@ type ScheduleState struct {
 	Latest string `json:"latest,omitempty"`
 	// Buffered is the run that waits, queued, for Latest to end (overlap policy buffer-one).
 	Buffered string `json:"buffered,omitempty"`
+	// Retained is the retention sweep's horizon: records of occurrences at or before it may
+	// have been deleted (retention), so a missing one there is no gap. Only the sweep moves it,
+	// forward, before it deletes.
+	Retained time.Time `json:"retained,omitzero"`
 	// Paused stops the schedule from starting runs: its occurrences are recorded paused, with
 	// Note as the reason, until it is resumed. PausedBy and PausedAt say who and when.
 	Paused   bool      `json:"paused,omitempty"`

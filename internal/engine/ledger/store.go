@@ -89,6 +89,20 @@ type Store interface {
 
 	// ListRuns calls fn with each run ID, in name order, until fn returns false.
 	ListRuns(ctx context.Context, fn func(run string) bool) error
+	// ListRunPage lists at most max run IDs in name order, from where the page token left off
+	// ("" for the first page), and returns the next page's token ("" after the last page). A
+	// token stays valid across deletions; runs created behind it show in the next listing
+	// from "". One storage call per page.
+	ListRunPage(ctx context.Context, token string, max int) (runs []string, next string, err error)
+	// DeleteRun deletes everything recorded under run, its manifest last: a run half deleted
+	// (the call failed or the process died) still has its manifest, so it is still listed and
+	// a later DeleteRun finishes it. Nil when the run has nothing left. It does not look at the
+	// run's state: the caller decides (retention deletes final runs only).
+	DeleteRun(ctx context.Context, run string) error
+	// ReadSweep reads the retention sweep's position (the zero Sweep before the first write);
+	// WriteSweep replaces it.
+	ReadSweep(ctx context.Context) (Sweep, error)
+	WriteSweep(ctx context.Context, s Sweep) error
 
 	// The index of runs that are not final. CreateManifest of a record that is not final
 	// writes its entry before the record, and UpdateManifest that makes a record final removes

@@ -667,6 +667,9 @@ func RunContract(t *testing.T, newStore Factory) {
 		{"Schedule", testSchedule},
 		{"Partials", testPartials},
 		{"Active", testActive},
+		{"DeleteRun", testDeleteRun},
+		{"ListRunPage", testListRunPage},
+		{"Sweep", testSweep},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore) })
 	}

@@ -643,3 +643,83 @@ func (f *Fake) WritePartial(ctx context.Context, p ledger.Partial, etag ledger.E
 	}
 	return nil
 }
+
+// ListRunPage lists at most max run IDs after the page token (the fake's token is the last ID
+// it returned, behind a marker no run ID has).
+func (f *Fake) ListRunPage(ctx context.Context, token string, max int) ([]string, string, error) {
+	after, _ := strings.CutPrefix(token, pageTokenPrefix)
+	var runs []string
+	more := false
+	err := f.ListRuns(ctx, func(run string) bool {
+		if run <= after {
+			return true
+		}
+		if len(runs) == max {
+			more = true
+			return false
+		}
+		runs = append(runs, run)
+		return true
+	})
+	if err != nil || !more {
+		return runs, "", err
+	}
+	return runs, pageTokenPrefix + runs[len(runs)-1], nil
+}
+
+const pageTokenPrefix = "after:"
+
+// DeleteRun deletes every record of run, its manifest last.
+func (f *Fake) DeleteRun(ctx context.Context, run string) error {
+	return f.DeleteRunUntil(ctx, run, -1)
+}
+
+// DeleteRunUntil deletes run's records as DeleteRun does (in name order, the manifest last) but
+// stops after n of them when n >= 0: what a DeleteRun cut short by a crash leaves behind.
+func (f *Fake) DeleteRunUntil(ctx context.Context, run string, n int) error {
+	if err := ledger.ValidateRunID(run); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(ctx); err != nil {
+		return err
+	}
+	var names []string
+	for name := range f.records {
+		if strings.HasPrefix(name, run+"/") && name != manifestName(run) {
+			names = append(names, name)
+		}
+	}
+	for name := range f.done {
+		if strings.HasPrefix(name, run+"/") {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	names = append(names, manifestName(run))
+	for k, name := range names {
+		if k == n {
+			return nil
+		}
+		delete(f.records, name)
+		delete(f.done, name)
+	}
+	return nil
+}
+
+// sweepName keeps the retention sweep's position beside the schedules' states.
+const sweepName = "_retention.json"
+
+func (f *Fake) ReadSweep(ctx context.Context) (ledger.Sweep, error) {
+	var s ledger.Sweep
+	if _, _, err := f.get(ctx, sweepName, &s); err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return s, err
+	}
+	return s, nil
+}
+
+func (f *Fake) WriteSweep(ctx context.Context, s ledger.Sweep) error {
+	_, err := f.put(ctx, sweepName, s, false, "")
+	return err
+}

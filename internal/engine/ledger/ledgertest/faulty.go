@@ -216,3 +216,12 @@ func (f *Faulty) ReadPartial(ctx context.Context, run string, shard int) (p ledg
 func (f *Faulty) WritePartial(ctx context.Context, p ledger.Partial, etag ledger.ETag) error {
 	return f.call("WritePartial", p.Run, func() error { return f.Store.WritePartial(ctx, p, etag) })
 }
+
+func (f *Faulty) ListRunPage(ctx context.Context, token string, max int) (runs []string, next string, err error) {
+	err = f.call("ListRunPage", "", func() (e error) { runs, next, e = f.Store.ListRunPage(ctx, token, max); return })
+	return
+}
+
+func (f *Faulty) DeleteRun(ctx context.Context, run string) error {
+	return f.call("DeleteRun", run, func() error { return f.Store.DeleteRun(ctx, run) })
+}
