@@ -15,13 +15,17 @@ import (
 	"github.com/batonfn/baton/internal/tools/devhost"
 )
 
-// post sends a POST with a JSON body to the local host's API and returns the status and body.
-func (c *cluster) post(ctx context.Context, path, body string) (int, []byte, error) {
+// post sends a POST with a JSON body to the local host's API and returns the status and body;
+// key, when given, is the Idempotency-Key.
+func (c *cluster) post(ctx context.Context, path, body string, key ...string) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.h.HTTPURL()+"/api/"+path, strings.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if len(key) > 0 {
+		req.Header.Set("Idempotency-Key", key[0])
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, nil, err
@@ -129,4 +133,82 @@ func soakReader(ctx context.Context, c *cluster, run string) ([]ledger.Result, e
 		out = append(out, rs...)
 	}
 	return out, nil
+}
+
+// TestOperate_RedriveFailedPartitions: a run whose every partition failed for good against a
+// dependency that was down (the e2e app's 3 tries, 3 s apart) is redriven over HTTP once the
+// dependency is back: its partitions run again in round 1 of the same run, which ends
+// succeeded, the round's report aggregated once and the first kept; the run's detail shows the
+// round and each partition's attempts over both rounds; the same Idempotency-Key answers the
+// same round. Over both deliveries.
+func TestOperate_RedriveFailedPartitions(t *testing.T) {
+	t.Parallel()
+	for _, d := range deliveries() {
+		t.Run(string(d), func(t *testing.T) { redriveFailedPartitions(t, d) })
+	}
+}
+
+func redriveFailedPartitions(t *testing.T, d devhost.Delivery) {
+	t.Parallel()
+	c := startCluster(t, clusterOpts{exe: appBin, delivery: d, batch: 8})
+	ctx := testCtx(t, 4*time.Minute)
+	back := time.Now().Add(15 * time.Second).UTC()
+	body := fmt.Sprintf(`{"job":"synthetic","params":{"partitions":12,"failUntil":%q}}`, back.Format(time.RFC3339Nano))
+	var run string
+	if err := waitFor(ctx, 200*time.Millisecond, "the run accepted", func() (bool, error) {
+		status, b, err := c.post(ctx, "runs", body, "redrive-e2e-start")
+		if err != nil || status/100 != 2 {
+			return false, nil
+		}
+		var reply struct{ Run string }
+		err = json.Unmarshal(b, &reply)
+		run = reply.Run
+		return err == nil && run != "", err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.waitFinal(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.State != ledger.StateFailed || m.Failed != 12 {
+		t.Fatalf("the run against a dependency down ended %s with %d failed, want failed, 12", m.State, m.Failed)
+	}
+	if !waitUntil(ctx, back) { // the dependency is back
+		t.Fatal(ctx.Err())
+	}
+	status, b, err := c.post(ctx, "runs/"+run+"/redrive", "", "redrive-e2e-1")
+	if err != nil || status != http.StatusAccepted || !bytes.Contains(b, []byte(`"round":1`)) || !bytes.Contains(b, []byte(`"partitions":12`)) {
+		t.Fatalf("redrive: %d %s %v", status, b, err)
+	}
+	status, b, err = c.post(ctx, "runs/"+run+"/redrive", "", "redrive-e2e-1")
+	if err != nil || status/100 != 2 || !bytes.Contains(b, []byte(`"round":1`)) {
+		t.Fatalf("redrive again with the same key: %d %s %v", status, b, err)
+	}
+	if err := waitFor(ctx, 100*time.Millisecond, "the redriven run final", func() (bool, error) {
+		m, err = c.store.ReadManifest(ctx, run)
+		return err == nil && m.Round == 1 && m.State.Final(), err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if m.State != ledger.StateSucceeded || m.Succeeded != 12 {
+		t.Fatalf("after the redrive: %s, %d succeeded; want succeeded, 12", m.State, m.Succeeded)
+	}
+	rep, _, err := c.store.ReadReport(ctx, ledger.RoundRun(run, 1))
+	if err != nil || rep.State != ledger.StateSucceeded || rep.Succeeded != 12 {
+		t.Fatalf("round 1's report %+v %v", rep, err)
+	}
+	if first, _, err := c.store.ReadReport(ctx, run); err != nil || first.State != ledger.StateFailed {
+		t.Errorf("the first report was not kept: %+v %v", first, err)
+	}
+	finished := 0
+	for _, l := range c.h.Lines() {
+		if l.Msg == "run finished" && strings.HasPrefix(l.Str("run"), run) {
+			finished++
+		}
+	}
+	if finished != 2 {
+		t.Errorf("%d aggregations logged, want 2 (one per round)", finished)
+	}
+	figures(t, "redrive %s: 12 failed partitions redriven, the run succeeded in round 1", d)
 }

@@ -31,7 +31,8 @@ type Progress struct {
 	Percent float64 `json:"percent"`
 	// Approximate is true when Completed came from the done shards.
 	Approximate bool `json:"approximate"`
-	// Source names where Completed came from: "manifest", "results" or "done".
+	// Source names where Completed came from: "manifest", "results", "done", or "redrive" (a
+	// redrive round in progress: Total, Enqueued and Completed are the round's).
 	Source string `json:"source"`
 }
 
@@ -48,6 +49,18 @@ func (a *API) progress(ctx context.Context, m ledger.Manifest) (Progress, error)
 		if m.State == ledger.StateSkipped || m.State == ledger.StateMissed {
 			p.Total, p.TotalKnown = 0, true
 		}
+		p.Percent = percent(p.Completed, p.Total)
+		return p, nil
+	}
+	if rd := m.Redriving(); rd != nil {
+		// A redrive round in progress: its own partitions, counted in the round (at most
+		// ledger.MaxRedrive: one listing call per 5,000).
+		count := 0
+		if err := a.cfg.Ledger.ListResults(ctx, ledger.RoundRun(m.RunID, m.Round), func(ledger.ResultRef) error { count++; return nil }); err != nil &&
+			!errors.Is(err, ledger.ErrNotFound) {
+			return p, err
+		}
+		p.Total, p.Enqueued, p.Completed, p.Source = len(rd.Indexes), len(rd.Indexes), min(count, len(rd.Indexes)), "redrive"
 		p.Percent = percent(p.Completed, p.Total)
 		return p, nil
 	}

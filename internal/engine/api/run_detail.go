@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -57,6 +58,50 @@ type FailureView struct {
 	Worker   *ledger.Holder `json:"worker,omitempty"`
 	Epoch    int64          `json:"epoch,omitempty"`
 	Finished time.Time      `json:"finished,omitzero"`
+	// Redrives counts the redrive rounds the partition ran in; Attempts and Errors then cover
+	// every round, and the worker, epoch and finish are the latest round's.
+	Redrives int `json:"redrives,omitempty"`
+}
+
+// RedriveView is one redrive round of a run: who started it and when, how many partitions it
+// ran again, and the state it reopened.
+type RedriveView struct {
+	Round      int          `json:"round"`
+	By         string       `json:"by"`
+	At         time.Time    `json:"at"`
+	Partitions int          `json:"partitions"`
+	From       ledger.State `json:"from"`
+	FromReason string       `json:"fromReason,omitempty"`
+}
+
+func redrives(m ledger.Manifest) []RedriveView {
+	var out []RedriveView
+	for _, rd := range m.Redrives {
+		out = append(out, RedriveView{Round: rd.Round, By: rd.By, At: rd.At, Partitions: len(rd.Indexes), From: rd.From, FromReason: rd.FromReason})
+	}
+	return out
+}
+
+// redriven adds to f what the redrive rounds of m that ran its partition recorded.
+func (a *API) redriven(ctx context.Context, m ledger.Manifest, f *FailureView) error {
+	for _, rd := range m.Redrives {
+		if _, ok := slices.BinarySearch(rd.Indexes, f.Index); !ok {
+			continue
+		}
+		res, err := a.cfg.Ledger.ReadResult(ctx, ledger.RoundRun(m.RunID, rd.Round), f.Index)
+		switch {
+		case errors.Is(err, ledger.ErrNotFound):
+			continue
+		case err != nil:
+			return err
+		}
+		w := res.Worker
+		f.Redrives++
+		f.Attempts += res.Attempts
+		f.Errors = append(f.Errors, res.Errors...)
+		f.Worker, f.Epoch, f.Finished = &w, res.Epoch, res.Finished
+	}
+	return nil
 }
 
 // WorkersView is who processed a run's partitions, from the worker recorded in each result:
@@ -95,6 +140,9 @@ func (a *API) detail(ctx context.Context, m ledger.Manifest, v *RunView) error {
 				default:
 					w := res.Worker
 					f.Attempts, f.Errors, f.Worker, f.Epoch, f.Finished = res.Attempts, res.Errors, &w, res.Epoch, res.Finished
+				}
+				if err := a.redriven(ctx, m, &f); err != nil {
+					return err
 				}
 			}
 			v.Failures[i] = f

@@ -13,15 +13,19 @@ import (
 	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
-// Canceller stops runs (coordinator.Coordinator).
+// Canceller stops and redrives runs (coordinator.Coordinator).
 type Canceller interface {
 	Cancel(ctx context.Context, run, note, by string) (ledger.Manifest, error)
+	Redrive(ctx context.Context, run, key, by string) (coordinator.RedriveOutcome, error)
 }
 
 var _ Canceller = (*coordinator.Coordinator)(nil)
 
 // Run actions: POST /api/runs/{id}/<action>.
-const actionCancel = "cancel"
+const (
+	actionCancel  = "cancel"
+	actionRedrive = "redrive"
+)
 
 // CancelBody is the optional JSON body of POST /api/runs/{id}/cancel.
 type CancelBody struct {
@@ -47,26 +51,28 @@ func (a *API) runAction(ctx context.Context, r Request) Reply {
 	if err := ledger.ValidateRunID(r.ID); err != nil {
 		return errorReply(http.StatusBadRequest, CodeInvalidRunID, err.Error())
 	}
-	switch r.Action {
-	case actionCancel:
-		if r.Method != http.MethodPost {
-			return methodNotAllowed(http.MethodPost)
-		}
-		return a.cancelRun(ctx, r)
+	if r.Action != actionCancel && r.Action != actionRedrive {
+		return errorReply(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no endpoint runs/%s/%s: use POST runs/{id}/cancel or runs/{id}/redrive", r.ID, r.Action))
 	}
-	return errorReply(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no endpoint runs/%s/%s: use POST runs/{id}/cancel", r.ID, r.Action))
+	if r.Method != http.MethodPost {
+		return methodNotAllowed(http.MethodPost)
+	}
+	if a.cfg.Canceller == nil {
+		return errorReply(http.StatusServiceUnavailable, CodeUnavailable, "operating runs is not available on this endpoint")
+	}
+	if len(r.Body) > MaxBodyBytes {
+		return errorReply(http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("body is %d bytes; the limit is %d", len(r.Body), MaxBodyBytes))
+	}
+	if r.Action == actionRedrive {
+		return a.redriveRun(ctx, r)
+	}
+	return a.cancelRun(ctx, r)
 }
 
 // cancelRun stops a run: 202 with the run as it is now (its stop recorded, or already
 // cancelled), the same for a second cancel (the first one's stop stands); 409 for a run that
 // is final otherwise; 404 for no such run.
 func (a *API) cancelRun(ctx context.Context, r Request) Reply {
-	if a.cfg.Canceller == nil {
-		return errorReply(http.StatusServiceUnavailable, CodeUnavailable, "cancelling runs is not available on this endpoint")
-	}
-	if len(r.Body) > MaxBodyBytes {
-		return errorReply(http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("body is %d bytes; the limit is %d", len(r.Body), MaxBodyBytes))
-	}
 	body, err := decodeCancel(r.Body)
 	if err != nil {
 		return errorReply(http.StatusBadRequest, CodeBadRequest, err.Error())
@@ -106,4 +112,49 @@ func decodeCancel(body []byte) (CancelBody, error) {
 		return b, fmt.Errorf("note is %d characters; at most %d", n, coordinator.MaxCancelNote)
 	}
 	return b, checkText("note", b.Note)
+}
+
+// RedriveReply answers POST /api/runs/{id}/redrive.
+type RedriveReply struct {
+	Run string `json:"run"`
+	// Round is the redrive round the request started, or the one its Idempotency-Key named
+	// (Status "existing").
+	Round      int          `json:"round"`
+	Partitions int          `json:"partitions"`
+	Status     string       `json:"status"` // "started" or "existing"
+	State      ledger.State `json:"state"`
+}
+
+// redriveRun runs a final run's partitions that did not succeed again: 202 started, 200 for an
+// Idempotency-Key that names an earlier round; 400 without a key; 409 when the run cannot be
+// redriven (not final, succeeded, stopped, its job or plan gone); 404 for no run.
+func (a *API) redriveRun(ctx context.Context, r Request) Reply {
+	key, err := idempotencyKey(r)
+	switch {
+	case err != nil:
+		return errorReply(http.StatusBadRequest, CodeInvalidKey, err.Error())
+	case key == "":
+		return errorReply(http.StatusBadRequest, CodeInvalidKey, "a redrive needs an Idempotency-Key header: a retry with the same key answers the same round")
+	}
+	if err := decodeEmpty(r.Body); err != nil {
+		return errorReply(http.StatusBadRequest, CodeBadRequest, err.Error())
+	}
+	by := principal(r)
+	out, err := a.cfg.Canceller.Redrive(ctx, r.ID, key, by)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return errorReply(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no run %s", r.ID))
+	case errors.Is(err, ledger.ErrReopen), errors.Is(err, coordinator.ErrNothingToRedrive), errors.Is(err, coordinator.ErrPlanGone),
+		errors.Is(err, coordinator.ErrPlanChanged), errors.Is(err, coordinator.ErrBadRequest):
+		return errorReply(http.StatusConflict, CodeConflict, ledger.Cause(err))
+	case err != nil:
+		return a.storageError(r, "redrive the run", err)
+	}
+	reply := RedriveReply{Run: out.Run, Round: out.Round, Partitions: out.Partitions, Status: "started", State: out.State}
+	status := http.StatusAccepted
+	if out.Existing {
+		reply.Status, status = "existing", http.StatusOK
+	}
+	a.logger(r).Info("run redriven", "run", r.ID, "round", out.Round, "partitions", out.Partitions, "by", by, "status", reply.Status)
+	return jsonReply(status, reply)
 }

@@ -29,9 +29,12 @@ type RunView struct {
 	// Segments are the run's leaderships, oldest first: a takeover (failover) adds one.
 	Segments []SegmentView `json:"segments,omitempty"`
 	// Stop is the cancel (or the failure budget) that ended the run early: who, when and why.
-	Stop     *ledger.Stop `json:"stop,omitempty"`
-	Progress Progress     `json:"progress"`
-	Timings  Timings      `json:"timings"`
+	Stop *ledger.Stop `json:"stop,omitempty"`
+	// Round is the run's redrive round (absent: its first), Redrives its rounds, oldest first.
+	Round    int           `json:"round,omitempty"`
+	Redrives []RedriveView `json:"redrives,omitempty"`
+	Progress Progress      `json:"progress"`
+	Timings  Timings       `json:"timings"`
 	// Report is the run's report once it finished (nil before, and for skipped and missed
 	// records).
 	Report *ReportView `json:"report,omitempty"`
@@ -103,7 +106,7 @@ func (a *API) view(ctx context.Context, m ledger.Manifest) (RunView, error) {
 	}
 	return RunView{
 		Run: m.RunID, State: m.State, Reason: m.Reason, Trigger: m.Trigger, Schedule: schedule, Job: m.Job, Occurrence: m.Occurrence,
-		Epoch: m.Epoch, Leader: m.Leader, Segments: segments(m), Stop: m.Stop, Progress: p, Timings: timings(m),
+		Epoch: m.Epoch, Leader: m.Leader, Segments: segments(m), Stop: m.Stop, Round: m.Round, Redrives: redrives(m), Progress: p, Timings: timings(m),
 	}, nil
 }
 
@@ -139,7 +142,8 @@ func (a *API) getRun(ctx context.Context, r Request) Reply {
 // report reads the run's report, summarising a large one. A missing report is nil (a run
 // that failed in planning has none).
 func (a *API) report(ctx context.Context, m ledger.Manifest) (*ReportView, error) {
-	rep, info, err := a.cfg.Ledger.ReadReportBounded(ctx, m.RunID, MaxReportReadBytes)
+	// A redriven run's report is its latest round's; the earlier rounds' stay where they were.
+	rep, info, err := a.cfg.Ledger.ReadReportBounded(ctx, ledger.RoundRun(m.RunID, m.Round), MaxReportReadBytes)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return nil, nil
 	}
