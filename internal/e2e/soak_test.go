@@ -125,13 +125,14 @@ type soakDriver struct {
 	srvMu sync.Mutex
 	srv   *azurite.Server
 
-	mu      sync.Mutex
-	calls   []soak.ManualCall
-	cancels []soak.Cancel
-	faults  []soak.Fault
-	pauses  []soak.Pause
-	errs    []error        // the driver's own failures, from its timers
-	pend    sync.WaitGroup // fault ends (SIGCONT, Azurite back), delivery faults and manual calls in flight
+	mu       sync.Mutex
+	calls    []soak.ManualCall
+	cancels  []soak.Cancel
+	redrives []soak.RedriveCall
+	faults   []soak.Fault
+	pauses   []soak.Pause
+	errs     []error        // the driver's own failures, from its timers
+	pend     sync.WaitGroup // fault ends (SIGCONT, Azurite back), delivery faults and manual calls in flight
 	// blackouts are the runs whose every control message is being lost (FaultBlackout),
 	// recorded as faults when the soak ends.
 	blackouts []blackout
@@ -266,7 +267,7 @@ func runSoak(t *testing.T, cfg soakConfig, mode devhost.TimerMode, seed int64) {
 		RunTimeout: soakRunTimeout, CheckRounds: config.DefaultCheckRounds, Started: started, First: first, WindowEnd: stop.Add(-heartbeatEach - soak.DefaultDelayMargin),
 		Pauses: append([]soak.Pause(nil), d.pauses...), Fires: c.h.Fires(), Runs: runs, Lines: c.h.Lines(),
 		Lease: samples, RunLeases: leases, Manual: append([]soak.ManualCall(nil), d.calls...),
-		Cancels: append([]soak.Cancel(nil), d.cancels...), Faults: append([]soak.Fault(nil), d.faults...), End: end}
+		Cancels: append([]soak.Cancel(nil), d.cancels...), Redrives: append([]soak.RedriveCall(nil), d.redrives...), Faults: append([]soak.Fault(nil), d.faults...), End: end}
 	d.mu.Unlock()
 	res := soak.Check(h)
 	// Invariant 6 too, with the e2e helper: every acquisition inside a contending invocation.
@@ -301,8 +302,8 @@ func runSoak(t *testing.T, cfg soakConfig, mode devhost.TimerMode, seed int64) {
 		s := f.Schedules[name]
 		perSchedule = append(perSchedule, fmt.Sprintf("%s[%s queued=%d]", name, soak.Counts(s.States), s.Queued))
 	}
-	figures(t, "seed=%d mode=%s delivery=%s heartbeats=%d schedules: %s manualCalls=%d manualRuns=%v cancels=%v stopped=%d faults=%v runs=%d planned=%d partitions=%d inBlocks=%d schedulerEpochs=%d runLeaderships=%d heartbeatDriven=%d startsInBound=%d takeoversInBound=%d roundsInBound=%d violations=%d",
-		seed, mode, dlv, f.Heartbeats, strings.Join(perSchedule, " "), f.ManualCalls, f.ManualRuns, f.CancelByCode, f.Stopped, f.Faults, f.Runs, f.Planned, f.Partitions, f.InBlocks,
+	figures(t, "seed=%d mode=%s delivery=%s heartbeats=%d schedules: %s manualCalls=%d manualRuns=%v cancels=%v stopped=%d redrives=%v redriven=%d faults=%v runs=%d planned=%d partitions=%d inBlocks=%d schedulerEpochs=%d runLeaderships=%d heartbeatDriven=%d startsInBound=%d takeoversInBound=%d roundsInBound=%d violations=%d",
+		seed, mode, dlv, f.Heartbeats, strings.Join(perSchedule, " "), f.ManualCalls, f.ManualRuns, f.CancelByCode, f.Stopped, f.RedriveByCode, f.Redriven, f.Faults, f.Runs, f.Planned, f.Partitions, f.InBlocks,
 		f.SchedulerEpochs, f.RunLeaderships, f.HeartbeatDriven, f.StartsChecked, f.TakeoversChecked, f.RoundsChecked, len(res.Violations))
 	if n := len(res.Violations); n > 0 {
 		t.Errorf("%d violation(s) (listed above); replay: E2E_DELIVERY=%s SOAK_SEED=%d SOAK_MODES=%s SOAK_OCCURRENCES=%d make soak",
@@ -397,6 +398,12 @@ func (d *soakDriver) step(ctx context.Context, s soak.Step) {
 		go func() {
 			defer d.pend.Done()
 			d.cancel(ctx, s.Pick)
+		}()
+	case soak.StepRedrive:
+		d.pend.Add(1)
+		go func() {
+			defer d.pend.Done()
+			d.redrive(ctx, s.Pick, s.Key)
 		}()
 	case soak.FaultPoison:
 		d.pend.Add(1)
@@ -783,6 +790,47 @@ func (d *soakDriver) cancel(ctx context.Context, pick uint64) {
 	}
 	d.mu.Lock()
 	d.cancels = append(d.cancels, k)
+	d.mu.Unlock()
+}
+
+// redrive picks a run that ended with partitions that did not succeed (soak.RedriveCandidates,
+// from the ledger's runs) and redrives it over HTTP with key, recording the call; with none it
+// does nothing.
+func (d *soakDriver) redrive(ctx context.Context, pick uint64, key string) {
+	var ms []ledger.Manifest
+	if err := d.c.store.ListRuns(ctx, func(run string) bool {
+		if m, err := d.c.store.ReadManifest(ctx, run); err == nil {
+			ms = append(ms, m)
+		}
+		return true
+	}); err != nil {
+		return // storage is down (an injected outage): no redrive this time
+	}
+	runs := soak.RedriveCandidates(ms)
+	if len(runs) == 0 {
+		return
+	}
+	k := soak.RedriveCall{At: time.Now(), Run: runs[pick%uint64(len(runs))], Key: key}
+	rctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	defer cancel()
+	status, body, err := d.c.post(rctx, "runs/"+k.Run+"/redrive", "", key)
+	k.Status = status
+	var reply struct {
+		Round int `json:"round"`
+	}
+	switch {
+	case err != nil:
+		k.Err = err.Error()
+	case status/100 == 2:
+		if err := json.Unmarshal(body, &reply); err != nil {
+			k.Err = err.Error()
+		}
+		k.Round = reply.Round
+	default:
+		k.Err = strings.TrimSpace(string(body))
+	}
+	d.mu.Lock()
+	d.redrives = append(d.redrives, k)
 	d.mu.Unlock()
 }
 

@@ -79,6 +79,9 @@ type Figures struct {
 	// CancelByCode counts the driver's cancels by HTTP status; Stopped the runs with a stop.
 	CancelByCode map[int]int
 	Stopped      int
+	// RedriveByCode counts the driver's redrives by HTTP status; Redriven the runs with rounds.
+	RedriveByCode map[int]int
+	Redriven      int
 }
 
 // ScheduleFigures are one schedule's figures.
@@ -109,7 +112,7 @@ func Check(h History) Result {
 		c.slack = DefaultSlack
 	}
 	c.fig = Figures{Schedules: map[string]*ScheduleFigures{}, ManualByCode: map[int]int{}, ManualRuns: map[string]int{},
-		Faults: map[string]int{}, CancelByCode: map[int]int{}}
+		Faults: map[string]int{}, CancelByCode: map[int]int{}, RedriveByCode: map[int]int{}}
 	c.fig.Runs = len(h.Runs)
 	for _, s := range h.Schedules {
 		c.schedules[s.Name] = s
@@ -152,6 +155,7 @@ func Check(h History) Result {
 	}
 	c.manual()
 	c.cancels()
+	c.redriveCalls()
 	c.creations()
 	for _, id := range sortedIDs(h.Runs) {
 		c.run(id, h.Runs[id])
@@ -754,6 +758,17 @@ func (c *checker) run(id string, r Run) {
 		return
 	}
 	rep := *r.Report
+	if len(m.Redrives) > 0 {
+		// The first round's report stands for the state the first redrive reopened; the
+		// rounds after are checked on their own.
+		if rep.State != m.Redrives[0].From || rep.Succeeded != ok || rep.Failed != failed {
+			c.add(VReport, id, "first report says %s, %d ok, %d failed; the first redrive reopened %s, results %d ok, %d failed",
+				rep.State, rep.Succeeded, rep.Failed, m.Redrives[0].From, ok, failed)
+		}
+		c.aggregation(id, rep)
+		c.redriven(id, r)
+		return
+	}
 	if rep.State != m.State || rep.Partitions != m.Partitions || rep.Succeeded != ok || rep.Failed != failed {
 		c.add(VReport, id, "report says %s, %d partitions, %d ok, %d failed; ledger: manifest %s, %d partitions, results %d ok, %d failed %v",
 			rep.State, rep.Partitions, rep.Succeeded, rep.Failed, m.State, m.Partitions, ok, failed, failedIdx)

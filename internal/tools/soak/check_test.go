@@ -973,3 +973,71 @@ func TestCheck_StoppedRun(t *testing.T) {
 		})
 	}
 }
+
+// redrivenHistory is goodHistory with fast15 (partial: partition 1 failed) redriven at 20 s:
+// round 1 ran partition 1 again and it succeeded; the run ended succeeded at 22 s.
+func redrivenHistory(t *testing.T) (History, string) {
+	h := goodHistory(t)
+	id := occID("fast", 15)
+	r := h.Runs[id]
+	r.Manifest.Redrives = []ledger.Redrive{{Round: 1, Key: "k-r", By: "soak", At: at(20), Indexes: []int{1}, From: ledger.StatePartial}}
+	r.Manifest.Round, r.Manifest.State, r.Manifest.Reason = 1, ledger.StateSucceeded, ""
+	r.Manifest.Succeeded, r.Manifest.Failed, r.Manifest.Finished = 3, 0, at(22)
+	key := ledger.RoundRun(id, 1)
+	r.Rounds = []Round{{Round: 1, Indexes: []int{1}, Results: map[int]ledger.Result{1: {Run: key, Index: 1, OK: true}},
+		Report: &ledger.Report{Run: key, State: ledger.StateSucceeded, Partitions: 3, Succeeded: 3,
+			Aggregator: ledger.Holder{Instance: "instance-3", PID: 303}}}}
+	h.Runs[id] = r
+	h.Lines = append(h.Lines, line(at(22), "instance-3", 303, "run finished", map[string]any{"run": key}))
+	h.Redrives = []RedriveCall{{At: at(20), Run: id, Key: "k-r", Status: 202, Round: 1}}
+	return h, id
+}
+
+// A redriven run that keeps the rules of redrive has no violation; each rule broken is named.
+func TestCheck_RedrivenRun(t *testing.T) {
+	h, _ := redrivenHistory(t)
+	if res := Check(h); len(res.Violations) != 0 || res.Figures.Redriven != 1 || res.Figures.RedriveByCode[202] != 1 {
+		t.Fatalf("a good redriven run: violations %v, figures redriven %d redrives %v", res.Violations, res.Figures.Redriven, res.Figures.RedriveByCode)
+	}
+	for _, c := range []struct {
+		name   string
+		kind   string
+		break_ func(h *History, id string)
+	}{
+		{"a round ran a partition it does not name", VRedrive, func(h *History, id string) {
+			r := h.Runs[id]
+			r.Rounds[0].Indexes = append(r.Rounds[0].Indexes, 0)
+			r.Rounds[0].Results[0] = ledger.Result{Index: 0, OK: true}
+			h.Runs[id] = r
+		}},
+		{"a partition recorded twice in the round", VRedrive, func(h *History, id string) {
+			r := h.Runs[id]
+			r.Rounds[0].Indexes = []int{1, 1}
+			h.Runs[id] = r
+		}},
+		{"a final round missing a result", VRedrive, func(h *History, id string) {
+			r := h.Runs[id]
+			r.Rounds[0].Indexes, r.Rounds[0].Results = nil, map[int]ledger.Result{}
+			h.Runs[id] = r
+		}},
+		{"a round's report not counting the latest outcomes", VReport, func(h *History, id string) {
+			r := h.Runs[id]
+			r.Rounds[0].Report.Succeeded, r.Rounds[0].Report.Failed = 2, 1
+			h.Runs[id] = r
+		}},
+		{"a round aggregated twice", VAggregation, func(h *History, id string) {
+			h.Lines = append(h.Lines, line(at(23), "instance-2", 202, "run finished", map[string]any{"run": ledger.RoundRun(id, 1)}))
+		}},
+		{"a 2xx redrive naming a round the run lacks", VRedrive, func(h *History, id string) {
+			h.Redrives = append(h.Redrives, RedriveCall{At: at(24), Run: id, Key: "k-other", Status: 202, Round: 2})
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h, id := redrivenHistory(t)
+			c.break_(&h, id)
+			if res := Check(h); !hasKind(res.Violations, c.kind) {
+				t.Errorf("want a %s violation; got %v", c.kind, res.Violations)
+			}
+		})
+	}
+}

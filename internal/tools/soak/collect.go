@@ -52,7 +52,41 @@ func ReadLedger(ctx context.Context, store ledger.Store) (map[string]Run, error)
 		case !errors.Is(err, ledger.ErrNotFound):
 			return nil, fmt.Errorf("run %s report: %w", id, err)
 		}
+		for _, rd := range m.Redrives {
+			round, err := readRound(ctx, store, id, rd.Round)
+			if err != nil {
+				return nil, err
+			}
+			r.Rounds = append(r.Rounds, round)
+		}
 		runs[id] = r
 	}
 	return runs, nil
+}
+
+// readRound reads redrive round n of run: its results listing, its results and its report.
+func readRound(ctx context.Context, store ledger.Store, run string, n int) (Round, error) {
+	key := ledger.RoundRun(run, n)
+	out := Round{Round: n, Results: map[int]ledger.Result{}}
+	if err := store.ListResults(ctx, key, func(ref ledger.ResultRef) error {
+		out.Indexes = append(out.Indexes, ref.Index)
+		return nil
+	}); err != nil {
+		return out, fmt.Errorf("run %s: %w", key, err)
+	}
+	for _, i := range out.Indexes {
+		res, err := store.ReadResult(ctx, key, i)
+		if err != nil {
+			return out, fmt.Errorf("run %s result %d: %w", key, i, err)
+		}
+		out.Results[i] = res
+	}
+	rep, _, err := store.ReadReport(ctx, key)
+	switch {
+	case err == nil:
+		out.Report = &rep
+	case !errors.Is(err, ledger.ErrNotFound):
+		return out, fmt.Errorf("run %s report: %w", key, err)
+	}
+	return out, nil
 }

@@ -54,8 +54,9 @@ type History struct {
 	RunLeases map[string]LeaseSample
 	// Manual are the POST /api/runs calls the driver made.
 	Manual []ManualCall
-	// Cancels are the cancels the driver made.
-	Cancels []Cancel
+	// Cancels and Redrives are the cancels and redrives the driver made.
+	Cancels  []Cancel
+	Redrives []RedriveCall
 	// Faults are the faults the driver injected.
 	Faults []Fault
 	// End is when the ledger was read.
@@ -110,6 +111,18 @@ type Run struct {
 	// Results are the results read back, by index.
 	Results map[int]ledger.Result
 	// Report is report.json, nil when there is none.
+	Report *ledger.Report
+	// Rounds are the run's redrive rounds (Manifest.Redrives), in order.
+	Rounds []Round
+}
+
+// Round is one redrive round of a run as the ledger holds it (ledger.RoundRun).
+type Round struct {
+	Round int
+	// Indexes is the round's results listing; Results its results by index.
+	Indexes []int
+	Results map[int]ledger.Result
+	// Report is the round's report, nil when there is none.
 	Report *ledger.Report
 }
 

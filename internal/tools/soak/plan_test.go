@@ -30,7 +30,7 @@ func TestNewPlan_Shape(t *testing.T) {
 	for seed := int64(1); seed <= 20; seed++ {
 		steps := NewPlan(PlanOptions{Seed: seed, Span: 5 * time.Minute, Lease: lease, Pausable: "p"})
 		var faults, delivery []Step
-		var pauses, cancels []Step
+		var pauses, cancels, redrives []Step
 		keyBody := map[string]string{}
 		keyUses := map[string]int{}
 		for i, s := range steps {
@@ -51,6 +51,11 @@ func TestNewPlan_Shape(t *testing.T) {
 				}
 			case StepCancel:
 				cancels = append(cancels, s)
+			case StepRedrive:
+				redrives = append(redrives, s)
+				if s.Key == "" {
+					t.Errorf("seed %d: redrive without a key", seed)
+				}
 			case StepPause, StepResume:
 				if s.Schedule != "p" {
 					t.Errorf("seed %d: %v is not for the pausable schedule", seed, s)
@@ -109,6 +114,9 @@ func TestNewPlan_Shape(t *testing.T) {
 			if len(kinds) != n {
 				t.Errorf("seed %d: delivery faults %d..%d cover %d kinds, want all %d", seed, i, i+n-1, len(kinds), n)
 			}
+		}
+		if len(redrives) < 8 {
+			t.Errorf("seed %d: %d redrives in 5 minutes, want one every 15-30 s", seed, len(redrives))
 		}
 		if len(cancels) < 10 {
 			t.Errorf("seed %d: %d cancels in 5 minutes, want one every 10-25 s", seed, len(cancels))

@@ -35,7 +35,12 @@ func (r Result) Print(w io.Writer) {
 		}
 		cancels[name] = v
 	}
-	fmt.Fprintf(w, "cancels by status: %s; runs stopped: %d\n", counts(cancels), f.Stopped)
+	redrives := map[string]int{}
+	for k, v := range f.RedriveByCode {
+		redrives[fmt.Sprint(k)] = v
+	}
+	fmt.Fprintf(w, "cancels by status: %s; runs stopped: %d; redrives by status: %s; runs redriven: %d\n", counts(cancels), f.Stopped,
+		counts(redrives), f.Redriven)
 	fmt.Fprintf(w, "faults by kind: %s\n", counts(f.Faults))
 	fmt.Fprintf(w, "runs: %d records, %d planned, %d partitions (%d results in blocks); leaderships: %d of the scheduler lease, %d of %d run leases (leases of killed holders lost to an Azurite restart: %d; epochs whose record it lost: %d)\n",
 		f.Runs, f.Planned, f.Partitions, f.InBlocks, f.SchedulerEpochs, f.RunLeaderships, f.RunLeases, f.LeasesLostToRestart, f.EpochsLostToRestart)

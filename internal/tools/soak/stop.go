@@ -135,9 +135,10 @@ func (c *checker) stoppedRun(id string, r Run) {
 	c.aggregation(id, rep)
 }
 
-// withCancels merges the cancel steps into a plan.
+// withCancels merges the cancel and redrive steps into a plan.
 func withCancels(steps []Step, o PlanOptions) []Step {
 	steps = append(steps, cancelSteps(o)...)
+	steps = append(steps, redriveSteps(o)...)
 	slices.SortStableFunc(steps, func(a, b Step) int { return cmp.Compare(a.At, b.At) })
 	return steps
 }

@@ -106,7 +106,7 @@ func (c *checker) runTenures(id string) []Tenure {
 // supervised checks bounds (a), (b) and (c) for one run.
 func (c *checker) supervised(id string, r Run) {
 	m := r.Manifest
-	if m.Lease != ledger.RunLeaseName(id) || m.Deadline.IsZero() || m.State == ledger.StateQueued || m.Stop != nil {
+	if m.Lease != ledger.RunLeaseName(id) || m.Deadline.IsZero() || m.State == ledger.StateQueued || m.Stop != nil || m.Round > 0 {
 		return // a record (skipped, missed, paused, a misconfigured job), still waiting queued, or stopped (its bound is the stop's)
 	}
 	ts := c.runTenures(id)
