@@ -154,3 +154,35 @@ func TestRedrive_ARoundWhoseMessagesAreLostTimesOut(t *testing.T) {
 }
 
 func c2s(t time.Time) string { return t.Format(time.RFC3339Nano) }
+
+// A redrive round can be cancelled like any run in progress: it ends cancelled, its report (the
+// round's) counting each partition's latest outcome.
+func TestRedrive_ARoundIsCancelled(t *testing.T) {
+	e := newStopEnv(t)
+	ctx := testCtx(t)
+	job := &flakyJob{}
+	job.down.Store(true)
+	e.jobs.Register("flaky", job)
+	out, err := e.c.StartManual(ctx, ManualRequest{Job: "flaky", Params: json.RawMessage(`{"n":4}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.deliverChecks(e.c)
+	e.deliverAll(t, e.worker("w"), out.Run, 0)
+	if _, err := e.c.Redrive(ctx, out.Run, "k", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := e.c.Cancel(ctx, out.Run, "not now", "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.heartbeat(e.c, c2s(m.Stop.At.Add(e.c.StopGrace()+time.Second)))
+	m = e.manifest(out.Run)
+	if m.State != ledger.StateCancelled || m.Round != 1 {
+		t.Fatalf("the cancelled round ended %s (round %d), want cancelled", m.State, m.Round)
+	}
+	rep, _, err := e.fake.ReadReport(ctx, ledger.RoundRun(out.Run, 1))
+	if err != nil || rep.State != ledger.StateCancelled || rep.Succeeded != 2 || rep.Failed != 2 {
+		t.Fatalf("round report %+v %v; want cancelled with the first round's 2 ok and 2 failed", rep, err)
+	}
+}

@@ -70,7 +70,7 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool, kno
 			return false, fmt.Errorf("finish %s: %w", run, err)
 		}
 	}
-	if m.State.Final() || stopped != (m.Stop != nil) || !m.PlanDone && !stopped || m.Round > 0 {
+	if m.State.Final() || stopped != (m.Stop != nil) || !stopped && (!m.PlanDone || m.Round > 0) {
 		return false, nil // a redrive round is FinishRound's
 	}
 	job, err := w.cfg.Jobs.Lookup(m.Job)
@@ -78,6 +78,7 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool, kno
 		return false, fmt.Errorf("finish %s: %w", run, err)
 	}
 	if stopped {
+		m.RunID = ledger.RoundRun(run, m.Round) // a round stopped: its report, at the round's key
 		return w.finishClaimed(ctx, job, &m, nil, folded{})
 	}
 	// A folding run proves completeness from its partials (FoldShards reads) instead of

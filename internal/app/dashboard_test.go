@@ -603,7 +603,7 @@ func seedOperatorLedger(t *testing.T, e *apiEnv) operatorLedger {
 	ms = append(ms, nightly(4, ledger.StateSkipped, fmt.Sprintf("run %s is still in progress (overlap policy: skip)", ledger.ScheduleRunID("nightly", o.occ[5])), 0))
 	fo := nightly(5, ledger.StatePartial, "2 of 12 partitions failed", 12)
 	fo.Epoch, fo.Leader, fo.Segments = 96, instB, []ledger.Segment{{Epoch: 95, From: 0}, {Epoch: 96, From: 7}}
-	fo.Succeeded, fo.Failed = 10, 2
+	fo.Succeeded, fo.Failed, fo.Params = 10, 2, json.RawMessage(`{"partitions":12}`)
 	ms = append(ms, fo)
 	to := nightly(6, ledger.StateTimedOut, "3 of 5 partitions had no result 1h0m0s after the deadline", 5)
 	to.Succeeded, to.Failed = 2, 3
@@ -660,6 +660,14 @@ func seedOperatorLedger(t *testing.T, e *apiEnv) operatorLedger {
 			t.Fatal(err)
 		}
 	}
+	// Its plan, which a redrive sends again.
+	plan := ledger.PlanBatch{Batch: 0, First: 0, Last: true}
+	for i := range 12 {
+		plan.Partitions = append(plan.Partitions, json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)))
+	}
+	if err := e.store.PutPlanBatch(ctx, fo.RunID, plan); err != nil {
+		t.Fatal(err)
+	}
 	reports := []ledger.Report{
 		{Run: fo.RunID, Job: "synthetic", State: ledger.StatePartial, Partitions: 12, Succeeded: 10, Failed: 2, FailedList: failed,
 			Aggregate: json.RawMessage(`{"partitions":12,"ok":10,"failed":2,"sumV":10}`), Aggregator: instB, Created: fo.Finished},
@@ -715,8 +723,9 @@ func (b *cdp) strip(selector string) []stripCell {
 // keyboard) filters the runs to it; a run's detail opens by URL (two segments, failed
 // partitions with attempts, workers, aggregate, reason). Pause asks for a note and shows it,
 // resume lifts it, Run now starts a run (202 followed, then 409 in words), and the filters and
-// paging work; Cancel on a running run's page asks for a note and shows the run ending. No link
-// or request URL carries the key. With BATON_SCREENSHOTS=<dir> it saves a
+// paging work; Redrive on a partial run's page runs its failed partitions again, and Cancel on a
+// running run's page asks for a note and shows the run ending. No link or request URL carries
+// the key. With BATON_SCREENSHOTS=<dir> it saves a
 // PNG of each view there (scripts/screenshots.sh).
 func TestDashboard_Operator(t *testing.T) {
 	exe := chromium(t)
@@ -896,6 +905,24 @@ func TestDashboard_Operator(t *testing.T) {
 		t.Errorf("timeline steps %v", det.Timeline)
 	}
 	b.screenshot(shots, "dashboard-run-detail.png")
+
+	// Redrive its failed partitions: the page says which round started and follows the run,
+	// which is running again with its round listed.
+	b.waitFor("the redrive button", `!document.getElementById("detail-redrive").hidden && document.getElementById("detail-cancel").hidden`)
+	b.eval(`document.getElementById("detail-redrive").click()`, nil)
+	b.waitFor("the redrive answered and shown", `document.getElementById("action-msg").dataset.status === "202" &&
+		document.getElementById("action-msg").textContent.includes("Redrive round 1") &&
+		document.getElementById("detail").dataset.state === "running" &&
+		(document.querySelector('#detail-redrives li[data-round="1"]') || {}).textContent.includes("2 partitions redriven")`)
+	if m, err := e.store.ReadManifest(testCtx(t), o.failover); err != nil || m.Round != 1 || len(m.Redrives) != 1 ||
+		len(m.Redrives[0].Indexes) != 2 || m.Redrives[0].Indexes[0] != 3 || m.Redrives[0].Indexes[1] != 9 {
+		t.Errorf("the redrive in the ledger: %+v %v", m.Redrives, err)
+	}
+	b.screenshot(shots, "dashboard-redrive.png")
+	// The workers run the round (the dependency is back): the run ends succeeded.
+	e.work()
+	b.eval(`window.dispatchEvent(new HashChangeEvent("hashchange"))`, nil)
+	b.waitFor("the redriven run succeeded", `document.getElementById("detail").dataset.state === "succeeded"`)
 
 	// A missed occurrence's detail says why.
 	b.navigate(dash + "#run=" + o.missed)

@@ -42,13 +42,14 @@ func cancelSteps(o PlanOptions) []Step {
 }
 
 // CancelCandidates are the runs a cancel step may pick, in ID order: planning, enqueuing or
-// running, not stopped yet.
+// running, not stopped yet, in their first round (a redrive round's cancel is the coordinator
+// tests'; the checker holds rounds to redrive's rules).
 func CancelCandidates(ms []ledger.Manifest) []string {
 	var out []string
 	for _, m := range ms {
 		switch m.State {
 		case ledger.StatePlanning, ledger.StateEnqueuing, ledger.StateRunning:
-			if m.Stop == nil {
+			if m.Stop == nil && m.Round == 0 {
 				out = append(out, m.RunID)
 			}
 		}
