@@ -130,21 +130,12 @@ func redriveOf(m ledger.Manifest, key string) (ledger.Redrive, bool) {
 func (c *Coordinator) unsucceeded(ctx context.Context, m ledger.Manifest) ([]int, error) {
 	ok := make([]bool, m.Partitions)
 	for r := 0; r <= m.Round; r++ {
-		key := ledger.RoundRun(m.RunID, r)
-		l, err := ledger.List(ctx, c.cfg.Store, key)
-		if err != nil {
+		if err := ledger.ReadAll(ctx, c.cfg.Store, ledger.RoundRun(m.RunID, r), func(res ledger.Result) {
+			if res.Index >= 0 && res.Index < len(ok) {
+				ok[res.Index] = res.OK
+			}
+		}); err != nil {
 			return nil, err
-		}
-		for _, u := range l.Units() {
-			rs, err := ledger.ReadUnit(ctx, c.cfg.Store, key, u)
-			if err != nil {
-				return nil, err
-			}
-			for _, res := range rs {
-				if res.Index >= 0 && res.Index < len(ok) {
-					ok[res.Index] = res.OK
-				}
-			}
 		}
 	}
 	var out []int

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,6 +25,25 @@ func (j *flakyJob) Process(ctx context.Context, p work.Partition) (json.RawMessa
 		return nil, work.Permanent(errors.New("dependency is down"))
 	}
 	return p.Payload, nil
+}
+
+// downRun runs n partitions of a flakyJob registered as "flaky" while its dependency is down,
+// to the end: the run ends partial, its odd partitions failed.
+func (e *stopEnv) downRun(t *testing.T, n int) (*flakyJob, string) {
+	t.Helper()
+	job := &flakyJob{}
+	job.down.Store(true)
+	e.jobs.Register("flaky", job)
+	out, err := e.c.StartManual(testCtx(t), ManualRequest{Job: "flaky", Params: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.deliverChecks(e.c)
+	e.deliverAll(t, e.worker("w"), out.Run, 0)
+	if m := e.manifest(out.Run); m.State != ledger.StatePartial {
+		t.Fatalf("the run against a dependency down ended %s, want partial", m.State)
+	}
+	return job, out.Run
 }
 
 // deliverAll hands every partition message sent for run with the given redrive round to w, once.
@@ -124,30 +144,22 @@ func TestRedrive_RunsOnlyTheFailedPartitionsAgain(t *testing.T) {
 func TestRedrive_ARoundWhoseMessagesAreLostTimesOut(t *testing.T) {
 	e := newStopEnv(t)
 	ctx := testCtx(t)
-	job := &flakyJob{}
-	job.down.Store(true)
-	e.jobs.Register("flaky", job)
-	out, err := e.c.StartManual(ctx, ManualRequest{Job: "flaky", Params: json.RawMessage(`{"n":4}`)})
-	if err != nil {
+	_, run := e.downRun(t, 4)
+	if _, err := e.c.Redrive(ctx, run, "k", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	e.deliverChecks(e.c)
-	e.deliverAll(t, e.worker("w"), out.Run, 0)
-	if _, err := e.c.Redrive(ctx, out.Run, "k", "alice"); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 8 && !e.manifest(out.Run).State.Final(); i++ {
-		m := e.manifest(out.Run)
+	for i := 0; i < 8 && !e.manifest(run).State.Final(); i++ {
+		m := e.manifest(run)
 		e.heartbeat(e.c, c2s(m.Deadline.Add(time.Second)))
 	}
-	m := e.manifest(out.Run)
+	m := e.manifest(run)
 	if m.State != ledger.StateTimedOut || m.Round != 1 {
 		t.Fatalf("the lost round ended %s (round %d), want timed-out", m.State, m.Round)
 	}
-	if sent := len(e.partitionMessages(out.Run)); sent < 4+2+2*2 {
+	if sent := len(e.partitionMessages(run)); sent < 4+2+2*2 {
 		t.Errorf("%d partition messages; want the round's 2 sent again on each of its 2 re-enqueue rounds", sent)
 	}
-	rep, _, err := e.fake.ReadReport(ctx, ledger.RoundRun(out.Run, 1))
+	rep, _, err := e.fake.ReadReport(ctx, ledger.RoundRun(run, 1))
 	if err != nil || rep.State != ledger.StateTimedOut || rep.Failed != 2 || !strings.Contains(rep.FailedList[0].Error, "redrive round 1") {
 		t.Fatalf("round report %+v %v", rep, err)
 	}
@@ -160,28 +172,20 @@ func c2s(t time.Time) string { return t.Format(time.RFC3339Nano) }
 func TestRedrive_ARoundIsCancelled(t *testing.T) {
 	e := newStopEnv(t)
 	ctx := testCtx(t)
-	job := &flakyJob{}
-	job.down.Store(true)
-	e.jobs.Register("flaky", job)
-	out, err := e.c.StartManual(ctx, ManualRequest{Job: "flaky", Params: json.RawMessage(`{"n":4}`)})
-	if err != nil {
+	_, run := e.downRun(t, 4)
+	if _, err := e.c.Redrive(ctx, run, "k", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	e.deliverChecks(e.c)
-	e.deliverAll(t, e.worker("w"), out.Run, 0)
-	if _, err := e.c.Redrive(ctx, out.Run, "k", "alice"); err != nil {
-		t.Fatal(err)
-	}
-	m, err := e.c.Cancel(ctx, out.Run, "not now", "bob")
+	m, err := e.c.Cancel(ctx, run, "not now", "bob")
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.heartbeat(e.c, c2s(m.Stop.At.Add(e.c.StopGrace()+time.Second)))
-	m = e.manifest(out.Run)
+	m = e.manifest(run)
 	if m.State != ledger.StateCancelled || m.Round != 1 {
 		t.Fatalf("the cancelled round ended %s (round %d), want cancelled", m.State, m.Round)
 	}
-	rep, _, err := e.fake.ReadReport(ctx, ledger.RoundRun(out.Run, 1))
+	rep, _, err := e.fake.ReadReport(ctx, ledger.RoundRun(run, 1))
 	if err != nil || rep.State != ledger.StateCancelled || rep.Succeeded != 2 || rep.Failed != 2 {
 		t.Fatalf("round report %+v %v; want cancelled with the first round's 2 ok and 2 failed", rep, err)
 	}

@@ -107,23 +107,14 @@ func (w *Worker) finishRound(ctx context.Context, run string) (bool, error) {
 func (w *Worker) redriven(ctx context.Context, run string, round int) (map[int]ledger.Result, error) {
 	out := map[int]ledger.Result{}
 	for r := 1; r <= round; r++ {
-		key := ledger.RoundRun(run, r)
-		l, err := ledger.List(ctx, w.cfg.Store, key)
-		if err != nil {
+		if err := ledger.ReadAll(ctx, w.cfg.Store, ledger.RoundRun(run, r), func(res ledger.Result) {
+			if prev, ok := out[res.Index]; ok {
+				res.Attempts += prev.Attempts
+				res.Errors = append(slices.Clip(prev.Errors), res.Errors...)
+			}
+			out[res.Index] = res
+		}); err != nil {
 			return nil, err
-		}
-		for _, u := range l.Units() {
-			rs, err := ledger.ReadUnit(ctx, w.cfg.Store, key, u)
-			if err != nil {
-				return nil, err
-			}
-			for _, res := range rs {
-				if prev, ok := out[res.Index]; ok {
-					res.Attempts += prev.Attempts
-					res.Errors = append(slices.Clip(prev.Errors), res.Errors...)
-				}
-				out[res.Index] = res
-			}
 		}
 	}
 	return out, nil

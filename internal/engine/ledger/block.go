@@ -233,6 +233,25 @@ func ReadUnit(ctx context.Context, st resultSource, run string, u ResultRef) ([]
 	return b.Results, nil
 }
 
+// ReadAll reads every recorded result of run (a run ID or a redrive round's key), a unit at a
+// time, and calls fn with each, in index order.
+func ReadAll(ctx context.Context, st resultSource, run string, fn func(Result)) error {
+	l, err := List(ctx, st, run)
+	if err != nil {
+		return err
+	}
+	for _, u := range l.Units() {
+		rs, err := ReadUnit(ctx, st, run, u)
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			fn(r)
+		}
+	}
+	return nil
+}
+
 // Reader reads a run's results by index: a result of its own directly, a block's member after
 // one listing of results/ (made on the first partition not found on its own), each block at
 // most once, however many read it at once (it keeps the blocks it read, and a failed read's

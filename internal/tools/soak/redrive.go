@@ -2,7 +2,6 @@ package soak
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -30,11 +29,9 @@ type RedriveCall struct {
 
 // redriveSteps are the plan's redrives: every 15–30 s from a random source of their own.
 func redriveSteps(o PlanOptions) []Step {
-	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x4ed4))
-	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
-	var steps []Step
-	for at := dur(20*time.Second, 30*time.Second); at < o.Span; at += dur(15*time.Second, 30*time.Second) {
-		steps = append(steps, Step{At: at, Kind: StepRedrive, Pick: rng.Uint64(), Key: fmt.Sprintf("soak-%d-redrive-%d", o.Seed, len(steps)+1)})
+	steps := operatorSteps(o, 0x4ed4, StepRedrive, 20*time.Second, 15*time.Second, 30*time.Second)
+	for i := range steps {
+		steps[i].Key = fmt.Sprintf("soak-%d-redrive-%d", o.Seed, i+1)
 	}
 	return steps
 }

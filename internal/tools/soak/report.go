@@ -18,29 +18,9 @@ func (r Result) Print(w io.Writer) {
 		fmt.Fprintf(w, "schedule %s: %d due occurrences in the window; records by state: %s; queued first: %d; runs now: %d; occurrence→record at most %s (%s), %s under a fault\n",
 			name, s.Occurrences, counts(s.States), s.Queued, s.Now, s.MaxDelay.Round(time.Millisecond), s.MaxDelayRun, s.MaxDelayFault.Round(time.Millisecond))
 	}
-	codes := map[string]int{}
-	for k, v := range f.ManualByCode {
-		name := fmt.Sprint(k)
-		if k == 0 {
-			name = "no-answer"
-		}
-		codes[name] = v
-	}
-	fmt.Fprintf(w, "manual calls: %d (by status: %s); manual runs by state: %s\n", f.ManualCalls, counts(codes), counts(f.ManualRuns))
-	cancels := map[string]int{}
-	for k, v := range f.CancelByCode {
-		name := fmt.Sprint(k)
-		if k == 0 {
-			name = "no-answer"
-		}
-		cancels[name] = v
-	}
-	redrives := map[string]int{}
-	for k, v := range f.RedriveByCode {
-		redrives[fmt.Sprint(k)] = v
-	}
-	fmt.Fprintf(w, "cancels by status: %s; runs stopped: %d; redrives by status: %s; runs redriven: %d\n", counts(cancels), f.Stopped,
-		counts(redrives), f.Redriven)
+	fmt.Fprintf(w, "manual calls: %d (by status: %s); manual runs by state: %s\n", f.ManualCalls, byStatus(f.ManualByCode), counts(f.ManualRuns))
+	fmt.Fprintf(w, "cancels by status: %s; runs stopped: %d; redrives by status: %s; runs redriven: %d\n", byStatus(f.CancelByCode), f.Stopped,
+		byStatus(f.RedriveByCode), f.Redriven)
 	fmt.Fprintf(w, "faults by kind: %s\n", counts(f.Faults))
 	fmt.Fprintf(w, "runs: %d records, %d planned, %d partitions (%d results in blocks); leaderships: %d of the scheduler lease, %d of %d run leases (leases of killed holders lost to an Azurite restart: %d; epochs whose record it lost: %d)\n",
 		f.Runs, f.Planned, f.Partitions, f.InBlocks, f.SchedulerEpochs, f.RunLeaderships, f.RunLeases, f.LeasesLostToRestart, f.EpochsLostToRestart)
@@ -50,6 +30,19 @@ func (r Result) Print(w io.Writer) {
 	for _, v := range r.Violations {
 		fmt.Fprintf(w, "  %s\n", v)
 	}
+}
+
+// byStatus formats calls counted by HTTP status (0: no answer).
+func byStatus(m map[int]int) string {
+	named := map[string]int{}
+	for k, v := range m {
+		name := fmt.Sprint(k)
+		if k == 0 {
+			name = "no-answer"
+		}
+		named[name] = v
+	}
+	return counts(named)
 }
 
 // Counts formats a count per name, sorted by name.

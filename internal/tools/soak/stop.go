@@ -32,11 +32,17 @@ type Cancel struct {
 // cancelSteps are the plan's cancels: every 10–25 s from a random source of their own, so a
 // seed's other steps are what they were before cancels existed.
 func cancelSteps(o PlanOptions) []Step {
-	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0xca9c))
+	return operatorSteps(o, 0xca9c, StepCancel, 5*time.Second, 10*time.Second, 25*time.Second)
+}
+
+// operatorSteps are steps of kind from a random source of their own (salted): the first between
+// first and first+hi-lo into the span, then one every lo to hi, each with its pick.
+func operatorSteps(o PlanOptions, salt uint64, kind string, first, lo, hi time.Duration) []Step {
+	rng := rand.New(rand.NewPCG(uint64(o.Seed), salt))
 	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
 	var steps []Step
-	for at := dur(5*time.Second, 15*time.Second); at < o.Span; at += dur(10*time.Second, 25*time.Second) {
-		steps = append(steps, Step{At: at, Kind: StepCancel, Pick: rng.Uint64()})
+	for at := dur(first, first+hi-lo); at < o.Span; at += dur(lo, hi) {
+		steps = append(steps, Step{At: at, Kind: kind, Pick: rng.Uint64()})
 	}
 	return steps
 }
