@@ -243,9 +243,10 @@ func scheduleOf(m ledger.Manifest) string {
 }
 
 // markRetained moves the Retained horizon of each schedule with an occurrence among doomed to
-// its latest such occurrence, before any is deleted: one state update per schedule.
+// its latest such occurrence (and RetainedFrom back to its oldest), before any is deleted: one
+// state update per schedule.
 func (c *Coordinator) markRetained(ctx context.Context, doomed []ledger.Manifest) error {
-	horizon := map[string]time.Time{}
+	horizon, oldest := map[string]time.Time{}, map[string]time.Time{}
 	for _, m := range doomed {
 		occ := m.Occurrence
 		if occ.IsZero() {
@@ -253,18 +254,31 @@ func (c *Coordinator) markRetained(ctx context.Context, doomed []ledger.Manifest
 				occ = name.Occurrence
 			}
 		}
-		if s := scheduleOf(m); s != "" && !occ.IsZero() && occ.After(horizon[s]) {
+		s := scheduleOf(m)
+		if s == "" || occ.IsZero() {
+			continue
+		}
+		if occ.After(horizon[s]) {
 			horizon[s] = occ
+		}
+		if o, ok := oldest[s]; !ok || occ.Before(o) {
+			oldest[s] = occ
 		}
 	}
 	var errs []error
 	for _, s := range slices.Sorted(maps.Keys(horizon)) {
-		h := horizon[s].UTC()
+		h, from := horizon[s].UTC(), oldest[s].UTC()
 		_, err := c.cfg.Store.UpdateSchedule(ctx, s, func(st *ledger.ScheduleState) error {
-			if !h.After(st.Retained) {
+			older := st.RetainedFrom.IsZero() || from.Before(st.RetainedFrom)
+			if !h.After(st.Retained) && !older {
 				return ledger.ErrNoChange
 			}
-			st.Retained = h
+			if h.After(st.Retained) {
+				st.Retained = h
+			}
+			if older {
+				st.RetainedFrom = from
+			}
 			return nil
 		})
 		if err != nil {

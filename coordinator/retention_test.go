@@ -154,7 +154,8 @@ func TestRetention_FailedKeptUntil90Days(t *testing.T) {
 }
 
 // A schedule's latest run stays however old, while its older occurrences go; before deleting
-// them the sweep moves the schedule's Retained horizon to the latest occurrence it deletes.
+// them the sweep moves the schedule's Retained horizon to the latest occurrence it deletes, and
+// RetainedFrom to the oldest.
 func TestRetention_KeepsTheSchedulesLatest(t *testing.T) {
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
 	now := e.clock.Now()
@@ -175,8 +176,8 @@ func TestRetention_KeepsTheSchedulesLatest(t *testing.T) {
 		t.Errorf("runs: %v, want the schedule's latest alone", got)
 	}
 	st := e.state("nightly")
-	if !st.Retained.Equal(o2) || st.Latest != latest || !st.Cursor.Equal(o3) {
-		t.Errorf("schedule state %+v: want Retained %s (the last occurrence deleted), Latest and Cursor unchanged", st, o2)
+	if !st.Retained.Equal(o2) || !st.RetainedFrom.Equal(o1) || st.Latest != latest || !st.Cursor.Equal(o3) {
+		t.Errorf("schedule state %+v: want Retained %s (the last occurrence deleted) from %s (the first), Latest and Cursor unchanged", st, o2, o1)
 	}
 }
 

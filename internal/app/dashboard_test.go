@@ -1059,6 +1059,43 @@ func TestDashboard_Operator(t *testing.T) {
 		}
 	}
 
+	// Retention deleted nightly's three oldest records (its horizon moved first): their cells say
+	// so instead of showing as gaps; the older ones, never recorded, stay "before".
+	deleted := o.occ[len(o.occ)-3:]
+	for _, occ := range deleted {
+		if err := e.store.DeleteRun(testCtx(t), ledger.ScheduleRunID("nightly", occ)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.store.UpdateSchedule(testCtx(t), "nightly", func(st *ledger.ScheduleState) error {
+		st.Retained, st.RetainedFrom = deleted[0], deleted[len(deleted)-1]
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.navigate(shim.srv.URL + "/api/dashboard?occurrences=40&code=" + key + "#schedule=nightly")
+	b.waitFor("the deleted cells", `document.querySelectorAll('#strip li[data-state="deleted"]').length === 3`)
+	for _, c := range b.strip(`#strip li[data-state="deleted"]`) {
+		if !strings.Contains(c.Label, "deleted by retention") {
+			t.Errorf("deleted cell %s reads %q", c.Run, c.Label)
+		}
+	}
+	b.screenshot(shots, "dashboard-retention.png")
+
+	// A schedule that paused itself after failed runs in a row says so, with its note.
+	const autoNote = "paused automatically after 3 consecutive runs failed or timed out"
+	if _, err := e.store.UpdateSchedule(testCtx(t), "hourly", func(st *ledger.ScheduleState) error {
+		st.Paused, st.PausedBy, st.PausedAt, st.Note = true, ledger.AutoPauseBy, time.Now().UTC(), autoNote
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.navigate(dash)
+	b.waitFor("hourly paused automatically", `document.querySelector('#schedules tr[data-schedule="hourly"]').dataset.paused === "true" &&
+		document.querySelector('#schedules tr[data-schedule="hourly"] td[data-auto="true"]') &&
+		document.querySelector('#schedules tr[data-schedule="hourly"]').textContent.includes("paused automatically")`)
+	b.screenshot(shots, "dashboard-auto-paused.png")
+
 	// The key left the address bar, and no link on the page (resolved, as a copy would take it)
 	// carries it.
 	var seen struct {

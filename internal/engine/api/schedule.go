@@ -284,10 +284,11 @@ func (a *API) occurrences(ctx context.Context, s coordinator.Schedule, st ledger
 	return out, nil
 }
 
-// retained reports whether occurrence o of the schedule is at or before its retained horizon,
-// where retention may have deleted its record.
+// retained reports whether occurrence o of the schedule is within its retained span (from the
+// oldest occurrence retention deleted to its horizon), where retention may have deleted its
+// record.
 func retained(st ledger.ScheduleState, o time.Time) bool {
-	return !st.Retained.IsZero() && !o.After(st.Retained)
+	return !st.Retained.IsZero() && !o.After(st.Retained) && (st.RetainedFrom.IsZero() || !o.Before(st.RetainedFrom))
 }
 
 // zoneCache holds the time zones the schedules name, loaded once each (time.LoadLocation reads

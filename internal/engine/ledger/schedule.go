@@ -27,6 +27,9 @@ type ScheduleState struct {
 	// have been deleted (retention), so a missing one there is no gap. Only the sweep moves it,
 	// forward, before it deletes.
 	Retained time.Time `json:"retained,omitzero"`
+	// RetainedFrom is the oldest occurrence the sweep has deleted a record of: a missing one
+	// before it was never recorded (before the schedule started), not deleted.
+	RetainedFrom time.Time `json:"retainedFrom,omitzero"`
 	// Paused stops the schedule from starting runs: its occurrences are recorded paused, with
 	// Note as the reason, until it is resumed. PausedBy and PausedAt say who and when.
 	Paused   bool      `json:"paused,omitempty"`
