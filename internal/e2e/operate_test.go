@@ -201,6 +201,40 @@ func redriveFailedPartitions(t *testing.T, d devhost.Delivery) {
 	if first, _, err := c.store.ReadReport(ctx, run); err != nil || first.State != ledger.StateFailed {
 		t.Errorf("the first report was not kept: %+v %v", first, err)
 	}
+	// The run's detail: round 1, each partition's outcome in it with its attempts over both.
+	resp, err := http.Get(c.h.HTTPURL() + "/api/runs/" + run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var detail struct {
+		State    ledger.State
+		Round    int
+		Redrives []struct {
+			Round      int
+			Partitions int
+			From       ledger.State
+			Outcomes   []struct {
+				Index           int
+				OK              bool
+				Attempts, Total int
+			}
+		}
+		Report struct{ State ledger.State }
+	}
+	err = json.NewDecoder(resp.Body).Decode(&detail)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if detail.State != ledger.StateSucceeded || detail.Round != 1 || len(detail.Redrives) != 1 || detail.Redrives[0].From != ledger.StateFailed ||
+		len(detail.Redrives[0].Outcomes) != 12 || detail.Report.State != ledger.StateSucceeded {
+		t.Fatalf("run detail %+v", detail)
+	}
+	for _, o := range detail.Redrives[0].Outcomes {
+		if !o.OK || o.Attempts != 1 || o.Total != 4 {
+			t.Errorf("partition %d in round 1: ok %v, %d attempts of %d in all; want a success on its first, after the first round's 3", o.Index, o.OK, o.Attempts, o.Total)
+		}
+	}
 	finished := 0
 	for _, l := range c.h.Lines() {
 		if l.Msg == "run finished" && strings.HasPrefix(l.Str("run"), run) {

@@ -72,6 +72,20 @@ type RedriveView struct {
 	Partitions int          `json:"partitions"`
 	From       ledger.State `json:"from"`
 	FromReason string       `json:"fromReason,omitempty"`
+	// Outcomes are, in GET /api/runs/{id} only, the round's first MaxFailureReads partitions as
+	// the round recorded them (absent: no result yet), each with its attempts in the round and
+	// over every round.
+	Outcomes []RedrivenView `json:"outcomes,omitempty"`
+}
+
+// RedrivenView is one partition of a redrive round: its outcome in the round.
+type RedrivenView struct {
+	Index    int    `json:"index"`
+	OK       bool   `json:"ok"`
+	Error    string `json:"error,omitempty"`
+	Attempts int    `json:"attempts"`
+	// Total is its attempts over the run's rounds up to this one.
+	Total int `json:"total"`
 }
 
 func redrives(m ledger.Manifest) []RedriveView {
@@ -157,6 +171,49 @@ func (a *API) detail(ctx context.Context, m ledger.Manifest, v *RunView) error {
 		return err
 	}
 	v.Workers = w
+	return a.redriveOutcomes(ctx, m, rd, v)
+}
+
+// redriveOutcomes adds to each redrive round of v its first MaxFailureReads partitions'
+// outcomes in the round, with their attempts over the rounds up to it.
+func (a *API) redriveOutcomes(ctx context.Context, m ledger.Manifest, first *ledger.Reader, v *RunView) error {
+	total := map[int]int{} // partition → attempts over the rounds before the one being read
+	seen := map[int]bool{}
+	for k, rd := range m.Redrives {
+		key := ledger.RoundRun(m.RunID, rd.Round)
+		for _, i := range rd.Indexes[:min(len(rd.Indexes), MaxFailureReads)] {
+			if !seen[i] {
+				// First met in this round: its attempts in the first round and in earlier
+				// rounds beyond their first MaxFailureReads partitions.
+				seen[i] = true
+				if res, err := first.Read(ctx, i); err == nil {
+					total[i] = res.Attempts
+				} else if !errors.Is(err, ledger.ErrNotFound) {
+					return err
+				}
+				for _, prev := range m.Redrives[:k] {
+					if _, ok := slices.BinarySearch(prev.Indexes, i); !ok {
+						continue
+					}
+					if res, err := a.cfg.Ledger.ReadResult(ctx, ledger.RoundRun(m.RunID, prev.Round), i); err == nil {
+						total[i] += res.Attempts
+					} else if !errors.Is(err, ledger.ErrNotFound) {
+						return err
+					}
+				}
+			}
+			res, err := a.cfg.Ledger.ReadResult(ctx, key, i)
+			switch {
+			case errors.Is(err, ledger.ErrNotFound):
+				continue
+			case err != nil:
+				return err
+			}
+			total[i] += res.Attempts
+			v.Redrives[k].Outcomes = append(v.Redrives[k].Outcomes, RedrivenView{Index: i, OK: res.OK, Error: res.Error,
+				Attempts: res.Attempts, Total: total[i]})
+		}
+	}
 	return nil
 }
 
