@@ -31,6 +31,10 @@ type RedriveOutcome struct {
 	State    ledger.State
 }
 
+// redriveRound numbers the check at a redrive round's deadline (plus the round), apart from the
+// run's other chains.
+const redriveRound = 1_600_000_000
+
 // redriveSend is how many redriven partitions one send carries.
 const redriveSend = 256
 
@@ -109,7 +113,7 @@ func (c *Coordinator) Redrive(ctx context.Context, run, key, by string) (Redrive
 	if err := c.sendRedrive(ctx, m, got.Round, got.Indexes, 0); err != nil {
 		return out, err
 	}
-	if err := c.scheduleCheck(ctx, run, m.Epoch, stopRound+got.Round, m.Deadline); err != nil {
+	if err := c.scheduleCheck(ctx, run, m.Epoch, redriveRound+got.Round, m.Deadline); err != nil {
 		log.Warn("redrive: the deadline check was not sent; the heartbeat supervises the round", "err", err)
 	}
 	return out, nil
