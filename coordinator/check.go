@@ -192,8 +192,14 @@ func (c *Coordinator) resumeAsLeader(ctx context.Context, m ledger.Manifest, con
 
 // missing lists the partition indexes that have no result yet.
 func (c *Coordinator) missing(ctx context.Context, m ledger.Manifest) ([]int, error) {
-	have := make([]bool, m.Partitions)
-	err := c.cfg.Store.ListResults(ctx, m.RunID, func(r ledger.ResultRef) error {
+	return c.missingOf(ctx, m.RunID, m.Partitions, nil)
+}
+
+// missingOf lists, from one listing of key's results (a run, or a redrive round), the indexes
+// of want (ascending; nil: every index below n) that have none.
+func (c *Coordinator) missingOf(ctx context.Context, key string, n int, want []int) ([]int, error) {
+	have := make([]bool, n)
+	err := c.cfg.Store.ListResults(ctx, key, func(r ledger.ResultRef) error {
 		if i := r.Index; i >= 0 && i < len(have) {
 			have[i] = true
 		}
@@ -203,8 +209,16 @@ func (c *Coordinator) missing(ctx context.Context, m ledger.Manifest) ([]int, er
 		return nil, err
 	}
 	var out []int
-	for i, ok := range have {
-		if !ok {
+	if want == nil {
+		for i, ok := range have {
+			if !ok {
+				out = append(out, i)
+			}
+		}
+		return out, nil
+	}
+	for _, i := range want {
+		if i >= 0 && i < n && !have[i] {
 			out = append(out, i)
 		}
 	}

@@ -235,15 +235,9 @@ func (c *Coordinator) checkRound(ctx context.Context, m ledger.Manifest, next in
 		return nil
 	}
 	key := ledger.RoundRun(m.RunID, m.Round)
-	have := map[int]bool{}
-	if err := c.cfg.Store.ListResults(ctx, key, func(r ledger.ResultRef) error { have[r.Index] = true; return nil }); err != nil {
+	missing, err := c.missingOf(ctx, key, m.Partitions, rd.Indexes)
+	if err != nil {
 		return err
-	}
-	var missing []int
-	for _, i := range rd.Indexes {
-		if !have[i] {
-			missing = append(missing, i)
-		}
 	}
 	retryAt := now.Add(c.retryInterval(m))
 	switch {

@@ -51,14 +51,12 @@ func (w *Worker) roundDone(ctx context.Context, m *ledger.Manifest, index int) e
 	if err != nil {
 		return fmt.Errorf("partition %s/%d: %w", key, index, err)
 	}
-	shard, _ := ledger.DoneBlocks.ShardOf([]int{index})
-	want := 0
-	for _, i := range rd.Indexes {
-		if s, _ := ledger.DoneBlocks.ShardOf([]int{i}); s == shard {
-			want++
-		}
-	}
-	if ord < int64(want) {
+	// A blocks-layout shard is a range of DoneShardSize indexes, and rd.Indexes are sorted: the
+	// round's partitions in it are a run of them.
+	shard := ledger.DoneBlocks.Shard(index)
+	lo, _ := slices.BinarySearch(rd.Indexes, shard*ledger.DoneShardSize)
+	hi, _ := slices.BinarySearch(rd.Indexes, (shard+1)*ledger.DoneShardSize)
+	if ord < int64(hi-lo) {
 		return nil
 	}
 	_, err = w.FinishRound(ctx, m.RunID)

@@ -37,7 +37,7 @@ func newAPI(f *functions, opts ...func(*api.Config)) (*api.API, error) {
 		cfg.Starter = f.coord
 	}
 	if f.coord != nil {
-		cfg.Canceller = f.coord
+		cfg.Operator = f.coord
 	}
 	if f.store != nil {
 		cfg.Ledger = f.store

@@ -110,8 +110,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Scheduler serves /api/schedules; nil answers it with 503.
 	Scheduler Scheduler
-	// Canceller serves POST /api/runs/{id}/cancel; nil answers it with 503.
-	Canceller Canceller
+	// Operator serves POST /api/runs/{id}/cancel and /redrive; nil answers them with 503.
+	Operator Operator
 	// Heartbeat is the longest gap between two heartbeats (BATON_HEARTBEAT): an occurrence
 	// younger than it plus OccurrenceGrace may not be decided yet (default DefaultHeartbeat).
 	Heartbeat time.Duration

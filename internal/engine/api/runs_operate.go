@@ -13,13 +13,13 @@ import (
 	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
-// Canceller stops and redrives runs (coordinator.Coordinator).
-type Canceller interface {
+// Operator stops and redrives runs (coordinator.Coordinator).
+type Operator interface {
 	Cancel(ctx context.Context, run, note, by string) (ledger.Manifest, error)
 	Redrive(ctx context.Context, run, key, by string) (coordinator.RedriveOutcome, error)
 }
 
-var _ Canceller = (*coordinator.Coordinator)(nil)
+var _ Operator = (*coordinator.Coordinator)(nil)
 
 // Run actions: POST /api/runs/{id}/<action>.
 const (
@@ -57,7 +57,7 @@ func (a *API) runAction(ctx context.Context, r Request) Reply {
 	if r.Method != http.MethodPost {
 		return methodNotAllowed(http.MethodPost)
 	}
-	if a.cfg.Canceller == nil {
+	if a.cfg.Operator == nil {
 		return errorReply(http.StatusServiceUnavailable, CodeUnavailable, "operating runs is not available on this endpoint")
 	}
 	if len(r.Body) > MaxBodyBytes {
@@ -78,7 +78,7 @@ func (a *API) cancelRun(ctx context.Context, r Request) Reply {
 		return errorReply(http.StatusBadRequest, CodeBadRequest, err.Error())
 	}
 	by := principal(r)
-	m, err := a.cfg.Canceller.Cancel(ctx, r.ID, body.Note, by)
+	m, err := a.cfg.Operator.Cancel(ctx, r.ID, body.Note, by)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 		return errorReply(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no run %s", r.ID))
@@ -140,7 +140,7 @@ func (a *API) redriveRun(ctx context.Context, r Request) Reply {
 		return errorReply(http.StatusBadRequest, CodeBadRequest, err.Error())
 	}
 	by := principal(r)
-	out, err := a.cfg.Canceller.Redrive(ctx, r.ID, key, by)
+	out, err := a.cfg.Operator.Redrive(ctx, r.ID, key, by)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 		return errorReply(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no run %s", r.ID))

@@ -11,13 +11,13 @@ import (
 	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
-// fakeCanceller applies coordinator.Cancel's contract to a fakeLedger's manifests.
-type fakeCanceller struct {
+// fakeOperator applies coordinator.Cancel's contract to a fakeLedger's manifests.
+type fakeOperator struct {
 	l     *fakeLedger
 	calls []string
 }
 
-func (c *fakeCanceller) Cancel(ctx context.Context, run, note, by string) (ledger.Manifest, error) {
+func (c *fakeOperator) Cancel(ctx context.Context, run, note, by string) (ledger.Manifest, error) {
 	c.calls = append(c.calls, run+"|"+note+"|"+by)
 	c.l.mu.Lock()
 	defer c.l.mu.Unlock()
@@ -35,7 +35,7 @@ func (c *fakeCanceller) Cancel(ctx context.Context, run, note, by string) (ledge
 	return m, nil
 }
 
-func (c *fakeCanceller) Redrive(ctx context.Context, run, key, by string) (coordinator.RedriveOutcome, error) {
+func (c *fakeOperator) Redrive(ctx context.Context, run, key, by string) (coordinator.RedriveOutcome, error) {
 	c.calls = append(c.calls, run+"|redrive|"+key+"|"+by)
 	c.l.mu.Lock()
 	defer c.l.mu.Unlock()
@@ -62,7 +62,7 @@ func TestRuns_Redrive(t *testing.T) {
 	l.manifests["run-p"] = partial
 	l.manifests["run-ok"] = manifest("run-ok", ledger.StateSucceeded, t0, 10)
 	a := newTestAPI(t, l, nil, nil)
-	a.cfg.Canceller = &fakeCanceller{l: l}
+	a.cfg.Operator = &fakeOperator{l: l}
 	post := func(path, key string) Reply {
 		h := map[string][]string{}
 		if key != "" {
@@ -104,9 +104,9 @@ func TestRuns_Cancel(t *testing.T) {
 	l := newFakeLedger()
 	l.manifests["run-a"] = manifest("run-a", ledger.StateRunning, t0, 10)
 	l.manifests["run-done"] = manifest("run-done", ledger.StateSucceeded, t0, 10)
-	cc := &fakeCanceller{l: l}
+	cc := &fakeOperator{l: l}
 	a := newTestAPI(t, l, nil, nil)
-	a.cfg.Canceller = cc
+	a.cfg.Operator = cc
 	post := func(path, body string, headers map[string][]string) Reply {
 		return a.Runs(context.Background(), Request{Method: http.MethodPost, Path: path, Body: []byte(body), Headers: headers})
 	}
@@ -156,7 +156,7 @@ func TestRuns_Cancel(t *testing.T) {
 	if r := a.Runs(context.Background(), Request{Method: http.MethodGet, Path: "run-a"}); r.Status != http.StatusOK || decodeReply(t, r)["stop"] == nil {
 		t.Fatalf("GET run: %d %v", r.Status, decodeReply(t, r))
 	}
-	a.cfg.Canceller = nil
+	a.cfg.Operator = nil
 	if r := post("run-a/cancel", "", nil); r.Status != http.StatusServiceUnavailable {
 		t.Fatalf("without a canceller: %d", r.Status)
 	}
