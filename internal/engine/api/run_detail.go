@@ -96,18 +96,55 @@ func redrives(m ledger.Manifest) []RedriveView {
 	return out
 }
 
+// roundResults reads the results of a run's redrive rounds once per request, however many of
+// the detail's parts ask (the failures and the rounds' outcomes read the same ones). It is
+// safe for concurrent use.
+type roundResults struct {
+	a   *API
+	run string
+	mu  sync.Mutex
+	got map[[2]int]roundResult // (round, index) → what the read found
+}
+
+type roundResult struct {
+	res   ledger.Result
+	found bool
+}
+
+// read returns partition i's result in redrive round r (found false when it has none).
+func (rr *roundResults) read(ctx context.Context, r, i int) (ledger.Result, bool, error) {
+	rr.mu.Lock()
+	got, ok := rr.got[[2]int{r, i}]
+	rr.mu.Unlock()
+	if ok {
+		return got.res, got.found, nil
+	}
+	res, err := rr.a.cfg.Ledger.ReadResult(ctx, ledger.RoundRun(rr.run, r), i)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+	case err != nil:
+		return res, false, err
+	default:
+		got = roundResult{res, true}
+	}
+	rr.mu.Lock()
+	rr.got[[2]int{r, i}] = got
+	rr.mu.Unlock()
+	return got.res, got.found, nil
+}
+
 // redriven adds to f what the redrive rounds of m that ran its partition recorded.
-func (a *API) redriven(ctx context.Context, m ledger.Manifest, f *FailureView) error {
+func (rr *roundResults) redriven(ctx context.Context, m ledger.Manifest, f *FailureView) error {
 	for _, rd := range m.Redrives {
 		if _, ok := slices.BinarySearch(rd.Indexes, f.Index); !ok {
 			continue
 		}
-		res, err := a.cfg.Ledger.ReadResult(ctx, ledger.RoundRun(m.RunID, rd.Round), f.Index)
-		switch {
-		case errors.Is(err, ledger.ErrNotFound):
-			continue
-		case err != nil:
+		res, found, err := rr.read(ctx, rd.Round, f.Index)
+		if err != nil {
 			return err
+		}
+		if !found {
+			continue
 		}
 		w := res.Worker
 		f.Redrives++
@@ -140,6 +177,7 @@ type WorkerCount struct {
 // MaxWorkerReads result reads, whatever the run's size.
 func (a *API) detail(ctx context.Context, m ledger.Manifest, v *RunView) error {
 	rd := ledger.NewReader(a.cfg.Ledger, m.RunID)
+	rounds := &roundResults{a: a, run: m.RunID, got: map[[2]int]roundResult{}}
 	if v.Report != nil && len(v.Report.FailedList) > 0 {
 		list := v.Report.FailedList
 		v.Failures = make([]FailureView, len(list))
@@ -155,7 +193,7 @@ func (a *API) detail(ctx context.Context, m ledger.Manifest, v *RunView) error {
 					w := res.Worker
 					f.Attempts, f.Errors, f.Worker, f.Epoch, f.Finished = res.Attempts, res.Errors, &w, res.Epoch, res.Finished
 				}
-				if err := a.redriven(ctx, m, &f); err != nil {
+				if err := rounds.redriven(ctx, m, &f); err != nil {
 					return err
 				}
 			}
@@ -171,47 +209,41 @@ func (a *API) detail(ctx context.Context, m ledger.Manifest, v *RunView) error {
 		return err
 	}
 	v.Workers = w
-	return a.redriveOutcomes(ctx, m, rd, v)
+	return rounds.outcomes(ctx, m, rd, v)
 }
 
-// redriveOutcomes adds to each redrive round of v its first MaxFailureReads partitions'
-// outcomes in the round, with their attempts over the rounds up to it.
-func (a *API) redriveOutcomes(ctx context.Context, m ledger.Manifest, first *ledger.Reader, v *RunView) error {
-	total := map[int]int{} // partition → attempts over the rounds before the one being read
-	seen := map[int]bool{}
+// outcomes adds to each redrive round of v its first MaxFailureReads partitions' outcomes in
+// the round, with their attempts over the first round and every redrive round up to it.
+func (rr *roundResults) outcomes(ctx context.Context, m ledger.Manifest, first *ledger.Reader, v *RunView) error {
 	for k, rd := range m.Redrives {
-		key := ledger.RoundRun(m.RunID, rd.Round)
 		for _, i := range rd.Indexes[:min(len(rd.Indexes), MaxFailureReads)] {
-			if !seen[i] {
-				// First met in this round: its attempts in the first round and in earlier
-				// rounds beyond their first MaxFailureReads partitions.
-				seen[i] = true
-				if res, err := first.Read(ctx, i); err == nil {
-					total[i] = res.Attempts
-				} else if !errors.Is(err, ledger.ErrNotFound) {
-					return err
-				}
-				for _, prev := range m.Redrives[:k] {
-					if _, ok := slices.BinarySearch(prev.Indexes, i); !ok {
-						continue
-					}
-					if res, err := a.cfg.Ledger.ReadResult(ctx, ledger.RoundRun(m.RunID, prev.Round), i); err == nil {
-						total[i] += res.Attempts
-					} else if !errors.Is(err, ledger.ErrNotFound) {
-						return err
-					}
-				}
-			}
-			res, err := a.cfg.Ledger.ReadResult(ctx, key, i)
-			switch {
-			case errors.Is(err, ledger.ErrNotFound):
-				continue
-			case err != nil:
+			res, found, err := rr.read(ctx, rd.Round, i)
+			if err != nil {
 				return err
 			}
-			total[i] += res.Attempts
+			if !found {
+				continue
+			}
+			total := 0
+			if r0, err := first.Read(ctx, i); err == nil {
+				total = r0.Attempts
+			} else if !errors.Is(err, ledger.ErrNotFound) {
+				return err
+			}
+			for _, prev := range m.Redrives[:k+1] {
+				if _, ok := slices.BinarySearch(prev.Indexes, i); !ok {
+					continue
+				}
+				r, found, err := rr.read(ctx, prev.Round, i)
+				if err != nil {
+					return err
+				}
+				if found {
+					total += r.Attempts
+				}
+			}
 			v.Redrives[k].Outcomes = append(v.Redrives[k].Outcomes, RedrivenView{Index: i, OK: res.OK, Error: res.Error,
-				Attempts: res.Attempts, Total: total[i]})
+				Attempts: res.Attempts, Total: total})
 		}
 	}
 	return nil
