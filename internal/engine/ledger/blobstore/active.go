@@ -110,17 +110,28 @@ const backfillPath = activePrefix + "_backfill.json"
 
 // ReadBackfill reads how far the index has been filled from older runs.
 func (s *Store) ReadBackfill(ctx context.Context) (ledger.Backfill, error) {
-	var b ledger.Backfill
-	if _, err := s.getJSON(ctx, backfillPath, &b); err != nil && !errors.Is(err, ledger.ErrNotFound) {
-		return b, fmt.Errorf("read the index backfill: %w", err)
-	}
-	return b, nil
+	return readState[ledger.Backfill](ctx, s, backfillPath, "the index backfill")
 }
 
 // WriteBackfill replaces the backfill state.
 func (s *Store) WriteBackfill(ctx context.Context, b ledger.Backfill) error {
-	if _, err := s.putJSON(ctx, backfillPath, b, nil); err != nil {
-		return fmt.Errorf("write the index backfill: %w", err)
+	return s.writeState(ctx, backfillPath, b, "the index backfill")
+}
+
+// readState reads a record of the store's own bookkeeping at path (the zero T when there is
+// none); what names it in errors.
+func readState[T any](ctx context.Context, s *Store, path, what string) (T, error) {
+	var v T
+	if _, err := s.getJSON(ctx, path, &v); err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return v, fmt.Errorf("read %s: %w", what, err)
+	}
+	return v, nil
+}
+
+// writeState replaces the bookkeeping record at path with v.
+func (s *Store) writeState(ctx context.Context, path string, v any, what string) error {
+	if _, err := s.putJSON(ctx, path, v, nil); err != nil {
+		return fmt.Errorf("write %s: %w", what, err)
 	}
 	return nil
 }

@@ -137,17 +137,10 @@ func (s *Store) deleteBlob(ctx context.Context, name string) error {
 
 // ReadSweep reads the retention sweep's position (the zero Sweep before the first write).
 func (s *Store) ReadSweep(ctx context.Context) (ledger.Sweep, error) {
-	var sw ledger.Sweep
-	if _, err := s.getJSON(ctx, sweepPath, &sw); err != nil && !errors.Is(err, ledger.ErrNotFound) {
-		return sw, fmt.Errorf("read the retention sweep: %w", err)
-	}
-	return sw, nil
+	return readState[ledger.Sweep](ctx, s, sweepPath, "the retention sweep")
 }
 
 // WriteSweep replaces the retention sweep's position.
 func (s *Store) WriteSweep(ctx context.Context, sw ledger.Sweep) error {
-	if _, err := s.putJSON(ctx, sweepPath, sw, nil); err != nil {
-		return fmt.Errorf("write the retention sweep: %w", err)
-	}
-	return nil
+	return s.writeState(ctx, sweepPath, sw, "the retention sweep")
 }

@@ -223,11 +223,16 @@ func (f *Fake) AddActive(ctx context.Context, a ledger.ActiveRun) error {
 const backfillName = activePrefix + "_backfill.json"
 
 func (f *Fake) ReadBackfill(ctx context.Context) (ledger.Backfill, error) {
-	var b ledger.Backfill
-	if _, _, err := f.get(ctx, backfillName, &b); err != nil && !errors.Is(err, ledger.ErrNotFound) {
-		return b, err
+	return readState[ledger.Backfill](ctx, f, backfillName)
+}
+
+// readState reads a bookkeeping record (the zero T when there is none).
+func readState[T any](ctx context.Context, f *Fake, name string) (T, error) {
+	var v T
+	if _, _, err := f.get(ctx, name, &v); err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return v, err
 	}
-	return b, nil
+	return v, nil
 }
 
 func (f *Fake) WriteBackfill(ctx context.Context, b ledger.Backfill) error {
@@ -712,11 +717,7 @@ func (f *Fake) DeleteRunUntil(ctx context.Context, run string, n int) error {
 const sweepName = "_retention.json"
 
 func (f *Fake) ReadSweep(ctx context.Context) (ledger.Sweep, error) {
-	var s ledger.Sweep
-	if _, _, err := f.get(ctx, sweepName, &s); err != nil && !errors.Is(err, ledger.ErrNotFound) {
-		return s, err
-	}
-	return s, nil
+	return readState[ledger.Sweep](ctx, f, sweepName)
 }
 
 func (f *Fake) WriteSweep(ctx context.Context, s ledger.Sweep) error {
