@@ -9,22 +9,28 @@ import (
 	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
+// twoTimeouts starts a run of "short", a job with a run timeout of 2 minutes, and one of
+// "count", on the app's hour.
+func twoTimeouts(t *testing.T) (e *schedEnv, c *Coordinator, short, long Outcome) {
+	t.Helper()
+	e = newSchedEnv(t, "2026-11-21T10:00:01Z")
+	e.jobs.Register("short", &countJob{})
+	e.jobs.SetRunTimeout("short", 2*time.Minute)
+	c = e.instance("a")
+	var err error
+	if short, err = c.StartManual(testCtx(t), ManualRequest{Job: "short", Params: json.RawMessage(`{"n":3}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if long, err = c.StartManual(testCtx(t), ManualRequest{Job: "count", Params: json.RawMessage(`{"n":3}`)}); err != nil {
+		t.Fatal(err)
+	}
+	return e, c, short, long
+}
+
 // A job with a run timeout of its own records it in each run it gets and takes its deadlines
 // from it; every other job keeps the app's.
 func TestRunTimeout_AJobsOwnGivesItsRunsTheirDeadlines(t *testing.T) {
-	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	e.jobs.Register("short", &countJob{})
-	e.jobs.SetRunTimeout("short", 2*time.Minute)
-	c := e.instance("a")
-	ctx := testCtx(t)
-	short, err := c.StartManual(ctx, ManualRequest{Job: "short", Params: json.RawMessage(`{"n":3}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	long, err := c.StartManual(ctx, ManualRequest{Job: "count", Params: json.RawMessage(`{"n":3}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, c, short, long := twoTimeouts(t)
 	start := e.clock.Now()
 	for _, w := range []struct {
 		run string
@@ -59,19 +65,7 @@ func TestRunTimeout_AJobsOwnGivesItsRunsTheirDeadlines(t *testing.T) {
 // Supervision times a run out by its own bound: a stalled run of the job with a 2-minute run
 // timeout is timed out once that has passed, while a run of a job on the app's hour is planned.
 func TestRunTimeout_SupervisionTimesARunOutByItsOwnBound(t *testing.T) {
-	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	e.jobs.Register("short", &countJob{})
-	e.jobs.SetRunTimeout("short", 2*time.Minute)
-	c := e.instance("a")
-	ctx := testCtx(t)
-	short, err := c.StartManual(ctx, ManualRequest{Job: "short", Params: json.RawMessage(`{"n":3}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	long, err := c.StartManual(ctx, ManualRequest{Job: "count", Params: json.RawMessage(`{"n":3}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, c, short, long := twoTimeouts(t)
 	e.skipSent() // both start checks are lost: only the heartbeat moves the runs
 	e.heartbeat(c, e.clock.Now().Add(2*time.Minute+time.Second).Format(time.RFC3339Nano))
 	m := e.manifest(short.Run)
