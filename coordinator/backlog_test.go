@@ -2,11 +2,16 @@ package coordinator
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/ledgertest"
+	"github.com/batonfn/baton/internal/engine/transport"
+	"github.com/batonfn/baton/work"
 )
 
 // doneCounting is the ledger fake counting DoneCount calls.
@@ -20,14 +25,14 @@ func (d *doneCounting) DoneCount(ctx context.Context, run string, shard int) (in
 	return d.Fake.DoneCount(ctx, run, shard)
 }
 
-// The backlog check reads the done shards' counts only until they show the backlog below the
-// bound; a full backlog needs them all.
-func TestBacklogFull_CountsUntilTheBacklogIsBelowTheBound(t *testing.T) {
-	const next, backlog = 32 * ledger.DoneUnit, 4096 // 16 stripes of 512 enqueued partitions
+// The backlog check reads the done shards' counts only until they show room for the next plan
+// batch under the bound; a full backlog needs them all.
+func TestBacklog_CountsUntilThereIsRoomForABatch(t *testing.T) {
+	const next, backlog, batch = 32 * ledger.DoneUnit, 4096, 2048 // 16 stripes of 512 enqueued partitions
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
 	store := &doneCounting{Fake: e.fake}
 	c := e.instanceWith("a", func(cfg *Config) { cfg.MaxBacklog, cfg.Store = backlog, store })
-	m := ledger.Manifest{RunID: "r", Epoch: 1, Checkpoint: ledger.Checkpoint{Next: next}, DoneLayout: ledger.DoneStriped}
+	m := ledger.Manifest{RunID: "r", Epoch: 1, Checkpoint: ledger.Checkpoint{Next: next}, DoneLayout: ledger.DoneStriped, BatchSize: batch}
 	ctx := context.Background()
 	lay := m.DoneLayout
 	if shards := lay.Shards(next); shards != ledger.DoneStripes {
@@ -35,23 +40,147 @@ func TestBacklogFull_CountsUntilTheBacklogIsBelowTheBound(t *testing.T) {
 	}
 
 	// Nothing done: full, after reading every shard.
-	if full, err := c.backlogFull(ctx, m); err != nil || !full {
-		t.Fatalf("nothing done: backlogFull = %v, %v; want true", full, err)
+	if _, full, err := c.backlog(ctx, m); err != nil || !full {
+		t.Fatalf("nothing done: backlog full = %v, %v; want true", full, err)
 	}
 	if got := store.counts.Swap(0); got != ledger.DoneStripes {
 		t.Errorf("nothing done: %d counts read, want all %d", got, ledger.DoneStripes)
 	}
 
-	// Everything done: below the bound once 4,097 records are counted, 9 shards of 512.
+	// Everything done: room for a batch once 6,144 records are counted (2,048 outstanding), 12
+	// shards of 512.
 	for i := range next {
 		if _, err := e.fake.AppendDone(ctx, "r", lay, 1, i); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if full, err := c.backlogFull(ctx, m); err != nil || full {
-		t.Fatalf("all done: backlogFull = %v, %v; want false", full, err)
+	if _, full, err := c.backlog(ctx, m); err != nil || full {
+		t.Fatalf("all done: backlog full = %v, %v; want false", full, err)
 	}
-	if got, want := store.counts.Load(), int64((next-backlog)/512+1); got != want {
+	if got, want := store.counts.Load(), int64((next-(backlog-batch))/512); got != want {
 		t.Errorf("all done: %d counts read, want %d", got, want)
+	}
+}
+
+// workingSender records sends like memSender and, once the backlog bound's worth of
+// partitions has been sent, appends their done records from a goroutine of its own, as workers
+// would, for every partition sent from then on: the planner finds its backlog full first and
+// must wait for room.
+type workingSender struct {
+	*memSender
+	t       *testing.T
+	fake    *ledgertest.Fake
+	run     string
+	backlog int
+
+	mu      sync.Mutex
+	sent    int // partitions sent
+	worst   int // most outstanding right after a send
+	started bool
+	work    chan []int
+}
+
+func (s *workingSender) Send(ctx context.Context, msgs []transport.Message) error {
+	if err := s.memSender.Send(ctx, msgs); err != nil {
+		return err
+	}
+	var idx []int
+	for _, m := range msgs {
+		env, err := work.DecodeEnvelope(m.Body)
+		if err != nil || env.Kind != work.KindPartition {
+			continue
+		}
+		for k := range max(env.Count, 1) {
+			idx = append(idx, env.Part+k)
+		}
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sent += len(idx)
+	done, err := s.fake.DoneCount(ctx, s.run, 0)
+	if err != nil {
+		return err
+	}
+	s.worst = max(s.worst, s.sent-int(done))
+	s.work <- idx
+	if !s.started && s.sent >= s.backlog {
+		s.started = true
+		go func() {
+			for idx := range s.work {
+				for _, i := range idx { // below DoneUnit: shard 0 in either layout
+					if _, err := s.fake.AppendDone(context.Background(), s.run, ledger.DoneBlocks, 1, i); err != nil {
+						s.t.Error(err)
+					}
+				}
+			}
+		}()
+	}
+	return nil
+}
+
+// A run larger than its backlog is fed as workers drain it, in the one invocation that plans
+// it: the leader waits in it for room for each next batch (polling the done count), never
+// leaves the run to a wave check, and never has more than the bound outstanding.
+func TestWaves_RefilledInTheInvocationAsWorkersDrain(t *testing.T) {
+	const n, backlog = 40, 8
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	ws := &workingSender{memSender: e.sender, t: t, fake: e.fake, run: memRun, backlog: backlog, work: make(chan []int, n)}
+	t.Cleanup(func() { close(ws.work) })
+	store := &doneCounting{Fake: e.fake}
+	c := e.instanceWith("a", func(cfg *Config) {
+		cfg.MaxBacklog, cfg.Sender, cfg.Store = backlog, ws, store
+		cfg.RefillWait = time.Minute // a loaded machine's goroutine may take a while; the run is quick
+	}, countSchedule("s", n, config.OverlapSkip))
+	e.startCursor("s")
+	e.heartbeat(c, memOccurrence)
+	if got := e.deliverChecks(c); got != 1 {
+		t.Fatalf("delivered %d checks, want the start check alone (no wave check)", got)
+	}
+	m := e.manifest(memRun)
+	if !m.PlanDone || m.Partitions != n {
+		t.Fatalf("run planned %v with %d partitions; want all %d in the one invocation", m.PlanDone, m.Partitions, n)
+	}
+	e.sender.wantOnce(t, n)
+	if ws.worst > backlog {
+		t.Errorf("%d partitions outstanding after a send, bound %d", ws.worst, backlog)
+	}
+	// Each of the 8 batches after the first two waited for room: a count at least, and one
+	// more for a poll that still found the backlog full.
+	if got := store.counts.Load(); got < n/4-2 {
+		t.Errorf("%d done counts read, want the leader to have polled for room for each batch", got)
+	}
+	for _, msg := range e.sender.messages() {
+		if env, err := work.DecodeEnvelope(msg.Body); err == nil && env.Kind == work.KindCheck && env.Round >= continueRound {
+			t.Errorf("a wave check was sent (%+v): the leader should have waited for room", env)
+		}
+	}
+}
+
+// The next wait of a leader whose backlog is full follows the completions it has seen (kept
+// from one batch to the next), and backs off while it has seen none.
+func TestDrainRate(t *testing.T) {
+	var r drainRate
+	if got := r.wait(100, 50*time.Millisecond); got != 50*time.Millisecond {
+		t.Errorf("no rate seen: wait %s, want the backoff", got)
+	}
+	r.observe(0, time.Second) // nothing completed: no rate
+	if got := r.wait(100, 80*time.Millisecond); got != 80*time.Millisecond {
+		t.Errorf("nothing completed: wait %s, want the backoff", got)
+	}
+	r.observe(1000, time.Second)
+	for _, tc := range []struct {
+		over int64
+		want time.Duration
+	}{
+		{500, 500 * time.Millisecond}, // half a second more at 1,000/s
+		{10, refillPoll},              // never below the poll floor
+		{2048, 2048 * time.Millisecond},
+	} {
+		if got := r.wait(tc.over, time.Hour); got != tc.want {
+			t.Errorf("at 1,000/s, %d over: wait %s, want %s", tc.over, got, tc.want)
+		}
 	}
 }

@@ -118,9 +118,11 @@ func TestBundles_LargePayloadsCutBundlesToFit(t *testing.T) {
 
 // The leader bundles each job's partitions up to its own cap: with the default plan batch of
 // 2,048, a job at the default cap goes as 8 messages of 256 a batch, one capped at 1,024 as
-// 2 messages of 1,024, and one capped at 1 partition by partition.
+// 2 messages of 1,024, and one capped at 1 partition by partition. The run's last, shorter
+// batch is bundled as a full one (its spread comes from the batches before it), not in more,
+// smaller bundles.
 func TestEnqueue_BundlesUpToTheJobsCap(t *testing.T) {
-	const n = 4096
+	const n = 2*2048 + 1808
 	e := newSchedEnv(t, "2026-11-27T10:00:01Z")
 	e.jobs.Register("short", &countJob{})
 	e.jobs.SetMaxBundle("short", work.MaxBundle)
@@ -149,7 +151,7 @@ func TestEnqueue_BundlesUpToTheJobsCap(t *testing.T) {
 		}
 		var wantSpans []string
 		for first := 0; first < n; first += size {
-			wantSpans = append(wantSpans, fmt.Sprintf("%d+%d", first, size))
+			wantSpans = append(wantSpans, fmt.Sprintf("%d+%d", first, min(size, n-first)))
 		}
 		if got := spans(envs); got != strings.Join(wantSpans, " ") {
 			t.Errorf("%s (cap %d) sent %d messages: %.200s…, want %d of %d", job, e.jobs.MaxBundle(job), len(envs), got, len(wantSpans), size)

@@ -66,6 +66,7 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 	var paused time.Duration
 	sliceStart := time.Now()
 	failedSends := 0
+	var drain drainRate // workers' pace, seen while waiting for room (wave.go)
 	if !m.PlanDone {
 		// A full backlog ends the slice before it begins (and before any lease probe is sent).
 		if full, err := c.waitForWave(ctx, lease, m); err != nil || full {
@@ -81,7 +82,7 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 		if c.overdue(m) {
 			return m, c.timeOut(ctx, &lease, m)
 		}
-		if full, err := c.waitForWave(ctx, lease, m); err != nil || full {
+		if full, err := c.awaitRoom(ctx, lease, beat, m, sliceStart, &drain); err != nil || full {
 			return m, err
 		}
 		b, err := c.planBatch(ctx, job, &m)
@@ -200,54 +201,6 @@ func (c *Coordinator) finishAfterPlanning(ctx context.Context, log *slog.Logger,
 	}
 }
 
-// backlogFull reports whether the partitions enqueued but not done have reached MaxBacklog:
-// one HEAD per done shard that can hold them. A run whose done layout this version does not
-// know has no backlog bound (its records cannot be counted).
-func (c *Coordinator) backlogFull(ctx context.Context, m ledger.Manifest) (bool, error) {
-	if c.cfg.MaxBacklog <= 0 || m.Checkpoint.Next < c.cfg.MaxBacklog || !m.DoneLayout.Known() {
-		return false, nil
-	}
-	// Counting stops once the backlog is known to be below the bound.
-	done, err := ledger.CountDone(ctx, c.cfg.Store, m.RunID, m.DoneLayout, m.Checkpoint.Next, int64(m.Checkpoint.Next-c.cfg.MaxBacklog+1))
-	if err != nil {
-		return false, err
-	}
-	// Redeliveries can append twice, so done may overcount: the backlog is then a little
-	// larger than the bound, never stuck.
-	full := int64(m.Checkpoint.Next)-done >= int64(c.cfg.MaxBacklog)
-	if full && done > m.Checkpoint.Done {
-		// Workers are making progress: the run is not stuck, so its hard deadline moves on.
-		now := c.cfg.Now().UTC()
-		if _, err := c.cfg.Store.UpdateManifest(ctx, m.RunID, ledger.NoFence, func(cur *ledger.Manifest) error {
-			if cur.State.Final() || cur.PlanDone || cur.Checkpoint.Done >= done {
-				return ledger.ErrNoChange
-			}
-			cur.Checkpoint.Done = done
-			cur.Expires = now.Add(c.runTimeout(*cur))
-			return nil
-		}); err != nil {
-			return false, err
-		}
-	}
-	return full, nil
-}
-
-// waitForWave ends the slice when the backlog is full: a check sends the next wave after
-// WavePause. It reports whether it did.
-func (c *Coordinator) waitForWave(ctx context.Context, lease election.Lease, m ledger.Manifest) (bool, error) {
-	full, err := c.backlogFull(ctx, m)
-	if err != nil || !full {
-		return false, err
-	}
-	at := c.cfg.Now().Add(c.cfg.WavePause)
-	if err := c.scheduleCheck(ctx, m.RunID, lease.Epoch, continueRound+m.Checkpoint.Batches, at); err != nil {
-		return false, err
-	}
-	c.log(m.RunID, lease.Epoch).Info("backlog full; the next wave goes out later", "next", m.Checkpoint.Next,
-		"maxBacklog", c.cfg.MaxBacklog, "at", at.UTC())
-	return true, nil
-}
-
 // continueRound numbers the checks that continue a sliced planning (continueRound plus the
 // checkpoint's batch count), apart from the check chain's own rounds.
 const continueRound = 1_000_000
@@ -292,7 +245,13 @@ func (c *Coordinator) planBatch(ctx context.Context, job work.Job, m *ledger.Man
 	default:
 		b.Last = true
 	}
-	if k := work.BundleSize(c.cfg.Jobs.MaxBundle(m.Job), len(b.Partitions)); k > 1 {
+	// A run's later batches are bundled as full ones: the batches before them spread the run
+	// over the instances, so a short last batch needs no more, smaller messages.
+	n := len(b.Partitions)
+	if idx > 0 {
+		n = max(n, m.BatchSize)
+	}
+	if k := work.BundleSize(c.cfg.Jobs.MaxBundle(m.Job), n); k > 1 {
 		b.Bundle = k // the batch's spans: fixed with the batch, whoever sends it later
 	}
 	if err := c.cfg.Store.PutPlanBatch(ctx, m.RunID, b); errors.Is(err, ledger.ErrExists) {

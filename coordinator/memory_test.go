@@ -261,14 +261,14 @@ func (l *lineLog) count(level, msg string) int {
 	return n
 }
 
-// With a bounded backlog the planner feeds the queue in waves: it stops when the partitions
-// enqueued but not done reach MaxBacklog, and the check it leaves a WavePause later sends the
-// next wave once workers have caught up. Never more than the bound plus one batch is
-// outstanding.
+// With a bounded backlog and no waiting in the invocation the planner feeds the queue in
+// waves: it stops when the partitions enqueued but not done leave no room for a plan batch
+// under MaxBacklog, and the check it leaves a WavePause later sends the next wave once workers
+// have caught up. Never more than the bound is outstanding.
 func TestMemory_BacklogFedInWaves(t *testing.T) {
-	const n, backlog = 22, 8
+	const n, backlog, batch = 22, 8, 4
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	c := e.instanceWith("a", func(cfg *Config) { cfg.MaxBacklog = backlog }, countSchedule("s", n, config.OverlapSkip))
+	c := e.instanceWith("a", func(cfg *Config) { cfg.MaxBacklog, cfg.RefillWait = backlog, -1 }, countSchedule("s", n, config.OverlapSkip))
 	e.startCursor("s")
 	e.heartbeat(c, memOccurrence)
 	if got := e.deliverChecks(c); got != 1 {
@@ -278,14 +278,14 @@ func TestMemory_BacklogFedInWaves(t *testing.T) {
 	done, waves := 0, 1
 	for {
 		m := e.manifest(memRun)
-		if outstanding := m.Checkpoint.Next - done; outstanding > backlog+4 {
-			t.Fatalf("%d partitions outstanding, bound %d plus a batch", outstanding, backlog)
+		if outstanding := m.Checkpoint.Next - done; outstanding > backlog {
+			t.Fatalf("%d partitions outstanding, bound %d", outstanding, backlog)
 		}
 		if m.PlanDone {
 			break
 		}
-		if m.Checkpoint.Next-done < backlog {
-			t.Fatalf("the planner stopped at %d enqueued, %d done, below the backlog bound", m.Checkpoint.Next, done)
+		if m.Checkpoint.Next-done <= backlog-batch {
+			t.Fatalf("the planner stopped at %d enqueued, %d done, with room for a batch under the bound", m.Checkpoint.Next, done)
 		}
 		// Workers finish what is outstanding; the wave check, due a WavePause later, sends more.
 		for ; done < m.Checkpoint.Next; done++ {

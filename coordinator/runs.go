@@ -78,11 +78,15 @@ type Config struct {
 	// SliceBudget bounds how long one leadership plans a run: past it, the leader checkpoints,
 	// sends a check that continues at once, and lets go (0: no bound).
 	SliceBudget time.Duration
-	// MaxBacklog bounds the partitions enqueued but not yet done: the leader feeds the queue
-	// in waves, ending its slice when the backlog is full and continuing a WavePause later
-	// (0: enqueue the whole run at once). A queue whose every call grows with its depth (as
-	// Azurite's does) stays fast.
+	// MaxBacklog bounds the partitions enqueued but not yet done: the leader sends the next
+	// plan batch once it fits under the bound (a batch at a time when the bound is smaller),
+	// waiting for room in its invocation up to RefillWait, else ending its slice and
+	// continuing a WavePause later (0: enqueue the whole run at once). A queue whose every
+	// call grows with its depth (as Azurite's does) stays fast.
 	MaxBacklog int
+	// RefillWait is how long a leader whose backlog is full waits in its invocation for room
+	// before it leaves the next wave to a check (default WavePause; negative: it never waits).
+	RefillWait time.Duration
 	// WavePause is how long after a full backlog the next wave is sent (default 2s).
 	WavePause time.Duration
 	// FinishGrace is how long after its first try the leader that ended a run's planning tries
@@ -200,6 +204,9 @@ func New(cfg Config) (*Coordinator, error) {
 		bounds: boundMemo{memo.New[time.Time](boundMemoMax)}, retain: memo.New[time.Time](retainMemoMax)}
 	if c.cfg.WavePause == 0 {
 		c.cfg.WavePause = 2 * time.Second
+	}
+	if c.cfg.RefillWait == 0 {
+		c.cfg.RefillWait = c.cfg.WavePause
 	}
 	return c, nil
 }

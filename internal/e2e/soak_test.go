@@ -51,6 +51,11 @@ const (
 	// soakTickParams are BATON_JOB_PARAMS: a manual start without a job runs the settings'
 	// schedule (tick, which itself fires once a year) now with them.
 	soakTickParams = `{"partitions":3,"workMs":50}`
+	// soakBatch and soakBacklog are BATON_ENQUEUE_BATCH and BATON_MAX_BACKLOG: plan batches of
+	// two partitions with at most four outstanding, so the app's runs of up to ten partitions
+	// are planned in several batches, fed as workers drain them, through the faults.
+	soakBatch   = 2
+	soakBacklog = 4
 	// soakShortOccurrences is the default occurrence count inside make test.
 	soakShortOccurrences = 10
 )
@@ -173,8 +178,9 @@ func runSoak(t *testing.T, cfg soakConfig, mode devhost.TimerMode, seed int64) {
 	span := time.Duration(cfg.occurrences) * soakPeriod
 	started := time.Now()
 	c := startCluster(t, clusterOpts{
-		exe: appBin, instances: soakInstances, params: soakTickParams, srv: srv,
-		extra: map[string]string{config.SettingRunTimeout: soakRunTimeout.String()},
+		exe: appBin, instances: soakInstances, params: soakTickParams, srv: srv, batch: soakBatch,
+		extra: map[string]string{config.SettingRunTimeout: soakRunTimeout.String(),
+			config.SettingMaxBacklog: fmt.Sprint(soakBacklog)},
 		tweak: func(o *devhost.Options) {
 			o.TimerMode, o.TimerSeed = mode, seed
 			o.MaxLogLines = 4_000_000
