@@ -78,6 +78,8 @@ func (c *Coordinator) awaitRoom(ctx context.Context, lease election.Lease, beat 
 		}
 		drain.observe(done-firstDone, time.Since(first))
 		if !full {
+			c.log(m.RunID, lease.Epoch).Debug("backlog has room: the next batch goes out", "next", m.Checkpoint.Next,
+				"done", done, "waitedMs", time.Since(first).Milliseconds())
 			return false, nil
 		}
 		wait = drain.wait(over(done), 2*wait)
