@@ -53,6 +53,11 @@ func (w *Worker) complete(rctx, ctx context.Context, m *ledger.Manifest, env Env
 		}
 		switch {
 		case counted && ord >= lay.Expected(total, shard):
+			if ord == lay.Expected(total, shard) {
+				// The count this append left is the count a HEAD would read: the shard is
+				// complete, as countsComplete would find it, without reading it.
+				w.facts.shardComplete(env.Run, shard)
+			}
 			maybe = append(maybe, reached{shard, ord})
 		case !counted && ord >= max(1, lay.Expected(m.Checkpoint.Next, shard)):
 			// The partition count is unknown while planning runs, but the partitions
@@ -103,12 +108,30 @@ const countReaders = 8
 // the process remembers it (runFacts) and its later tries read only the others: at a
 // striped run's end, where each of 16 shards' last append asks for a finish, a process reads
 // each shard's count until it is complete, not on every try.
-func (w *Worker) countsComplete(ctx context.Context, m *ledger.Manifest) (bool, error) {
+//
+// With lastFirst (a worker's attempt as its append completes a shard, most of which come
+// before the run's end) the shard of the run's last partitions, the likeliest still short
+// (work completes roughly in the order it was sent), is read alone first: a shard that
+// completes early costs one HEAD, not a round. The append that completes the last shard knows
+// it complete from its own count, so the run's final attempt still reads the others together.
+func (w *Worker) countsComplete(ctx context.Context, m *ledger.Manifest, lastFirst bool) (bool, error) {
 	n, lay := m.Partitions, m.DoneLayout
 	if !lay.Known() {
 		return false, nil
 	}
 	open := w.facts.openShards(m.RunID, lay.Shards(n))
+	if last := lay.Shard(n - 1); lastFirst && len(open) > 1 && slices.Contains(open, last) {
+		c, err := w.cfg.Store.DoneCount(ctx, m.RunID, last)
+		switch {
+		case err != nil:
+			return false, err
+		case c < lay.Expected(n, last):
+			return false, nil
+		case c == lay.Expected(n, last):
+			w.facts.shardComplete(m.RunID, last)
+			open = slices.DeleteFunc(open, func(s int) bool { return s == last })
+		}
+	}
 	counts := make([]int64, len(open))
 	var (
 		mu    sync.Mutex

@@ -88,7 +88,9 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool, kno
 	var fo folded
 	ok := true
 	if countFirst {
-		ok, err = w.countsComplete(ctx, &m)
+		// An attempt from a delivery's copy is a worker's whose append reached its shard's
+		// count: most such come before the run's end, so the run's last shard is read first.
+		ok, err = w.countsComplete(ctx, &m, known != nil)
 	}
 	if ok && err == nil && folding {
 		if fo, err = w.readFolded(ctx, &m); err == nil && len(fo.missing(&m)) > 0 {

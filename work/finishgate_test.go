@@ -194,3 +194,43 @@ func TestTryFinish_ReadsTheShardsCountsTogether(t *testing.T) {
 		t.Fatalf("TryFinish = %v, %v; want true, nil", done, err)
 	}
 }
+
+// countReads counts DoneCount calls on a countingLedger.
+func countReads(store *countingLedger) *atomic.Int64 {
+	var n atomic.Int64
+	store.afterCount = func(int) { n.Add(1) }
+	return &n
+}
+
+// A striped run's shards complete one after another towards its end; each append that
+// completes one asks for a finish. Those before the last read the run's last shard alone (one
+// HEAD: still short), and a process learns the shards its own appends completed from their
+// counts, so the whole run's finishing costs about one HEAD per shard, not a round of counts
+// per shard.
+func TestFinish_ShardsCompletingEarlyCostOneCountEach(t *testing.T) {
+	const units = 2 * ledger.DoneStripes // every shard records two bundles
+	const n = units * ledger.DoneUnit
+	store := &countingLedger{Fake: ledgertest.NewFake(ledgertest.Options{})}
+	skip := make([]int, n)
+	for i := range skip {
+		skip[i] = i
+	}
+	w := finishedRun(t, store, "striped", n, skip...) // planned, nothing done
+	reads := countReads(store)
+	ctx := context.Background()
+	for u := range units {
+		env := blockBundle("striped", u*ledger.DoneUnit, ledger.DoneUnit, ledger.DoneUnit)
+		if err := w.HandlePartition(ctx, env, work.Delivery{MessageID: env.MessageID(), Count: 1}); err != nil {
+			t.Fatalf("bundle %d: %v", u, err)
+		}
+	}
+	m, err := store.ReadManifest(ctx, "striped")
+	if err != nil || m.State != ledger.StateSucceeded {
+		t.Fatalf("run %s (%v); want succeeded", m.State, err)
+	}
+	// The first 15 shard completions read the last shard once each; the last completion
+	// knows every shard complete from its own appends.
+	if got, want := reads.Load(), int64(ledger.DoneStripes-1); got != want {
+		t.Errorf("%d done counts read over the run's finish attempts, want %d (one per shard completed before the last)", got, want)
+	}
+}
