@@ -63,62 +63,111 @@ func TestBacklog_CountsUntilThereIsRoomForABatch(t *testing.T) {
 }
 
 // workingSender records sends like memSender and, once the backlog bound's worth of
-// partitions has been sent, appends their done records from a goroutine of its own, as workers
-// would, for every partition sent from then on: the planner finds its backlog full first and
-// must wait for room.
+// partitions has been sent, appends their done records message by message, as workers would,
+// for every partition sent from then on: the planner finds its backlog full first and must
+// wait for room. Unpaced, a goroutine of its own appends them as they come; paced, a message
+// completes every `per` of the test clock's time after the one before, as the planner's
+// Sleep (sleep) moves that clock on.
 type workingSender struct {
 	*memSender
 	t       *testing.T
 	fake    *ledgertest.Fake
+	clock   *testClock
 	run     string
 	backlog int
+	per     time.Duration // paced: each message's time; 0: unpaced
 
 	mu      sync.Mutex
 	sent    int // partitions sent
 	worst   int // most outstanding right after a send
 	started bool
+	queued  [][]int   // paced: messages not yet complete, in order
+	next    time.Time // paced: when the first of them completes
 	work    chan []int
+	stop    chan struct{}
+}
+
+func newWorkingSender(t *testing.T, e *schedEnv, backlog, n int, per time.Duration) *workingSender {
+	s := &workingSender{memSender: e.sender, t: t, fake: e.fake, clock: e.clock, run: memRun, backlog: backlog, per: per,
+		work: make(chan []int, n), stop: make(chan struct{})}
+	t.Cleanup(func() { close(s.stop) })
+	return s
 }
 
 func (s *workingSender) Send(ctx context.Context, msgs []transport.Message) error {
 	if err := s.memSender.Send(ctx, msgs); err != nil {
 		return err
 	}
-	var idx []int
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, m := range msgs {
 		env, err := work.DecodeEnvelope(m.Body)
 		if err != nil || env.Kind != work.KindPartition {
 			continue
 		}
+		var idx []int
 		for k := range max(env.Count, 1) {
 			idx = append(idx, env.Part+k)
 		}
+		s.sent += len(idx)
+		if s.per > 0 {
+			if len(s.queued) == 0 {
+				s.next = s.clock.Now().Add(s.per)
+			}
+			s.queued = append(s.queued, idx)
+		} else {
+			s.work <- idx
+		}
 	}
-	if len(idx) == 0 {
-		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sent += len(idx)
-	done, err := s.fake.DoneCount(ctx, s.run, 0)
+	done, err := ledger.CountDone(ctx, s.fake, s.run, ledger.DoneStriped, s.sent, 0)
 	if err != nil {
 		return err
 	}
 	s.worst = max(s.worst, s.sent-int(done))
-	s.work <- idx
 	if !s.started && s.sent >= s.backlog {
 		s.started = true
-		go func() {
-			for idx := range s.work {
-				for _, i := range idx { // below DoneUnit: shard 0 in either layout
-					if _, err := s.fake.AppendDone(context.Background(), s.run, ledger.DoneBlocks, 1, i); err != nil {
-						s.t.Error(err)
-					}
-				}
-			}
-		}()
+		if s.per > 0 {
+			s.next = s.clock.Now().Add(s.per)
+		} else {
+			go s.drain()
+		}
 	}
 	return nil
+}
+
+// drain appends the done records of each message sent, in order (unpaced).
+func (s *workingSender) drain() {
+	for {
+		select {
+		case <-s.stop:
+			return
+		case idx := <-s.work:
+			s.complete(idx)
+		}
+	}
+}
+
+// sleep is the planner's Sleep (paced): it moves the test clock d on and completes the
+// messages due by then.
+func (s *workingSender) sleep(ctx context.Context, d time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now().Add(d)
+	s.clock.set(now)
+	for s.started && len(s.queued) > 0 && !s.next.After(now) {
+		s.complete(s.queued[0])
+		s.queued = s.queued[1:]
+		s.next = s.next.Add(s.per)
+	}
+	return ctx.Err() == nil
+}
+
+func (s *workingSender) complete(idx []int) {
+	for _, i := range idx {
+		if _, err := s.fake.AppendDone(context.Background(), s.run, ledger.DoneStriped, 1, i); err != nil {
+			s.t.Error(err)
+		}
+	}
 }
 
 // A run larger than its backlog is fed as workers drain it, in the one invocation that plans
@@ -127,8 +176,7 @@ func (s *workingSender) Send(ctx context.Context, msgs []transport.Message) erro
 func TestWaves_RefilledInTheInvocationAsWorkersDrain(t *testing.T) {
 	const n, backlog = 40, 8
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	ws := &workingSender{memSender: e.sender, t: t, fake: e.fake, run: memRun, backlog: backlog, work: make(chan []int, n)}
-	t.Cleanup(func() { close(ws.work) })
+	ws := newWorkingSender(t, e, backlog, n, 0)
 	store := &doneCounting{Fake: e.fake}
 	c := e.instanceWith("a", func(cfg *Config) {
 		cfg.MaxBacklog, cfg.Sender, cfg.Store = backlog, ws, store
@@ -159,18 +207,55 @@ func TestWaves_RefilledInTheInvocationAsWorkersDrain(t *testing.T) {
 	}
 }
 
-// The next wait of a leader whose backlog is full follows the completions it has seen (kept
-// from one batch to the next), and backs off while it has seen none.
+// Waiting for room costs a count of the backlog and a few single HEADs a batch, not a count
+// per look: the leader looks at the sentinel shard (the one recording the last partition that
+// must be done) until it says there is likely room. Here a striped run of 64 units, 4 a
+// stripe, fed in batches of 512 (8 messages of 64) under a backlog of 2,048, its workers
+// completing a message every 10 ms of the test's clock, which the planner's waits move on.
+func TestWaves_WaitingForRoomLooksAtOneShard(t *testing.T) {
+	const n, backlog, batch = 64 * ledger.DoneUnit, 2048, 512
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	ws := newWorkingSender(t, e, backlog, n, 10*time.Millisecond)
+	store := &doneCounting{Fake: e.fake}
+	c := e.instanceWith("a", func(cfg *Config) {
+		cfg.MaxBacklog, cfg.BatchSize, cfg.Sender, cfg.Store, cfg.Sleep = backlog, batch, ws, store, ws.sleep
+		cfg.RefillWait = time.Minute
+	}, countSchedule("s", n, config.OverlapSkip))
+	e.startCursor("s")
+	e.heartbeat(c, memOccurrence)
+	if got := e.deliverChecks(c); got != 1 {
+		t.Fatalf("delivered %d checks, want the start check alone (no wave check)", got)
+	}
+	if m := e.manifest(memRun); !m.PlanDone || m.Partitions != n {
+		t.Fatalf("run planned %v with %d partitions; want all %d in the one invocation", m.PlanDone, m.Partitions, n)
+	}
+	if ws.worst > backlog {
+		t.Errorf("%d partitions outstanding after a send, bound %d", ws.worst, backlog)
+	}
+	// 29 batches waited for room: a count each (at most 16 HEADs) plus the sentinel's looks.
+	waited := int64(n/batch - backlog/batch + 1)
+	if got, most := store.counts.Load(), waited*(ledger.DoneStripes+8); got > most {
+		t.Errorf("%d done counts read for %d batches that waited, want at most %d (a count and a few looks each)", got, waited, most)
+	}
+}
+
+// The next wait of a leader whose backlog is full follows the completions its counts have
+// seen (kept from one batch to the next), and backs off while it knows no rate.
 func TestDrainRate(t *testing.T) {
 	var r drainRate
 	if got := r.wait(100, 50*time.Millisecond); got != 50*time.Millisecond {
-		t.Errorf("no rate seen: wait %s, want the backoff", got)
+		t.Errorf("no count yet: wait %s, want the backoff", got)
 	}
-	r.observe(0, time.Second) // nothing completed: no rate
+	t0 := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	r.observe(500, t0)
 	if got := r.wait(100, 80*time.Millisecond); got != 80*time.Millisecond {
-		t.Errorf("nothing completed: wait %s, want the backoff", got)
+		t.Errorf("one count: wait %s, want the backoff", got)
 	}
-	r.observe(1000, time.Second)
+	r.observe(500, t0.Add(time.Second)) // nothing completed: still no rate
+	if got := r.wait(100, 80*time.Millisecond); got != 80*time.Millisecond {
+		t.Errorf("no progress: wait %s, want the backoff", got)
+	}
+	r.observe(1500, t0.Add(2*time.Second)) // 1,000 a second
 	for _, tc := range []struct {
 		over int64
 		want time.Duration

@@ -89,6 +89,9 @@ type Config struct {
 	RefillWait time.Duration
 	// WavePause is how long after a full backlog the next wave is sent (default 2s).
 	WavePause time.Duration
+	// Sleep, when set, is how a leader waiting for room in its backlog waits d: false if ctx
+	// ended first (default: a timer). A test's moves its clock on.
+	Sleep func(ctx context.Context, d time.Duration) bool
 	// FinishGrace is how long after its first try the leader that ended a run's planning tries
 	// to finish the run again, when the first try did not (default DefaultFinishGrace). It must
 	// exceed work.PlanningCopyTTL: a worker whose copy of the manifest, younger than that,

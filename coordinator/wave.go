@@ -12,18 +12,26 @@ import (
 // waits between two looks.
 const refillPoll = 25 * time.Millisecond
 
+// room is how many partitions may be outstanding (enqueued, not done) for the next plan batch
+// to fit under MaxBacklog; with nothing outstanding there is always room, so a bound smaller
+// than a batch sends one batch at a time.
+func (c *Coordinator) room(m ledger.Manifest) int { return max(c.cfg.MaxBacklog-m.BatchSize, 0) }
+
+// bounded reports whether the backlog bound can hold the next batch back: a bound is set, more
+// than room is enqueued, and the run's done layout is one this version can count (a run whose
+// layout it does not know has no backlog bound).
+func (c *Coordinator) bounded(m ledger.Manifest) bool {
+	return c.cfg.MaxBacklog > 0 && m.Checkpoint.Next > c.room(m) && m.DoneLayout.Known()
+}
+
 // backlog counts what of the run's enqueued partitions is done and reports whether the backlog
-// is full: the partitions enqueued but not done leave no room for the next plan batch
-// (MaxBacklog − a batch; with nothing outstanding there is always room, so a bound smaller
-// than a batch sends one batch at a time). One HEAD per done shard that can hold them, and
-// counting stops once there is room. A run whose done layout this version does not know has no
-// backlog bound (its records cannot be counted).
+// is full: the partitions outstanding leave no room for the next plan batch. One HEAD per done
+// shard that can hold them; counting stops once there is room.
 func (c *Coordinator) backlog(ctx context.Context, m ledger.Manifest) (done int64, full bool, err error) {
-	next := m.Checkpoint.Next
-	room := max(c.cfg.MaxBacklog-m.BatchSize, 0) // outstanding partitions that leave room for a batch
-	if c.cfg.MaxBacklog <= 0 || next <= room || !m.DoneLayout.Known() {
+	if !c.bounded(m) {
 		return 0, false, nil
 	}
+	next, room := m.Checkpoint.Next, c.room(m)
 	done, err = ledger.CountDone(ctx, c.cfg.Store, m.RunID, m.DoneLayout, next, int64(next-room))
 	if err != nil {
 		return done, false, err
@@ -31,6 +39,21 @@ func (c *Coordinator) backlog(ctx context.Context, m ledger.Manifest) (done int6
 	// Redeliveries can append twice, so done may overcount: the backlog is then a little
 	// larger than the bound, never stuck.
 	return done, int64(next)-done > int64(room), nil
+}
+
+// sentinel reads the one done shard that records the last partition that must be done for the
+// next batch to fit, and returns how many of that shard's partitions up to it are not: while
+// any are, the backlog is taken as full (work completes roughly in the order it was sent), at
+// one HEAD. 0 says there is likely room, which the full count (backlog) decides.
+func (c *Coordinator) sentinel(ctx context.Context, m ledger.Manifest) (int64, error) {
+	target := m.Checkpoint.Next - c.room(m) // partitions [0, target) done leave room
+	lay := m.DoneLayout
+	s := lay.Shard(target - 1)
+	n, err := c.cfg.Store.DoneCount(ctx, m.RunID, s)
+	if err != nil {
+		return 0, err
+	}
+	return max(lay.Expected(target, s)-n, 0), nil
 }
 
 // waitForWave ends the slice when the backlog is full: a check sends the next wave after
@@ -44,67 +67,100 @@ func (c *Coordinator) waitForWave(ctx context.Context, lease election.Lease, m l
 }
 
 // awaitRoom returns once the backlog has room for the next plan batch. While workers drain a
-// full backlog the leader waits in its invocation, polling the done count at the pace the
-// completions it sees promise (refillPoll to RefillWait), so a run larger than the backlog is
-// fed as fast as it is worked. Should the backlog stay full past RefillWait, or past the
-// slice's budget, it leaves the next wave to a check (leaveWave) and reports that the slice
-// ended.
-//
-// drain carries the completion rate seen while waiting from one batch to the next within a
-// slice, so each wait after the first starts at the time that rate needs (one poll, mostly).
+// full backlog the leader waits in its invocation, looking at the sentinel shard (one HEAD)
+// at the pace the completions it has seen promise (refillPoll to RefillWait), and counts the
+// backlog when the sentinel says there is likely room: a run larger than the backlog is fed as
+// fast as it is worked, at about a count and a few HEADs a batch. Should the backlog stay full
+// past RefillWait, or past the slice's budget, it leaves the next wave to a check (leaveWave)
+// and reports that the slice ended. drain carries the completion rate from batch to batch.
 func (c *Coordinator) awaitRoom(ctx context.Context, lease election.Lease, beat func(), m ledger.Manifest, sliceStart time.Time, drain *drainRate) (bool, error) {
-	done, full, err := c.backlog(ctx, m)
-	if err != nil || !full {
-		return false, err
+	if !c.bounded(m) {
+		return false, nil
 	}
 	limit := c.cfg.RefillWait
 	if budget := c.sliceBudget(ctx); budget > 0 {
 		limit = min(limit, budget-time.Since(sliceStart))
 	}
-	over := func(done int64) int64 {
-		return int64(m.Checkpoint.Next) - done - int64(max(c.cfg.MaxBacklog-m.BatchSize, 0))
-	}
-	var pace pacer
-	first, firstDone := time.Now(), done
-	wait := drain.wait(over(done), refillPoll)
-	for waited := time.Duration(0); waited < limit; {
-		wait = min(wait, limit-waited)
-		if !pace.wait(ctx, wait, beat) {
-			return true, context.Cause(ctx)
+	start := c.cfg.Now()
+	var wait, waited time.Duration
+	for first := true; first || waited < limit; first = false {
+		if !first {
+			wait = min(wait, limit-waited)
+			if !c.sleep(ctx, wait, beat) {
+				return true, context.Cause(ctx)
+			}
+			waited += wait
 		}
-		waited += wait
-		if done, full, err = c.backlog(ctx, m); err != nil {
+		backoff := max(2*wait, refillPoll)
+		short, err := c.sentinel(ctx, m)
+		if err != nil {
 			return false, err
 		}
-		drain.observe(done-firstDone, time.Since(first))
+		if short > 0 {
+			// At least short partitions are to complete: the least time they take, at one
+			// HEAD a look, however much more the other shards have to do.
+			wait = drain.wait(short, backoff)
+			continue
+		}
+		done, full, err := c.backlog(ctx, m)
+		if err != nil {
+			return false, err
+		}
+		drain.observe(done, c.cfg.Now())
 		if !full {
-			c.log(m.RunID, lease.Epoch).Debug("backlog has room: the next batch goes out", "next", m.Checkpoint.Next,
-				"done", done, "waitedMs", time.Since(first).Milliseconds())
+			if waited > 0 {
+				c.log(m.RunID, lease.Epoch).Debug("backlog has room: the next batch goes out", "next", m.Checkpoint.Next,
+					"done", done, "waitedMs", c.cfg.Now().Sub(start).Milliseconds())
+			}
 			return false, nil
 		}
-		wait = drain.wait(over(done), 2*wait)
+		wait = drain.wait(int64(m.Checkpoint.Next)-done-int64(c.room(m)), backoff)
+	}
+	done, full, err := c.backlog(ctx, m) // the progress to record, if it is still full
+	if err != nil || !full {
+		return false, err
 	}
 	return true, c.leaveWave(ctx, lease, m, done)
 }
 
-// drainRate is the rate, in partitions per second, at which workers were last seen to
-// complete a run's partitions (0: none seen yet).
-type drainRate float64
-
-// observe records progress partitions completed in elapsed (nothing when none were).
-func (r *drainRate) observe(progress int64, elapsed time.Duration) {
-	if progress > 0 && elapsed > 0 {
-		*r = drainRate(float64(progress) / elapsed.Seconds())
+// sleep waits d (Config.Sleep, else a timer), reporting progress to the stall watchdog before
+// and after; false if ctx ended first.
+func (c *Coordinator) sleep(ctx context.Context, d time.Duration, beat func()) bool {
+	if c.cfg.Sleep == nil {
+		var p pacer
+		return p.wait(ctx, d, beat)
 	}
+	beat()
+	if !c.cfg.Sleep(ctx, d) {
+		return false
+	}
+	beat()
+	return true
+}
+
+// drainRate is the rate at which workers complete a run's partitions, from the last two
+// counts of its backlog.
+type drainRate struct {
+	perSec float64 // 0: not known yet
+	at     time.Time
+	done   int64
+}
+
+// observe records a count: done partitions at at.
+func (r *drainRate) observe(done int64, at time.Time) {
+	if !r.at.IsZero() && done > r.done && at.After(r.at) {
+		r.perSec = float64(done-r.done) / at.Sub(r.at).Seconds()
+	}
+	r.at, r.done = at, done
 }
 
 // wait is how long the rate takes to complete over more partitions, at least refillPoll; else
-// (no rate seen yet) backoff.
-func (r drainRate) wait(over int64, backoff time.Duration) time.Duration {
-	if r <= 0 {
+// (no rate known yet) backoff.
+func (r *drainRate) wait(over int64, backoff time.Duration) time.Duration {
+	if r.perSec <= 0 {
 		return backoff
 	}
-	return max(time.Duration(float64(over)/float64(r)*float64(time.Second)), refillPoll)
+	return max(time.Duration(float64(over)/r.perSec*float64(time.Second)), refillPoll)
 }
 
 // leaveWave ends a slice whose backlog is full: it records the workers' progress (done, more
