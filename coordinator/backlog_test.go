@@ -269,3 +269,50 @@ func TestDrainRate(t *testing.T) {
 		}
 	}
 }
+
+// A full backlog that does not drain at all (a message lost, say) holds planning back for a
+// quarter of the run timeout, not for good: then the bound is lifted for the run and the rest
+// is sent, so the run is planned and its re-enqueue rounds can bring back what was lost,
+// instead of timing out while planning.
+func TestWaves_ABacklogThatDoesNotDrainIsLifted(t *testing.T) {
+	const n, backlog = 22, 8
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	c := e.instanceWith("a", func(cfg *Config) { cfg.MaxBacklog, cfg.RefillWait = backlog, -1 }, countSchedule("s", n, config.OverlapSkip))
+	e.startCursor("s")
+	e.heartbeat(c, memOccurrence)
+	if got := e.deliverChecks(c); got != 1 {
+		t.Fatalf("delivered %d checks, want the start check", got)
+	}
+	ctx := testCtx(t)
+	stall := c.stallAfter(e.manifest(memRun))
+	if stall != time.Hour/4 {
+		t.Fatalf("stallAfter = %s, want a quarter of the 1h run timeout", stall)
+	}
+	// Nothing completes. Wave checks before the stall bound keep waiting.
+	for _, after := range []time.Duration{c.cfg.WavePause, stall / 2, stall - time.Minute} {
+		envs, msgs := e.sender.checksSent(t)
+		wave, msg := envs[len(envs)-1], msgs[len(msgs)-1]
+		if wave.Round < continueRound {
+			t.Fatalf("the last check %+v is not a wave check", wave)
+		}
+		e.clock.set(at2(memOccurrence).Add(after))
+		if err := c.Check(ctx, wave, firstDelivery); err != nil {
+			t.Fatal(err)
+		}
+		if m := e.manifest(memRun); m.Checkpoint.Next != backlog || m.Checkpoint.Unbounded {
+			t.Fatalf("%s in: %d enqueued, unbounded %v; want the bound to hold (%d)", after, m.Checkpoint.Next, m.Checkpoint.Unbounded, backlog)
+		}
+		_ = msg
+	}
+	envs, _ := e.sender.checksSent(t)
+	e.clock.set(at2(memOccurrence).Add(stall + time.Second))
+	if err := c.Check(ctx, envs[len(envs)-1], firstDelivery); err != nil {
+		t.Fatal(err)
+	}
+	m := e.manifest(memRun)
+	if !m.PlanDone || m.Partitions != n || !m.Checkpoint.Unbounded || m.State.Final() {
+		t.Fatalf("after the stall: planned %v, %d partitions, unbounded %v, state %s; want the rest sent, the run going on",
+			m.PlanDone, m.Partitions, m.Checkpoint.Unbounded, m.State)
+	}
+	e.sender.wantOnce(t, n)
+}

@@ -69,7 +69,7 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 	var drain drainRate // workers' pace, seen while waiting for room (wave.go)
 	if !m.PlanDone {
 		// A full backlog ends the slice before it begins (and before any lease probe is sent).
-		if full, err := c.waitForWave(ctx, lease, m); err != nil || full {
+		if full, err := c.waitForWave(ctx, lease, &m); err != nil || full {
 			return m, err
 		}
 		defer c.guard(ctx, lease, run)() // lease probes and handover while planning (handover.go)
@@ -139,7 +139,7 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 				return err
 			}
 			m.Checkpoint = ledger.Checkpoint{Batches: b.Batch + 1, Next: b.First + len(b.Partitions), Cursor: b.Cursor,
-				Done: m.Checkpoint.Done}
+				Done: m.Checkpoint.Done, Unbounded: m.Checkpoint.Unbounded}
 			// A run overdue in planning is one that stopped making progress: every checkpoint
 			// moves its hard deadline a run timeout ahead.
 			m.Expires = now.Add(c.runTimeout(*m))

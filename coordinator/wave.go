@@ -18,10 +18,10 @@ const refillPoll = 25 * time.Millisecond
 func (c *Coordinator) room(m ledger.Manifest) int { return max(c.cfg.MaxBacklog-m.BatchSize, 0) }
 
 // bounded reports whether the backlog bound can hold the next batch back: a bound is set, more
-// than room is enqueued, and the run's done layout is one this version can count (a run whose
-// layout it does not know has no backlog bound).
+// than room is enqueued, the run's done layout is one this version can count (a run whose
+// layout it does not know has no backlog bound), and the bound was not lifted (leaveWave).
 func (c *Coordinator) bounded(m ledger.Manifest) bool {
-	return c.cfg.MaxBacklog > 0 && m.Checkpoint.Next > c.room(m) && m.DoneLayout.Known()
+	return c.cfg.MaxBacklog > 0 && m.Checkpoint.Next > c.room(m) && m.DoneLayout.Known() && !m.Checkpoint.Unbounded
 }
 
 // backlog counts what of the run's enqueued partitions is done and reports whether the backlog
@@ -58,12 +58,12 @@ func (c *Coordinator) sentinel(ctx context.Context, m ledger.Manifest) (int64, e
 
 // waitForWave ends the slice when the backlog is full: a check sends the next wave after
 // WavePause. It reports whether it did.
-func (c *Coordinator) waitForWave(ctx context.Context, lease election.Lease, m ledger.Manifest) (bool, error) {
-	done, full, err := c.backlog(ctx, m)
+func (c *Coordinator) waitForWave(ctx context.Context, lease election.Lease, m *ledger.Manifest) (bool, error) {
+	done, full, err := c.backlog(ctx, *m)
 	if err != nil || !full {
 		return false, err
 	}
-	return true, c.leaveWave(ctx, lease, m, done)
+	return c.leaveWave(ctx, lease, m, done)
 }
 
 // awaitRoom returns once the backlog has room for the next plan batch. While workers drain a
@@ -120,7 +120,7 @@ func (c *Coordinator) awaitRoom(ctx context.Context, lease election.Lease, beat 
 	if err != nil || !full {
 		return false, err
 	}
-	return true, c.leaveWave(ctx, lease, m, done)
+	return c.leaveWave(ctx, lease, &m, done)
 }
 
 // sleep waits d (Config.Sleep, else a timer), reporting progress to the stall watchdog before
@@ -163,28 +163,57 @@ func (r *drainRate) wait(over int64, backoff time.Duration) time.Duration {
 	return max(time.Duration(float64(over)/r.perSec*float64(time.Second)), refillPoll)
 }
 
-// leaveWave ends a slice whose backlog is full: it records the workers' progress (done, more
-// than the manifest last saw, moves the run's hard deadline on: the run is not stuck) and
-// sends the check that continues WavePause later.
-func (c *Coordinator) leaveWave(ctx context.Context, lease election.Lease, m ledger.Manifest, done int64) error {
-	if done > m.Checkpoint.Done {
-		now := c.cfg.Now().UTC()
-		if _, err := c.cfg.Store.UpdateManifest(ctx, m.RunID, ledger.NoFence, func(cur *ledger.Manifest) error {
-			if cur.State.Final() || cur.PlanDone || cur.Checkpoint.Done >= done {
-				return ledger.ErrNoChange
-			}
-			cur.Checkpoint.Done = done
-			cur.Expires = now.Add(c.runTimeout(*cur))
-			return nil
-		}); err != nil {
-			return err
+// stallAfter is how long a run's full backlog may go without any completion before the bound
+// is lifted: a quarter of its run timeout.
+func (c *Coordinator) stallAfter(m ledger.Manifest) time.Duration { return c.runTimeout(m) / 4 }
+
+// leaveWave ends a slice whose backlog is full and reports that it did: it records the
+// workers' progress (done, more than the manifest last saw, moves the run's hard deadline on:
+// the run is not stuck) and sends the check that continues WavePause later. A backlog that has
+// not drained at all for stallAfter (no checkpoint and no completion recorded since) is
+// waiting on partitions that will not complete by themselves, a lost message say: the bound
+// is lifted for the run (Checkpoint.Unbounded), the slice goes on with the rest of the plan,
+// and the run's re-enqueue rounds bring back what never completed, as for any run.
+//
+// m is the caller's copy of the manifest; a lifted bound is noted in it.
+func (c *Coordinator) leaveWave(ctx context.Context, lease election.Lease, m *ledger.Manifest, done int64) (bool, error) {
+	log := c.log(m.RunID, lease.Epoch)
+	now := c.cfg.Now().UTC()
+	lifted, unbounded := false, false
+	if _, err := c.cfg.Store.UpdateManifest(ctx, m.RunID, lease.Epoch, func(cur *ledger.Manifest) error {
+		if unbounded = cur.Checkpoint.Unbounded; unbounded || cur.State.Final() || cur.PlanDone {
+			return ledger.ErrNoChange // lifted before (m is older than that), or over
 		}
+		rt := c.runTimeout(*cur)
+		switch {
+		case done > cur.Checkpoint.Done:
+			cur.Checkpoint.Done = done
+		case now.Sub(cur.Expires.Add(-rt)) >= c.stallAfter(*cur):
+			cur.Checkpoint.Unbounded, lifted = true, true
+		default:
+			return ledger.ErrNoChange
+		}
+		cur.Expires = now.Add(rt)
+		return nil
+	}); err != nil {
+		return false, err
+	}
+	if unbounded || lifted {
+		m.Checkpoint.Unbounded = true
+	}
+	if unbounded {
+		return false, nil
+	}
+	if lifted {
+		log.Warn("backlog has not drained; the rest of the run goes out regardless (its re-enqueue rounds bring back what never completes)",
+			"next", m.Checkpoint.Next, "done", done, "maxBacklog", c.cfg.MaxBacklog, "stalledFor", c.stallAfter(*m).String())
+		return false, nil
 	}
 	at := c.cfg.Now().Add(c.cfg.WavePause)
 	if err := c.scheduleCheck(ctx, m.RunID, lease.Epoch, continueRound+m.Checkpoint.Batches, at); err != nil {
-		return err
+		return false, err
 	}
-	c.log(m.RunID, lease.Epoch).Info("backlog full; the next wave goes out later", "next", m.Checkpoint.Next,
+	log.Info("backlog full; the next wave goes out later", "next", m.Checkpoint.Next,
 		"maxBacklog", c.cfg.MaxBacklog, "at", at.UTC())
-	return nil
+	return true, nil
 }

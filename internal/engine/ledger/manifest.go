@@ -98,6 +98,10 @@ type Checkpoint struct {
 	// Done is the completion count the leader last saw while waiting for a wave (a bounded
 	// backlog): progress there moves the run's hard deadline too.
 	Done int64 `json:"done,omitempty"`
+	// Unbounded says the backlog bound no longer holds this run's planning back: its backlog
+	// did not drain at all for a quarter of the run timeout (a message lost, say), so the rest
+	// is sent regardless and the run's re-enqueue rounds bring back what never completed.
+	Unbounded bool `json:"unbounded,omitempty"`
 }
 
 // Manifest is runs/<runID>/manifest.json.
