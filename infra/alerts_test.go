@@ -44,9 +44,9 @@ var alertRules = []alertRule{
 		"schedule paused automatically: resume it once the cause is fixed": {"run", "schedule", "state", "note"},
 	}},
 	{"nobody-deciding", 1, "PT5M", "leaseAlertWindow", map[string][]string{
-		"heartbeat: schedules decided": {"function"},
+		"heartbeat: schedules decided":                                              {"function"},
 		"heartbeat: the scheduler lease is held; its holder decides every schedule": {"function", "leaderEpoch"},
-		"invocation failed": {"function"},
+		"invocation failed":                                                         {"function"},
 	}},
 }
 
