@@ -399,3 +399,37 @@ func TestAlerts_LeaseWindow(t *testing.T) {
 		t.Errorf("leaseAlertWindow %s is shorter than the rule's evaluation period %s: heartbeats between windows go unseen", win, freq)
 	}
 }
+
+// TestAlerts_LinesReachApplicationInsights: the log rules see every line they count. The host
+// samples telemetry by default, so host.json keeps traces (the handler's lines) out of
+// sampling; it forwards the handler's console at Information, and the template deploys
+// BATON_LOG_LEVEL info, the level of "run finished" and the heartbeat's lines.
+func TestAlerts_LinesReachApplicationInsights(t *testing.T) {
+	var host struct {
+		Logging struct {
+			ApplicationInsights struct {
+				SamplingSettings struct {
+					IsEnabled     *bool  `json:"isEnabled"`
+					ExcludedTypes string `json:"excludedTypes"`
+				} `json:"samplingSettings"`
+			} `json:"applicationInsights"`
+			LogLevel map[string]string `json:"logLevel"`
+		} `json:"logging"`
+	}
+	readJSON(t, filepath.Join(repoRoot(t), "host.json"), &host)
+	ss := host.Logging.ApplicationInsights.SamplingSettings
+	sampled := ss.IsEnabled == nil || *ss.IsEnabled
+	if sampled && !slices.Contains(strings.Split(ss.ExcludedTypes, ";"), "Trace") {
+		t.Errorf("host.json: sampling is on and excludedTypes %q leaves Trace in: the alert rules would miss sampled lines", ss.ExcludedTypes)
+	}
+	level := host.Logging.LogLevel["default"]
+	if l, ok := host.Logging.LogLevel["Host.Function.Console"]; ok {
+		level = l
+	}
+	if !slices.Contains([]string{"Trace", "Debug", "Information"}, level) {
+		t.Errorf("host.json: the handler's console is forwarded at %q, want Information or lower", level)
+	}
+	if p := scanFile(t, "main.bicep").params()["logLevel"]; p.Default != "'info'" {
+		t.Errorf("main.bicep: logLevel defaults to %s, want 'info': the rules read info lines", p.Default)
+	}
+}
