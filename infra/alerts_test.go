@@ -433,3 +433,24 @@ func TestAlerts_LinesReachApplicationInsights(t *testing.T) {
 		t.Errorf("main.bicep: logLevel defaults to %s, want 'info': the rules read info lines", p.Default)
 	}
 }
+
+// TestAlerts_Documented: docs/deploy.md lists every rule with its severity and shows each query
+// exactly as deployed, so a user reading it reads what fires.
+func TestAlerts_Documented(t *testing.T) {
+	doc := readFile(t, filepath.Join(repoRoot(t), "docs", "deploy.md"))
+	for _, rule := range alertRules {
+		q := strings.TrimRight(alertQuery(t, rule.name), "\n")
+		if !strings.Contains(doc, "```kusto\n"+q+"\n```") {
+			t.Errorf("docs/deploy.md: the query of %s is not shown as infra/app/alerts/%s.kql holds it", rule.name, rule.name)
+		}
+		row := regexp.MustCompile(`(?m)^\| ` + regexp.QuoteMeta(rule.name) + ` \| [^|]+ \| (\d) \|`).FindStringSubmatch(doc)
+		if row == nil || row[1] != strconv.Itoa(rule.severity) {
+			t.Errorf("docs/deploy.md: want a table row for %s with severity %d, got %v", rule.name, rule.severity, row)
+		}
+	}
+	for _, want := range []string{"| dead-letters |", "`DeadletteredMessages`", "azd env set ALERT_EMAIL", "`leaseAlertHeartbeats`", "`leaseAlertWindow`"} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("docs/deploy.md: want it to mention %s", want)
+		}
+	}
+}
