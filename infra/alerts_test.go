@@ -454,3 +454,42 @@ func TestAlerts_Documented(t *testing.T) {
 		}
 	}
 }
+
+// TestTelemetry_IdentityIngestion: the host sends the handler's lines to Application Insights
+// with the app's user-assigned identity (no key): the authentication string names that
+// identity's client ID with Authorization=AAD, the connection string comes from the component
+// (which refuses keys: TestBicep_Security), no instrumentation key setting exists, and the
+// identity holds Monitoring Metrics Publisher on the component.
+func TestTelemetry_IdentityIngestion(t *testing.T) {
+	api := scanFile(t, "app/api.bicep")
+	host := map[string]string{}
+	for _, e := range api.settingsObjects()["hostSettings"] {
+		host[e.Key] = e.Value
+	}
+	if got := host["APPLICATIONINSIGHTS_AUTHENTICATION_STRING"]; got != "'ClientId=${identityClientId};Authorization=AAD'" {
+		t.Errorf("app/api.bicep: APPLICATIONINSIGHTS_AUTHENTICATION_STRING = %s, want 'ClientId=${identityClientId};Authorization=AAD'", got)
+	}
+	if got := host["APPLICATIONINSIGHTS_CONNECTION_STRING"]; got != "applicationInsights.properties.ConnectionString" {
+		t.Errorf("app/api.bicep: APPLICATIONINSIGHTS_CONNECTION_STRING = %s, want the component's connection string", got)
+	}
+	for _, e := range api.settingsObjects() {
+		for _, s := range e {
+			if s.Key == "APPINSIGHTS_INSTRUMENTATIONKEY" {
+				t.Error("app/api.bicep: APPINSIGHTS_INSTRUMENTATIONKEY is set; ingestion is by identity only")
+			}
+		}
+	}
+	main := scanFile(t, "main.bicep")
+	if !prop("identityClientId", "identity.outputs.clientId").MatchString(main.code) {
+		t.Error("main.bicep: want identityClientId: identity.outputs.clientId passed to the app (the user-assigned identity)")
+	}
+	granted := false
+	for _, g := range roleGrants(t, "app/rbac.bicep") {
+		if g.role == "monitoringMetricsPublisher" && g.principal == "appPrincipalId" && g.scope == "applicationInsights" {
+			granted = true
+		}
+	}
+	if !granted {
+		t.Error("app/rbac.bicep: want the app's identity granted Monitoring Metrics Publisher on applicationInsights")
+	}
+}
