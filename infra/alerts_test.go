@@ -1,8 +1,12 @@
 package infra_test
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -491,5 +495,91 @@ func TestTelemetry_IdentityIngestion(t *testing.T) {
 	}
 	if !granted {
 		t.Error("app/rbac.bicep: want the app's identity granted Monitoring Metrics Publisher on applicationInsights")
+	}
+}
+
+// kustoDiagnostic is one problem Microsoft's Kusto language service found in a query.
+type kustoDiagnostic struct {
+	Severity, Code, Message string
+	Line                    int
+}
+
+// analyzeKusto parses and analyzes queries with the Kusto language service pinned in
+// internal/tools/kql (`make tools` installs it), against the traces table's schema, and returns
+// each query's diagnostics.
+func analyzeKusto(t *testing.T, queries map[string]string) map[string][]kustoDiagnostic {
+	t.Helper()
+	dir := filepath.Join(repoRoot(t), "internal", "tools", "kql")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@kusto", "language-service-next")); err != nil {
+		t.Fatalf("the Kusto language service is not installed in %s: run `make tools` (npm ci there; it needs Node.js 20+ and npm)", dir)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node not found: install Node.js 20+ (`make tools` needs it too)")
+	}
+	cols := make([]string, len(tracesSchema))
+	for i, c := range tracesSchema {
+		cols[i] = c[0] + ":" + c[1]
+	}
+	in, err := json.Marshal(map[string]any{
+		"tables":  map[string]string{"traces": "(" + strings.Join(cols, ", ") + ")"},
+		"queries": queries,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "check.js"))
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node check.js: %v\n%s", err, stderr.String())
+	}
+	var got map[string][]kustoDiagnostic
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("check.js answered %q: %v", out, err)
+	}
+	return got
+}
+
+// TestAlerts_KustoParser: every alert query, as deployed, parses and analyzes without a
+// diagnostic in Microsoft's own Kusto language service, against Application Insights' traces
+// table: names, operators, functions and types all resolve. The nobody-deciding query is also
+// checked with another N put in, as a parameter would deploy it; and broken queries show the
+// service does report what the tests rely on it for.
+func TestAlerts_KustoParser(t *testing.T) {
+	queries := map[string]string{}
+	for _, rule := range alertRules {
+		queries[rule.name] = alertQuery(t, rule.name)
+	}
+	queries["nobody-deciding with N=12"] = strings.Replace(queries["nobody-deciding"], "let beats = 5;", "let beats = 12;", 1)
+	broken := map[string]string{
+		"broken: misspelt column":   strings.Replace(queries["missed-occurrence"], "| where start >= 0", "| where strt >= 0", 1),
+		"broken: unknown operator":  strings.Replace(queries["missed-occurrence"], "| project ", "| projekt ", 1),
+		"broken: unclosed string":   strings.Replace(queries["missed-occurrence"], `== "missed"`, `== "missed`, 1),
+		"broken: keyword as a name": strings.Replace(queries["nobody-deciding"], "lastBeat = max", "last = max", 1),
+	}
+	for name, q := range broken {
+		queries[name] = q
+	}
+	got := analyzeKusto(t, queries)
+	for name := range queries {
+		diags, ok := got[name]
+		if !ok {
+			t.Errorf("%s: no answer from the Kusto language service", name)
+			continue
+		}
+		if _, isBroken := broken[name]; isBroken {
+			if len(diags) == 0 {
+				t.Errorf("%s: no diagnostic, want the language service to report it", name)
+			}
+			continue
+		}
+		for _, d := range diags {
+			t.Errorf("%s: line %d: %s %s: %s", name, d.Line, d.Severity, d.Code, d.Message)
+		}
 	}
 }

@@ -107,10 +107,21 @@ func lexKQL(q string) ([]kqlToken, error) {
 	return toks, nil
 }
 
-// The traces table of Application Insights: the columns a query may read before defining any.
-var tracesColumns = []string{"timestamp", "message", "severityLevel", "itemType", "customDimensions",
-	"customMeasurements", "operation_Name", "operation_Id", "operation_ParentId", "cloud_RoleName",
-	"cloud_RoleInstance", "appName", "appId", "itemId", "itemCount", "sdkVersion"}
+// The traces table of Application Insights: the columns a query may read before defining any,
+// with their Kusto types.
+var tracesSchema = [][2]string{{"timestamp", "datetime"}, {"message", "string"}, {"severityLevel", "int"},
+	{"itemType", "string"}, {"customDimensions", "dynamic"}, {"customMeasurements", "dynamic"},
+	{"operation_Name", "string"}, {"operation_Id", "string"}, {"operation_ParentId", "string"},
+	{"cloud_RoleName", "string"}, {"cloud_RoleInstance", "string"}, {"appName", "string"}, {"appId", "string"},
+	{"itemId", "string"}, {"itemCount", "int"}, {"sdkVersion", "string"}}
+
+var tracesColumns = func() []string {
+	var out []string
+	for _, c := range tracesSchema {
+		out = append(out, c[0])
+	}
+	return out
+}()
 
 var kqlTables = map[string][]string{"traces": tracesColumns}
 
