@@ -177,8 +177,10 @@ resource deadLetters 'Microsoft.Insights/metricAlerts@2018-03-01' = {
       ]
     }
     autoMitigate: true
-    actions: [for id in actionGroups: {
-      actionGroupId: id
-    }]
+    actions: empty(alertEmail) ? [] : [
+      {
+        actionGroupId: actionGroup.id
+      }
+    ]
   }
 }
