@@ -25,6 +25,15 @@
 //     switched to the Storage queue because no Service Bus is available), runs the first timer
 //     occurrence to a succeeded run; with bad job params it stays up and records a failed run
 //     naming BATON_JOB_PARAMS;
+//   - the alert rules (app/alerts.bicep): each log search rule has the severity, period and
+//     window docs/deploy.md states and loads its query from app/alerts/*.kql; each query parses
+//     and analyzes without a diagnostic in Microsoft's Kusto language service (pinned in
+//     internal/tools/kql, run with node) against the traces table, passes a structural check
+//     of its own (known table, operators and functions, columns defined before use), and
+//     selects only log messages the handler's code writes, reading only keys those calls log
+//     (both read from the Go source); the dead-letter rule watches both
+//     queues; the action group exists only with an e-mail address; host.json keeps the lines out
+//     of sampling;
 //   - limits agree: the delivery limit comes from host.json alone, the Service Bus lock renewal
 //     covers functionTimeout, a work message outlives the longest run timeout; the deployer gets
 //     read-only access to the leases and runs containers and nothing else.

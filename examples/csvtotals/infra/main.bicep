@@ -113,6 +113,17 @@ param inventoryStorageAccountId string = ''
 @description('Comma-separated containers of that account the app may read (Storage Blob Data Reader on each, nothing else).')
 param inventoryContainers string = ''
 
+@description('E-mail address the alert rules notify (azd env set ALERT_EMAIL you@example.com). Empty: no action group; the alerts show in the portal only (docs/deploy.md, Alerts).')
+param alertEmail string = ''
+
+@description('N of the nobody-deciding alert: it fires when the last N heartbeats took no scheduler lease.')
+@minValue(1)
+@maxValue(60)
+param leaseAlertHeartbeats int = 5
+
+@description('How far back the nobody-deciding alert looks (ISO 8601, PT5M to P2D): at least leaseAlertHeartbeats heartbeats of the heartbeat parameter, plus a few minutes for the logs to arrive.')
+param leaseAlertWindow string = 'PT10M'
+
 var abbrs = loadJsonContent('./abbreviations.json')
 
 // The transport app/api.bicep deploys is Service Bus (BATON_TRANSPORT=servicebus). The Storage
@@ -270,6 +281,24 @@ module rbac 'app/rbac.bicep' = {
     applicationInsightsName: monitoring.outputs.applicationInsightsName
     serviceBusScaleMonitoring: serviceBusScaleMonitoring
     storageQueueTransport: storageQueueTransport
+  }
+}
+
+// Alert rules on the handler's log lines and the queues' dead letters (app/alerts.bicep).
+module alerts 'app/alerts.bicep' = {
+  name: 'alerts'
+  scope: rg
+  params: {
+    namePrefix: appName
+    location: location
+    tags: tags
+    applicationInsightsName: monitoring.outputs.applicationInsightsName
+    serviceBusNamespaceName: serviceBus.outputs.name
+    workQueueName: workQueueName
+    controlQueueName: controlQueueName
+    alertEmail: alertEmail
+    leaseAlertHeartbeats: leaseAlertHeartbeats
+    leaseAlertWindow: leaseAlertWindow
   }
 }
 
