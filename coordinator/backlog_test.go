@@ -182,11 +182,7 @@ func TestWaves_RefilledInTheInvocationAsWorkersDrain(t *testing.T) {
 		cfg.MaxBacklog, cfg.Sender, cfg.Store = backlog, ws, store
 		cfg.RefillWait = time.Minute // a loaded machine's goroutine may take a while; the run is quick
 	}, countSchedule("s", n, config.OverlapSkip))
-	e.startCursor("s")
-	e.heartbeat(c, memOccurrence)
-	if got := e.deliverChecks(c); got != 1 {
-		t.Fatalf("delivered %d checks, want the start check alone (no wave check)", got)
-	}
+	e.startAlone(c)
 	m := e.manifest(memRun)
 	if !m.PlanDone || m.Partitions != n {
 		t.Fatalf("run planned %v with %d partitions; want all %d in the one invocation", m.PlanDone, m.Partitions, n)
@@ -221,11 +217,7 @@ func TestWaves_WaitingForRoomLooksAtOneShard(t *testing.T) {
 		cfg.MaxBacklog, cfg.BatchSize, cfg.Sender, cfg.Store, cfg.Sleep = backlog, batch, ws, store, ws.sleep
 		cfg.RefillWait = time.Minute
 	}, countSchedule("s", n, config.OverlapSkip))
-	e.startCursor("s")
-	e.heartbeat(c, memOccurrence)
-	if got := e.deliverChecks(c); got != 1 {
-		t.Fatalf("delivered %d checks, want the start check alone (no wave check)", got)
-	}
+	e.startAlone(c)
 	if m := e.manifest(memRun); !m.PlanDone || m.Partitions != n {
 		t.Fatalf("run planned %v with %d partitions; want all %d in the one invocation", m.PlanDone, m.Partitions, n)
 	}
@@ -278,11 +270,7 @@ func TestWaves_ABacklogThatDoesNotDrainIsLifted(t *testing.T) {
 	const n, backlog = 22, 8
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
 	c := e.instanceWith("a", func(cfg *Config) { cfg.MaxBacklog, cfg.RefillWait = backlog, -1 }, countSchedule("s", n, config.OverlapSkip))
-	e.startCursor("s")
-	e.heartbeat(c, memOccurrence)
-	if got := e.deliverChecks(c); got != 1 {
-		t.Fatalf("delivered %d checks, want the start check", got)
-	}
+	e.startAlone(c)
 	ctx := testCtx(t)
 	stall := c.stallAfter(e.manifest(memRun))
 	if stall != time.Hour/4 {
@@ -315,4 +303,16 @@ func TestWaves_ABacklogThatDoesNotDrainIsLifted(t *testing.T) {
 			m.PlanDone, m.Partitions, m.Checkpoint.Unbounded, m.State)
 	}
 	e.sender.wantOnce(t, n)
+}
+
+// startAlone starts schedule s's run at memOccurrence on c and delivers its start check, which
+// must be the only check delivered: the run is planned in that one invocation, or it left a
+// wave check for later.
+func (e *schedEnv) startAlone(c *Coordinator) {
+	e.t.Helper()
+	e.startCursor("s")
+	e.heartbeat(c, memOccurrence)
+	if got := e.deliverChecks(c); got != 1 {
+		e.t.Fatalf("delivered %d checks, want the start check alone", got)
+	}
 }

@@ -269,11 +269,7 @@ func TestMemory_BacklogFedInWaves(t *testing.T) {
 	const n, backlog, batch = 22, 8, 4
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
 	c := e.instanceWith("a", func(cfg *Config) { cfg.MaxBacklog, cfg.RefillWait = backlog, -1 }, countSchedule("s", n, config.OverlapSkip))
-	e.startCursor("s")
-	e.heartbeat(c, memOccurrence)
-	if got := e.deliverChecks(c); got != 1 {
-		t.Fatalf("delivered %d checks, want the start check", got)
-	}
+	e.startAlone(c)
 	ctx := testCtx(t)
 	done, waves := 0, 1
 	for {
