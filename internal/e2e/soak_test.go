@@ -52,10 +52,11 @@ const (
 	// schedule (tick, which itself fires once a year) now with them.
 	soakTickParams = `{"partitions":3,"workMs":50}`
 	// soakBatch and soakBacklog are BATON_ENQUEUE_BATCH and BATON_MAX_BACKLOG: plan batches of
-	// two partitions with at most four outstanding, so the app's runs of up to ten partitions
-	// are planned in several batches, fed as workers drain them, through the faults.
-	soakBatch   = 2
-	soakBacklog = 4
+	// 16 partitions (in bundles of 2) with at most 24 outstanding, so the driver's runs of 24
+	// partitions are planned in two batches, the second sent once workers have drained 8,
+	// through the faults.
+	soakBatch   = 16
+	soakBacklog = 24
 	// soakShortOccurrences is the default occurrence count inside make test.
 	soakShortOccurrences = 10
 )
