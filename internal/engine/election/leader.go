@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/internal/engine/config"
-	"github.com/batonfn/baton/internal/engine/telemetry"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/engine/telemetry"
 )
 
 // Leader defaults.
