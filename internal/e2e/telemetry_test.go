@@ -1,0 +1,114 @@
+package e2e_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/batonfn/baton/internal/engine/ledger"
+)
+
+// otelSettings turn OTLP/HTTP export on towards rec, flushing often.
+func otelSettings(rec *otlpReceiver) map[string]string {
+	return map[string]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT": rec.srv.URL,
+		"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+		"OTEL_SERVICE_NAME":           "baton-e2e",
+		"OTEL_BSP_SCHEDULE_DELAY":     "200",
+		"OTEL_METRIC_EXPORT_INTERVAL": "500",
+	}
+}
+
+// TestTelemetry_OneTracePerRun runs the real handler under the local host with OTLP export to
+// a real OTLP/HTTP receiver: a run the heartbeat starts for an occurrence and a run started by
+// a request each make one connected trace, from the decision through the planning slices and
+// enqueue batches to every partition (on whichever instance processed it) and the finish; and
+// the metrics' counts, summed over the instances, agree with the ledger.
+func TestTelemetry_OneTracePerRun(t *testing.T) {
+	t.Parallel()
+	const parts = 12
+	rec := startOTLPReceiver(t)
+	// The tick schedule fires once, a few seconds after the cluster is up (cursor: instance
+	// start), so the heartbeat starts exactly one run.
+	at := time.Now().UTC().Add(8 * time.Second)
+	c := startCluster(t, clusterOpts{instances: 2, params: fmt.Sprintf(`{"partitions":%d}`, parts), batch: 4,
+		schedule: fmt.Sprintf("%d %d %d * * *", at.Second(), at.Minute(), at.Hour()), extra: otelSettings(rec)})
+	ctx := testCtx(t, 3*time.Minute)
+
+	timerRun := ledger.ScheduleRunID("tick", at.Truncate(time.Second))
+	mt, err := c.waitFinal(ctx, timerRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manualRun, mm := c.runFinal(ctx)
+	for _, m := range []ledger.Manifest{mt, mm} {
+		if m.State != ledger.StateSucceeded || m.Trace == "" {
+			t.Fatalf("run %s: state %s, trace %q: want succeeded with the trace of its root", m.RunID, m.State, m.Trace)
+		}
+	}
+	c.shutdown() // every handler flushes its telemetry before it exits
+
+	root := checkRunTrace(t, rec, timerRun, parts, string(ledger.StateSucceeded))
+	linked := false
+	for _, id := range root.Links {
+		if s := rec.span(id); s != nil && s.Name == "baton.heartbeat" {
+			linked = true
+		}
+	}
+	if !linked || root.Attrs["baton.run.trigger"] != string(ledger.TriggerTimer) || root.Attrs["baton.schedule.name"] != "tick" {
+		t.Errorf("timer run's root: links %v, attributes %v: want a link to the heartbeat that decided it, trigger timer, schedule tick", root.Links, root.Attrs)
+	}
+	root = checkRunTrace(t, rec, manualRun, parts, string(ledger.StateSucceeded))
+	if root.Attrs["baton.run.trigger"] != string(ledger.TriggerManual) {
+		t.Errorf("manual run's root: attributes %v, want trigger manual", root.Attrs)
+	}
+
+	// The metrics agree with the ledger: every run recorded, by state and trigger, and every
+	// partition outcome of their reports.
+	runs, err := listRuns(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var started, succeeded, partsOK, partsFailed int64
+	for _, run := range runs {
+		m, err := c.store.ReadManifest(ctx, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Epoch > 0 || m.State == ledger.StatePlanning {
+			started++
+		}
+		if m.State == ledger.StateSucceeded {
+			succeeded++
+		}
+		partsOK += int64(m.Succeeded)
+		partsFailed += int64(m.Failed)
+	}
+	if started != 2 || succeeded != 2 {
+		t.Fatalf("ledger: %d runs started, %d succeeded; want the two of the test", started, succeeded)
+	}
+	for _, want := range []struct {
+		metric string
+		attrs  map[string]string
+		n      int64
+	}{
+		{"baton.runs.started", nil, started},
+		{"baton.runs.started", map[string]string{"baton.run.trigger": "timer"}, 1},
+		{"baton.runs.finished", map[string]string{"baton.run.state": "succeeded", "baton.job.name": "synthetic"}, succeeded},
+		{"baton.runs.finished", nil, succeeded},
+		{"baton.partitions.processed", map[string]string{"baton.partition.outcome": "succeeded"}, partsOK},
+		{"baton.partitions.processed", map[string]string{"baton.partition.outcome": "failed"}, partsFailed},
+		{"baton.partitions.failed", nil, partsFailed},
+		{"baton.partitions.dead_lettered", nil, 0},
+	} {
+		if got := rec.counter(want.metric, want.attrs); got != want.n {
+			t.Errorf("%s%v = %d, want %d (the ledger's)", want.metric, want.attrs, got, want.n)
+		}
+	}
+	if got := rec.counter("baton.lease.acquisitions", map[string]string{"baton.lease.kind": "run"}); got < 2 {
+		t.Errorf("baton.lease.acquisitions{run} = %d, want at least one per run", got)
+	}
+	if got := rec.counter("baton.lease.acquisitions", map[string]string{"baton.lease.kind": "scheduler"}); got < 1 {
+		t.Errorf("baton.lease.acquisitions{scheduler} = %d, want the heartbeats'", got)
+	}
+}
