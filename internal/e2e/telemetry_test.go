@@ -112,3 +112,75 @@ func TestTelemetry_OneTracePerRun(t *testing.T) {
 		t.Errorf("baton.lease.acquisitions{scheduler} = %d, want the heartbeats'", got)
 	}
 }
+
+// TestTelemetry_ResumedPlanningJoinsTheTrace: kill -9 a run's planner mid-enqueue; the
+// instance that takes the run over continues the run's trace from the traceparent in its
+// manifest, so the resumed planning slice (a newer epoch) descends from the run's root in the
+// same trace, and so does every partition. (The killed planner's open spans die with it: the
+// trace keeps what it exported.)
+func TestTelemetry_ResumedPlanningJoinsTheTrace(t *testing.T) {
+	t.Parallel()
+	rec := startOTLPReceiver(t)
+	c := startCluster(t, clusterOpts{params: slowEnqueueParams, batch: slowEnqueueBatch, extra: otelSettings(rec)})
+	ctx := testCtx(t, slowEnqueueBudget)
+	run, rs, created := planner(ctx, t, c)
+	waitMidEnqueue(ctx, t, c, run, 3)
+	if err := c.h.Instance(created.Instance).Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.waitEpoch(ctx, created.Int("epoch")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.waitFinal(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.State != ledger.StateSucceeded {
+		t.Fatalf("run %s ended %s", run, m.State)
+	}
+	c.shutdown()
+
+	spans, err := rec.runTrace(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]*gotSpan{}
+	var root *gotSpan
+	for _, s := range spans {
+		byID[s.ID] = s
+		if s.Name == "baton.run.start" && s.Parent == "" {
+			root = s
+		}
+	}
+	if root == nil {
+		t.Fatalf("run %s: no root span baton.run.start among %d spans", run, len(spans))
+	}
+	// reaches reports whether s descends from the root through spans all exported.
+	reaches := func(s *gotSpan) bool {
+		up, err := ancestors(s, byID)
+		return err == nil && len(up) > 0 && up[len(up)-1] == "baton.run.start"
+	}
+	resumed := 0
+	parts := map[string]bool{}
+	for _, s := range spans {
+		switch {
+		case s.Name == "baton.plan.slice" && s.Attrs["baton.run.epoch"] != fmt.Sprint(created.Int("epoch")):
+			if !reaches(s) {
+				t.Errorf("resumed planning slice (epoch %s on %s) does not descend from the run's root", s.Attrs["baton.run.epoch"], s.Instance)
+			}
+			resumed++
+		case s.Name == "baton.partition":
+			parts[s.Attrs["baton.partition.index"]] = true
+		}
+	}
+	if resumed == 0 {
+		t.Errorf("run %s: no planning slice of the instance that took over (killed: %s, epoch %d)", run, created.Instance, created.Int("epoch"))
+	}
+	for i := range slowEnqueueParts {
+		if !parts[fmt.Sprint(i)] {
+			t.Errorf("run %s: no span of partition %d in the run's trace", run, i)
+			break
+		}
+	}
+	t.Logf("run %s: %d spans in one trace, %d resumed planning slices after the kill of %s", run, len(spans), resumed, created.Instance)
+}
