@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/tools/devhost"
 )
 
 // otelSettings turn OTLP/HTTP export on towards rec, flushing often.
@@ -23,19 +24,32 @@ func otelSettings(rec *otlpReceiver) map[string]string {
 // a real OTLP/HTTP receiver: a run the heartbeat starts for an occurrence and a run started by
 // a request each make one connected trace, from the decision through the planning slices and
 // enqueue batches to every partition (on whichever instance processed it) and the finish; and
-// the metrics' counts, summed over the instances, agree with the ledger.
+// the metrics' counts, summed over the instances, agree with the ledger. It runs over both
+// deliveries (deliveries).
 func TestTelemetry_OneTracePerRun(t *testing.T) {
 	t.Parallel()
+	for _, d := range deliveries() {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			oneTracePerRun(t, d)
+		})
+	}
+}
+
+func oneTracePerRun(t *testing.T, d devhost.Delivery) {
 	const parts = 12
 	rec := startOTLPReceiver(t)
 	// The tick schedule fires once, a few seconds after the cluster is up (cursor: instance
 	// start), so the heartbeat starts exactly one run.
-	at := time.Now().UTC().Add(8 * time.Second)
+	at := time.Now().UTC().Add(12 * time.Second).Truncate(time.Second)
 	c := startCluster(t, clusterOpts{instances: 2, params: fmt.Sprintf(`{"partitions":%d}`, parts), batch: 4,
-		schedule: fmt.Sprintf("%d %d %d * * *", at.Second(), at.Minute(), at.Hour()), extra: otelSettings(rec)})
+		schedule: fmt.Sprintf("%d %d %d * * *", at.Second(), at.Minute(), at.Hour()), extra: otelSettings(rec), delivery: d})
 	ctx := testCtx(t, 3*time.Minute)
+	if !time.Now().Before(at) {
+		t.Fatalf("the cluster took until after the occurrence %s to start: its first heartbeat will not decide it", at)
+	}
 
-	timerRun := ledger.ScheduleRunID("tick", at.Truncate(time.Second))
+	timerRun := ledger.ScheduleRunID("tick", at)
 	mt, err := c.waitFinal(ctx, timerRun)
 	if err != nil {
 		t.Fatal(err)
@@ -59,6 +73,7 @@ func TestTelemetry_OneTracePerRun(t *testing.T) {
 		t.Errorf("timer run's root: links %v, attributes %v: want a link to the heartbeat that decided it, trigger timer, schedule tick", root.Links, root.Attrs)
 	}
 	root = checkRunTrace(t, rec, manualRun, parts, string(ledger.StateSucceeded))
+	t.Logf("runs %s and %s: one trace each; root of the manual run %s on %s", timerRun, manualRun, root.ID, root.Instance)
 	if root.Attrs["baton.run.trigger"] != string(ledger.TriggerManual) {
 		t.Errorf("manual run's root: attributes %v, want trigger manual", root.Attrs)
 	}
