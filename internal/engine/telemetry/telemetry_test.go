@@ -132,7 +132,7 @@ func TestTraceAcrossMessages(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range byName("baton.partition")[0].Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	for k, v := range map[string]string{"baton.run.id": run.ID, "baton.job.name": "synthetic", "baton.schedule.name": "tick",
 		"baton.run.epoch": "3", "baton.partition.index": "3", "baton.partition.attempt": "1"} {
