@@ -1,12 +1,18 @@
 package e2e_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/tools/devhost"
+	"github.com/batonfn/baton/internal/tools/devhost/devhosttest"
 )
 
 // otelSettings turn OTLP/HTTP export on towards rec, flushing often.
@@ -54,7 +60,13 @@ func oneTracePerRun(t *testing.T, d devhost.Delivery) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	manualRun, mm := c.runFinal(ctx)
+	// The request carries its caller's trace context: the run's root links to it.
+	const callerSpan = "b7ad6b7169203331"
+	manualRun := postRun(ctx, t, c, "00-0af7651916cd43dd8448eb211c80319c-"+callerSpan+"-01")
+	mm, err := c.waitFinal(ctx, manualRun)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, m := range []ledger.Manifest{mt, mm} {
 		if m.State != ledger.StateSucceeded || m.Trace == "" {
 			t.Fatalf("run %s: state %s, trace %q: want succeeded with the trace of its root", m.RunID, m.State, m.Trace)
@@ -74,8 +86,8 @@ func oneTracePerRun(t *testing.T, d devhost.Delivery) {
 	}
 	root = checkRunTrace(t, rec, manualRun, parts, string(ledger.StateSucceeded))
 	t.Logf("runs %s and %s: one trace each; root of the manual run %s on %s", timerRun, manualRun, root.ID, root.Instance)
-	if root.Attrs["baton.run.trigger"] != string(ledger.TriggerManual) {
-		t.Errorf("manual run's root: attributes %v, want trigger manual", root.Attrs)
+	if root.Attrs["baton.run.trigger"] != string(ledger.TriggerManual) || !slices.Contains(root.Links, callerSpan) {
+		t.Errorf("manual run's root: attributes %v, links %v: want trigger manual, linked to the caller's span %s", root.Attrs, root.Links, callerSpan)
 	}
 
 	// The metrics agree with the ledger: every run recorded, by state and trigger, and every
@@ -198,4 +210,38 @@ func TestTelemetry_ResumedPlanningJoinsTheTrace(t *testing.T) {
 		}
 	}
 	t.Logf("run %s: %d spans in one trace, %d resumed planning slices after the kill of %s", run, len(spans), resumed, created.Instance)
+}
+
+// postRun starts a run now of the schedule tick (POST /api/runs) with traceparent as the
+// request's trace context, retrying while the scheduler lease is busy, and returns its ID.
+func postRun(ctx context.Context, t *testing.T, c *cluster, traceparent string) string {
+	t.Helper()
+	var run string
+	key := devhosttest.ShortName("otel")
+	err := waitFor(ctx, 200*time.Millisecond, "POST /api/runs accepted", func() (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.h.HTTPURL()+"/api/runs", nil)
+		if err != nil {
+			return false, err
+		}
+		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set("traceparent", traceparent)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		var reply struct {
+			Run string `json:"run"`
+		}
+		if resp.StatusCode/100 != 2 || json.Unmarshal(body, &reply) != nil || reply.Run == "" {
+			return false, fmt.Errorf("POST /api/runs: %d %s", resp.StatusCode, body)
+		}
+		run = reply.Run
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
 }

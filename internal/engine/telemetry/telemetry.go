@@ -496,3 +496,13 @@ func (e *errList) add(err error) {
 }
 
 func (e errList) err() error { return errors.Join(e...) }
+
+// ContextWithTraceparent returns ctx carrying traceparent (a caller's W3C trace context, as an
+// HTTP request's traceparent header brings it) as its remote span, so that a run started there
+// links to the caller's trace; ctx itself when traceparent does not parse.
+func ContextWithTraceparent(ctx context.Context, traceparent string) context.Context {
+	if sc := remote(traceparent); sc.IsValid() {
+		return trace.ContextWithRemoteSpanContext(ctx, sc)
+	}
+	return ctx
+}
