@@ -56,6 +56,11 @@ func withSchedules(c *coordinator.Coordinator, heartbeat time.Duration) func(*ap
 	}
 }
 
+// withTraceURL links each run to its trace in a trace UI (BATON_TRACE_URL).
+func withTraceURL(url string) func(*api.Config) {
+	return func(cfg *api.Config) { cfg.TraceURL = url }
+}
+
 // apiFunc adapts an api endpoint to an HTTP function: the httpTrigger request becomes an
 // api.Request, the api.Reply becomes the `res` output.
 func apiFunc(fn func(context.Context, api.Request) api.Reply) httpFunc {

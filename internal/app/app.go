@@ -218,7 +218,7 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 	starter := manualGuard{Starter: coord, scheduler: coord, jobErr: jobErr, hasDefault: cfg.Schedule != "",
 		allowed: manual, allowAll: manualAll, defaults: o.DefaultParams}
 	f := &functions{coord: coord, starter: starter, worker: worker, leader: leader, store: store, now: time.Now}
-	register(app.server, f, withSchedules(coord, heartbeat), withDeadLetters(deadLetters.List))
+	register(app.server, f, withSchedules(coord, heartbeat), withDeadLetters(deadLetters.List), withTraceURL(cfg.TraceURL))
 	return app, nil
 }
 
