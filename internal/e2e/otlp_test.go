@@ -28,7 +28,8 @@ type otlpReceiver struct {
 
 	mu       sync.Mutex
 	spans    map[string]*gotSpan // by span ID
-	counters map[string]int64    // instance|start|metric|attrs → latest cumulative value
+	counters map[string]int64    // instance|start|metric|attrs → latest cumulative value (a histogram's count as metric.count)
+	gauges   map[string]int64    // instance|start|metric|attrs → latest value
 	requests int
 }
 
@@ -42,7 +43,7 @@ type gotSpan struct {
 }
 
 func startOTLPReceiver(t *testing.T) *otlpReceiver {
-	r := &otlpReceiver{spans: map[string]*gotSpan{}, counters: map[string]int64{}}
+	r := &otlpReceiver{spans: map[string]*gotSpan{}, counters: map[string]int64{}, gauges: map[string]int64{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/traces", func(w http.ResponseWriter, req *http.Request) {
 		var in coltracepb.ExportTraceServiceRequest
@@ -145,6 +146,21 @@ func (r *otlpReceiver) addMetrics(in *colmetricspb.ExportMetricsServiceRequest) 
 		inst := attrMap(rm.GetResource().GetAttributes())["service.instance.id"]
 		for _, sm := range rm.GetScopeMetrics() {
 			for _, m := range sm.GetMetrics() {
+				switch d := m.GetData().(type) {
+				case *metricspb.Metric_Gauge:
+					for _, dp := range d.Gauge.GetDataPoints() {
+						key := fmt.Sprintf("%s|%d|%s|%s", inst, dp.GetStartTimeUnixNano(), m.GetName(), attrKey(attrMap(dp.GetAttributes())))
+						r.gauges[key] = dp.GetAsInt()
+					}
+					continue
+				case *metricspb.Metric_Histogram:
+					// A histogram's count is a cumulative counter of its recordings.
+					for _, dp := range d.Histogram.GetDataPoints() {
+						key := fmt.Sprintf("%s|%d|%s.count|%s", inst, dp.GetStartTimeUnixNano(), m.GetName(), attrKey(attrMap(dp.GetAttributes())))
+						r.counters[key] = int64(dp.GetCount())
+					}
+					continue
+				}
 				sum, ok := m.GetData().(*metricspb.Metric_Sum)
 				if !ok || sum.Sum.GetAggregationTemporality() != metricspb.AggregationTemporality_AGGREGATION_TEMPORALITY_CUMULATIVE {
 					continue
@@ -193,6 +209,19 @@ func (r *otlpReceiver) counter(name string, want map[string]string) int64 {
 		}
 	}
 	return total
+}
+
+// gauged reports whether gauge name was reported with attributes including want.
+func (r *otlpReceiver) gauged(name string, want map[string]string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for key := range r.gauges {
+		parts := strings.SplitN(key, "|", 4)
+		if parts[2] == name && strings.Contains(","+parts[3]+",", ","+attrKey(want)+",") {
+			return true
+		}
+	}
+	return false
 }
 
 // runTrace returns the spans of run's trace: the trace of its spans (an error when they are in

@@ -127,10 +127,19 @@ func oneTracePerRun(t *testing.T, d devhost.Delivery) {
 		{"baton.partitions.processed", map[string]string{"baton.partition.outcome": "failed"}, partsFailed},
 		{"baton.partitions.failed", nil, partsFailed},
 		{"baton.partitions.dead_lettered", nil, 0},
+		{"baton.partition.duration.count", nil, partsOK + partsFailed},
+		{"baton.run.duration.count", nil, succeeded},
+		{"baton.occurrence.lag.count", nil, 1},
 	} {
 		if got := rec.counter(want.metric, want.attrs); got != want.n {
 			t.Errorf("%s%v = %d, want %d (the ledger's)", want.metric, want.attrs, got, want.n)
 		}
+	}
+	if !rec.gauged("baton.queue.backlog", map[string]string{"baton.queue.name": c.queueNm}) {
+		t.Errorf("no baton.queue.backlog of the work queue %s", c.queueNm)
+	}
+	if got := rec.counter("baton.heartbeat.duration.count", nil); got < 1 {
+		t.Errorf("baton.heartbeat.duration recorded %d heartbeats, want some", got)
 	}
 	if got := rec.counter("baton.lease.acquisitions", map[string]string{"baton.lease.kind": "run"}); got < 2 {
 		t.Errorf("baton.lease.acquisitions{run} = %d, want at least one per run", got)
