@@ -153,7 +153,26 @@ test: vet unit fuzz examples bench-smoke
 # by side; it is printed and announced in .baton/devhost/, where `go run ./cmd/devhost ctl list`
 # finds it. DEVHOST_CONTROL=127.0.0.1:<port> (make variable or environment) pins it; "" turns it off.
 DEVHOST_CONTROL ?= 127.0.0.1:0
+# TRACES=1 also builds and starts the pinned Jaeger (JAEGER_MOD, a module of its own, so an app
+# never has it in its module graph; the first build takes about 5 minutes) on its default
+# loopback ports: the handlers export their traces and metrics to it over OTLP/HTTP (4318), and
+# the demo prints the run's trace from Jaeger's query service (16686: its JSON API, since the
+# module carries a placeholder instead of the UI's assets), as BATON_TRACE_URL links the
+# dashboard's run page to it. Jaeger stops with the demo; its log is in dist/jaeger.log.
+JAEGER_MOD = internal/tools/jaeger/go.mod
+JAEGER_BIN = dist/jaeger
 demo: tools build
+	@set -e; if [ -n "$(TRACES)" ]; then \
+		mkdir -p dist; \
+		echo "building the pinned Jaeger ($(JAEGER_MOD))"; \
+		$(GO) build -modfile=$(JAEGER_MOD) -o $(JAEGER_BIN) github.com/jaegertracing/jaeger/cmd/jaeger; \
+		./$(JAEGER_BIN) > dist/jaeger.log 2>&1 & jaeger=$$!; \
+		trap 'kill $$jaeger 2>/dev/null' EXIT INT TERM; \
+		for i in $$(seq 100); do curl -fs -o /dev/null http://127.0.0.1:16686/ && break; sleep 0.2; done; \
+		echo "Jaeger (pid $$jaeger): traces at http://127.0.0.1:16686/api/traces/<trace ID>"; \
+		export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 OTEL_SERVICE_NAME=baton-demo \
+			BATON_TRACE_URL='http://127.0.0.1:16686/api/traces/{trace}'; \
+	fi; \
 	$(GO) run ./cmd/devhost demo -exe ./$(BIN) -job inventory -control '$(DEVHOST_CONTROL)'
 
 # Benchmarks against Azurite (BENCHMARKS.md; about 25 minutes on 2 cores). Each entry is

@@ -12,6 +12,9 @@ import (
 	"regexp"
 	"syscall"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/batonfn/baton/internal/app"
 	"github.com/batonfn/baton/work"
 )
@@ -25,6 +28,8 @@ type App struct {
 	problems  []error
 	logger    *slog.Logger
 	getenv    func(string) string
+	tracer    trace.TracerProvider
+	meter     metric.MeterProvider
 }
 
 // Option configures an App (see New).
@@ -42,6 +47,16 @@ func WithLogger(logger *slog.Logger) Option { return appOption(func(a *App) { a.
 // os.Getenv.
 func WithSettings(getenv func(string) string) Option {
 	return appOption(func(a *App) { a.getenv = getenv })
+}
+
+// WithTelemetry sends Baton's spans to tp and its metrics to mp (either may be nil: that signal
+// is then off), in place of the providers the standard OTEL_* settings would build; the app
+// flushes and shuts them down itself. Every run is one trace, from the decision to start it to
+// its report, and a job's own spans nest under its partition's through Process's context.
+// Default: OTLP export as OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* settings say; off
+// when no endpoint is set.
+func WithTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) Option {
+	return appOption(func(a *App) { a.tracer, a.meter = tp, mp })
 }
 
 // New returns an App with no jobs.
@@ -178,5 +193,5 @@ func (a *App) main(args []string, stdout, stderr io.Writer) int {
 
 func (a *App) options(stdout, stderr io.Writer) app.Options {
 	return app.Options{Jobs: a.jobs, DefaultParams: a.defaults, Schedules: a.schedules, Logger: a.logger, Getenv: a.getenv,
-		Stdout: stdout, Stderr: stderr}
+		Stdout: stdout, Stderr: stderr, TracerProvider: a.tracer, MeterProvider: a.meter}
 }

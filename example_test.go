@@ -10,6 +10,9 @@ import (
 	"os"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/batonfn/baton"
 )
 
@@ -59,6 +62,23 @@ func ExampleNew() {
 	app := baton.New(baton.WithLogger(slog.New(slog.NewJSONHandler(os.Stdout, nil))))
 	countdown := app.Register("countdown", countdown{})
 	countdown.Schedule("nightly", "0 30 2 * * *")
+	fmt.Println(app.Err())
+	// Output: <nil>
+}
+
+// An app that has its own OpenTelemetry providers hands them to Baton: every run is then one
+// trace (the decision to start it, its planning, each partition on whichever instance ran it,
+// and its report), and the spans a job starts from Process's context nest under its
+// partition's. The app flushes its providers itself. Without this option Baton exports by the
+// standard OTEL_* settings (OTEL_EXPORTER_OTLP_ENDPOINT, ...), and is off when none is set.
+func ExampleWithTelemetry() {
+	ctx := context.Background()
+	tp := sdktrace.NewTracerProvider() // with the app's exporter: sdktrace.WithBatcher(...)
+	mp := sdkmetric.NewMeterProvider() // with the app's reader: sdkmetric.WithReader(...)
+	defer func() { _ = errors.Join(tp.Shutdown(ctx), mp.Shutdown(ctx)) }()
+
+	app := baton.New(baton.WithTelemetry(tp, mp))
+	app.Register("countdown", countdown{}).Schedule("nightly", "0 30 2 * * *")
 	fmt.Println(app.Err())
 	// Output: <nil>
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/batonfn/baton/internal/engine/election"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/engine/telemetry"
 	"github.com/batonfn/baton/internal/engine/transport"
 	"github.com/batonfn/baton/work"
 )
@@ -39,8 +40,13 @@ func (c *Coordinator) timeOutAnyway(ctx context.Context, m ledger.Manifest) erro
 	})
 }
 
-func (c *Coordinator) check(ctx context.Context, env work.Envelope, d work.Delivery) error {
+func (c *Coordinator) check(ctx context.Context, env work.Envelope, d work.Delivery) (err error) {
 	m, err := c.cfg.Store.ReadManifest(ctx, env.Run)
+	if err == nil && !m.State.Final() {
+		var span telemetry.Span
+		ctx, span = c.cfg.Telemetry.StartCheck(ctx, m.Trace, env.Trace, runOf(m), env.Round)
+		defer func() { span.End(err) }()
+	}
 	if errors.Is(err, ledger.ErrNotFound) {
 		// Every run's record is created before its first check is sent, so a check without a
 		// run is not Baton's, or its run was deleted: nothing to resume or retry.

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/batonfn/baton/internal/engine/election"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/engine/telemetry"
 	"github.com/batonfn/baton/internal/engine/transport"
 	"github.com/batonfn/baton/work"
 )
@@ -21,10 +23,13 @@ var errBatchFull = errors.New("plan batch full")
 // starting at the checkpoint, fencing the old leader out), then continue enqueueing. ended
 // reports that this leadership recorded the plan done.
 func (c *Coordinator) resume(ctx context.Context, lease election.Lease, beat func(), run string) (m ledger.Manifest, ended bool, err error) {
+	first := false // this leadership is the run's first planner
 	m, err = c.cfg.Store.UpdateManifest(ctx, run, lease.Epoch, func(m *ledger.Manifest) error {
+		first = false
 		if m.PlanDone || m.State.Final() || m.Stop != nil {
 			return ledger.ErrNoChange
 		}
+		first = m.Epoch == 0
 		if m.Epoch < lease.Epoch {
 			m.Epoch = lease.Epoch
 			m.Leader = lease.Holder
@@ -45,6 +50,9 @@ func (c *Coordinator) resume(ctx context.Context, lease election.Lease, beat fun
 	if m.PlanDone || m.State.Final() || m.Stop != nil {
 		return m, false, nil
 	}
+	if first && !m.Occurrence.IsZero() {
+		c.cfg.Telemetry.OccurrenceLag(ctx, m.Schedule, m.Job, c.cfg.Now().Sub(m.Occurrence))
+	}
 	m, err = c.enqueue(ctx, lease, beat, m)
 	return m, err == nil && m.PlanDone && !m.State.Final(), err
 }
@@ -54,7 +62,7 @@ func (c *Coordinator) resume(ctx context.Context, lease election.Lease, beat fun
 // one is reused as is), send it, checkpoint. Each step reports progress to the stall watchdog.
 // It stops at once when leadership ends and never writes the manifest after that: every write
 // is fenced by the lease epoch.
-func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat func(), m ledger.Manifest) (ledger.Manifest, error) {
+func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat func(), m ledger.Manifest) (_ ledger.Manifest, err error) {
 	run := m.RunID
 	log := c.log(run, lease.Epoch)
 	job, err := c.cfg.Jobs.Lookup(m.Job)
@@ -74,6 +82,9 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 		}
 		defer c.guard(ctx, lease, run)() // lease probes and handover while planning (handover.go)
 	}
+	ctx, slice := c.cfg.Telemetry.StartSlice(ctx, m.Trace, runOf(m), m.Checkpoint.Next)
+	slice.SetEpoch(lease.Epoch)
+	defer func() { slice.End(err) }()
 	for !m.PlanDone {
 		beat()
 		if err := ctx.Err(); err != nil {
@@ -97,7 +108,11 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 		}
 		beat()
 		sent := time.Now()
-		err = c.send(ctx, m, b, lease.Epoch, 0)
+		r := runOf(m)
+		r.Epoch = lease.Epoch
+		bctx, batch := c.cfg.Telemetry.StartBatch(ctx, r, b.Batch, b.First, len(b.Partitions))
+		err = c.send(bctx, m, b, lease.Epoch, 0)
+		batch.End(err)
 		if pause := pace.observe(len(b.Partitions), time.Since(sent), err); pause > 0 {
 			log.Debug("enqueue paced: storage shows strain", "pause", pause.String(), "batch", b.Batch)
 			paused += pause
@@ -284,7 +299,7 @@ func (c *Coordinator) send(ctx context.Context, m ledger.Manifest, b ledger.Plan
 		size = work.BundleSize(c.cfg.Jobs.MaxBundle(m.Job), len(b.Partitions))
 	}
 	envs := bundles(work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: m.RunID, Epoch: epoch,
-		Parts: parts, Round: round, Block: b.Bundle}, b, size, only)
+		Parts: parts, Round: round, Block: b.Bundle, Trace: c.cfg.Telemetry.Traceparent(ctx)}, b, size, only)
 	msgs := make([]transport.Message, 0, len(envs))
 	for _, env := range envs {
 		body, err := env.Encode()
@@ -390,7 +405,8 @@ func allEmpty(ps []json.RawMessage) bool {
 // fit never will, so planning fails (permanently) and names it.
 func fits(run string, index int, payload json.RawMessage) error {
 	probe := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: run, Epoch: 1 << 53,
-		Part: index, Parts: max(index+1, 1<<30), Round: 1 << 20, Payload: payload}
+		Part: index, Parts: max(index+1, 1<<30), Round: 1 << 20, Payload: payload,
+		Trace: strings.Repeat("f", work.MaxTraceBytes)}
 	if _, err := probe.Encode(); err != nil {
 		return fmt.Errorf("partition %d (payload %d bytes) cannot be sent: %w", index, len(payload), err)
 	}
@@ -399,7 +415,8 @@ func fits(run string, index int, payload json.RawMessage) error {
 
 // scheduleCheck sends the run's check message for delivery at `at`.
 func (c *Coordinator) scheduleCheck(ctx context.Context, run string, epoch int64, round int, at time.Time) error {
-	env := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindCheck, Run: run, Epoch: epoch, Round: round}
+	env := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindCheck, Run: run, Epoch: epoch, Round: round,
+		Trace: c.cfg.Telemetry.Traceparent(ctx)}
 	body, err := env.Encode()
 	if err != nil {
 		return err
@@ -419,14 +436,31 @@ func (c *Coordinator) failRun(ctx context.Context, lease election.Lease, run str
 	reason := ledger.Cause(cause)
 	c.log(run, lease.Epoch).Error("run failed", "reason", reason, "err", cause)
 	now := c.cfg.Now().UTC()
-	return c.cfg.Store.UpdateManifest(ctx, run, lease.Epoch, func(m *ledger.Manifest) error {
+	changed := false
+	m, err := c.cfg.Store.UpdateManifest(ctx, run, lease.Epoch, func(m *ledger.Manifest) error {
 		if m.State.Final() {
+			changed = false
 			return ledger.ErrNoChange // it ended another way first; its outcome stands
 		}
 		if err := m.Transition(ledger.StateFailed); err != nil {
 			return err
 		}
+		changed = true
 		m.Reason, m.Finished = reason, now
 		return nil
 	})
+	if err == nil && changed {
+		c.finished(ctx, m)
+	}
+	return m, err
+}
+
+// finished counts m, which this process has just made final.
+func (c *Coordinator) finished(ctx context.Context, m ledger.Manifest) {
+	c.cfg.Telemetry.RunFinished(ctx, m.Schedule, m.Job, string(m.State), m.Created, m.Finished)
+}
+
+// runOf is m as spans describe it.
+func runOf(m ledger.Manifest) telemetry.Run {
+	return telemetry.Run{ID: m.RunID, Schedule: m.Schedule, Job: m.Job, Epoch: m.Epoch}
 }

@@ -58,10 +58,16 @@ type HeartbeatOutcome struct {
 // Heartbeat handles a Tick: one attempt at the scheduler lease and, when won, every schedule's
 // due occurrences decided (see above). Schedules are independent: one whose storage calls fail
 // does not stop the others, and the error joins every schedule's.
-func (c *Coordinator) Heartbeat(ctx context.Context) (HeartbeatOutcome, error) {
-	var out HeartbeatOutcome
+func (c *Coordinator) Heartbeat(ctx context.Context) (out HeartbeatOutcome, err error) {
+	ctx, span := c.cfg.Telemetry.StartHeartbeat(ctx)
+	began := time.Now()
+	defer func() {
+		span.SetEpoch(out.Epoch)
+		span.End(err)
+		c.cfg.Telemetry.HeartbeatDone(ctx, time.Since(began))
+	}()
 	var due []ledger.Manifest
-	err := c.cfg.Leader.RunAsLeader(ctx, func(ctx context.Context, lease election.Lease, beat func()) error {
+	err = c.cfg.Leader.RunAsLeader(ctx, func(ctx context.Context, lease election.Lease, beat func()) error {
 		out.Status, out.Epoch = StatusStarted, lease.Epoch
 		if err := c.ensureContainer(ctx); err != nil {
 			return err
@@ -382,6 +388,7 @@ func (b *beat) promote(ctx context.Context) error {
 		if err := b.c.startRun(ctx, m, b.s.jitter(id)); err != nil {
 			return err
 		}
+		b.c.cfg.Telemetry.RunStarted(ctx, m.Schedule, m.Job, string(m.Trigger))
 		b.c.log(id, 0).Info("queued run started: the run it waited for has ended", "schedule", b.s.Name)
 		b.decided(Decision{Run: id, Occurrence: m.Occurrence, Status: StatusStarted, State: m.State, Reason: "the run it waited for has ended"})
 		b.setLatest(id)

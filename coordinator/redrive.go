@@ -110,7 +110,10 @@ func (c *Coordinator) Redrive(ctx context.Context, run, key, by string) (Redrive
 	out.Round, out.Partitions, out.State = got.Round, len(got.Indexes), m.State
 	log := c.log(run, m.Epoch).With("round", got.Round, "by", by)
 	log.Warn("run redriven: its partitions that did not succeed run again", "partitions", len(got.Indexes), "from", got.From)
-	if err := c.sendRedrive(ctx, m, got.Round, got.Indexes, 0); err != nil {
+	ctx, span := c.cfg.Telemetry.StartRedrive(ctx, m.Trace, runOf(m), got.Round)
+	err = c.sendRedrive(ctx, m, got.Round, got.Indexes, 0)
+	span.End(err)
+	if err != nil {
 		return out, err
 	}
 	if err := c.scheduleCheck(ctx, run, m.Epoch, redriveRound+got.Round, m.Deadline); err != nil {
@@ -194,7 +197,8 @@ func (c *Coordinator) sendRedrive(ctx context.Context, m ledger.Manifest, round 
 			return fmt.Errorf("redrive %s: plan batch %d does not hold partition %d", m.RunID, pb.Batch, i)
 		}
 		env := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: m.RunID, Epoch: max(m.Epoch, 1), Part: i,
-			Parts: m.Partitions, Round: again, Payload: pb.Partitions[k], Redrive: round}
+			Parts: m.Partitions, Round: again, Payload: pb.Partitions[k], Redrive: round,
+			Trace: c.cfg.Telemetry.Traceparent(ctx)}
 		body, err := env.Encode()
 		if err != nil {
 			return fmt.Errorf("redrive %s: %w", m.RunID, err)

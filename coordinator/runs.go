@@ -15,6 +15,7 @@ import (
 	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/election"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/engine/telemetry"
 	"github.com/batonfn/baton/internal/engine/transport"
 	"github.com/batonfn/baton/internal/lib/memo"
 	"github.com/batonfn/baton/internal/lib/parallel"
@@ -119,6 +120,8 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives the run's story (default: discarded).
 	Logger *slog.Logger
+	// Telemetry traces each run and counts runs, heartbeats and leases (nil: off).
+	Telemetry *telemetry.Telemetry
 }
 
 // Coordinator starts, resumes and checks runs. The scheduler's decisions (which occurrence
@@ -531,11 +534,19 @@ func (c *Coordinator) countLive(ctx context.Context, entries []ledger.ActiveRun,
 // run, sends the check that starts its planning (after spec.jitter). The record comes first, so
 // the check always finds its run; a check that never arrives leaves the run to the heartbeat.
 // A run that already exists is answered as it is (answerKey: a key's other request is refused).
-func (c *Coordinator) open(ctx context.Context, spec runSpec, state ledger.State) (Outcome, error) {
+func (c *Coordinator) open(ctx context.Context, spec runSpec, state ledger.State) (out Outcome, err error) {
 	m := c.newManifest(spec)
 	if err := m.Transition(state); err != nil {
 		return Outcome{}, err
 	}
+	// The run's trace starts with the decision to start it; its root's context is stored in
+	// the manifest, so whichever instance plans, checks or finishes the run continues it.
+	ctx, span := c.cfg.Telemetry.StartRun(ctx, telemetry.Run{ID: spec.id, Schedule: spec.schedule, Job: spec.job}, string(spec.trigger))
+	defer func() {
+		span.SetState(string(out.State))
+		span.End(err)
+	}()
+	m.Trace = c.cfg.Telemetry.Traceparent(ctx)
 	switch err := c.cfg.Store.CreateManifest(ctx, &m); {
 	case errors.Is(err, ledger.ErrExists):
 		cur, rerr := c.cfg.Store.ReadManifest(ctx, spec.id)
@@ -553,6 +564,7 @@ func (c *Coordinator) open(ctx context.Context, spec runSpec, state ledger.State
 	if err := c.startRun(ctx, m, spec.jitter); err != nil {
 		return Outcome{}, err
 	}
+	c.cfg.Telemetry.RunStarted(ctx, m.Schedule, m.Job, string(m.Trigger))
 	return Outcome{Status: StatusStarted, Run: spec.id, State: m.State}, nil
 }
 

@@ -131,6 +131,9 @@ func (c *Coordinator) timeOut(ctx context.Context, lease *election.Lease, m ledg
 		})
 		if err == nil {
 			log.Error("run timed out while planning", "reason", reason)
+			if cur, rerr := c.cfg.Store.ReadManifest(ctx, m.RunID); rerr == nil && cur.State == ledger.StateTimedOut && cur.Epoch == lease.Epoch {
+				c.finished(ctx, cur)
+			}
 		}
 		return err
 	}

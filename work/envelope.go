@@ -20,6 +20,9 @@ const EnvelopeVersion = 1
 // both transports keeps a run portable.
 const MaxEnvelopeBytes = 48 << 10
 
+// MaxTraceBytes bounds an envelope's trace context (a W3C traceparent is 55 bytes).
+const MaxTraceBytes = 64
+
 // MaxPayloadBytes bounds a partition's job payload inside the envelope.
 const MaxPayloadBytes = MaxEnvelopeBytes - 1024
 
@@ -75,6 +78,9 @@ type Envelope struct {
 	// Payloads are a bundle's payloads, one per partition in order (JSON null for a partition
 	// without one), or none when no partition has one. A bundle leaves Payload empty.
 	Payloads []json.RawMessage `json:"payloads,omitempty"`
+	// Trace is the W3C traceparent of the span that sent the message (telemetry on), so that
+	// the instance handling it continues the run's trace; empty otherwise.
+	Trace string `json:"trace,omitempty"`
 }
 
 // MaxBundle is the most partitions one message carries, and the highest cap a job may set
@@ -193,6 +199,9 @@ func (e Envelope) Validate() error {
 	}
 	if e.Parts < 0 {
 		return bad("parts %d, want >= 0", e.Parts)
+	}
+	if len(e.Trace) > MaxTraceBytes {
+		return bad("trace of %d bytes exceeds %d", len(e.Trace), MaxTraceBytes)
 	}
 	switch e.Kind {
 	case KindPartition:

@@ -28,7 +28,8 @@ func validPartition() Envelope {
 
 func TestEnvelope_RoundTrip(t *testing.T) {
 	for _, e := range []Envelope{validPartition(), {Version: 1, Kind: KindCheck, Run: "manual-x", Epoch: 1, Round: 2},
-		{Version: 1, Kind: KindCheck, Run: "manual-x", Epoch: 4, Handover: true}} {
+		{Version: 1, Kind: KindCheck, Run: "manual-x", Epoch: 4, Handover: true},
+		{Version: 1, Kind: KindCheck, Run: "manual-x", Epoch: 1, Round: 1, Trace: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}} {
 		b, err := e.Encode()
 		if err != nil {
 			t.Fatal(err)
@@ -79,6 +80,7 @@ func TestDecodeEnvelope_Rejects(t *testing.T) {
 		"bundle payload":     `{"baton":1,"kind":"partition","run":"r1","epoch":1,"count":2,"payload":1}`,
 		"bundle retry":       `{"baton":1,"kind":"partition","run":"r1","epoch":1,"count":2,"attempt":2,"errors":["x"]}`,
 		"check with count":   `{"baton":1,"kind":"check","run":"r1","epoch":1,"count":2}`,
+		"trace too long":     `{"baton":1,"kind":"check","run":"r1","epoch":1,"trace":"` + strings.Repeat("0", MaxTraceBytes+1) + `"}`,
 	}
 	for name, body := range cases {
 		t.Run(name, func(t *testing.T) {

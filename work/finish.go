@@ -9,6 +9,8 @@ import (
 	"fmt"
 
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/engine/telemetry"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // TryFinish aggregates the run if every partition has a result and nobody else is doing it, and
@@ -115,8 +117,18 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool, kno
 // finishClaimed claims m's report and, as its one aggregator, aggregates the run (from the
 // partials fo when mj is not nil, else from every result), writes the final report and settles
 // the manifest.
-func (w *Worker) finishClaimed(ctx context.Context, job Job, mp *ledger.Manifest, mj Merger, fo folded) (bool, error) {
+func (w *Worker) finishClaimed(ctx context.Context, job Job, mp *ledger.Manifest, mj Merger, fo folded) (finished bool, err error) {
 	m, run := *mp, mp.RunID
+	if w.cfg.Telemetry.On() {
+		var span telemetry.Span
+		ctx, span = w.cfg.Telemetry.StartFinish(ctx, m.Trace, telemetry.Run{ID: run, Schedule: m.Schedule, Job: m.Job, Epoch: m.Epoch})
+		defer func() {
+			if !finished {
+				span.SetState("not-finished")
+			}
+			span.End(err)
+		}()
+	}
 	log := w.logger().With("run", run, "partitions", m.Partitions)
 	// One finish per run at a time in this process (finishGate): the claim's token is this
 	// process's, so two of its callers at once would both take the claim for their own.
@@ -258,7 +270,7 @@ func (w *Worker) settle(ctx context.Context, rep ledger.Report, reason string) (
 	}
 	changed := false
 	run, round := ledger.SplitRunKey(rep.Run) // a redrive round's report settles its run
-	_, err := w.cfg.Store.UpdateManifest(ctx, run, ledger.NoFence, func(m *ledger.Manifest) error {
+	m, err := w.cfg.Store.UpdateManifest(ctx, run, ledger.NoFence, func(m *ledger.Manifest) error {
 		if m.State.Final() || m.Round != round {
 			changed = false
 			return ledger.ErrNoChange
@@ -276,6 +288,10 @@ func (w *Worker) settle(ctx context.Context, rep ledger.Report, reason string) (
 	})
 	if err != nil {
 		return false, fmt.Errorf("finish %s: %w", rep.Run, err)
+	}
+	if changed {
+		w.cfg.Telemetry.RunFinished(ctx, m.Schedule, m.Job, string(m.State), m.Created, m.Finished)
+		trace.SpanFromContext(ctx).SetAttributes(telemetry.KeyState.String(string(m.State)))
 	}
 	return changed, nil
 }

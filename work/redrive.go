@@ -30,7 +30,7 @@ func (w *Worker) handleRedrive(ctx context.Context, m *ledger.Manifest, job Job,
 	}
 	if o.record != nil {
 		recs, _ := ledger.Record(rctx, w.cfg.Store, key, ledger.Span{}, []ledger.Result{*o.record}, nil)
-		w.settleRecorded(&o, recs[0], log)
+		w.settleRecorded(rctx, m.Job, &o, recs[0], log)
 	}
 	errs := []error{o.gaveUp, o.err}
 	if o.stored != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/engine/telemetry"
 	"github.com/batonfn/baton/internal/engine/transport"
 	"github.com/batonfn/baton/internal/lib/parallel"
 )
@@ -81,6 +82,8 @@ type WorkerConfig struct {
 	ReadConcurrency int
 	// StopPoll: see DefaultStopPoll.
 	StopPoll time.Duration
+	// Telemetry traces each delivery and partition and counts their outcomes (nil: off).
+	Telemetry *telemetry.Telemetry
 	// CopyTTL bounds how old the process's copy of a planned run's manifest may be, so a run
 	// stopped (Manifest.Stop) may still see partitions start here this long after. The app
 	// sets it to the lease duration. Default ManifestCopyTTL.
@@ -213,6 +216,17 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 	if err != nil {
 		return fmt.Errorf("%w: run %s: %w", ErrMalformed, env.Run, err)
 	}
+	if w.cfg.Telemetry.On() {
+		var span telemetry.Span
+		ctx, span = w.cfg.Telemetry.StartMessage(ctx, m.Trace, env.Trace, telemetry.Run{ID: m.RunID, Schedule: m.Schedule, Job: m.Job, Epoch: env.Epoch},
+			telemetry.Message{First: env.Part, Count: env.Count, Attempt: env.Attempt, Redrive: env.Redrive, Delivery: delivery})
+		defer func() {
+			if errors.Is(err, ErrGaveUp) {
+				w.cfg.Telemetry.PartitionDeadLettered(ctx, m.Job)
+			}
+			span.End(err)
+		}()
+	}
 	// A message of the last plan batch carries the run's partition count: this process's
 	// other deliveries of the run may use it before their copy of the manifest says so.
 	w.facts.learnCount(env.Run, env.Parts)
@@ -238,7 +252,7 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 	unwatch()
 	rctx, cancel := w.recording(ctx) // from now: Process may have used up the deadline
 	defer cancel()
-	w.record(rctx, ctx, env, known, delivery, outs, log)
+	w.record(rctx, ctx, m.Job, env, known, delivery, outs, log)
 
 	// 4. Count what was recorded: fold it into the partials, append the done records.
 	var (
@@ -256,7 +270,12 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 }
 
 // count folds recorded results into the partials and appends their done records.
-func (w *Worker) count(rctx, ctx context.Context, m *ledger.Manifest, job Job, env Envelope, stored []ledger.Result, log *slog.Logger) error {
+func (w *Worker) count(rctx, ctx context.Context, m *ledger.Manifest, job Job, env Envelope, stored []ledger.Result, log *slog.Logger) (err error) {
+	if w.cfg.Telemetry.On() && len(stored) > 0 {
+		var span telemetry.Span
+		rctx, span = w.cfg.Telemetry.StartFold(rctx, telemetry.Run{ID: m.RunID, Schedule: m.Schedule, Job: m.Job, Epoch: env.Epoch}, len(stored))
+		defer func() { span.End(err) }()
+	}
 	if err := w.fold(rctx, m, job, stored); err != nil {
 		return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
 	}
@@ -286,6 +305,8 @@ type retryPlan struct {
 	policy RetryPolicy
 	cause  error
 	log    *slog.Logger
+	job    string // the run's job
+	trace  string // the failed try's span: the retry links to it
 }
 
 // recordedBefore reads, on a redelivery or a retry of a message whose partitions record in
@@ -310,7 +331,7 @@ func (w *Worker) recordedBefore(ctx context.Context, env Envelope, delivery int)
 }
 
 // record records the outcomes this delivery came to, per span, then schedules the retries.
-func (w *Worker) record(rctx, ctx context.Context, env Envelope, known map[ledger.Span]*ledger.Block, delivery int, outs []outcome, log *slog.Logger) {
+func (w *Worker) record(rctx, ctx context.Context, job string, env Envelope, known map[ledger.Span]*ledger.Block, delivery int, outs []outcome, log *slog.Logger) {
 	singles := env.Singles()
 	spans := map[ledger.Span][]int{} // span → positions in outs with a result to record or a retry
 	var order []ledger.Span
@@ -351,7 +372,7 @@ func (w *Worker) record(rctx, ctx context.Context, env Envelope, known map[ledge
 		for _, k := range spans[sp] {
 			o := &outs[k]
 			if o.record != nil {
-				w.settleRecorded(o, recs[j], log)
+				w.settleRecorded(rctx, job, o, recs[j], log)
 				j++
 				continue
 			}
@@ -372,7 +393,7 @@ func (w *Worker) record(rctx, ctx context.Context, env Envelope, known map[ledge
 }
 
 // settleRecorded turns a recording into the outcome: the stored result, or the error.
-func (w *Worker) settleRecorded(o *outcome, rec ledger.Recorded, log *slog.Logger) {
+func (w *Worker) settleRecorded(ctx context.Context, job string, o *outcome, rec ledger.Recorded, log *slog.Logger) {
 	mine := o.record
 	o.record = nil
 	if rec.Err != nil {
@@ -385,6 +406,8 @@ func (w *Worker) settleRecorded(o *outcome, rec ledger.Recorded, log *slog.Logge
 		// Its outcome stands, so this delivery has nothing to give up on.
 		log.Info("duplicate delivery: another delivery recorded the result first", "part", mine.Index)
 		o.gaveUp = nil
+	} else {
+		w.cfg.Telemetry.PartitionRecorded(ctx, job, r.OK)
 	}
 	o.stored = &r
 }
@@ -392,7 +415,12 @@ func (w *Worker) settleRecorded(o *outcome, rec ledger.Recorded, log *slog.Logge
 // scheduleRetry sends a retry planned by handleOne; one that cannot be sent on the message's
 // last delivery records the failure instead.
 func (w *Worker) scheduleRetry(rctx, ctx context.Context, o *outcome, p *retryPlan, delivery int) {
-	serr := w.retry(ctx, p.one, p.try, p.res.Errors, p.policy, p.log, p.cause)
+	one := p.one
+	one.Trace = p.trace
+	serr := w.retry(ctx, one, p.try, p.res.Errors, p.policy, p.log, p.cause)
+	if serr == nil {
+		w.cfg.Telemetry.PartitionRetried(ctx, p.job)
+	}
 	if serr == nil || delivery < w.maxDeliveries() {
 		o.err = serr
 		return
@@ -403,7 +431,7 @@ func (w *Worker) scheduleRetry(rctx, ctx context.Context, o *outcome, p *retryPl
 	o.record, o.gaveUp = &res, giveUp(p.one, res.Attempts, p.cause)
 	// The span's block exists (record took it before any retry): the result is its own.
 	recs, _ := ledger.Record(rctx, w.cfg.Store, res.Run, ledger.Span{}, []ledger.Result{res}, nil)
-	w.settleRecorded(o, recs[0], p.log)
+	w.settleRecorded(rctx, p.job, o, recs[0], p.log)
 }
 
 // runAll runs the message's partitions, a bundle's up to BundleConcurrency at once, and
@@ -481,9 +509,14 @@ func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one
 	}
 
 	started := w.now()
-	out, perr := w.processBounded(ctx, job, Partition{
+	pctx, span := w.cfg.Telemetry.StartPartition(ctx, telemetry.Run{ID: m.RunID, Schedule: m.Schedule, Job: m.Job, Epoch: one.Epoch}, one.Part, attempt)
+	out, perr := w.processBounded(pctx, job, Partition{
 		Run: m.RunID, Index: one.Part, Epoch: one.Epoch, Attempt: attempt, Params: m.Params, Payload: one.Payload,
 	}, w.cfg.Jobs.PartitionTimeout(m.Job), log)
+	w.cfg.Telemetry.PartitionTried(ctx, m.Job, perr == nil, w.now().Sub(started))
+	span.SetOutcome(outcomeOf(perr))
+	span.End(perr)
+	trace := w.cfg.Telemetry.Traceparent(pctx)
 	if stoppedCtx(ctx) {
 		log.Info("run stopped while the partition ran; its outcome is not recorded", "err", perr)
 		return outcome{}
@@ -501,7 +534,7 @@ func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one
 		log.Warn("partition failed permanently; recording the failure", "err", perr)
 		res.Error = ledger.Cause(perr) // the full error is in the log line above
 	case w.cfg.Retries != nil && try < policy.Attempts:
-		return outcome{retry: &retryPlan{one: one, try: try, res: res, policy: policy, cause: perr, log: log}}
+		return outcome{retry: &retryPlan{one: one, try: try, res: res, policy: policy, cause: perr, log: log, job: m.Job, trace: trace}}
 	case w.cfg.Retries != nil:
 		log.Error("partition failed on its last try; recording the failure", "err", perr, "tries", policy.Attempts)
 		res.Error = ledger.Cause(perr)
@@ -513,6 +546,14 @@ func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one
 		return fail(fmt.Errorf("delivery %d of %d: %w", delivery, w.maxDeliveries(), perr))
 	}
 	return outcome{record: &res}
+}
+
+// outcomeOf names a try's outcome on its span.
+func outcomeOf(err error) string {
+	if err == nil {
+		return telemetry.OutcomeSucceeded
+	}
+	return telemetry.OutcomeFailed
 }
 
 func withError(r ledger.Result, e string) *ledger.Result {

@@ -500,7 +500,11 @@ func (d *demo) report(ctx context.Context, h *devhost.Host, run string) (map[str
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			var v struct {
-				Report map[string]any `json:"report"`
+				Report   map[string]any `json:"report"`
+				TraceURL string         `json:"traceUrl"`
+			}
+			if resp.StatusCode == http.StatusOK && json.Unmarshal(body, &v) == nil && v.TraceURL != "" {
+				d.say("The run's trace (BATON_TRACE_URL): %s", v.TraceURL)
 			}
 			if resp.StatusCode == http.StatusOK && json.Unmarshal(body, &v) == nil && v.Report != nil {
 				return v.Report, "GET /api/runs/" + run + " (the Runs function, through the devhost) → 200", nil

@@ -3,11 +3,13 @@ package app
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/engine/api"
 	"github.com/batonfn/baton/internal/engine/protocol"
+	"github.com/batonfn/baton/internal/engine/telemetry"
 )
 
 // Route parameters: {*path} of runs/{*path} (Runs/function.json) and of schedules/{*path}
@@ -54,10 +56,21 @@ func withSchedules(c *coordinator.Coordinator, heartbeat time.Duration) func(*ap
 	}
 }
 
+// withTraceURL links each run to its trace in a trace UI (BATON_TRACE_URL).
+func withTraceURL(url string) func(*api.Config) {
+	return func(cfg *api.Config) { cfg.TraceURL = url }
+}
+
 // apiFunc adapts an api endpoint to an HTTP function: the httpTrigger request becomes an
 // api.Request, the api.Reply becomes the `res` output.
 func apiFunc(fn func(context.Context, api.Request) api.Reply) httpFunc {
 	return func(ctx context.Context, inv *invocation, req *protocol.HTTPRequest) api.Reply {
+		// A caller's trace context: a run this request starts links its trace to the caller's.
+		for k, v := range req.Headers {
+			if strings.EqualFold(k, "traceparent") && len(v) > 0 {
+				ctx = telemetry.ContextWithTraceparent(ctx, v[0])
+			}
+		}
 		body, err := req.BodyBytes()
 		if err != nil {
 			return errorReply(http.StatusBadRequest, api.CodeBadRequest, err.Error())

@@ -56,6 +56,9 @@ type coordinatorParts struct {
 
 const testLeaseDuration = 15 * time.Second
 
+// testTraceURL is the env's BATON_TRACE_URL: a run recorded with a trace links to it.
+const testTraceURL = "http://jaeger.test/trace/{trace}"
+
 // testSchedules are the test app's schedules, as an app declares them: nightly at 03:00 in
 // Berlin (overlap skip), hourly in UTC (buffer-one), reports at 09:30 on weekdays in New York
 // (allow; apiEnv pauses it as BATON_SCHEDULES would).
@@ -140,7 +143,7 @@ func newAPIEnv(t testing.TB, opts ...envWithoutSchedule) *apiEnv {
 		t.Fatal(err)
 	}
 	s := newServer(logger, 2*time.Minute, newInvocationID)
-	apiOpts := []func(*api.Config){withSchedules(coord, time.Minute)}
+	apiOpts := []func(*api.Config){withSchedules(coord, time.Minute), withTraceURL(testTraceURL)}
 	if len(opts) > 0 {
 		apiOpts = nil
 	}

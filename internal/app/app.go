@@ -24,6 +24,7 @@ import (
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/blobstore"
 	"github.com/batonfn/baton/internal/engine/protocol"
+	"github.com/batonfn/baton/internal/engine/telemetry"
 	"github.com/batonfn/baton/internal/engine/transport/servicebus"
 	"github.com/batonfn/baton/internal/engine/transport/storagequeue"
 	"github.com/batonfn/baton/work"
@@ -84,6 +85,10 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 	o = o.withDefaults()
 	jobs := o.Jobs
 	app := &wiring{server: newServer(logger.With("instance", cfg.InstanceID), cfg.InvocationTimeout(), newInvocationID)}
+	tel, err := telemetry.New(o.TracerProvider, o.MeterProvider)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
 	identity := ledger.Holder{App: cfg.AppName, Instance: cfg.InstanceID, PID: os.Getpid()}
 
 	blobs, err := azclient.Blob(cfg.Storage, nil)
@@ -112,7 +117,7 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 		return bloblease.NewBlobLock(leaseContainer, name, bloblease.BlobLockOptions{Duration: cfg.LeaseDuration, Setting: cfg.Storage.Name, Logger: logger})
 	}
 	leader, err := election.NewLeader(election.LeaderConfig{Lock: lock, Locks: runLock, Identity: identity,
-		LeaseDuration: cfg.LeaseDuration, StallTimeout: cfg.StallTimeout, Logger: logger})
+		LeaseDuration: cfg.LeaseDuration, StallTimeout: cfg.StallTimeout, Logger: logger, Telemetry: tel})
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +136,9 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 		return nil, err
 	}
 	app.onClose(closeSenders)
+	if err := watchBacklog(cfg, tel, o); err != nil {
+		return nil, err
+	}
 
 	store := blobstore.New(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), blobstore.Options{})
 	var invBlobs *azblob.Client
@@ -145,7 +153,7 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 	// retry policy: the same way on both transports.
 	// A report claim goes stale as a lease does: its aggregator renews it every third of it.
 	worker, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: holder, MaxDeliveries: cfg.MaxDeliveries,
-		Retries: sender, Logger: logger, StaleClaim: cfg.LeaseDuration, CopyTTL: cfg.LeaseDuration})
+		Retries: sender, Logger: logger, StaleClaim: cfg.LeaseDuration, CopyTTL: cfg.LeaseDuration, Telemetry: tel})
 	if err != nil {
 		return nil, err
 	}
@@ -201,6 +209,7 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 		BatchSize: cfg.EnqueueBatch, RunTimeout: cfg.RunTimeout, CheckRounds: cfg.CheckRounds, Logger: logger,
 		SliceBudget: cfg.SliceBudget, MaxBacklog: cfg.MaxBacklog, DeadLetters: workDeadLetters,
 		MaxManualRuns: cfg.MaxManualRuns, MaxManualRunsPerJob: cfg.MaxManualRunsPerJob, Retention: cfg.Retention,
+		Telemetry: tel,
 	})
 	if err != nil {
 		return nil, err
@@ -209,7 +218,7 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 	starter := manualGuard{Starter: coord, scheduler: coord, jobErr: jobErr, hasDefault: cfg.Schedule != "",
 		allowed: manual, allowAll: manualAll, defaults: o.DefaultParams}
 	f := &functions{coord: coord, starter: starter, worker: worker, leader: leader, store: store, now: time.Now}
-	register(app.server, f, withSchedules(coord, heartbeat), withDeadLetters(deadLetters.List))
+	register(app.server, f, withSchedules(coord, heartbeat), withDeadLetters(deadLetters.List), withTraceURL(cfg.TraceURL))
 	return app, nil
 }
 
@@ -272,4 +281,30 @@ func register(s *server, f *functions, apiOpts ...func(*api.Config)) {
 	s.addHTTP(fnLeader, bindingRequest, apiFunc(a.Leader))
 	s.addHTTP(fnDashboard, bindingRequest, apiFunc(a.Dashboard))
 	s.addHTTP(fnSchedules, bindingRequest, apiFunc(a.Schedules))
+}
+
+// watchBacklog reports the depth of the work and control queues as the baton.queue.backlog
+// gauge where the transport can tell (the Storage queue's approximate count; Service Bus's
+// needs its management rights, which the handler does not have).
+func watchBacklog(cfg config.Config, tel *telemetry.Telemetry, o Options) error {
+	if cfg.Transport != config.TransportQueue || o.MeterProvider == nil || !tel.On() {
+		return nil
+	}
+	qs, err := azclient.Queue(cfg.Storage, nil)
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{cfg.WorkQueue, cfg.ControlQueue} {
+		q := qs.NewQueueClient(name)
+		if err := tel.WatchBacklog(o.MeterProvider, name, func(ctx context.Context) (int64, error) {
+			props, err := q.GetProperties(ctx, nil)
+			if err != nil || props.ApproximateMessagesCount == nil {
+				return 0, errors.Join(err, errors.New("no approximate count"))
+			}
+			return int64(*props.ApproximateMessagesCount), nil
+		}); err != nil {
+			return fmt.Errorf("telemetry: %w", err)
+		}
+	}
+	return nil
 }

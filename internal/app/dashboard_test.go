@@ -604,6 +604,7 @@ func seedOperatorLedger(t *testing.T, e *apiEnv) operatorLedger {
 	fo := nightly(5, ledger.StatePartial, "2 of 12 partitions failed", 12)
 	fo.Epoch, fo.Leader, fo.Segments = 96, instB, []ledger.Segment{{Epoch: 95, From: 0}, {Epoch: 96, From: 7}}
 	fo.Succeeded, fo.Failed, fo.Params = 10, 2, json.RawMessage(`{"partitions":12}`)
+	fo.Trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	ms = append(ms, fo)
 	to := nightly(6, ledger.StateTimedOut, "3 of 5 partitions had no result 1h0m0s after the deadline", 5)
 	to.Succeeded, to.Failed = 2, 3
@@ -888,6 +889,12 @@ func TestDashboard_Operator(t *testing.T) {
 		reason: (document.getElementById("detail-reason") || {}).textContent || "",
 		aggregate: (document.getElementById("detail-aggregate") || {}).textContent || "",
 		timeline: Array.from(document.querySelectorAll("#detail-timeline tbody tr")).map(r => r.dataset.step)})`, &det)
+	var traceLink struct{ Href, Text, Target string }
+	b.eval(`(() => { const a = document.getElementById("detail-trace"); return a ? {href: a.href, text: a.textContent, target: a.target} : {}; })()`, &traceLink)
+	if traceLink.Href != "http://jaeger.test/trace/4bf92f3577b34da6a3ce929d0e0e4736" || !strings.Contains(traceLink.Text, "4bf92f3577b34da6a3ce929d0e0e4736") ||
+		traceLink.Target != "_blank" {
+		t.Errorf("trace link %+v: want the run's trace in the trace UI (BATON_TRACE_URL), in a new tab", traceLink)
+	}
 	if strings.Join(det.Epochs, ",") != "95,96" || !strings.Contains(det.Leaders[1], "inst-b") {
 		t.Errorf("segments: epochs %v leaders %v; want 95,96 with inst-b leading the second", det.Epochs, det.Leaders)
 	}

@@ -41,8 +41,8 @@ type prodApp struct {
 }
 
 // newProdApp serves jobs with env's settings on top of prodApp's; before (when set) runs on the
-// ledger before the app starts.
-func newProdApp(t *testing.T, env map[string]string, jobs *work.Registry, before func(*blobstore.Store)) *prodApp {
+// ledger before the app starts; tweaks adjust the handler's Options last.
+func newProdApp(t *testing.T, env map[string]string, jobs *work.Registry, before func(*blobstore.Store), tweaks ...func(*Options)) *prodApp {
 	t.Helper()
 	srv := azurite.Shared(t)
 	settings := map[string]string{
@@ -85,7 +85,11 @@ func newProdApp(t *testing.T, env map[string]string, jobs *work.Registry, before
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := newApp(cfg, slog.New(slog.DiscardHandler), Options{Jobs: jobs, Getenv: func(k string) string { return settings[k] }})
+	o := Options{Jobs: jobs, Getenv: func(k string) string { return settings[k] }}
+	for _, tweak := range tweaks {
+		tweak(&o)
+	}
+	app, err := newApp(cfg, slog.New(slog.DiscardHandler), o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/batonfn/baton/internal/engine/config"
+	"github.com/batonfn/baton/internal/engine/telemetry/otlpenv"
 	"github.com/batonfn/baton/work"
 )
 
@@ -44,6 +47,12 @@ type Options struct {
 	Getenv config.Getenv
 	// Stdout and Stderr receive validate's report and start-up errors. Default: the process's.
 	Stdout, Stderr io.Writer
+	// TracerProvider and MeterProvider, when either is set, receive Baton's spans and
+	// metrics (a nil one turns its signal off), and the OTEL_* settings are not read: the app
+	// owns and flushes its providers. Both nil: the handler builds providers from the OTEL_*
+	// settings (otlpenv), off when no OTLP endpoint is set, and flushes them at shutdown.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 }
 
 func (o Options) withDefaults() Options {
@@ -112,11 +121,26 @@ func Serve(ctx context.Context, o Options) error {
 		// the server adds instance to every invocation line.
 		logger = slog.New(slog.NewJSONHandler(o.Stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	}
-	app, err := newApp(cfg, logger, o)
+	prov, err := providers(ctx, cfg, o)
 	if err != nil {
 		logger.Error("start-up failed", "err", err)
+		return settingsError(err)
+	}
+	o.TracerProvider, o.MeterProvider = prov.Tracer, prov.Meter
+	app, err := newApp(cfg, logger, o)
+	if err != nil {
+		logger.Error("start-up failed", "err", errors.Join(err, prov.Shutdown(context.Background())))
 		return fmt.Errorf("start-up: %w", err)
 	}
+	// Flushed last, once run has handed the leases over and drained the requests: their
+	// spans are exported too.
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), shutdownBudget)
+		defer cancel()
+		if err := prov.Shutdown(fctx); err != nil {
+			logger.Warn("telemetry: flush at shutdown failed", "err", err)
+		}
+	}()
 	if err := run(ctx, cfg, logger, app); err != nil {
 		logger.Error("handler stopped", "err", err)
 		return err
@@ -163,3 +187,12 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger, app *wirin
 }
 
 func newInvocationID() string { return uuid.NewString() }
+
+// providers are the app's own telemetry providers when it passed any, else those the OTEL_*
+// settings ask for (none when no OTLP endpoint is set).
+func providers(ctx context.Context, cfg config.Config, o Options) (otlpenv.Providers, error) {
+	if o.TracerProvider != nil || o.MeterProvider != nil {
+		return otlpenv.Providers{Tracer: o.TracerProvider, Meter: o.MeterProvider, Shutdown: func(context.Context) error { return nil }}, nil
+	}
+	return otlpenv.FromEnv(ctx, o.Getenv, otlpenv.Identity{Service: cfg.AppName, Instance: cfg.InstanceID})
+}

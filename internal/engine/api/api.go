@@ -115,10 +115,16 @@ type Config struct {
 	// Heartbeat is the longest gap between two heartbeats (BATON_HEARTBEAT): an occurrence
 	// younger than it plus OccurrenceGrace may not be decided yet (default DefaultHeartbeat).
 	Heartbeat time.Duration
+	// TraceURL is the address of a run's trace in a trace UI, TraceURLPlaceholder standing for
+	// the trace ID (BATON_TRACE_URL); empty: runs link to no trace.
+	TraceURL string
 	// DeadLetters are the queues whose dead letters GET /api/leader counts (the work and
 	// control queues); none: the reply lists none.
 	DeadLetters []DeadLetterCounter
 }
+
+// TraceURLPlaceholder stands for a run's trace ID in Config.TraceURL.
+const TraceURLPlaceholder = "{trace}"
 
 // API serves the endpoints. It is safe for concurrent use.
 type API struct {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/batonfn/baton/internal/engine/ledger"
@@ -40,7 +41,11 @@ type RunView struct {
 	Report *ReportView `json:"report,omitempty"`
 	// Failures and Workers are in GET /api/runs/{id} only (see run_detail.go).
 	Failures []FailureView `json:"failures,omitempty"`
-	Workers  *WorkersView  `json:"workers,omitempty"`
+	// Trace is the run's OpenTelemetry trace ID and TraceURL its page in a trace UI
+	// (Config.TraceURL), in GET /api/runs/{id} only; absent for a run recorded with telemetry off.
+	Trace    string       `json:"trace,omitempty"`
+	TraceURL string       `json:"traceUrl,omitempty"`
+	Workers  *WorkersView `json:"workers,omitempty"`
 }
 
 // Timings are the run's timestamps (UTC, from the writers' clocks) and the durations
@@ -136,7 +141,22 @@ func (a *API) getRun(ctx context.Context, r Request) Reply {
 	if err := a.detail(ctx, m, &v); err != nil {
 		return a.storageError(r, "read the run's results", err)
 	}
+	v.Trace, v.TraceURL = a.trace(m)
 	return jsonReply(http.StatusOK, v)
+}
+
+// trace is m's trace ID, from the traceparent its manifest stores ("00-<trace>-<span>-<flags>"),
+// and its address in the trace UI when Config.TraceURL is set.
+func (a *API) trace(m ledger.Manifest) (id, url string) {
+	parts := strings.Split(m.Trace, "-")
+	if len(parts) != 4 || len(parts[1]) != 32 || strings.Trim(parts[1], "0123456789abcdef") != "" {
+		return "", ""
+	}
+	id = parts[1]
+	if a.cfg.TraceURL != "" {
+		url = strings.ReplaceAll(a.cfg.TraceURL, TraceURLPlaceholder, id)
+	}
+	return id, url
 }
 
 // report reads the run's report, summarising a large one. A missing report is nil (a run

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -59,15 +60,18 @@ const (
 	SettingOverlap        = "BATON_OVERLAP"
 	// SettingMisfire and SettingStartDeadline are read by no version since schedules have
 	// catch-up windows; Load refuses them, naming what replaces them.
-	SettingMisfire         = "BATON_MISFIRE"
-	SettingStartDeadline   = "BATON_STARTING_DEADLINE"
-	SettingMaxDeliveries   = "BATON_MAX_DELIVERIES"
-	SettingRunTimeout      = "BATON_RUN_TIMEOUT"
-	SettingCheckRounds     = "BATON_CHECK_ROUNDS"
-	SettingEnqueueBatch    = "BATON_ENQUEUE_BATCH"
-	SettingSliceBudget     = "BATON_SLICE_BUDGET"
-	SettingMaxBacklog      = "BATON_MAX_BACKLOG"
-	SettingLogLevel        = "BATON_LOG_LEVEL"
+	SettingMisfire       = "BATON_MISFIRE"
+	SettingStartDeadline = "BATON_STARTING_DEADLINE"
+	SettingMaxDeliveries = "BATON_MAX_DELIVERIES"
+	SettingRunTimeout    = "BATON_RUN_TIMEOUT"
+	SettingCheckRounds   = "BATON_CHECK_ROUNDS"
+	SettingEnqueueBatch  = "BATON_ENQUEUE_BATCH"
+	SettingSliceBudget   = "BATON_SLICE_BUDGET"
+	SettingMaxBacklog    = "BATON_MAX_BACKLOG"
+	SettingLogLevel      = "BATON_LOG_LEVEL"
+	// SettingTraceURL is the address of a run's trace in a trace UI, {trace} standing for the
+	// trace ID: the dashboard's run page links to it.
+	SettingTraceURL        = "BATON_TRACE_URL"
 	SettingRetention       = "BATON_RETENTION"
 	SettingInstanceID      = "BATON_INSTANCE_ID"
 	SettingSiteName        = "WEBSITE_SITE_NAME"
@@ -278,6 +282,8 @@ type Config struct {
 	// the host name.
 	AppName    string
 	InstanceID string
+	// TraceURL is BATON_TRACE_URL: an http(s) address with {trace} in it, or empty.
+	TraceURL string
 }
 
 // Getenv reads one setting; os.Getenv in production, a map in tests.
@@ -326,6 +332,7 @@ func Load(getenv Getenv) (Config, error) {
 		c.ManualJobs, c.ManualAll = nil, true
 	}
 	c.AppName, c.InstanceID = identity(getenv)
+	c.TraceURL = p.traceURL()
 	if (c.JobParams == "" || c.JobParams == "{}") && c.Job == DefaultJob {
 		c.JobParams = DefaultJobParams
 	}
@@ -511,6 +518,21 @@ func (p *parser) errf(format string, args ...any) {
 }
 
 func (p *parser) err() error { return errors.Join(p.errs...) }
+
+// traceURL reads BATON_TRACE_URL: empty, or an http(s) URL holding {trace}.
+func (p *parser) traceURL() string {
+	v := strings.TrimSpace(p.get(SettingTraceURL))
+	if v == "" {
+		return ""
+	}
+	u, err := url.Parse(strings.ReplaceAll(v, "{trace}", "0"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || !strings.Contains(v, "{trace}") {
+		p.errf("%s=%q: want an http or https address with {trace} where the trace ID goes (e.g. http://localhost:16686/trace/{trace})",
+			SettingTraceURL, v)
+		return ""
+	}
+	return v
+}
 
 func (p *parser) str(name, def string) string {
 	if v := strings.TrimSpace(p.get(name)); v != "" {

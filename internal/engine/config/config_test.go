@@ -498,3 +498,20 @@ func TestLoad_ScheduleOverrides_Strict(t *testing.T) {
 		t.Errorf("two schedule names differing in case: %v %+v", err, c.Overrides)
 	}
 }
+
+func TestLoad_TraceURL(t *testing.T) {
+	c, err := Load(env(base()))
+	if err != nil || c.TraceURL != "" {
+		t.Fatalf("unset: %q, %v; want none", c.TraceURL, err)
+	}
+	const ok = "https://jaeger.example.com/trace/{trace}"
+	if c, err := Load(env(with(base(), SettingTraceURL, " "+ok+" "))); err != nil || c.TraceURL != ok {
+		t.Errorf("%s=%q: %q, %v", SettingTraceURL, ok, c.TraceURL, err)
+	}
+	for _, bad := range []string{"http://localhost:16686/trace/", "ftp://host/{trace}", "/trace/{trace}", "jaeger {trace}"} {
+		_, err := Load(env(with(base(), SettingTraceURL, bad)))
+		if err == nil || !strings.Contains(err.Error(), SettingTraceURL) || !strings.Contains(err.Error(), "{trace}") {
+			t.Errorf("%s=%q: %v, want an error naming the setting and {trace}", SettingTraceURL, bad, err)
+		}
+	}
+}

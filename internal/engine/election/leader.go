@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/engine/telemetry"
 )
 
 // Leader defaults.
@@ -53,6 +54,8 @@ type LeaderConfig struct {
 	Now func() time.Time
 	// Logger receives acquire, renew failure, loss, stall and release (default: discarded).
 	Logger *slog.Logger
+	// Telemetry counts acquisitions, losses and handovers (nil: off).
+	Telemetry *telemetry.Telemetry
 }
 
 // Leader runs tasks while holding the lock, client-go style: acquire once, renew in the
@@ -194,6 +197,11 @@ func (l *Leader) runAs(ctx context.Context, lock Lock, name string, fn func(ctx 
 		acquired = append(acquired, slog.Time("previousReleasedAt", lease.PreviousReleasedAt))
 	}
 	log.LogAttrs(ctx, slog.LevelInfo, "leadership acquired", acquired...)
+	kind := telemetry.LeaseRun
+	if name == "" {
+		kind = telemetry.LeaseScheduler
+	}
+	l.cfg.Telemetry.LeaseAcquired(ctx, kind)
 
 	// 2. Run fn and the keep-alive side by side; either finishing stops the other.
 	runCtx, cancel := context.WithCancelCause(ctx)
@@ -225,6 +233,11 @@ func (l *Leader) runAs(ctx context.Context, lock Lock, name string, fn func(ctx 
 	fnErr := fn(runCtx, lease, beat)
 	if cause := context.Cause(runCtx); runCtx.Err() != nil && (errors.Is(cause, ErrLeaseLost) ||
 		errors.Is(cause, ErrStalled) || errors.Is(cause, ErrHandover)) {
+		if errors.Is(cause, ErrHandover) {
+			l.cfg.Telemetry.LeaseHandedOver(ctx, kind)
+		} else {
+			l.cfg.Telemetry.LeaseLost(ctx, kind)
+		}
 		if fnErr == nil || errors.Is(fnErr, context.Canceled) {
 			return cause
 		}

@@ -177,6 +177,9 @@ type Manifest struct {
 	// Stop, once set, ends the run early: no partition starts after it, and the run is
 	// finished in Stop.State from the results it has. It is set once and never cleared.
 	Stop *Stop `json:"stop,omitempty"`
+	// Trace is the W3C traceparent of the run's root span (telemetry on when it was created):
+	// whichever instance plans, checks or finishes the run continues that trace.
+	Trace string `json:"trace,omitempty"`
 }
 
 // Stop records why a run was ended before its partitions were: an operator's cancel (State
