@@ -40,10 +40,14 @@ func BenchmarkEndToEnd(b *testing.B) {
 	}
 }
 
-func endToEnd(b *testing.B, instances int) {
+func endToEnd(b *testing.B, instances int) { endToEndWith(b, instances, nil, nil) }
+
+// endToEndWith is endToEnd with extra settings for the handlers; settled, when set, is called
+// once the run is final and before the handlers' CPU is read (with the run's partitions).
+func endToEndWith(b *testing.B, instances int, extra map[string]string, settled func(b *testing.B, partitions int)) {
 	b.Helper()
 	n := sized(e2ePartitions, 1000)
-	c := startCluster(b, instances, fmt.Sprintf(`{"partitions":%d}`, n), true)
+	c := startClusterWith(b, instances, fmt.Sprintf(`{"partitions":%d}`, n), true, extra)
 	defer c.close(b)
 	azuriteStats := azuriteProc(b, c.srv)
 	az0, self0 := azuriteStats(), selfCPU()
@@ -64,6 +68,9 @@ func endToEnd(b *testing.B, instances int) {
 		b.Fatal("the run finished before POST /api/runs answered")
 	}
 	enqueue := m.Enqueued.Sub(m.Created)
+	if settled != nil {
+		settled(b, n)
+	}
 
 	var cpu []time.Duration
 	var rss []int64
@@ -95,6 +102,7 @@ func endToEnd(b *testing.B, instances int) {
 	b.ReportMetric(enqueue.Seconds(), "enqueue-s")
 	b.ReportMetric(slices.Max(cpu).Seconds(), "handler-cpu-s-max")
 	b.ReportMetric(cpuSum.Seconds(), "handler-cpu-s-sum")
+	b.ReportMetric(float64(cpuSum.Microseconds())/float64(n), "handler-cpu-us/partition")
 	b.ReportMetric(float64(slices.Max(rss))/(1<<20), "handler-peak-rss-MiB-max")
 	b.ReportMetric(float64(rssSum)/(1<<20), "handler-peak-rss-MiB-sum")
 	b.ReportMetric(cpuShare(az1.CPU-az0.CPU, wall), "azurite-cpu-%")

@@ -1,0 +1,149 @@
+package bench
+
+import (
+	"compress/gzip"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// BenchmarkEndToEndTelemetry is BenchmarkEndToEnd on 4 instances with telemetry off and on,
+// side by side in one run: on, every handler exports its spans and metrics over OTLP/HTTP (the
+// standard OTEL_* settings, every span sampled, the span queue large enough to drop none) to a
+// receiver in this process that decodes each request, and the handlers' CPU is read once
+// every partition's span has arrived. The figure to compare is handler-cpu-us/partition;
+// spans/partition says what the export carried.
+func BenchmarkEndToEndTelemetry(b *testing.B) {
+	const instances = 4
+	b.Run("telemetry=off", func(b *testing.B) {
+		for b.Loop() {
+			endToEndWith(b, instances, nil, nil)
+		}
+	})
+	b.Run("telemetry=otlp", func(b *testing.B) {
+		for b.Loop() {
+			r := startSpanCounter(b)
+			extra := map[string]string{
+				"OTEL_EXPORTER_OTLP_ENDPOINT": r.srv.URL,
+				"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+				"OTEL_TRACES_SAMPLER":         "always_on",
+				"OTEL_BSP_MAX_QUEUE_SIZE":     "131072",
+			}
+			endToEndWith(b, instances, extra, func(b *testing.B, partitions int) {
+				// The batch span processor exports every 5 s: wait for every partition's span.
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				if !r.await(ctx, partitions) {
+					b.Fatalf("%d partition spans of %d arrived (%d spans, %d requests)", r.partitionSpans(), partitions, r.total(), r.requestCount())
+				}
+				b.ReportMetric(float64(r.total())/float64(partitions), "spans/partition")
+			})
+		}
+	})
+}
+
+// spanCounter is an OTLP/HTTP receiver that decodes every export request and counts the
+// spans, the partitions' (baton.partition) apart.
+type spanCounter struct {
+	srv *httptest.Server
+
+	mu         sync.Mutex
+	changed    chan struct{} // closed and replaced on every count
+	spans      int
+	partitions int
+	requests   int
+}
+
+func startSpanCounter(b *testing.B) *spanCounter {
+	r := &spanCounter{changed: make(chan struct{})}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/traces", func(w http.ResponseWriter, req *http.Request) {
+		var in coltracepb.ExportTraceServiceRequest
+		if !decodeOTLP(w, req, &in) {
+			return
+		}
+		spans, parts := 0, 0
+		for _, rs := range in.GetResourceSpans() {
+			for _, ss := range rs.GetScopeSpans() {
+				for _, sp := range ss.GetSpans() {
+					spans++
+					if sp.GetName() == "baton.partition" {
+						parts++
+					}
+				}
+			}
+		}
+		r.mu.Lock()
+		r.spans, r.partitions, r.requests = r.spans+spans, r.partitions+parts, r.requests+1
+		close(r.changed)
+		r.changed = make(chan struct{})
+		r.mu.Unlock()
+		replyOTLP(w, &coltracepb.ExportTraceServiceResponse{})
+	})
+	mux.HandleFunc("POST /v1/metrics", func(w http.ResponseWriter, req *http.Request) {
+		var in colmetricspb.ExportMetricsServiceRequest
+		if !decodeOTLP(w, req, &in) {
+			return
+		}
+		replyOTLP(w, &colmetricspb.ExportMetricsServiceResponse{})
+	})
+	r.srv = httptest.NewServer(mux)
+	b.Cleanup(r.srv.Close)
+	return r
+}
+
+// await waits until n partition spans have arrived; false if ctx ended first.
+func (r *spanCounter) await(ctx context.Context, n int) bool {
+	for {
+		r.mu.Lock()
+		got, changed := r.partitions, r.changed
+		r.mu.Unlock()
+		if got >= n {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-changed:
+		}
+	}
+}
+
+func (r *spanCounter) total() int          { r.mu.Lock(); defer r.mu.Unlock(); return r.spans }
+func (r *spanCounter) partitionSpans() int { r.mu.Lock(); defer r.mu.Unlock(); return r.partitions }
+func (r *spanCounter) requestCount() int   { r.mu.Lock(); defer r.mu.Unlock(); return r.requests }
+
+func decodeOTLP(w http.ResponseWriter, req *http.Request, m proto.Message) bool {
+	var body io.Reader = req.Body
+	if req.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(req.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return false
+		}
+		body = zr
+	}
+	buf, err := io.ReadAll(body)
+	if err == nil {
+		err = proto.Unmarshal(buf, m)
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
+func replyOTLP(w http.ResponseWriter, m proto.Message) {
+	buf, _ := proto.Marshal(m)
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(buf)
+}
