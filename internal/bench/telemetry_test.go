@@ -1,18 +1,16 @@
 package bench
 
 import (
-	"compress/gzip"
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/internal/engine/telemetry/otlptest"
 	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/proto"
 )
 
 // BenchmarkEndToEndTelemetry is BenchmarkEndToEnd on 4 instances with telemetry off and on,
@@ -67,7 +65,7 @@ func startSpanCounter(b *testing.B) *spanCounter {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/traces", func(w http.ResponseWriter, req *http.Request) {
 		var in coltracepb.ExportTraceServiceRequest
-		if !decodeOTLP(w, req, &in) {
+		if !otlptest.Decode(w, req, &in) {
 			return
 		}
 		spans, parts := 0, 0
@@ -86,14 +84,14 @@ func startSpanCounter(b *testing.B) *spanCounter {
 		close(r.changed)
 		r.changed = make(chan struct{})
 		r.mu.Unlock()
-		replyOTLP(w, &coltracepb.ExportTraceServiceResponse{})
+		otlptest.Reply(w, &coltracepb.ExportTraceServiceResponse{})
 	})
 	mux.HandleFunc("POST /v1/metrics", func(w http.ResponseWriter, req *http.Request) {
 		var in colmetricspb.ExportMetricsServiceRequest
-		if !decodeOTLP(w, req, &in) {
+		if !otlptest.Decode(w, req, &in) {
 			return
 		}
-		replyOTLP(w, &colmetricspb.ExportMetricsServiceResponse{})
+		otlptest.Reply(w, &colmetricspb.ExportMetricsServiceResponse{})
 	})
 	r.srv = httptest.NewServer(mux)
 	b.Cleanup(r.srv.Close)
@@ -120,30 +118,3 @@ func (r *spanCounter) await(ctx context.Context, n int) bool {
 func (r *spanCounter) total() int          { r.mu.Lock(); defer r.mu.Unlock(); return r.spans }
 func (r *spanCounter) partitionSpans() int { r.mu.Lock(); defer r.mu.Unlock(); return r.partitions }
 func (r *spanCounter) requestCount() int   { r.mu.Lock(); defer r.mu.Unlock(); return r.requests }
-
-func decodeOTLP(w http.ResponseWriter, req *http.Request, m proto.Message) bool {
-	var body io.Reader = req.Body
-	if req.Header.Get("Content-Encoding") == "gzip" {
-		zr, err := gzip.NewReader(req.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return false
-		}
-		body = zr
-	}
-	buf, err := io.ReadAll(body)
-	if err == nil {
-		err = proto.Unmarshal(buf, m)
-	}
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return false
-	}
-	return true
-}
-
-func replyOTLP(w http.ResponseWriter, m proto.Message) {
-	buf, _ := proto.Marshal(m)
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	_, _ = w.Write(buf)
-}

@@ -1,10 +1,8 @@
 package e2e_test
 
 import (
-	"compress/gzip"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -13,11 +11,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/batonfn/baton/internal/engine/telemetry/otlptest"
 	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
-	"google.golang.org/protobuf/proto"
 )
 
 // otlpReceiver is an OTLP/HTTP receiver (protobuf encoding, as the SDK's otlptracehttp and
@@ -47,54 +45,23 @@ func startOTLPReceiver(t *testing.T) *otlpReceiver {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/traces", func(w http.ResponseWriter, req *http.Request) {
 		var in coltracepb.ExportTraceServiceRequest
-		if !decodeOTLP(w, req, &in) {
+		if !otlptest.Decode(w, req, &in) {
 			return
 		}
 		r.addTraces(&in)
-		reply(w, &coltracepb.ExportTraceServiceResponse{})
+		otlptest.Reply(w, &coltracepb.ExportTraceServiceResponse{})
 	})
 	mux.HandleFunc("POST /v1/metrics", func(w http.ResponseWriter, req *http.Request) {
 		var in colmetricspb.ExportMetricsServiceRequest
-		if !decodeOTLP(w, req, &in) {
+		if !otlptest.Decode(w, req, &in) {
 			return
 		}
 		r.addMetrics(&in)
-		reply(w, &colmetricspb.ExportMetricsServiceResponse{})
+		otlptest.Reply(w, &colmetricspb.ExportMetricsServiceResponse{})
 	})
 	r.srv = httptest.NewServer(mux)
 	t.Cleanup(r.srv.Close)
 	return r
-}
-
-func decodeOTLP(w http.ResponseWriter, req *http.Request, m proto.Message) bool {
-	if ct := req.Header.Get("Content-Type"); ct != "application/x-protobuf" {
-		http.Error(w, "want application/x-protobuf, got "+ct, http.StatusUnsupportedMediaType)
-		return false
-	}
-	var body io.Reader = req.Body
-	if req.Header.Get("Content-Encoding") == "gzip" {
-		zr, err := gzip.NewReader(req.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return false
-		}
-		body = zr
-	}
-	b, err := io.ReadAll(body)
-	if err == nil {
-		err = proto.Unmarshal(b, m)
-	}
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return false
-	}
-	return true
-}
-
-func reply(w http.ResponseWriter, m proto.Message) {
-	b, _ := proto.Marshal(m)
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	_, _ = w.Write(b)
 }
 
 func attrString(v *commonpb.AnyValue) string {
