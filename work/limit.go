@@ -60,7 +60,9 @@ func (w *Worker) acquire(ctx context.Context, job string, env Envelope, log *slo
 	if !ok || w.cfg.Limiter == nil || w.cfg.Retries == nil {
 		return nil, false, nil
 	}
-	g, wait, err := w.cfg.Limiter.Acquire(ctx, spec, env.MessageID(), max(env.Count, 1))
+	first := env
+	first.Wait = 0 // the waiter is the same bundle each time it comes back
+	g, wait, err := w.cfg.Limiter.Acquire(ctx, spec, first.MessageID(), max(env.Count, 1))
 	if err != nil {
 		return nil, false, fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
 	}

@@ -156,8 +156,9 @@ func TestWorker_LimitFullSendsTheMessageBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g, _, err := other.Acquire(f.ctx, f.spec, "elsewhere", 5); err != nil || g.Slots != 2 {
-		t.Fatalf("the other holder: %+v %v", g, err)
+	held, _, err := other.Acquire(f.ctx, f.spec, "elsewhere", 5)
+	if err != nil || held.Slots != 2 {
+		t.Fatalf("the other holder: %+v %v", held, err)
 	}
 	env, d := f.bundle(4)
 	before := time.Now()
@@ -178,6 +179,19 @@ func TestWorker_LimitFullSendsTheMessageBack(t *testing.T) {
 	st, err := f.limits.Read(f.ctx, "crm")
 	if err != nil || st.WaitingAt(time.Now()) != 4 {
 		t.Fatalf("limit state %+v %v, want the bundle's 4 partitions waiting", st, err)
+	}
+	// Once the slots are back, the message sent back runs, and no longer waits.
+	if err := other.Release(f.ctx, held, 5, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.w.HandlePartition(f.ctx, back, work.Delivery{MessageID: msgs[0].ID, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.recorded(); n != 4 || len(f.sender.Sent()) != 1 {
+		t.Fatalf("%d recorded, %d messages sent; want all 4 recorded and nothing more sent", n, len(f.sender.Sent()))
+	}
+	if st, err = f.limits.Read(f.ctx, "crm"); err != nil || st.WaitingAt(time.Now()) != 0 || len(st.Slots) != 0 {
+		t.Fatalf("limit state %+v %v, want no waiter and no slot", st, err)
 	}
 }
 
