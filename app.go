@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/batonfn/baton/internal/app"
+	"github.com/batonfn/baton/internal/engine/limit"
 	"github.com/batonfn/baton/work"
 )
 
@@ -24,6 +25,7 @@ import (
 type App struct {
 	jobs      *work.Registry
 	defaults  map[string]json.RawMessage
+	limits    map[string]limit.Spec // by limit name, as the jobs declare them
 	schedules []app.Schedule
 	problems  []error
 	logger    *slog.Logger
@@ -61,7 +63,7 @@ func WithTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) Option {
 
 // New returns an App with no jobs.
 func New(opts ...Option) *App {
-	a := &App{jobs: work.NewRegistry(), defaults: map[string]json.RawMessage{}}
+	a := &App{jobs: work.NewRegistry(), defaults: map[string]json.RawMessage{}, limits: map[string]limit.Spec{}}
 	for _, o := range opts {
 		if o != nil {
 			o.applyApp(a)
@@ -129,6 +131,12 @@ func (a *App) register(name string, job Job, opts []JobOption) error {
 	}
 	if err := spec.check(); err != nil {
 		return fail(spec.field, err)
+	}
+	if spec.limit != nil {
+		if err := a.registerLimit(*spec.limit); err != nil {
+			return fail("limit", err)
+		}
+		a.jobs.SetLimit(name, *spec.limit)
 	}
 	a.jobs.Register(name, engineJob(job))
 	if spec.retry != nil {

@@ -33,6 +33,9 @@ var (
 	ErrInvalidBudget = errors.New("invalid failure budget")
 	// ErrInvalidTimeout: a job's WithPartitionTimeout or WithRunTimeout is out of range.
 	ErrInvalidTimeout = errors.New("invalid timeout")
+	// ErrInvalidLimit: a job's WithLimit has a field out of range, or names a limit another
+	// job declares otherwise.
+	ErrInvalidLimit = errors.New("invalid limit")
 	// ErrDuplicateSchedule: a schedule name is declared twice.
 	ErrDuplicateSchedule = errors.New("schedule already declared")
 	// ErrUnknownJob: a schedule names a job that is not registered (register it first).
@@ -44,14 +47,14 @@ var (
 // RegistrationError is a refused registration of a job or a schedule: which one, which field
 // (the name, the job itself, or an option such as its params) and what is wrong. Match it with
 // errors.As, and its cause with errors.Is (ErrInvalidName, ErrDuplicateJob, ErrNilJob,
-// ErrInvalidParams, ErrInvalidRetry, ErrInvalidBundle, ErrInvalidTimeout, ErrInvalidBudget, ErrDuplicateSchedule, ErrUnknownJob,
+// ErrInvalidParams, ErrInvalidRetry, ErrInvalidBundle, ErrInvalidTimeout, ErrInvalidBudget, ErrInvalidLimit, ErrDuplicateSchedule, ErrUnknownJob,
 // ErrInvalidSchedule).
 type RegistrationError struct {
 	// Schedule is the name passed to Schedule ("" for a job's registration).
 	Schedule string
 	// Job is the name passed to Register, or the job a schedule names.
 	Job string
-	// Field is "name", "job", "params", "bundle", "partitionTimeout", "runTimeout",
+	// Field is "name", "job", "params", "bundle", "partitionTimeout", "runTimeout", "limit",
 	// "retry.<field>" such as "retry.Attempts", "option" (a nil option, or an option's own
 	// error), or a schedule's "cron", "timeZone", "overlap", "catchUp", "jitter" or
 	// "autoPause".

@@ -368,3 +368,32 @@ func ExampleErrRunStopped() {
 	fmt.Println(errors.Is(context.Cause(ctx), baton.ErrRunStopped))
 	// Output: true
 }
+
+// Two jobs that call the same CRM share one limit: at most 4 of their partitions at once and
+// 10 starts a second (5 at once), across every instance. A job declaring the limit otherwise
+// is refused.
+func ExampleWithLimit() {
+	crm := baton.Limit{Name: "crm", MaxInFlight: 4, Rate: 10, Per: time.Second, Burst: 5}
+	app := baton.New()
+	app.Register("sync-contacts", countdown{}, baton.WithLimit(crm))
+	app.Register("sync-deals", countdown{}, baton.WithLimit(crm))
+	fmt.Println(app.Err())
+	app.Register("sync-notes", countdown{}, baton.WithLimit(baton.Limit{Name: "crm", MaxInFlight: 8}))
+	var re *baton.RegistrationError
+	fmt.Println(errors.As(app.Err(), &re), re.Job, re.Field, errors.Is(app.Err(), baton.ErrInvalidLimit))
+	// Output:
+	// <nil>
+	// true sync-notes limit true
+}
+
+// A job whose downstream answers 429 with Retry-After returns SlowDown: the partition is
+// tried again after that long without spending a try, and its limit holds back every
+// instance meanwhile.
+func ExampleSlowDown() {
+	err := baton.SlowDown(20*time.Second, errors.New("GET /contacts: 429 Too Many Requests"))
+	fmt.Println(errors.Is(err, baton.ErrSlowDown))
+	fmt.Println(err)
+	// Output:
+	// true
+	// slow down for 20s: GET /contacts: 429 Too Many Requests
+}

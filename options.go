@@ -9,6 +9,7 @@ import (
 	"github.com/batonfn/baton/internal/app"
 	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/engine/limit"
 	jsonparams "github.com/batonfn/baton/internal/lib/params"
 	"github.com/batonfn/baton/work"
 )
@@ -31,7 +32,8 @@ type jobSpec struct {
 	timeout time.Duration // 0: none
 	budget  *ledger.Budget
 	run     time.Duration // 0: the app's BATON_RUN_TIMEOUT
-	field   string        // the field check found wrong
+	limit   *limit.Spec
+	field   string // the field check found wrong
 }
 
 // RetryPolicy says how often a partition whose Process fails is tried, and how long to wait

@@ -72,6 +72,9 @@ type Envelope struct {
 	// Redrive is the redrive round of a partition sent again by a redrive (0: the run's first
 	// round); its outcome is recorded in that round (ledger.RoundRun).
 	Redrive int `json:"redrive,omitempty"`
+	// Wait numbers the times a job's limit sent the message back to wait (0: never): it is
+	// the same partitions again, on the same try, under a new message ID.
+	Wait int `json:"wait,omitempty"`
 	// Errors are the earlier tries' errors, shortened, oldest first (a retry's only).
 	Errors  []string        `json:"errors,omitempty"`
 	Payload json.RawMessage `json:"payload,omitempty"`
@@ -227,6 +230,9 @@ func (e Envelope) Validate() error {
 		if e.Redrive < 0 || e.Redrive > 0 && (e.Count != 0 || e.Block != 0) {
 			return bad("redrive %d (count %d, block %d): a redriven partition travels alone, in a round >= 1", e.Redrive, e.Count, e.Block)
 		}
+		if e.Wait < 0 {
+			return bad("wait %d, want >= 0", e.Wait)
+		}
 		if e.Attempt < 0 || e.Attempt > MaxRetryAttempts || len(e.Errors) >= max(e.Attempt, 1) {
 			return bad("attempt %d with %d errors, want 0..%d with fewer errors", e.Attempt, len(e.Errors), MaxRetryAttempts)
 		}
@@ -236,7 +242,7 @@ func (e Envelope) Validate() error {
 			}
 		}
 	case KindCheck:
-		if e.Part != 0 || e.Count != 0 || e.Block != 0 || len(e.Payload) != 0 || len(e.Payloads) != 0 || e.Attempt != 0 || len(e.Errors) != 0 || e.Redrive != 0 {
+		if e.Part != 0 || e.Count != 0 || e.Block != 0 || len(e.Payload) != 0 || len(e.Payloads) != 0 || e.Attempt != 0 || len(e.Errors) != 0 || e.Redrive != 0 || e.Wait != 0 {
 			return bad("a check message carries no part, count, block, payload, attempt, errors or redrive")
 		}
 		if e.Handover && e.Round != 0 {
@@ -324,6 +330,9 @@ func (e Envelope) MessageID() string {
 		}
 		if e.Attempt > 1 {
 			fmt.Fprintf(&b, "/a%d", e.Attempt)
+		}
+		if e.Wait > 0 {
+			fmt.Fprintf(&b, "/w%d", e.Wait)
 		}
 	}
 	return b.String()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/engine/limit"
 )
 
 // Job is one kind of partitioned work.
@@ -77,6 +78,7 @@ type Registry struct {
 	timeout map[string]time.Duration
 	budget  map[string]budgetEntry
 	runTime map[string]time.Duration
+	limits  map[string]limit.Spec
 }
 
 // budgetEntry is a job's failure budget and whether a setting pinned it.
@@ -88,7 +90,17 @@ type budgetEntry struct {
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
 	return &Registry{jobs: map[string]Job{}, retry: map[string]RetryPolicy{}, bundle: map[string]int{},
-		timeout: map[string]time.Duration{}, budget: map[string]budgetEntry{}, runTime: map[string]time.Duration{}}
+		timeout: map[string]time.Duration{}, budget: map[string]budgetEntry{}, runTime: map[string]time.Duration{}, limits: map[string]limit.Spec{}}
+}
+
+// SetLimit puts the named job's partitions under a limit (spec normalized), shared with every
+// job that names the same one.
+func (r *Registry) SetLimit(name string, spec limit.Spec) { r.limits[name] = spec }
+
+// Limit is the named job's limit, if it has one.
+func (r *Registry) Limit(name string) (limit.Spec, bool) {
+	s, ok := r.limits[name]
+	return s, ok
 }
 
 // SetRunTimeout gives the named job's runs their own run timeout, in place of the app's

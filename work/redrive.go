@@ -19,7 +19,7 @@ func (w *Worker) handleRedrive(ctx context.Context, m *ledger.Manifest, job Job,
 	one := env
 	one.Run = key
 	wctx, unwatch := w.watch(ctx, env.Run)
-	o := w.handleOne(wctx, m, job, one, delivery, nil, log.With("redrive", env.Redrive))
+	o := w.handleOne(wctx, m, job, one, delivery, nil, nil, log.With("redrive", env.Redrive))
 	unwatch()
 	rctx, cancel := w.recording(ctx)
 	defer cancel()

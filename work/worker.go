@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/engine/limit"
 	"github.com/batonfn/baton/internal/engine/telemetry"
 	"github.com/batonfn/baton/internal/engine/transport"
 	"github.com/batonfn/baton/internal/lib/parallel"
@@ -88,6 +89,9 @@ type WorkerConfig struct {
 	// stopped (Manifest.Stop) may still see partitions start here this long after. The app
 	// sets it to the lease duration. Default ManifestCopyTTL.
 	CopyTTL time.Duration
+	// Limiter keeps the limits jobs run under (Registry.SetLimit); nil, or nil Retries, runs
+	// every job unlimited.
+	Limiter *limit.Limiter
 }
 
 // Worker processes partition messages idempotently and finishes runs exactly once. It is safe
@@ -242,14 +246,25 @@ func (w *Worker) HandlePartition(ctx context.Context, env Envelope, d Delivery) 
 	// schedule the retries, whose partitions then record their own. The recording calls run
 	// on contexts detached from the invocation's (recording), so a Process that used up the
 	// deadline still gets its result (or its failure) written.
+	// A job under a limit runs the message's partitions under a grant, or sends it back.
+	hold, sentBack, err := w.acquire(ctx, m.Job, env, log)
+	if err != nil || sentBack {
+		return err
+	}
 	known, err := w.recordedBefore(ctx, env, delivery)
 	if err != nil {
+		if hold != nil {
+			w.closeHold(ctx, hold, log)
+		}
 		return fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
 	}
 	log.Debug("processing partitions", "partitions", max(env.Count, 1))
 	wctx, unwatch := w.watch(ctx, env.Run) // cancelled should the run be stopped meanwhile
-	outs := w.runAll(wctx, &m, job, env, delivery, known, base, log)
+	outs := w.runAll(wctx, &m, job, env, delivery, known, hold, base, log)
 	unwatch()
+	if hold != nil {
+		w.closeHold(ctx, hold, log)
+	}
 	rctx, cancel := w.recording(ctx) // from now: Process may have used up the deadline
 	defer cancel()
 	w.record(rctx, ctx, m.Job, env, known, delivery, outs, log)
@@ -307,6 +322,8 @@ type retryPlan struct {
 	log    *slog.Logger
 	job    string // the run's job
 	trace  string // the failed try's span: the retry links to it
+	// wait, for a partition its limit sends back (no try spent), is its delay.
+	wait time.Duration
 }
 
 // recordedBefore reads, on a redelivery or a retry of a message whose partitions record in
@@ -417,6 +434,13 @@ func (w *Worker) settleRecorded(ctx context.Context, job string, o *outcome, rec
 func (w *Worker) scheduleRetry(rctx, ctx context.Context, o *outcome, p *retryPlan, delivery int) {
 	one := p.one
 	one.Trace = p.trace
+	if p.wait > 0 {
+		one.Block = 0 // the span's block exists: see record
+		if o.err = w.sendBack(ctx, one, p.wait); o.err == nil {
+			p.log.Info("partition sent back to wait for its limit", "reason", p.cause, "wait", p.wait.String())
+		}
+		return
+	}
 	serr := w.retry(ctx, one, p.try, p.res.Errors, p.policy, p.log, p.cause)
 	if serr == nil {
 		w.cfg.Telemetry.PartitionRetried(ctx, p.job)
@@ -439,11 +463,19 @@ func (w *Worker) scheduleRetry(rctx, ctx context.Context, o *outcome, p *retryPl
 // invocation's context ends is not run: it needs the message again (a bundle's redelivery is
 // split into single partitions). On the message's last delivery it runs anyway, and its
 // failure is handled like any other (a retry scheduled, or the failure recorded).
-func (w *Worker) runAll(ctx context.Context, m *ledger.Manifest, job Job, env Envelope, delivery int, known map[ledger.Span]*ledger.Block, base, log *slog.Logger) []outcome {
+func (w *Worker) runAll(ctx context.Context, m *ledger.Manifest, job Job, env Envelope, delivery int, known map[ledger.Span]*ledger.Block, hold *limit.Hold, base, log *slog.Logger) []outcome {
 	singles := env.Singles()
 	outs := make([]outcome, len(singles))
+	ctx, cancel := underLimit(ctx, hold)
+	defer cancel()
 	if len(singles) == 1 {
-		outs[0] = w.handleOne(ctx, m, job, singles[0], delivery, known, log)
+		o, done := w.start(ctx, hold, singles[0], log)
+		if o != nil {
+			outs[0] = *o
+			return outs
+		}
+		defer done()
+		outs[0] = w.handleOne(ctx, m, job, singles[0], delivery, known, hold, log)
 		return outs
 	}
 	parallel.Each(len(singles), BundleConcurrency, func(k int) (next bool) {
@@ -460,7 +492,14 @@ func (w *Worker) runAll(ctx context.Context, m *ledger.Manifest, job Job, env En
 			outs[k] = outcome{err: fmt.Errorf("partition %s/%d: not started: %w", one.Run, one.Part, context.Cause(ctx))}
 			return true
 		}
-		outs[k] = w.handleOne(ctx, m, job, one, delivery, known, base.With("part", one.Part, "bundle", env.Part, "try", 1))
+		plog := base.With("part", one.Part, "bundle", env.Part, "try", 1)
+		o, done := w.start(ctx, hold, one, plog)
+		if o != nil {
+			outs[k] = *o
+			return true
+		}
+		defer done()
+		outs[k] = w.handleOne(ctx, m, job, one, delivery, known, hold, plog)
 		return true
 	})
 	return outs
@@ -476,7 +515,7 @@ func (w *Worker) recording(ctx context.Context) (context.Context, context.Cancel
 // handleOne processes partition one (a message of one partition, alone or from a bundle) on
 // its delivery-th delivery and says what to record (see HandlePartition). known holds the
 // blocks of the message's spans read before (recordedBefore).
-func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one Envelope, delivery int, known map[ledger.Span]*ledger.Block, log *slog.Logger) outcome {
+func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one Envelope, delivery int, known map[ledger.Span]*ledger.Block, hold *limit.Hold, log *slog.Logger) outcome {
 	try := max(one.Attempt, 1)
 	attempt := try + delivery - 1
 	fail := func(err error) outcome {
@@ -520,6 +559,9 @@ func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one
 	if stoppedCtx(ctx) {
 		log.Info("run stopped while the partition ran; its outcome is not recorded", "err", perr)
 		return outcome{}
+	}
+	if o := w.limited(ctx, one, hold, perr, log); o != nil {
+		return *o
 	}
 	res := ledger.Result{Run: one.Run, Index: one.Part, Epoch: one.Epoch, Attempts: attempt, Errors: one.Errors,
 		Worker: w.cfg.Holder, Started: started, Finished: w.now()}

@@ -23,6 +23,8 @@ import (
 	"github.com/batonfn/baton/internal/engine/election/bloblease"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/blobstore"
+	"github.com/batonfn/baton/internal/engine/limit"
+	"github.com/batonfn/baton/internal/engine/limit/limitblob"
 	"github.com/batonfn/baton/internal/engine/protocol"
 	"github.com/batonfn/baton/internal/engine/telemetry"
 	"github.com/batonfn/baton/internal/engine/transport/servicebus"
@@ -152,8 +154,15 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 	// A failed try is retried as a message scheduled on the work queue, under its job's
 	// retry policy: the same way on both transports.
 	// A report claim goes stale as a lease does: its aggregator renews it every third of it.
+	// Jobs' limits live beside the runs, one blob each; their slots last a lease unless renewed.
+	limiter, err := limit.New(limit.Config{Store: limitblob.New(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer)),
+		Holder: fmt.Sprintf("%s/%d", holder.Instance, holder.PID), Lease: cfg.LeaseDuration})
+	if err != nil {
+		return nil, err
+	}
 	worker, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, Holder: holder, MaxDeliveries: cfg.MaxDeliveries,
-		Retries: sender, Logger: logger, StaleClaim: cfg.LeaseDuration, CopyTTL: cfg.LeaseDuration, Telemetry: tel})
+		Retries: sender, Logger: logger, StaleClaim: cfg.LeaseDuration, CopyTTL: cfg.LeaseDuration, Telemetry: tel,
+		Limiter: limiter})
 	if err != nil {
 		return nil, err
 	}

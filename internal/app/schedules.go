@@ -95,7 +95,7 @@ func buildSchedules(cfg config.Config, o Options, jobErr error, tickParams json.
 				config.SettingSchedules, name, declared(names)))
 		}
 	}
-	errs = append(errs, applyBudgets(cfg, o.Jobs))
+	errs = append(errs, applyBudgets(cfg, o.Jobs), applyLimits(cfg, o.Jobs))
 	out := make([]coordinator.Schedule, 0, len(decls))
 	for _, d := range decls {
 		s, err := schedule(d, cfg.Overrides[d.Name], o.Jobs)
@@ -109,6 +109,25 @@ func buildSchedules(cfg config.Config, o Options, jobErr error, tickParams json.
 		out = append(out, s)
 	}
 	return out, errors.Join(errs...)
+}
+
+// applyLimits gives the limits BATON_LIMITS names their settings there, in every job that
+// declares them; a limit no job declares is an error naming the setting.
+func applyLimits(cfg config.Config, jobs *work.Registry) error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(cfg.Limits)) {
+		found := false
+		for _, job := range jobs.Names() {
+			if spec, ok := jobs.Limit(job); ok && spec.Name == name {
+				jobs.SetLimit(job, cfg.Limits[name])
+				found = true
+			}
+		}
+		if !found {
+			errs = append(errs, fmt.Errorf("%s names the limit %q, which no job of this app declares (baton.WithLimit)", config.SettingLimits, name))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // applyBudgets gives the jobs the failure budgets BATON_FAILURE_BUDGETS names (pinned: they win

@@ -16,7 +16,7 @@ const templateHeartbeat = "0 * * * * *"
 // envSettings are the settings `azd env set` can change: the ones infra/main.parameters.json
 // maps from the azd environment into the template, and the caps on manual runs.
 var envSettings = []string{
-	config.SettingHeartbeat, config.SettingSchedule, config.SettingSchedules, config.SettingFailureBudgets, config.SettingJob, config.SettingJobParams,
+	config.SettingHeartbeat, config.SettingSchedule, config.SettingSchedules, config.SettingFailureBudgets, config.SettingLimits, config.SettingJob, config.SettingJobParams,
 	config.SettingManualJobs, config.SettingMaxManual, config.SettingMaxManualJob,
 	config.SettingOverlap, config.SettingLeaseDuration, config.SettingRunTimeout, config.SettingLogLevel,
 	// Not mapped any more, but an environment that still sets them must hear so.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/internal/engine/config"
+	"github.com/batonfn/baton/internal/engine/limit"
 )
 
 // validate accepts an empty azd environment (the template's defaults) and refuses each bad
@@ -49,6 +50,8 @@ func TestValidate(t *testing.T) {
 		{[]string{config.SettingHeartbeat, "0 0 */2 * * *"}, config.SettingHeartbeat + `="0 0 */2 * * *" beats every 2h0m0s at most`},
 		{[]string{config.SettingSchedules, `{"tick":{"paused":true}}`}, `names the schedule "tick", which this app does not declare`},
 		{[]string{config.SettingFailureBudgets, `{"crm":{"maxFailed":3}}`}, config.SettingFailureBudgets + ` names the job "crm", which this app does not register`},
+		{[]string{config.SettingLimits, `{"crm":{"maxInFlight":3}}`}, config.SettingLimits + ` names the limit "crm", which no job of this app declares`},
+		{[]string{config.SettingLimits, `{"crm":{"rate":3,"burst":4}}`}, config.SettingLimits + `: limit "crm": burst: 4`},
 		{append(hourly, config.SettingSchedules, `{"tick":{"catchUp":"30s"}}`), `schedule "tick": CatchUp 30s must be longer than the heartbeat's period 1m0s`},
 		{[]string{config.SettingMisfire, "skip"}, config.SettingMisfire + `="skip" is no longer read`},
 		{[]string{config.SettingOverlap, "queue"}, config.SettingOverlap},
@@ -116,5 +119,25 @@ func TestCheckRunTimeouts_AJobsOwnIsBoundByTheRunHorizon(t *testing.T) {
 	err := checkRunTimeouts(cfg, jobs)
 	if err == nil || !strings.Contains(err.Error(), `job "synthetic"`) || !strings.Contains(err.Error(), config.SettingCheckRounds+"=20") {
 		t.Errorf("20 rounds: %v, want an error naming the job and %s", err, config.SettingCheckRounds)
+	}
+}
+
+// BATON_LIMITS replaces the settings of a limit every job that declares it runs under.
+func TestApplyLimits(t *testing.T) {
+	jobs := builtinJobs()
+	declared, err := limit.Spec{Name: "crm", MaxInFlight: 4}.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs.SetLimit("synthetic", declared)
+	jobs.SetLimit("inventory", declared)
+	over := limit.Spec{Name: "crm", MaxInFlight: 1, Rate: 5, Per: time.Second, Burst: 1}
+	if err := applyLimits(config.Config{Limits: map[string]limit.Spec{"crm": over}}, jobs); err != nil {
+		t.Fatal(err)
+	}
+	for _, job := range []string{"synthetic", "inventory"} {
+		if got, ok := jobs.Limit(job); !ok || got != over {
+			t.Errorf("job %s: limit %+v, want %+v", job, got, over)
+		}
 	}
 }

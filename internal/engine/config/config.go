@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonfn/baton/internal/engine/limit"
 	"github.com/batonfn/baton/internal/lib/strictjson"
 )
 
@@ -41,6 +42,9 @@ const (
 	// SettingFailureBudgets overrides jobs' failure budgets: a JSON object of job names, each
 	// {"maxFailed": n, "maxPercent": p} (0 or absent: no bound of that kind).
 	SettingFailureBudgets = "BATON_FAILURE_BUDGETS"
+	// SettingLimits overrides named limits' settings: a JSON object of limit names, each
+	// {"maxInFlight": n, "rate": r, "per": "1s", "burst": b} (replacing the declared settings).
+	SettingLimits         = "BATON_LIMITS"
 	SettingWorkQueue      = "BATON_WORK_QUEUE"
 	SettingControlQueue   = "BATON_CONTROL_QUEUE"
 	SettingJob            = "BATON_JOB"
@@ -206,6 +210,9 @@ type Config struct {
 	// Budgets are the failure budgets BATON_FAILURE_BUDGETS gives jobs, by job name; they win
 	// over the budgets the code gives jobs and schedules.
 	Budgets map[string]Budget
+	// Limits are the settings BATON_LIMITS gives named limits, by name, validated and with
+	// their defaults filled in; they win over the settings the code declares.
+	Limits map[string]limit.Spec
 	// WorkQueue is the queue name on either transport.
 	WorkQueue string
 	// ControlQueue carries check messages (the Control and ControlQueue functions), so they
@@ -374,6 +381,7 @@ func Load(getenv Getenv) (Config, error) {
 	}
 	c.Overrides = p.overrides()
 	c.Budgets = p.budgets()
+	c.Limits = p.limits()
 	switch {
 	case c.LeaseDuration < MinLeaseDuration || c.LeaseDuration > MaxLeaseDuration:
 		p.errf("%s=%s is out of range: Azure Blob leases last 15s to 60s", SettingLeaseDuration, c.LeaseDuration)
@@ -692,6 +700,49 @@ func (p *parser) budgets() map[string]Budget {
 			continue
 		}
 		out[job] = b
+	}
+	return out
+}
+
+// limits parses BATON_LIMITS strictly: an object of limit names, each with maxInFlight, rate,
+// per (a duration) and burst, valid as limit.Spec.Normalize checks them.
+func (p *parser) limits() map[string]limit.Spec {
+	v := strings.TrimSpace(p.get(SettingLimits))
+	if v == "" {
+		return nil
+	}
+	var raw map[string]json.RawMessage
+	if err := strictjson.Decode([]byte(v), &raw); err != nil {
+		p.errf(`%s is not a JSON object of limit names, e.g. {"crm":{"maxInFlight":4,"rate":10,"per":"1s","burst":5}}: %v`, SettingLimits, err)
+		return nil
+	}
+	out := map[string]limit.Spec{}
+	for name, body := range raw {
+		var l struct {
+			MaxInFlight int    `json:"maxInFlight"`
+			Rate        int    `json:"rate"`
+			Per         string `json:"per"`
+			Burst       int    `json:"burst"`
+		}
+		if err := strictjson.Decode(body, &l); err != nil {
+			p.errf("%s: limit %q: %v (the fields are maxInFlight, rate, per and burst)", SettingLimits, name, err)
+			continue
+		}
+		spec := limit.Spec{Name: name, MaxInFlight: l.MaxInFlight, Rate: l.Rate, Burst: l.Burst}
+		if l.Per != "" {
+			d, err := time.ParseDuration(l.Per)
+			if err != nil {
+				p.errf("%s: limit %q: per %q is not a duration such as \"1s\" or \"1m\"", SettingLimits, name, l.Per)
+				continue
+			}
+			spec.Per = d
+		}
+		spec, err := spec.Normalize()
+		if err != nil {
+			p.errf("%s: limit %q: %v", SettingLimits, name, err)
+			continue
+		}
+		out[name] = spec
 	}
 	return out
 }

@@ -1,11 +1,14 @@
 package config
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/batonfn/baton/internal/engine/limit"
 )
 
 func env(kv map[string]string) Getenv { return func(k string) string { return kv[k] } }
@@ -76,6 +79,12 @@ func TestLoad_Errors(t *testing.T) {
 		{"budgets not json", with(base(), SettingFailureBudgets, "sync=10"), []string{SettingFailureBudgets, "JSON object of job names"}},
 		{"budgets unknown field", with(base(), SettingFailureBudgets, `{"sync":{"max":10}}`), []string{SettingFailureBudgets, `job "sync"`, `unknown field "max"`, "maxFailed"}},
 		{"budgets out of range", with(base(), SettingFailureBudgets, `{"sync":{"maxPercent":120}}`), []string{SettingFailureBudgets, `job "sync"`, "maxPercent 120", "0 to 100"}},
+		{"limits not json", with(base(), SettingLimits, "crm=2"), []string{SettingLimits, "JSON object of limit names"}},
+		{"limits unknown field", with(base(), SettingLimits, `{"crm":{"max":2}}`), []string{SettingLimits, `limit "crm"`, `unknown field "max"`, "maxInFlight"}},
+		{"limits without a bound", with(base(), SettingLimits, `{"crm":{}}`), []string{SettingLimits, `limit "crm"`, "maxInFlight", "needs maxInFlight or rate"}},
+		{"limits burst above the rate", with(base(), SettingLimits, `{"crm":{"rate":5,"burst":9}}`), []string{SettingLimits, `limit "crm"`, "burst: 9", "1 to the rate (5)"}},
+		{"limits bad per", with(base(), SettingLimits, `{"crm":{"rate":5,"per":"second"}}`), []string{SettingLimits, `limit "crm"`, `per "second"`, "duration"}},
+		{"limits bad name", with(base(), SettingLimits, `{"CRM":{"maxInFlight":1}}`), []string{SettingLimits, `limit "CRM"`, "name"}},
 		{"schedules unknown field", with(base(), SettingSchedules, `{"tick":{"pause":true}}`), []string{SettingSchedules, `schedule "tick"`, `unknown field "pause"`, "paused"}},
 		{"schedules bad overlap", with(base(), SettingSchedules, `{"tick":{"overlap":"replace"}}`), []string{SettingSchedules, `"replace"`, "buffer-one"}},
 		{"schedules bad catch-up", with(base(), SettingSchedules, `{"a":{"catchUp":"0s"}}`), []string{SettingSchedules, `schedule "a"`, "catchUp", "positive duration"}},
@@ -430,6 +439,22 @@ func TestLoad_FailureBudgets(t *testing.T) {
 	}
 	if c.Budgets["sync"] != (Budget{MaxFailed: 10}) || c.Budgets["export"] != (Budget{MaxFailed: 3, MaxPercent: 2.5}) || len(c.Budgets) != 2 {
 		t.Fatalf("budgets = %+v", c.Budgets)
+	}
+}
+
+// BATON_LIMITS gives named limits their settings, defaults filled in.
+func TestLoad_Limits(t *testing.T) {
+	c, err := Load(env(with(base(), SettingLimits, `{"crm":{"maxInFlight":2},"api":{"rate":10,"per":"1m","burst":4},"both":{"maxInFlight":3,"rate":5}}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]limit.Spec{
+		"crm":  {Name: "crm", MaxInFlight: 2},
+		"api":  {Name: "api", Rate: 10, Per: time.Minute, Burst: 4},
+		"both": {Name: "both", MaxInFlight: 3, Rate: 5, Per: time.Second, Burst: 1},
+	}
+	if !maps.Equal(c.Limits, want) {
+		t.Fatalf("limits = %+v, want %+v", c.Limits, want)
 	}
 }
 

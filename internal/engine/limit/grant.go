@@ -1,0 +1,145 @@
+package limit
+
+import (
+	"slices"
+	"time"
+)
+
+// Grant is what Acquire gave a bundle: Slots partitions may run at once, and Partitions of
+// them may start, the k-th not before Starts[k] (a rate's reserved starts; nil without a
+// rate). Slots and the reserved starts are the holder's until Expires, renewable with Renew;
+// a grant without an in-flight bound holds no slot and needs no renewal.
+type Grant struct {
+	Spec       Spec
+	Token      string
+	Slots      int
+	Partitions int
+	Starts     []time.Time
+	Expires    time.Time
+	// SlowUntil is the limit's slow-down time as the grant last saw it.
+	SlowUntil time.Time
+}
+
+// Holds reports whether the grant holds in-flight slots (and so must be renewed and released).
+func (g Grant) Holds() bool { return g.Spec.MaxInFlight > 0 && g.Partitions > 0 }
+
+// Rules are a limiter's timings.
+type Rules struct {
+	// Lease is how long a grant's slots last unless renewed: the bound on how long a dead or
+	// paused holder keeps them.
+	Lease time.Duration
+	// Horizon is how far ahead a grant reserves a rate's starts.
+	Horizon time.Duration
+	// MinWait and MaxWait bound a refused bundle's wait (a slow-down's excepted).
+	MinWait, MaxWait time.Duration
+}
+
+// acquire is Acquire's decision on st at now, for the bundle id of n partitions: a grant
+// (Partitions above 0), or the wait before the bundle asks again. jitter in [0, 1) spreads
+// the waits.
+func acquire(st *State, rules Rules, spec Spec, id, holder, token string, n int, now time.Time, jitter float64) (Grant, time.Duration) {
+	st.prune(now)
+	g := Grant{Spec: spec, Token: token, SlowUntil: st.SlowUntil}
+	wait := func(d time.Duration, clamp bool) (Grant, time.Duration) {
+		if clamp {
+			d = min(max(d, rules.MinWait), rules.MaxWait)
+		}
+		d += time.Duration(float64(d) * 0.2 * jitter)
+		st.Waiting = slices.DeleteFunc(st.Waiting, func(w Waiter) bool { return w.ID == id })
+		st.Waiting = append(st.Waiting, Waiter{ID: id, N: n, Until: now.Add(d + rules.Lease)})
+		return g, d
+	}
+	if now.Before(st.SlowUntil) {
+		return wait(st.SlowUntil.Sub(now), false)
+	}
+	slots := n
+	if spec.MaxInFlight > 0 {
+		free := spec.MaxInFlight - st.InFlight(now)
+		if free <= 0 {
+			hold := st.Hold
+			if hold <= 0 {
+				hold = rules.MinWait
+			}
+			ahead := st.WaitingAt(now)
+			for _, w := range st.Waiting {
+				if w.ID == id && now.Before(w.Until) {
+					ahead -= w.N
+				}
+			}
+			return wait(hold+time.Duration(int64(hold)*int64(ahead)/int64(spec.MaxInFlight)), true)
+		}
+		slots = min(n, free)
+	}
+	parts := n
+	if spec.Rate > 0 {
+		iv := spec.interval()
+		tau := iv * time.Duration(spec.Burst-1)
+		next := st.Next
+		var starts []time.Time
+		for len(starts) < n {
+			s := next.Add(-tau)
+			if s.Before(now) {
+				s = now
+			}
+			if s.After(now.Add(rules.Horizon)) {
+				break
+			}
+			starts = append(starts, s)
+			if next.Before(s) {
+				next = s
+			}
+			next = next.Add(iv)
+		}
+		if len(starts) == 0 {
+			return wait(next.Add(-tau).Sub(now.Add(rules.Horizon/2)), true)
+		}
+		st.Next, g.Starts, parts = next, starts, len(starts)
+	}
+	st.Waiting = slices.DeleteFunc(st.Waiting, func(w Waiter) bool { return w.ID == id })
+	g.Slots, g.Partitions, g.Expires = min(slots, parts), parts, now.Add(rules.Lease)
+	if spec.MaxInFlight > 0 {
+		st.Slots = append(st.Slots, Slot{Token: token, Holder: holder, Slots: g.Slots, Expires: g.Expires})
+	}
+	st.Started += int64(parts)
+	return g, 0
+}
+
+// renew extends g's slots by a lease from now, or reports ErrLost when they expired or are
+// gone.
+func renew(st *State, rules Rules, g *Grant, now time.Time) error {
+	g.SlowUntil = st.SlowUntil
+	k := st.slot(g.Token)
+	if k < 0 || !now.Before(st.Slots[k].Expires) {
+		return ErrLost
+	}
+	st.Slots[k].Expires = now.Add(rules.Lease)
+	g.Expires = st.Slots[k].Expires
+	return nil
+}
+
+// release frees g's slots; ran partitions ran under them in elapsed, which feeds the mean hold
+// time a waiter's delay is estimated from. It reports whether the state changed.
+func release(st *State, g Grant, ran int, elapsed time.Duration, now time.Time) bool {
+	k := st.slot(g.Token)
+	if k >= 0 {
+		st.Slots = slices.Delete(st.Slots, k, k+1)
+	}
+	if ran > 0 && elapsed > 0 {
+		per := elapsed * time.Duration(max(g.Slots, 1)) / time.Duration(ran)
+		if st.Hold <= 0 {
+			st.Hold = per
+		} else {
+			st.Hold = (4*st.Hold + per) / 5
+		}
+	}
+	st.prune(now)
+	return true
+}
+
+// slowDown holds the limit back until until (later only), noting when and why.
+func slowDown(st *State, until, now time.Time, reason string) {
+	if until.After(st.SlowUntil) {
+		st.SlowUntil = until
+	}
+	st.SlowAt, st.SlowReason = now, reason
+}

@@ -1,0 +1,195 @@
+package limit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Why Hold.Start refuses a start.
+var (
+	// ErrUsedUp: every start the grant reserved is taken.
+	ErrUsedUp = errors.New("limit grant used up")
+	// ErrSlowedDown: the downstream asked the limit to slow down.
+	ErrSlowedDown = errors.New("limit slowed down")
+)
+
+// Hold runs one grant's partitions: Start before each, Done after it, Close at the end. Its
+// slots are renewed every third of a lease while it is open; once they are lost (a renewal
+// finds them gone, or none succeeds before they expire), Start refuses and Context is
+// cancelled with ErrLost, so no more than the limit's slots ever run under grants that hold.
+type Hold struct {
+	l      *Limiter
+	sem    chan struct{}
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	loop   sync.WaitGroup
+	begun  time.Time
+
+	mu    sync.Mutex
+	g     Grant
+	next  int // reserved starts handed out
+	ran   int
+	stop  error     // why no start is allowed any more
+	wrote time.Time // the latest slow-down this hold wrote
+}
+
+// Hold opens g for its partitions; ctx bounds the renewals.
+func (l *Limiter) Hold(ctx context.Context, g Grant) *Hold {
+	h := &Hold{l: l, g: g, sem: make(chan struct{}, max(g.Slots, 1)), begun: l.now()}
+	h.ctx, h.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	if g.Holds() {
+		h.loop.Go(h.renewals)
+	}
+	return h
+}
+
+// Context is cancelled with ErrLost once the grant's slots are lost: partitions running under
+// it should stop.
+func (h *Hold) Context() context.Context { return h.ctx }
+
+// Grant is the grant as last renewed.
+func (h *Hold) Grant() Grant {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.g
+}
+
+// Start waits for one of the grant's slots and for the next reserved start, then allows the
+// start (call Done when the partition is over), or says why not (ErrUsedUp, ErrSlowedDown,
+// ErrLost, or ctx's cause).
+func (h *Hold) Start(ctx context.Context) error {
+	select {
+	case h.sem <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-h.ctx.Done():
+		return context.Cause(h.ctx)
+	}
+	h.mu.Lock()
+	err := h.stop
+	k := h.next
+	if err == nil && k >= h.g.Partitions {
+		err = ErrUsedUp
+	}
+	var at time.Time
+	if err == nil {
+		h.next++
+		if k < len(h.g.Starts) {
+			at = h.g.Starts[k]
+		}
+	}
+	h.mu.Unlock()
+	if err == nil && !at.IsZero() {
+		if d := at.Sub(h.l.now()); d > 0 {
+			err = h.l.cfg.Sleep(ctx, d)
+		}
+	}
+	if err == nil {
+		err = h.check()
+	}
+	if err != nil {
+		<-h.sem
+		return err
+	}
+	return nil
+}
+
+// check allows a start now, or stops the hold for good.
+func (h *Hold) check() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.l.now()
+	switch {
+	case h.stop != nil:
+	case h.ctx.Err() != nil:
+		h.stop = context.Cause(h.ctx)
+	case h.g.Holds() && !now.Before(h.g.Expires.Add(-h.l.Margin())):
+		h.stop = fmt.Errorf("%w: it expires at %s", ErrLost, h.g.Expires.Format(time.RFC3339Nano))
+	case now.Before(h.g.SlowUntil):
+		h.stop = fmt.Errorf("%w until %s", ErrSlowedDown, h.g.SlowUntil.Format(time.RFC3339))
+	default:
+		h.ran++
+		return nil
+	}
+	return h.stop
+}
+
+// Done ends a start Start allowed.
+func (h *Hold) Done() { <-h.sem }
+
+// SlowDown stops the hold's starts and holds every start of the limit, on every instance,
+// back until until (written once per later time).
+func (h *Hold) SlowDown(ctx context.Context, until time.Time, reason string) error {
+	h.mu.Lock()
+	if until.After(h.g.SlowUntil) {
+		h.g.SlowUntil = until
+	}
+	if h.stop == nil {
+		h.stop = fmt.Errorf("%w until %s", ErrSlowedDown, until.Format(time.RFC3339))
+	}
+	write := until.After(h.wrote)
+	if write {
+		h.wrote = until
+	}
+	h.mu.Unlock()
+	if !write {
+		return nil
+	}
+	return h.l.SlowDown(ctx, h.g.Spec.Name, until, reason)
+}
+
+// Close stops the renewals and gives the slots back (unless lost).
+func (h *Hold) Close(ctx context.Context) error {
+	h.cancel(errClosed)
+	h.loop.Wait()
+	h.mu.Lock()
+	g, ran, lost := h.g, h.ran, errors.Is(h.stop, ErrLost)
+	h.mu.Unlock()
+	if lost {
+		return nil
+	}
+	return h.l.Release(ctx, g, ran, h.l.now().Sub(h.begun))
+}
+
+var errClosed = errors.New("limit hold closed")
+
+// renewals renews the grant every third of a lease (every twelfth after a failure) until the
+// hold closes, and cancels it once the slots are lost.
+func (h *Hold) renewals() {
+	every := h.l.cfg.Lease / 3
+	for {
+		if err := h.l.cfg.Sleep(h.ctx, every); err != nil {
+			return
+		}
+		h.mu.Lock()
+		g := h.g
+		h.mu.Unlock()
+		rctx, cancel := context.WithTimeout(h.ctx, every)
+		err := h.l.Renew(rctx, &g)
+		cancel()
+		if h.ctx.Err() != nil {
+			return
+		}
+		h.mu.Lock()
+		switch {
+		case err == nil:
+			slow := h.g.SlowUntil
+			h.g.Expires, h.g.SlowUntil = g.Expires, g.SlowUntil
+			if slow.After(h.g.SlowUntil) {
+				h.g.SlowUntil = slow
+			}
+			every = h.l.cfg.Lease / 3
+		case errors.Is(err, ErrLost) || !h.l.now().Before(h.g.Expires.Add(-h.l.Margin())):
+			h.stop = fmt.Errorf("%w: %w", ErrLost, err)
+			h.mu.Unlock()
+			h.cancel(ErrLost)
+			return
+		default:
+			every = h.l.cfg.Lease / 12
+		}
+		h.mu.Unlock()
+	}
+}

@@ -1,0 +1,351 @@
+package limitblob_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/batonfn/baton/internal/engine/azclient"
+	"github.com/batonfn/baton/internal/engine/limit"
+	"github.com/batonfn/baton/internal/engine/limit/limitblob"
+	"github.com/batonfn/baton/internal/tools/azurite"
+)
+
+func TestMain(m *testing.M) { os.Exit(azurite.Main(m)) }
+
+// counter counts the requests that reach storage.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) Do(req *policy.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return req.Next()
+}
+
+func newStore(t *testing.T) (*limitblob.Store, *counter) {
+	t.Helper()
+	srv := azurite.Shared(t)
+	calls := &counter{}
+	client, err := azclient.Blob(srv.Storage(), &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{PerCallPolicies: []policy.Policy{calls}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := client.ServiceClient().NewContainerClient(azurite.UniqueName(t, "limits"))
+	if _, err := cc.Create(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	calls.n.Store(0)
+	return limitblob.New(cc), calls
+}
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// paused never returns before its context ends: a holder whose renewals never run.
+func paused(ctx context.Context, _ time.Duration) error { <-ctx.Done(); return context.Cause(ctx) }
+
+func spec(t *testing.T, s limit.Spec) limit.Spec {
+	t.Helper()
+	s, err := s.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Holders on many goroutines, each its own limiter (instance), never run more than the
+// limit's slots at once, and all their partitions run.
+func TestLimiter_ConcurrentHoldersNeverExceedTheLimit(t *testing.T) {
+	store, _ := newStore(t)
+	sp := spec(t, limit.Spec{Name: "crm", MaxInFlight: 3})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var inFlight, peak, done atomic.Int64
+	const holders, bundles, size = 6, 4, 5
+	var wg sync.WaitGroup
+	errs := make(chan error, holders)
+	for h := range holders {
+		l, err := limit.New(limit.Config{Store: store, Holder: fmt.Sprint("i", h), MinWait: 2 * time.Millisecond, MaxWait: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			for b := range bundles {
+				left := size
+				for left > 0 {
+					g, wait, err := l.Acquire(ctx, sp, fmt.Sprintf("b%d-%d", h, b), left)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if g.Partitions == 0 {
+						if err := sleep(ctx, wait); err != nil {
+							errs <- err
+							return
+						}
+						continue
+					}
+					hold := l.Hold(ctx, g)
+					var pw sync.WaitGroup
+					for range g.Partitions {
+						if err := hold.Start(ctx); err != nil {
+							errs <- err
+							return
+						}
+						pw.Go(func() {
+							defer hold.Done()
+							k := inFlight.Add(1)
+							for p := peak.Load(); k > p && !peak.CompareAndSwap(p, k); p = peak.Load() {
+							}
+							runtime.Gosched()
+							inFlight.Add(-1)
+							done.Add(1)
+						})
+					}
+					pw.Wait()
+					if err := hold.Close(ctx); err != nil {
+						errs <- err
+						return
+					}
+					left -= g.Partitions
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if done.Load() != holders*bundles*size {
+		t.Fatalf("%d partitions ran, want %d", done.Load(), holders*bundles*size)
+	}
+	if peak.Load() > int64(sp.MaxInFlight) || peak.Load() < 1 {
+		t.Fatalf("peak %d in flight, want 1 to %d", peak.Load(), sp.MaxInFlight)
+	}
+	st, err := store.Read(ctx, sp.Name)
+	if err != nil || len(st.Slots) != 0 {
+		t.Fatalf("after every release: %+v %v, want no slot held", st, err)
+	}
+}
+
+// A holder that stops renewing (killed or paused) loses its slots one lease after it took
+// them: another holder gets them, and the first can neither renew nor start under its grant,
+// and its partitions' context is cancelled with ErrLost.
+func TestLimiter_ExpiredHolderIsFenced(t *testing.T) {
+	store, _ := newStore(t)
+	sp := spec(t, limit.Spec{Name: "crm", MaxInFlight: 2})
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	mk := func(holder string) *limit.Limiter {
+		l, err := limit.New(limit.Config{Store: store, Holder: holder, Lease: 30 * time.Second, Now: clk.Now, Sleep: paused})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	ctx := context.Background()
+	a, b := mk("a"), mk("b")
+	ga, _, err := a.Acquire(ctx, sp, "ba", 10)
+	if err != nil || ga.Slots != 2 {
+		t.Fatalf("a: %+v %v", ga, err)
+	}
+	hold := a.Hold(ctx, ga)
+	if err := hold.Start(ctx); err != nil {
+		t.Fatalf("a's first start: %v", err)
+	}
+	hold.Done()
+	if gb, wait, err := b.Acquire(ctx, sp, "bb", 1); err != nil || gb.Partitions != 0 || wait <= 0 {
+		t.Fatalf("b while a holds both slots: %+v wait %s %v, want a refusal", gb, wait, err)
+	}
+	clk.Add(30*time.Second - a.Margin())
+	if err := hold.Start(ctx); !errors.Is(err, limit.ErrLost) {
+		t.Fatalf("a's start within the margin of its expiry: %v, want ErrLost", err)
+	}
+	clk.Add(a.Margin())
+	gb, _, err := b.Acquire(ctx, sp, "bb", 1)
+	if err != nil || gb.Slots != 1 {
+		t.Fatalf("b one lease later: %+v %v, want a slot", gb, err)
+	}
+	if err := a.Renew(ctx, &ga); !errors.Is(err, limit.ErrLost) {
+		t.Fatalf("a's renewal after expiry: %v, want ErrLost", err)
+	}
+	if err := hold.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Read(ctx, sp.Name)
+	if err != nil || st.InFlight(clk.Now()) != 1 {
+		t.Fatalf("state %+v %v, want b's one slot", st, err)
+	}
+}
+
+// A live holder's renewals keep its slots past one lease; a renewal that finds them gone
+// cancels its context with ErrLost.
+func TestLimiter_RenewalsKeepAndLoseSlots(t *testing.T) {
+	store, _ := newStore(t)
+	sp := spec(t, limit.Spec{Name: "crm", MaxInFlight: 1})
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	ticks := make(chan chan struct{})
+	// step lets the hold's renewal loop through one sleep at a time.
+	step := func(ctx context.Context, d time.Duration) error {
+		ack := make(chan struct{})
+		select {
+		case ticks <- ack:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		clk.Add(d)
+		close(ack)
+		return nil
+	}
+	l, err := limit.New(limit.Config{Store: store, Holder: "a", Lease: 30 * time.Second, Now: clk.Now, Sleep: step})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	g, _, err := l.Acquire(ctx, sp, "b", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := l.Hold(ctx, g)
+	for range 4 { // 40 s of renewals every 10 s
+		<-<-ticks
+	}
+	waitFor(t, func() bool { return hold.Grant().Expires.After(clk.Now().Add(15 * time.Second)) })
+	if err := hold.Start(ctx); err != nil {
+		t.Fatalf("a start 40 s in, renewed: %v", err)
+	}
+	hold.Done()
+	// Someone removes the grant (as if it had expired and been taken).
+	if _, err := store.Update(ctx, sp.Name, func(st *limit.State) error { st.Slots = nil; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	<-<-ticks
+	select {
+	case <-hold.Context().Done():
+	case <-time.After(time.Minute):
+		t.Fatal("the hold's context was not cancelled after its slots were lost")
+	}
+	if !errors.Is(context.Cause(hold.Context()), limit.ErrLost) {
+		t.Fatalf("cause %v, want ErrLost", context.Cause(hold.Context()))
+	}
+	if err := hold.Start(ctx); !errors.Is(err, limit.ErrLost) {
+		t.Fatalf("start after the loss: %v, want ErrLost", err)
+	}
+	if err := hold.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A slow-down by one instance refuses every other instance's bundles until its time, and
+// stops the asking hold's own starts.
+func TestLimiter_SlowDownHoldsEveryInstanceBack(t *testing.T) {
+	store, _ := newStore(t)
+	sp := spec(t, limit.Spec{Name: "api", MaxInFlight: 10, Rate: 100})
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	mk := func(holder string) *limit.Limiter {
+		l, err := limit.New(limit.Config{Store: store, Holder: holder, Now: clk.Now, Sleep: paused})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	ctx := context.Background()
+	a, b := mk("a"), mk("b")
+	g, _, err := a.Acquire(ctx, sp, "ba", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := a.Hold(ctx, g)
+	if err := hold.SlowDown(ctx, clk.Now().Add(20*time.Second), "429 Too Many Requests"); err != nil {
+		t.Fatal(err)
+	}
+	if err := hold.Start(ctx); !errors.Is(err, limit.ErrSlowedDown) {
+		t.Fatalf("a's start after its slow-down: %v", err)
+	}
+	gb, wait, err := b.Acquire(ctx, sp, "bb", 1)
+	if err != nil || gb.Partitions != 0 || wait < 20*time.Second {
+		t.Fatalf("b: %+v wait %s %v, want a refusal for 20 s", gb, wait, err)
+	}
+	if err := hold.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.Read(ctx, sp.Name)
+	if err != nil || st.SlowReason != "429 Too Many Requests" || !st.SlowUntil.Equal(clk.Now().Add(20*time.Second)) || st.WaitingAt(clk.Now()) != 1 {
+		t.Fatalf("state %+v %v", st, err)
+	}
+	clk.Add(20 * time.Second)
+	if gb, _, err := b.Acquire(ctx, sp, "bb", 1); err != nil || gb.Partitions != 1 {
+		t.Fatalf("b after the slow-down: %+v %v", gb, err)
+	}
+}
+
+// A bundle's grant costs two storage calls, its release two: four per bundle, whatever its
+// size, when no other update races them.
+func TestLimiter_CallsPerBundle(t *testing.T) {
+	store, calls := newStore(t)
+	l, err := limit.New(limit.Config{Store: store, Holder: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, sp := range []limit.Spec{spec(t, limit.Spec{Name: "one", MaxInFlight: 1}), spec(t, limit.Spec{Name: "many", MaxInFlight: 500, Rate: 100000, Burst: 1000})} {
+		calls.n.Store(0)
+		g, _, err := l.Acquire(ctx, sp, "b", 256)
+		if err != nil || g.Partitions != 256 {
+			t.Fatalf("%s: %+v %v", sp.Name, g, err)
+		}
+		hold := l.Hold(ctx, g)
+		for range g.Partitions {
+			if err := hold.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			hold.Done()
+		}
+		if err := hold.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := calls.n.Load(); n != 4 {
+			t.Fatalf("%s: %d storage calls for a bundle of 256, want 4", sp.Name, n)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within a minute")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

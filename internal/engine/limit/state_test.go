@@ -1,0 +1,163 @@
+package limit
+
+import (
+	"errors"
+	"sort"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+var rules = Rules{Lease: 30 * time.Second, Horizon: 2 * time.Second, MinWait: time.Second, MaxWait: 30 * time.Second}
+
+func mustSpec(t *testing.T, s Spec) Spec {
+	t.Helper()
+	s, err := s.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A bundle takes min(n, free) slots; with none free it waits, within the bounds; a release
+// frees them.
+func TestAcquire_InFlight(t *testing.T) {
+	spec := mustSpec(t, Spec{Name: "crm", MaxInFlight: 3})
+	var st State
+	g, wait := acquire(&st, rules, spec, "b1", "i1", "t1", 2, t0, 0)
+	if g.Partitions != 2 || g.Slots != 2 || wait != 0 || !g.Expires.Equal(t0.Add(rules.Lease)) {
+		t.Fatalf("first grant %+v wait %s, want 2 slots for 2 partitions", g, wait)
+	}
+	g2, _ := acquire(&st, rules, spec, "b2", "i2", "t2", 5, t0, 0)
+	if g2.Partitions != 5 || g2.Slots != 1 {
+		t.Fatalf("second grant %+v, want 1 slot for the bundle's 5 partitions", g2)
+	}
+	if st.InFlight(t0) != 3 {
+		t.Fatalf("in flight %d, want 3", st.InFlight(t0))
+	}
+	g3, wait := acquire(&st, rules, spec, "b3", "i1", "t3", 4, t0, 0.5)
+	if g3.Partitions != 0 || wait < rules.MinWait || wait > rules.MaxWait*12/10 {
+		t.Fatalf("third grant %+v wait %s, want a refusal with a bounded wait", g3, wait)
+	}
+	if st.WaitingAt(t0) != 4 {
+		t.Fatalf("waiting %d, want the refused bundle's 4", st.WaitingAt(t0))
+	}
+	release(&st, g, 2, 4*time.Second, t0.Add(4*time.Second))
+	if st.Hold != 4*time.Second {
+		t.Fatalf("hold %s, want 4s per partition", st.Hold)
+	}
+	g3, _ = acquire(&st, rules, spec, "b3", "i1", "t3", 4, t0.Add(4*time.Second), 0)
+	if g3.Slots != 2 || st.WaitingAt(t0.Add(4*time.Second)) != 0 {
+		t.Fatalf("after the release: grant %+v, waiting %d; want 2 slots and no waiter", g3, st.WaitingAt(t0))
+	}
+}
+
+// Slots whose holder stopped renewing come back one lease after their last renewal, and the
+// holder can no longer renew them.
+func TestAcquire_ExpiredSlotsReturn(t *testing.T) {
+	spec := mustSpec(t, Spec{Name: "crm", MaxInFlight: 1})
+	var st State
+	g, _ := acquire(&st, rules, spec, "b1", "dead", "t1", 10, t0, 0)
+	at := t0.Add(10 * time.Second)
+	if err := renew(&st, rules, &g, at); err != nil {
+		t.Fatal(err)
+	}
+	if g2, _ := acquire(&st, rules, spec, "b2", "live", "t2", 1, at.Add(rules.Lease-time.Millisecond), 0); g2.Partitions != 0 {
+		t.Fatalf("granted %+v before the renewed lease ran out", g2)
+	}
+	back := at.Add(rules.Lease)
+	g2, _ := acquire(&st, rules, spec, "b2", "live", "t2", 1, back, 0)
+	if g2.Slots != 1 {
+		t.Fatalf("one lease after the last renewal: grant %+v, want the slot back", g2)
+	}
+	if err := renew(&st, rules, &g, back); !errors.Is(err, ErrLost) {
+		t.Fatalf("the dead holder's renewal: %v, want ErrLost", err)
+	}
+}
+
+// A rate reserves starts within the horizon, at most burst at once and rate per period in
+// any window, continuing where the last grant stopped.
+func TestAcquire_Rate(t *testing.T) {
+	spec := mustSpec(t, Spec{Name: "api", Rate: 10, Per: time.Second, Burst: 5})
+	var st State
+	var starts []time.Time
+	now := t0
+	for range 20 {
+		g, wait := acquire(&st, rules, spec, "b", "i", "t", 7, now, 0)
+		if g.Partitions == 0 {
+			if wait <= 0 {
+				t.Fatalf("refused without a wait at %s", now)
+			}
+			now = now.Add(wait)
+			continue
+		}
+		starts = append(starts, g.Starts...)
+		for _, s := range g.Starts {
+			if s.Before(now) || s.After(now.Add(rules.Horizon)) {
+				t.Fatalf("start %s outside [%s, +horizon]", s, now)
+			}
+		}
+		now = now.Add(300 * time.Millisecond)
+	}
+	sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
+	if len(starts) < 40 {
+		t.Fatalf("%d starts, want the rate's worth", len(starts))
+	}
+	for i := range starts {
+		n := 0
+		for j := i; j < len(starts) && starts[j].Sub(starts[i]) < time.Second; j++ {
+			n++
+		}
+		if n > spec.Rate+spec.Burst {
+			t.Fatalf("%d starts in the second from %s, want at most rate+burst %d", n, starts[i], spec.Rate+spec.Burst)
+		}
+	}
+	first := 0
+	for _, s := range starts {
+		if s.Equal(t0) {
+			first++
+		}
+	}
+	if first != spec.Burst {
+		t.Fatalf("%d starts at once at first, want the burst %d", first, spec.Burst)
+	}
+}
+
+// A slow-down refuses every bundle until its time.
+func TestAcquire_SlowDown(t *testing.T) {
+	spec := mustSpec(t, Spec{Name: "api", MaxInFlight: 100, Rate: 100})
+	var st State
+	slowDown(&st, t0.Add(20*time.Second), t0, "429")
+	g, wait := acquire(&st, rules, spec, "b", "i", "t", 1, t0.Add(5*time.Second), 0)
+	if g.Partitions != 0 || wait < 15*time.Second || wait > 18*time.Second {
+		t.Fatalf("grant %+v wait %s, want a refusal for the 15 s left", g, wait)
+	}
+	if g, _ := acquire(&st, rules, spec, "b", "i", "t", 1, t0.Add(20*time.Second), 0); g.Partitions != 1 {
+		t.Fatalf("after the slow-down: %+v", g)
+	}
+}
+
+func TestSpec_Normalize(t *testing.T) {
+	for _, c := range []struct {
+		spec  Spec
+		field string
+	}{
+		{Spec{Name: "Bad", MaxInFlight: 1}, "name"},
+		{Spec{Name: "x"}, "maxInFlight"},
+		{Spec{Name: "x", MaxInFlight: -1}, "maxInFlight"},
+		{Spec{Name: "x", Rate: 5, Burst: 6}, "burst"},
+		{Spec{Name: "x", Rate: 5, Per: time.Microsecond}, "per"},
+		{Spec{Name: "x", MaxInFlight: 2, Burst: 2}, "rate"},
+	} {
+		_, err := c.spec.Normalize()
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != c.field {
+			t.Errorf("%+v: %v, want a FieldError for %s", c.spec, err, c.field)
+		}
+	}
+	s, err := Spec{Name: "x", Rate: 5}.Normalize()
+	if err != nil || s.Per != time.Second || s.Burst != 1 {
+		t.Fatalf("%+v %v, want per 1s and burst 1 by default", s, err)
+	}
+}
