@@ -57,6 +57,8 @@ param schedules object = {}
 param failureBudgets object = {}
 @description('BATON_LIMITS (azd env set BATON_LIMITS \'{"crm":{"maxInFlight":4,"rate":10}}\'): named limits\' settings by limit name, replacing those in code. Empty ({}): the limits in code.')
 param limits object = {}
+@description('BATON_TRACE_URL (azd env set BATON_TRACE_URL \'https://tracing.example.com/trace/{trace}\'): the address of a run\'s trace in your trace UI, {trace} standing for its trace ID; the dashboard links each run to it. Empty: no link.')
+param traceUrl string = ''
 
 @description('BATON_RETENTION (azd env set BATON_RETENTION \'{"succeeded":"14d","paused":"off"}\'): how long final runs are kept before the heartbeat deletes them, as a JSON object from final state (succeeded, partial, failed, timed-out, cancelled, skipped, missed, paused) to a duration ("30d", "720h") or "off" (kept for ever). States not given keep their defaults: succeeded 30d; partial, failed, timed-out and cancelled 90d; skipped, missed and paused 7d. Empty ({}): the defaults.')
 param retention object = {}
@@ -252,6 +254,7 @@ module api 'app/api.bicep' = {
     schedules: schedules
     failureBudgets: failureBudgets
     limits: limits
+    traceUrl: traceUrl
     retention: retention
     job: job
     jobParams: jobParams

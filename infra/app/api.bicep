@@ -40,6 +40,8 @@ param schedules object
 param failureBudgets object
 @description('BATON_LIMITS: named limits\' settings by limit name; the app setting holds them as compact JSON, empty when there are none.')
 param limits object
+@description('BATON_TRACE_URL: the address of a run\'s trace in a trace UI ({trace}: its trace ID); empty: none.')
+param traceUrl string
 @description('How long final runs are kept, by final state; the app setting holds it as compact JSON, empty for the defaults.')
 param retention object
 param job string
@@ -103,6 +105,7 @@ var batonSettings = {
   BATON_SCHEDULES: empty(schedules) ? '' : string(schedules)
   BATON_FAILURE_BUDGETS: empty(failureBudgets) ? '' : string(failureBudgets)
   BATON_LIMITS: empty(limits) ? '' : string(limits)
+  BATON_TRACE_URL: traceUrl
   BATON_WORK_QUEUE: workQueueName
   BATON_CONTROL_QUEUE: controlQueueName
   BATON_JOB: job
