@@ -45,16 +45,10 @@ type cluster struct {
 	failedBy map[string]int // failed invocations per function
 }
 
-// startCluster starts n instances whose timer job is synthetic with params, against an
-// Azurite of its own: in memory, or persisted on disk when onDisk is set (see
-// BenchmarkEndToEnd). The schedule never fires during a benchmark (once a year); runs are
-// started through POST /api/runs.
-func startCluster(b *testing.B, n int, params string, onDisk bool) *cluster {
-	b.Helper()
-	return startClusterWith(b, n, params, onDisk, nil)
-}
-
-// startClusterWith is startCluster with extra settings over the defaults.
+// startClusterWith starts n instances whose timer job is synthetic with params, with extra
+// settings over the defaults, against an Azurite of its own: in memory, or persisted on disk
+// when onDisk is set (see BenchmarkEndToEnd). The schedule never fires during a benchmark (once
+// a year); runs are started through POST /api/runs.
 func startClusterWith(b *testing.B, n int, params string, onDisk bool, extra map[string]string) *cluster {
 	b.Helper()
 	return startClusterOpts(b, clusterOptions{instances: n, params: params, onDisk: onDisk, extra: extra})
