@@ -2,6 +2,7 @@ package work
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -91,6 +92,52 @@ func (w *Worker) sendBack(ctx context.Context, env Envelope, wait time.Duration)
 		return fmt.Errorf("partition %s/%d: send back: %w", env.Run, env.Part, err)
 	}
 	return nil
+}
+
+// sendBackRun sends outs[k] back to wait for its limit together with the outcomes after it
+// that are sent back too, as one bundle of consecutive partitions (their first try; their
+// results recorded one by one): a bundle its limit stopped partway goes back as a few
+// messages, not one per partition, and asks its limit again as one. It returns how many
+// outcomes it settled (1 or fewer: none; the caller sends outs[k] alone).
+func (w *Worker) sendBackRun(ctx context.Context, singles []Envelope, outs []outcome, k int) int {
+	waits := func(j int) bool {
+		p := outs[j].retry
+		return p != nil && p.wait > 0 && max(p.one.Attempt, 1) == 1 && p.one.Trace == "" &&
+			p.one.Part == singles[k].Part+(j-k)
+	}
+	n := 0
+	for k+n < len(outs) && n < MaxBundle && waits(k+n) {
+		n++
+	}
+	if n < 2 {
+		return 0
+	}
+	first := outs[k].retry
+	b := first.one
+	b.Count, b.Block, b.Payload, b.Payloads = n, 0, nil, nil
+	wait := time.Duration(0)
+	payloads := false
+	for j := k; j < k+n; j++ {
+		wait = max(wait, outs[j].retry.wait)
+		payloads = payloads || len(outs[j].retry.one.Payload) > 0
+	}
+	if payloads {
+		b.Payloads = make([]json.RawMessage, n)
+		for j := k; j < k+n; j++ {
+			b.Payloads[j-k] = outs[j].retry.one.Payload
+			if len(b.Payloads[j-k]) == 0 {
+				b.Payloads[j-k] = json.RawMessage("null")
+			}
+		}
+	}
+	err := w.sendBack(ctx, b, wait)
+	if err == nil {
+		first.log.Info("partitions sent back to wait for their limit", "reason", first.cause, "wait", wait.String(), "partitions", n)
+	}
+	for j := k; j < k+n; j++ {
+		outs[j].retry, outs[j].err = nil, err
+	}
+	return n
 }
 
 // start asks hold (nil: no limit) to start partition one; on a refusal it returns the

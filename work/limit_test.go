@@ -28,6 +28,9 @@ type limitedJob struct {
 	mu             sync.Mutex
 	ran            map[int]int
 	slow           map[int]time.Duration
+	// slowFirst, when set, is the slow-down the first partition to run asks for.
+	slowFirst time.Duration
+	runs      atomic.Int64
 }
 
 func (j *limitedJob) Plan(context.Context, json.RawMessage, string, func(json.RawMessage, string) error) error {
@@ -43,6 +46,9 @@ func (j *limitedJob) Process(ctx context.Context, p work.Partition) (json.RawMes
 	j.ran[p.Index]++
 	d, slow := j.slow[p.Index]
 	j.mu.Unlock()
+	if first := j.runs.Add(1) == 1; first && j.slowFirst > 0 {
+		d, slow = j.slowFirst, true
+	}
 	if slow {
 		return nil, work.SlowDown(d, errors.New("429 Too Many Requests"))
 	}
@@ -197,7 +203,7 @@ func TestWorker_LimitFullSendsTheMessageBack(t *testing.T) {
 
 // A partition that asks to slow down is sent back for that long on the same try, nothing is
 // recorded failed, the bundle starts nothing more (its partitions not run go back for as
-// long), and the limit refuses every other holder.
+// long, consecutive ones in one message), and the limit refuses every other holder.
 func TestWorker_SlowDownHoldsTheLimitBack(t *testing.T) {
 	f := newLimitFixture(t, limit.Spec{Name: "api", MaxInFlight: 1}, 6)
 	f.job.slow[2] = 20 * time.Second
@@ -219,10 +225,24 @@ func TestWorker_SlowDownHoldsTheLimitBack(t *testing.T) {
 		if m.NotBefore.Before(time.Now().Add(15 * time.Second)) {
 			t.Fatalf("partition %d back at %s, want about 20 s from now", e.Part, m.NotBefore)
 		}
-		parts[e.Part] = true
+		for i := e.Part; i < e.Part+max(e.Count, 1); i++ {
+			if parts[i] {
+				t.Fatalf("partition %d sent back twice", i)
+			}
+			parts[i] = true
+		}
 	}
-	if len(parts)+recorded != 6 || !parts[2] || len(msgs) != len(parts) {
+	if len(parts)+recorded != 6 || !parts[2] {
 		t.Fatalf("sent back %v, %d recorded: want partition 2 and every partition not run sent back once", parts, recorded)
+	}
+	runs := 0 // maximal runs of consecutive partitions sent back: one message each
+	for i := range 6 {
+		if parts[i] && !parts[i-1] {
+			runs++
+		}
+	}
+	if len(msgs) != runs {
+		t.Fatalf("%d messages for the partitions %v sent back, want %d (one per run of consecutive ones)", len(msgs), parts, runs)
 	}
 	for i, n := range f.job.ran {
 		if n != 1 || parts[i] && i != 2 {
@@ -242,5 +262,36 @@ func TestWorker_SlowDownHoldsTheLimitBack(t *testing.T) {
 	}
 	if g, wait, err := other.Acquire(f.ctx, f.spec, "elsewhere", 1); err != nil || g.Partitions != 0 || wait < 15*time.Second {
 		t.Fatalf("another instance: %+v wait %s %v, want a refusal", g, wait, err)
+	}
+}
+
+// A bundle whose first partition to run asks to slow down goes back whole as one message (its
+// partitions' first try, recording one by one), not as a message per partition.
+func TestWorker_ABundleStoppedByItsLimitGoesBackAsOne(t *testing.T) {
+	f := newLimitFixture(t, limit.Spec{Name: "api", MaxInFlight: 1}, 200)
+	f.job.slowFirst = 20 * time.Second
+	env, d := f.bundle(200)
+	if err := f.w.HandlePartition(f.ctx, env, d); err != nil {
+		t.Fatal(err)
+	}
+	msgs := f.sender.Sent()
+	if len(msgs) != 1 || len(f.job.ran) != 1 || f.recorded() != 0 {
+		t.Fatalf("%d messages sent, %d partitions run, %d recorded: want the bundle back as one message after one partition ran", len(msgs), len(f.job.ran), f.recorded())
+	}
+	back, err := work.DecodeEnvelope(msgs[0].Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Part != 0 || back.Count != 200 || back.Block != 0 || back.Wait != 1 || back.Attempt > 1 || msgs[0].NotBefore.Before(time.Now().Add(15*time.Second)) {
+		t.Fatalf("sent back %+v at %s, want partitions 0-199 on their first try in about 20 s", back, msgs[0].NotBefore)
+	}
+	// It runs whole once the slow-down is over (here: another limit's worker, no slow-down).
+	f.job.slowFirst = 0
+	g := newLimitFixture(t, limit.Spec{Name: "api2", MaxInFlight: 4}, 200)
+	if err := g.w.HandlePartition(g.ctx, back, work.Delivery{MessageID: msgs[0].ID, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if n := g.recorded(); n != 200 || len(g.sender.Sent()) != 0 {
+		t.Fatalf("%d recorded, %d sent: want the bundle sent back recorded whole", n, len(g.sender.Sent()))
 	}
 }

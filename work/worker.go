@@ -401,11 +401,17 @@ func (w *Worker) record(rctx, ctx context.Context, job string, env Envelope, kno
 			}
 		}
 	}
-	for k := range outs {
-		if p := outs[k].retry; p != nil {
-			outs[k].retry = nil
-			w.scheduleRetry(rctx, ctx, &outs[k], p, delivery)
+	for k := 0; k < len(outs); k++ {
+		p := outs[k].retry
+		if p == nil {
+			continue
 		}
+		if n := w.sendBackRun(ctx, singles, outs, k); n > 1 {
+			k += n - 1
+			continue
+		}
+		outs[k].retry = nil
+		w.scheduleRetry(rctx, ctx, &outs[k], p, delivery)
 	}
 }
 
