@@ -14,7 +14,18 @@ var (
 	ErrUsedUp = errors.New("limit grant used up")
 	// ErrSlowedDown: the downstream asked the limit to slow down.
 	ErrSlowedDown = errors.New("limit slowed down")
+	// ErrLate: the start's reserved time passed more than Lateness ago (its holder was
+	// paused, or starved of CPU): starting now could exceed the rate.
+	ErrLate = errors.New("limit start missed its time")
 )
+
+// MinLateness is the least a start may be late (Spec.Lateness): the timer and scheduler
+// delays of a loaded process.
+const MinLateness = 10 * time.Millisecond
+
+// Lateness is how late after its reserved time a start of the spec's rate may still be made:
+// one interval of the rate, at least MinLateness.
+func (s Spec) Lateness() time.Duration { return max(s.interval(), MinLateness) }
 
 // Hold runs one grant's partitions: Start before each, Done after it, Close at the end. Its
 // slots are renewed every third of a lease while it is open; once they are lost (a renewal
@@ -59,7 +70,9 @@ func (h *Hold) Grant() Grant {
 
 // Start waits for one of the grant's slots and for the next reserved start, then allows the
 // start (call Done when the partition is over), or says why not (ErrUsedUp, ErrSlowedDown,
-// ErrLost, or ctx's cause).
+// ErrLost, ErrLate, or ctx's cause). A start is made at most Lateness after its reserved
+// time, so no period of Per sees more than Rate + Burst starts of the limit (at a rate above
+// one per MinLateness, plus those reserved in MinLateness).
 func (h *Hold) Start(ctx context.Context) error {
 	select {
 	case h.sem <- struct{}{}:
@@ -88,7 +101,7 @@ func (h *Hold) Start(ctx context.Context) error {
 		}
 	}
 	if err == nil {
-		err = h.check()
+		err = h.check(at)
 	}
 	if err != nil {
 		<-h.sem
@@ -97,11 +110,15 @@ func (h *Hold) Start(ctx context.Context) error {
 	return nil
 }
 
-// check allows a start now, or stops the hold for good.
-func (h *Hold) check() error {
+// check allows a start reserved at at (zero: none) now, or refuses it: a start late by more
+// than Lateness alone, otherwise the hold for good.
+func (h *Hold) check(at time.Time) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.l.now()
+	if h.stop == nil && !at.IsZero() && now.Sub(at) > h.g.Spec.Lateness() {
+		return fmt.Errorf("%w: reserved for %s, now %s", ErrLate, at.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
+	}
 	switch {
 	case h.stop != nil:
 	case h.ctx.Err() != nil:

@@ -350,3 +350,51 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A rate's reserved starts are made on time or not at all: a holder paused past them (its
+// process stopped, or starved of CPU) refuses each start late by more than one interval, so
+// it cannot burst on waking; a start on time goes.
+func TestLimiter_LateStartsAreRefused(t *testing.T) {
+	store, _ := newStore(t)
+	sp := spec(t, limit.Spec{Name: "partner", Rate: 10, Per: time.Second, Burst: 2})
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	l, err := limit.New(limit.Config{Store: store, Holder: "a", Lease: 30 * time.Second, Now: clk.Now,
+		Sleep: func(ctx context.Context, d time.Duration) error { clk.Add(d); return ctx.Err() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	g, _, err := l.Acquire(ctx, sp, "b", 6)
+	if err != nil || g.Partitions != 6 {
+		t.Fatalf("grant %+v %v, want 6 starts reserved", g, err)
+	}
+	hold := l.Hold(ctx, g)
+	defer func() { _ = hold.Close(ctx) }()
+	for k := range 2 { // the burst: now
+		if err := hold.Start(ctx); err != nil {
+			t.Fatalf("start %d on time: %v", k, err)
+		}
+		hold.Done()
+	}
+	// Paused: the next starts were due 100 ms and 200 ms ago, 300 ms from the start now.
+	clk.Add(300*time.Millisecond + time.Millisecond)
+	for k := 2; k < 4; k++ {
+		if err := hold.Start(ctx); !errors.Is(err, limit.ErrLate) {
+			t.Fatalf("start %d, due %s, at %s: %v, want ErrLate", k, g.Starts[k].Format(time.StampMilli), clk.Now().Format(time.StampMilli), err)
+		}
+	}
+	// Start 4 (due 300 ms after the first) is late by less than an interval; start 5 waits for
+	// its time.
+	for k := 4; k < 6; k++ {
+		if err := hold.Start(ctx); err != nil {
+			t.Fatalf("start %d: %v, want it allowed", k, err)
+		}
+		hold.Done()
+		if now := clk.Now(); now.Before(g.Starts[k]) || now.Sub(g.Starts[k]) > 100*time.Millisecond {
+			t.Fatalf("start %d at %s, reserved for %s", k, now.Format(time.StampMilli), g.Starts[k].Format(time.StampMilli))
+		}
+	}
+	if err := hold.Start(ctx); !errors.Is(err, limit.ErrUsedUp) {
+		t.Fatalf("a seventh start: %v, want ErrUsedUp", err)
+	}
+}
