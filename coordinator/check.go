@@ -147,6 +147,9 @@ func (c *Coordinator) check(ctx context.Context, env work.Envelope, d work.Deliv
 		}
 		return c.scheduleCheck(ctx, env.Run, m.Epoch, next, retryAt)
 	}
+	if moved, err := c.waitForLimit(ctx, m, len(missing), next); moved || err != nil {
+		return err
+	}
 	if m.CheckRound < c.cfg.CheckRounds {
 		return c.reenqueue(ctx, m, missing, next, retryAt)
 	}
@@ -158,6 +161,55 @@ func (c *Coordinator) check(ctx context.Context, env work.Envelope, d work.Deliv
 		return err
 	}
 	return c.scheduleCheck(ctx, env.Run, m.Epoch, next, now.Add(c.checkDelay()))
+}
+
+// MaxLimitedLife bounds how long after its planning a run of a job under a limit may keep
+// moving its deadline (waitForLimit).
+const MaxLimitedLife = 7 * 24 * time.Hour
+
+// waitForLimit moves the deadline of m, a run of a job under a limit, a run timeout ahead when
+// results came in since the deadline was set (fewer than missing partitions lack one than
+// at the last move): its partitions wait their turn on the queue, so a run that is slow by
+// design is timed out for a run timeout without progress, not for its length (at most
+// MaxLimitedLife after planning). It reports whether it moved the deadline (and scheduled
+// the next check).
+func (c *Coordinator) waitForLimit(ctx context.Context, m ledger.Manifest, missing, next int) (bool, error) {
+	if _, limited := c.cfg.Jobs.Limit(m.Job); !limited || m.CheckRound > 0 {
+		return false, nil
+	}
+	before := m.Partitions
+	if m.Waited > 0 {
+		before = m.Waited
+	}
+	now := c.cfg.Now().UTC()
+	if missing >= before || now.Sub(m.Enqueued) >= MaxLimitedLife {
+		return false, nil
+	}
+	moved, seen := false, m
+	m, err := c.cfg.Store.UpdateManifest(ctx, m.RunID, ledger.NoFence, func(cur *ledger.Manifest) error {
+		moved = false
+		if cur.State.Final() || cur.CheckRound > 0 || cur.Waited != seen.Waited || !cur.Deadline.Equal(seen.Deadline) {
+			return ledger.ErrNoChange
+		}
+		cur.Waited = missing
+		cur.Deadline = now.Add(c.runTimeout(*cur))
+		cur.Expires = c.planExpiry(*cur, now)
+		moved = true
+		return nil
+	})
+	switch {
+	case err != nil:
+		return false, err
+	case m.State.Final():
+		return true, nil
+	case !moved && m.CheckRound == seen.CheckRound && m.Deadline.Equal(seen.Deadline):
+		return false, nil
+	case moved:
+		c.log(m.RunID, m.Epoch).Info("check: the run's partitions wait for their limit and still progress; deadline moved",
+			"missing", missing, "deadline", m.Deadline.Format(time.RFC3339))
+	}
+	// Moved here, or by another check or a re-enqueue round meanwhile: look again then.
+	return true, c.scheduleCheck(ctx, m.RunID, m.Epoch, next, m.Deadline)
 }
 
 // retryInterval spaces m's re-enqueue rounds: half its run timeout, never less than a lease.

@@ -160,7 +160,11 @@ type Manifest struct {
 	RunTimeout time.Duration `json:"runTimeout,omitempty"`
 	// Expires is the hard deadline: a run still not final after it is finished as timed-out
 	// by whoever holds the lease next (see coordinator: supervision of overdue runs).
-	Expires  time.Time `json:"expires,omitzero"`
+	Expires time.Time `json:"expires,omitzero"`
+	// Waited is, for a run of a job under a limit whose deadline found it still making
+	// progress, how many partitions had no result then (its deadline moved a run timeout
+	// ahead instead of a re-enqueue round); 0 when it never moved.
+	Waited   int       `json:"waited,omitempty"`
 	Finished time.Time `json:"finished,omitzero"`
 
 	// Succeeded and Failed are filled in when the run finishes.

@@ -1,0 +1,75 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/engine/limit"
+	"github.com/batonfn/baton/work"
+)
+
+// A run of a job under a limit is timed out for a run timeout without progress, not for its
+// length: at its deadline, results that came in since move the deadline (and the hard one) a
+// run timeout ahead without spending a re-enqueue round; a deadline that finds no new result
+// re-enqueues the missing partitions as for any job.
+func TestCheck_ARunWaitingForItsLimitKeepsItsRounds(t *testing.T) {
+	e, c, store, sender, check := reenqueueSetup(t, 10, []int{1, 6, 9})
+	e.jobs.SetLimit("count", limit.Spec{Name: "crm", MaxInFlight: 2})
+	ctx := context.Background()
+	lastCheck := func() work.Envelope {
+		t.Helper()
+		envs, _ := sender.checksSent(t)
+		return envs[len(envs)-1]
+	}
+
+	// 7 of 10 in at the first deadline: progress.
+	if err := c.Check(ctx, check, firstDelivery); err != nil {
+		t.Fatal(err)
+	}
+	now := c.cfg.Now().UTC()
+	m := e.manifest(memRun)
+	if idx, _ := sender.partitionRounds(t); len(idx) != 0 || m.CheckRound != 0 || m.Waited != 3 ||
+		!m.Deadline.Equal(now.Add(time.Hour)) || !m.Expires.Equal(c.planExpiry(m, now)) {
+		t.Fatalf("after a deadline with 7 of 10 in: sent %v, round %d, waited %d, deadline %s, expires %s; want nothing sent, no round, the deadline an hour ahead",
+			idx, m.CheckRound, m.Waited, m.Deadline, m.Expires)
+	}
+
+	// One more in by the next deadline: moved again.
+	if err := store.PutResult(ctx, ledger.Result{Run: memRun, Index: 1, Epoch: m.Epoch, OK: true}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.set(m.Deadline.Add(time.Second))
+	if err := c.Check(ctx, lastCheck(), firstDelivery); err != nil {
+		t.Fatal(err)
+	}
+	if m = e.manifest(memRun); m.CheckRound != 0 || m.Waited != 2 || !m.Deadline.After(e.clock.Now()) {
+		t.Fatalf("after a deadline with 8 of 10 in: round %d, waited %d, deadline %s; want the deadline moved again", m.CheckRound, m.Waited, m.Deadline)
+	}
+
+	// Nothing new by the next one: the missing two are re-enqueued in round 1.
+	e.clock.set(m.Deadline.Add(time.Second))
+	if err := c.Check(ctx, lastCheck(), firstDelivery); err != nil {
+		t.Fatal(err)
+	}
+	idx, rounds := sender.partitionRounds(t)
+	if m = e.manifest(memRun); m.CheckRound != 1 || fmt.Sprint(idx) != "[6 9]" || fmt.Sprint(rounds) != "[1]" {
+		t.Fatalf("after a deadline without progress: round %d, re-enqueued %v in rounds %v; want [6 9] in round 1", m.CheckRound, idx, rounds)
+	}
+}
+
+// The same run without a limit spends its first round at the first deadline.
+func TestCheck_ARunWithoutALimitDoesNotWaitAtItsDeadline(t *testing.T) {
+	e, c, _, sender, check := reenqueueSetup(t, 10, []int{1, 6, 9})
+	if err := c.Check(context.Background(), check, firstDelivery); err != nil {
+		t.Fatal(err)
+	}
+	if m := e.manifest(memRun); m.CheckRound != 1 || m.Waited != 0 {
+		t.Fatalf("round %d, waited %d; want round 1 spent", m.CheckRound, m.Waited)
+	}
+	if idx, _ := sender.partitionRounds(t); fmt.Sprint(idx) != "[1 6 9]" {
+		t.Fatalf("re-enqueued %v, want [1 6 9]", idx)
+	}
+}
