@@ -10,8 +10,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/batonfn/baton"
@@ -33,6 +35,19 @@ type Decl struct {
 const (
 	jobSynthetic = "synthetic"
 	jobSlowPlan  = "slowplan"
+	jobGated     = "gated"
+)
+
+// gate is the gated job's limit: two partitions at once and 20 starts a second across the
+// app, so its bundles wait for slots, take part of a bundle, and are sent back, under the
+// soak's faults.
+var gate = baton.Limit{Name: "gate", MaxInFlight: 2, Rate: 20, Per: time.Second, Burst: 4}
+
+// slowDownEvery: a partition of the gated job whose index is a multiple of it asks its limit
+// to slow down for slowDownFor on its first try in each process (a downstream's 429).
+const (
+	slowDownEvery = 3
+	slowDownFor   = time.Second
 )
 
 // planDelay is how long the slow planner takes per partition: a run of slowplan with 10
@@ -54,6 +69,9 @@ var schedules = []Decl{
 	// side, each under its own lease; each start is delayed by up to a second of jitter.
 	{Name: "allow", Job: jobSlowPlan, Cron: "*/6 * * * * *", Overlap: baton.OverlapAllow, CatchUp: baton.DefaultCatchUp,
 		Jitter: time.Second, Params: json.RawMessage(`{"partitions":10,"workMs":50}`)},
+	// Every 5 s, skip, a job under a limit whose downstream asks to slow down now and then.
+	{Name: "gated", Job: jobGated, Cron: "*/5 * * * * *", Overlap: baton.OverlapSkip, CatchUp: baton.DefaultCatchUp,
+		Params: json.RawMessage(`{"partitions":6,"workMs":100}`)},
 	// Every 5 s, skip, small runs: the schedule the soak pauses and resumes.
 	{Name: "pausable", Job: jobSynthetic, Cron: "*/5 * * * * *", Overlap: baton.OverlapSkip, CatchUp: baton.DefaultCatchUp,
 		Params: json.RawMessage(`{"partitions":2,"workMs":50}`)},
@@ -82,6 +100,7 @@ func newApp(opts ...baton.Option) *baton.App {
 	jobs := map[string]*baton.JobHandle{
 		jobSynthetic: app.Register(jobSynthetic, synthetic.New(), baton.WithRetry(retry)),
 		jobSlowPlan:  app.Register(jobSlowPlan, slowPlan{synthetic.New()}, baton.WithRetry(retry)),
+		jobGated:     app.Register(jobGated, &slowDown{Job: synthetic.New(), asked: map[string]bool{}}, baton.WithRetry(retry), baton.WithLimit(gate)),
 	}
 	for _, s := range schedules {
 		opts := []baton.ScheduleOption{baton.WithOverlap(s.Overlap), baton.WithCatchUp(s.CatchUp), baton.WithParams(s.Params)}
@@ -107,4 +126,26 @@ func (j slowPlan) Plan(ctx context.Context, params json.RawMessage, cursor strin
 		}
 		return emit(payload, next)
 	})
+}
+
+// slowDown is the synthetic job whose partitions at multiples of slowDownEvery ask to slow
+// down on their first try in this process.
+type slowDown struct {
+	*synthetic.Job
+	mu    sync.Mutex
+	asked map[string]bool
+}
+
+func (j *slowDown) Process(ctx context.Context, p baton.Partition) (json.RawMessage, error) {
+	if p.Index%slowDownEvery == 0 {
+		key := fmt.Sprintf("%s/%d", p.Run, p.Index)
+		j.mu.Lock()
+		first := !j.asked[key]
+		j.asked[key] = true
+		j.mu.Unlock()
+		if first {
+			return nil, baton.SlowDown(slowDownFor, errors.New("429 Too Many Requests"))
+		}
+	}
+	return j.Job.Process(ctx, p)
 }
