@@ -147,7 +147,7 @@ func (c *Coordinator) check(ctx context.Context, env work.Envelope, d work.Deliv
 		}
 		return c.scheduleCheck(ctx, env.Run, m.Epoch, next, retryAt)
 	}
-	if moved, err := c.waitForLimit(ctx, m, len(missing), next); moved || err != nil {
+	if moved, err := c.waitForLimit(ctx, m, len(missing), m.Partitions, next); moved || err != nil {
 		return err
 	}
 	if m.CheckRound < c.cfg.CheckRounds {
@@ -168,27 +168,30 @@ func (c *Coordinator) check(ctx context.Context, env work.Envelope, d work.Deliv
 const MaxLimitedLife = 7 * 24 * time.Hour
 
 // waitForLimit moves the deadline of m, a run of a job under a limit, a run timeout ahead when
-// results came in since the deadline was set (fewer than missing partitions lack one than
-// at the last move): its partitions wait their turn on the queue, so a run that is slow by
-// design is timed out for a run timeout without progress, not for its length (at most
-// MaxLimitedLife after planning). It reports whether it moved the deadline (and scheduled
-// the next check).
-func (c *Coordinator) waitForLimit(ctx context.Context, m ledger.Manifest, missing, next int) (bool, error) {
+// results came in since the deadline was set (fewer of the round's total partitions lack
+// one than at the last move): its partitions wait their turn on the queue, so a run that is
+// slow by design is timed out for a run timeout without progress, not for its length (at
+// most MaxLimitedLife after planning, or after its redrive). It reports whether it moved the deadline, or found
+// it moved, and scheduled the next check.
+func (c *Coordinator) waitForLimit(ctx context.Context, m ledger.Manifest, missing, total, next int) (bool, error) {
 	if _, limited := c.cfg.Jobs.Limit(m.Job); !limited || m.CheckRound > 0 {
 		return false, nil
 	}
-	before := m.Partitions
+	before := total
 	if m.Waited > 0 {
 		before = m.Waited
 	}
-	now := c.cfg.Now().UTC()
-	if missing >= before || now.Sub(m.Enqueued) >= MaxLimitedLife {
+	now, since := c.cfg.Now().UTC(), m.Enqueued
+	if rd := m.Redriving(); rd != nil {
+		since = rd.At
+	}
+	if missing >= before || now.Sub(since) >= MaxLimitedLife {
 		return false, nil
 	}
 	moved, seen := false, m
 	m, err := c.cfg.Store.UpdateManifest(ctx, m.RunID, ledger.NoFence, func(cur *ledger.Manifest) error {
 		moved = false
-		if cur.State.Final() || cur.CheckRound > 0 || cur.Waited != seen.Waited || !cur.Deadline.Equal(seen.Deadline) {
+		if cur.State.Final() || cur.Round != seen.Round || cur.CheckRound > 0 || cur.Waited != seen.Waited || !cur.Deadline.Equal(seen.Deadline) {
 			return ledger.ErrNoChange
 		}
 		cur.Waited = missing
@@ -202,7 +205,7 @@ func (c *Coordinator) waitForLimit(ctx context.Context, m ledger.Manifest, missi
 		return false, err
 	case m.State.Final():
 		return true, nil
-	case !moved && m.CheckRound == seen.CheckRound && m.Deadline.Equal(seen.Deadline):
+	case !moved && m.Round == seen.Round && m.CheckRound == seen.CheckRound && m.Deadline.Equal(seen.Deadline):
 		return false, nil
 	case moved:
 		c.log(m.RunID, m.Epoch).Info("check: the run's partitions wait for their limit and still progress; deadline moved",

@@ -73,3 +73,38 @@ func TestCheck_ARunWithoutALimitDoesNotWaitAtItsDeadline(t *testing.T) {
 		t.Fatalf("re-enqueued %v, want [1 6 9]", idx)
 	}
 }
+
+// A redrive round of a job under a limit waits the same way: progress in the round moves its
+// deadline; none spends a re-enqueue round.
+func TestRedrive_ARoundWaitingForItsLimitKeepsItsRounds(t *testing.T) {
+	e := newStopEnv(t)
+	ctx := testCtx(t)
+	job, run := e.downRun(t, 8)
+	e.jobs.SetLimit("flaky", limit.Spec{Name: "crm", MaxInFlight: 1})
+	job.down.Store(false)
+	if _, err := e.c.Redrive(ctx, run, "k", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	var round []work.Envelope
+	for _, env := range e.partitionMessages(run) {
+		if env.Redrive == 1 {
+			round = append(round, env.Singles()...)
+		}
+	}
+	if len(round) != 4 {
+		t.Fatalf("%d partitions in round 1, want the 4 failed", len(round))
+	}
+	if err := e.worker("w").HandlePartition(ctx, round[0], work.Delivery{MessageID: round[0].MessageID(), Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	m := e.manifest(run)
+	e.heartbeat(e.c, c2s(m.Deadline.Add(time.Second)))
+	if m = e.manifest(run); m.Round != 1 || m.CheckRound != 0 || m.Waited != 3 || !m.Deadline.After(e.clock.Now()) {
+		t.Fatalf("round 1 at its deadline with 1 of 4 in: round %d, check round %d, waited %d, deadline %s; want the deadline moved",
+			m.Round, m.CheckRound, m.Waited, m.Deadline)
+	}
+	e.heartbeat(e.c, c2s(m.Deadline.Add(time.Second)))
+	if m = e.manifest(run); m.CheckRound != 1 || m.Waited != 3 {
+		t.Fatalf("round 1 at its next deadline, no progress: check round %d, waited %d; want a re-enqueue round spent", m.CheckRound, m.Waited)
+	}
+}

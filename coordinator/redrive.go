@@ -244,6 +244,11 @@ func (c *Coordinator) checkRound(ctx context.Context, m ledger.Manifest, next in
 		return err
 	}
 	retryAt := now.Add(c.retryInterval(m))
+	if !overdue && len(missing) > 0 {
+		if moved, err := c.waitForLimit(ctx, m, len(missing), len(rd.Indexes), next); moved || err != nil {
+			return err
+		}
+	}
 	switch {
 	case len(missing) == 0:
 		// Complete, but another aggregator holds the claim: look again.

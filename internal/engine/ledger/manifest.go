@@ -162,8 +162,8 @@ type Manifest struct {
 	// by whoever holds the lease next (see coordinator: supervision of overdue runs).
 	Expires time.Time `json:"expires,omitzero"`
 	// Waited is, for a run of a job under a limit whose deadline found it still making
-	// progress, how many partitions had no result then (its deadline moved a run timeout
-	// ahead instead of a re-enqueue round); 0 when it never moved.
+	// progress, how many partitions (of its current round) had no result then: its deadline
+	// moved a run timeout ahead instead of a re-enqueue round. 0 when it never moved.
 	Waited   int       `json:"waited,omitempty"`
 	Finished time.Time `json:"finished,omitzero"`
 

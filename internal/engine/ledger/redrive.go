@@ -79,7 +79,7 @@ func (m *Manifest) Reopen(rd Redrive) error {
 	m.Redrives = append(m.Redrives, rd)
 	m.Round = rd.Round
 	m.State, m.Reason = StateRunning, ""
-	m.Finished, m.CheckRound = time.Time{}, 0
+	m.Finished, m.CheckRound, m.Waited = time.Time{}, 0, 0
 	return nil
 }
 
