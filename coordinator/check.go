@@ -163,6 +163,10 @@ func (c *Coordinator) check(ctx context.Context, env work.Envelope, d work.Deliv
 	return c.scheduleCheck(ctx, env.Run, m.Epoch, next, now.Add(c.checkDelay()))
 }
 
+// DeadlineMovedMsg is the line waitForLimit logs when it moves a run's deadline, with the
+// partitions then missing ("missing") and the new deadline ("deadline", RFC 3339).
+const DeadlineMovedMsg = "check: the run's partitions wait for their limit and still progress; deadline moved"
+
 // MaxLimitedLife bounds how long after its planning a run of a job under a limit may keep
 // moving its deadline (waitForLimit).
 const MaxLimitedLife = 7 * 24 * time.Hour
@@ -208,8 +212,8 @@ func (c *Coordinator) waitForLimit(ctx context.Context, m ledger.Manifest, missi
 	case !moved && m.Round == seen.Round && m.CheckRound == seen.CheckRound && m.Deadline.Equal(seen.Deadline):
 		return false, nil
 	case moved:
-		c.log(m.RunID, m.Epoch).Info("check: the run's partitions wait for their limit and still progress; deadline moved",
-			"missing", missing, "deadline", m.Deadline.Format(time.RFC3339))
+		c.log(m.RunID, m.Epoch).Info(DeadlineMovedMsg,
+			"missing", missing, "deadline", m.Deadline.Format(time.RFC3339Nano))
 	}
 	// Moved here, or by another check or a re-enqueue round meanwhile: look again then.
 	return true, c.scheduleCheck(ctx, m.RunID, m.Epoch, next, m.Deadline)

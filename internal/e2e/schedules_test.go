@@ -24,6 +24,7 @@ type appSchedule struct {
 	CatchUp time.Duration   `json:"catchUp"`
 	Jitter  time.Duration   `json:"jitter"`
 	Params  json.RawMessage `json:"params"`
+	Limited bool            `json:"limited"`
 }
 
 var (
@@ -58,7 +59,7 @@ func checkerSchedules(t *testing.T, decls []appSchedule) []soak.Schedule {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, soak.Schedule{Name: d.Name, Job: d.Job, Cron: cron, Overlap: d.Overlap, CatchUp: d.CatchUp})
+		out = append(out, soak.Schedule{Name: d.Name, Job: d.Job, Cron: cron, Overlap: d.Overlap, CatchUp: d.CatchUp, Limited: d.Limited})
 	}
 	return out
 }

@@ -29,6 +29,8 @@ type Decl struct {
 	CatchUp time.Duration   `json:"catchUp"`
 	Jitter  time.Duration   `json:"jitter"`
 	Params  json.RawMessage `json:"params"`
+	// Limited says the job runs under a limit: its runs' deadlines move while they progress.
+	Limited bool `json:"limited,omitempty"`
 }
 
 // Jobs this app registers.
@@ -71,7 +73,7 @@ var schedules = []Decl{
 		Jitter: time.Second, Params: json.RawMessage(`{"partitions":10,"workMs":50}`)},
 	// Every 5 s, skip, a job under a limit whose downstream asks to slow down now and then.
 	{Name: "gated", Job: jobGated, Cron: "*/5 * * * * *", Overlap: baton.OverlapSkip, CatchUp: baton.DefaultCatchUp,
-		Params: json.RawMessage(`{"partitions":6,"workMs":100}`)},
+		Params: json.RawMessage(`{"partitions":6,"workMs":100}`), Limited: true},
 	// Every 5 s, skip, small runs: the schedule the soak pauses and resumes.
 	{Name: "pausable", Job: jobSynthetic, Cron: "*/5 * * * * *", Overlap: baton.OverlapSkip, CatchUp: baton.DefaultCatchUp,
 		Params: json.RawMessage(`{"partitions":2,"workMs":50}`)},

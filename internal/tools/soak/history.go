@@ -73,6 +73,9 @@ type Schedule struct {
 	CatchUp time.Duration
 	// Jitter is the longest delay of a run's start after its occurrence.
 	Jitter time.Duration
+	// Limited says the job runs under a limit: a deadline that finds a run of it progressing
+	// moves a run timeout on instead of spending a re-enqueue round (for every run of the job).
+	Limited bool
 }
 
 // UTC is an NCRONTAB expression evaluated in UTC, as a coordinator.Cron.

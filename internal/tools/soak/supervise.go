@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/engine/ledger"
 )
 
@@ -28,6 +29,9 @@ const (
 	VUnplanned  = "unplanned"       // (a) no planner took a run by its bound
 	VNoTakeover = "not-taken-over"  // (b) a dead or silent planner not replaced by its bound
 	VNoRound    = "not-re-enqueued" // (c) missing partitions not re-enqueued by a round's bound
+	// VLimitWait: a deadline moved for a run not under a limit, without progress, or not
+	// when it came due.
+	VLimitWait = "limit-wait"
 )
 
 // SuperviseMargin is how long after the heartbeat pass that comes due a run must have moved: a
@@ -304,7 +308,10 @@ func (c *checker) rounds(id string, r Run) {
 		}
 		return out
 	}
-	due := m.Enqueued.Add(c.h.RunTimeout)
+	due, known := c.limitWaits(id, r, m.Enqueued.Add(c.h.RunTimeout), missingAt)
+	if !known {
+		return
+	}
 	for k := 1; k <= c.h.CheckRounds; k++ {
 		by, ok := c.superviseBy(due)
 		if !ok || m.State.Final() && !m.Finished.After(due) {
@@ -335,4 +342,45 @@ func (c *checker) rounds(id string, r Run) {
 		}
 		return
 	}
+}
+
+// limitWaits checks the moves of run id's deadline (coordinator.DeadlineMovedMsg) before its
+// first re-enqueue round: only a run of a job under a limit moves it, each by the next
+// heartbeat after it came due, each with fewer partitions missing than at the move before
+// (the run's count at the first), and none claiming fewer missing than the ledger shows. It
+// returns when round 1 came due: the last move's deadline, else due. known is false when the
+// manifest counts a move no line logged (its process killed in between): when is unknown.
+func (c *checker) limitWaits(id string, r Run, due time.Time, missingAt func(time.Time) []int) (time.Time, bool) {
+	m := r.Manifest
+	limited := false // the job's schedules say it runs under a limit
+	for _, s := range c.schedules {
+		limited = limited || s.Job == m.Job && s.Limited
+	}
+	prev, logged := m.Partitions, 0
+	for _, l := range c.h.Lines {
+		if l.Str("run") != id || l.Msg != coordinator.DeadlineMovedMsg {
+			continue
+		}
+		missing := int(l.Int("missing"))
+		next, err := time.Parse(time.RFC3339Nano, l.Str("deadline"))
+		by, bounded := c.superviseBy(due)
+		switch {
+		case !limited:
+			c.add(VLimitWait, id, "its deadline moved at %s, but its job has no limit", fmtTime(l.Time))
+		case err != nil:
+			c.add(VLimitWait, id, "deadline moved at %s to %q: %v", fmtTime(l.Time), l.Str("deadline"), err)
+		case l.Time.Before(due.Add(-LogTolerance)):
+			c.add(VLimitWait, id, "deadline moved at %s, before it came due at %s", fmtTime(l.Time), fmtTime(due))
+		case missing >= prev:
+			c.add(VLimitWait, id, "deadline moved at %s without progress: %d partitions missing, %d at the look before", fmtTime(l.Time), missing, prev)
+		case missing < len(missingAt(l.Time.Add(LogTolerance))):
+			c.add(VLimitWait, id, "deadline moved at %s with %d partitions missing, but %d had no result then", fmtTime(l.Time), missing, len(missingAt(l.Time)))
+		case bounded && l.Time.After(by.Add(LogTolerance)):
+			c.add(VLimitWait, id, "deadline came due at %s; moved only at %s, after the next heartbeat's bound %s", fmtTime(due), fmtTime(l.Time), fmtTime(by))
+		}
+		if err == nil {
+			prev, due, logged = missing, next, missing
+		}
+	}
+	return due, m.Waited == logged
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/tools/devhost"
 )
@@ -277,4 +278,53 @@ func TestCheck_FinalByTheBoundAndAHeartbeat(t *testing.T) {
 	expect(t, finished(-500*time.Millisecond), VNotFinal, 0)
 	res := expect(t, finished(500*time.Millisecond), VNotFinal, 1)
 	t.Logf("found: %v", res.Violations)
+}
+
+// (c) under a limit: a run of a limited job whose deadline finds it progressing moves the
+// deadline a run timeout on (logged), and round 1 comes due then; a move without progress,
+// one claiming results the ledger lacks, a late one, or one for a job without a limit is a
+// violation.
+func TestCheck_SupervisionLetsALimitedRunWait(t *testing.T) {
+	// Planned at 20.2 s, its two partitions in at first0 and 150 s: due at 80.2 s (bound
+	// 102 s).
+	build := func(limited bool, first0 float64, moves [][3]float64, rounds map[int]float64) History {
+		b := supervisedHistory(t)
+		b.h.Schedules[0].Limited = limited // its job, synthetic, the run's
+		id := b.adhoc("sup", 20, 20.2, 151)
+		b.tenure(id, 1, "instance-2", 202, 20.1, 20.3, 0)
+		r := b.h.Runs[id]
+		for i, sec := range []float64{first0, 150} {
+			res := r.Results[i]
+			res.Finished = at(sec)
+			r.Results[i] = res
+		}
+		r.Manifest.CheckRound = len(rounds)
+		for _, mv := range moves { // at, missing, new deadline
+			r.Manifest.Waited = int(mv[1])
+			r.Manifest.Deadline, r.Manifest.Expires = at(mv[2]), at(mv[2]+2*30+20)
+			b.h.Lines = append(b.h.Lines, line(at(mv[0]), "instance-1", 101, coordinator.DeadlineMovedMsg,
+				map[string]any{"run": id, "epoch": float64(1), "missing": mv[1], "deadline": at(mv[2]).Format(time.RFC3339Nano)}))
+		}
+		b.h.Runs[id] = r
+		for k, sec := range rounds {
+			b.h.Lines = append(b.h.Lines, line(at(sec), "instance-1", 101, "check: re-enqueued missing partitions",
+				map[string]any{"run": id, "epoch": float64(1), "round": float64(k), "missing": float64(1)}))
+		}
+		return b.h
+	}
+	// One of two in by 81 s: moved to 141 s; none new by 142 s: round 1 then, in time.
+	ok := [][3]float64{{81, 1, 141}}
+	if res := expect(t, build(true, 50, ok, map[int]float64{1: 142}), VLimitWait, 0); res.Figures.RoundsChecked != 1 {
+		t.Errorf("%d rounds checked, want 1", res.Figures.RoundsChecked)
+	}
+	// Without the move's line the run is judged on its first deadline: round 1 is late.
+	expect(t, build(true, 50, nil, map[int]float64{1: 142}), VNoRound, 1, VNotFinal)
+	// A job without a limit does not move its deadline.
+	expect(t, build(false, 50, ok, map[int]float64{1: 142}), VLimitWait, 1)
+	// No progress since the move before.
+	expect(t, build(true, 50, [][3]float64{{81, 1, 141}, {142, 1, 202}}, map[int]float64{1: 203}), VLimitWait, 1)
+	// Claiming one missing at 81 s when both had no result then.
+	expect(t, build(true, 90, ok, map[int]float64{1: 142}), VLimitWait, 1)
+	// Moved late: due at 80.2 s, its bound 102 s.
+	expect(t, build(true, 50, [][3]float64{{110, 1, 170}}, map[int]float64{1: 171}), VLimitWait, 1)
 }
