@@ -1,8 +1,9 @@
 // Package api is Baton's HTTP API: show the app's schedules and run, pause or resume one,
 // start a manual run, list and inspect runs, show the leader and the limits, and serve the
-// dashboard page. It knows nothing of the Functions host: the handler
-// turns an httpTrigger invocation into a Request and a Reply into the `res` output binding.
-// The coordinator, the ledger and the lock are reached through the small interfaces in api.go.
+// dashboard page. It knows nothing of the Functions host: the handler turns an httpTrigger
+// invocation into a Request and a Reply into the `res` output binding. The coordinator, the
+// ledger, the lock and the limiter are reached through the small interfaces in api.go and
+// limits.go.
 //
 // Endpoints (paths as the host exposes them, under the "api" route prefix):
 //
