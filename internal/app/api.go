@@ -3,13 +3,16 @@ package app
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/engine/api"
+	"github.com/batonfn/baton/internal/engine/limit"
 	"github.com/batonfn/baton/internal/engine/protocol"
 	"github.com/batonfn/baton/internal/engine/telemetry"
+	"github.com/batonfn/baton/work"
 )
 
 // Route parameters: {*path} of runs/{*path} (Runs/function.json) and of schedules/{*path}
@@ -54,6 +57,32 @@ func withSchedules(c *coordinator.Coordinator, heartbeat time.Duration) func(*ap
 	return func(cfg *api.Config) {
 		cfg.Scheduler, cfg.Heartbeat = c, heartbeat
 	}
+}
+
+// withLimits gives the API the limits the jobs run under and the limiter whose states it reads
+// (GET /api/limits and the dashboard's limits).
+func withLimits(states api.LimitStates, limits []api.DeclaredLimit) func(*api.Config) {
+	return func(cfg *api.Config) { cfg.LimitStates, cfg.Limits = states, limits }
+}
+
+// declaredLimits lists the limits jobs' registrations name, each with the jobs naming it, as
+// the jobs run under them (BATON_LIMITS applied: overrides names the limits it sets).
+func declaredLimits(jobs *work.Registry, overrides map[string]limit.Spec) []api.DeclaredLimit {
+	var out []api.DeclaredLimit
+	for _, job := range jobs.Names() {
+		spec, ok := jobs.Limit(job)
+		if !ok {
+			continue
+		}
+		i := slices.IndexFunc(out, func(d api.DeclaredLimit) bool { return d.Spec.Name == spec.Name })
+		if i < 0 {
+			_, set := overrides[spec.Name]
+			out = append(out, api.DeclaredLimit{Spec: spec, Overridden: set})
+			i = len(out) - 1
+		}
+		out[i].Jobs = append(out[i].Jobs, job)
+	}
+	return out
 }
 
 // withTraceURL links each run to its trace in a trace UI (BATON_TRACE_URL).

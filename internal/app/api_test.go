@@ -30,6 +30,8 @@ import (
 	"github.com/batonfn/baton/internal/engine/election/bloblease"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/blobstore"
+	"github.com/batonfn/baton/internal/engine/limit"
+	"github.com/batonfn/baton/internal/engine/limit/limitblob"
 	"github.com/batonfn/baton/internal/engine/protocol"
 	"github.com/batonfn/baton/internal/engine/transport/storagequeue"
 	"github.com/batonfn/baton/internal/tools/azurite"
@@ -47,6 +49,8 @@ type apiEnv struct {
 	leases *coordinatorParts
 	logs   *syncBuffer
 	coord  *coordinator.Coordinator
+	// limiter writes the state of the limit testLimit, which the synthetic job runs under.
+	limiter *limit.Limiter
 }
 
 // coordinatorParts lets a test add a second contender for the same lease.
@@ -55,6 +59,9 @@ type coordinatorParts struct {
 }
 
 const testLeaseDuration = 15 * time.Second
+
+// testLimit is the limit the test app's synthetic job runs under.
+const testLimit = "crm"
 
 // testTraceURL is the env's BATON_TRACE_URL: a run recorded with a trace links to it.
 const testTraceURL = "http://jaeger.test/trace/{trace}"
@@ -121,6 +128,17 @@ func newAPIEnv(t testing.TB, opts ...envWithoutSchedule) *apiEnv {
 	store := blobstore.New(runs, blobstore.Options{})
 	jobs := work.NewRegistry()
 	jobs.Register(syntheticName, builtin(syntheticName))
+	// The synthetic job names testLimit, whose settings BATON_LIMITS raises. The worker has no
+	// limiter, so runs never wait on it; the tests write its state through e.limiter.
+	jobs.SetLimit(syntheticName, limit.Spec{Name: testLimit, MaxInFlight: 2})
+	overrides := map[string]limit.Spec{testLimit: {Name: testLimit, MaxInFlight: 4}}
+	if err := applyLimits(config.Config{Limits: overrides}, jobs); err != nil {
+		t.Fatal(err)
+	}
+	limiter, err := limit.New(limit.Config{Store: limitblob.New(runs), Holder: "inst-a/101", Lease: testLeaseDuration})
+	if err != nil {
+		t.Fatal(err)
+	}
 	worker := mustWorker(t, work.WorkerConfig{Store: store, Jobs: jobs, Holder: id, MaxDeliveries: 5, Logger: logger})
 	var schedules []coordinator.Schedule
 	paused := true
@@ -143,14 +161,15 @@ func newAPIEnv(t testing.TB, opts ...envWithoutSchedule) *apiEnv {
 		t.Fatal(err)
 	}
 	s := newServer(logger, 2*time.Minute, newInvocationID)
-	apiOpts := []func(*api.Config){withSchedules(coord, time.Minute), withTraceURL(testTraceURL)}
+	apiOpts := []func(*api.Config){withSchedules(coord, time.Minute), withTraceURL(testTraceURL),
+		withLimits(limiter, declaredLimits(jobs, overrides))}
 	if len(opts) > 0 {
 		apiOpts = nil
 	}
 	register(s, &functions{coord: coord, worker: worker, leader: leader, store: store, now: time.Now}, apiOpts...)
 	hs := httptest.NewServer(s)
 	t.Cleanup(hs.Close)
-	return &apiEnv{t: t, hs: hs, store: store, queue: q, leases: &coordinatorParts{lock: lock}, logs: logs, coord: coord}
+	return &apiEnv{t: t, hs: hs, store: store, queue: q, leases: &coordinatorParts{lock: lock}, logs: logs, coord: coord, limiter: limiter}
 }
 
 // sched is the test app's schedule of that name, as the coordinator runs it.
@@ -748,8 +767,10 @@ func TestFunctionFolders_AreRegistered(t *testing.T) {
 			t.Errorf("%s: %s function not registered", name, trigger.Type)
 		}
 	}
-	if _, ok := s.http[fnSchedules]; !ok {
-		t.Errorf("%s is not registered", fnSchedules)
+	for _, fn := range []string{fnSchedules, fnLimits} {
+		if _, ok := s.http[fn]; !ok {
+			t.Errorf("%s is not registered", fn)
+		}
 	}
 }
 

@@ -44,6 +44,7 @@ const (
 	fnLeader       = "Leader"
 	fnDashboard    = "Dashboard"
 	fnSchedules    = "Schedules"
+	fnLimits       = "Limits"
 )
 
 // Binding names used in the function.json files.
@@ -227,7 +228,8 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 	starter := manualGuard{Starter: coord, scheduler: coord, jobErr: jobErr, hasDefault: cfg.Schedule != "",
 		allowed: manual, allowAll: manualAll, defaults: o.DefaultParams}
 	f := &functions{coord: coord, starter: starter, worker: worker, leader: leader, store: store, now: time.Now}
-	register(app.server, f, withSchedules(coord, heartbeat), withDeadLetters(deadLetters.List), withTraceURL(cfg.TraceURL))
+	register(app.server, f, withSchedules(coord, heartbeat), withDeadLetters(deadLetters.List), withTraceURL(cfg.TraceURL),
+		withLimits(limiter, declaredLimits(jobs, cfg.Limits)))
 	return app, nil
 }
 
@@ -281,7 +283,7 @@ func register(s *server, f *functions, apiOpts ...func(*api.Config)) {
 		unavailable := func(ctx context.Context, inv *invocation, req *protocol.HTTPRequest) api.Reply {
 			return errorReply(http.StatusServiceUnavailable, "unavailable", inv.Function+" is not configured: "+err.Error())
 		}
-		for _, fn := range []string{fnRuns, fnLeader, fnDashboard, fnSchedules} {
+		for _, fn := range []string{fnRuns, fnLeader, fnDashboard, fnSchedules, fnLimits} {
 			s.addHTTP(fn, bindingRequest, unavailable)
 		}
 		return
@@ -290,6 +292,7 @@ func register(s *server, f *functions, apiOpts ...func(*api.Config)) {
 	s.addHTTP(fnLeader, bindingRequest, apiFunc(a.Leader))
 	s.addHTTP(fnDashboard, bindingRequest, apiFunc(a.Dashboard))
 	s.addHTTP(fnSchedules, bindingRequest, apiFunc(a.Schedules))
+	s.addHTTP(fnLimits, bindingRequest, apiFunc(a.Limits))
 }
 
 // watchBacklog reports the depth of the work and control queues as the baton.queue.backlog

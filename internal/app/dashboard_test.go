@@ -21,6 +21,7 @@ import (
 	"github.com/batonfn/baton/coordinator"
 	"github.com/batonfn/baton/internal/engine/api"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/internal/engine/limit"
 )
 
 // chromium returns the headless browser for the dashboard check: $BATON_CHROMIUM, else
@@ -178,14 +179,75 @@ func TestDashboard_Browser(t *testing.T) {
 		if keys[i] != key {
 			t.Errorf("page fetched %s with x-functions-key %q, want %q", uri, keys[i], key)
 		}
-		for _, p := range []string{"/api/schedules?", "/api/runs?", "/api/leader"} {
+		for _, p := range []string{"/api/schedules?", "/api/runs?", "/api/leader", "/api/limits"} {
 			saw[p] = saw[p] || strings.HasPrefix(uri, p)
 		}
 	}
-	if len(saw) != 3 || !saw["/api/schedules?"] || !saw["/api/runs?"] || !saw["/api/leader"] {
-		t.Errorf("page requests %v: want /api/schedules, /api/runs and /api/leader", browserRequests)
+	if len(saw) != 4 || !saw["/api/schedules?"] || !saw["/api/runs?"] || !saw["/api/leader"] || !saw["/api/limits"] {
+		t.Errorf("page requests %v: want /api/schedules, /api/runs, /api/limits and /api/leader", browserRequests)
 	}
 	checkLinksWithoutKey(t, dom, shim.srv.URL+"/api/dashboard", key)
+}
+
+// The dashboard's limits in a real browser: the limit the synthetic job runs under, its slots,
+// waiting bundle and slow-down written by the real limiter to its blob on Azurite, shows the
+// numbers the API reports, who holds the slots, and the slow-down with its reason and times.
+func TestDashboard_Browser_Limits(t *testing.T) {
+	browser := chromium(t)
+	e := newAPIEnv(t)
+	shim := newHostShim(t, e.hs.URL)
+	ctx := testCtx(t)
+	if err := e.store.EnsureContainer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	spec := limit.Spec{Name: testLimit, MaxInFlight: 4}
+	for _, b := range []struct {
+		id string
+		n  int
+	}{{"bundle-1", 3}, {"bundle-2", 5}, {"bundle-3", 6}} {
+		if _, _, err := e.limiter.Acquire(ctx, spec, b.id, b.n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	until := time.Now().UTC().Add(10 * time.Minute).Truncate(time.Second)
+	if err := e.limiter.SlowDown(ctx, testLimit, until, "429 Too Many Requests"); err != nil {
+		t.Fatal(err)
+	}
+
+	resp, err := http.Get(shim.srv.URL + "/api/limits/" + testLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v api.LimitView
+	err = json.NewDecoder(resp.Body).Decode(&v)
+	resp.Body.Close()
+	if err != nil || v.InFlight != 4 || v.Waiting != 6 || v.Started != 8 || !v.Slowed || v.SlowAt == nil {
+		t.Fatalf("API: %v %+v, want 4 in flight, 6 waiting, 8 started, slowed", err, v)
+	}
+
+	dom := dumpDOM(t, browser, shim.srv.URL+"/api/dashboard")
+	if !strings.Contains(dom, `data-loaded="true"`) {
+		t.Fatalf("the page never finished a refresh; DOM:\n%s", dom)
+	}
+	m := regexp.MustCompile(`<tr\b[^>]*\bdata-limit="` + testLimit + `"[^>]*>(.*?)</tr>`).FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatalf("no row for the limit %s; DOM:\n%s", testLimit, dom)
+	}
+	attrs := map[string]string{}
+	for _, a := range regexp.MustCompile(`\bdata-([a-z]+)="([^"]*)"`).FindAllStringSubmatch(m[0][:strings.Index(m[0], ">")], -1) {
+		attrs[a[1]] = a[2]
+	}
+	if attrs["inflight"] != "4" || attrs["waiting"] != "6" || attrs["started"] != "8" || attrs["slowed"] != "true" {
+		t.Errorf("row attributes %v, want what the API says (4 in flight, 6 waiting, 8 started, slowed)", attrs)
+	}
+	text := html.UnescapeString(regexp.MustCompile(`<[^>]+>`).ReplaceAllString(m[1], " "))
+	utc := func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") }
+	for _, want := range []string{"maxInFlight 4", "set by BATON_LIMITS", "job synthetic", "4 / 4", "6 partitions", "inst-a/101",
+		"3 slots", "1 slot,", "slowed down", "until " + utc(until) + " (429 Too Many Requests), asked at " + utc(*v.SlowAt)} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the limit's row %q lacks %q", text, want)
+		}
+	}
 }
 
 // checkLinksWithoutKey: no link on the page carries the key, and the links to runs are built
@@ -531,6 +593,23 @@ func (b *cdp) screenshot(dir, name string) {
 	}
 }
 
+// screenshotOf saves the element selector matches (with a margin) as a PNG when dir is set.
+func (b *cdp) screenshotOf(dir, name, selector string) {
+	b.t.Helper()
+	if dir == "" {
+		return
+	}
+	var r struct{ X, Y, Width, Height float64 }
+	b.eval(`(function () { var r = document.querySelector(`+strconv.Quote(selector)+`).getBoundingClientRect();
+		return {x: r.left + window.scrollX, y: r.top + window.scrollY, width: r.width, height: r.height}; })()`, &r)
+	var shot struct{ Data []byte }
+	b.call("Page.captureScreenshot", map[string]any{"format": "png", "captureBeyondViewport": true,
+		"clip": map[string]any{"x": max(r.X-12, 0), "y": max(r.Y-12, 0), "width": r.Width + 24, "height": r.Height + 24, "scale": 1}}, &shot)
+	if err := os.WriteFile(filepath.Join(dir, name), shot.Data, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
 // operatorLedger is what seedOperatorLedger wrote: nightly's and hourly's latest occurrences
 // (newest first) and the run IDs of interest.
 type operatorLedger struct {
@@ -725,7 +804,8 @@ func (b *cdp) strip(selector string) []stripCell {
 // partitions with attempts, workers, aggregate, reason). Pause asks for a note and shows it,
 // resume lifts it, Run now starts a run (202 followed, then 409 in words), and the filters and
 // paging work; Redrive on a partial run's page runs its failed partitions again, and Cancel on a
-// running run's page asks for a note and shows the run ending. No link or request URL carries
+// running run's page asks for a note and shows the run ending; the limits show a full limit
+// slowed down by its downstream. No link or request URL carries
 // the key. With BATON_SCREENSHOTS=<dir> it saves a
 // PNG of each view there (scripts/screenshots.sh).
 func TestDashboard_Operator(t *testing.T) {
@@ -1102,6 +1182,24 @@ func TestDashboard_Operator(t *testing.T) {
 		document.querySelector('#schedules tr[data-schedule="hourly"] td[data-auto="true"]') &&
 		document.querySelector('#schedules tr[data-schedule="hourly"]').textContent.includes("paused automatically")`)
 	b.screenshot(shots, "dashboard-auto-paused.png")
+
+	// The limit the synthetic job runs under, full, with a bundle waiting and the downstream
+	// asking to slow down.
+	if err := e.store.EnsureContainer(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	for id, n := range map[string]int{"bundle-1": 3, "bundle-2": 5, "bundle-3": 6} {
+		if _, _, err := e.limiter.Acquire(testCtx(t), limit.Spec{Name: testLimit, MaxInFlight: 4}, id, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.limiter.SlowDown(testCtx(t), testLimit, time.Now().Add(5*time.Minute), "429 Too Many Requests"); err != nil {
+		t.Fatal(err)
+	}
+	b.navigate(dash)
+	b.waitFor("the limit, full and slowed down", `(function () { var tr = document.querySelector('#limits tr[data-limit="crm"]');
+		return tr && tr.dataset.inflight === "4" && tr.dataset.waiting === "6" && tr.dataset.slowed === "true"; })()`)
+	b.screenshotOf(shots, "dashboard-limits.png", "#limits-panel")
 
 	// The key left the address bar, and no link on the page (resolved, as a copy would take it)
 	// carries it.

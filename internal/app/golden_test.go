@@ -196,3 +196,21 @@ func TestGolden_HTTP_Schedules(t *testing.T) {
 		})
 	}
 }
+
+// The limits endpoints' payloads for limits/{*path}: the catch-all parameter carries the
+// limit's name (null for the list).
+func TestGolden_HTTP_Limits(t *testing.T) {
+	for file, path := range map[string]string{"http-limits-list.json": "", "http-limits-get.json": "crm"} {
+		req := loadGolden(t, file)
+		if got := req.Sys().MethodName; got != fnLimits {
+			t.Errorf("%s: sys.MethodName = %q, want %q", file, got, fnLimits)
+		}
+		r, err := protocol.DecodeHTTPRequest(req.Data[bindingRequest])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Method != "GET" || r.Param(routeParamPath) != path {
+			t.Errorf("%s: decoded as %s path=%q", file, r.Method, r.Param(routeParamPath))
+		}
+	}
+}

@@ -51,7 +51,7 @@ func (h *hostShim) functionKeys() []string {
 }
 
 // route maps a path under /api/ to a function and its route parameters (function.json routes:
-// runs/{*path}, schedules/{*path}, leader, dashboard).
+// runs/{*path}, schedules/{*path}, limits/{*path}, leader, dashboard).
 func route(path string) (fn string, params map[string]any, ok bool) {
 	rest, found := strings.CutPrefix(path, "/api/")
 	if !found {
@@ -66,6 +66,10 @@ func route(path string) (fn string, params map[string]any, ok bool) {
 		return fnSchedules, map[string]any{}, true
 	case strings.HasPrefix(rest, "schedules/"):
 		return fnSchedules, map[string]any{routeParamPath: rest[len("schedules/"):]}, true
+	case rest == "limits":
+		return fnLimits, map[string]any{}, true
+	case strings.HasPrefix(rest, "limits/"):
+		return fnLimits, map[string]any{routeParamPath: rest[len("limits/"):]}, true
 	case rest == "leader":
 		return fnLeader, nil, true
 	case rest == "dashboard":

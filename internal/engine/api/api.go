@@ -121,6 +121,10 @@ type Config struct {
 	// DeadLetters are the queues whose dead letters GET /api/leader counts (the work and
 	// control queues); none: the reply lists none.
 	DeadLetters []DeadLetterCounter
+	// LimitStates serves /api/limits over Limits, the limits the app declares; nil answers it
+	// with 503.
+	LimitStates LimitStates
+	Limits      []DeclaredLimit
 }
 
 // TraceURLPlaceholder stands for a run's trace ID in Config.TraceURL.

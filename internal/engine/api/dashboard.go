@@ -37,9 +37,9 @@ func inlineHash(page []byte, open, close string) string {
 
 // Dashboard serves GET /api/dashboard: one self-contained HTML page that opens on the app's
 // schedules (each with its recent occurrences, next run, last state, Pause or Resume and Run
-// now), shows a schedule's detail at #schedule=<name>, the leader, the runs (filtered by
-// schedule, state and trigger, paged) and a run's detail at #run=<id>; it refreshes itself
-// every few seconds by fetching the API beside its own URL. In Azure it is opened with
+// now), shows a schedule's detail at #schedule=<name>, the leader, the limits, the runs
+// (filtered by schedule, state and trigger, paged) and a run's detail at #run=<id>; it
+// refreshes itself every few seconds by fetching the API beside its own URL. In Azure it is opened with
 // ?code=<function key> (the name in any case, as the host reads it): the page takes the key
 // out of the address bar and sends it as the x-functions-key header, and its API calls carry
 // none of the page's query parameters, so no link or request URL it makes carries the key.

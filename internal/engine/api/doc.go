@@ -1,7 +1,9 @@
 // Package api is Baton's HTTP API: show the app's schedules and run, pause or resume one,
-// start a manual run, list and inspect runs, show the leader, and serve the dashboard page. It knows nothing of the Functions host: the handler
-// turns an httpTrigger invocation into a Request and a Reply into the `res` output binding.
-// The coordinator, the ledger and the lock are reached through the small interfaces in api.go.
+// start a manual run, list and inspect runs, show the leader and the limits, and serve the
+// dashboard page. It knows nothing of the Functions host: the handler turns an httpTrigger
+// invocation into a Request and a Reply into the `res` output binding. The coordinator, the
+// ledger, the lock and the limiter are reached through the small interfaces in api.go and
+// limits.go.
 //
 // Endpoints (paths as the host exposes them, under the "api" route prefix):
 //
@@ -19,6 +21,9 @@
 //	                                   timings, report, failed partitions and workers
 //	GET  /api/leader                   the scheduler lease: holder, epoch, since, lease state
 //	                                   (read, never contended), dead letters
+//	GET  /api/limits                   every limit the jobs run under: settings, in flight,
+//	                                   waiting, started, holders, the last slow-down
+//	GET  /api/limits/{name}            one limit, the same
 //	GET  /api/dashboard                a self-contained HTML page over all of the above
 //
 // Every error is JSON {"error": {"code", "message"}} with a 4xx or 5xx status; a refused run

@@ -37,7 +37,8 @@ func TestDocs_MatchTheCode(t *testing.T) {
 		"at most 500", "X-MS-CLIENT-PRINCIPAL-NAME", `"a function key holder"`, "younger than one heartbeat (`BATON_HEARTBEAT`)\n  plus a minute",
 		"`Retry-After: 5`", "waited 10 s", "`GET /api/schedules/{name}?occurrences=N`", "last 20 occurrences", "last 30 occurrences",
 		"`schedules/{*path}`", "POST /api/schedules/{name}/runs", "POST /api/schedules/{name}/pause", "`Retry-After: 30`",
-		"`BATON_MAX_MANUAL_RUNS` in the app (default 10)", "`BATON_MAX_MANUAL_RUNS_PER_JOB` of the job (default 3)"} {
+		"`BATON_MAX_MANUAL_RUNS` in the app (default 10)", "`BATON_MAX_MANUAL_RUNS_PER_JOB` of the job (default 3)",
+		"`limits/{*path}`", "## `GET /api/limits`", "## `GET /api/limits/{name}`", "no limit of that name", "no limiter for `limits`"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("docs/api.md does not mention %q", want)
 		}

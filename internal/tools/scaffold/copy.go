@@ -10,6 +10,7 @@ var Copied = []string{
 	"ControlQueue/function.json",
 	"Dashboard/function.json",
 	"Leader/function.json",
+	"Limits/function.json",
 	"Runs/function.json",
 	"Schedules/function.json",
 	"Tick/function.json",

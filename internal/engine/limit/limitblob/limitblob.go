@@ -42,9 +42,12 @@ func New(c *container.Client) *Store { return &Store{c: c, retries: DefaultRetri
 // Path is the blob of the named limit.
 func Path(name string) string { return Prefix + name + ".json" }
 
-// Read returns the limit's state (the zero State when it has none yet).
+// Read returns the limit's state (the zero State when it has none yet, nor the container).
 func (s *Store) Read(ctx context.Context, name string) (limit.State, error) {
 	st, _, err := s.get(ctx, name)
+	if bloberror.HasCode(err, bloberror.ContainerNotFound) {
+		return limit.State{}, nil
+	}
 	return st, err
 }
 

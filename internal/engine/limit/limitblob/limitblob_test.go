@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -396,5 +397,23 @@ func TestLimiter_LateStartsAreRefused(t *testing.T) {
 	}
 	if err := hold.Start(ctx); !errors.Is(err, limit.ErrUsedUp) {
 		t.Fatalf("a seventh start: %v, want ErrUsedUp", err)
+	}
+}
+
+// A limit nothing has run under has no blob, and before the first run not even a container:
+// both read as the zero state, in one call.
+func TestStore_ReadBeforeAnyState(t *testing.T) {
+	s, calls := newStore(t)
+	st, err := s.Read(context.Background(), "crm")
+	if err != nil || !reflect.DeepEqual(st, limit.State{}) || calls.n.Load() != 1 {
+		t.Fatalf("no blob: %+v %v after %d calls, want the zero state in one", st, err, calls.n.Load())
+	}
+	client, err := azclient.Blob(azurite.Shared(t).Storage(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := limitblob.New(client.ServiceClient().NewContainerClient(azurite.UniqueName(t, "absent")))
+	if st, err := none.Read(context.Background(), "crm"); err != nil || !reflect.DeepEqual(st, limit.State{}) {
+		t.Fatalf("no container: %+v %v, want the zero state", st, err)
 	}
 }
