@@ -127,7 +127,7 @@ func (c *Coordinator) check(ctx context.Context, env work.Envelope, d work.Deliv
 		return c.scheduleCheck(ctx, env.Run, m.Epoch, next, m.Deadline)
 	}
 
-	missing, err := c.missing(ctx, m)
+	missing, latest, err := c.missingOf(ctx, m.RunID, m.Partitions, nil)
 	if err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func (c *Coordinator) check(ctx context.Context, env work.Envelope, d work.Deliv
 		}
 		return c.scheduleCheck(ctx, env.Run, m.Epoch, next, retryAt)
 	}
-	if moved, err := c.waitForLimit(ctx, m, len(missing), m.Partitions, next); moved || err != nil {
+	if moved, err := c.waitForLimit(ctx, m, progress{missing: len(missing), of: m.Partitions, latest: latest}, next); moved || err != nil {
 		return err
 	}
 	if m.CheckRound < c.cfg.CheckRounds {
@@ -171,17 +171,25 @@ const DeadlineMovedMsg = "check: the run's partitions wait for their limit and s
 // moving its deadline (waitForLimit).
 const MaxLimitedLife = 7 * 24 * time.Hour
 
+// progress is what a look at a run's results found: missing partitions of the round's of,
+// the latest result written at latest.
+type progress struct {
+	missing, of int
+	latest      time.Time
+}
+
 // waitForLimit moves the deadline of m, a run of a job under a limit, a run timeout ahead when
-// results came in since the deadline was set (fewer of the round's total partitions lack
-// one than at the last move): its partitions wait their turn on the queue, so a run that is
-// slow by design is timed out for a run timeout without progress, not for its length (at
-// most MaxLimitedLife after planning, or after its redrive). It reports whether it moved the deadline, or found
-// it moved, and scheduled the next check.
-func (c *Coordinator) waitForLimit(ctx context.Context, m ledger.Manifest, missing, total, next int) (bool, error) {
+// it is still progressing: results came in since the deadline was set (fewer of the round's
+// partitions lack one than at the last move), the latest within a retry interval. Its
+// partitions wait their turn on the queue, so a run that is slow by design is timed out for
+// going without results, not for its length (at most MaxLimitedLife after planning, or
+// after its redrive). It reports whether it moved the deadline, or found it moved, and
+// scheduled the next check.
+func (c *Coordinator) waitForLimit(ctx context.Context, m ledger.Manifest, p progress, next int) (bool, error) {
 	if _, limited := c.cfg.Jobs.Limit(m.Job); !limited || m.CheckRound > 0 {
 		return false, nil
 	}
-	before := total
+	missing, before := p.missing, p.of
 	if m.Waited > 0 {
 		before = m.Waited
 	}
@@ -189,7 +197,7 @@ func (c *Coordinator) waitForLimit(ctx context.Context, m ledger.Manifest, missi
 	if rd := m.Redriving(); rd != nil {
 		since = rd.At
 	}
-	if missing >= before || now.Sub(since) >= MaxLimitedLife {
+	if missing >= before || now.Sub(p.latest) > c.retryInterval(m) || now.Sub(since) >= MaxLimitedLife {
 		return false, nil
 	}
 	moved, seen := false, m
@@ -257,21 +265,37 @@ func (c *Coordinator) resumeAsLeader(ctx context.Context, m ledger.Manifest, con
 
 // missing lists the partition indexes that have no result yet.
 func (c *Coordinator) missing(ctx context.Context, m ledger.Manifest) ([]int, error) {
-	return c.missingOf(ctx, m.RunID, m.Partitions, nil)
+	out, _, err := c.missingOf(ctx, m.RunID, m.Partitions, nil)
+	return out, err
 }
 
 // missingOf lists, from one listing of key's results (a run, or a redrive round), the indexes
-// of want (ascending; nil: every index below n) that have none.
-func (c *Coordinator) missingOf(ctx context.Context, key string, n int, want []int) ([]int, error) {
+// of want (ascending; nil: every index below n) that have none, and when the latest of want's
+// results was written (zero: none).
+func (c *Coordinator) missingOf(ctx context.Context, key string, n int, want []int) ([]int, time.Time, error) {
 	have := make([]bool, n)
+	written := make([]time.Time, n)
 	err := c.cfg.Store.ListResults(ctx, key, func(r ledger.ResultRef) error {
 		if i := r.Index; i >= 0 && i < len(have) {
-			have[i] = true
+			have[i], written[i] = true, r.Modified
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
+	}
+	var latest time.Time
+	if want == nil {
+		for _, t := range written {
+			if t.After(latest) {
+				latest = t
+			}
+		}
+	}
+	for _, i := range want {
+		if i >= 0 && i < n && written[i].After(latest) {
+			latest = written[i]
+		}
 	}
 	var out []int
 	if want == nil {
@@ -280,14 +304,14 @@ func (c *Coordinator) missingOf(ctx context.Context, key string, n int, want []i
 				out = append(out, i)
 			}
 		}
-		return out, nil
+		return out, latest, nil
 	}
 	for _, i := range want {
 		if i >= 0 && i < n && !have[i] {
 			out = append(out, i)
 		}
 	}
-	return out, nil
+	return out, latest, nil
 }
 
 // reenqueue spends the next re-enqueue round (m.CheckRound+1) on the missing partitions: it

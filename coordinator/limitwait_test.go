@@ -16,9 +16,13 @@ import (
 // run timeout ahead without spending a re-enqueue round; a deadline that finds no new result
 // re-enqueues the missing partitions as for any job.
 func TestCheck_ARunWaitingForItsLimitKeepsItsRounds(t *testing.T) {
-	e, c, store, sender, check := reenqueueSetup(t, 10, []int{1, 6, 9})
+	e, c, store, sender, check := reenqueueSetup(t, 10, []int{1, 5, 6, 9})
 	e.jobs.SetLimit("count", limit.Spec{Name: "crm", MaxInFlight: 2})
 	ctx := context.Background()
+	// Partition 5 came in lately: the run still progresses.
+	if err := store.PutResult(ctx, ledger.Result{Run: memRun, Index: 5, Epoch: e.manifest(memRun).Epoch, OK: true}); err != nil {
+		t.Fatal(err)
+	}
 	lastCheck := func() work.Envelope {
 		t.Helper()
 		envs, _ := sender.checksSent(t)
@@ -37,7 +41,8 @@ func TestCheck_ARunWaitingForItsLimitKeepsItsRounds(t *testing.T) {
 			idx, m.CheckRound, m.Waited, m.Deadline, m.Expires)
 	}
 
-	// One more in by the next deadline: moved again.
+	// One more in, a minute before the next deadline: moved again.
+	e.clock.set(m.Deadline.Add(-time.Minute))
 	if err := store.PutResult(ctx, ledger.Result{Run: memRun, Index: 1, Epoch: m.Epoch, OK: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -57,6 +62,23 @@ func TestCheck_ARunWaitingForItsLimitKeepsItsRounds(t *testing.T) {
 	idx, rounds := sender.partitionRounds(t)
 	if m = e.manifest(memRun); m.CheckRound != 1 || fmt.Sprint(idx) != "[6 9]" || fmt.Sprint(rounds) != "[1]" {
 		t.Fatalf("after a deadline without progress: round %d, re-enqueued %v in rounds %v; want [6 9] in round 1", m.CheckRound, idx, rounds)
+	}
+}
+
+// A limited run whose results stopped coming in a retry interval before its deadline (a
+// message lost, not a limit waited for) spends its first round then, however many came in
+// before.
+func TestCheck_ALimitedRunThatStoppedProgressingIsReenqueued(t *testing.T) {
+	e, c, _, sender, check := reenqueueSetup(t, 10, []int{1, 6, 9})
+	e.jobs.SetLimit("count", limit.Spec{Name: "crm", MaxInFlight: 2})
+	if err := c.Check(context.Background(), check, firstDelivery); err != nil {
+		t.Fatal(err)
+	}
+	if m := e.manifest(memRun); m.CheckRound != 1 || m.Waited != 0 {
+		t.Fatalf("round %d, waited %d; want round 1 spent: the last result is an hour old", m.CheckRound, m.Waited)
+	}
+	if idx, _ := sender.partitionRounds(t); fmt.Sprint(idx) != "[1 6 9]" {
+		t.Fatalf("re-enqueued %v, want [1 6 9]", idx)
 	}
 }
 
@@ -94,10 +116,11 @@ func TestRedrive_ARoundWaitingForItsLimitKeepsItsRounds(t *testing.T) {
 	if len(round) != 4 {
 		t.Fatalf("%d partitions in round 1, want the 4 failed", len(round))
 	}
+	m := e.manifest(run)
+	e.clock.set(m.Deadline.Add(-time.Minute))
 	if err := e.worker("w").HandlePartition(ctx, round[0], work.Delivery{MessageID: round[0].MessageID(), Count: 1}); err != nil {
 		t.Fatal(err)
 	}
-	m := e.manifest(run)
 	e.heartbeat(e.c, c2s(m.Deadline.Add(time.Second)))
 	if m = e.manifest(run); m.Round != 1 || m.CheckRound != 0 || m.Waited != 3 || !m.Deadline.After(e.clock.Now()) {
 		t.Fatalf("round 1 at its deadline with 1 of 4 in: round %d, check round %d, waited %d, deadline %s; want the deadline moved",

@@ -239,13 +239,13 @@ func (c *Coordinator) checkRound(ctx context.Context, m ledger.Manifest, next in
 		return nil
 	}
 	key := ledger.RoundRun(m.RunID, m.Round)
-	missing, err := c.missingOf(ctx, key, m.Partitions, rd.Indexes)
+	missing, latest, err := c.missingOf(ctx, key, m.Partitions, rd.Indexes)
 	if err != nil {
 		return err
 	}
 	retryAt := now.Add(c.retryInterval(m))
 	if !overdue && len(missing) > 0 {
-		if moved, err := c.waitForLimit(ctx, m, len(missing), len(rd.Indexes), next); moved || err != nil {
+		if moved, err := c.waitForLimit(ctx, m, progress{missing: len(missing), of: len(rd.Indexes), latest: latest}, next); moved || err != nil {
 			return err
 		}
 	}

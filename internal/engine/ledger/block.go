@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Span is the block of consecutive partitions whose results may be recorded together:
@@ -100,6 +101,8 @@ func ParseMembers(s Span, members string) ([]int, error) {
 type ResultRef struct {
 	Index int
 	Block Span
+	// Modified is when the result's blob (or its block) was written, by the store's clock.
+	Modified time.Time
 }
 
 // spanStore is what recording under the block rule needs of a Store.

@@ -417,10 +417,14 @@ func (s *Store) ListResults(ctx context.Context, run string, fn func(ledger.Resu
 		}
 		for _, item := range page.Segment.BlobItems {
 			name := strings.TrimSuffix(strings.TrimPrefix(*item.Name, prefix), ".json")
+			var modified time.Time
+			if item.Properties != nil && item.Properties.LastModified != nil {
+				modified = item.Properties.LastModified.UTC()
+			}
 			first, size, isBlock := strings.Cut(name, "+")
 			if !isBlock {
 				if i, err := strconv.Atoi(name); err == nil {
-					refs = append(refs, ledger.ResultRef{Index: i})
+					refs = append(refs, ledger.ResultRef{Index: i, Modified: modified})
 				}
 				continue // else not a result blob
 			}
@@ -435,7 +439,7 @@ func (s *Store) ListResults(ctx context.Context, run string, fn func(ledger.Resu
 				return fmt.Errorf("list results of %s: %w", run, err)
 			}
 			for _, i := range members {
-				refs = append(refs, ledger.ResultRef{Index: i, Block: sp})
+				refs = append(refs, ledger.ResultRef{Index: i, Block: sp, Modified: modified})
 			}
 		}
 	}

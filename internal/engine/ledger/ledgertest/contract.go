@@ -541,6 +541,23 @@ func testAppendDone_Striped(t *testing.T, newStore Factory) {
 	}
 }
 
+// WrittenNow checks that each listed result tells when it was written — within a minute of
+// now, as every result of a contract test is written during it (a blob store stamps it by
+// its own clock) — and returns the refs with Modified cleared, for comparing.
+func WrittenNow(t *testing.T, refs []ledger.ResultRef) []ledger.ResultRef {
+	t.Helper()
+	now := time.Now()
+	out := make([]ledger.ResultRef, len(refs))
+	for k, r := range refs {
+		if d := now.Sub(r.Modified); d < -time.Minute || d > time.Minute {
+			t.Errorf("result %d listed as written at %s, now is %s", r.Index, r.Modified, now)
+		}
+		r.Modified = time.Time{}
+		out[k] = r
+	}
+	return out
+}
+
 func testListResults_IndexOrder(t *testing.T, newStore Factory) {
 	ctx := testContext(t)
 	s := newStore(t, Options{})
@@ -558,6 +575,7 @@ func testListResults_IndexOrder(t *testing.T, newStore Factory) {
 		if !r.Block.IsZero() {
 			t.Errorf("result %d listed in block %s, want its own", r.Index, r.Block)
 		}
+		WrittenNow(t, []ledger.ResultRef{r})
 		got = append(got, r.Index)
 		return nil
 	}); err != nil {

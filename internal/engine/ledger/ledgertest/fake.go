@@ -32,8 +32,9 @@ type Fake struct {
 }
 
 type fakeRecord struct {
-	data []byte
-	etag ledger.ETag
+	data     []byte
+	etag     ledger.ETag
+	modified time.Time
 }
 
 // NewFake returns an empty fake ledger whose container is already ensured.
@@ -141,7 +142,7 @@ func (f *Fake) put(ctx context.Context, name string, v any, ifAbsent bool, ifMat
 	}
 	f.version++
 	etag := ledger.ETag(strconv.Itoa(f.version))
-	f.records[name] = fakeRecord{data: b, etag: etag}
+	f.records[name] = fakeRecord{data: b, etag: etag, modified: f.now().UTC()}
 	return etag, nil
 }
 
@@ -373,12 +374,12 @@ func (f *Fake) ListResults(ctx context.Context, run string, fn func(ledger.Resul
 				return fmt.Errorf("decode %s: %w", name, err)
 			}
 			for _, r := range b.Results {
-				refs = append(refs, ledger.ResultRef{Index: r.Index, Block: b.Span})
+				refs = append(refs, ledger.ResultRef{Index: r.Index, Block: b.Span, Modified: rec.modified})
 			}
 			continue
 		}
 		if i, err := strconv.Atoi(rest); err == nil {
-			refs = append(refs, ledger.ResultRef{Index: i})
+			refs = append(refs, ledger.ResultRef{Index: i, Modified: rec.modified})
 		}
 	}
 	f.mu.Unlock()
