@@ -347,7 +347,8 @@ func (c *checker) rounds(id string, r Run) {
 // limitWaits checks the moves of run id's deadline (coordinator.DeadlineMovedMsg) before its
 // first re-enqueue round: only a run of a job under a limit moves it, each by the next
 // heartbeat after it came due, each with fewer partitions missing than at the move before
-// (the run's count at the first), and none claiming fewer missing than the ledger shows. It
+// (the run's count at the first) and a result in the retry interval before it, and none
+// claiming fewer missing than the ledger shows. It
 // returns when round 1 came due: the last move's deadline, else due. known is false when the
 // manifest counts a move no line logged (its process killed in between): when is unknown.
 func (c *checker) limitWaits(id string, r Run, due time.Time, missingAt func(time.Time) []int) (time.Time, bool) {
@@ -373,6 +374,8 @@ func (c *checker) limitWaits(id string, r Run, due time.Time, missingAt func(tim
 			c.add(VLimitWait, id, "deadline moved at %s, before it came due at %s", fmtTime(l.Time), fmtTime(due))
 		case missing >= prev:
 			c.add(VLimitWait, id, "deadline moved at %s without progress: %d partitions missing, %d at the look before", fmtTime(l.Time), missing, prev)
+		case !c.resultBetween(r, l.Time.Add(-c.retryInterval()-LogTolerance), l.Time.Add(LogTolerance)):
+			c.add(VLimitWait, id, "deadline moved at %s, but no result came in the retry interval (%s) before", fmtTime(l.Time), c.retryInterval())
 		case missing < len(missingAt(l.Time.Add(LogTolerance))):
 			c.add(VLimitWait, id, "deadline moved at %s with %d partitions missing, but %d had no result then", fmtTime(l.Time), missing, len(missingAt(l.Time)))
 		case bounded && l.Time.After(by.Add(LogTolerance)):
@@ -383,4 +386,14 @@ func (c *checker) limitWaits(id string, r Run, due time.Time, missingAt func(tim
 		}
 	}
 	return due, m.Waited == logged
+}
+
+// resultBetween reports whether one of r's results finished in [from, to].
+func (c *checker) resultBetween(r Run, from, to time.Time) bool {
+	for _, res := range r.Results {
+		if !res.TimedOut && !res.Finished.Before(from) && !res.Finished.After(to) {
+			return true
+		}
+	}
+	return false
 }

@@ -312,7 +312,8 @@ func TestCheck_SupervisionLetsALimitedRunWait(t *testing.T) {
 		}
 		return b.h
 	}
-	// One of two in by 81 s: moved to 141 s; none new by 142 s: round 1 then, in time.
+	// One of two in by 81 s (at 50 s, within the retry interval of 30 s): moved to 141 s;
+	// none new by 142 s: round 1 then, in time.
 	ok := [][3]float64{{81, 1, 141}}
 	if res := expect(t, build(true, 50, ok, map[int]float64{1: 142}), VLimitWait, 0); res.Figures.RoundsChecked != 1 {
 		t.Errorf("%d rounds checked, want 1", res.Figures.RoundsChecked)
@@ -327,4 +328,6 @@ func TestCheck_SupervisionLetsALimitedRunWait(t *testing.T) {
 	expect(t, build(true, 90, ok, map[int]float64{1: 142}), VLimitWait, 1)
 	// Moved late: due at 80.2 s, its bound 102 s.
 	expect(t, build(true, 50, [][3]float64{{110, 1, 170}}, map[int]float64{1: 171}), VLimitWait, 1)
+	// Moved though its last result came in more than a retry interval (30 s) before.
+	expect(t, build(true, 30, ok, map[int]float64{1: 142}), VLimitWait, 1)
 }
