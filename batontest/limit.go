@@ -1,0 +1,342 @@
+package batontest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonfn/baton"
+	"github.com/batonfn/baton/internal/engine/config"
+	"github.com/batonfn/baton/internal/engine/limit"
+	"github.com/batonfn/baton/internal/engine/transport"
+	"github.com/batonfn/baton/internal/lib/parallel"
+	"github.com/batonfn/baton/work"
+)
+
+// UnderLimit has Check also run the job under limit l, as baton.WithLimit puts it, before any
+// other run: its partitions go through Baton's real worker and limiter (over an in-memory
+// limit store), a message each, many at once, and come back after their waits as the queue
+// would bring them, on the run's own clock, so no wait takes real time. A partition that
+// returns baton.SlowDown is sent back and run again after its wait without spending a try,
+// and holds the limit back meanwhile. The check fails when more partitions than l.MaxInFlight
+// ran at once, when the run does not finish within the default run timeout of the run's time
+// (a job that keeps slowing down), or when its results differ from the reference run's;
+// Report.SlowDowns counts its slow-downs. A field of l out of range fails the check, naming
+// the field, as WithLimit refuses the registration.
+func UnderLimit(l baton.Limit) Option { return func(s *settings) { s.limit = &l } }
+
+// The limited run's limiter timings. Its grants last an hour of the run's time, renewed every
+// 20 minutes (every 5 after a failure), and reserve a rate's starts a minute ahead: a wait for
+// a reserved start (at most limitHorizon) never looks like a renewal's, which runClock.sleep
+// relies on.
+const (
+	limitLease   = time.Hour
+	limitHorizon = time.Minute
+)
+
+// hostConcurrency is how many messages the limited run delivers at once, as the host does
+// per instance by default.
+const hostConcurrency = 16
+
+// limitRunTime bounds the limited run in the run's time, as the default run timeout does.
+const limitRunTime = config.DefaultRunTimeout
+
+// limitSpec validates the option's limit as WithLimit does.
+func limitSpec(l baton.Limit) (limit.Spec, error) {
+	spec, err := limit.Spec{Name: l.Name, MaxInFlight: l.MaxInFlight, Rate: l.Rate, Per: l.Per, Burst: l.Burst}.Normalize()
+	if err != nil {
+		return spec, fmt.Errorf("%w: %w", baton.ErrInvalidLimit, err)
+	}
+	return spec, nil
+}
+
+// limitedRun is what the run under the limit came to.
+type limitedRun struct {
+	report    Report
+	results   []baton.Result
+	slowDowns int
+}
+
+// executeUnderLimit runs every partition through a worker with the limit in force: each
+// partition is a message, the messages due are delivered up to hostConcurrency at once, a
+// message the worker sends (a partition sent back to wait, or a retry) is due at its time, and
+// the run's clock jumps to the next message due once every delivery has returned.
+func (c *checker) executeUnderLimit() (limitedRun, bool) {
+	c.t.Helper()
+	const name = "under limit"
+	clock := newRunClock(time.Now())
+	q := &simQueue{}
+	store := c.limitStore
+	if store == nil {
+		store = newMemLimits()
+	}
+	lim, err := limit.New(limit.Config{Store: store, Holder: "batontest/1", Lease: limitLease, Horizon: limitHorizon,
+		Now: clock.now, Sleep: clock.sleep})
+	if err != nil {
+		c.errorf(name, "limiter: %v", err)
+		return limitedRun{}, false
+	}
+	p := &probe{Job: c.job}
+	var job baton.Job = p
+	if m, ok := c.job.(baton.Merger); ok {
+		job = probeMerger{probe: p, merge: m.Merge}
+	}
+	w, ledgerStore, run, ok := c.newRun("limited", job, work.WorkerConfig{Retries: q, Limiter: lim, Now: clock.now}, c.limit)
+	if !ok {
+		return limitedRun{}, false
+	}
+	for i, part := range c.parts {
+		env := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: run, Epoch: 1, Part: i,
+			Parts: len(c.parts), Payload: part.payload}
+		body, err := env.Encode()
+		if err != nil {
+			c.errorf(name, "partition %d: %v", i, err)
+			return limitedRun{}, false
+		}
+		q.add(transport.Message{ID: env.MessageID(), Body: body}, 1)
+	}
+	start := clock.now()
+	for {
+		if c.ctx.Err() != nil {
+			c.errorf(name, "the check's time ran out with %d messages still on the queue: %v", q.len(), context.Cause(c.ctx))
+			return limitedRun{}, false
+		}
+		due := q.due(clock.now())
+		if len(due) == 0 {
+			next, ok := q.next()
+			if !ok {
+				break
+			}
+			if next.Sub(start) > limitRunTime {
+				c.errorf(name, "the run did not finish within %s of the run's time, the default run timeout (waits take no real time here): "+
+					"%d slow-downs; the job keeps slowing down, or its limit lets too few partitions start for the test's params", limitRunTime, p.slowDowns.Load())
+				return limitedRun{}, false
+			}
+			clock.advance(next)
+			continue
+		}
+		var (
+			mu   sync.Mutex
+			errs []error
+		)
+		parallel.Each(len(due), hostConcurrency, func(k int) bool {
+			d := due[k]
+			err := c.deliverQueued(w, d)
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return false
+			}
+			if d.again {
+				q.add(d.msg, d.count+1)
+			}
+			return true
+		})
+		if len(errs) > 0 {
+			c.errorf(name, "%v", errs[0])
+			return limitedRun{}, false
+		}
+		if peak, bound := p.peak.Load(), c.limit.MaxInFlight; bound > 0 && peak > int64(bound) {
+			c.errorf(name, "%d partitions ran at once, more than the limit's MaxInFlight %d", peak, bound)
+			return limitedRun{}, false
+		}
+	}
+	rep, results, ok := c.readBack(name, w, ledgerStore, run)
+	if !ok {
+		return limitedRun{}, false
+	}
+	return limitedRun{report: rep, results: results, slowDowns: int(p.slowDowns.Load())}, true
+}
+
+// deliverQueued hands a message to the worker, as the host does; d.again says whether the
+// host would deliver it again (the invocation failed), an error that the run cannot go on.
+func (c *checker) deliverQueued(w *work.Worker, d *queued) error {
+	env, err := work.DecodeEnvelope(d.msg.Body)
+	if err != nil {
+		return fmt.Errorf("message %s: %w", d.msg.ID, err)
+	}
+	err = w.HandlePartition(c.ctx, env, work.Delivery{MessageID: d.msg.ID, Count: d.count})
+	switch {
+	case err == nil || errors.Is(err, work.ErrGaveUp):
+		return nil
+	case errors.Is(err, work.ErrMalformed) || c.ctx.Err() != nil:
+		return fmt.Errorf("partition %d: delivery %d: %w", env.Part, d.count, err)
+	case d.count >= maxDeliveries:
+		return fmt.Errorf("partition %d: every one of its %d deliveries failed, the last with: %w", env.Part, maxDeliveries, err)
+	}
+	d.again = true
+	return nil
+}
+
+// compareUnderLimit compares the limited run with the reference run.
+func (c *checker) compareUnderLimit(ref Report, refResults []baton.Result, lim limitedRun) {
+	c.t.Helper()
+	const name = "under limit"
+	if c.compareResults(name, refResults, lim.results) {
+		c.compareReports(name, ref, lim.report)
+	}
+}
+
+// probe wraps a job to count its partitions running at once and its slow-downs.
+type probe struct {
+	baton.Job
+	inFlight, peak, slowDowns atomic.Int64
+}
+
+func (p *probe) Process(ctx context.Context, part baton.Partition) (json.RawMessage, error) {
+	n := p.inFlight.Add(1)
+	defer p.inFlight.Add(-1)
+	for q := p.peak.Load(); n > q && !p.peak.CompareAndSwap(q, n); q = p.peak.Load() {
+	}
+	out, err := p.Job.Process(ctx, part)
+	if errors.Is(err, baton.ErrSlowDown) {
+		p.slowDowns.Add(1)
+	}
+	return out, err
+}
+
+// probeMerger is probe for a Merger, which must stay one.
+type probeMerger struct {
+	*probe
+	merge func(context.Context, baton.RunInfo, []json.RawMessage) (json.RawMessage, error)
+}
+
+func (p probeMerger) Merge(ctx context.Context, run baton.RunInfo, parts []json.RawMessage) (json.RawMessage, error) {
+	return p.merge(ctx, run, parts)
+}
+
+// simQueue is the work queue of the limited run: it keeps what the worker sends until it is
+// due.
+type simQueue struct {
+	mu      sync.Mutex
+	pending []*queued
+}
+
+// queued is a message waiting on the queue, to be delivered for the count-th time.
+type queued struct {
+	msg   transport.Message
+	count int
+	again bool
+}
+
+// Send queues msgs for their NotBefore.
+func (q *simQueue) Send(ctx context.Context, msgs []transport.Message) error {
+	for _, m := range msgs {
+		q.add(m, 1)
+	}
+	return nil
+}
+
+func (q *simQueue) add(m transport.Message, count int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.pending = append(q.pending, &queued{msg: m, count: count})
+}
+
+func (q *simQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.pending)
+}
+
+// due takes the messages due at now, in the order they were sent.
+func (q *simQueue) due(now time.Time) []*queued {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out, rest []*queued
+	for _, m := range q.pending {
+		if m.msg.NotBefore.After(now) {
+			rest = append(rest, m)
+		} else {
+			out = append(out, m)
+		}
+	}
+	q.pending = rest
+	return out
+}
+
+// next is when the first message waiting is due; false when none is.
+func (q *simQueue) next() (time.Time, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.pending) == 0 {
+		return time.Time{}, false
+	}
+	first := slices.MinFunc(q.pending, func(a, b *queued) int { return a.msg.NotBefore.Compare(b.msg.NotBefore) })
+	return first.msg.NotBefore, true
+}
+
+// runClock is the limited run's clock: it stands still while partitions run, except that a
+// partition waiting for its start under the limit's rate moves it on to that start at once;
+// between deliveries it jumps to the next message due. A renewal's wait ends when the clock
+// gets there.
+type runClock struct {
+	mu     sync.Mutex
+	t      time.Time
+	timers map[chan struct{}]time.Time
+}
+
+func newRunClock(t time.Time) *runClock {
+	return &runClock{t: t.UTC(), timers: map[chan struct{}]time.Time{}}
+}
+
+func (c *runClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// advance moves the clock on to t (never back), ending the waits due by then.
+func (c *runClock) advance(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advanceLocked(t)
+}
+
+func (c *runClock) advanceLocked(t time.Time) {
+	if !t.After(c.t) {
+		return
+	}
+	c.t = t
+	for ch, at := range c.timers {
+		if !at.After(t) {
+			close(ch)
+			delete(c.timers, ch)
+		}
+	}
+}
+
+// sleep is the limiter's wait: one for a start the rate reserved (at most limitHorizon) moves
+// the clock on; a longer one (a renewal's) waits for the clock to get there.
+func (c *runClock) sleep(ctx context.Context, d time.Duration) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if d <= 0 {
+		return nil
+	}
+	c.mu.Lock()
+	if d <= limitHorizon {
+		c.advanceLocked(c.t.Add(d))
+		c.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	c.timers[ch] = c.t.Add(d)
+	c.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		delete(c.timers, ch)
+		c.mu.Unlock()
+		return context.Cause(ctx)
+	}
+}
