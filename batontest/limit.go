@@ -101,6 +101,16 @@ func (c *checker) executeUnderLimit() (limitedRun, bool) {
 		q.add(transport.Message{ID: env.MessageID(), Body: body}, 1)
 	}
 	start := clock.now()
+	// overdue fails the run once it has taken longer than a run may.
+	overdue := func() bool {
+		c.t.Helper()
+		if clock.now().Sub(start) <= limitRunTime {
+			return false
+		}
+		c.errorf(name, "the run did not finish within %s of the run's time, the default run timeout (waits take no real time here): "+
+			"%d slow-downs; the job keeps slowing down, or its limit lets too few partitions start for the test's params", limitRunTime, p.slowDowns.Load())
+		return true
+	}
 	for {
 		if c.ctx.Err() != nil {
 			c.errorf(name, "the check's time ran out with %d messages still on the queue: %v", q.len(), context.Cause(c.ctx))
@@ -112,13 +122,11 @@ func (c *checker) executeUnderLimit() (limitedRun, bool) {
 			if !ok {
 				break
 			}
-			if next.Sub(start) > limitRunTime {
-				c.errorf(name, "the run did not finish within %s of the run's time, the default run timeout (waits take no real time here): "+
-					"%d slow-downs; the job keeps slowing down, or its limit lets too few partitions start for the test's params", limitRunTime, p.slowDowns.Load())
-				return limitedRun{}, false
-			}
 			clock.advance(next)
 			continue
+		}
+		if overdue() {
+			return limitedRun{}, false
 		}
 		var (
 			mu   sync.Mutex
@@ -146,6 +154,9 @@ func (c *checker) executeUnderLimit() (limitedRun, bool) {
 			c.errorf(name, "%d partitions ran at once, more than the limit's MaxInFlight %d", peak, bound)
 			return limitedRun{}, false
 		}
+	}
+	if overdue() {
+		return limitedRun{}, false
 	}
 	rep, results, ok := c.readBack(name, w, ledgerStore, run)
 	if !ok {

@@ -155,11 +155,15 @@ func TestUnderLimit_MergerPasses(t *testing.T) {
 }
 
 // What fails a check under a limit: a limit out of range (naming the field, before anything
-// runs), a job that keeps slowing down, and results that differ under the limit.
+// runs), a job that keeps slowing down or a rate that cannot run it within a run's time, and
+// results that differ under the limit.
 func TestUnderLimit_Failures(t *testing.T) {
 	var calls atomic.Int64
 	plain := baton.TypedJob(planN, func(ctx context.Context, part baton.Part[nParams, int]) (int, error) {
 		calls.Add(1)
+		return part.Payload, nil
+	}, sumOutputs)
+	alwaysOK := baton.TypedJob(planN, func(ctx context.Context, part baton.Part[nParams, int]) (int, error) {
 		return part.Payload, nil
 	}, sumOutputs)
 	alwaysSlow := baton.TypedJob(planN, func(ctx context.Context, part baton.Part[nParams, int]) (int, error) {
@@ -186,6 +190,8 @@ func TestUnderLimit_Failures(t *testing.T) {
 		{"burst above rate", plain, baton.Limit{Name: "crm", Rate: 2, Burst: 3}, []string{"batontest: limit:", "burst: 3"}},
 		{"keeps slowing down", alwaysSlow, baton.Limit{Name: "crm", MaxInFlight: 2},
 			[]string{"batontest: under limit: the run did not finish within 1h0m0s of the run's time", "slow-downs"}},
+		{"rate too slow for a run", alwaysOK, baton.Limit{Name: "crm", Rate: 1, Per: 30 * time.Minute},
+			[]string{"batontest: under limit: the run did not finish within 1h0m0s of the run's time"}},
 		{"differs under the limit", crowded, baton.Limit{Name: "crm", MaxInFlight: 2},
 			[]string{"batontest: under limit: partition", "output 2, but 1 when every partition is processed once in order"}},
 	} {
