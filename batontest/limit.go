@@ -20,8 +20,9 @@ import (
 
 // UnderLimit has Check also run the job under limit l, as baton.WithLimit puts it, before any
 // other run: its partitions go through Baton's real worker and limiter (over an in-memory
-// limit store), a message each, many at once, and come back after their waits as the queue
-// would bring them, on the run's own clock, so no wait takes real time. A partition that
+// limit store) in the messages the leader would send (bundles, for a larger run), many at
+// once, and come back after their waits as the queue would bring them, on the run's own
+// clock, so no wait takes real time. A partition that
 // returns baton.SlowDown is sent back and run again after its wait without spending a try,
 // and holds the limit back meanwhile. The check fails when more partitions than l.MaxInFlight
 // ran at once, when the run does not finish within the default run timeout of the run's time
@@ -62,10 +63,11 @@ type limitedRun struct {
 	slowDowns int
 }
 
-// executeUnderLimit runs every partition through a worker with the limit in force: each
-// partition is a message, the messages due are delivered up to hostConcurrency at once, a
-// message the worker sends (a partition sent back to wait, or a retry) is due at its time, and
-// the run's clock jumps to the next message due once every delivery has returned.
+// executeUnderLimit runs every partition through a worker with the limit in force: the run's
+// messages (bundles) due are delivered up to hostConcurrency at once, a message the worker
+// sends (partitions sent back to wait, or a retry) is due at its time, a failed delivery comes
+// again as the host redelivers it, and the run's clock jumps to the next message due once
+// every delivery has returned.
 func (c *checker) executeUnderLimit() (limitedRun, bool) {
 	c.t.Helper()
 	const name = "under limit"
@@ -90,15 +92,13 @@ func (c *checker) executeUnderLimit() (limitedRun, bool) {
 	if !ok {
 		return limitedRun{}, false
 	}
-	for i, part := range c.parts {
-		env := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: run, Epoch: 1, Part: i,
-			Parts: len(c.parts), Payload: part.payload}
-		body, err := env.Encode()
-		if err != nil {
-			c.errorf(name, "partition %d: %v", i, err)
-			return limitedRun{}, false
-		}
-		q.add(transport.Message{ID: env.MessageID(), Body: body}, 1)
+	msgs, err := c.bundles(run)
+	if err != nil {
+		c.errorf(name, "%v", err)
+		return limitedRun{}, false
+	}
+	for _, m := range msgs {
+		q.add(m, 1)
 	}
 	start := clock.now()
 	// overdue fails the run once it has taken longer than a run may.
@@ -163,6 +163,56 @@ func (c *checker) executeUnderLimit() (limitedRun, bool) {
 		return limitedRun{}, false
 	}
 	return limitedRun{report: rep, results: results, slowDowns: int(p.slowDowns.Load())}, true
+}
+
+// bundles are the run's messages as the leader sends a run planned in one batch: bundles of
+// consecutive partitions (work.BundleSize), each within a span of the bundle size and within
+// the payload budget of a message, or messages of one partition.
+func (c *checker) bundles(run string) ([]transport.Message, error) {
+	n := len(c.parts)
+	k := work.BundleSize(work.DefaultMaxBundle, min(n, config.DefaultEnqueueBatch))
+	head := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: run, Epoch: 1, Parts: n}
+	if k > 1 {
+		head.Block = k
+	}
+	var out []transport.Message
+	for first := 0; first < n; {
+		env, bytes := head, 0
+		env.Part = first
+		for i := first; i < n && (i == first || i%k != 0); i++ {
+			cost := max(len(c.parts[i].payload), len("null")) + 1 // its bytes and a comma
+			if i > first && bytes+cost > work.MaxPayloadBytes {
+				break
+			}
+			p := c.parts[i].payload
+			if len(p) == 0 {
+				p = json.RawMessage("null")
+			}
+			env.Payloads, bytes = append(env.Payloads, p), bytes+cost
+		}
+		first += len(env.Payloads)
+		if len(env.Payloads) == 1 {
+			env.Payload, env.Payloads = c.parts[env.Part].payload, nil
+		} else {
+			env.Count = len(env.Payloads)
+		}
+		body, err := env.Encode()
+		if errors.Is(err, work.ErrTooLarge) && env.Count > 1 {
+			// As the leader does: its partitions go one per message (each fits).
+			for _, one := range env.Singles() {
+				if body, err = one.Encode(); err != nil {
+					return nil, fmt.Errorf("partition %d: %w", one.Part, err)
+				}
+				out = append(out, transport.Message{ID: one.MessageID(), Body: body, Properties: one.Properties()})
+			}
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("partition %d: %w", env.Part, err)
+		}
+		out = append(out, transport.Message{ID: env.MessageID(), Body: body, Properties: env.Properties()})
+	}
+	return out, nil
 }
 
 // deliverQueued hands a message to the worker, as the host does; d.again says whether the

@@ -211,3 +211,37 @@ func TestUnderLimit_Failures(t *testing.T) {
 		})
 	}
 }
+
+// A larger run goes out in bundles, as the leader sends it: a bundle runs its partitions under
+// its grant's slots, and one that slows down sends the rest of its bundle back with it.
+func TestUnderLimit_Bundles(t *testing.T) {
+	g := newGauge(3)
+	var (
+		mu   sync.Mutex
+		slow = 2
+	)
+	job := baton.TypedJob(planN, func(ctx context.Context, part baton.Part[nParams, int]) (int, error) {
+		_, done, err := g.enter(ctx)
+		if err != nil {
+			return 0, err
+		}
+		defer done()
+		if part.Index == 9 {
+			mu.Lock()
+			defer mu.Unlock()
+			if slow > 0 {
+				slow--
+				return 0, baton.SlowDown(time.Minute, errors.New("429 Too Many Requests"))
+			}
+		}
+		return 1, nil
+	}, sumOutputs)
+	rep := batontest.Check(t, job, nParams{N: 64}, batontest.UnderLimit(baton.Limit{Name: "crm", MaxInFlight: 3}),
+		batontest.Timeout(time.Minute))
+	if got := g.peak.Load(); got != 3 {
+		t.Errorf("the job saw %d partitions at once, want 3", got)
+	}
+	if rep.SlowDowns != 2 || rep.Succeeded != 64 || string(rep.Aggregate) != "64" {
+		t.Errorf("report %+v %s, want 64 succeeded and 2 slow-downs", rep, rep.Aggregate)
+	}
+}
