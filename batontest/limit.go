@@ -353,6 +353,13 @@ func (c *runClock) now() time.Time {
 	return c.t
 }
 
+// waiting is how many waits the clock has yet to end.
+func (c *runClock) waiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.timers)
+}
+
 // advance moves the clock on to t (never back), ending the waits due by then.
 func (c *runClock) advance(t time.Time) {
 	c.mu.Lock()
