@@ -25,8 +25,9 @@ import (
 // clock, so no wait takes real time. A partition that
 // returns baton.SlowDown is sent back and run again after its wait without spending a try,
 // and holds the limit back meanwhile. The check fails when more partitions than l.MaxInFlight
-// ran at once, when the run does not finish within the default run timeout of the run's time
-// (a job that keeps slowing down), or when its results differ from the reference run's;
+// ran at once, when the run goes the default run timeout of its own time without progress (a
+// try that ends other than by slowing down: a job that keeps slowing down) or lasts longer
+// than a limited run may, or when its results differ from the reference run's;
 // Report.SlowDowns counts its slow-downs. A field of l out of range fails the check, naming
 // the field, as WithLimit refuses the registration.
 func UnderLimit(l baton.Limit) Option { return func(s *settings) { s.limit = &l } }
@@ -44,8 +45,13 @@ const (
 // per instance by default.
 const hostConcurrency = 16
 
-// limitRunTime bounds the limited run in the run's time, as the default run timeout does.
-const limitRunTime = config.DefaultRunTimeout
+// The limited run's bounds in its own time: as a limited run's deadline is moved a run
+// timeout on while its results come in, it may go a run timeout (the default) without
+// progress, and last at most limitRunLife.
+const (
+	limitRunTime = config.DefaultRunTimeout
+	limitRunLife = 7 * 24 * time.Hour
+)
 
 // limitSpec validates the option's limit as WithLimit does.
 func limitSpec(l baton.Limit) (limit.Spec, error) {
@@ -83,7 +89,8 @@ func (c *checker) executeUnderLimit() (limitedRun, bool) {
 		c.errorf(name, "limiter: %v", err)
 		return limitedRun{}, false
 	}
-	p := &probe{Job: c.job}
+	p := &probe{Job: c.job, now: clock.now}
+	p.progressed(clock.now())
 	var job baton.Job = p
 	if m, ok := c.job.(baton.Merger); ok {
 		job = probeMerger{probe: p, merge: m.Merge}
@@ -101,14 +108,19 @@ func (c *checker) executeUnderLimit() (limitedRun, bool) {
 		q.add(m, 1)
 	}
 	start := clock.now()
-	// overdue fails the run once it has taken longer than a run may.
+	// overdue fails the run once it has gone too long without progress, or in all.
 	overdue := func() bool {
 		c.t.Helper()
-		if clock.now().Sub(start) <= limitRunTime {
+		now := clock.now()
+		switch {
+		case now.Sub(p.lastProgress()) > limitRunTime:
+			c.errorf(name, "%s of the run's time went by without a try that ended other than by slowing down, a run timeout (waits take no real time here): "+
+				"%d slow-downs; the job keeps slowing down, or its limit lets too few partitions start", limitRunTime, p.slowDowns.Load())
+		case now.Sub(start) > limitRunLife:
+			c.errorf(name, "the run did not finish within %s of its time, the most a limited run may take: plan fewer partitions in the test", limitRunLife)
+		default:
 			return false
 		}
-		c.errorf(name, "the run did not finish within %s of the run's time, the default run timeout (waits take no real time here): "+
-			"%d slow-downs; the job keeps slowing down, or its limit lets too few partitions start for the test's params", limitRunTime, p.slowDowns.Load())
 		return true
 	}
 	for {
@@ -244,11 +256,18 @@ func (c *checker) compareUnderLimit(ref Report, refResults []baton.Result, lim l
 	}
 }
 
-// probe wraps a job to count its partitions running at once and its slow-downs.
+// probe wraps a job to count its partitions running at once and its slow-downs, and to note
+// when a try last ended other than by slowing down (progress), on the clock now.
 type probe struct {
 	baton.Job
+	now                       func() time.Time
 	inFlight, peak, slowDowns atomic.Int64
+	progress                  atomic.Int64 // Unix nanoseconds
 }
+
+func (p *probe) progressed(t time.Time) { p.progress.Store(t.UnixNano()) }
+
+func (p *probe) lastProgress() time.Time { return time.Unix(0, p.progress.Load()).UTC() }
 
 func (p *probe) Process(ctx context.Context, part baton.Partition) (json.RawMessage, error) {
 	n := p.inFlight.Add(1)
@@ -258,6 +277,8 @@ func (p *probe) Process(ctx context.Context, part baton.Partition) (json.RawMess
 	out, err := p.Job.Process(ctx, part)
 	if errors.Is(err, baton.ErrSlowDown) {
 		p.slowDowns.Add(1)
+	} else {
+		p.progressed(p.now())
 	}
 	return out, err
 }

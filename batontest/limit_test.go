@@ -131,7 +131,8 @@ func TestUnderLimit_SlowDownSpendsNoTry(t *testing.T) {
 }
 
 // A limit with a rate runs every partition, its waits taking none of the test's time: at 1
-// partition a minute, 10 partitions take 9 minutes of the run's time.
+// partition a minute, 10 partitions take 9 minutes of the run's time; at 1 in 40 minutes, 4
+// take 2 hours, longer than a run timeout, but never a run timeout without a result.
 func TestUnderLimit_RateWaitsTakeNoRealTime(t *testing.T) {
 	var ran atomic.Int64
 	job := baton.TypedJob(planN, func(ctx context.Context, part baton.Part[nParams, int]) (int, error) {
@@ -142,6 +143,9 @@ func TestUnderLimit_RateWaitsTakeNoRealTime(t *testing.T) {
 		batontest.Timeout(time.Minute))
 	if rep.Succeeded != 10 || ran.Load() < 10 {
 		t.Errorf("report %+v after %d runs, want every partition succeeded", rep, ran.Load())
+	}
+	if rep := batontest.Check(t, job, nParams{N: 4}, batontest.UnderLimit(baton.Limit{Name: "api", Rate: 1, Per: 40 * time.Minute})); rep.Succeeded != 4 {
+		t.Errorf("report %+v at 1 in 40 minutes, want every partition succeeded", rep)
 	}
 }
 
@@ -189,9 +193,9 @@ func TestUnderLimit_Failures(t *testing.T) {
 		{"negative", plain, baton.Limit{Name: "crm", MaxInFlight: -1}, []string{"batontest: limit:", "maxInFlight: -1"}},
 		{"burst above rate", plain, baton.Limit{Name: "crm", Rate: 2, Burst: 3}, []string{"batontest: limit:", "burst: 3"}},
 		{"keeps slowing down", alwaysSlow, baton.Limit{Name: "crm", MaxInFlight: 2},
-			[]string{"batontest: under limit: the run did not finish within 1h0m0s of the run's time", "slow-downs"}},
-		{"rate too slow for a run", alwaysOK, baton.Limit{Name: "crm", Rate: 1, Per: 30 * time.Minute},
-			[]string{"batontest: under limit: the run did not finish within 1h0m0s of the run's time"}},
+			[]string{"batontest: under limit: 1h0m0s of the run's time went by without a try that ended other than by slowing down", "slow-downs"}},
+		{"rate too slow for a run", alwaysOK, baton.Limit{Name: "crm", Rate: 1, Per: 2 * time.Hour},
+			[]string{"batontest: under limit: 1h0m0s of the run's time went by without a try that ended other than by slowing down"}},
 		{"differs under the limit", crowded, baton.Limit{Name: "crm", MaxInFlight: 2},
 			[]string{"batontest: under limit: partition", "output 2, but 1 when every partition is processed once in order"}},
 	} {
