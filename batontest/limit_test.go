@@ -249,3 +249,19 @@ func TestUnderLimit_Bundles(t *testing.T) {
 		t.Errorf("report %+v %s, want 64 succeeded and 2 slow-downs", rep, rep.Aggregate)
 	}
 }
+
+// A job that fails with a plain error on a 429 (instead of baton.SlowDown) spends its tries
+// and shows no slow-down: the report tells it from a job that slows down.
+func TestUnderLimit_PlainErrorIsNoSlowDown(t *testing.T) {
+	var calls atomic.Int64
+	job := baton.TypedJob(planN, func(ctx context.Context, part baton.Part[nParams, int]) (int, error) {
+		if calls.Add(1) <= 3 {
+			return 0, errors.New("GET /contacts: 429 Too Many Requests")
+		}
+		return part.Payload, nil
+	}, sumOutputs)
+	rep := batontest.Check(t, job, nParams{N: 4}, batontest.UnderLimit(baton.Limit{Name: "crm", MaxInFlight: 2}))
+	if rep.SlowDowns != 0 || rep.Succeeded != 4 {
+		t.Errorf("report %+v, want 4 succeeded and no slow-down", rep)
+	}
+}
