@@ -18,18 +18,14 @@ import (
 	"github.com/batonfn/baton/work"
 )
 
-// UnderLimit has Check also run the job under limit l, as baton.WithLimit puts it, before any
-// other run: its partitions go through Baton's real worker and limiter (over an in-memory
-// limit store) in the messages the leader would send (bundles, for a larger run), many at
-// once, and come back after their waits as the queue would bring them, on the run's own
-// clock, so no wait takes real time. A partition that
-// returns baton.SlowDown is sent back and run again after its wait without spending a try,
-// and holds the limit back meanwhile. The check fails when more partitions than l.MaxInFlight
-// ran at once, when the run goes the default run timeout of its own time without progress (a
-// try that ends other than by slowing down: a job that keeps slowing down) or lasts longer
-// than a limited run may, or when its results differ from the reference run's;
-// Report.SlowDowns counts its slow-downs. A field of l out of range fails the check, naming
-// the field, as WithLimit refuses the registration.
+// UnderLimit has Check first run the job under limit l, as baton.WithLimit declares it,
+// through Baton's real worker and limiter: many partitions at once, in the messages the leader
+// would send, every wait on the run's own clock so that none takes real time. A partition that
+// returns baton.SlowDown runs again after its wait on the same try. The check fails if more
+// than l.MaxInFlight partitions ran at once, if the run goes a run timeout of its time without
+// progress (a job that keeps slowing down), or if its results differ from the reference run's;
+// Report.SlowDowns counts the slow-downs. A field of l out of range fails the check naming it,
+// as WithLimit refuses it.
 func UnderLimit(l baton.Limit) Option { return func(s *settings) { s.limit = &l } }
 
 // The limited run's limiter timings. Its grants last an hour of the run's time, renewed every
