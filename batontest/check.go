@@ -14,6 +14,7 @@ import (
 	"github.com/batonfn/baton"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/ledgertest"
+	"github.com/batonfn/baton/internal/engine/limit"
 	jsonparams "github.com/batonfn/baton/internal/lib/params"
 	"github.com/batonfn/baton/work"
 )
@@ -29,6 +30,9 @@ type Report struct {
 	// Aggregate is the job's aggregate: Aggregate's output, or the merge of the partials for
 	// a Merger.
 	Aggregate json.RawMessage
+	// SlowDowns counts the tries that returned baton.SlowDown in the run under the limit
+	// (UnderLimit); 0 without one.
+	SlowDowns int
 }
 
 // Option tunes Check.
@@ -38,6 +42,8 @@ type settings struct {
 	maxPartitions  int
 	timeout        time.Duration
 	allowAllFailed bool
+	limit          *baton.Limit
+	limitStore     limit.Store // the limited run's, for this package's tests (default in memory)
 }
 
 // DefaultMaxPartitions is how many partitions a checked run may plan unless MaxPartitions says
@@ -74,7 +80,15 @@ func Check(t testing.TB, job baton.Job, params any, opts ...Option) Report {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
-	c := &checker{t: t, ctx: ctx, job: job, max: s.maxPartitions, allowAllFailed: s.allowAllFailed}
+	c := &checker{t: t, ctx: ctx, job: job, max: s.maxPartitions, allowAllFailed: s.allowAllFailed, limitStore: s.limitStore}
+	if s.limit != nil {
+		spec, err := limitSpec(*s.limit)
+		if err != nil {
+			c.errorf("limit", "%+v: %v", *s.limit, err)
+			return Report{}
+		}
+		c.limit = &spec
+	}
 	return c.check(params)
 }
 
@@ -86,8 +100,11 @@ type checker struct {
 	max int
 	// allowAllFailed: a run none of whose partitions succeeded passes (AllowAllFailed).
 	allowAllFailed bool
-	params         json.RawMessage
-	parts          []planned
+	// limit: the job also runs under it (UnderLimit), over limitStore when set.
+	limit      *limit.Spec
+	limitStore limit.Store
+	params     json.RawMessage
+	parts      []planned
 }
 
 // planned is one partition as the plan emitted it.
@@ -131,9 +148,21 @@ func (c *checker) check(params any) Report {
 	if !c.checkPayloads() {
 		return Report{}
 	}
+	var limited limitedRun
+	if c.limit != nil {
+		// First, so that the downstream's first answers (a 429, say) go to it.
+		var ok bool
+		if limited, ok = c.executeUnderLimit(); !ok {
+			return Report{}
+		}
+	}
 	ref, refResults, ok := c.execute("reference", c.job, inOrder(len(c.parts)), nil)
 	if !ok {
 		return Report{}
+	}
+	if c.limit != nil {
+		c.compareUnderLimit(ref, refResults, limited)
+		ref.SlowDowns = limited.slowDowns
 	}
 	c.checkSomeSucceeded(ref)
 	c.checkRedelivery(ref, refResults)
@@ -266,24 +295,8 @@ func inOrder(n int) []int {
 // run's report and results are read back. ok is false when the run did not finish.
 func (c *checker) execute(name string, job baton.Job, order []int, before func(i int)) (Report, []baton.Result, bool) {
 	c.t.Helper()
-	n := len(c.parts)
-	run := "batontest-" + name
-	store := ledgertest.NewFake(ledgertest.Options{})
-	jobs := work.NewRegistry()
-	ej := engineJob(job)
-	jobs.Register(jobName, ej)
-	w, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, MaxDeliveries: maxDeliveries,
-		Holder: ledger.Holder{App: "batontest", Instance: name, PID: 1}})
-	if err != nil {
-		c.errorf(name, "worker: %v", err)
-		return Report{}, nil, false
-	}
-	m := &ledger.Manifest{RunID: run, Trigger: ledger.TriggerManual, Epoch: 1, Segments: []ledger.Segment{{Epoch: 1, From: 0}},
-		Job: jobName, Params: c.params, State: ledger.StateRunning, Partitions: n, PlanDone: true, BatchSize: 100,
-		Checkpoint: ledger.Checkpoint{Batches: (n + 99) / 100, Next: n}, FoldShards: work.FoldShardsFor(ej), FoldBlock: work.DefaultFoldBlock,
-		DoneLayout: ledger.DoneStriped}
-	if err := store.CreateManifest(c.ctx, m); err != nil {
-		c.errorf(name, "create the run: %v", err)
+	w, store, run, ok := c.newRun(name, job, work.WorkerConfig{}, nil)
+	if !ok {
 		return Report{}, nil, false
 	}
 	for _, i := range order {
@@ -295,6 +308,38 @@ func (c *checker) execute(name string, job baton.Job, order []int, before func(i
 		}
 	}
 	return c.readBack(name, w, store, run)
+}
+
+// newRun creates the run named name of job in a new in-memory ledger, and a worker over it
+// configured as cfg (its Store, Jobs, MaxDeliveries and Holder filled in), the job under spec
+// when it is not nil.
+func (c *checker) newRun(name string, job baton.Job, cfg work.WorkerConfig, spec *limit.Spec) (*work.Worker, *ledgertest.Fake, string, bool) {
+	c.t.Helper()
+	n := len(c.parts)
+	run := "batontest-" + name
+	store := ledgertest.NewFake(ledgertest.Options{})
+	jobs := work.NewRegistry()
+	ej := engineJob(job)
+	jobs.Register(jobName, ej)
+	if spec != nil {
+		jobs.SetLimit(jobName, *spec)
+	}
+	cfg.Store, cfg.Jobs, cfg.MaxDeliveries = store, jobs, maxDeliveries
+	cfg.Holder = ledger.Holder{App: "batontest", Instance: name, PID: 1}
+	w, err := work.NewWorker(cfg)
+	if err != nil {
+		c.errorf(name, "worker: %v", err)
+		return nil, nil, "", false
+	}
+	m := &ledger.Manifest{RunID: run, Trigger: ledger.TriggerManual, Epoch: 1, Segments: []ledger.Segment{{Epoch: 1, From: 0}},
+		Job: jobName, Params: c.params, State: ledger.StateRunning, Partitions: n, PlanDone: true, BatchSize: 100,
+		Checkpoint: ledger.Checkpoint{Batches: (n + 99) / 100, Next: n}, FoldShards: work.FoldShardsFor(ej), FoldBlock: work.DefaultFoldBlock,
+		DoneLayout: ledger.DoneStriped}
+	if err := store.CreateManifest(c.ctx, m); err != nil {
+		c.errorf(name, "create the run: %v", err)
+		return nil, nil, "", false
+	}
+	return w, store, run, true
 }
 
 // deliver hands partition i to the worker until its outcome is recorded, as the host

@@ -32,6 +32,13 @@
 //     would retry until it dead-letters;
 //   - cancellation: Process returns within a second once its context is cancelled (as when
 //     the run is cancelled, or past its failure budget, with baton.ErrRunStopped as the cause);
+//   - under limit (with UnderLimit): run first under the limit, many partitions at once, with
+//     every wait (a slow-down's, a full limit's, a rate's) taking no real time, no more than
+//     its MaxInFlight partitions run at once, the run never goes the default run timeout of
+//     its own time without progress (a job that keeps asking to slow down does), and it gives
+//     the same results as the reference run; Report.SlowDowns counts the times the job
+//     returned baton.SlowDown, for a test that its job slows down when its downstream answers
+//     429;
 //   - all partitions failed: a run none of whose partitions succeeded (failed permanently or
 //     out of retries) fails the check, with the first errors, unless AllowAllFailed says the
 //     test expects it.

@@ -40,6 +40,18 @@ func TestJobsDoc_FirstJobBuildsAndPassesItsTest(t *testing.T) {
 	if len(first) != 2 || len(test) != 1 {
 		t.Fatalf("docs/jobs.md: want main.go and the job under \"Your first job\" and one test block; got %d and %d", len(first), len(test))
 	}
+	testModule(t, "example.com/primes", map[string]string{
+		"main.go": first[0],
+		"primes.go": "package main\n\nimport (\n\t\"context\"\n\t\"errors\"\n\t\"iter\"\n\t\"strconv\"\n\n\t\"github.com/batonfn/baton\"\n)\n\n" +
+			first[1],
+		"primes_test.go": "package main\n\nimport (\n\t\"testing\"\n\n\t\"github.com/batonfn/baton/batontest\"\n)\n\n" + test[0],
+	})
+}
+
+// testModule writes files beside a go.mod requiring this Baton as module name, and runs its
+// tests, which must pass.
+func testModule(t *testing.T, name string, files map[string]string) {
+	t.Helper()
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
@@ -57,17 +69,11 @@ func TestJobsDoc_FirstJobBuildsAndPassesItsTest(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	files := map[string]string{
-		"go.mod": "module example.com/primes\n\ngo " + goVersion[1] + "\n\nrequire github.com/batonfn/baton v0.0.0\n\n" +
-			"replace github.com/batonfn/baton => " + root + "\n",
-		"go.sum":  string(sum),
-		"main.go": first[0],
-		"primes.go": "package main\n\nimport (\n\t\"context\"\n\t\"errors\"\n\t\"iter\"\n\t\"strconv\"\n\n\t\"github.com/batonfn/baton\"\n)\n\n" +
-			first[1],
-		"primes_test.go": "package main\n\nimport (\n\t\"testing\"\n\n\t\"github.com/batonfn/baton/batontest\"\n)\n\n" + test[0],
-	}
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+	files["go.mod"] = "module " + name + "\n\ngo " + goVersion[1] + "\n\nrequire github.com/batonfn/baton v0.0.0\n\n" +
+		"replace github.com/batonfn/baton => " + root + "\n"
+	files["go.sum"] = string(sum)
+	for file, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -78,6 +84,89 @@ func TestJobsDoc_FirstJobBuildsAndPassesItsTest(t *testing.T) {
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "ok") {
-		t.Fatalf("go test of the docs/jobs.md app: %v\n%s", err, out)
+		t.Fatalf("go test of %s from docs/jobs.md: %v\n%s", name, err, out)
 	}
+}
+
+// contactsJob is the job docs/jobs.md's test under a limit checks: it syncs pages of contacts
+// from a CRM and slows down when the CRM answers 429.
+const contactsJob = `package contacts
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/batonfn/baton"
+)
+
+type ContactParams struct{ Pages int }
+
+func contactsJob(crm string) baton.Job {
+	return baton.TypedJob(
+		func(ctx context.Context, p ContactParams, cursor string, emit func(int, string) error) error {
+			start, _ := strconv.Atoi(cursor) // "" is the start
+			for page := start; page < p.Pages; page++ {
+				if err := emit(page, strconv.Itoa(page+1)); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		func(ctx context.Context, part baton.Part[ContactParams, int]) (int, error) {
+			url := fmt.Sprintf("%s/contacts?page=%d", crm, part.Payload)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				return 0, baton.Permanent(err)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return 0, err
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode == http.StatusTooManyRequests {
+				d, _ := time.ParseDuration(resp.Header.Get("Retry-After") + "s")
+				return 0, baton.SlowDown(d, fmt.Errorf("GET %s: %s", url, resp.Status))
+			}
+			if resp.StatusCode != http.StatusOK {
+				return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
+			}
+			return 1, nil
+		},
+		func(ctx context.Context, run baton.RunOf[ContactParams], results iter.Seq2[baton.Outcome[int], error]) (int, error) {
+			synced := 0
+			for r, err := range results {
+				if err != nil {
+					return 0, err
+				}
+				synced += r.Output
+			}
+			return synced, nil
+		})
+}
+`
+
+// The test under a limit in docs/jobs.md's Limits section compiles and passes against a job
+// that slows down on the CRM's 429.
+func TestJobsDoc_LimitTestPasses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a module of its own")
+	}
+	var test string
+	for _, b := range docBlocks(t, "Limits: protect what your jobs call") {
+		if strings.Contains(b, "batontest.UnderLimit") {
+			test = b
+		}
+	}
+	if test == "" {
+		t.Fatal("docs/jobs.md: no test with batontest.UnderLimit under \"Limits: protect what your jobs call\"")
+	}
+	testModule(t, "example.com/contacts", map[string]string{
+		"contacts.go": contactsJob,
+		"contacts_test.go": "package contacts\n\nimport (\n\t\"fmt\"\n\t\"net/http\"\n\t\"net/http/httptest\"\n\t\"sync/atomic\"\n\t\"testing\"\n\t\"time\"\n\n" +
+			"\t\"github.com/batonfn/baton\"\n\t\"github.com/batonfn/baton/batontest\"\n)\n\n" + test,
+	})
 }
