@@ -114,6 +114,9 @@ func start(ctx context.Context, opts Options, pick func(n int) ([]int, error)) (
 			return nil, err
 		}
 		s, err := launch(ctx, bin, opts, ports)
+		if err == nil {
+			reserve(s.BlobPort, s.QueuePort, s.TablePort)
+		}
 		var lost *portInUseError
 		if err == nil || !errors.As(err, &lost) || lost.port == opts.BlobPort || lost.port == opts.QueuePort || try == startTries {
 			return s, err
@@ -214,8 +217,12 @@ func exitError(output string) error {
 	return fmt.Errorf("azurite exited before it was ready: %s", output)
 }
 
-// Stop terminates Azurite (SIGTERM, then SIGKILL after 5 s) and waits for it to exit.
-func (s *Server) Stop() { s.Shutdown(5 * time.Second) }
+// Stop terminates Azurite (SIGTERM, then SIGKILL after 5 s), waits for it to exit, and
+// gives its ports back to other processes' picks.
+func (s *Server) Stop() {
+	s.Shutdown(5 * time.Second)
+	release(s.BlobPort, s.QueuePort, s.TablePort)
+}
 
 // RestartGrace is how long a restart waits for Azurite to exit by itself (see Shutdown).
 const RestartGrace = time.Minute
@@ -278,9 +285,18 @@ func ready(port int) bool {
 // and one of the many connections a test opens (to another package's Azurite, say) may take
 // an Azurite port while Restart has it closed, so that the restarted Azurite cannot bind it.
 // Elsewhere (no /proc, no room below the range) it lets the kernel pick.
+//
+// A port a live Azurite of this machine's tests holds (reserve) is not picked, even while a
+// Restart has it closed.
 func freePorts(n int) ([]int, error) {
 	if low, ok := ephemeralLow(); ok && low-belowEphemeralFrom >= 1000 {
-		below := func() int { return belowEphemeralFrom + rand.IntN(low-belowEphemeralFrom) }
+		below := func() int {
+			for {
+				if p := belowEphemeralFrom + rand.IntN(low-belowEphemeralFrom); !reserved(p) {
+					return p
+				}
+			}
+		}
 		if ports, err := listenPorts(n, 50*n, below); err == nil {
 			return ports, nil
 		}
@@ -344,4 +360,42 @@ func (w *limitedWriter) Write(p []byte) (int, error) {
 		w.b.Write(p[:min(len(p), room)])
 	}
 	return len(p), nil
+}
+
+// Reservations: a file per port in reservations() naming the process whose Azurite holds the
+// port, from its start to its Stop, so that another test process does not pick the port while
+// a Restart has it closed. A reservation of a process that is gone is void.
+func reservations() string { return filepath.Join(os.TempDir(), "baton-azurite-ports") }
+
+func reserve(ports ...int) {
+	dir := reservations()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return // best effort: without it, a restart may lose its port as before
+	}
+	for _, p := range ports {
+		_ = os.WriteFile(filepath.Join(dir, strconv.Itoa(p)), []byte(strconv.Itoa(os.Getpid())), 0o644)
+	}
+}
+
+func release(ports ...int) {
+	for _, p := range ports {
+		name := filepath.Join(reservations(), strconv.Itoa(p))
+		if b, err := os.ReadFile(name); err == nil && string(b) == strconv.Itoa(os.Getpid()) {
+			_ = os.Remove(name)
+		}
+	}
+}
+
+// reserved reports whether a live process holds port for its Azurite.
+func reserved(port int) bool {
+	b, err := os.ReadFile(filepath.Join(reservations(), strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	pid, err := strconv.Atoi(string(b))
+	if err != nil || pid <= 0 {
+		return false
+	}
+	err = syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }

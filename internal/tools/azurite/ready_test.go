@@ -6,6 +6,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -101,5 +105,48 @@ func TestFreePorts_BelowTheEphemeralRange(t *testing.T) {
 			t.Errorf("ports %v: want 3 distinct ports in [%d, %d)", ports, belowEphemeralFrom, low)
 		}
 		seen[p] = true
+	}
+}
+
+// A running Azurite's ports stay reserved for it, across a restart, until Stop: another test
+// process's pick skips them while the restart has them closed. A reservation left by a
+// process that is gone is void.
+func TestReservations_HoldAPortUntilStop(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Start(t.Context(), Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := []int{s.BlobPort, s.QueuePort, s.TablePort}
+	for _, p := range ports {
+		if !reserved(p) {
+			t.Fatalf("port %d of a running Azurite: not reserved", p)
+		}
+	}
+	s2, err := s.Restart(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reserved(s2.BlobPort) || !reserved(s2.QueuePort) {
+		t.Fatalf("ports %d, %d after a restart: not reserved", s2.BlobPort, s2.QueuePort)
+	}
+	s2.Stop()
+	for _, p := range ports[:2] {
+		if reserved(p) {
+			t.Errorf("port %d after Stop: still reserved", p)
+		}
+	}
+	// A process that exited: its reservation does not count.
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	p := belowEphemeralFrom - 1 // never picked: no live reservation of it to overwrite
+	if err := os.WriteFile(filepath.Join(reservations(), strconv.Itoa(p)), []byte(strconv.Itoa(gone.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(filepath.Join(reservations(), strconv.Itoa(p)))
+	if reserved(p) {
+		t.Errorf("port %d reserved by the exited process %d: want it void", p, gone.Process.Pid)
 	}
 }
