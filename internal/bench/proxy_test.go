@@ -205,6 +205,8 @@ func blobPart(path string) string {
 		return rest[0] // the scheduler's lease blob
 	case rest[0] == "_schedules":
 		return "schedule" // a schedule's state
+	case rest[0] == "_limits":
+		return "limit" // a named limit's state
 	case rest[0] == "runs" && len(rest) == 2:
 		return "run lease" // leases/runs/<run>
 	case len(rest) >= 3:

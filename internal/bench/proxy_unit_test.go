@@ -27,6 +27,7 @@ func TestCallKind(t *testing.T) {
 		{http.MethodPut, "/devstoreaccount1/runs-1/manual-abc/done/0?comp=appendblock", nil, false, "blob append done"},
 		{http.MethodHead, "/devstoreaccount1/runs-1/manual-abc/done/0", nil, false, "blob HEAD done"},
 		{http.MethodGet, "/devstoreaccount1/runs-1/_schedules/tick.json", nil, false, "blob GET schedule"},
+		{http.MethodPut, "/devstoreaccount1/runs-1/_limits/crm.json", nil, false, "blob PUT limit"},
 		{http.MethodPut, "/devstoreaccount1/lease-1/runs/tick-now-abc?comp=metadata", nil, false, "blob PUT metadata run lease"},
 		{http.MethodGet, "/devstoreaccount1/runs-1?restype=container&comp=list&prefix=x", nil, false, "blob list"},
 		{http.MethodPut, "/devstoreaccount1/lease-1/baton-leader?comp=lease", map[string]string{"x-ms-lease-action": "renew"}, false, "blob lease renew"},

@@ -32,6 +32,13 @@ type scaleSpec struct {
 	timeout  time.Duration
 	// bulk runs the synthetic job with bundles of up to 1,024 (clusterOptions.bulk).
 	bulk bool
+	// workMs is the synthetic job's work time per partition (0: none).
+	workMs int
+	// limits, when set, is BATON_LIMITS, and the cluster runs the synthetic job under the
+	// limit "bench" (clusterOptions.limited).
+	limits string
+	// settled, when set, is called once the run succeeded, before the cluster stops.
+	settled func(b *testing.B, c *cluster, run string)
 }
 
 // scaleResult is what scaledRun measured.
@@ -76,8 +83,15 @@ func (r scaleResult) perPartition(n int) float64 { return float64(r.calls) / flo
 func scaledRun(b *testing.B, spec scaleSpec) scaleResult {
 	b.Helper()
 	extra := map[string]string{config.SettingMaxBacklog: strconv.Itoa(spec.backlog)}
-	opts := clusterOptions{instances: spec.instances, params: fmt.Sprintf(`{"partitions":%d}`, spec.partitions),
-		onDisk: true, extra: extra, proxied: true, timer: spec.timer, bulk: spec.bulk}
+	params := fmt.Sprintf(`{"partitions":%d}`, spec.partitions)
+	if spec.workMs > 0 {
+		params = fmt.Sprintf(`{"partitions":%d,"workMs":%d}`, spec.partitions, spec.workMs)
+	}
+	if spec.limits != "" {
+		extra[config.SettingLimits] = spec.limits
+	}
+	opts := clusterOptions{instances: spec.instances, params: params,
+		onDisk: true, extra: extra, proxied: true, timer: spec.timer, bulk: spec.bulk, limited: spec.limits != ""}
 	if spec.tick {
 		opts.schedule = "*/20 * * * * *"
 	}
@@ -132,6 +146,9 @@ func scaledRun(b *testing.B, spec scaleSpec) scaleResult {
 	rep, _, err := c.store.ReadReport(ctxFor(b, time.Minute), run)
 	if err != nil {
 		b.Fatal(err)
+	}
+	if spec.settled != nil {
+		spec.settled(b, c, run)
 	}
 	r := scaleResult{run: run, elapsed: m.Finished.Sub(m.Created), enqueue: m.Enqueued.Sub(m.Created),
 		resultToReport: lastAt["blob PUT report"].Sub(lastResult(lastAt)), counts: counts, renewals: renewals, hot: hot, top: top,
