@@ -55,6 +55,7 @@ type scaleResult struct {
 	// hotWindowParts partitions.
 	hot      [3]hotSpot // any entity, the hottest blob, and any entity without its empty polls
 	top      []hotSpot  // the hottest entities, each at its worst window, without empty polls
+	each     []hotSpot  // every entity likewise
 	renewals []time.Duration
 	// peak RSS (VmHWM) of each instance, of those that led (took the lease at least once) and
 	// of the one that aggregated.
@@ -64,6 +65,7 @@ type scaleResult struct {
 	failed     map[string]int // failed invocations per function
 	lost       []string       // handler lines saying leadership or the lease was lost
 	azuriteCPU float64        // % of one core over the run
+	logPath    string         // the cluster's log
 	selfCPU    float64        // this process (local host, proxy, polling) likewise
 }
 
@@ -151,8 +153,9 @@ func scaledRun(b *testing.B, spec scaleSpec) scaleResult {
 		spec.settled(b, c, run)
 	}
 	r := scaleResult{run: run, elapsed: m.Finished.Sub(m.Created), enqueue: m.Enqueued.Sub(m.Created),
-		resultToReport: lastAt["blob PUT report"].Sub(lastResult(lastAt)), counts: counts, renewals: renewals, hot: hot, top: top,
-		rss: map[string]int64{}, failed: c.failures(),
+		resultToReport: lastAt["blob PUT report"].Sub(lastResult(lastAt)), counts: counts, renewals: renewals, hot: hot,
+		top: top[:min(hotTop, len(top))], each: top,
+		rss: map[string]int64{}, failed: c.failures(), logPath: c.logPath,
 		azuriteCPU: cpuShare(az1.CPU-az0.CPU, wall), selfCPU: cpuShare(self1-self0, wall)}
 	r.calls, _ = callsTable(counts, spec.partitions)
 	for _, in := range c.h.Instances() {
