@@ -51,6 +51,7 @@ var limitCases = []limitCase{
 //   - inflight=1: 500 partitions of 20 ms under 1 in flight (ideal 50/s).
 //
 // Under -short (the smoke run): none, rate=1000 and inflight=500 on 1,000 partitions.
+// BENCH_SCALE_BACKLOG sets another backlog bound, as for BenchmarkScale.
 //
 // Metrics: BenchmarkScale's (calls/partition counts every call of every party; the hottest
 // entity per 1,000-partition window); limit-calls/partition and limit-calls/s (the limit
@@ -74,7 +75,7 @@ func BenchmarkLimits(b *testing.B) {
 			}
 			for b.Loop() {
 				var spans []Span
-				r := scaledRun(b, scaleSpec{partitions: n, instances: scaleInstances, backlog: scaleBacklog,
+				r := scaledRun(b, scaleSpec{partitions: n, instances: scaleInstances, backlog: scaleBacklogFor(b),
 					timer: devhost.TimerOne, timeout: 30 * time.Minute, workMs: lc.workMs, limits: lc.limits,
 					settled: func(b *testing.B, c *cluster, run string) { spans = readSpans(b, c, run) }})
 				r.report(b, n)
