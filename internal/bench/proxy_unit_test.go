@@ -75,3 +75,16 @@ func TestResultParts(t *testing.T) {
 		}
 	}
 }
+
+// A limit write's answer is passed through with its status noted (a lost race is 412).
+func TestStatusSniffer(t *testing.T) {
+	rec := httptest.NewRecorder()
+	s := &statusSniffer{ResponseWriter: rec}
+	s.WriteHeader(http.StatusPreconditionFailed)
+	if _, err := s.Write([]byte("no")); err != nil {
+		t.Fatal(err)
+	}
+	if s.status != http.StatusPreconditionFailed || rec.Code != http.StatusPreconditionFailed || rec.Body.String() != "no" {
+		t.Errorf("status %d, passed on %d %q; want 412 both, %q", s.status, rec.Code, rec.Body.String(), "no")
+	}
+}
