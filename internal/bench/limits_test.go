@@ -59,7 +59,8 @@ var limitCases = []limitCase{
 // results' start and finish times (Pace): steady-starts/s over the steady part (the 10th to the
 // 90th percentile of start times: planning's start-up and the tail left out), pct-of-limit
 // (steady-starts/s ÷ ideal), mean-in-flight over that part, peak-in-flight anywhere,
-// peak-starts-per-period (rates: the most starts in any period); limit-conflicts/partition
+// peak-starts-per-period and late-starts (rates: the most starts in any period; LateStarts,
+// the starts that caught up behind their reservations); limit-conflicts/partition
 // (the limit blob's writes that lost the race to another update); waits (bundles the limit
 // refused and sent back) and their mean delay, partition-sendbacks (partitions a grant could
 // not start, each sent back alone). The run must succeed, with no failed invocation and no
@@ -96,6 +97,10 @@ func reportLimit(b *testing.B, lc limitCase, r scaleResult, spans []Span, n int)
 	// The densest tenth of a period: starts that ran late behind their reserved times catch
 	// up in a burst.
 	tenth := MeasurePace(spans, lc.per/10).PeakStarts
+	late := 0
+	if lc.per > 0 {
+		late = LateStarts(spans, time.Duration(float64(lc.per)/lc.ideal))
+	}
 	var limitCalls int64
 	for kind, c := range r.counts {
 		if strings.HasSuffix(kind, " limit") || kind == kindLimitConflict {
@@ -121,10 +126,10 @@ func reportLimit(b *testing.B, lc limitCase, r scaleResult, spans []Span, n int)
 	}
 	steady := p.SteadyTo.Sub(p.SteadyFrom)
 	b.Logf("%s, %d partitions of %d ms: steady part %s (%d starts) at %.1f starts/s%s; in flight mean %.1f, peak %d; "+
-		"peak starts per %s %d (per tenth of it %d); limit blob %d calls (%.4f per partition, %.1f/s over the run; %d writes lost the race), worst window %s; "+
+		"peak starts per %s %d (per tenth of it %d; %d starts caught up half an interval late or more); limit blob %d calls (%.4f per partition, %.1f/s over the run; %d writes lost the race), worst window %s; "+
 		"%d bundles sent back to wait (mean %s, max %s), %d partitions sent back by their grant",
 		lc.name, n, lc.workMs, steady.Round(time.Millisecond), p.SteadyStarts, p.SteadyRate(), pctOf(p.SteadyRate(), lc.ideal),
-		p.MeanInFlight, p.PeakInFlight, lc.per, p.PeakStarts, tenth, limitCalls, float64(limitCalls)/float64(n),
+		p.MeanInFlight, p.PeakInFlight, lc.per, p.PeakStarts, tenth, late, limitCalls, float64(limitCalls)/float64(n),
 		float64(limitCalls)/r.elapsed.Seconds(), conflicts, spot, len(waits), mean.Round(time.Millisecond), maxDur(waits).Round(time.Millisecond), sendbacks)
 	b.ReportMetric(p.SteadyRate(), "steady-starts/s")
 	if lc.ideal > 0 {
@@ -134,6 +139,7 @@ func reportLimit(b *testing.B, lc limitCase, r scaleResult, spans []Span, n int)
 	b.ReportMetric(float64(p.PeakInFlight), "peak-in-flight")
 	if lc.per > 0 {
 		b.ReportMetric(float64(p.PeakStarts), "peak-starts-per-period")
+		b.ReportMetric(float64(late), "late-starts")
 	}
 	b.ReportMetric(float64(limitCalls)/float64(n), "limit-calls/partition")
 	b.ReportMetric(float64(limitCalls)/r.elapsed.Seconds(), "limit-calls/s")
@@ -179,10 +185,10 @@ func readSpans(b *testing.B, c *cluster, run string) []Span {
 	}
 	seen := map[int]bool{}
 	var spans []Span
-	add := func(r ledger.Result) {
+	add := func(r ledger.Result, bundle int) {
 		if !seen[r.Index] {
 			seen[r.Index] = true
-			spans = append(spans, Span{r.Started, r.Finished})
+			spans = append(spans, Span{r.Started, r.Finished, bundle})
 		}
 	}
 	for sp := range blocks {
@@ -191,7 +197,7 @@ func readSpans(b *testing.B, c *cluster, run string) []Span {
 			b.Fatal(err)
 		}
 		for _, r := range blk.Results {
-			add(r)
+			add(r, sp.First)
 		}
 	}
 	for _, i := range singles {
@@ -199,7 +205,7 @@ func readSpans(b *testing.B, c *cluster, run string) []Span {
 		if err != nil {
 			b.Fatal(err)
 		}
-		add(r)
+		add(r, -1)
 	}
 	return spans
 }

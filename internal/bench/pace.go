@@ -5,8 +5,12 @@ import (
 	"time"
 )
 
-// Span is when one partition ran: its result's Started and Finished.
-type Span struct{ Start, End time.Time }
+// Span is when one partition ran: its result's Started and Finished, and the first index of
+// the bundle it ran in (-1: it ran alone).
+type Span struct {
+	Start, End time.Time
+	Bundle     int
+}
 
 // Pace is what a run's partition spans say about its pace under a limit. The steady part of
 // a run is from the start of its partition at the 10th percentile of start times to the one at
@@ -100,4 +104,27 @@ func minTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// LateStarts counts the starts that came less than half of interval after the previous start
+// of the same bundle (spans of no bundle are left out). A rate's grant reserves a bundle's
+// starts one interval apart, so such a start ran at least half an interval behind its
+// reservation and caught up.
+func LateStarts(spans []Span, interval time.Duration) int {
+	byBundle := map[int][]time.Time{}
+	for _, s := range spans {
+		if s.Bundle >= 0 {
+			byBundle[s.Bundle] = append(byBundle[s.Bundle], s.Start)
+		}
+	}
+	late := 0
+	for _, starts := range byBundle {
+		slices.SortFunc(starts, time.Time.Compare)
+		for i := 1; i < len(starts); i++ {
+			if starts[i].Sub(starts[i-1]) < interval/2 {
+				late++
+			}
+		}
+	}
+	return late
 }

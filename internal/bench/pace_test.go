@@ -13,7 +13,7 @@ func TestMeasurePace_Steady(t *testing.T) {
 	var spans []Span
 	for i := 199; i >= 0; i-- { // out of order: MeasurePace sorts
 		s := t0.Add(time.Duration(i) * 10 * time.Millisecond)
-		spans = append(spans, Span{s, s.Add(30 * time.Millisecond)})
+		spans = append(spans, Span{s, s.Add(30 * time.Millisecond), -1})
 	}
 	p := MeasurePace(spans, time.Second)
 	if p.Partitions != 200 || p.SteadyStarts != 159 {
@@ -44,11 +44,11 @@ func TestMeasurePace_Bursts(t *testing.T) {
 	var spans []Span
 	for i := range 50 {
 		s := t0.Add(time.Duration(i) * time.Millisecond)
-		spans = append(spans, Span{s, s.Add(time.Millisecond)})
+		spans = append(spans, Span{s, s.Add(time.Millisecond), -1})
 	}
 	for i := range 50 {
 		s := t0.Add(5*time.Second + time.Duration(i)*time.Millisecond)
-		spans = append(spans, Span{s, s.Add(time.Millisecond)})
+		spans = append(spans, Span{s, s.Add(time.Millisecond), -1})
 	}
 	p := MeasurePace(spans, time.Second)
 	if p.PeakStarts != 50 || p.PeakInFlight != 1 {
@@ -65,7 +65,26 @@ func TestMeasurePace_Empty(t *testing.T) {
 		t.Errorf("empty: %+v", p)
 	}
 	one := time.Now()
-	if p := MeasurePace([]Span{{one, one.Add(time.Second)}}, 0); p.SteadyRate() != 0 || p.PeakInFlight != 1 || p.PeakStarts != 0 {
+	if p := MeasurePace([]Span{{one, one.Add(time.Second), -1}}, 0); p.SteadyRate() != 0 || p.PeakInFlight != 1 || p.PeakStarts != 0 {
 		t.Errorf("one partition: %+v", p)
+	}
+}
+
+// Two bundles whose starts were reserved one interval (10 ms) apart: the first's ran on time,
+// the second's first four together (three of them less than half an interval after the one
+// before); starts of no bundle are not counted.
+func TestLateStarts(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var spans []Span
+	for i := range 10 {
+		s := t0.Add(time.Duration(i) * 10 * time.Millisecond)
+		spans = append(spans, Span{s, s, 0})
+	}
+	for i := range 10 {
+		s := t0.Add(100*time.Millisecond + time.Duration(max(i, 3))*10*time.Millisecond)
+		spans = append(spans, Span{s, s, 10}, Span{s, s, -1})
+	}
+	if got := LateStarts(spans, 10*time.Millisecond); got != 3 {
+		t.Errorf("late starts %d, want 3", got)
 	}
 }
