@@ -59,8 +59,8 @@ var limitCases = []limitCase{
 // results' start and finish times (Pace): steady-starts/s over the steady part (the 10th to the
 // 90th percentile of start times: planning's start-up and the tail left out), pct-of-limit
 // (steady-starts/s ÷ ideal), mean-in-flight over that part, peak-in-flight anywhere,
-// peak-starts-per-period and late-starts (rates: the most starts in any period; LateStarts,
-// the starts that caught up behind their reservations); limit-conflicts/partition
+// peak-starts-per-period and behind-ms (rates: the most starts in any period; Behind, how
+// late a bundle's starts ran behind their reservations at least); limit-conflicts/partition
 // (the limit blob's writes that lost the race to another update); waits (bundles the limit
 // refused and sent back) and their mean delay, partition-sendbacks (partitions a grant could
 // not start, each sent back alone). The run must succeed, with no failed invocation and no
@@ -97,9 +97,9 @@ func reportLimit(b *testing.B, lc limitCase, r scaleResult, spans []Span, n int)
 	// The densest tenth of a period: starts that ran late behind their reserved times catch
 	// up in a burst.
 	tenth := MeasurePace(spans, lc.per/10).PeakStarts
-	late := 0
+	var behind time.Duration
 	if lc.per > 0 {
-		late = LateStarts(spans, time.Duration(float64(lc.per)/lc.ideal))
+		behind = Behind(spans, time.Duration(float64(lc.per)/lc.ideal))
 	}
 	var limitCalls int64
 	for kind, c := range r.counts {
@@ -126,10 +126,10 @@ func reportLimit(b *testing.B, lc limitCase, r scaleResult, spans []Span, n int)
 	}
 	steady := p.SteadyTo.Sub(p.SteadyFrom)
 	b.Logf("%s, %d partitions of %d ms: steady part %s (%d starts) at %.1f starts/s%s; in flight mean %.1f, peak %d; "+
-		"peak starts per %s %d (per tenth of it %d; %d starts caught up half an interval late or more); limit blob %d calls (%.4f per partition, %.1f/s over the run; %d writes lost the race), worst window %s; "+
+		"peak starts per %s %d (per tenth of it %d; a bundle's first start at least %s behind its reservation); limit blob %d calls (%.4f per partition, %.1f/s over the run; %d writes lost the race), worst window %s; "+
 		"%d bundles sent back to wait (mean %s, max %s), %d partitions sent back by their grant",
 		lc.name, n, lc.workMs, steady.Round(time.Millisecond), p.SteadyStarts, p.SteadyRate(), pctOf(p.SteadyRate(), lc.ideal),
-		p.MeanInFlight, p.PeakInFlight, lc.per, p.PeakStarts, tenth, late, limitCalls, float64(limitCalls)/float64(n),
+		p.MeanInFlight, p.PeakInFlight, lc.per, p.PeakStarts, tenth, behind.Round(time.Millisecond), limitCalls, float64(limitCalls)/float64(n),
 		float64(limitCalls)/r.elapsed.Seconds(), conflicts, spot, len(waits), mean.Round(time.Millisecond), maxDur(waits).Round(time.Millisecond), sendbacks)
 	b.ReportMetric(p.SteadyRate(), "steady-starts/s")
 	if lc.ideal > 0 {
@@ -139,7 +139,7 @@ func reportLimit(b *testing.B, lc limitCase, r scaleResult, spans []Span, n int)
 	b.ReportMetric(float64(p.PeakInFlight), "peak-in-flight")
 	if lc.per > 0 {
 		b.ReportMetric(float64(p.PeakStarts), "peak-starts-per-period")
-		b.ReportMetric(float64(late), "late-starts")
+		b.ReportMetric(float64(behind.Microseconds())/1000, "behind-ms")
 	}
 	b.ReportMetric(float64(limitCalls)/float64(n), "limit-calls/partition")
 	b.ReportMetric(float64(limitCalls)/r.elapsed.Seconds(), "limit-calls/s")

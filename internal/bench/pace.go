@@ -106,25 +106,31 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-// LateStarts counts the starts that came less than half of interval after the previous start
-// of the same bundle (spans of no bundle are left out). A rate's grant reserves a bundle's
-// starts one interval apart, so such a start ran at least half an interval behind its
-// reservation and caught up.
-func LateStarts(spans []Span, interval time.Duration) int {
-	byBundle := map[int][]time.Time{}
+// Behind is a lower bound on how late a rate's starts ran behind their reservations: a grant
+// reserves a bundle's n starts one interval apart, over (n−1) intervals, so a bundle whose
+// starts spanned less than that started its first at least the difference late (and caught up
+// in a burst). It returns the largest such bound over the bundles (spans of no bundle are left
+// out), 0 when every bundle took its whole span.
+func Behind(spans []Span, interval time.Duration) time.Duration {
+	type extent struct {
+		first, last time.Time
+		n           int
+	}
+	bundles := map[int]*extent{}
 	for _, s := range spans {
-		if s.Bundle >= 0 {
-			byBundle[s.Bundle] = append(byBundle[s.Bundle], s.Start)
+		if s.Bundle < 0 {
+			continue
 		}
-	}
-	late := 0
-	for _, starts := range byBundle {
-		slices.SortFunc(starts, time.Time.Compare)
-		for i := 1; i < len(starts); i++ {
-			if starts[i].Sub(starts[i-1]) < interval/2 {
-				late++
-			}
+		e := bundles[s.Bundle]
+		if e == nil {
+			bundles[s.Bundle] = &extent{s.Start, s.Start, 1}
+			continue
 		}
+		e.first, e.last, e.n = minTime(e.first, s.Start), maxTime(e.last, s.Start), e.n+1
 	}
-	return late
+	var worst time.Duration
+	for _, e := range bundles {
+		worst = max(worst, time.Duration(e.n-1)*interval-e.last.Sub(e.first))
+	}
+	return worst
 }

@@ -70,10 +70,10 @@ func TestMeasurePace_Empty(t *testing.T) {
 	}
 }
 
-// Two bundles whose starts were reserved one interval (10 ms) apart: the first's ran on time,
-// the second's first four together (three of them less than half an interval after the one
-// before); starts of no bundle are not counted.
-func TestLateStarts(t *testing.T) {
+// Two bundles of 10 starts reserved one interval (10 ms) apart: the first's ran on time, the
+// second's first four together, its span 30 ms short of the reserved 90 ms; starts of no
+// bundle are left out.
+func TestBehind(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var spans []Span
 	for i := range 10 {
@@ -84,7 +84,11 @@ func TestLateStarts(t *testing.T) {
 		s := t0.Add(100*time.Millisecond + time.Duration(max(i, 3))*10*time.Millisecond)
 		spans = append(spans, Span{s, s, 10}, Span{s, s, -1})
 	}
-	if got := LateStarts(spans, 10*time.Millisecond); got != 3 {
-		t.Errorf("late starts %d, want 3", got)
+	spans = append(spans, Span{t0, t0, -1}, Span{t0.Add(time.Hour), t0.Add(time.Hour), -1})
+	if got := Behind(spans, 10*time.Millisecond); got != 30*time.Millisecond {
+		t.Errorf("behind %s, want 30ms", got)
+	}
+	if got := Behind(spans[:10], 10*time.Millisecond); got != 0 {
+		t.Errorf("on time: behind %s, want 0", got)
 	}
 }
