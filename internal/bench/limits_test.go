@@ -60,7 +60,7 @@ var limitCases = []limitCase{
 // 90th percentile of start times: planning's start-up and the tail left out), pct-of-limit
 // (steady-starts/s ÷ ideal), mean-in-flight over that part, peak-in-flight anywhere,
 // peak-starts-per-period and behind-ms (rates: the most starts in any period; Behind, how
-// late a bundle's starts ran behind their reservations at least); limit-conflicts/partition
+// late some start ran behind its reservation at least); limit-conflicts/partition
 // (the limit blob's writes that lost the race to another update); waits (bundles the limit
 // refused and sent back) and their mean delay, partition-sendbacks (partitions a grant could
 // not start, each sent back alone). The run must succeed, with no failed invocation and no
@@ -126,7 +126,7 @@ func reportLimit(b *testing.B, lc limitCase, r scaleResult, spans []Span, n int)
 	}
 	steady := p.SteadyTo.Sub(p.SteadyFrom)
 	b.Logf("%s, %d partitions of %d ms: steady part %s (%d starts) at %.1f starts/s%s; in flight mean %.1f, peak %d; "+
-		"peak starts per %s %d (per tenth of it %d; a bundle's first start at least %s behind its reservation); limit blob %d calls (%.4f per partition, %.1f/s over the run; %d writes lost the race), worst window %s; "+
+		"peak starts per %s %d (per tenth of it %d; a start at least %s behind its reservation); limit blob %d calls (%.4f per partition, %.1f/s over the run; %d writes lost the race), worst window %s; "+
 		"%d bundles sent back to wait (mean %s, max %s), %d partitions sent back by their grant",
 		lc.name, n, lc.workMs, steady.Round(time.Millisecond), p.SteadyStarts, p.SteadyRate(), pctOf(p.SteadyRate(), lc.ideal),
 		p.MeanInFlight, p.PeakInFlight, lc.per, p.PeakStarts, tenth, behind.Round(time.Millisecond), limitCalls, float64(limitCalls)/float64(n),
@@ -185,10 +185,10 @@ func readSpans(b *testing.B, c *cluster, run string) []Span {
 	}
 	seen := map[int]bool{}
 	var spans []Span
-	add := func(r ledger.Result, bundle int) {
+	add := func(r ledger.Result) {
 		if !seen[r.Index] {
 			seen[r.Index] = true
-			spans = append(spans, Span{r.Started, r.Finished, bundle})
+			spans = append(spans, Span{r.Started, r.Finished})
 		}
 	}
 	for sp := range blocks {
@@ -197,7 +197,7 @@ func readSpans(b *testing.B, c *cluster, run string) []Span {
 			b.Fatal(err)
 		}
 		for _, r := range blk.Results {
-			add(r, sp.First)
+			add(r)
 		}
 	}
 	for _, i := range singles {
@@ -205,7 +205,7 @@ func readSpans(b *testing.B, c *cluster, run string) []Span {
 		if err != nil {
 			b.Fatal(err)
 		}
-		add(r, -1)
+		add(r)
 	}
 	return spans
 }

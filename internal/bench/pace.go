@@ -5,12 +5,8 @@ import (
 	"time"
 )
 
-// Span is when one partition ran: its result's Started and Finished, and the first index of
-// the bundle it ran in (-1: it ran alone).
-type Span struct {
-	Start, End time.Time
-	Bundle     int
-}
+// Span is when one partition ran: its result's Started and Finished.
+type Span struct{ Start, End time.Time }
 
 // Pace is what a run's partition spans say about its pace under a limit. The steady part of
 // a run is from the start of its partition at the 10th percentile of start times to the one at
@@ -106,31 +102,20 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-// Behind is a lower bound on how late a rate's starts ran behind their reservations: a grant
-// reserves a bundle's n starts one interval apart, over (n−1) intervals, so a bundle whose
-// starts spanned less than that started its first at least the difference late (and caught up
-// in a burst). It returns the largest such bound over the bundles (spans of no bundle are left
-// out), 0 when every bundle took its whole span.
+// Behind is a lower bound on how late some start ran behind its reservation, for starts
+// under a rate of one start per interval with a burst of 1: every reservation is at least an
+// interval after the one before, so k+1 starts within less than k intervals mean one of them
+// ran at least the difference late (and caught up in a burst). It sorts spans by start.
 func Behind(spans []Span, interval time.Duration) time.Duration {
-	type extent struct {
-		first, last time.Time
-		n           int
+	if len(spans) == 0 {
+		return 0
 	}
-	bundles := map[int]*extent{}
-	for _, s := range spans {
-		if s.Bundle < 0 {
-			continue
-		}
-		e := bundles[s.Bundle]
-		if e == nil {
-			bundles[s.Bundle] = &extent{s.Start, s.Start, 1}
-			continue
-		}
-		e.first, e.last, e.n = minTime(e.first, s.Start), maxTime(e.last, s.Start), e.n+1
-	}
-	var worst time.Duration
-	for _, e := range bundles {
-		worst = max(worst, time.Duration(e.n-1)*interval-e.last.Sub(e.first))
+	slices.SortFunc(spans, func(a, b Span) int { return a.Start.Compare(b.Start) })
+	// With a_k = k·interval − (t_k − t_0), the bound over starts j < k is a_k − a_j.
+	var worst, low time.Duration
+	for k, s := range spans {
+		a := time.Duration(k)*interval - s.Start.Sub(spans[0].Start)
+		worst, low = max(worst, a-low), min(low, a)
 	}
 	return worst
 }

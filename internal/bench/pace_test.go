@@ -13,7 +13,7 @@ func TestMeasurePace_Steady(t *testing.T) {
 	var spans []Span
 	for i := 199; i >= 0; i-- { // out of order: MeasurePace sorts
 		s := t0.Add(time.Duration(i) * 10 * time.Millisecond)
-		spans = append(spans, Span{s, s.Add(30 * time.Millisecond), -1})
+		spans = append(spans, Span{s, s.Add(30 * time.Millisecond)})
 	}
 	p := MeasurePace(spans, time.Second)
 	if p.Partitions != 200 || p.SteadyStarts != 159 {
@@ -44,11 +44,11 @@ func TestMeasurePace_Bursts(t *testing.T) {
 	var spans []Span
 	for i := range 50 {
 		s := t0.Add(time.Duration(i) * time.Millisecond)
-		spans = append(spans, Span{s, s.Add(time.Millisecond), -1})
+		spans = append(spans, Span{s, s.Add(time.Millisecond)})
 	}
 	for i := range 50 {
 		s := t0.Add(5*time.Second + time.Duration(i)*time.Millisecond)
-		spans = append(spans, Span{s, s.Add(time.Millisecond), -1})
+		spans = append(spans, Span{s, s.Add(time.Millisecond)})
 	}
 	p := MeasurePace(spans, time.Second)
 	if p.PeakStarts != 50 || p.PeakInFlight != 1 {
@@ -65,30 +65,30 @@ func TestMeasurePace_Empty(t *testing.T) {
 		t.Errorf("empty: %+v", p)
 	}
 	one := time.Now()
-	if p := MeasurePace([]Span{{one, one.Add(time.Second), -1}}, 0); p.SteadyRate() != 0 || p.PeakInFlight != 1 || p.PeakStarts != 0 {
+	if p := MeasurePace([]Span{{one, one.Add(time.Second)}}, 0); p.SteadyRate() != 0 || p.PeakInFlight != 1 || p.PeakStarts != 0 {
 		t.Errorf("one partition: %+v", p)
 	}
 }
 
-// Two bundles of 10 starts reserved one interval (10 ms) apart: the first's ran on time, the
-// second's first four together, its span 30 ms short of the reserved 90 ms; starts of no
-// bundle are left out.
+// Starts reserved one interval (10 ms) apart: on time, the bound is 0; when the fourth to the
+// seventh ran together at the seventh's time, the fourth ran (at least) 30 ms late.
 func TestBehind(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var spans []Span
-	for i := range 10 {
-		s := t0.Add(time.Duration(i) * 10 * time.Millisecond)
-		spans = append(spans, Span{s, s, 0})
+	spans := func(ms ...int) []Span {
+		var out []Span
+		for _, m := range ms {
+			s := t0.Add(time.Duration(m) * time.Millisecond)
+			out = append(out, Span{s, s})
+		}
+		return out
 	}
-	for i := range 10 {
-		s := t0.Add(100*time.Millisecond + time.Duration(max(i, 3))*10*time.Millisecond)
-		spans = append(spans, Span{s, s, 10}, Span{s, s, -1})
+	if got := Behind(spans(0, 10, 20, 30, 40, 50, 60, 70, 80, 90), 10*time.Millisecond); got != 0 {
+		t.Errorf("on time: behind %s, want 0", got)
 	}
-	spans = append(spans, Span{t0, t0, -1}, Span{t0.Add(time.Hour), t0.Add(time.Hour), -1})
-	if got := Behind(spans, 10*time.Millisecond); got != 30*time.Millisecond {
+	if got := Behind(spans(0, 10, 20, 60, 60, 60, 60, 70, 80, 90), 10*time.Millisecond); got != 30*time.Millisecond {
 		t.Errorf("behind %s, want 30ms", got)
 	}
-	if got := Behind(spans[:10], 10*time.Millisecond); got != 0 {
-		t.Errorf("on time: behind %s, want 0", got)
+	if got := Behind(nil, time.Millisecond); got != 0 {
+		t.Errorf("no starts: behind %s", got)
 	}
 }
