@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,8 +64,8 @@ var limitCases = []limitCase{
 // late some start ran behind its reservation at least); limit-conflicts/partition
 // (the limit blob's writes that lost the race to another update); waits (bundles the limit
 // refused and sent back) and their mean delay, partition-sendbacks (partitions a grant could
-// not start, each sent back alone). The run must succeed, with no failed invocation and no
-// lost lease.
+// not start: used up, or late for their reserved start). The run must succeed, with no failed
+// invocation and no lost lease.
 func BenchmarkLimits(b *testing.B) {
 	for _, lc := range limitCases {
 		b.Run(lc.name, func(b *testing.B) {
@@ -210,10 +211,14 @@ func readSpans(b *testing.B, c *cluster, run string) []Span {
 	return spans
 }
 
-var waitAttr = regexp.MustCompile(` wait=(\S+)`)
+var (
+	waitAttr  = regexp.MustCompile(` wait=(\S+)`)
+	partsAttr = regexp.MustCompile(` partitions=(\d+)`)
+)
 
 // limitWaits reads a cluster's log for the bundles the limit refused (each with the wait it
-// was sent back for) and counts the partitions a grant sent back.
+// was sent back for) and counts the partitions a grant could not start (sent back alone or
+// together).
 func limitWaits(b *testing.B, path string) (waits []time.Duration, sendbacks int) {
 	b.Helper()
 	f, err := os.Open(path)
@@ -234,6 +239,11 @@ func limitWaits(b *testing.B, path string) (waits []time.Duration, sendbacks int
 			}
 		case strings.Contains(line, "partition sent back to wait for its limit"):
 			sendbacks++
+		case strings.Contains(line, "partitions sent back to wait for their limit"):
+			if m := partsAttr.FindStringSubmatch(line); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				sendbacks += n
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {
