@@ -142,7 +142,7 @@ examples:
 
 # Every benchmark in ./internal/bench once on a small amount of work (-short): they check what they
 # measure (one winner per election, every partition sent and queued, every run finished), so a
-# change that breaks one fails here rather than in the next `make bench`. About 3 minutes; run
+# change that breaks one fails here rather than in the next `make bench`. About 4 minutes; run
 # after the unit tests, not beside them.
 bench-smoke: tools
 	$(GO) test -short -run '^$$' -bench . -benchtime 1x -count=1 -timeout 20m ./internal/bench/
@@ -175,7 +175,7 @@ demo: tools build
 	fi; \
 	$(GO) run ./cmd/devhost demo -exe ./$(BIN) -job inventory -control '$(DEVHOST_CONTROL)'
 
-# Benchmarks against Azurite (BENCHMARKS.md; about 25 minutes on 2 cores). Each entry is
+# Benchmarks against Azurite (BENCHMARKS.md; about 35 minutes on 2 cores). Each entry is
 # package:benchmarks[!skipped]:-benchtime, sized to the benchmark's unit of work (documented on
 # it); add new benchmarks here. The raw output goes to BENCH_OUT; the tables printed at the end are the ones in
 # BENCHMARKS.md. Benchmarks never fail on a number, but a benchmark that fails (the system

@@ -70,6 +70,9 @@ type clusterOptions struct {
 	// bulk runs ./internal/bench/cmd/bulkhandler instead of the handler: the synthetic job's bundles
 	// capped at baton.MaxBundle (1,024) instead of 256.
 	bulk bool
+	// limited runs ./internal/bench/cmd/limithandler instead: the synthetic job under the
+	// limit "bench", set by BATON_LIMITS in extra.
+	limited bool
 }
 
 // startClusterOpts starts a cluster as configured by o.
@@ -77,8 +80,11 @@ func startClusterOpts(b *testing.B, o clusterOptions) *cluster {
 	b.Helper()
 	n, params, onDisk, extra := o.instances, o.params, o.onDisk, o.extra
 	exe, _ := handlerBinaries(b)
-	if o.bulk {
+	switch {
+	case o.bulk:
 		exe = bulkBinary(b)
+	case o.limited:
+		exe = limitBinary(b)
 	}
 	opts := azurite.Options{}
 	if onDisk {

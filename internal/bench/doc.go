@@ -29,6 +29,10 @@
 //     and without waves, as a percentage of the limit that rate gives.
 //   - BenchmarkLeaseUnderLoad: a 10,000-partition run on 3 instances with everything enqueued
 //     up front; fails if the leader loses its lease or any invocation fails.
+//   - BenchmarkLimits: the same run without a limit and under named limits (rates of 1,000
+//     and 200 starts/s; 8, 500 and 1 in flight with a known work time per partition): calls per
+//     partition, the limit blob's share and its lost races, the hottest window, and the steady
+//     starts/s as a percentage of what the limit allows.
 //   - BenchmarkScale (`make bench-scale`, not `make bench`): 10,000 and 100,000 partitions on 4
 //     instances with progress, calls per partition (a counting proxy between the cluster and
 //     Azurite), report latency and peak RSS.

@@ -39,10 +39,10 @@ var built struct {
 	stripped, plain string
 	err             error
 
-	// bulk is ./internal/bench/cmd/bulkhandler, stripped likewise, built on first use of its own.
-	bulkOnce sync.Once
-	bulk     string
-	bulkErr  error
+	// cmds are the apps under ./internal/bench/cmd/ (bulkhandler, limithandler), stripped
+	// likewise, each built on first use of its own.
+	cmdMu sync.Mutex
+	cmds  map[string]string
 }
 
 // handlerBinaries builds the handler twice (stripped and as `make build` does) into a temporary
@@ -76,17 +76,31 @@ func handlerBinaries(tb testing.TB) (stripped, plain string) {
 
 // bulkBinary builds ./internal/bench/cmd/bulkhandler beside the handler binaries, once, and returns its
 // path: the reference app with the synthetic job's bundles capped at baton.MaxBundle.
-func bulkBinary(tb testing.TB) string {
+func bulkBinary(tb testing.TB) string { return cmdBinary(tb, "bulkhandler") }
+
+// limitBinary builds ./internal/bench/cmd/limithandler likewise: the reference app with the
+// synthetic job under the limit "bench", whose numbers BATON_LIMITS sets.
+func limitBinary(tb testing.TB) string { return cmdBinary(tb, "limithandler") }
+
+// cmdBinary builds ./internal/bench/cmd/<name> beside the handler binaries, once per test
+// binary, and returns its path.
+func cmdBinary(tb testing.TB, name string) string {
 	tb.Helper()
 	handlerBinaries(tb)
-	built.bulkOnce.Do(func() {
-		built.bulk = filepath.Join(built.dir, "baton-bulk")
-		built.bulkErr = goBuild(built.root, "-ldflags=-s -w", "-o", built.bulk, "./internal/bench/cmd/bulkhandler")
-	})
-	if built.bulkErr != nil {
-		tb.Fatalf("build the bulk handler: %v", built.bulkErr)
+	built.cmdMu.Lock()
+	defer built.cmdMu.Unlock()
+	if exe, ok := built.cmds[name]; ok {
+		return exe
 	}
-	return built.bulk
+	exe := filepath.Join(built.dir, "baton-"+name)
+	if err := goBuild(built.root, "-ldflags=-s -w", "-o", exe, "./internal/bench/cmd/"+name); err != nil {
+		tb.Fatalf("build %s: %v", name, err)
+	}
+	if built.cmds == nil {
+		built.cmds = map[string]string{}
+	}
+	built.cmds[name] = exe
+	return exe
 }
 
 // goBuild runs `go build -trimpath args...` in root without cgo.

@@ -69,6 +69,15 @@ func startStorageProxy(tb testing.TB, srv *azurite.Server) *storageProxy {
 				if !sw.found {
 					kind = kindEmptyPoll
 				}
+			} else if kind == kindLimitWrite {
+				// A limit's state is one blob every acquire and release rewrites under its
+				// ETag: a write that lost the race is told apart (the update reads and writes
+				// again).
+				sw := &statusSniffer{ResponseWriter: w}
+				rp.ServeHTTP(sw, r)
+				if sw.status == http.StatusPreconditionFailed || sw.status == http.StatusConflict {
+					kind = kindLimitConflict
+				}
 			} else {
 				rp.ServeHTTP(w, r)
 			}
@@ -120,7 +129,7 @@ func (p *storageProxy) snapshot() (counts map[string]int64, lastAt map[string]ti
 }
 
 // snapshotHot is snapshot with the hottest entity of the calls so far, the hottest blob and
-// the hottest entity without empty polls, and the hottest entities each at their own worst
+// the hottest entity without empty polls, and every entity at its own worst, hottest first
 // (see hotTracker; a last window shorter than hotWindowParts counts only when it is the only
 // one).
 func (p *storageProxy) snapshotHot() (counts map[string]int64, lastAt map[string]time.Time, renewals []time.Duration, hot [3]hotSpot, top []hotSpot) {
@@ -130,7 +139,7 @@ func (p *storageProxy) snapshotHot() (counts map[string]int64, lastAt map[string
 		p.hot.close()
 	}
 	counts, lastAt, renewals = p.counts, p.lastAt, p.renewals
-	hot, top = [3]hotSpot{p.hot.worst, p.hot.blob, p.hot.busy}, p.hot.top(hotTop)
+	hot, top = [3]hotSpot{p.hot.worst, p.hot.blob, p.hot.busy}, p.hot.top(len(p.hot.each))
 	p.counts, p.lastAt, p.renewals, p.hot, p.parts = map[string]int64{}, map[string]time.Time{}, nil, newHotTracker(), 0
 	return counts, lastAt, renewals, hot, top
 }
@@ -205,6 +214,8 @@ func blobPart(path string) string {
 		return rest[0] // the scheduler's lease blob
 	case rest[0] == "_schedules":
 		return "schedule" // a schedule's state
+	case rest[0] == "_limits":
+		return "limit" // a named limit's state
 	case rest[0] == "runs" && len(rest) == 2:
 		return "run lease" // leases/runs/<run>
 	case len(rest) >= 3:
@@ -250,3 +261,26 @@ func (s *messageSniffer) Write(b []byte) (int, error) {
 
 // Unwrap lets the reverse proxy reach the writer's Flush.
 func (s *messageSniffer) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// The calls a limit's updates make: a read, and a write under its ETag, which may lose the
+// race to another update (kindLimitConflict: the update reads and writes again).
+const (
+	kindLimitWrite    = "blob PUT limit"
+	kindLimitConflict = "blob PUT limit conflict"
+)
+
+// statusSniffer passes an answer through and notes its status.
+type statusSniffer struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusSniffer) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets the reverse proxy reach the writer's Flush.
+func (s *statusSniffer) Unwrap() http.ResponseWriter { return s.ResponseWriter }

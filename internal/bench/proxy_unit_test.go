@@ -27,6 +27,7 @@ func TestCallKind(t *testing.T) {
 		{http.MethodPut, "/devstoreaccount1/runs-1/manual-abc/done/0?comp=appendblock", nil, false, "blob append done"},
 		{http.MethodHead, "/devstoreaccount1/runs-1/manual-abc/done/0", nil, false, "blob HEAD done"},
 		{http.MethodGet, "/devstoreaccount1/runs-1/_schedules/tick.json", nil, false, "blob GET schedule"},
+		{http.MethodPut, "/devstoreaccount1/runs-1/_limits/crm.json", nil, false, "blob PUT limit"},
 		{http.MethodPut, "/devstoreaccount1/lease-1/runs/tick-now-abc?comp=metadata", nil, false, "blob PUT metadata run lease"},
 		{http.MethodGet, "/devstoreaccount1/runs-1?restype=container&comp=list&prefix=x", nil, false, "blob list"},
 		{http.MethodPut, "/devstoreaccount1/lease-1/baton-leader?comp=lease", map[string]string{"x-ms-lease-action": "renew"}, false, "blob lease renew"},
@@ -72,5 +73,18 @@ func TestResultParts(t *testing.T) {
 		if kind, n := resultParts(r); kind != tc.kind || n != tc.parts {
 			t.Errorf("resultParts(%s, %q) = %s, %d; want %s, %d", tc.path, tc.members, kind, n, tc.kind, tc.parts)
 		}
+	}
+}
+
+// A limit write's answer is passed through with its status noted (a lost race is 412).
+func TestStatusSniffer(t *testing.T) {
+	rec := httptest.NewRecorder()
+	s := &statusSniffer{ResponseWriter: rec}
+	s.WriteHeader(http.StatusPreconditionFailed)
+	if _, err := s.Write([]byte("no")); err != nil {
+		t.Fatal(err)
+	}
+	if s.status != http.StatusPreconditionFailed || rec.Code != http.StatusPreconditionFailed || rec.Body.String() != "no" {
+		t.Errorf("status %d, passed on %d %q; want 412 both, %q", s.status, rec.Code, rec.Body.String(), "no")
 	}
 }

@@ -32,6 +32,13 @@ type scaleSpec struct {
 	timeout  time.Duration
 	// bulk runs the synthetic job with bundles of up to 1,024 (clusterOptions.bulk).
 	bulk bool
+	// workMs is the synthetic job's work time per partition (0: none).
+	workMs int
+	// limits, when set, is BATON_LIMITS, and the cluster runs the synthetic job under the
+	// limit "bench" (clusterOptions.limited).
+	limits string
+	// settled, when set, is called once the run succeeded, before the cluster stops.
+	settled func(b *testing.B, c *cluster, run string)
 }
 
 // scaleResult is what scaledRun measured.
@@ -48,6 +55,7 @@ type scaleResult struct {
 	// hotWindowParts partitions.
 	hot      [3]hotSpot // any entity, the hottest blob, and any entity without its empty polls
 	top      []hotSpot  // the hottest entities, each at its worst window, without empty polls
+	each     []hotSpot  // every entity likewise
 	renewals []time.Duration
 	// peak RSS (VmHWM) of each instance, of those that led (took the lease at least once) and
 	// of the one that aggregated.
@@ -57,6 +65,7 @@ type scaleResult struct {
 	failed     map[string]int // failed invocations per function
 	lost       []string       // handler lines saying leadership or the lease was lost
 	azuriteCPU float64        // % of one core over the run
+	logPath    string         // the cluster's log
 	selfCPU    float64        // this process (local host, proxy, polling) likewise
 }
 
@@ -76,8 +85,15 @@ func (r scaleResult) perPartition(n int) float64 { return float64(r.calls) / flo
 func scaledRun(b *testing.B, spec scaleSpec) scaleResult {
 	b.Helper()
 	extra := map[string]string{config.SettingMaxBacklog: strconv.Itoa(spec.backlog)}
-	opts := clusterOptions{instances: spec.instances, params: fmt.Sprintf(`{"partitions":%d}`, spec.partitions),
-		onDisk: true, extra: extra, proxied: true, timer: spec.timer, bulk: spec.bulk}
+	params := fmt.Sprintf(`{"partitions":%d}`, spec.partitions)
+	if spec.workMs > 0 {
+		params = fmt.Sprintf(`{"partitions":%d,"workMs":%d}`, spec.partitions, spec.workMs)
+	}
+	if spec.limits != "" {
+		extra[config.SettingLimits] = spec.limits
+	}
+	opts := clusterOptions{instances: spec.instances, params: params,
+		onDisk: true, extra: extra, proxied: true, timer: spec.timer, bulk: spec.bulk, limited: spec.limits != ""}
 	if spec.tick {
 		opts.schedule = "*/20 * * * * *"
 	}
@@ -133,9 +149,13 @@ func scaledRun(b *testing.B, spec scaleSpec) scaleResult {
 	if err != nil {
 		b.Fatal(err)
 	}
+	if spec.settled != nil {
+		spec.settled(b, c, run)
+	}
 	r := scaleResult{run: run, elapsed: m.Finished.Sub(m.Created), enqueue: m.Enqueued.Sub(m.Created),
-		resultToReport: lastAt["blob PUT report"].Sub(lastResult(lastAt)), counts: counts, renewals: renewals, hot: hot, top: top,
-		rss: map[string]int64{}, failed: c.failures(),
+		resultToReport: lastAt["blob PUT report"].Sub(lastResult(lastAt)), counts: counts, renewals: renewals, hot: hot,
+		top: top[:min(hotTop, len(top))], each: top,
+		rss: map[string]int64{}, failed: c.failures(), logPath: c.logPath,
 		azuriteCPU: cpuShare(az1.CPU-az0.CPU, wall), selfCPU: cpuShare(self1-self0, wall)}
 	r.calls, _ = callsTable(counts, spec.partitions)
 	for _, in := range c.h.Instances() {
