@@ -63,7 +63,8 @@ func (w *Worker) acquire(ctx context.Context, job string, env Envelope, log *slo
 	}
 	first := env
 	first.Wait = 0 // the waiter is the same bundle each time it comes back
-	g, wait, err := w.cfg.Limiter.Acquire(ctx, spec, first.MessageID(), max(env.Count, 1))
+	n := max(env.Count, 1)
+	g, wait, err := w.cfg.Limiter.AcquireUpTo(ctx, spec, first.MessageID(), n, min(n, BundleConcurrency))
 	if err != nil {
 		return nil, false, fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
 	}

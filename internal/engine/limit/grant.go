@@ -34,25 +34,30 @@ type Rules struct {
 	MinWait, MaxWait time.Duration
 }
 
-// acquire is Acquire's decision on st at now, for the bundle id of n partitions: a grant
-// (Partitions above 0), or the wait before the bundle asks again. jitter in [0, 1) spreads
-// the waits.
-func acquire(st *State, rules Rules, spec Spec, id, holder, token string, n int, now time.Time, jitter float64) (Grant, time.Duration) {
+// acquire is Acquire's decision on st at now, for the bundle id of n partitions that runs at
+// most most of them at once: a grant (Partitions above 0), or the wait before the bundle asks
+// again. jitter in [0, 1) spreads the waits.
+func acquire(st *State, rules Rules, spec Spec, id, holder, token string, n, most int, now time.Time, jitter float64) (Grant, time.Duration) {
 	st.prune(now)
 	g := Grant{Spec: spec, Token: token, SlowUntil: st.SlowUntil}
-	wait := func(d time.Duration, clamp bool) (Grant, time.Duration) {
+	wait := func(d, spread time.Duration, clamp bool) (Grant, time.Duration) {
 		if clamp {
 			d = min(max(d, rules.MinWait), rules.MaxWait)
 		}
-		d += time.Duration(float64(d) * 0.2 * jitter)
-		st.Waiting = slices.DeleteFunc(st.Waiting, func(w Waiter) bool { return w.ID == id })
-		st.Waiting = append(st.Waiting, Waiter{ID: id, N: n, Until: now.Add(d + rules.Lease)})
+		d += time.Duration(float64(min(spread, d)) * 0.2 * jitter)
+		w := Waiter{ID: id, N: n, Until: now.Add(d + rules.Lease)}
+		if k := slices.IndexFunc(st.Waiting, func(w Waiter) bool { return w.ID == id }); k >= 0 {
+			st.Waiting[k] = w // it keeps its place in the line
+		} else {
+			st.Waiting = append(st.Waiting, w)
+		}
 		return g, d
 	}
 	if now.Before(st.SlowUntil) {
-		return wait(st.SlowUntil.Sub(now), false)
+		d := st.SlowUntil.Sub(now)
+		return wait(d, d, false)
 	}
-	slots := n
+	slots := min(n, max(most, 1))
 	if spec.MaxInFlight > 0 {
 		free := spec.MaxInFlight - st.InFlight(now)
 		if free <= 0 {
@@ -60,15 +65,17 @@ func acquire(st *State, rules Rules, spec Spec, id, holder, token string, n int,
 			if hold <= 0 {
 				hold = rules.MinWait
 			}
-			ahead := st.WaitingAt(now)
+			// The partitions of the bundles ahead in the line, each a hold per slot.
+			ahead := 0
 			for _, w := range st.Waiting {
-				if w.ID == id && now.Before(w.Until) {
-					ahead -= w.N
+				if w.ID == id {
+					break
 				}
+				ahead += w.N
 			}
-			return wait(hold+time.Duration(int64(hold)*int64(ahead)/int64(spec.MaxInFlight)), true)
+			return wait(hold+time.Duration(int64(hold)*int64(ahead)/int64(spec.MaxInFlight)), hold, true)
 		}
-		slots = min(n, free)
+		slots = min(slots, free)
 	}
 	parts := n
 	if spec.Rate > 0 {
@@ -91,7 +98,8 @@ func acquire(st *State, rules Rules, spec Spec, id, holder, token string, n int,
 			next = next.Add(iv)
 		}
 		if len(starts) == 0 {
-			return wait(next.Add(-tau).Sub(now.Add(rules.Horizon/2)), true)
+			d := next.Add(-tau).Sub(now.Add(rules.Horizon / 2))
+			return wait(d, d, true)
 		}
 		st.Next, g.Starts, parts = next, starts, len(starts)
 	}

@@ -135,6 +135,12 @@ type Waiter struct {
 	Until time.Time `json:"until"`
 }
 
+// clone is a copy of st that shares no slice with it.
+func (st State) clone() State {
+	st.Slots, st.Waiting = slices.Clone(st.Slots), slices.Clone(st.Waiting)
+	return st
+}
+
 // InFlight is the slots held by grants unexpired at now.
 func (st *State) InFlight(now time.Time) int {
 	n := 0
