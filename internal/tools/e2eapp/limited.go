@@ -23,9 +23,9 @@ import (
 const jobLimited = "limited"
 
 // stubLimit is the limited job's limit as declared; the test sets its numbers through
-// BATON_LIMITS. Bundles of 32 let two instances hold its slots at once.
+// BATON_LIMITS. Bundles of 32 let four instances hold its slots at once.
 var (
-	stubLimit     = baton.Limit{Name: "stub", MaxInFlight: 64, Rate: 200, Per: time.Second, Burst: 20}
+	stubLimit     = baton.Limit{Name: "stub", MaxInFlight: 128, Rate: 120, Per: time.Second, Burst: 12}
 	limitedBundle = 32
 )
 
@@ -56,7 +56,7 @@ func parseLimited(raw json.RawMessage) (limitedParams, error) {
 type limited struct{ *synthetic.Job }
 
 // client keeps enough idle connections for every slot of the limit.
-var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}
+var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 30 * time.Second}
 
 func (limited) ValidateParams(params json.RawMessage) error {
 	_, err := parseLimited(params)
