@@ -361,10 +361,11 @@ func readLimitedAggregate(ctx context.Context, t *testing.T, c *cluster, run str
 }
 
 // checkStubBounds fails the test when the stub saw more than the limit allows: more than
-// MaxInFlight requests at once, or more than Rate+Burst arrivals in a calendar second or in
-// any sliding window of a second (GCRA allows at most Burst + Rate·T − 1 starts in a window
-// T, so Rate+Burst leaves one start and the burst's headroom for the way from a grant's
-// reserved start to the stub).
+// MaxInFlight requests at once, more than Rate+Burst arrivals in a calendar second, or more
+// than that and Rate·arrivalLag in any sliding window of a second. GCRA reserves at most
+// Burst + Rate·T − 1 starts in a window T; a call reaches the stub a little after its
+// reserved start, by however long the handler took to wake and send it, so starts reserved
+// just before a window can arrive inside it: Rate·arrivalLag more in the worst window.
 func checkStubBounds(t *testing.T, s *stub, spec limit.Spec) (peak int, st startStats) {
 	t.Helper()
 	reqs, peak := s.snapshot()
@@ -381,12 +382,16 @@ func checkStubBounds(t *testing.T, s *stub, spec limit.Spec) (peak int, st start
 		if st.perSecond > bound {
 			t.Errorf("%d requests arrived in the second %s, over rate+burst %d", st.perSecond, st.secondAt.Format("15:04:05"), bound)
 		}
-		if st.sliding > bound {
-			t.Errorf("%d requests arrived in the second from %s, over rate+burst %d", st.sliding, st.slidingAt.Format("15:04:05.000"), bound)
+		if slack := spec.Rate * int(arrivalLag) / int(time.Second); st.sliding > bound+slack {
+			t.Errorf("%d requests arrived in the second from %s, over rate+burst %d and %d for the calls' way to the stub", st.sliding, st.slidingAt.Format("15:04:05.000"), bound, slack)
 		}
 	}
 	return peak, st
 }
+
+// arrivalLag bounds how much longer the way from one call's reserved start to the stub takes
+// than another's, on a loaded machine.
+const arrivalLag = 50 * time.Millisecond
 
 // limitFaults is the limit of the tests: 128 at once (four bundles' worth), at most 120
 // starts a second in bursts of 12. With the stub's latency (0.8–1.2 s) both bounds bite: at
