@@ -521,7 +521,7 @@ func limitsUnderFaults(t *testing.T, d devhost.Delivery) {
 	s := startStub(t, stubMinLat, stubMaxLat)
 	params, extra := limitSettings(t, s, n, limitFaults)
 	c := startCluster(t, clusterOpts{exe: appBin, instances: 5, params: params, extra: extra, delivery: d})
-	ctx := testCtx(t, 8*time.Minute)
+	ctx := testCtx(t, 3*time.Minute+time.Duration(n)*time.Second/30) // 30 partitions a second and the faults
 	ls := c.limitStore()
 	began := time.Now()
 	run := c.startRun(ctx)
