@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/batonfn/baton/internal/engine/ledger"
@@ -23,6 +24,11 @@ const MaxSlowDown = time.Hour
 // LimitWait is how long a partition that could not start under its grant (used up, lost)
 // waits before it asks its limit again.
 const LimitWait = time.Second
+
+// busyWait is how long a bundle whose limit's state stayed contended waits before it asks
+// again: LimitWait and up to as much again at random, so a crowd that came back together
+// (a slow-down's end) spreads out.
+func busyWait() time.Duration { return LimitWait + rand.N(LimitWait) }
 
 type slowDownError struct {
 	d   time.Duration
@@ -65,6 +71,15 @@ func (w *Worker) acquire(ctx context.Context, job string, env Envelope, log *slo
 	first.Wait = 0 // the waiter is the same bundle each time it comes back
 	n := max(env.Count, 1)
 	g, wait, err := w.cfg.Limiter.AcquireUpTo(ctx, spec, first.MessageID(), n, min(n, BundleConcurrency))
+	if errors.Is(err, limit.ErrContended) {
+		// Busy, not broken: the bundle waits as for a full limit, without spending the
+		// delivery.
+		if err := w.sendBack(ctx, env, busyWait()); err != nil {
+			return nil, false, err
+		}
+		log.Info("limit busy: the message waits", "limit", spec.Name, "err", err, "wait#", env.Wait+1)
+		return nil, true, nil
+	}
 	if err != nil {
 		return nil, false, fmt.Errorf("partition %s/%d: %w", env.Run, env.Part, err)
 	}

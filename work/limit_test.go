@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
 	"strings"
 	"sync"
@@ -293,5 +294,48 @@ func TestWorker_ABundleStoppedByItsLimitGoesBackAsOne(t *testing.T) {
 	}
 	if n := g.recorded(); n != 200 || len(g.sender.Sent()) != 0 {
 		t.Fatalf("%d recorded, %d sent: want the bundle sent back recorded whole", n, len(g.sender.Sent()))
+	}
+}
+
+// contendedStore is a limit store whose updates always lose the race.
+type contendedStore struct{ limit.Store }
+
+func (contendedStore) Update(context.Context, string, func(*limit.State) error) (limit.State, error) {
+	return limit.State{}, fmt.Errorf("50 attempts: %w", limitblob.ErrConflict)
+}
+
+// A bundle whose limit's state stays contended (its acquire's updates kept losing the race)
+// is sent back whole to ask again a second or two later, like a bundle refused by a full
+// limit: the delivery succeeds, nothing runs, no try is spent.
+func TestWorker_LimitContendedSendsTheMessageBack(t *testing.T) {
+	f := newLimitFixture(t, limit.Spec{Name: "crm", MaxInFlight: 2}, 4)
+	l, err := limit.New(limit.Config{Store: contendedStore{f.limits}, Holder: "w1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := work.NewRegistry()
+	jobs.Register("gated", f.job)
+	jobs.SetLimit("gated", f.spec)
+	w, err := work.NewWorker(work.WorkerConfig{Store: f.store, Jobs: jobs, MaxDeliveries: 3, Retries: f.sender, Limiter: l,
+		Holder: ledger.Holder{App: "test", Instance: "w1", PID: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, d := f.bundle(4)
+	before := time.Now()
+	if err := w.HandlePartition(f.ctx, env, d); err != nil {
+		t.Fatalf("the delivery failed (a delivery spent): %v", err)
+	}
+	msgs := f.sender.Sent()
+	if len(msgs) != 1 || len(f.job.ran) != 0 {
+		t.Fatalf("%d messages sent, %d partitions run; want the message back and none run", len(msgs), len(f.job.ran))
+	}
+	back, err := work.DecodeEnvelope(msgs[0].Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := msgs[0].NotBefore.Sub(before)
+	if back.Wait != 1 || back.Count != 4 || back.Attempt > 1 || wait < work.LimitWait || wait > 2*work.LimitWait+time.Second {
+		t.Fatalf("sent back %+v to wait %s, want the same bundle on its first try, back after 1–2 s", back, wait)
 	}
 }

@@ -21,6 +21,9 @@
 //	                  (the Work and Control functions, with Service Bus's delivery semantics on
 //	                  the same Storage queues; docs/design.md). Unset, the tests that run over
 //	                  deliveries (the kill-worker and poison-partition chaos tests) run both
+//	E2E_LIMIT_PARTITIONS
+//	                  the partitions of TestLimits_HoldUnderFaults's run (default 10,000;
+//	                  limits_test.go)
 //	SOAK_OCCURRENCES, SOAK_SEED, SOAK_MODES
 //	                  the chaos soak (TestSoak, soak_test.go; docs/reliability.md)
 package e2e_test

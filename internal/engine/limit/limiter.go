@@ -13,8 +13,8 @@ import (
 
 // Store keeps limits' states. Update reads the state (the zero State when there is none),
 // applies fn and writes the result under the version read (created when absent), retrying on
-// a conflict; fn returning ErrNoChange skips the write. A state is one entity: every call
-// names one limit.
+// a conflict (an update that keeps losing returns an error wrapping ErrContended); fn
+// returning ErrNoChange skips the write. A state is one entity: every call names one limit.
 type Store interface {
 	Read(ctx context.Context, name string) (State, error)
 	Update(ctx context.Context, name string, fn func(*State) error) (State, error)

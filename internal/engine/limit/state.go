@@ -176,3 +176,7 @@ func (st *State) slot(token string) int {
 // ErrLost is the error of a Renew or a start whose grant has expired or was taken: the holder
 // must not start anything more under it.
 var ErrLost = errors.New("limit slot lost")
+
+// ErrContended is wrapped by a Store update that kept losing the race for the limit's state:
+// the limit is busy, not broken, and the caller may ask again later.
+var ErrContended = errors.New("limit state contended")

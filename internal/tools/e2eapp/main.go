@@ -2,6 +2,9 @@
 // several schedules of its own, declared in code through the public API (package baton) as any
 // app declares them, next to the schedule "tick" the settings may add (BATON_SCHEDULE).
 //
+// It also registers the job "limited" (limited.go), under a limit and with no schedule: the
+// e2e limits test runs it with POST /api/runs against a stub downstream.
+//
 // Its schedules cover every overlap policy, a slow planner, a short catch-up window and a
 // schedule the soak pauses and resumes; `e2eapp schedules` prints them as JSON (the table the
 // tests check the ledger against) and exits.
@@ -104,6 +107,8 @@ func newApp(opts ...baton.Option) *baton.App {
 		jobSlowPlan:  app.Register(jobSlowPlan, slowPlan{synthetic.New()}, baton.WithRetry(retry)),
 		jobGated:     app.Register(jobGated, &slowDown{Job: synthetic.New(), asked: map[string]bool{}}, baton.WithRetry(retry), baton.WithLimit(gate)),
 	}
+	app.Register(jobLimited, limited{synthetic.New()}, baton.WithRetry(retry), baton.WithLimit(stubLimit),
+		baton.WithMaxBundle(limitedBundle))
 	for _, s := range schedules {
 		opts := []baton.ScheduleOption{baton.WithOverlap(s.Overlap), baton.WithCatchUp(s.CatchUp), baton.WithParams(s.Params)}
 		if s.Jitter > 0 {

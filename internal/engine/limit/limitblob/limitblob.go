@@ -27,8 +27,8 @@ const Prefix = "_limits/"
 // DefaultRetries bounds an update's conflict retries.
 const DefaultRetries = 50
 
-// ErrConflict: an update kept losing the race for the blob.
-var ErrConflict = errors.New("limit state: too many conflicting updates")
+// ErrConflict: an update kept losing the race for the blob. It wraps limit.ErrContended.
+var ErrConflict = fmt.Errorf("too many conflicting updates: %w", limit.ErrContended)
 
 // Store is limit.Store over one blob container.
 type Store struct {
