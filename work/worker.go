@@ -554,14 +554,13 @@ func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one
 	}
 
 	started := w.now()
-	pctx, span := w.cfg.Telemetry.StartPartition(ctx, telemetry.Run{ID: m.RunID, Schedule: m.Schedule, Job: m.Job, Epoch: one.Epoch}, one.Part, attempt)
+	pctx, span := w.cfg.Telemetry.StartPartition(ctx, one.Part, attempt)
 	out, perr := w.processBounded(pctx, job, Partition{
 		Run: m.RunID, Index: one.Part, Epoch: one.Epoch, Attempt: attempt, Params: m.Params, Payload: one.Payload,
 	}, w.cfg.Jobs.PartitionTimeout(m.Job), log)
 	w.cfg.Telemetry.PartitionTried(ctx, m.Job, perr == nil, w.now().Sub(started))
 	span.SetOutcome(outcomeOf(perr))
 	span.End(perr)
-	trace := w.cfg.Telemetry.Traceparent(pctx)
 	if stoppedCtx(ctx) {
 		log.Info("run stopped while the partition ran; its outcome is not recorded", "err", perr)
 		return outcome{}
@@ -582,7 +581,8 @@ func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one
 		log.Warn("partition failed permanently; recording the failure", "err", perr)
 		res.Error = ledger.Cause(perr) // the full error is in the log line above
 	case w.cfg.Retries != nil && try < policy.Attempts:
-		return outcome{retry: &retryPlan{one: one, try: try, res: res, policy: policy, cause: perr, log: log, job: m.Job, trace: trace}}
+		return outcome{retry: &retryPlan{one: one, try: try, res: res, policy: policy, cause: perr, log: log, job: m.Job,
+			trace: w.cfg.Telemetry.Traceparent(pctx)}}
 	case w.cfg.Retries != nil:
 		log.Error("partition failed on its last try; recording the failure", "err", perr, "tries", policy.Attempts)
 		res.Error = ledger.Cause(perr)

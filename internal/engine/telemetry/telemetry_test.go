@@ -21,7 +21,7 @@ var run = telemetry.Run{ID: "tick-20260101t000000z", Schedule: "tick", Job: "syn
 func hotPath(ctx context.Context, tel *telemetry.Telemetry, root, sender string) {
 	mctx, span := tel.StartMessage(ctx, root, sender, run, telemetry.Message{First: 32, Count: 16, Delivery: 1})
 	for i := range 4 {
-		pctx, ps := tel.StartPartition(mctx, run, 32+i, 1)
+		pctx, ps := tel.StartPartition(mctx, 32+i, 1)
 		tel.PartitionTried(pctx, run.Job, true, time.Millisecond)
 		ps.SetOutcome(telemetry.OutcomeSucceeded)
 		ps.End(nil)
@@ -81,8 +81,9 @@ func TestTraceAcrossMessages(t *testing.T) {
 	cs.End(nil)
 	// A third: the bundle the batch sent, its partition, and the partition's retry.
 	mctx, ms := tel.StartMessage(context.Background(), root, sender, run, telemetry.Message{First: 0, Count: 16, Delivery: 1})
-	pctx, ps := tel.StartPartition(mctx, run, 3, 1)
+	pctx, ps := tel.StartPartition(mctx, 3, 1)
 	failed := tel.Traceparent(pctx)
+	ps.SetOutcome(telemetry.OutcomeFailed)
 	ps.End(errors.New("boom"))
 	ms.End(nil)
 	_, retry := tel.StartMessage(context.Background(), root, failed, run, telemetry.Message{First: 3, Attempt: 2, Delivery: 1})
@@ -130,14 +131,25 @@ func TestTraceAcrossMessages(t *testing.T) {
 	if l := retrySpan.Links(); len(l) != 1 || l[0].SpanContext.SpanID() != byName("baton.partition")[0].SpanContext().SpanID() {
 		t.Errorf("the retry links %v, want the failed try", l)
 	}
-	attrs := map[string]string{}
-	for _, kv := range byName("baton.partition")[0].Attributes() {
-		attrs[string(kv.Key)] = kv.Value.String()
-	}
-	for k, v := range map[string]string{"baton.run.id": run.ID, "baton.job.name": "synthetic", "baton.schedule.name": "tick",
-		"baton.run.epoch": "3", "baton.partition.index": "3", "baton.partition.attempt": "1"} {
-		if attrs[k] != v {
-			t.Errorf("partition span attribute %s = %q, want %q", k, attrs[k], v)
+	// The run's attributes are on the message's span; a partition's span carries only its own
+	// (it is made per partition: each attribute costs on the hot path and in the export).
+	for name, want := range map[string]map[string]string{
+		"baton.bundle": {"baton.run.id": run.ID, "baton.job.name": "synthetic", "baton.schedule.name": "tick",
+			"baton.run.epoch": "3", "baton.partition.first": "0", "baton.partition.count": "16", "baton.partition.attempt": "1",
+			"baton.delivery.count": "1"},
+		"baton.partition": {"baton.partition.index": "3", "baton.partition.attempt": "1", "baton.partition.outcome": "failed"},
+	} {
+		got := map[string]string{}
+		for _, kv := range byName(name)[0].Attributes() {
+			got[string(kv.Key)] = kv.Value.String()
+		}
+		if len(got) != len(want) {
+			t.Errorf("%s span attributes %v, want %v", name, got, want)
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s span attribute %s = %q, want %q", name, k, got[k], v)
+			}
 		}
 	}
 }
