@@ -559,8 +559,7 @@ func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one
 		Run: m.RunID, Index: one.Part, Epoch: one.Epoch, Attempt: attempt, Params: m.Params, Payload: one.Payload,
 	}, w.cfg.Jobs.PartitionTimeout(m.Job), log)
 	w.cfg.Telemetry.PartitionTried(ctx, m.Job, perr == nil, w.now().Sub(started))
-	span.SetOutcome(outcomeOf(perr))
-	span.End(perr)
+	span.EndTry(perr)
 	if stoppedCtx(ctx) {
 		log.Info("run stopped while the partition ran; its outcome is not recorded", "err", perr)
 		return outcome{}
@@ -594,14 +593,6 @@ func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one
 		return fail(fmt.Errorf("delivery %d of %d: %w", delivery, w.maxDeliveries(), perr))
 	}
 	return outcome{record: &res}
-}
-
-// outcomeOf names a try's outcome on its span.
-func outcomeOf(err error) string {
-	if err == nil {
-		return telemetry.OutcomeSucceeded
-	}
-	return telemetry.OutcomeFailed
 }
 
 func withError(r ledger.Result, e string) *ledger.Result {

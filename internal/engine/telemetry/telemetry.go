@@ -150,11 +150,15 @@ func (s Span) End(err error) {
 	s.s.End()
 }
 
-// SetOutcome records a partition's or a run's outcome on the span.
-func (s Span) SetOutcome(outcome string) {
-	if s.s != nil {
-		s.s.SetAttributes(KeyOutcome.String(outcome))
+// EndTry ends a partition's span with its outcome as the status: ok, or err as the error.
+func (s Span) EndTry(err error) {
+	if s.s == nil {
+		return
 	}
+	if err == nil {
+		s.s.SetStatus(codes.Ok, "")
+	}
+	s.End(err)
 }
 
 // SetState records a run's state on the span.
@@ -316,7 +320,8 @@ func (t *Telemetry) StartMessage(ctx context.Context, root, sender string, r Run
 
 // StartPartition starts the span of one try of one partition (child of the message's span in
 // ctx): the context Process gets, so a job's own spans nest under it. It carries the partition's
-// index and try (and, once ended, its outcome); the run's attributes are on the message's span.
+// index and try (its outcome is its status: see EndTry); the run's attributes are on the
+// message's span.
 func (t *Telemetry) StartPartition(ctx context.Context, part, attempt int) (context.Context, Span) {
 	if !t.tracing() {
 		return ctx, Span{}

@@ -23,8 +23,7 @@ func hotPath(ctx context.Context, tel *telemetry.Telemetry, root, sender string)
 	for i := range 4 {
 		pctx, ps := tel.StartPartition(mctx, 32+i, 1)
 		tel.PartitionTried(pctx, run.Job, true, time.Millisecond)
-		ps.SetOutcome(telemetry.OutcomeSucceeded)
-		ps.End(nil)
+		ps.EndTry(nil)
 		tel.PartitionRecorded(mctx, run.Job, true)
 	}
 	_ = tel.Traceparent(mctx)
@@ -83,8 +82,7 @@ func TestTraceAcrossMessages(t *testing.T) {
 	mctx, ms := tel.StartMessage(context.Background(), root, sender, run, telemetry.Message{First: 0, Count: 16, Delivery: 1})
 	pctx, ps := tel.StartPartition(mctx, 3, 1)
 	failed := tel.Traceparent(pctx)
-	ps.SetOutcome(telemetry.OutcomeFailed)
-	ps.End(errors.New("boom"))
+	ps.EndTry(errors.New("boom"))
 	ms.End(nil)
 	_, retry := tel.StartMessage(context.Background(), root, failed, run, telemetry.Message{First: 3, Attempt: 2, Delivery: 1})
 	retry.End(nil)
@@ -137,7 +135,7 @@ func TestTraceAcrossMessages(t *testing.T) {
 		"baton.bundle": {"baton.run.id": run.ID, "baton.job.name": "synthetic", "baton.schedule.name": "tick",
 			"baton.run.epoch": "3", "baton.partition.first": "0", "baton.partition.count": "16", "baton.partition.attempt": "1",
 			"baton.delivery.count": "1"},
-		"baton.partition": {"baton.partition.index": "3", "baton.partition.attempt": "1", "baton.partition.outcome": "failed"},
+		"baton.partition": {"baton.partition.index": "3", "baton.partition.attempt": "1"},
 	} {
 		got := map[string]string{}
 		for _, kv := range byName(name)[0].Attributes() {
