@@ -395,16 +395,19 @@ func (t *Telemetry) PartitionTried(ctx context.Context, job string, ok bool, d t
 	t.partitionDuration.Record(ctx, d.Seconds(), t.jobAttrs(job).record[b2i(ok)]...)
 }
 
-// PartitionRecorded counts an outcome this process recorded in the ledger (a duplicate
-// delivery that found another's counts nothing).
-func (t *Telemetry) PartitionRecorded(ctx context.Context, job string, ok bool) {
-	if t == nil || t.partsProcessed == nil {
+// PartitionsRecorded counts outcomes this process recorded in the ledger, succeeded and failed
+// (a duplicate delivery that found another's counts nothing): once per message.
+func (t *Telemetry) PartitionsRecorded(ctx context.Context, job string, succeeded, failed int) {
+	if t == nil || t.partsProcessed == nil || succeeded+failed == 0 {
 		return
 	}
 	a := t.jobAttrs(job)
-	t.partsProcessed.Add(ctx, 1, a.add[b2i(ok)]...)
-	if !ok {
-		t.partsFailed.Add(ctx, 1, a.job...)
+	if succeeded > 0 {
+		t.partsProcessed.Add(ctx, int64(succeeded), a.add[1]...)
+	}
+	if failed > 0 {
+		t.partsProcessed.Add(ctx, int64(failed), a.add[0]...)
+		t.partsFailed.Add(ctx, int64(failed), a.job...)
 	}
 }
 

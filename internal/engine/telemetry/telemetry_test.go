@@ -24,8 +24,8 @@ func hotPath(ctx context.Context, tel *telemetry.Telemetry, root, sender string)
 		pctx, ps := tel.StartPartition(mctx, 32+i, 1)
 		tel.PartitionTried(pctx, run.Job, true, time.Millisecond)
 		ps.EndTry(nil)
-		tel.PartitionRecorded(mctx, run.Job, true)
 	}
+	tel.PartitionsRecorded(mctx, run.Job, 4, 0)
 	_ = tel.Traceparent(mctx)
 	span.End(nil)
 }
@@ -161,8 +161,8 @@ func TestMetrics(t *testing.T) {
 	tel.RunFinished(ctx, "tick", "synthetic", "succeeded", created, created.Add(90*time.Second))
 	tel.OccurrenceLag(ctx, "tick", "synthetic", 2*time.Second)
 	tel.PartitionTried(ctx, "synthetic", false, time.Second)
-	tel.PartitionRecorded(ctx, "synthetic", true)
-	tel.PartitionRecorded(ctx, "synthetic", false)
+	tel.PartitionsRecorded(ctx, "synthetic", 2, 1)
+	tel.PartitionsRecorded(ctx, "synthetic", 0, 0)
 	tel.PartitionRetried(ctx, "synthetic")
 	tel.PartitionDeadLettered(ctx, "synthetic")
 	tel.LeaseAcquired(ctx, telemetry.LeaseRun)
@@ -190,7 +190,7 @@ func TestMetrics(t *testing.T) {
 	}
 	want := map[string]float64{
 		"baton.runs.started": 1, "baton.runs.finished": 1, "baton.run.duration": 90, "baton.occurrence.lag": 2,
-		"baton.partition.duration": 1, "baton.partitions.processed": 2, "baton.partitions.failed": 1,
+		"baton.partition.duration": 1, "baton.partitions.processed": 3, "baton.partitions.failed": 1,
 		"baton.partitions.retried": 1, "baton.partitions.dead_lettered": 1, "baton.lease.acquisitions": 1,
 		"baton.lease.losses": 1, "baton.lease.handovers": 1, "baton.heartbeat.duration": 0.3,
 	}
