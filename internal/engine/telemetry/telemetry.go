@@ -320,13 +320,17 @@ func (t *Telemetry) StartMessage(ctx context.Context, root, sender string, r Run
 
 // StartPartition starts the span of one try of one partition (child of the message's span in
 // ctx): the context Process gets, so a job's own spans nest under it. It carries the partition's
-// index and try (its outcome is its status: see EndTry); the run's attributes are on the
-// message's span.
+// index, and its try when above 1 (its outcome is its status: see EndTry); the run's attributes
+// are on the message's span. Each attribute costs per partition, on the span and in the export.
 func (t *Telemetry) StartPartition(ctx context.Context, part, attempt int) (context.Context, Span) {
 	if !t.tracing() {
 		return ctx, Span{}
 	}
-	ctx, s := t.tracer.Start(ctx, "baton.partition", trace.WithAttributes(KeyPart.Int(part), KeyAttempt.Int(attempt)))
+	attrs := trace.WithAttributes(KeyPart.Int(part))
+	if attempt > 1 {
+		attrs = trace.WithAttributes(KeyPart.Int(part), KeyAttempt.Int(attempt))
+	}
+	ctx, s := t.tracer.Start(ctx, "baton.partition", attrs)
 	return ctx, Span{s}
 }
 

@@ -3,9 +3,11 @@ package telemetry_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -84,7 +86,9 @@ func TestTraceAcrossMessages(t *testing.T) {
 	failed := tel.Traceparent(pctx)
 	ps.EndTry(errors.New("boom"))
 	ms.End(nil)
-	_, retry := tel.StartMessage(context.Background(), root, failed, run, telemetry.Message{First: 3, Attempt: 2, Delivery: 1})
+	rtctx, retry := tel.StartMessage(context.Background(), root, failed, run, telemetry.Message{First: 3, Attempt: 2, Delivery: 1})
+	_, second := tel.StartPartition(rtctx, 3, 2)
+	second.EndTry(nil)
 	retry.End(nil)
 	_, fs := tel.StartFinish(context.Background(), root, run)
 	fs.End(nil)
@@ -131,14 +135,29 @@ func TestTraceAcrossMessages(t *testing.T) {
 	}
 	// The run's attributes are on the message's span; a partition's span carries only its own
 	// (it is made per partition: each attribute costs on the hot path and in the export).
+	if p := byName("baton.partition"); len(p) != 2 || p[0].Status().Code != codes.Error || p[1].Status().Code != codes.Ok {
+		t.Errorf("partition spans %v: want the failed try's (status error) and the retry's (ok)", p)
+	} else if p[1].Parent().SpanID() != byName("baton.partition.message")[0].SpanContext().SpanID() {
+		t.Errorf("the retry's try: parent %s, want the retry's message", p[1].Parent().SpanID())
+	}
 	for name, want := range map[string]map[string]string{
 		"baton.bundle": {"baton.run.id": run.ID, "baton.job.name": "synthetic", "baton.schedule.name": "tick",
 			"baton.run.epoch": "3", "baton.partition.first": "0", "baton.partition.count": "16", "baton.partition.attempt": "1",
 			"baton.delivery.count": "1"},
-		"baton.partition": {"baton.partition.index": "3", "baton.partition.attempt": "1"},
+		"baton.partition":   {"baton.partition.index": "3"}, // its first try: no attempt
+		"baton.partition#2": {"baton.partition.index": "3", "baton.partition.attempt": "2"},
 	} {
+		name, n, _ := strings.Cut(name, "#")
+		spans := byName(name)
+		if n != "" && len(spans) > 0 {
+			spans = spans[1:] // the second of the name
+		}
+		if len(spans) == 0 {
+			t.Errorf("no %s span", name)
+			continue
+		}
 		got := map[string]string{}
-		for _, kv := range byName(name)[0].Attributes() {
+		for _, kv := range spans[0].Attributes() {
 			got[string(kv.Key)] = kv.Value.String()
 		}
 		if len(got) != len(want) {
