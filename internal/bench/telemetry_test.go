@@ -33,8 +33,10 @@ func BenchmarkEndToEndTelemetry(b *testing.B) {
 				"OTEL_EXPORTER_OTLP_ENDPOINT": r.srv.URL,
 				"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
 				"OTEL_TRACES_SAMPLER":         "always_on",
-				"OTEL_BSP_MAX_QUEUE_SIZE":     "131072",
-				"OTEL_BSP_SCHEDULE_DELAY":     "100", // ms: the spans are there soon after the run, the handlers idle little meanwhile
+				// More than the run's spans, so none can drop; not larger: the GC scans the whole
+				// queue (a channel's buffer) in every cycle.
+				"OTEL_BSP_MAX_QUEUE_SIZE": "16384",
+				"OTEL_BSP_SCHEDULE_DELAY": "100", // ms: the spans are there soon after the run, the handlers idle little meanwhile
 			}
 			endToEndWith(b, instances, extra, func(b *testing.B, partitions int) {
 				// The batch span processor exports every 5 s: wait for every partition's span.
