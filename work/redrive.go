@@ -30,7 +30,9 @@ func (w *Worker) handleRedrive(ctx context.Context, m *ledger.Manifest, job Job,
 	}
 	if o.record != nil {
 		recs, _ := ledger.Record(rctx, w.cfg.Store, key, ledger.Span{}, []ledger.Result{*o.record}, nil)
-		w.settleRecorded(rctx, m.Job, &o, recs[0], log)
+		var t tally
+		w.settleRecorded(&o, recs[0], &t, log)
+		t.report(rctx, w.cfg.Telemetry, m.Job)
 	}
 	errs := []error{o.gaveUp, o.err}
 	if o.stored != nil {

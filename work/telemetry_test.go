@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -80,9 +81,18 @@ func TestWorker_TelemetryRetriesAreLinked(t *testing.T) {
 	// The delivery that recorded the last outcome finished the run.
 
 	batchID := batchTP[36:52]
-	var bundles, retries, finishes int
+	var bundles, retries, finishes, tryOK, tryFailed int
 	for _, s := range rec.Ended() {
 		switch s.Name() {
+		case "baton.partition": // a try's outcome is its status
+			switch s.Status().Code {
+			case codes.Ok:
+				tryOK++
+			case codes.Error:
+				tryFailed++
+			default:
+				t.Errorf("partition %v's span has status %v, want ok or error", s.Attributes(), s.Status())
+			}
 		case "baton.bundle":
 			bundles++
 			if s.Parent().SpanID().String() != batchID {
@@ -105,6 +115,9 @@ func TestWorker_TelemetryRetriesAreLinked(t *testing.T) {
 	}
 	if bundles != 1 || retries == 0 || finishes != 1 {
 		t.Errorf("%d bundle, %d retry deliveries, %d finishes: want 1, some, 1", bundles, retries, finishes)
+	}
+	if tryOK != 3 || tryFailed != 1+retries {
+		t.Errorf("%d tries ok, %d failed: want 3 and %d (partition 2's first and each retry)", tryOK, tryFailed, 1+retries)
 	}
 
 	var rm metricdata.ResourceMetrics

@@ -352,6 +352,7 @@ func (w *Worker) record(rctx, ctx context.Context, job string, env Envelope, kno
 	singles := env.Singles()
 	spans := map[ledger.Span][]int{} // span → positions in outs with a result to record or a retry
 	var order []ledger.Span
+	var recorded tally
 	for k, o := range outs {
 		if o.record == nil && o.retry == nil {
 			continue
@@ -389,7 +390,7 @@ func (w *Worker) record(rctx, ctx context.Context, job string, env Envelope, kno
 		for _, k := range spans[sp] {
 			o := &outs[k]
 			if o.record != nil {
-				w.settleRecorded(rctx, job, o, recs[j], log)
+				w.settleRecorded(o, recs[j], &recorded, log)
 				j++
 				continue
 			}
@@ -401,6 +402,7 @@ func (w *Worker) record(rctx, ctx context.Context, job string, env Envelope, kno
 			}
 		}
 	}
+	recorded.report(rctx, w.cfg.Telemetry, job)
 	for k := 0; k < len(outs); k++ {
 		p := outs[k].retry
 		if p == nil {
@@ -415,8 +417,9 @@ func (w *Worker) record(rctx, ctx context.Context, job string, env Envelope, kno
 	}
 }
 
-// settleRecorded turns a recording into the outcome: the stored result, or the error.
-func (w *Worker) settleRecorded(ctx context.Context, job string, o *outcome, rec ledger.Recorded, log *slog.Logger) {
+// settleRecorded turns a recording into the outcome: the stored result, or the error. It
+// counts the result in t when it is this delivery's own.
+func (w *Worker) settleRecorded(o *outcome, rec ledger.Recorded, t *tally, log *slog.Logger) {
 	mine := o.record
 	o.record = nil
 	if rec.Err != nil {
@@ -429,10 +432,20 @@ func (w *Worker) settleRecorded(ctx context.Context, job string, o *outcome, rec
 		// Its outcome stands, so this delivery has nothing to give up on.
 		log.Info("duplicate delivery: another delivery recorded the result first", "part", mine.Index)
 		o.gaveUp = nil
+	} else if r.OK {
+		t.succeeded++
 	} else {
-		w.cfg.Telemetry.PartitionRecorded(ctx, job, r.OK)
+		t.failed++
 	}
 	o.stored = &r
+}
+
+// tally counts the outcomes a delivery recorded, for one telemetry measurement per message.
+type tally struct{ succeeded, failed int }
+
+// report counts the tally in the job's metrics.
+func (t tally) report(ctx context.Context, tel *telemetry.Telemetry, job string) {
+	tel.PartitionsRecorded(ctx, job, t.succeeded, t.failed)
 }
 
 // scheduleRetry sends a retry planned by handleOne; one that cannot be sent on the message's
@@ -461,7 +474,9 @@ func (w *Worker) scheduleRetry(rctx, ctx context.Context, o *outcome, p *retryPl
 	o.record, o.gaveUp = &res, giveUp(p.one, res.Attempts, p.cause)
 	// The span's block exists (record took it before any retry): the result is its own.
 	recs, _ := ledger.Record(rctx, w.cfg.Store, res.Run, ledger.Span{}, []ledger.Result{res}, nil)
-	w.settleRecorded(rctx, p.job, o, recs[0], p.log)
+	var t tally
+	w.settleRecorded(o, recs[0], &t, p.log)
+	t.report(rctx, w.cfg.Telemetry, p.job)
 }
 
 // runAll runs the message's partitions, a bundle's up to BundleConcurrency at once, and
@@ -554,14 +569,12 @@ func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one
 	}
 
 	started := w.now()
-	pctx, span := w.cfg.Telemetry.StartPartition(ctx, telemetry.Run{ID: m.RunID, Schedule: m.Schedule, Job: m.Job, Epoch: one.Epoch}, one.Part, attempt)
+	pctx, span := w.cfg.Telemetry.StartPartition(ctx, one.Part, attempt)
 	out, perr := w.processBounded(pctx, job, Partition{
 		Run: m.RunID, Index: one.Part, Epoch: one.Epoch, Attempt: attempt, Params: m.Params, Payload: one.Payload,
 	}, w.cfg.Jobs.PartitionTimeout(m.Job), log)
 	w.cfg.Telemetry.PartitionTried(ctx, m.Job, perr == nil, w.now().Sub(started))
-	span.SetOutcome(outcomeOf(perr))
-	span.End(perr)
-	trace := w.cfg.Telemetry.Traceparent(pctx)
+	span.EndTry(perr)
 	if stoppedCtx(ctx) {
 		log.Info("run stopped while the partition ran; its outcome is not recorded", "err", perr)
 		return outcome{}
@@ -582,7 +595,8 @@ func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one
 		log.Warn("partition failed permanently; recording the failure", "err", perr)
 		res.Error = ledger.Cause(perr) // the full error is in the log line above
 	case w.cfg.Retries != nil && try < policy.Attempts:
-		return outcome{retry: &retryPlan{one: one, try: try, res: res, policy: policy, cause: perr, log: log, job: m.Job, trace: trace}}
+		return outcome{retry: &retryPlan{one: one, try: try, res: res, policy: policy, cause: perr, log: log, job: m.Job,
+			trace: w.cfg.Telemetry.Traceparent(pctx)}}
 	case w.cfg.Retries != nil:
 		log.Error("partition failed on its last try; recording the failure", "err", perr, "tries", policy.Attempts)
 		res.Error = ledger.Cause(perr)
@@ -594,14 +608,6 @@ func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one
 		return fail(fmt.Errorf("delivery %d of %d: %w", delivery, w.maxDeliveries(), perr))
 	}
 	return outcome{record: &res}
-}
-
-// outcomeOf names a try's outcome on its span.
-func outcomeOf(err error) string {
-	if err == nil {
-		return telemetry.OutcomeSucceeded
-	}
-	return telemetry.OutcomeFailed
 }
 
 func withError(r ledger.Result, e string) *ledger.Result {

@@ -19,7 +19,9 @@ const clockTicks = 100
 // ProcStats is one look at a process in /proc (Linux only).
 type ProcStats struct {
 	PID int
-	// CPU is user + system time consumed so far.
+	// CPU is user + system time consumed so far: the time on CPU of the process's threads
+	// (/proc/<pid>/task/*/schedstat, nanoseconds), or utime + stime (/proc/<pid>/stat, 10 ms
+	// ticks, but counting threads that exited) when that is more.
 	CPU time.Duration
 	// RSS is the resident set now (VmRSS); PeakRSS the high-water mark (VmHWM). Bytes.
 	RSS, PeakRSS int64
@@ -35,6 +37,7 @@ func ReadProc(pid int) (ProcStats, error) {
 	if st.CPU, err = parseStatCPU(stat); err != nil {
 		return st, fmt.Errorf("read proc of %d: %w", pid, err)
 	}
+	st.CPU = max(st.CPU, threadsCPU(pid))
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return st, fmt.Errorf("read proc of %d: %w", pid, err)
@@ -66,6 +69,27 @@ func parseStatCPU(stat []byte) (time.Duration, error) {
 		ticks += n
 	}
 	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+// threadsCPU sums the time on CPU of pid's live threads, in nanoseconds: the first field of
+// each /proc/<pid>/task/<tid>/schedstat (0 when it cannot be read).
+func threadsCPU(pid int) time.Duration {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/[0-9]*/schedstat", pid))
+	var sum time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			continue
+		}
+		if ns, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+			sum += time.Duration(ns)
+		}
+	}
+	return sum
 }
 
 // parseStatusMem returns VmRSS and VmHWM in bytes from the content of /proc/<pid>/status.

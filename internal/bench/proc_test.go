@@ -56,6 +56,22 @@ func TestReadProc_Self(t *testing.T) {
 	if d := usage - st.CPU; d < -50*time.Millisecond || d > 50*time.Millisecond {
 		t.Errorf("cpu from /proc = %v, getrusage = %v: want them within 50ms", st.CPU, usage)
 	}
+	// The CPU time is precise to far below the 10 ms ticks of /proc/<pid>/stat: what a short
+	// burn adds agrees with getrusage's account of it.
+	ru0 := usage
+	for deadline := time.Now().Add(25 * time.Millisecond); time.Now().Before(deadline); {
+	}
+	st1, err := ReadProc(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	burnt, seen := time.Duration(ru.Utime.Nano()+ru.Stime.Nano())-ru0, st1.CPU-st.CPU
+	if d := burnt - seen; d < -3*time.Millisecond || d > 3*time.Millisecond {
+		t.Errorf("a burn added %v of cpu in /proc, %v by getrusage: want them within 3ms", seen, burnt)
+	}
 	if st.RSS <= 0 || st.PeakRSS < st.RSS {
 		t.Errorf("rss = %d, peak = %d: want 0 < rss <= peak", st.RSS, st.PeakRSS)
 	}

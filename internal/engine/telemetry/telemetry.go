@@ -7,6 +7,7 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -62,6 +63,8 @@ type Telemetry struct {
 	leaseAcquired, leaseLost, leaseHandedOver     metric.Int64Counter
 	runDuration, occurrenceLag, partitionDuration metric.Float64Histogram
 	heartbeatDuration                             metric.Float64Histogram
+
+	jobs sync.Map // job name → *jobAttrs
 }
 
 // New returns the telemetry of tp and mp; nil (off) when both are nil. A nil provider turns its
@@ -147,11 +150,15 @@ func (s Span) End(err error) {
 	s.s.End()
 }
 
-// SetOutcome records a partition's or a run's outcome on the span.
-func (s Span) SetOutcome(outcome string) {
-	if s.s != nil {
-		s.s.SetAttributes(KeyOutcome.String(outcome))
+// EndTry ends a partition's span with its outcome as the status: ok, or err as the error.
+func (s Span) EndTry(err error) {
+	if s.s == nil {
+		return
 	}
+	if err == nil {
+		s.s.SetStatus(codes.Ok, "")
+	}
+	s.End(err)
 }
 
 // SetState records a run's state on the span.
@@ -312,12 +319,19 @@ func (t *Telemetry) StartMessage(ctx context.Context, root, sender string, r Run
 }
 
 // StartPartition starts the span of one try of one partition (child of the message's span in
-// ctx): the context Process gets, so a job's own spans nest under it.
-func (t *Telemetry) StartPartition(ctx context.Context, r Run, part, attempt int) (context.Context, Span) {
+// ctx): the context Process gets, so a job's own spans nest under it. It carries the partition's
+// index, and its try when above 1 (its outcome is its status: see EndTry); the run's attributes
+// are on the message's span. Each attribute costs per partition, on the span and in the export.
+func (t *Telemetry) StartPartition(ctx context.Context, part, attempt int) (context.Context, Span) {
 	if !t.tracing() {
 		return ctx, Span{}
 	}
-	return t.start(ctx, "baton.partition", "", "", false, trace.SpanKindInternal, r.attrs(KeyPart.Int(part), KeyAttempt.Int(attempt)))
+	attrs := trace.WithAttributes(KeyPart.Int(part))
+	if attempt > 1 {
+		attrs = trace.WithAttributes(KeyPart.Int(part), KeyAttempt.Int(attempt))
+	}
+	ctx, s := t.tracer.Start(ctx, "baton.partition", attrs)
+	return ctx, Span{s}
 }
 
 // StartFold starts the span of folding a message's results into the run's partials and
@@ -382,18 +396,22 @@ func (t *Telemetry) PartitionTried(ctx context.Context, job string, ok bool, d t
 	if t == nil || t.partitionDuration == nil {
 		return
 	}
-	t.partitionDuration.Record(ctx, d.Seconds(), metric.WithAttributes(KeyJob.String(job), KeyOutcome.String(outcome(ok))))
+	t.partitionDuration.Record(ctx, d.Seconds(), t.jobAttrs(job).record[b2i(ok)]...)
 }
 
-// PartitionRecorded counts an outcome this process recorded in the ledger (a duplicate
-// delivery that found another's counts nothing).
-func (t *Telemetry) PartitionRecorded(ctx context.Context, job string, ok bool) {
-	if t == nil || t.partsProcessed == nil {
+// PartitionsRecorded counts outcomes this process recorded in the ledger, succeeded and failed
+// (a duplicate delivery that found another's counts nothing): once per message.
+func (t *Telemetry) PartitionsRecorded(ctx context.Context, job string, succeeded, failed int) {
+	if t == nil || t.partsProcessed == nil || succeeded+failed == 0 {
 		return
 	}
-	t.partsProcessed.Add(ctx, 1, metric.WithAttributes(KeyJob.String(job), KeyOutcome.String(outcome(ok))))
-	if !ok {
-		t.partsFailed.Add(ctx, 1, metric.WithAttributes(KeyJob.String(job)))
+	a := t.jobAttrs(job)
+	if succeeded > 0 {
+		t.partsProcessed.Add(ctx, int64(succeeded), a.add[1]...)
+	}
+	if failed > 0 {
+		t.partsProcessed.Add(ctx, int64(failed), a.add[0]...)
+		t.partsFailed.Add(ctx, int64(failed), a.job...)
 	}
 }
 
@@ -402,7 +420,7 @@ func (t *Telemetry) PartitionRetried(ctx context.Context, job string) {
 	if t == nil || t.partsRetried == nil {
 		return
 	}
-	t.partsRetried.Add(ctx, 1, metric.WithAttributes(KeyJob.String(job)))
+	t.partsRetried.Add(ctx, 1, t.jobAttrs(job).job...)
 }
 
 // PartitionDeadLettered counts a partition message failed on its last delivery.
@@ -410,7 +428,35 @@ func (t *Telemetry) PartitionDeadLettered(ctx context.Context, job string) {
 	if t == nil || t.partsDeadLettered == nil {
 		return
 	}
-	t.partsDeadLettered.Add(ctx, 1, metric.WithAttributes(KeyJob.String(job)))
+	t.partsDeadLettered.Add(ctx, 1, t.jobAttrs(job).job...)
+}
+
+// jobAttrs are a job's partition metric attributes, made once per job (a partition's
+// measurements then build no attribute set): by job, and by job and outcome (ok: succeeded).
+type jobAttrs struct {
+	job    []metric.AddOption
+	add    [2][]metric.AddOption
+	record [2][]metric.RecordOption
+}
+
+func (t *Telemetry) jobAttrs(job string) *jobAttrs {
+	if v, ok := t.jobs.Load(job); ok {
+		return v.(*jobAttrs)
+	}
+	a := &jobAttrs{job: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(KeyJob.String(job)))}}
+	for i, ok := range []bool{false, true} {
+		opt := metric.WithAttributeSet(attribute.NewSet(KeyJob.String(job), KeyOutcome.String(outcome(ok))))
+		a.add[i], a.record[i] = []metric.AddOption{opt}, []metric.RecordOption{opt}
+	}
+	v, _ := t.jobs.LoadOrStore(job, a)
+	return v.(*jobAttrs)
+}
+
+func b2i(ok bool) int {
+	if ok {
+		return 1
+	}
+	return 0
 }
 
 // LeaseAcquired, LeaseLost and LeaseHandedOver count the lease events of kind.

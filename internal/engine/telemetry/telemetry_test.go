@@ -3,9 +3,11 @@ package telemetry_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -21,12 +23,11 @@ var run = telemetry.Run{ID: "tick-20260101t000000z", Schedule: "tick", Job: "syn
 func hotPath(ctx context.Context, tel *telemetry.Telemetry, root, sender string) {
 	mctx, span := tel.StartMessage(ctx, root, sender, run, telemetry.Message{First: 32, Count: 16, Delivery: 1})
 	for i := range 4 {
-		pctx, ps := tel.StartPartition(mctx, run, 32+i, 1)
+		pctx, ps := tel.StartPartition(mctx, 32+i, 1)
 		tel.PartitionTried(pctx, run.Job, true, time.Millisecond)
-		ps.SetOutcome(telemetry.OutcomeSucceeded)
-		ps.End(nil)
-		tel.PartitionRecorded(mctx, run.Job, true)
+		ps.EndTry(nil)
 	}
+	tel.PartitionsRecorded(mctx, run.Job, 4, 0)
 	_ = tel.Traceparent(mctx)
 	span.End(nil)
 }
@@ -81,11 +82,13 @@ func TestTraceAcrossMessages(t *testing.T) {
 	cs.End(nil)
 	// A third: the bundle the batch sent, its partition, and the partition's retry.
 	mctx, ms := tel.StartMessage(context.Background(), root, sender, run, telemetry.Message{First: 0, Count: 16, Delivery: 1})
-	pctx, ps := tel.StartPartition(mctx, run, 3, 1)
+	pctx, ps := tel.StartPartition(mctx, 3, 1)
 	failed := tel.Traceparent(pctx)
-	ps.End(errors.New("boom"))
+	ps.EndTry(errors.New("boom"))
 	ms.End(nil)
-	_, retry := tel.StartMessage(context.Background(), root, failed, run, telemetry.Message{First: 3, Attempt: 2, Delivery: 1})
+	rtctx, retry := tel.StartMessage(context.Background(), root, failed, run, telemetry.Message{First: 3, Attempt: 2, Delivery: 1})
+	_, second := tel.StartPartition(rtctx, 3, 2)
+	second.EndTry(nil)
 	retry.End(nil)
 	_, fs := tel.StartFinish(context.Background(), root, run)
 	fs.End(nil)
@@ -130,14 +133,40 @@ func TestTraceAcrossMessages(t *testing.T) {
 	if l := retrySpan.Links(); len(l) != 1 || l[0].SpanContext.SpanID() != byName("baton.partition")[0].SpanContext().SpanID() {
 		t.Errorf("the retry links %v, want the failed try", l)
 	}
-	attrs := map[string]string{}
-	for _, kv := range byName("baton.partition")[0].Attributes() {
-		attrs[string(kv.Key)] = kv.Value.String()
+	// The run's attributes are on the message's span; a partition's span carries only its own
+	// (it is made per partition: each attribute costs on the hot path and in the export).
+	if p := byName("baton.partition"); len(p) != 2 || p[0].Status().Code != codes.Error || p[1].Status().Code != codes.Ok {
+		t.Errorf("partition spans %v: want the failed try's (status error) and the retry's (ok)", p)
+	} else if p[1].Parent().SpanID() != byName("baton.partition.message")[0].SpanContext().SpanID() {
+		t.Errorf("the retry's try: parent %s, want the retry's message", p[1].Parent().SpanID())
 	}
-	for k, v := range map[string]string{"baton.run.id": run.ID, "baton.job.name": "synthetic", "baton.schedule.name": "tick",
-		"baton.run.epoch": "3", "baton.partition.index": "3", "baton.partition.attempt": "1"} {
-		if attrs[k] != v {
-			t.Errorf("partition span attribute %s = %q, want %q", k, attrs[k], v)
+	for name, want := range map[string]map[string]string{
+		"baton.bundle": {"baton.run.id": run.ID, "baton.job.name": "synthetic", "baton.schedule.name": "tick",
+			"baton.run.epoch": "3", "baton.partition.first": "0", "baton.partition.count": "16", "baton.partition.attempt": "1",
+			"baton.delivery.count": "1"},
+		"baton.partition":   {"baton.partition.index": "3"}, // its first try: no attempt
+		"baton.partition#2": {"baton.partition.index": "3", "baton.partition.attempt": "2"},
+	} {
+		name, n, _ := strings.Cut(name, "#")
+		spans := byName(name)
+		if n != "" && len(spans) > 0 {
+			spans = spans[1:] // the second of the name
+		}
+		if len(spans) == 0 {
+			t.Errorf("no %s span", name)
+			continue
+		}
+		got := map[string]string{}
+		for _, kv := range spans[0].Attributes() {
+			got[string(kv.Key)] = kv.Value.String()
+		}
+		if len(got) != len(want) {
+			t.Errorf("%s span attributes %v, want %v", name, got, want)
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s span attribute %s = %q, want %q", name, k, got[k], v)
+			}
 		}
 	}
 }
@@ -151,8 +180,8 @@ func TestMetrics(t *testing.T) {
 	tel.RunFinished(ctx, "tick", "synthetic", "succeeded", created, created.Add(90*time.Second))
 	tel.OccurrenceLag(ctx, "tick", "synthetic", 2*time.Second)
 	tel.PartitionTried(ctx, "synthetic", false, time.Second)
-	tel.PartitionRecorded(ctx, "synthetic", true)
-	tel.PartitionRecorded(ctx, "synthetic", false)
+	tel.PartitionsRecorded(ctx, "synthetic", 2, 1)
+	tel.PartitionsRecorded(ctx, "synthetic", 0, 0)
 	tel.PartitionRetried(ctx, "synthetic")
 	tel.PartitionDeadLettered(ctx, "synthetic")
 	tel.LeaseAcquired(ctx, telemetry.LeaseRun)
@@ -180,7 +209,7 @@ func TestMetrics(t *testing.T) {
 	}
 	want := map[string]float64{
 		"baton.runs.started": 1, "baton.runs.finished": 1, "baton.run.duration": 90, "baton.occurrence.lag": 2,
-		"baton.partition.duration": 1, "baton.partitions.processed": 2, "baton.partitions.failed": 1,
+		"baton.partition.duration": 1, "baton.partitions.processed": 3, "baton.partitions.failed": 1,
 		"baton.partitions.retried": 1, "baton.partitions.dead_lettered": 1, "baton.lease.acquisitions": 1,
 		"baton.lease.losses": 1, "baton.lease.handovers": 1, "baton.heartbeat.duration": 0.3,
 	}
