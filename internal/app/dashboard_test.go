@@ -1188,8 +1188,12 @@ func TestDashboard_Operator(t *testing.T) {
 	if err := e.store.EnsureContainer(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	for id, n := range map[string]int{"bundle-1": 3, "bundle-2": 5, "bundle-3": 6} {
-		if _, _, err := e.limiter.Acquire(testCtx(t), limit.Spec{Name: testLimit, MaxInFlight: 4}, id, n); err != nil {
+	// In this order: 3 slots, then the last 1, then a refusal (6 waiting).
+	for _, b := range []struct {
+		id string
+		n  int
+	}{{"bundle-1", 3}, {"bundle-2", 5}, {"bundle-3", 6}} {
+		if _, _, err := e.limiter.Acquire(testCtx(t), limit.Spec{Name: testLimit, MaxInFlight: 4}, b.id, b.n); err != nil {
 			t.Fatal(err)
 		}
 	}
