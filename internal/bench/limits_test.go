@@ -1,9 +1,7 @@
 package bench
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -221,15 +219,7 @@ var (
 // together).
 func limitWaits(b *testing.B, path string) (waits []time.Duration, sendbacks int) {
 	b.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	eachLogLine(b, path, func(line string) {
 		switch {
 		case strings.Contains(line, "limit full: the message waits"):
 			if m := waitAttr.FindStringSubmatch(line); m != nil {
@@ -245,9 +235,6 @@ func limitWaits(b *testing.B, path string) (waits []time.Duration, sendbacks int
 				sendbacks += n
 			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		b.Fatal(err)
-	}
+	})
 	return waits, sendbacks
 }

@@ -179,15 +179,7 @@ func scaledRun(b *testing.B, spec scaleSpec) scaleResult {
 // saying leadership or the lease was lost.
 func scanLog(b *testing.B, path string) (leaders, lost []string) {
 	b.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	eachLogLine(b, path, func(line string) {
 		lower := strings.ToLower(line)
 		if strings.Contains(lower, "leadership lost") || strings.Contains(lower, "lease lost") {
 			lost = append(lost, line)
@@ -197,12 +189,27 @@ func scanLog(b *testing.B, path string) (leaders, lost []string) {
 				leaders = append(leaders, f[1])
 			}
 		}
+	})
+	slices.Sort(leaders)
+	return leaders, lost
+}
+
+// eachLogLine calls fn with each line of the log at path.
+func eachLogLine(b *testing.B, path string, fn func(line string)) {
+	b.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		fn(sc.Text())
 	}
 	if err := sc.Err(); err != nil {
 		b.Fatal(err)
 	}
-	slices.Sort(leaders)
-	return leaders, lost
 }
 
 // report logs r and reports its common metrics.
