@@ -6,12 +6,12 @@ import (
 	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/telemetry"
+	"github.com/batonfn/baton/internal/engine/telemetry/otlptest"
 	"github.com/batonfn/baton/work"
 )
 
@@ -102,21 +102,7 @@ func TestTelemetry_RunAndRedriveInOneTrace(t *testing.T) {
 		}
 	}
 
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(testCtx(t), &rm); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, mt := range sm.Metrics {
-			if sum, ok := mt.Data.(metricdata.Sum[int64]); ok {
-				for _, dp := range sum.DataPoints {
-					state, _ := dp.Attributes.Value(telemetry.KeyState)
-					got[mt.Name+"/"+state.AsString()] += dp.Value
-				}
-			}
-		}
-	}
+	got := otlptest.Sums(t, reader, telemetry.KeyState)
 	for k, v := range map[string]int64{"baton.runs.started/": 1, "baton.runs.finished/partial": 1, "baton.runs.finished/succeeded": 1} {
 		if got[k] != v {
 			t.Errorf("%s = %d, want %d (all %v)", k, got[k], v, got)

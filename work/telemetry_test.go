@@ -7,12 +7,12 @@ import (
 
 	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/telemetry"
+	"github.com/batonfn/baton/internal/engine/telemetry/otlptest"
 	"github.com/batonfn/baton/work"
 	"github.com/batonfn/baton/work/synthetic"
 )
@@ -120,22 +120,7 @@ func TestWorker_TelemetryRetriesAreLinked(t *testing.T) {
 		t.Errorf("%d tries ok, %d failed: want 3 and %d (partition 2's first and each retry)", tryOK, tryFailed, 1+retries)
 	}
 
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(ctx, &rm); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if sum, ok := m.Data.(metricdata.Sum[int64]); ok {
-				for _, dp := range sum.DataPoints {
-					state, _ := dp.Attributes.Value(telemetry.KeyState)
-					outcome, _ := dp.Attributes.Value(telemetry.KeyOutcome)
-					got[m.Name+"/"+state.AsString()+outcome.AsString()] += dp.Value
-				}
-			}
-		}
-	}
+	got := otlptest.Sums(t, reader, telemetry.KeyState, telemetry.KeyOutcome)
 	m, err := e.fake.ReadManifest(ctx, "traced")
 	if err != nil {
 		t.Fatal(err)

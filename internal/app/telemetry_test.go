@@ -1,16 +1,15 @@
 package app
 
 import (
-	"context"
 	"net/http"
 	"testing"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/batonfn/baton/internal/engine/config"
+	"github.com/batonfn/baton/internal/engine/telemetry/otlptest"
 )
 
 // TestNewApp_AppsProviders: the providers an app hands the handler (Options, as
@@ -50,21 +49,7 @@ func TestNewApp_AppsProviders(t *testing.T) {
 	if l := root.Links(); len(l) != 1 || l[0].SpanContext.SpanID().String() != caller[36:52] {
 		t.Errorf("root links %v, want the caller's span %s", l, caller[36:52])
 	}
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	started := int64(0)
-	for _, sm := range rm.ScopeMetrics {
-		for _, mt := range sm.Metrics {
-			if sum, ok := mt.Data.(metricdata.Sum[int64]); ok && mt.Name == "baton.runs.started" {
-				for _, dp := range sum.DataPoints {
-					started += dp.Value
-				}
-			}
-		}
-	}
-	if started != 1 {
+	if started := otlptest.Sums(t, reader)["baton.runs.started/"]; started != 1 {
 		t.Errorf("baton.runs.started = %d, want 1", started)
 	}
 	get := invokeHTTP(t, p.hs.URL, fnRuns, goldenHTTP(t, "http-runs-get.json", withID(run)))

@@ -8,32 +8,16 @@ import (
 	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/batonfn/baton/internal/engine/election"
 	"github.com/batonfn/baton/internal/engine/election/electiontest"
 	"github.com/batonfn/baton/internal/engine/telemetry"
+	"github.com/batonfn/baton/internal/engine/telemetry/otlptest"
 )
 
 // leaseCounts collects the lease counters by name and kind.
 func leaseCounts(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if sum, ok := m.Data.(metricdata.Sum[int64]); ok {
-				for _, dp := range sum.DataPoints {
-					kind, _ := dp.Attributes.Value(telemetry.KeyLeaseKind)
-					out[m.Name+"/"+kind.AsString()] += dp.Value
-				}
-			}
-		}
-	}
-	return out
+	return otlptest.Sums(t, reader, telemetry.KeyLeaseKind)
 }
 
 // TestLeader_Telemetry: acquisitions of the scheduler's and a run's lease, a leadership lost to

@@ -1,5 +1,6 @@
-// Package otlptest serves tests that receive OTLP/HTTP exports: it decodes an export request's
-// protobuf body (gzip or not) and writes a protobuf reply, as an OTLP receiver does.
+// Package otlptest serves tests of telemetry: it sums an in-memory reader's counters, and for
+// tests that receive OTLP/HTTP exports it decodes an export request's protobuf body (gzip or
+// not) and writes a protobuf reply, as an OTLP receiver does.
 package otlptest
 
 import (
