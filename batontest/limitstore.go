@@ -3,7 +3,6 @@ package batontest
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 
 	"github.com/batonfn/baton/internal/engine/limit"
@@ -30,7 +29,7 @@ func (s *memLimits) Read(ctx context.Context, name string) (limit.State, error) 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return cloneState(s.states[name].st), nil
+	return s.states[name].st.Clone(), nil
 }
 
 func (s *memLimits) Update(ctx context.Context, name string, fn func(*limit.State) error) (limit.State, error) {
@@ -41,7 +40,7 @@ func (s *memLimits) Update(ctx context.Context, name string, fn func(*limit.Stat
 		s.mu.Lock()
 		cur := s.states[name]
 		s.mu.Unlock()
-		st := cloneState(cur.st)
+		st := cur.st.Clone()
 		if err := fn(&st); errors.Is(err, limit.ErrNoChange) {
 			return st, nil
 		} else if err != nil {
@@ -49,16 +48,10 @@ func (s *memLimits) Update(ctx context.Context, name string, fn func(*limit.Stat
 		}
 		s.mu.Lock()
 		if s.states[name].version == cur.version {
-			s.states[name] = versioned{st: cloneState(st), version: cur.version + 1}
+			s.states[name] = versioned{st: st.Clone(), version: cur.version + 1}
 			s.mu.Unlock()
 			return st, nil
 		}
 		s.mu.Unlock() // another write came first: read again
 	}
-}
-
-// cloneState copies st so that no two holders share its slices.
-func cloneState(st limit.State) limit.State {
-	st.Slots, st.Waiting = slices.Clone(st.Slots), slices.Clone(st.Waiting)
-	return st
 }

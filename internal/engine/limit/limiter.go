@@ -151,7 +151,7 @@ func (l *Limiter) drain(name string, ln *lane) {
 					o.err = context.Cause(o.ctx) // its caller has gone: not applied
 					continue
 				}
-				c := st.clone()
+				c := st.Clone()
 				if o.err = o.fn(&c); o.err == nil {
 					*st, changed = c, true
 				}

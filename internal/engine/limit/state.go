@@ -135,8 +135,8 @@ type Waiter struct {
 	Until time.Time `json:"until"`
 }
 
-// clone is a copy of st that shares no slice with it.
-func (st State) clone() State {
+// Clone is a copy of st that shares no slice with it.
+func (st State) Clone() State {
 	st.Slots, st.Waiting = slices.Clone(st.Slots), slices.Clone(st.Waiting)
 	return st
 }
