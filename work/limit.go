@@ -70,7 +70,7 @@ func (w *Worker) acquire(ctx context.Context, job string, env Envelope, log *slo
 	first := env
 	first.Wait = 0 // the waiter is the same bundle each time it comes back
 	n := max(env.Count, 1)
-	g, wait, err := w.cfg.Limiter.AcquireUpTo(ctx, spec, first.MessageID(), n, min(n, BundleConcurrency))
+	g, wait, err := w.cfg.Limiter.AcquireWaiting(ctx, spec, first.MessageID(), n, min(n, BundleConcurrency))
 	if errors.Is(err, limit.ErrContended) {
 		// Busy, not broken: the bundle waits as for a full limit, without spending the
 		// delivery.

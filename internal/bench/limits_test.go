@@ -27,6 +27,8 @@ type limitCase struct {
 	ideal float64
 	// per is the rate's period, over which peak-starts are counted (0: no rate).
 	per time.Duration
+	// backlog is the case's BATON_MAX_BACKLOG (0: BenchmarkScale's).
+	backlog int
 }
 
 var limitCases = []limitCase{
@@ -35,7 +37,7 @@ var limitCases = []limitCase{
 	{name: "rate=200", limits: `{"bench":{"rate":200,"per":"1s"}}`, partitions: 10000, ideal: 200, per: time.Second},
 	{name: "inflight=8", limits: `{"bench":{"maxInFlight":8}}`, partitions: 4000, workMs: 50, ideal: 8 / 0.050},
 	{name: "inflight=500", limits: `{"bench":{"maxInFlight":500}}`, partitions: 10000, small: 1000, workMs: 500, ideal: 500 / 0.500},
-	{name: "inflight=1", limits: `{"bench":{"maxInFlight":1}}`, partitions: 500, workMs: 20, ideal: 1 / 0.020},
+	{name: "inflight=1", limits: `{"bench":{"maxInFlight":1}}`, partitions: 1000, workMs: 20, ideal: 1 / 0.020},
 }
 
 // BenchmarkLimits runs the same synthetic run end to end, as BenchmarkScale does (4 handler
@@ -47,7 +49,7 @@ var limitCases = []limitCase{
 //   - rate=1000, rate=200: the same run under a rate of 1,000 and 200 starts/s (burst 1);
 //   - inflight=8: 4,000 partitions of 50 ms under 8 in flight (ideal 160/s);
 //   - inflight=500: 10,000 partitions of 500 ms under 500 in flight (ideal 1,000/s);
-//   - inflight=1: 500 partitions of 20 ms under 1 in flight (ideal 50/s).
+//   - inflight=1: 1,000 partitions of 20 ms under 1 in flight (ideal 50/s).
 //
 // Under -short (the smoke run): none, rate=1000 and inflight=500 on 1,000 partitions.
 // BENCH_SCALE_BACKLOG sets another backlog bound, as for BenchmarkScale.
@@ -75,7 +77,11 @@ func BenchmarkLimits(b *testing.B) {
 			}
 			for b.Loop() {
 				var spans []Span
-				r := scaledRun(b, scaleSpec{partitions: n, instances: scaleInstances, backlog: scaleBacklogFor(b),
+				backlog := scaleBacklogFor(b)
+				if lc.backlog > 0 {
+					backlog = lc.backlog
+				}
+				r := scaledRun(b, scaleSpec{partitions: n, instances: scaleInstances, backlog: backlog,
 					timer: devhost.TimerOne, timeout: 30 * time.Minute, workMs: lc.workMs, limits: lc.limits,
 					settled: func(b *testing.B, c *cluster, run string) { spans = readSpans(b, c, run) }})
 				r.report(b, n)

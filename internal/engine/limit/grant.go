@@ -18,6 +18,14 @@ type Grant struct {
 	Expires    time.Time
 	// SlowUntil is the limit's slow-down time as the grant last saw it.
 	SlowUntil time.Time
+	// Hold is the limit's mean hold of a slot per partition as the grant (or refusal) saw it.
+	Hold time.Duration
+	// Acquired is when the limit granted the slots: for a lease from then, this process may
+	// hand them from one of its bundles to the next waiting in it (Limiter.AcquireWaiting).
+	Acquired time.Time
+
+	served []string // the waiters its hand-offs served, taken out of the line at its next write
+	handed int      // the partitions its hand-offs started, counted at its release
 }
 
 // Holds reports whether the grant holds in-flight slots (and so must be renewed and released).
@@ -35,11 +43,12 @@ type Rules struct {
 }
 
 // acquire is Acquire's decision on st at now, for the bundle id of n partitions that runs at
-// most most of them at once: a grant (Partitions above 0), or the wait before the bundle asks
-// again. jitter in [0, 1) spreads the waits.
-func acquire(st *State, rules Rules, spec Spec, id, holder, token string, n, most int, now time.Time, jitter float64) (Grant, time.Duration) {
+// most most of them at once, with queued more partitions of the limit waiting in the same
+// process: a grant (Partitions above 0), or the wait before the bundle asks again. jitter in
+// [0, 1) spreads the waits.
+func acquire(st *State, rules Rules, spec Spec, id, holder, token string, n, most, queued int, now time.Time, jitter float64) (Grant, time.Duration) {
 	st.prune(now)
-	g := Grant{Spec: spec, Token: token, SlowUntil: st.SlowUntil}
+	g := Grant{Spec: spec, Token: token, SlowUntil: st.SlowUntil, Hold: st.Hold}
 	wait := func(d, spread time.Duration, clamp bool) (Grant, time.Duration) {
 		if clamp {
 			d = min(max(d, rules.MinWait), rules.MaxWait)
@@ -65,7 +74,12 @@ func acquire(st *State, rules Rules, spec Spec, id, holder, token string, n, mos
 			if hold <= 0 {
 				hold = rules.MinWait
 			}
-			// The partitions of the bundles ahead in the line, each a hold per slot.
+			// The first slot's expected release, then the partitions of the bundles ahead in
+			// the line, each a hold per slot.
+			first := hold
+			if e := st.firstEnd(now); !e.IsZero() {
+				first = e.Sub(now)
+			}
 			ahead := 0
 			for _, w := range st.Waiting {
 				if w.ID == id {
@@ -73,7 +87,7 @@ func acquire(st *State, rules Rules, spec Spec, id, holder, token string, n, mos
 				}
 				ahead += w.N
 			}
-			return wait(hold+time.Duration(int64(hold)*int64(ahead)/int64(spec.MaxInFlight)), hold, true)
+			return wait(first+time.Duration(int64(hold)*int64(ahead)/int64(spec.MaxInFlight)), hold, true)
 		}
 		slots = min(slots, free)
 	}
@@ -104,25 +118,68 @@ func acquire(st *State, rules Rules, spec Spec, id, holder, token string, n, mos
 		st.Next, g.Starts, parts = next, starts, len(starts)
 	}
 	st.Waiting = slices.DeleteFunc(st.Waiting, func(w Waiter) bool { return w.ID == id })
-	g.Slots, g.Partitions, g.Expires = min(slots, parts), parts, now.Add(rules.Lease)
+	g.Slots, g.Partitions, g.Expires, g.Acquired = min(slots, parts), parts, now.Add(rules.Lease), now
 	if spec.MaxInFlight > 0 {
-		st.Slots = append(st.Slots, Slot{Token: token, Holder: holder, Slots: g.Slots, Expires: g.Expires})
+		st.Slots = append(st.Slots, Slot{Token: token, Holder: holder, Slots: g.Slots, Expires: g.Expires,
+			Ends: expectedEnd(st.Hold, g.Slots, parts, queued, now, now, rules.Lease)})
 	}
 	st.Started += int64(parts)
 	return g, 0
 }
 
 // renew extends g's slots by a lease from now, or reports ErrLost when they expired or are
-// gone.
-func renew(st *State, rules Rules, g *Grant, now time.Time) error {
+// gone; left of its partitions are yet to run, and queued more of the process's may follow
+// by hand-off.
+func renew(st *State, rules Rules, g *Grant, left, queued int, now time.Time) error {
 	g.SlowUntil = st.SlowUntil
 	k := st.slot(g.Token)
 	if k < 0 || !now.Before(st.Slots[k].Expires) {
 		return ErrLost
 	}
 	st.Slots[k].Expires = now.Add(rules.Lease)
+	st.Slots[k].Ends = expectedEnd(st.Hold, g.Slots, left, queued, g.Acquired, now, rules.Lease)
 	g.Expires = st.Slots[k].Expires
+	st.served(g.served)
 	return nil
+}
+
+// expectedEnd is when slots holding parts partitions at now are expected back, with queued
+// more handed on to until a lease after acquired, at hold a partition per slot (zero: hold
+// not known yet).
+func expectedEnd(hold time.Duration, slots, parts, queued int, acquired, now time.Time, lease time.Duration) time.Time {
+	if hold <= 0 || slots <= 0 {
+		return time.Time{}
+	}
+	rounds := func(n int) time.Duration { return hold * time.Duration((n+slots-1)/slots) }
+	end := now.Add(rounds(max(parts, 1)))
+	if queued > 0 {
+		// Handed on until a lease after the grant, then back to the limit.
+		if more := end.Add(rounds(queued)); more.Before(acquired.Add(lease)) {
+			end = more
+		} else if acquired.Add(lease).After(end) {
+			end = acquired.Add(lease)
+		}
+	}
+	return end
+}
+
+// firstEnd is the earliest expected release of the slots held at now that is still ahead
+// (zero: none known).
+func (st *State) firstEnd(now time.Time) time.Time {
+	var first time.Time
+	for _, s := range st.Slots {
+		if s.Ends.After(now) && (first.IsZero() || s.Ends.Before(first)) {
+			first = s.Ends
+		}
+	}
+	return first
+}
+
+// served takes the bundles served by hand-offs out of the line.
+func (st *State) served(ids []string) {
+	if len(ids) > 0 {
+		st.Waiting = slices.DeleteFunc(st.Waiting, func(w Waiter) bool { return slices.Contains(ids, w.ID) })
+	}
 }
 
 // release frees g's slots; ran partitions ran under them in elapsed, which feeds the mean hold
@@ -132,6 +189,8 @@ func release(st *State, g Grant, ran int, elapsed time.Duration, now time.Time) 
 	if k >= 0 {
 		st.Slots = slices.Delete(st.Slots, k, k+1)
 	}
+	st.served(g.served)
+	st.Started += int64(g.handed)
 	if ran > 0 && elapsed > 0 {
 		per := elapsed * time.Duration(max(g.Slots, 1)) / time.Duration(ran)
 		if st.Hold <= 0 {

@@ -52,6 +52,7 @@ func (l *Limiter) Hold(ctx context.Context, g Grant) *Hold {
 	h := &Hold{l: l, g: g, sem: make(chan struct{}, max(g.Slots, 1)), begun: l.now()}
 	h.ctx, h.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	if g.Holds() {
+		l.opened(g.Spec.Name, g.Slots)
 		h.loop.Go(h.renewals)
 	}
 	return h
@@ -158,34 +159,50 @@ func (h *Hold) SlowDown(ctx context.Context, until time.Time, reason string) err
 	return h.l.SlowDown(ctx, h.g.Spec.Name, until, reason)
 }
 
-// Close stops the renewals and gives the slots back (unless lost).
+// Close stops the renewals and hands the slots to the next bundle of the limit waiting in
+// this process (see Limiter.AcquireWaiting), or gives them back (unless lost).
 func (h *Hold) Close(ctx context.Context) error {
 	h.cancel(errClosed)
 	h.loop.Wait()
 	h.mu.Lock()
-	g, ran, lost := h.g, h.ran, errors.Is(h.stop, ErrLost)
+	g, ran, lost, stopped := h.g, h.ran, errors.Is(h.stop, ErrLost), h.stop != nil && !errors.Is(h.stop, ErrUsedUp)
 	h.mu.Unlock()
+	if g.Holds() {
+		defer h.l.closed(g.Spec.Name, g.Slots, ran, h.l.now().Sub(h.begun))
+	}
 	if lost {
 		return nil
 	}
-	return h.l.Release(ctx, g, ran, h.l.now().Sub(h.begun))
+	if !stopped && h.l.handOff(g) {
+		return nil
+	}
+	err := h.l.Release(ctx, g, ran, h.l.now().Sub(h.begun))
+	if g.Holds() && err == nil {
+		h.l.kick(g.Spec.Name)
+	}
+	return err
 }
 
 var errClosed = errors.New("limit hold closed")
 
-// renewals renews the grant every third of a lease (every twelfth after a failure) until the
-// hold closes, and cancels it once the slots are lost.
+// renewals renews the grant a third of a lease after its last renewal (every twelfth of a
+// lease after a failure) until the hold closes, and cancels it once the slots are lost.
 func (h *Hold) renewals() {
-	every := h.l.cfg.Lease / 3
+	lease := h.l.cfg.Lease
+	every := time.Duration(-1)
 	for {
-		if err := h.l.cfg.Sleep(h.ctx, every); err != nil {
+		d := every
+		if d < 0 { // a third of a lease after the last renewal (a hand-off's included)
+			d = h.Grant().Expires.Sub(h.l.now()) - 2*lease/3
+		}
+		if err := h.l.cfg.Sleep(h.ctx, d); err != nil {
 			return
 		}
 		h.mu.Lock()
-		g := h.g
+		g, left := h.g, h.g.Partitions-h.next+len(h.sem)
 		h.mu.Unlock()
-		rctx, cancel := context.WithTimeout(h.ctx, every)
-		err := h.l.Renew(rctx, &g)
+		rctx, cancel := context.WithTimeout(h.ctx, lease/3)
+		err := h.l.renew(rctx, &g, left)
 		cancel()
 		if h.ctx.Err() != nil {
 			return
@@ -198,7 +215,7 @@ func (h *Hold) renewals() {
 			if slow.After(h.g.SlowUntil) {
 				h.g.SlowUntil = slow
 			}
-			every = h.l.cfg.Lease / 3
+			every = -1
 		case errors.Is(err, ErrLost) || !h.l.now().Before(h.g.Expires.Add(-h.l.Margin())):
 			h.stop = fmt.Errorf("%w: %w", ErrLost, err)
 			h.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 )
@@ -37,6 +38,9 @@ type Config struct {
 	// Lease: see Rules.Lease (default DefaultLease). Horizon defaults to the lease, MinWait to
 	// DefaultMinWait, MaxWait to the lease.
 	Lease, Horizon, MinWait, MaxWait time.Duration
+	// LocalWait is how long AcquireWaiting may wait in its call (default a sixth of the
+	// lease; negative: not at all).
+	LocalWait time.Duration
 	// Now is the clock (default time.Now); Sleep waits on it (default a timer).
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -51,6 +55,24 @@ type Limiter struct {
 
 	mu    sync.Mutex
 	lanes map[string]*lane
+	local map[string]*local
+}
+
+// local is what this process has of one limit: its open holds and its bundles waiting in
+// AcquireWaiting for one of them to end, first come first served.
+type local struct {
+	waiters []*waiter
+	slots   int           // the slots its open holds hold
+	hold    time.Duration // the mean hold of a slot per partition of this process's holds
+}
+
+// waiter is a bundle waiting in AcquireWaiting; a hold that ends hands it its grant on ch,
+// or a zero Grant when it gave its slots back to the limit instead (ask now), and wakes it.
+type waiter struct {
+	id      string
+	n, most int
+	ch      chan Grant
+	wake    context.CancelCauseFunc
 }
 
 // lane is one limit's queue of updates in this process.
@@ -74,7 +96,7 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("limiter: a store is required")
 	}
-	if cfg.Lease < 0 || cfg.Horizon < 0 || cfg.MinWait < 0 || cfg.MaxWait < 0 {
+	if cfg.Lease < 0 || cfg.Horizon < 0 || cfg.MinWait < 0 || cfg.MaxWait < 0 { // LocalWait < 0: off
 		return nil, errors.New("limiter: durations must not be negative")
 	}
 	if cfg.Lease == 0 {
@@ -90,6 +112,12 @@ func New(cfg Config) (*Limiter, error) {
 		cfg.MaxWait = cfg.Lease
 	}
 	cfg.MaxWait = max(cfg.MaxWait, cfg.MinWait)
+	switch {
+	case cfg.LocalWait == 0:
+		cfg.LocalWait = cfg.Lease / 3
+	case cfg.LocalWait < 0:
+		cfg.LocalWait = 0
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -97,7 +125,7 @@ func New(cfg Config) (*Limiter, error) {
 		cfg.Sleep = sleep
 	}
 	return &Limiter{cfg: cfg, rules: Rules{Lease: cfg.Lease, Horizon: cfg.Horizon, MinWait: cfg.MinWait, MaxWait: cfg.MaxWait},
-		lanes: map[string]*lane{}}, nil
+		lanes: map[string]*lane{}, local: map[string]*local{}}, nil
 }
 
 // update applies fn to the limit's state through its lane (see Limiter): fn's changes are
@@ -210,9 +238,10 @@ func (l *Limiter) AcquireUpTo(ctx context.Context, spec Spec, id string, n, most
 		g    Grant
 		wait time.Duration
 	)
+	queued := l.queued(spec, id)
 	_, err := l.update(ctx, spec.Name, func(st *State) error {
 		now := l.now()
-		g, wait = acquire(st, l.rules, spec, id, l.cfg.Holder, token, n, most, now, mrand.Float64())
+		g, wait = acquire(st, l.rules, spec, id, l.cfg.Holder, token, n, most, queued, now, mrand.Float64())
 		st.Updated = now
 		return nil
 	})
@@ -224,12 +253,16 @@ func (l *Limiter) AcquireUpTo(ctx context.Context, spec Spec, id string, n, most
 
 // Renew extends g's slots by a lease; ErrLost when they expired or were taken (nothing is
 // written then). It also refreshes g.SlowUntil.
-func (l *Limiter) Renew(ctx context.Context, g *Grant) error {
+func (l *Limiter) Renew(ctx context.Context, g *Grant) error { return l.renew(ctx, g, g.Partitions) }
+
+// renew is Renew for a grant with left of its partitions yet to run.
+func (l *Limiter) renew(ctx context.Context, g *Grant, left int) error {
 	var rerr error
 	cur := *g
+	queued := l.queued(g.Spec, "")
 	_, err := l.update(ctx, g.Spec.Name, func(st *State) error {
 		cur = *g
-		if rerr = renew(st, l.rules, &cur, l.now()); rerr != nil {
+		if rerr = renew(st, l.rules, &cur, left, queued, l.now()); rerr != nil {
 			return ErrNoChange
 		}
 		st.Updated = l.now()
@@ -293,3 +326,224 @@ func newToken() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// AcquireWaiting is AcquireUpTo for a bundle that may wait in the call, up to the limiter's
+// LocalWait: for its wait, when that is shorter, then it asks again; or, while a bundle of
+// this process holds slots of an in-flight limit, for that bundle to end and hand them on,
+// when its turn among the bundles waiting here comes within LocalWait (else it is told to
+// come back shortly before its turn).
+// A hold hands its slots to the first bundle waiting in its process, without a call, for a
+// lease after the limit granted them; after that they go back to the limit. A refusal
+// returns the wait left.
+func (l *Limiter) AcquireWaiting(ctx context.Context, spec Spec, id string, n, most int) (Grant, time.Duration, error) {
+	deadline := l.now().Add(l.cfg.LocalWait)
+	for {
+		var (
+			g    Grant
+			wait time.Duration
+			err  error
+		)
+		all := func() bool { return spec.Rate == 0 && l.heldHere(spec.Name) >= spec.MaxInFlight }
+		if all() {
+			// This process holds every slot: wait here for one of its bundles to end.
+			g, wait = Grant{Spec: spec}, l.cfg.MaxWait
+		} else if g, wait, err = l.AcquireUpTo(ctx, spec, id, n, most); err != nil || g.Partitions > 0 {
+			return g, wait, err
+		}
+		now := l.now()
+		left := deadline.Sub(now)
+		handoff := spec.Rate == 0 && l.heldHere(spec.Name) > 0
+		turn := time.Duration(-1) // when its turn here comes (-1: not known)
+		if all() {
+			turn = l.turn(spec.Name, g.Hold, n, min(most, spec.MaxInFlight))
+			if turn > left {
+				return g, l.comeBack(turn), nil
+			}
+		}
+		if left <= 0 || (wait > left && !handoff) {
+			return g, wait, nil
+		}
+		sctx, wake := context.WithCancelCause(ctx)
+		w := &waiter{id: id, n: n, most: most, ch: make(chan Grant, 1), wake: wake}
+		if handoff {
+			l.enqueue(spec.Name, w)
+		}
+		_ = l.cfg.Sleep(sctx, min(wait, left))
+		wake(nil)
+		if handoff && !l.dequeue(spec.Name, w) {
+			// A hold chose it: its grant, or a zero one when the slots went back (ask now).
+			if g := <-w.ch; g.Partitions > 0 {
+				return g, 0, nil
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			return Grant{}, 0, context.Cause(ctx)
+		}
+		if wait > left {
+			if all() {
+				if turn = l.turn(spec.Name, g.Hold, n, min(most, spec.MaxInFlight)); turn >= 0 {
+					return g, l.comeBack(turn), nil
+				}
+			}
+			return g, max(wait-l.now().Sub(now), l.cfg.MinWait), nil
+		}
+	}
+}
+
+// turn is how long until a bundle of n partitions, most at once, that joins this process's
+// line of the limit gets slots by hand-off: a bundle's run for each one ahead and the one
+// running, at hold a partition per slot (the limit's, else this process's); -1 when no hold
+// is known.
+func (l *Limiter) turn(name string, hold time.Duration, n, most int) time.Duration {
+	l.mu.Lock()
+	lc := l.localOf(name)
+	ahead := len(lc.waiters)
+	if hold <= 0 {
+		hold = lc.hold
+	}
+	l.mu.Unlock()
+	if hold <= 0 {
+		return -1
+	}
+	most = max(most, 1)
+	return hold * time.Duration((n+most-1)/most) * time.Duration(ahead+1)
+}
+
+// comeBack is the wait of a bundle sent back whose turn here is in turn: it comes back about
+// half a LocalWait before.
+func (l *Limiter) comeBack(turn time.Duration) time.Duration {
+	return max(turn-l.cfg.LocalWait/2, l.cfg.MinWait)
+}
+
+// heldHere is the slots of the limit this process's open holds hold.
+func (l *Limiter) heldHere(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.localOf(name).slots
+}
+
+// Waiting is the bundles of the limit waiting in this process for a hold here to hand them
+// its slots.
+func (l *Limiter) Waiting(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.localOf(name).waiters)
+}
+
+// queued is the partitions of the limit's bundles waiting in this process, but id's, while
+// its holds hold every slot (else they may take slots elsewhere: 0).
+func (l *Limiter) queued(spec Spec, id string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	if lc := l.local[spec.Name]; lc != nil && lc.slots >= spec.MaxInFlight {
+		for _, w := range lc.waiters {
+			if w.id != id {
+				n += w.n
+			}
+		}
+	}
+	return n
+}
+
+func (l *Limiter) localOf(name string) *local {
+	lc := l.local[name]
+	if lc == nil {
+		lc = &local{}
+		l.local[name] = lc
+	}
+	return lc
+}
+
+func (l *Limiter) enqueue(name string, w *waiter) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lc := l.localOf(name)
+	lc.waiters = append(lc.waiters, w)
+}
+
+// dequeue takes w out of the line; false when a hold took it first.
+func (l *Limiter) dequeue(name string, w *waiter) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lc := l.localOf(name)
+	k := slices.Index(lc.waiters, w)
+	if k < 0 {
+		return false
+	}
+	lc.waiters = slices.Delete(lc.waiters, k, k+1)
+	return true
+}
+
+// opened counts an open hold of slots of the limit.
+func (l *Limiter) opened(name string, slots int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lc := l.localOf(name)
+	lc.slots += slots
+}
+
+// closed counts a hold closed that ran ran partitions on slots for elapsed.
+func (l *Limiter) closed(name string, slots, ran int, elapsed time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lc := l.localOf(name)
+	lc.slots -= slots
+	if ran > 0 && elapsed > 0 {
+		per := elapsed * time.Duration(max(slots, 1)) / time.Duration(ran)
+		if lc.hold <= 0 {
+			lc.hold = per
+		} else {
+			lc.hold = (4*lc.hold + per) / 5
+		}
+	}
+}
+
+// handOff gives g to the first bundle waiting for the limit in this process, when g may still
+// be handed on (slots of an in-flight limit, within a lease of their grant, far enough from
+// expiry to start); false when it may not or none waits.
+func (l *Limiter) handOff(g Grant) bool {
+	now := l.now()
+	if !g.Holds() || g.Spec.Rate > 0 || !now.Before(g.Acquired.Add(l.cfg.Lease)) || !now.Before(g.Expires.Add(-l.Margin())) {
+		return false
+	}
+	w := l.first(g.Spec.Name)
+	if w == nil {
+		return false
+	}
+	g.Partitions, g.handed = w.n, g.handed+w.n
+	if len(g.served) < maxServed {
+		g.served = append(slices.Clip(g.served), w.id)
+	}
+	w.ch <- g
+	w.wake(errHandedOff)
+	return true
+}
+
+// kick tells the first bundle waiting for the limit in this process to ask it now: slots
+// went back to it.
+func (l *Limiter) kick(name string) {
+	if w := l.first(name); w != nil {
+		w.ch <- Grant{}
+		w.wake(errHandedOff)
+	}
+}
+
+// first takes the first bundle waiting for the limit in this process out of the line.
+func (l *Limiter) first(name string) *waiter {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lc := l.localOf(name)
+	if len(lc.waiters) == 0 {
+		return nil
+	}
+	w := lc.waiters[0]
+	lc.waiters = lc.waiters[1:]
+	return w
+}
+
+var errHandedOff = errors.New("limit slots handed off")
+
+// maxServed bounds the waiters a chain of hand-offs takes out of the line (the rest expire).
+const maxServed = 64

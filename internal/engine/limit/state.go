@@ -126,6 +126,9 @@ type Slot struct {
 	Holder  string    `json:"holder"`
 	Slots   int       `json:"slots"`
 	Expires time.Time `json:"expires"`
+	// Ends is when the holder expects to give the slots back (zero: not known), from which
+	// the bundle first in line is told when to ask again.
+	Ends time.Time `json:"ends,omitzero"`
 }
 
 // Waiter is a bundle refused a grant.

@@ -26,18 +26,18 @@ func mustSpec(t *testing.T, s Spec) Spec {
 func TestAcquire_InFlight(t *testing.T) {
 	spec := mustSpec(t, Spec{Name: "crm", MaxInFlight: 3})
 	var st State
-	g, wait := acquire(&st, rules, spec, "b1", "i1", "t1", 2, 2, t0, 0)
+	g, wait := acquire(&st, rules, spec, "b1", "i1", "t1", 2, 2, 0, t0, 0)
 	if g.Partitions != 2 || g.Slots != 2 || wait != 0 || !g.Expires.Equal(t0.Add(rules.Lease)) {
 		t.Fatalf("first grant %+v wait %s, want 2 slots for 2 partitions", g, wait)
 	}
-	g2, _ := acquire(&st, rules, spec, "b2", "i2", "t2", 5, 5, t0, 0)
+	g2, _ := acquire(&st, rules, spec, "b2", "i2", "t2", 5, 5, 0, t0, 0)
 	if g2.Partitions != 5 || g2.Slots != 1 {
 		t.Fatalf("second grant %+v, want 1 slot for the bundle's 5 partitions", g2)
 	}
 	if st.InFlight(t0) != 3 {
 		t.Fatalf("in flight %d, want 3", st.InFlight(t0))
 	}
-	g3, wait := acquire(&st, rules, spec, "b3", "i1", "t3", 4, 4, t0, 0.5)
+	g3, wait := acquire(&st, rules, spec, "b3", "i1", "t3", 4, 4, 0, t0, 0.5)
 	if g3.Partitions != 0 || wait < rules.MinWait || wait > rules.MaxWait*12/10 {
 		t.Fatalf("third grant %+v wait %s, want a refusal with a bounded wait", g3, wait)
 	}
@@ -48,7 +48,7 @@ func TestAcquire_InFlight(t *testing.T) {
 	if st.Hold != 4*time.Second {
 		t.Fatalf("hold %s, want 4s per partition", st.Hold)
 	}
-	g3, _ = acquire(&st, rules, spec, "b3", "i1", "t3", 4, 4, t0.Add(4*time.Second), 0)
+	g3, _ = acquire(&st, rules, spec, "b3", "i1", "t3", 4, 4, 0, t0.Add(4*time.Second), 0)
 	if g3.Slots != 2 || st.WaitingAt(t0.Add(4*time.Second)) != 0 {
 		t.Fatalf("after the release: grant %+v, waiting %d; want 2 slots and no waiter", g3, st.WaitingAt(t0))
 	}
@@ -59,20 +59,20 @@ func TestAcquire_InFlight(t *testing.T) {
 func TestAcquire_ExpiredSlotsReturn(t *testing.T) {
 	spec := mustSpec(t, Spec{Name: "crm", MaxInFlight: 1})
 	var st State
-	g, _ := acquire(&st, rules, spec, "b1", "dead", "t1", 10, 10, t0, 0)
+	g, _ := acquire(&st, rules, spec, "b1", "dead", "t1", 10, 10, 0, t0, 0)
 	at := t0.Add(10 * time.Second)
-	if err := renew(&st, rules, &g, at); err != nil {
+	if err := renew(&st, rules, &g, 10, 0, at); err != nil {
 		t.Fatal(err)
 	}
-	if g2, _ := acquire(&st, rules, spec, "b2", "live", "t2", 1, 1, at.Add(rules.Lease-time.Millisecond), 0); g2.Partitions != 0 {
+	if g2, _ := acquire(&st, rules, spec, "b2", "live", "t2", 1, 1, 0, at.Add(rules.Lease-time.Millisecond), 0); g2.Partitions != 0 {
 		t.Fatalf("granted %+v before the renewed lease ran out", g2)
 	}
 	back := at.Add(rules.Lease)
-	g2, _ := acquire(&st, rules, spec, "b2", "live", "t2", 1, 1, back, 0)
+	g2, _ := acquire(&st, rules, spec, "b2", "live", "t2", 1, 1, 0, back, 0)
 	if g2.Slots != 1 {
 		t.Fatalf("one lease after the last renewal: grant %+v, want the slot back", g2)
 	}
-	if err := renew(&st, rules, &g, back); !errors.Is(err, ErrLost) {
+	if err := renew(&st, rules, &g, 10, 0, back); !errors.Is(err, ErrLost) {
 		t.Fatalf("the dead holder's renewal: %v, want ErrLost", err)
 	}
 }
@@ -85,7 +85,7 @@ func TestAcquire_Rate(t *testing.T) {
 	var starts []time.Time
 	now := t0
 	for range 20 {
-		g, wait := acquire(&st, rules, spec, "b", "i", "t", 7, 7, now, 0)
+		g, wait := acquire(&st, rules, spec, "b", "i", "t", 7, 7, 0, now, 0)
 		if g.Partitions == 0 {
 			if wait <= 0 {
 				t.Fatalf("refused without a wait at %s", now)
@@ -130,11 +130,11 @@ func TestAcquire_SlowDown(t *testing.T) {
 	spec := mustSpec(t, Spec{Name: "api", MaxInFlight: 100, Rate: 100})
 	var st State
 	slowDown(&st, t0.Add(20*time.Second), t0, "429")
-	g, wait := acquire(&st, rules, spec, "b", "i", "t", 1, 1, t0.Add(5*time.Second), 0)
+	g, wait := acquire(&st, rules, spec, "b", "i", "t", 1, 1, 0, t0.Add(5*time.Second), 0)
 	if g.Partitions != 0 || wait < 15*time.Second || wait > 18*time.Second {
 		t.Fatalf("grant %+v wait %s, want a refusal for the 15 s left", g, wait)
 	}
-	if g, _ := acquire(&st, rules, spec, "b", "i", "t", 1, 1, t0.Add(20*time.Second), 0); g.Partitions != 1 {
+	if g, _ := acquire(&st, rules, spec, "b", "i", "t", 1, 1, 0, t0.Add(20*time.Second), 0); g.Partitions != 1 {
 		t.Fatalf("after the slow-down: %+v", g)
 	}
 }
@@ -169,7 +169,7 @@ func TestAcquire_SlotsUpToTheBundlesConcurrency(t *testing.T) {
 	spec := mustSpec(t, Spec{Name: "crm", MaxInFlight: 100})
 	var st State
 	for k, want := range []int{32, 32, 32, 4} {
-		g, _ := acquire(&st, rules, spec, fmt.Sprint("b", k), "i", fmt.Sprint("t", k), 256, 32, t0, 0)
+		g, _ := acquire(&st, rules, spec, fmt.Sprint("b", k), "i", fmt.Sprint("t", k), 256, 32, 0, t0, 0)
 		if g.Slots != want || g.Partitions != 256 {
 			t.Fatalf("bundle %d: %+v, want %d slots for its 256 partitions", k, g, want)
 		}
@@ -177,29 +177,29 @@ func TestAcquire_SlotsUpToTheBundlesConcurrency(t *testing.T) {
 }
 
 // Refused bundles wait in line: each keeps its place when it asks again, and comes back
-// about when the partitions of those ahead of it have run (a hold each per slot), the
-// spread a fraction of a hold, not of its wait.
+// about when the holder expects to give its slots back and the partitions of those ahead of
+// it have run (a hold each per slot), the spread a fraction of a hold, not of its wait.
 func TestAcquire_WaitersComeBackInLine(t *testing.T) {
 	spec := mustSpec(t, Spec{Name: "crm", MaxInFlight: 8})
 	st := State{Hold: 50 * time.Millisecond}
-	if g, _ := acquire(&st, rules, spec, "running", "i", "t", 256, 32, t0, 0); g.Slots != 8 {
+	if g, _ := acquire(&st, rules, spec, "running", "i", "t", 256, 32, 0, t0, 0); g.Slots != 8 {
 		t.Fatalf("first bundle: %+v, want all 8 slots", g)
 	}
 	var waits []time.Duration
 	for k := range 4 {
-		_, wait := acquire(&st, rules, spec, fmt.Sprint("w", k), "i", "x", 256, 32, t0, 0.999)
+		_, wait := acquire(&st, rules, spec, fmt.Sprint("w", k), "i", "x", 256, 32, 0, t0, 0.999)
 		waits = append(waits, wait)
 	}
-	// The k-th waiter: a hold, plus k bundles of 256 at 8 at a time (1.6 s each), clamped to
-	// MinWait, plus at most a fifth of a hold.
+	// The k-th waiter: the running bundle's expected end (256 at 8 at a time, 1.6 s), plus k
+	// bundles like it, plus at most a fifth of a hold.
 	for k, wait := range waits {
-		want := max(50*time.Millisecond+time.Duration(k)*1600*time.Millisecond, rules.MinWait)
+		want := time.Duration(k+1) * 1600 * time.Millisecond
 		if wait < want || wait > want+10*time.Millisecond {
 			t.Fatalf("waiter %d waits %s, want %s to %s (all: %v)", k, wait, want, want+10*time.Millisecond, waits)
 		}
 	}
 	// Asking again, the third keeps its place: the same wait, not the last one's.
-	if _, wait := acquire(&st, rules, spec, "w2", "i", "x", 256, 32, t0.Add(time.Millisecond), 0); wait < 3200*time.Millisecond || wait > 3300*time.Millisecond {
-		t.Fatalf("the third waiter asking again waits %s, want about 3.25 s (its place kept)", wait)
+	if _, wait := acquire(&st, rules, spec, "w2", "i", "x", 256, 32, 0, t0.Add(time.Millisecond), 0); wait < 4790*time.Millisecond || wait > 4810*time.Millisecond {
+		t.Fatalf("the third waiter asking again waits %s, want about 4.8 s (its place kept)", wait)
 	}
 }

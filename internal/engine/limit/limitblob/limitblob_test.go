@@ -452,3 +452,138 @@ func TestLimiter_ConcurrentUpdatesInOneProcessGoTogether(t *testing.T) {
 		t.Logf("%d storage calls for 32 concurrent acquires", n)
 	}
 }
+
+// runHold starts and ends each of g's partitions under a hold, then closes it.
+func runHold(t *testing.T, l *limit.Limiter, g limit.Grant) {
+	t.Helper()
+	ctx := context.Background()
+	hold := l.Hold(ctx, g)
+	for range g.Partitions {
+		if err := hold.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		hold.Done()
+	}
+	if err := hold.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A bundle that finds an in-flight limit's slots held by a bundle of its own process waits in
+// its call and gets them when that bundle ends, with no storage call: the grant (its token,
+// its lease) goes on, the line in the state loses the served bundle, and the last bundle
+// gives the slots back.
+func TestLimiter_HandsSlotsToTheNextBundleHere(t *testing.T) {
+	store, calls := newStore(t)
+	l, err := limit.New(limit.Config{Store: store, Holder: "a", Lease: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := spec(t, limit.Spec{Name: "crm", MaxInFlight: 4})
+	ctx := context.Background()
+	first, _, err := l.AcquireWaiting(ctx, sp, "b1", 8, 4)
+	if err != nil || first.Slots != 4 {
+		t.Fatalf("first bundle: %+v %v, want the 4 slots", first, err)
+	}
+	hold := l.Hold(ctx, first)
+	type got struct {
+		g    limit.Grant
+		wait time.Duration
+		err  error
+	}
+	next := make(chan got, 1)
+	go func() {
+		g, wait, err := l.AcquireWaiting(ctx, sp, "b2", 6, 4)
+		next <- got{g, wait, err}
+	}()
+	// The second bundle waits here, without asking: the first's grant left no slot free.
+	waitFor(t, func() bool { return l.Waiting("crm") == 1 })
+	select {
+	case r := <-next:
+		t.Fatalf("the second bundle did not wait: %+v", r)
+	default:
+	}
+	before := calls.n.Load()
+	for range first.Partitions {
+		if err := hold.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		hold.Done()
+	}
+	if err := hold.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-next
+	if r.err != nil || r.g.Token != first.Token || r.g.Partitions != 6 || r.g.Slots != 4 || !r.g.Expires.Equal(first.Expires) {
+		t.Fatalf("second bundle: %+v %v, want the first's grant for its 6 partitions", r.g, r.err)
+	}
+	if n := calls.n.Load() - before; n != 0 {
+		t.Fatalf("the hand-off cost %d storage calls, want none", n)
+	}
+	runHold(t, l, r.g)
+	st, err := store.Read(ctx, "crm")
+	if err != nil || len(st.Slots) != 0 || len(st.Waiting) != 0 || st.Started != 14 {
+		t.Fatalf("after the last bundle: %+v %v, want no slot, no waiter, 14 started", st, err)
+	}
+}
+
+// Slots go from bundle to bundle of one process for a lease after the limit granted them,
+// then back to the limit, and the bundle waiting here asks for them at once; a bundle whose
+// turn here is further off than it may wait in its call is sent away at once, without a call.
+func TestLimiter_HandOffsLastALease(t *testing.T) {
+	store, calls := newStore(t)
+	clk := &clock{t: time.Now().UTC()}
+	lease := 30 * time.Second
+	l, err := limit.New(limit.Config{Store: store, Holder: "a", Lease: lease, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := spec(t, limit.Spec{Name: "crm", MaxInFlight: 1})
+	ctx := context.Background()
+	first, _, err := l.AcquireWaiting(ctx, sp, "b1", 2, 1)
+	if err != nil || first.Slots != 1 {
+		t.Fatalf("first bundle: %+v %v", first, err)
+	}
+	hold := l.Hold(ctx, first)
+	next := make(chan limit.Grant, 1)
+	go func() {
+		g, _, err := l.AcquireWaiting(ctx, sp, "b2", 2, 1)
+		if err != nil {
+			t.Error(err)
+		}
+		next <- g
+	}()
+	waitFor(t, func() bool { return l.Waiting("crm") == 1 })
+	for range 2 {
+		if err := hold.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		clk.Add(time.Second)
+		hold.Done()
+	}
+	clk.Add(lease) // a lease after the grant: no more hand-offs
+	before := calls.n.Load()
+	if err := hold.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g := <-next
+	if g.Partitions != 2 || g.Token == first.Token {
+		t.Fatalf("second bundle: %+v, want a grant of its own", g)
+	}
+	if n := calls.n.Load() - before; n != 4 {
+		t.Fatalf("%d storage calls for the release and the new grant, want 4", n)
+	}
+	hold = l.Hold(ctx, g)
+	defer func() { _ = hold.Close(ctx) }()
+	// A bundle of 100 partitions behind it, one at a time: its turn is 100 holds away,
+	// beyond the call's 10 s.
+	before = calls.n.Load()
+	start := time.Now()
+	far, wait, err := l.AcquireWaiting(ctx, sp, "b3", 100, 1)
+	if err != nil || far.Partitions != 0 || wait <= lease/3 || time.Since(start) > lease/6 {
+		t.Fatalf("a bundle far back: %+v, wait %s, after %s, %v; want sent away at once to wait over 10 s", far, wait, time.Since(start), err)
+	}
+	if n := calls.n.Load() - before; n != 0 {
+		t.Fatalf("sending it away cost %d storage calls, want none (the limit was seen full)", n)
+	}
+}
