@@ -40,6 +40,8 @@ type Rules struct {
 	Horizon time.Duration
 	// MinWait and MaxWait bound a refused bundle's wait (a slow-down's excepted).
 	MinWait, MaxWait time.Duration
+	// Probe is the wait of a bundle refused while a holder's expected end is not known.
+	Probe time.Duration
 }
 
 // acquire is Acquire's decision on st at now, for the bundle id of n partitions that runs at
@@ -56,7 +58,11 @@ func acquire(st *State, rules Rules, spec Spec, id, holder, token string, n, mos
 		d += time.Duration(float64(min(spread, d)) * 0.2 * jitter)
 		w := Waiter{ID: id, N: n, Until: now.Add(d + rules.Lease)}
 		if k := slices.IndexFunc(st.Waiting, func(w Waiter) bool { return w.ID == id }); k >= 0 {
-			st.Waiting[k] = w // it keeps its place in the line
+			// It keeps its place in the line; an entry good for half a lease more stays as
+			// it is (a refusal that changes nothing writes nothing).
+			if old := st.Waiting[k]; old.N != n || old.Until.Before(w.Until.Add(-rules.Lease/2)) {
+				st.Waiting[k] = w
+			}
 		} else {
 			st.Waiting = append(st.Waiting, w)
 		}
@@ -74,20 +80,12 @@ func acquire(st *State, rules Rules, spec Spec, id, holder, token string, n, mos
 			if hold <= 0 {
 				hold = rules.MinWait
 			}
-			// The first slot's expected release, then the partitions of the bundles ahead in
-			// the line, each a hold per slot.
-			first := hold
+			// The first slot's expected release: whoever asks first then takes it.
+			first := max(hold, rules.Probe)
 			if e := st.firstEnd(now); !e.IsZero() {
 				first = e.Sub(now)
 			}
-			ahead := 0
-			for _, w := range st.Waiting {
-				if w.ID == id {
-					break
-				}
-				ahead += w.N
-			}
-			return wait(first+time.Duration(int64(hold)*int64(ahead)/int64(spec.MaxInFlight)), hold, true)
+			return wait(first, hold, true)
 		}
 		slots = min(slots, free)
 	}
@@ -163,12 +161,18 @@ func expectedEnd(hold time.Duration, slots, parts, queued int, acquired, now tim
 	return end
 }
 
-// firstEnd is the earliest expected release of the slots held at now that is still ahead
-// (zero: none known).
+// firstEnd is the earliest expected release of the slots held at now that is still ahead;
+// zero when a holder's is not known or has passed (the slots may come back any time).
 func (st *State) firstEnd(now time.Time) time.Time {
 	var first time.Time
 	for _, s := range st.Slots {
-		if s.Ends.After(now) && (first.IsZero() || s.Ends.Before(first)) {
+		if !now.Before(s.Expires) {
+			continue
+		}
+		if !s.Ends.After(now) {
+			return time.Time{}
+		}
+		if first.IsZero() || s.Ends.Before(first) {
 			first = s.Ends
 		}
 	}

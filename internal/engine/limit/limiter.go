@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -64,6 +65,7 @@ type local struct {
 	waiters []*waiter
 	slots   int           // the slots its open holds hold
 	hold    time.Duration // the mean hold of a slot per partition of this process's holds
+	retry   time.Time     // before it, the limit refused a bundle here: the others wait too
 }
 
 // waiter is a bundle waiting in AcquireWaiting; a hold that ends hands it its grant on ch,
@@ -124,7 +126,9 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleep
 	}
-	return &Limiter{cfg: cfg, rules: Rules{Lease: cfg.Lease, Horizon: cfg.Horizon, MinWait: cfg.MinWait, MaxWait: cfg.MaxWait},
+	rules := Rules{Lease: cfg.Lease, Horizon: cfg.Horizon, MinWait: cfg.MinWait, MaxWait: cfg.MaxWait,
+		Probe: min(max(cfg.LocalWait/2, cfg.MinWait), cfg.MaxWait)}
+	return &Limiter{cfg: cfg, rules: rules,
 		lanes: map[string]*lane{}, local: map[string]*local{}}, nil
 }
 
@@ -162,6 +166,8 @@ func (l *Limiter) update(ctx context.Context, name string, fn func(*State) error
 // drain runs ln's updates, those waiting together in one Store.Update, until none is left.
 func (l *Limiter) drain(name string, ln *lane) {
 	for {
+		// Bundles woken together (their waits ended at once) ask in one update.
+		runtime.Gosched()
 		l.mu.Lock()
 		ops := ln.next
 		ln.next = nil
@@ -241,7 +247,12 @@ func (l *Limiter) AcquireUpTo(ctx context.Context, spec Spec, id string, n, most
 	queued := l.queued(spec, id)
 	_, err := l.update(ctx, spec.Name, func(st *State) error {
 		now := l.now()
+		st.prune(now)
+		line := slices.Clone(st.Waiting)
 		g, wait = acquire(st, l.rules, spec, id, l.cfg.Holder, token, n, most, queued, now, mrand.Float64())
+		if g.Partitions == 0 && slices.Equal(line, st.Waiting) {
+			return ErrNoChange // refused, its place in the line still good: one read
+		}
 		st.Updated = now
 		return nil
 	})
@@ -347,8 +358,13 @@ func (l *Limiter) AcquireWaiting(ctx context.Context, spec Spec, id string, n, m
 		if all() {
 			// This process holds every slot: wait here for one of its bundles to end.
 			g, wait = Grant{Spec: spec}, l.cfg.MaxWait
+		} else if d := l.retryIn(spec); d > 0 {
+			// The limit refused a bundle here lately: wait as long, then ask together.
+			g, wait = Grant{Spec: spec}, d
 		} else if g, wait, err = l.AcquireUpTo(ctx, spec, id, n, most); err != nil || g.Partitions > 0 {
 			return g, wait, err
+		} else {
+			l.refused(spec, wait)
 		}
 		now := l.now()
 		left := deadline.Sub(now)
@@ -414,6 +430,30 @@ func (l *Limiter) turn(name string, hold time.Duration, n, most int) time.Durati
 // half a LocalWait before.
 func (l *Limiter) comeBack(turn time.Duration) time.Duration {
 	return max(turn-l.cfg.LocalWait/2, l.cfg.MinWait)
+}
+
+// retryIn is how long until this process's bundles of spec's in-flight limit ask it again
+// after a refusal (0: now).
+func (l *Limiter) retryIn(spec Spec) time.Duration {
+	if spec.Rate > 0 {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return max(l.localOf(spec.Name).retry.Sub(l.now()), 0)
+}
+
+// refused notes that spec's in-flight limit refused a bundle here for wait.
+func (l *Limiter) refused(spec Spec, wait time.Duration) {
+	if spec.Rate > 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lc := l.localOf(spec.Name)
+	if at := l.now().Add(wait); !lc.retry.After(l.now()) || at.Before(lc.retry) {
+		lc.retry = at
+	}
 }
 
 // heldHere is the slots of the limit this process's open holds hold.
@@ -521,10 +561,15 @@ func (l *Limiter) handOff(g Grant) bool {
 	return true
 }
 
-// kick tells the first bundle waiting for the limit in this process to ask it now: slots
-// went back to it.
+// kick tells the bundles waiting for the limit in this process to ask it now: slots went
+// back to it.
 func (l *Limiter) kick(name string) {
-	if w := l.first(name); w != nil {
+	l.mu.Lock()
+	lc := l.localOf(name)
+	ws := lc.waiters
+	lc.waiters, lc.retry = nil, time.Time{}
+	l.mu.Unlock()
+	for _, w := range ws {
 		w.ch <- Grant{}
 		w.wake(errHandedOff)
 	}

@@ -176,30 +176,35 @@ func TestAcquire_SlotsUpToTheBundlesConcurrency(t *testing.T) {
 	}
 }
 
-// Refused bundles wait in line: each keeps its place when it asks again, and comes back
-// about when the holder expects to give its slots back and the partitions of those ahead of
-// it have run (a hold each per slot), the spread a fraction of a hold, not of its wait.
-func TestAcquire_WaitersComeBackInLine(t *testing.T) {
+// Refused bundles come back when the holders expect to give slots back (whoever asks first
+// then takes them), spread by a fraction of a hold, each keeping its place in the line the
+// dashboard shows; while a holder's end is not known, they come back after a probe's wait.
+func TestAcquire_WaitersComeBackAtTheFirstRelease(t *testing.T) {
 	spec := mustSpec(t, Spec{Name: "crm", MaxInFlight: 8})
-	st := State{Hold: 50 * time.Millisecond}
-	if g, _ := acquire(&st, rules, spec, "running", "i", "t", 256, 32, 0, t0, 0); g.Slots != 8 {
+	r := rules
+	r.Probe = 5 * time.Second
+	var st State
+	if g, _ := acquire(&st, r, spec, "unknown", "i", "t0", 256, 32, 0, t0, 0); g.Slots != 8 {
 		t.Fatalf("first bundle: %+v, want all 8 slots", g)
 	}
-	var waits []time.Duration
-	for k := range 4 {
-		_, wait := acquire(&st, rules, spec, fmt.Sprint("w", k), "i", "x", 256, 32, 0, t0, 0.999)
-		waits = append(waits, wait)
+	if _, wait := acquire(&st, r, spec, "w", "i", "x", 256, 32, 0, t0, 0); wait != r.Probe {
+		t.Fatalf("with the holder's end unknown: wait %s, want the probe's %s", wait, r.Probe)
 	}
-	// The k-th waiter: the running bundle's expected end (256 at 8 at a time, 1.6 s), plus k
-	// bundles like it, plus at most a fifth of a hold.
-	for k, wait := range waits {
-		want := time.Duration(k+1) * 1600 * time.Millisecond
-		if wait < want || wait > want+10*time.Millisecond {
-			t.Fatalf("waiter %d waits %s, want %s to %s (all: %v)", k, wait, want, want+10*time.Millisecond, waits)
+	st = State{Hold: 50 * time.Millisecond}
+	if g, _ := acquire(&st, r, spec, "running", "i", "t", 256, 32, 0, t0, 0); g.Slots != 8 {
+		t.Fatalf("first bundle: %+v, want all 8 slots", g)
+	}
+	// The running bundle: 256 at 8 at a time, 1.6 s; then at most a fifth of a hold.
+	for k := range 4 {
+		_, wait := acquire(&st, r, spec, fmt.Sprint("w", k), "i", "x", 256, 32, 0, t0, 0.999)
+		if want := 1600 * time.Millisecond; wait < want || wait > want+10*time.Millisecond {
+			t.Fatalf("waiter %d waits %s, want %s to %s", k, wait, want, want+10*time.Millisecond)
 		}
 	}
-	// Asking again, the third keeps its place: the same wait, not the last one's.
-	if _, wait := acquire(&st, rules, spec, "w2", "i", "x", 256, 32, 0, t0.Add(time.Millisecond), 0); wait < 4790*time.Millisecond || wait > 4810*time.Millisecond {
-		t.Fatalf("the third waiter asking again waits %s, want about 4.8 s (its place kept)", wait)
+	if _, wait := acquire(&st, r, spec, "w2", "i", "x", 256, 32, 0, t0.Add(time.Millisecond), 0); wait != 1599*time.Millisecond {
+		t.Fatalf("the third waiter asking again waits %s, want 1.599 s", wait)
+	}
+	if st.Waiting[2].ID != "w2" || len(st.Waiting) != 4 {
+		t.Fatalf("line %+v, want w2 kept third", st.Waiting)
 	}
 }

@@ -587,3 +587,36 @@ func TestLimiter_HandOffsLastALease(t *testing.T) {
 		t.Fatalf("sending it away cost %d storage calls, want none (the limit was seen full)", n)
 	}
 }
+
+// A bundle refused again while its place in the line is good for half a lease more costs one
+// read: the refusal changes nothing to write.
+func TestLimiter_RefusedAgainIsOneRead(t *testing.T) {
+	store, calls := newStore(t)
+	holder, err := limit.New(limit.Config{Store: store, Holder: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := limit.New(limit.Config{Store: store, Holder: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := spec(t, limit.Spec{Name: "crm", MaxInFlight: 1})
+	ctx := context.Background()
+	if g, _, err := holder.Acquire(ctx, sp, "held", 4); err != nil || g.Slots != 1 {
+		t.Fatalf("holder: %+v %v", g, err)
+	}
+	for k, want := range []int64{2, 1, 1} {
+		before := calls.n.Load()
+		g, wait, err := other.Acquire(ctx, sp, "waiting", 4)
+		if err != nil || g.Partitions != 0 || wait <= 0 {
+			t.Fatalf("ask %d: %+v %s %v, want a refusal", k, g, wait, err)
+		}
+		if n := calls.n.Load() - before; n != want {
+			t.Fatalf("ask %d cost %d storage calls, want %d", k, n, want)
+		}
+	}
+	st, err := store.Read(ctx, "crm")
+	if err != nil || len(st.Waiting) != 1 || st.Waiting[0].ID != "waiting" {
+		t.Fatalf("line %+v %v, want the refused bundle in it", st.Waiting, err)
+	}
+}
