@@ -79,8 +79,10 @@ func (c *checker) executeUnderLimit() (limitedRun, bool) {
 	if store == nil {
 		store = newMemLimits()
 	}
+	// A refused bundle goes back to the simulated queue at once (LocalWait off): the run's
+	// clock moves only once every delivery has returned.
 	lim, err := limit.New(limit.Config{Store: store, Holder: "batontest/1", Lease: limitLease, Horizon: limitHorizon,
-		Now: clock.now, Sleep: clock.sleep})
+		LocalWait: -1, Now: clock.now, Sleep: clock.sleep})
 	if err != nil {
 		c.errorf(name, "limiter: %v", err)
 		return limitedRun{}, false

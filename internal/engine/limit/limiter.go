@@ -39,8 +39,8 @@ type Config struct {
 	// Lease: see Rules.Lease (default DefaultLease). Horizon defaults to the lease, MinWait to
 	// DefaultMinWait, MaxWait to the lease.
 	Lease, Horizon, MinWait, MaxWait time.Duration
-	// LocalWait is how long AcquireWaiting may wait in its call (default a sixth of the
-	// lease; negative: not at all).
+	// LocalWait is how long AcquireWaiting may wait in its call (default a third of the
+	// lease; negative: not at all, and no hand-off: it is AcquireUpTo).
 	LocalWait time.Duration
 	// Now is the clock (default time.Now); Sleep waits on it (default a timer).
 	Now   func() time.Time
@@ -347,6 +347,9 @@ func newToken() string {
 // lease after the limit granted them; after that they go back to the limit. A refusal
 // returns the wait left.
 func (l *Limiter) AcquireWaiting(ctx context.Context, spec Spec, id string, n, most int) (Grant, time.Duration, error) {
+	if l.cfg.LocalWait <= 0 {
+		return l.AcquireUpTo(ctx, spec, id, n, most)
+	}
 	deadline := l.now().Add(l.cfg.LocalWait)
 	for {
 		var (
