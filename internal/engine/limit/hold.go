@@ -168,9 +168,14 @@ func (h *Hold) Close(ctx context.Context) error {
 	g, ran, lost, stopped := h.g, h.ran, errors.Is(h.stop, ErrLost), h.stop != nil && !errors.Is(h.stop, ErrUsedUp)
 	h.mu.Unlock()
 	if g.Holds() {
-		defer h.l.closed(g.Spec.Name, g.Slots, ran, h.l.now().Sub(h.begun))
+		// Counted closed before the slots go anywhere: a bundle they wake must not find them
+		// still held here.
+		h.l.closed(g.Spec.Name, g.Slots, ran, h.l.now().Sub(h.begun))
 	}
 	if lost {
+		if g.Holds() {
+			h.l.kick(g.Spec.Name) // they ask the limit: the slots come back at the lease's end
+		}
 		return nil
 	}
 	if !stopped && h.l.handOff(g) {

@@ -620,3 +620,94 @@ func TestLimiter_RefusedAgainIsOneRead(t *testing.T) {
 		t.Fatalf("line %+v %v, want the refused bundle in it", st.Waiting, err)
 	}
 }
+
+// A grant handed on within a process is fenced as the grant it is: its lease runs from its
+// last renewal, not from the hand-off, so the bundle that took it starts nothing once that
+// lease is near its end and another instance gets the slots once it is over; and a grant
+// that close to its end is given back, not handed on.
+func TestLimiter_AHandedOnGrantIsFencedByItsLease(t *testing.T) {
+	store, _ := newStore(t)
+	sp := spec(t, limit.Spec{Name: "crm", MaxInFlight: 2})
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	lease := 30 * time.Second
+	mk := func(holder string) *limit.Limiter {
+		l, err := limit.New(limit.Config{Store: store, Holder: holder, Lease: lease, Now: clk.Now, Sleep: paused})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	ctx := context.Background()
+	a, b := mk("a"), mk("b")
+	waitHere := func(id string) chan limit.Grant {
+		got := make(chan limit.Grant, 1)
+		go func() {
+			g, _, err := a.AcquireWaiting(ctx, sp, id, 4, 2)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- g
+		}()
+		waitFor(t, func() bool { return a.Waiting("crm") == 1 })
+		return got
+	}
+	first, _, err := a.AcquireWaiting(ctx, sp, "b1", 4, 2)
+	if err != nil || first.Slots != 2 {
+		t.Fatalf("first bundle: %+v %v", first, err)
+	}
+	hold := a.Hold(ctx, first)
+	next := waitHere("b2")
+	clk.Add(10 * time.Second)
+	if err := hold.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g := <-next
+	if g.Token != first.Token || !g.Expires.Equal(first.Expires) {
+		t.Fatalf("handed on: %+v, want the first grant and its expiry", g)
+	}
+	hold = a.Hold(ctx, g)
+	if err := hold.Start(ctx); err != nil {
+		t.Fatalf("a start under the handed-on grant: %v", err)
+	}
+	hold.Done()
+	// No renewal runs (paused): near the end of the lease from the grant, no start.
+	clk.Add(lease - 10*time.Second - a.Margin())
+	if err := hold.Start(ctx); !errors.Is(err, limit.ErrLost) {
+		t.Fatalf("a start within the margin of the lease's end: %v, want ErrLost", err)
+	}
+	if gb, _, err := b.Acquire(ctx, sp, "other", 1); err != nil || gb.Partitions != 0 {
+		t.Fatalf("another instance before the lease's end: %+v %v, want a refusal", gb, err)
+	}
+	if err := hold.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(a.Margin())
+	if gb, _, err := b.Acquire(ctx, sp, "other", 1); err != nil || gb.Slots != 1 {
+		t.Fatalf("another instance at the lease's end: %+v %v, want the slot", gb, err)
+	}
+
+	// A grant too near its end to start anything is given back, not handed on: the bundle
+	// waiting here asks the limit and gets a grant of its own.
+	sp2 := spec(t, limit.Spec{Name: "crm2", MaxInFlight: 1})
+	g1, _, err := a.AcquireWaiting(ctx, sp2, "c1", 4, 1)
+	if err != nil || g1.Slots != 1 {
+		t.Fatalf("crm2: %+v %v", g1, err)
+	}
+	hold = a.Hold(ctx, g1)
+	got := make(chan limit.Grant, 1)
+	go func() {
+		g, _, err := a.AcquireWaiting(ctx, sp2, "c2", 4, 1)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- g
+	}()
+	waitFor(t, func() bool { return a.Waiting("crm2") == 1 })
+	clk.Add(lease - a.Margin())
+	if err := hold.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g2 := <-got; g2.Partitions == 0 || g2.Token == g1.Token {
+		t.Fatalf("the bundle waiting when the grant went back: %+v, want a grant of its own", g2)
+	}
+}
