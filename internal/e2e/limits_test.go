@@ -213,7 +213,10 @@ func overlapAtPeak(reqs []stubReq) []stubReq {
 func limitSettings(t *testing.T, s *stub, n int, spec limit.Spec) (string, map[string]string) {
 	t.Helper()
 	params := fmt.Sprintf(`{"partitions":%d,"url":%q}`, n, s.url())
-	limits := fmt.Sprintf(`{%q:{"maxInFlight":%d,"rate":%d,"per":%q,"burst":%d}}`, spec.Name, spec.MaxInFlight, spec.Rate, spec.Per, spec.Burst)
+	limits := fmt.Sprintf(`{%q:{"maxInFlight":%d}}`, spec.Name, spec.MaxInFlight)
+	if spec.Rate > 0 {
+		limits = fmt.Sprintf(`{%q:{"maxInFlight":%d,"rate":%d,"per":%q,"burst":%d}}`, spec.Name, spec.MaxInFlight, spec.Rate, spec.Per, spec.Burst)
+	}
 	paused := map[string]any{}
 	for _, d := range appSchedules(t) {
 		paused[d.Name] = map[string]bool{"paused": true}
@@ -480,6 +483,9 @@ const arrivalLag = 50 * time.Millisecond
 // 120 starts a second about 120 calls are in progress at once.
 var limitFaults = limit.Spec{Name: stubLimitName, MaxInFlight: 128, Rate: 120, Per: time.Second, Burst: 12}
 
+// limitInFlight is limitFaults' in-flight bound alone.
+var limitInFlight = limit.Spec{Name: stubLimitName, MaxInFlight: 128}
+
 // The stub's latency.
 const stubMinLat, stubMaxLat = 800 * time.Millisecond, 1200 * time.Millisecond
 
@@ -507,17 +513,19 @@ const holderSlots = 16
 // while it holds slots and SIGSTOPs another that holds slots for longer than the lease: the
 // stub never serves more than maxInFlight at once nor more than rate+burst arrivals in any
 // second, the dead and the paused holders' slots go to others once their lease ends, and the
-// run succeeds with every partition. It runs over both deliveries (deliveries).
+// run succeeds with every partition. It runs over both deliveries (deliveries), and again
+// on half the partitions under an in-flight bound alone (limitInFlight), whose slots a
+// process hands from bundle to bundle without asking the limit.
 func TestLimits_HoldUnderFaults(t *testing.T) {
 	t.Parallel()
 	for _, d := range deliveries() {
-		t.Run(string(d), func(t *testing.T) { limitsUnderFaults(t, d) })
+		t.Run(string(d), func(t *testing.T) { limitsUnderFaults(t, d, limitFaults, limitPartitions(t)) })
+		t.Run(string(d)+"-inflight", func(t *testing.T) { limitsUnderFaults(t, d, limitInFlight, limitPartitions(t)/2) })
 	}
 }
 
-func limitsUnderFaults(t *testing.T, d devhost.Delivery) {
+func limitsUnderFaults(t *testing.T, d devhost.Delivery, limitFaults limit.Spec, n int) {
 	t.Parallel()
-	n := limitPartitions(t)
 	s := startStub(t, stubMinLat, stubMaxLat)
 	params, extra := limitSettings(t, s, n, limitFaults)
 	c := startCluster(t, clusterOpts{exe: appBin, instances: 5, params: params, extra: extra, delivery: d})
