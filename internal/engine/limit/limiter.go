@@ -65,7 +65,6 @@ type local struct {
 	waiters []*waiter
 	slots   int           // the slots its open holds hold
 	hold    time.Duration // the mean hold of a slot per partition of this process's holds
-	retry   time.Time     // before it, the limit refused a bundle here: the others wait too
 }
 
 // waiter is a bundle waiting in AcquireWaiting; a hold that ends hands it its grant on ch,
@@ -361,13 +360,8 @@ func (l *Limiter) AcquireWaiting(ctx context.Context, spec Spec, id string, n, m
 		if all() {
 			// This process holds every slot: wait here for one of its bundles to end.
 			g, wait = Grant{Spec: spec}, l.cfg.MaxWait
-		} else if d := l.retryIn(spec); d > 0 {
-			// The limit refused a bundle here lately: wait as long, then ask together.
-			g, wait = Grant{Spec: spec}, d
 		} else if g, wait, err = l.AcquireUpTo(ctx, spec, id, n, most); err != nil || g.Partitions > 0 {
 			return g, wait, err
-		} else {
-			l.refused(spec, wait)
 		}
 		now := l.now()
 		left := deadline.Sub(now)
@@ -433,30 +427,6 @@ func (l *Limiter) turn(name string, hold time.Duration, n, most int) time.Durati
 // half a LocalWait before.
 func (l *Limiter) comeBack(turn time.Duration) time.Duration {
 	return max(turn-l.cfg.LocalWait/2, l.cfg.MinWait)
-}
-
-// retryIn is how long until this process's bundles of spec's in-flight limit ask it again
-// after a refusal (0: now).
-func (l *Limiter) retryIn(spec Spec) time.Duration {
-	if spec.Rate > 0 {
-		return 0
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return max(l.localOf(spec.Name).retry.Sub(l.now()), 0)
-}
-
-// refused notes that spec's in-flight limit refused a bundle here for wait.
-func (l *Limiter) refused(spec Spec, wait time.Duration) {
-	if spec.Rate > 0 {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lc := l.localOf(spec.Name)
-	if at := l.now().Add(wait); !lc.retry.After(l.now()) || at.Before(lc.retry) {
-		lc.retry = at
-	}
 }
 
 // heldHere is the slots of the limit this process's open holds hold.
@@ -570,7 +540,7 @@ func (l *Limiter) kick(name string) {
 	l.mu.Lock()
 	lc := l.localOf(name)
 	ws := lc.waiters
-	lc.waiters, lc.retry = nil, time.Time{}
+	lc.waiters = nil
 	l.mu.Unlock()
 	for _, w := range ws {
 		w.ch <- Grant{}
