@@ -453,6 +453,23 @@ func TestLimiter_ConcurrentUpdatesInOneProcessGoTogether(t *testing.T) {
 	}
 }
 
+// waitHere starts bundle id asking l for sp, and returns once it waits in l for a hold there
+// to hand it slots; its grant comes on the channel.
+func waitHere(t *testing.T, l *limit.Limiter, sp limit.Spec, id string, n, most int) chan limit.Grant {
+	t.Helper()
+	before := l.Waiting(sp.Name)
+	got := make(chan limit.Grant, 1)
+	go func() {
+		g, _, err := l.AcquireWaiting(context.Background(), sp, id, n, most)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- g
+	}()
+	waitFor(t, func() bool { return l.Waiting(sp.Name) == before+1 })
+	return got
+}
+
 // runHold starts and ends each of g's partitions under a hold, then closes it.
 func runHold(t *testing.T, l *limit.Limiter, g limit.Grant) {
 	t.Helper()
@@ -486,23 +503,8 @@ func TestLimiter_HandsSlotsToTheNextBundleHere(t *testing.T) {
 		t.Fatalf("first bundle: %+v %v, want the 4 slots", first, err)
 	}
 	hold := l.Hold(ctx, first)
-	type got struct {
-		g    limit.Grant
-		wait time.Duration
-		err  error
-	}
-	next := make(chan got, 1)
-	go func() {
-		g, wait, err := l.AcquireWaiting(ctx, sp, "b2", 6, 4)
-		next <- got{g, wait, err}
-	}()
 	// The second bundle waits here, without asking: the first's grant left no slot free.
-	waitFor(t, func() bool { return l.Waiting("crm") == 1 })
-	select {
-	case r := <-next:
-		t.Fatalf("the second bundle did not wait: %+v", r)
-	default:
-	}
+	next := waitHere(t, l, sp, "b2", 6, 4)
 	before := calls.n.Load()
 	for range first.Partitions {
 		if err := hold.Start(ctx); err != nil {
@@ -513,14 +515,14 @@ func TestLimiter_HandsSlotsToTheNextBundleHere(t *testing.T) {
 	if err := hold.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r := <-next
-	if r.err != nil || r.g.Token != first.Token || r.g.Partitions != 6 || r.g.Slots != 4 || !r.g.Expires.Equal(first.Expires) {
-		t.Fatalf("second bundle: %+v %v, want the first's grant for its 6 partitions", r.g, r.err)
+	g := <-next
+	if g.Token != first.Token || g.Partitions != 6 || g.Slots != 4 || !g.Expires.Equal(first.Expires) {
+		t.Fatalf("second bundle: %+v, want the first's grant for its 6 partitions", g)
 	}
 	if n := calls.n.Load() - before; n != 0 {
 		t.Fatalf("the hand-off cost %d storage calls, want none", n)
 	}
-	runHold(t, l, r.g)
+	runHold(t, l, g)
 	st, err := store.Read(ctx, "crm")
 	if err != nil || len(st.Slots) != 0 || len(st.Waiting) != 0 || st.Started != 14 {
 		t.Fatalf("after the last bundle: %+v %v, want no slot, no waiter, 14 started", st, err)
@@ -545,15 +547,7 @@ func TestLimiter_HandOffsLastALease(t *testing.T) {
 		t.Fatalf("first bundle: %+v %v", first, err)
 	}
 	hold := l.Hold(ctx, first)
-	next := make(chan limit.Grant, 1)
-	go func() {
-		g, _, err := l.AcquireWaiting(ctx, sp, "b2", 2, 1)
-		if err != nil {
-			t.Error(err)
-		}
-		next <- g
-	}()
-	waitFor(t, func() bool { return l.Waiting("crm") == 1 })
+	next := waitHere(t, l, sp, "b2", 2, 1)
 	for range 2 {
 		if err := hold.Start(ctx); err != nil {
 			t.Fatal(err)
@@ -639,24 +633,12 @@ func TestLimiter_AHandedOnGrantIsFencedByItsLease(t *testing.T) {
 	}
 	ctx := context.Background()
 	a, b := mk("a"), mk("b")
-	waitHere := func(id string) chan limit.Grant {
-		got := make(chan limit.Grant, 1)
-		go func() {
-			g, _, err := a.AcquireWaiting(ctx, sp, id, 4, 2)
-			if err != nil {
-				t.Error(err)
-			}
-			got <- g
-		}()
-		waitFor(t, func() bool { return a.Waiting("crm") == 1 })
-		return got
-	}
 	first, _, err := a.AcquireWaiting(ctx, sp, "b1", 4, 2)
 	if err != nil || first.Slots != 2 {
 		t.Fatalf("first bundle: %+v %v", first, err)
 	}
 	hold := a.Hold(ctx, first)
-	next := waitHere("b2")
+	next := waitHere(t, a, sp, "b2", 4, 2)
 	clk.Add(10 * time.Second)
 	if err := hold.Close(ctx); err != nil {
 		t.Fatal(err)
@@ -694,15 +676,7 @@ func TestLimiter_AHandedOnGrantIsFencedByItsLease(t *testing.T) {
 		t.Fatalf("crm2: %+v %v", g1, err)
 	}
 	hold = a.Hold(ctx, g1)
-	got := make(chan limit.Grant, 1)
-	go func() {
-		g, _, err := a.AcquireWaiting(ctx, sp2, "c2", 4, 1)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- g
-	}()
-	waitFor(t, func() bool { return a.Waiting("crm2") == 1 })
+	got := waitHere(t, a, sp2, "c2", 4, 1)
 	clk.Add(lease - a.Margin())
 	if err := hold.Close(ctx); err != nil {
 		t.Fatal(err)
