@@ -281,8 +281,12 @@ func (w *Worker) settle(ctx context.Context, rep ledger.Report, reason string) (
 		changed = true
 		m.Finished = finished
 		m.Succeeded, m.Failed = rep.Succeeded, rep.Failed
-		if reason != "" {
+		switch {
+		case reason != "":
 			m.Reason = reason
+		case m.Stop != nil && rep.State == m.Stop.State:
+			// Settled from a report another worker wrote: the stop says why.
+			m.Reason = m.Stop.Reason(rep.Cancelled)
 		}
 		return nil
 	})

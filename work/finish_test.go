@@ -252,3 +252,33 @@ func TestTryFinish_LostClaimResponseIsRecognisedAsOurs(t *testing.T) {
 	}
 	checkSucceeded(t, f, "lost-claim", n)
 }
+
+// A stopped run whose report another worker wrote before it could settle the manifest is
+// settled with the stop's reason (who stopped it, the note, the partitions never run), as its
+// aggregator would have.
+func TestFinishStopped_SettlingFromAReportKeepsTheStopsReason(t *testing.T) {
+	const n = 4
+	now := time.Date(2026, 11, 21, 2, 0, 0, 0, time.UTC)
+	f := newFixture(t)
+	f.setClock(now)
+	f.completeRun("stopped", n)
+	stop := ledger.Stop{State: ledger.StateCancelled, By: "an operator", At: now.Add(-time.Minute), Note: "the database is down"}
+	if _, err := f.store.UpdateManifest(f.ctx, "stopped", ledger.NoFence, func(m *ledger.Manifest) error {
+		m.Stop = &stop
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := ledger.Report{Run: "stopped", Job: synthetic.Name, State: ledger.StateCancelled, Partitions: n, Succeeded: 3, Cancelled: 1,
+		Aggregator: ledger.Holder{App: "other", Instance: "crashed", PID: 9}, Created: now.Add(-time.Second)}
+	if _, err := f.store.ClaimReport(f.ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if done, err := f.w.FinishStopped(f.ctx, "stopped"); done || err != nil {
+		t.Fatalf("FinishStopped = %v, %v; want false (settled, not finished), nil", done, err)
+	}
+	m := f.manifest("stopped")
+	if want := stop.Reason(1); m.State != ledger.StateCancelled || m.Reason != want {
+		t.Fatalf("manifest %s (%q), want cancelled (%q)", m.State, m.Reason, want)
+	}
+}
