@@ -1,6 +1,6 @@
 // Package limitblob keeps limits' states in blobs: limit.Store on Azure Blob Storage, one
 // blob per limit (_limits/<name>.json beside the runs), each update a conditional write under
-// the ETag read.
+// the ETag read (or, after this store's own write, the ETag it wrote).
 package limitblob
 
 import (
@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -34,10 +35,21 @@ var ErrConflict = fmt.Errorf("too many conflicting updates: %w", limit.ErrConten
 type Store struct {
 	c       *container.Client
 	retries int
+
+	mu    sync.Mutex
+	wrote map[string]written
+}
+
+// written is a state this store wrote and the ETag the write returned.
+type written struct {
+	st   limit.State
+	etag azcore.ETag
 }
 
 // New returns a store over container c, which must exist.
-func New(c *container.Client) *Store { return &Store{c: c, retries: DefaultRetries} }
+func New(c *container.Client) *Store {
+	return &Store{c: c, retries: DefaultRetries, wrote: map[string]written{}}
+}
 
 // Path is the blob of the named limit.
 func Path(name string) string { return Prefix + name + ".json" }
@@ -73,8 +85,19 @@ func (s *Store) get(ctx context.Context, name string) (limit.State, *azcore.ETag
 
 // Update applies fn to the limit's state and writes it under the ETag read (If-None-Match *
 // when there was none), retrying on a conflict with a short random backoff. Each try is one
-// read and one write.
+// read and one write; but when this store wrote the state last, fn is first applied to what
+// it wrote and written under that write's ETag, one call when no one else wrote since (fn's
+// refusal to write on it is not trusted: the state is read).
 func (s *Store) Update(ctx context.Context, name string, fn func(*limit.State) error) (limit.State, error) {
+	if w, ok := s.last(name); ok {
+		st := w.st.Clone()
+		if fn(&st) == nil {
+			done, err := s.put(ctx, name, &st, &w.etag)
+			if done || err != nil {
+				return st, err
+			}
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		st, etag, err := s.get(ctx, name)
 		if err != nil {
@@ -85,23 +108,8 @@ func (s *Store) Update(ctx context.Context, name string, fn func(*limit.State) e
 		} else if err != nil {
 			return st, err
 		}
-		b, err := json.Marshal(&st)
-		if err != nil {
-			return st, fmt.Errorf("encode %s: %w", Path(name), err)
-		}
-		cond := &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}
-		if etag != nil {
-			cond = &blob.ModifiedAccessConditions{IfMatch: etag}
-		}
-		_, err = s.c.NewBlockBlobClient(Path(name)).UploadBuffer(ctx, b, &blockblob.UploadBufferOptions{
-			AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: cond},
-			HTTPHeaders:      &blob.HTTPHeaders{BlobContentType: to.Ptr("application/json")},
-		})
-		if err == nil {
-			return st, nil
-		}
-		if !bloberror.HasCode(err, bloberror.ConditionNotMet, bloberror.BlobAlreadyExists) {
-			return st, fmt.Errorf("write %s: %w", Path(name), err)
+		if done, err := s.put(ctx, name, &st, etag); done || err != nil {
+			return st, err
 		}
 		if attempt+1 >= s.retries {
 			return st, fmt.Errorf("%s: %d attempts: %w", Path(name), attempt+1, ErrConflict)
@@ -113,4 +121,42 @@ func (s *Store) Update(ctx context.Context, name string, fn func(*limit.State) e
 		case <-time.After(d):
 		}
 	}
+}
+
+// put writes st under etag (nil: only if there is no state yet): done, or false when another
+// write came first.
+func (s *Store) put(ctx context.Context, name string, st *limit.State, etag *azcore.ETag) (bool, error) {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return false, fmt.Errorf("encode %s: %w", Path(name), err)
+	}
+	cond := &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}
+	if etag != nil {
+		cond = &blob.ModifiedAccessConditions{IfMatch: etag}
+	}
+	resp, err := s.c.NewBlockBlobClient(Path(name)).UploadBuffer(ctx, b, &blockblob.UploadBufferOptions{
+		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: cond},
+		HTTPHeaders:      &blob.HTTPHeaders{BlobContentType: to.Ptr("application/json")},
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.wrote, name)
+	if err == nil {
+		if resp.ETag != nil {
+			s.wrote[name] = written{st: st.Clone(), etag: *resp.ETag}
+		}
+		return true, nil
+	}
+	if bloberror.HasCode(err, bloberror.ConditionNotMet, bloberror.BlobAlreadyExists) {
+		return false, nil
+	}
+	return false, fmt.Errorf("write %s: %w", Path(name), err)
+}
+
+// last is the state this store wrote last for the limit, unless it has since seen another.
+func (s *Store) last(name string) (written, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.wrote[name]
+	return w, ok
 }
