@@ -127,15 +127,20 @@ func acquire(st *State, rules Rules, spec Spec, id, holder, token string, n, mos
 
 // renew extends g's slots by a lease from now, or reports ErrLost when they expired or are
 // gone; left of its partitions are yet to run, and queued more of the process's may follow
-// by hand-off.
-func renew(st *State, rules Rules, g *Grant, left, queued int, now time.Time) error {
+// by hand-off, at hold a partition per slot (the process's own mean; zero: the limit's).
+func renew(st *State, rules Rules, g *Grant, left, queued int, hold time.Duration, now time.Time) error {
 	g.SlowUntil = st.SlowUntil
 	k := st.slot(g.Token)
 	if k < 0 || !now.Before(st.Slots[k].Expires) {
 		return ErrLost
 	}
 	st.Slots[k].Expires = now.Add(rules.Lease)
-	st.Slots[k].Ends = expectedEnd(st.Hold, g.Slots, left, queued, g.Acquired, now, rules.Lease)
+	if hold <= 0 {
+		hold = st.Hold
+	} else if st.Hold <= 0 {
+		st.Hold = hold // a limit's first grants: what their first partitions took
+	}
+	st.Slots[k].Ends = expectedEnd(hold, g.Slots, left, queued, g.Acquired, now, rules.Lease)
 	g.Expires = st.Slots[k].Expires
 	st.served(g.served)
 	return nil

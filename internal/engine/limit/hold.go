@@ -39,6 +39,10 @@ type Hold struct {
 	loop   sync.WaitGroup
 	begun  time.Time
 
+	// first is closed when the grant's first partition is done (see renewals).
+	first     chan struct{}
+	firstOnce sync.Once
+
 	mu    sync.Mutex
 	g     Grant
 	next  int // reserved starts handed out
@@ -49,10 +53,10 @@ type Hold struct {
 
 // Hold opens g for its partitions; ctx bounds the renewals.
 func (l *Limiter) Hold(ctx context.Context, g Grant) *Hold {
-	h := &Hold{l: l, g: g, sem: make(chan struct{}, max(g.Slots, 1)), begun: l.now()}
+	h := &Hold{l: l, g: g, sem: make(chan struct{}, max(g.Slots, 1)), begun: l.now(), first: make(chan struct{})}
 	h.ctx, h.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	if g.Holds() {
-		l.opened(g.Spec.Name, g.Slots)
+		l.opened(g.Spec.Name, g.Slots, g.Acquired)
 		h.loop.Go(h.renewals)
 	}
 	return h
@@ -136,7 +140,10 @@ func (h *Hold) check(at time.Time) error {
 }
 
 // Done ends a start Start allowed.
-func (h *Hold) Done() { <-h.sem }
+func (h *Hold) Done() {
+	<-h.sem
+	h.firstOnce.Do(func() { close(h.first) })
+}
 
 // SlowDown stops the hold's starts and holds every start of the limit, on every instance,
 // back until until (written once per later time).
@@ -191,23 +198,49 @@ func (h *Hold) Close(ctx context.Context) error {
 var errClosed = errors.New("limit hold closed")
 
 // renewals renews the grant a third of a lease after its last renewal (every twelfth of a
-// lease after a failure) until the hold closes, and cancels it once the slots are lost.
+// lease after a failure) until the hold closes, and cancels it once the slots are lost. A
+// grant that saw no hold time of the limit (its first grants) renews as soon as its first
+// partition is done, writing what that took, so that bundles waiting elsewhere learn when
+// the slots are expected back.
 func (h *Hold) renewals() {
 	lease := h.l.cfg.Lease
 	every := time.Duration(-1)
+	var early <-chan struct{}
+	if h.g.Hold <= 0 && h.l.holdHere(h.g.Spec.Name) <= 0 {
+		early = h.first
+	}
 	for {
 		d := every
 		if d < 0 { // a third of a lease after the last renewal (a hand-off's included)
 			d = h.Grant().Expires.Sub(h.l.now()) - 2*lease/3
 		}
-		if err := h.l.cfg.Sleep(h.ctx, d); err != nil {
+		var hold time.Duration
+		sctx, stop := h.ctx, context.CancelFunc(func() {})
+		if early != nil {
+			sctx, stop = context.WithCancel(h.ctx)
+			go func() {
+				select {
+				case <-early:
+					stop()
+				case <-sctx.Done():
+				}
+			}()
+		}
+		err := h.l.cfg.Sleep(sctx, d)
+		stop()
+		if h.ctx.Err() != nil {
+			return
+		}
+		if err != nil && early != nil {
+			hold, early = h.l.now().Sub(h.begun), nil // the first partition is done
+		} else if err != nil {
 			return
 		}
 		h.mu.Lock()
 		g, left := h.g, h.g.Partitions-h.next+len(h.sem)
 		h.mu.Unlock()
 		rctx, cancel := context.WithTimeout(h.ctx, lease/3)
-		err := h.l.renew(rctx, &g, left)
+		err = h.l.renew(rctx, &g, left, hold)
 		cancel()
 		if h.ctx.Err() != nil {
 			return

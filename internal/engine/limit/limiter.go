@@ -65,6 +65,12 @@ type local struct {
 	waiters []*waiter
 	slots   int           // the slots its open holds hold
 	hold    time.Duration // the mean hold of a slot per partition of this process's holds
+	// tenure is when the open holds here stop handing their slots on (a lease after the
+	// latest grant among them).
+	tenure time.Time
+	// gate is when this process asks the limit next, after a refusal: its bundles that come
+	// meanwhile wait for it and ask together then (one read for all of them).
+	gate time.Time
 }
 
 // waiter is a bundle waiting in AcquireWaiting; a hold that ends hands it its grant on ch,
@@ -263,16 +269,20 @@ func (l *Limiter) AcquireUpTo(ctx context.Context, spec Spec, id string, n, most
 
 // Renew extends g's slots by a lease; ErrLost when they expired or were taken (nothing is
 // written then). It also refreshes g.SlowUntil.
-func (l *Limiter) Renew(ctx context.Context, g *Grant) error { return l.renew(ctx, g, g.Partitions) }
+func (l *Limiter) Renew(ctx context.Context, g *Grant) error { return l.renew(ctx, g, g.Partitions, 0) }
 
-// renew is Renew for a grant with left of its partitions yet to run.
-func (l *Limiter) renew(ctx context.Context, g *Grant, left int) error {
+// renew is Renew for a grant with left of its partitions yet to run, at hold a partition per
+// slot (zero: this process's mean, if known).
+func (l *Limiter) renew(ctx context.Context, g *Grant, left int, hold time.Duration) error {
 	var rerr error
 	cur := *g
 	queued := l.queued(g.Spec, "")
+	if hold <= 0 {
+		hold = l.holdHere(g.Spec.Name)
+	}
 	_, err := l.update(ctx, g.Spec.Name, func(st *State) error {
 		cur = *g
-		if rerr = renew(st, l.rules, &cur, left, queued, l.now()); rerr != nil {
+		if rerr = renew(st, l.rules, &cur, left, queued, hold, l.now()); rerr != nil {
 			return ErrNoChange
 		}
 		st.Updated = l.now()
@@ -339,9 +349,11 @@ func newToken() string {
 
 // AcquireWaiting is AcquireUpTo for a bundle that may wait in the call, up to the limiter's
 // LocalWait: for its wait, when that is shorter, then it asks again; or, while a bundle of
-// this process holds slots of an in-flight limit, for that bundle to end and hand them on,
-// when its turn among the bundles waiting here comes within LocalWait (else it is told to
-// come back shortly before its turn).
+// this process holds slots of an in-flight limit, for that bundle to end and hand them on
+// (then as long as the holds here hand slots on, a lease at most), when its turn among the
+// bundles waiting here comes by then (else it is told to come back shortly before its turn).
+// After a refusal, the process's other bundles of the limit do not ask until its wait is
+// over: they ask together then, one read for all.
 // A hold hands its slots to the first bundle waiting in its process, without a call, for a
 // lease after the limit granted them; after that they go back to the limit. A refusal
 // returns the wait left.
@@ -352,20 +364,33 @@ func (l *Limiter) AcquireWaiting(ctx context.Context, spec Spec, id string, n, m
 	deadline := l.now().Add(l.cfg.LocalWait)
 	for {
 		var (
-			g    Grant
+			g    = Grant{Spec: spec}
 			wait time.Duration
 			err  error
 		)
-		all := func() bool { return spec.Rate == 0 && l.heldHere(spec.Name) >= spec.MaxInFlight }
-		if all() {
-			// This process holds every slot: wait here for one of its bundles to end.
-			g, wait = Grant{Spec: spec}, l.cfg.MaxWait
-		} else if g, wait, err = l.AcquireUpTo(ctx, spec, id, n, most); err != nil || g.Partitions > 0 {
-			return g, wait, err
-		}
 		now := l.now()
-		left := deadline.Sub(now)
+		all := func() bool { return spec.Rate == 0 && l.heldHere(spec.Name) >= spec.MaxInFlight }
+		switch gate := l.gateOf(spec.Name); {
+		case all():
+			// This process holds every slot: wait here for one of its bundles to end.
+			wait = l.cfg.MaxWait
+		case now.Before(gate):
+			// Refused lately: ask with the others then.
+			wait = gate.Sub(now)
+		default:
+			if g, wait, err = l.AcquireUpTo(ctx, spec, id, n, most); err != nil || g.Partitions > 0 {
+				return g, wait, err
+			}
+			now = l.now()
+			l.refused(spec.Name, now.Add(wait))
+		}
 		handoff := spec.Rate == 0 && l.heldHere(spec.Name) > 0
+		until := deadline
+		if handoff {
+			// The holds here hand slots on until their tenure ends, then its bundles ask.
+			until = later(deadline, l.tenureOf(spec.Name).Add(l.cfg.LocalWait))
+		}
+		left := until.Sub(now)
 		turn := time.Duration(-1) // when its turn here comes (-1: not known)
 		if all() {
 			turn = l.turn(spec.Name, g.Hold, n, min(most, spec.MaxInFlight))
@@ -404,6 +429,39 @@ func (l *Limiter) AcquireWaiting(ctx context.Context, spec Spec, id string, n, m
 	}
 }
 
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// gateOf is when this process asks the limit next after a refusal (zero: at once).
+func (l *Limiter) gateOf(name string) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.localOf(name).gate
+}
+
+// refused notes a refusal whose wait ends at at: the process's bundles ask then, together
+// (the earliest of the waits of the bundles refused together).
+func (l *Limiter) refused(name string, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lc := l.localOf(name)
+	if lc.gate.After(l.now()) && lc.gate.Before(at) {
+		return
+	}
+	lc.gate = at
+}
+
+// tenureOf is when the open holds here stop handing slots on (zero: none is open).
+func (l *Limiter) tenureOf(name string) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.localOf(name).tenure
+}
+
 // turn is how long until a bundle of n partitions, most at once, that joins this process's
 // line of the limit gets slots by hand-off: a bundle's run for each one ahead and the one
 // running, at hold a partition per slot (the limit's, else this process's); -1 when no hold
@@ -427,6 +485,14 @@ func (l *Limiter) turn(name string, hold time.Duration, n, most int) time.Durati
 // half a LocalWait before.
 func (l *Limiter) comeBack(turn time.Duration) time.Duration {
 	return max(turn-l.cfg.LocalWait/2, l.cfg.MinWait)
+}
+
+// holdHere is this process's mean hold of a slot of the limit per partition (zero: none
+// known yet).
+func (l *Limiter) holdHere(name string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.localOf(name).hold
 }
 
 // heldHere is the slots of the limit this process's open holds hold.
@@ -489,12 +555,13 @@ func (l *Limiter) dequeue(name string, w *waiter) bool {
 	return true
 }
 
-// opened counts an open hold of slots of the limit.
-func (l *Limiter) opened(name string, slots int) {
+// opened counts an open hold of slots of the limit, granted at acquired.
+func (l *Limiter) opened(name string, slots int, acquired time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lc := l.localOf(name)
 	lc.slots += slots
+	lc.tenure = later(lc.tenure, acquired.Add(l.cfg.Lease))
 }
 
 // closed counts a hold closed that ran ran partitions on slots for elapsed.
@@ -502,7 +569,9 @@ func (l *Limiter) closed(name string, slots, ran int, elapsed time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lc := l.localOf(name)
-	lc.slots -= slots
+	if lc.slots -= slots; lc.slots <= 0 {
+		lc.tenure = time.Time{}
+	}
 	if ran > 0 && elapsed > 0 {
 		per := elapsed * time.Duration(max(slots, 1)) / time.Duration(ran)
 		if lc.hold <= 0 {
@@ -540,7 +609,7 @@ func (l *Limiter) kick(name string) {
 	l.mu.Lock()
 	lc := l.localOf(name)
 	ws := lc.waiters
-	lc.waiters = nil
+	lc.waiters, lc.gate = nil, time.Time{}
 	l.mu.Unlock()
 	for _, w := range ws {
 		w.ch <- Grant{}

@@ -61,7 +61,7 @@ func TestAcquire_ExpiredSlotsReturn(t *testing.T) {
 	var st State
 	g, _ := acquire(&st, rules, spec, "b1", "dead", "t1", 10, 10, 0, t0, 0)
 	at := t0.Add(10 * time.Second)
-	if err := renew(&st, rules, &g, 10, 0, at); err != nil {
+	if err := renew(&st, rules, &g, 10, 0, 0, at); err != nil {
 		t.Fatal(err)
 	}
 	if g2, _ := acquire(&st, rules, spec, "b2", "live", "t2", 1, 1, 0, at.Add(rules.Lease-time.Millisecond), 0); g2.Partitions != 0 {
@@ -72,7 +72,7 @@ func TestAcquire_ExpiredSlotsReturn(t *testing.T) {
 	if g2.Slots != 1 {
 		t.Fatalf("one lease after the last renewal: grant %+v, want the slot back", g2)
 	}
-	if err := renew(&st, rules, &g, 10, 0, back); !errors.Is(err, ErrLost) {
+	if err := renew(&st, rules, &g, 10, 0, 0, back); !errors.Is(err, ErrLost) {
 		t.Fatalf("the dead holder's renewal: %v, want ErrLost", err)
 	}
 }

@@ -34,6 +34,14 @@ func (c *counter) Do(req *policy.Request) (*http.Response, error) {
 
 func newStore(t *testing.T) (*limitblob.Store, *counter) {
 	t.Helper()
+	stores, calls := newStores(t, 1)
+	return stores[0], calls
+}
+
+// newStores returns n stores over one container, as n instances have, and a counter of the
+// calls of them all.
+func newStores(t *testing.T, n int) ([]*limitblob.Store, *counter) {
+	t.Helper()
 	srv := azurite.Shared(t)
 	calls := &counter{}
 	client, err := azclient.Blob(srv.Storage(), &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{PerCallPolicies: []policy.Policy{calls}}})
@@ -45,7 +53,22 @@ func newStore(t *testing.T) (*limitblob.Store, *counter) {
 		t.Fatal(err)
 	}
 	calls.n.Store(0)
-	return limitblob.New(cc), calls
+	stores := make([]*limitblob.Store, n)
+	for k := range stores {
+		stores[k] = limitblob.New(cc)
+	}
+	return stores, calls
+}
+
+// knownHold writes the limit's hold time through s, as earlier grants' releases would have:
+// its first grants then renew on their schedule only (see TestLimiter_RenewalsKeepAndLoseSlots).
+func knownHold(t *testing.T, s *limitblob.Store, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if _, err := s.Update(context.Background(), name, func(st *limit.State) error { st.Hold = 10 * time.Millisecond; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 type clock struct {
@@ -72,19 +95,20 @@ func spec(t *testing.T, s limit.Spec) limit.Spec {
 	return s
 }
 
-// Holders on many goroutines, each its own limiter (instance), never run more than the
+// Holders on many goroutines, each its own limiter and store (instance), never run more than the
 // limit's slots at once, and all their partitions run.
 func TestLimiter_ConcurrentHoldersNeverExceedTheLimit(t *testing.T) {
-	store, _ := newStore(t)
+	const holders, bundles, size = 6, 4, 5
+	stores, _ := newStores(t, holders)
+	store := stores[0]
 	sp := spec(t, limit.Spec{Name: "crm", MaxInFlight: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var inFlight, peak, done atomic.Int64
-	const holders, bundles, size = 6, 4, 5
 	var wg sync.WaitGroup
 	errs := make(chan error, holders)
 	for h := range holders {
-		l, err := limit.New(limit.Config{Store: store, Holder: fmt.Sprint("i", h), MinWait: 2 * time.Millisecond, MaxWait: 20 * time.Millisecond})
+		l, err := limit.New(limit.Config{Store: stores[h], Holder: fmt.Sprint("i", h), MinWait: 2 * time.Millisecond, MaxWait: 20 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,7 +222,8 @@ func TestLimiter_ExpiredHolderIsFenced(t *testing.T) {
 }
 
 // A live holder's renewals keep its slots past one lease; a renewal that finds them gone
-// cancels its context with ErrLost.
+// cancels its context with ErrLost. The limit's first grant renews as soon as its first
+// partition is done, writing how long that took and when it expects to give its slot back.
 func TestLimiter_RenewalsKeepAndLoseSlots(t *testing.T) {
 	store, _ := newStore(t)
 	sp := spec(t, limit.Spec{Name: "crm", MaxInFlight: 1})
@@ -226,6 +251,15 @@ func TestLimiter_RenewalsKeepAndLoseSlots(t *testing.T) {
 		t.Fatal(err)
 	}
 	hold := l.Hold(ctx, g)
+	if err := hold.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(time.Second)
+	hold.Done()
+	waitFor(t, func() bool {
+		st, err := store.Read(ctx, sp.Name)
+		return err == nil && st.Hold == time.Second && len(st.Slots) == 1 && st.Slots[0].Ends.Equal(clk.Now().Add(2*time.Second))
+	})
 	for range 4 { // 40 s of renewals every 10 s
 		<-<-ticks
 	}
@@ -299,20 +333,28 @@ func TestLimiter_SlowDownHoldsEveryInstanceBack(t *testing.T) {
 	}
 }
 
-// A bundle's grant costs two storage calls, its release two: four per bundle, whatever its
-// size, when no other update races them.
+// A bundle costs a few storage calls whatever its size: its grant a read and a write, its
+// release one write under the ETag of the grant's; the next bundle of the same process, the
+// limit written last by it, one write each; another instance the same as the first; and
+// after that, this process's first write under its old ETag fails: a call more, and what
+// the other wrote is kept.
 func TestLimiter_CallsPerBundle(t *testing.T) {
-	store, calls := newStore(t)
-	l, err := limit.New(limit.Config{Store: store, Holder: "a"})
+	stores, calls := newStores(t, 3)
+	knownHold(t, stores[2], "one", "many")
+	l, err := limit.New(limit.Config{Store: stores[0], Holder: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := limit.New(limit.Config{Store: stores[1], Holder: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	for _, sp := range []limit.Spec{spec(t, limit.Spec{Name: "one", MaxInFlight: 1}), spec(t, limit.Spec{Name: "many", MaxInFlight: 500, Rate: 100000, Burst: 1000})} {
-		calls.n.Store(0)
-		g, _, err := l.Acquire(ctx, sp, "b", 256)
+	bundle := func(name string, l *limit.Limiter, sp limit.Spec, id string) {
+		t.Helper()
+		g, _, err := l.Acquire(ctx, sp, id, 256)
 		if err != nil || g.Partitions != 256 {
-			t.Fatalf("%s: %+v %v", sp.Name, g, err)
+			t.Fatalf("%s: %+v %v", name, g, err)
 		}
 		hold := l.Hold(ctx, g)
 		for range g.Partitions {
@@ -324,8 +366,21 @@ func TestLimiter_CallsPerBundle(t *testing.T) {
 		if err := hold.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if n := calls.n.Load(); n != 4 {
-			t.Fatalf("%s: %d storage calls for a bundle of 256, want 4", sp.Name, n)
+	}
+	for _, sp := range []limit.Spec{spec(t, limit.Spec{Name: "one", MaxInFlight: 1}), spec(t, limit.Spec{Name: "many", MaxInFlight: 500, Rate: 100000, Burst: 1000})} {
+		for _, step := range []struct {
+			l    *limit.Limiter
+			want int64
+		}{{l, 3}, {l, 2}, {other, 3}, {l, 4}} {
+			calls.n.Store(0)
+			bundle(sp.Name, step.l, sp, fmt.Sprint("b", step.want))
+			if n := calls.n.Load(); n != step.want {
+				t.Fatalf("%s: %d storage calls for a bundle of 256, want %d", sp.Name, n, step.want)
+			}
+		}
+		st, err := stores[0].Read(ctx, sp.Name)
+		if err != nil || st.Started != 4*256 || len(st.Slots) != 0 {
+			t.Fatalf("%s: %+v %v, want 4 bundles started and no slot held", sp.Name, st, err)
 		}
 	}
 }
@@ -491,7 +546,9 @@ func runHold(t *testing.T, l *limit.Limiter, g limit.Grant) {
 // its lease) goes on, the line in the state loses the served bundle, and the last bundle
 // gives the slots back.
 func TestLimiter_HandsSlotsToTheNextBundleHere(t *testing.T) {
-	store, calls := newStore(t)
+	stores, calls := newStores(t, 2)
+	store := stores[0]
+	knownHold(t, stores[1], "crm")
 	l, err := limit.New(limit.Config{Store: store, Holder: "a", Lease: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -533,7 +590,9 @@ func TestLimiter_HandsSlotsToTheNextBundleHere(t *testing.T) {
 // then back to the limit, and the bundle waiting here asks for them at once; a bundle whose
 // turn here is further off than it may wait in its call is sent away at once, without a call.
 func TestLimiter_HandOffsLastALease(t *testing.T) {
-	store, calls := newStore(t)
+	stores, calls := newStores(t, 2)
+	store := stores[0]
+	knownHold(t, stores[1], "crm")
 	clk := &clock{t: time.Now().UTC()}
 	lease := 30 * time.Second
 	l, err := limit.New(limit.Config{Store: store, Holder: "a", Lease: lease, Now: clk.Now})
@@ -564,8 +623,8 @@ func TestLimiter_HandOffsLastALease(t *testing.T) {
 	if g.Partitions != 2 || g.Token == first.Token {
 		t.Fatalf("second bundle: %+v, want a grant of its own", g)
 	}
-	if n := calls.n.Load() - before; n != 4 {
-		t.Fatalf("%d storage calls for the release and the new grant, want 4", n)
+	if n := calls.n.Load() - before; n != 2 {
+		t.Fatalf("%d storage calls for the release and the new grant, want 2 (one write each)", n)
 	}
 	hold = l.Hold(ctx, g)
 	defer func() { _ = hold.Close(ctx) }()
@@ -585,12 +644,13 @@ func TestLimiter_HandOffsLastALease(t *testing.T) {
 // A bundle refused again while its place in the line is good for half a lease more costs one
 // read: the refusal changes nothing to write.
 func TestLimiter_RefusedAgainIsOneRead(t *testing.T) {
-	store, calls := newStore(t)
+	stores, calls := newStores(t, 2)
+	store := stores[0]
 	holder, err := limit.New(limit.Config{Store: store, Holder: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := limit.New(limit.Config{Store: store, Holder: "b"})
+	other, err := limit.New(limit.Config{Store: stores[1], Holder: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -620,7 +680,9 @@ func TestLimiter_RefusedAgainIsOneRead(t *testing.T) {
 // lease is near its end and another instance gets the slots once it is over; and a grant
 // that close to its end is given back, not handed on.
 func TestLimiter_AHandedOnGrantIsFencedByItsLease(t *testing.T) {
-	store, _ := newStore(t)
+	stores, _ := newStores(t, 2)
+	store := stores[0]
+	knownHold(t, stores[1], "crm", "crm2") // no renewal runs: not even a first grant's early one
 	sp := spec(t, limit.Spec{Name: "crm", MaxInFlight: 2})
 	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	lease := 30 * time.Second
@@ -683,5 +745,105 @@ func TestLimiter_AHandedOnGrantIsFencedByItsLease(t *testing.T) {
 	}
 	if g2 := <-got; g2.Partitions == 0 || g2.Token == g1.Token {
 		t.Fatalf("the bundle waiting when the grant went back: %+v, want a grant of its own", g2)
+	}
+}
+
+// A bundle whose turn among those waiting here comes after the call's LocalWait, but while
+// the holds here still hand slots on (a lease from their grant), waits in its call for its
+// hand-off rather than going back to the queue.
+func TestLimiter_ABundleBehindAHolderHereWaitsOutItsTenure(t *testing.T) {
+	stores, _ := newStores(t, 2)
+	knownHold(t, stores[1], "crm")
+	clk := &clock{t: time.Now().UTC()}
+	lease := 30 * time.Second // LocalWait: 10 s
+	l, err := limit.New(limit.Config{Store: stores[0], Holder: "a", Lease: lease, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := spec(t, limit.Spec{Name: "crm", MaxInFlight: 1})
+	ctx := context.Background()
+	// A first bundle teaches the process its hold: a second a partition.
+	g0, _, err := l.AcquireWaiting(ctx, sp, "b0", 1, 1)
+	if err != nil || g0.Slots != 1 {
+		t.Fatalf("b0: %+v %v", g0, err)
+	}
+	hold := l.Hold(ctx, g0)
+	if err := hold.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(time.Second)
+	hold.Done()
+	if err := hold.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g1, _, err := l.AcquireWaiting(ctx, sp, "b1", 2, 1)
+	if err != nil || g1.Slots != 1 {
+		t.Fatalf("b1: %+v %v", g1, err)
+	}
+	hold = l.Hold(ctx, g1)
+	// 15 partitions, one at a time: its turn is 15 s away, past the call's 10 s, within the
+	// 30 s the slot is handed on here.
+	next := waitHere(t, l, sp, "b2", 15, 1)
+	clk.Add(12 * time.Second)
+	if err := hold.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g := <-next; g.Token != g1.Token || g.Partitions != 15 {
+		t.Fatalf("b2: %+v, want b1's grant handed on", g)
+	}
+}
+
+// After a refusal, a process's other bundles of the limit do not ask it until the refused
+// one's wait is over (they ask together then): bundles that pile up while another instance
+// holds the slots cost no storage call.
+func TestLimiter_RefusedBundlesOfAProcessWaitForItsNextAsk(t *testing.T) {
+	stores, calls := newStores(t, 2)
+	clk := &clock{t: time.Now().UTC()}
+	lease := 30 * time.Second
+	sp := spec(t, limit.Spec{Name: "crm", MaxInFlight: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	holder, err := limit.New(limit.Config{Store: stores[0], Holder: "a", Lease: lease, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, _, err := holder.Acquire(ctx, sp, "held", 100); err != nil || g.Slots != 1 {
+		t.Fatalf("holder: %+v %v", g, err)
+	}
+	var asleep atomic.Int32
+	sleepy := func(ctx context.Context, _ time.Duration) error {
+		asleep.Add(1)
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}
+	l, err := limit.New(limit.Config{Store: stores[1], Holder: "b", Lease: lease, Now: clk.Now, Sleep: sleepy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 5)
+	ask := func(id string) {
+		go func() {
+			_, _, err := l.AcquireWaiting(ctx, sp, id, 4, 1)
+			done <- err
+		}()
+	}
+	before := calls.n.Load()
+	ask("w0")
+	waitFor(t, func() bool { return asleep.Load() == 1 })
+	if n := calls.n.Load() - before; n != 2 {
+		t.Fatalf("the first refusal cost %d calls, want 2 (a read, and its place in the line written)", n)
+	}
+	for k := 1; k < 5; k++ {
+		ask(fmt.Sprint("w", k))
+	}
+	waitFor(t, func() bool { return asleep.Load() == 5 })
+	if n := calls.n.Load() - before; n != 2 {
+		t.Fatalf("4 more bundles waiting here cost %d calls more, want none", n-2)
+	}
+	cancel()
+	for range 5 {
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("a waiting bundle ended with %v, want its context's end", err)
+		}
 	}
 }
