@@ -231,6 +231,32 @@ func TestWaves_WaitingForRoomLooksAtOneShard(t *testing.T) {
 	}
 }
 
+// A backlog that drains more slowly than RefillWait frees room for the next batch (a limited
+// job's, say) is still refilled in the invocation, as long as counts see it drain: no wave
+// check, no WavePause with the queue run dry. Here room for a batch comes every 80 ms of the
+// test's clock, and RefillWait is 30 ms.
+func TestWaves_ASlowlyDrainingBacklogIsRefilledInTheInvocation(t *testing.T) {
+	const n, backlog, batch = 64 * ledger.DoneUnit, 2048, 512
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	ws := newWorkingSender(t, e, backlog, n, 10*time.Millisecond)
+	c := e.instanceWith("a", func(cfg *Config) {
+		cfg.MaxBacklog, cfg.BatchSize, cfg.Sender, cfg.Sleep = backlog, batch, ws, ws.sleep
+		cfg.RefillWait = 30 * time.Millisecond
+	}, countSchedule("s", n, config.OverlapSkip))
+	e.startAlone(c)
+	if m := e.manifest(memRun); !m.PlanDone || m.Partitions != n {
+		t.Fatalf("run planned %v with %d partitions; want all %d in the one invocation", m.PlanDone, m.Partitions, n)
+	}
+	if ws.worst > backlog {
+		t.Errorf("%d partitions outstanding after a send, bound %d", ws.worst, backlog)
+	}
+	for _, msg := range e.sender.messages() {
+		if env, err := work.DecodeEnvelope(msg.Body); err == nil && env.Kind == work.KindCheck && env.Round >= continueRound {
+			t.Fatalf("a wave check was sent (%+v): the leader should have waited for the draining backlog", env)
+		}
+	}
+}
+
 // The next wait of a leader whose backlog is full follows the completions its counts have
 // seen (kept from one batch to the next), and backs off while it knows no rate.
 func TestDrainRate(t *testing.T) {

@@ -81,12 +81,13 @@ type Config struct {
 	SliceBudget time.Duration
 	// MaxBacklog bounds the partitions enqueued but not yet done: the leader sends the next
 	// plan batch once it fits under the bound (a batch at a time when the bound is smaller),
-	// waiting for room in its invocation up to RefillWait, else ending its slice and
+	// waiting for room in its invocation while the backlog drains, else ending its slice and
 	// continuing a WavePause later (0: enqueue the whole run at once). A queue whose every
 	// call grows with its depth (as Azurite's does) stays fast.
 	MaxBacklog int
 	// RefillWait is how long a leader whose backlog is full waits in its invocation for room
-	// before it leaves the next wave to a check (default WavePause; negative: it never waits).
+	// without a count seeing it drain before it leaves the next wave to a check (default
+	// WavePause; negative: it never waits).
 	RefillWait time.Duration
 	// WavePause is how long after a full backlog the next wave is sent (default 2s).
 	WavePause time.Duration

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/batonfn/baton/internal/engine/election"
@@ -70,22 +71,63 @@ func (c *Coordinator) waitForWave(ctx context.Context, lease election.Lease, m *
 // full backlog the leader waits in its invocation, looking at the sentinel shard (one HEAD)
 // at the pace the completions it has seen promise (refillPoll to RefillWait), and counts the
 // backlog when the sentinel says there is likely room: a run larger than the backlog is fed as
-// fast as it is worked, at about a count and a few HEADs a batch. Should the backlog stay full
-// past RefillWait, or past the slice's budget, it leaves the next wave to a check (leaveWave)
-// and reports that the slice ended. drain carries the completion rate from batch to batch.
+// fast as it is worked, at about a count and a few HEADs a batch. Once the backlog has stayed
+// full for RefillWait with no count seeing it drain, a count tells (more done than the last
+// count, or than the run's checkpoint recorded); draining, the leader waits on, as long as the
+// slice's budget lasts, so a slowly drained backlog (a limited job's) is refilled as it
+// drains. Else it leaves the next wave to a check (leaveWave) and reports that the slice
+// ended. drain carries the completion rate from batch to batch.
 func (c *Coordinator) awaitRoom(ctx context.Context, lease election.Lease, beat func(), m ledger.Manifest, sliceStart time.Time, drain *drainRate) (bool, error) {
 	if !c.bounded(m) {
 		return false, nil
 	}
-	limit := c.cfg.RefillWait
+	limit := time.Duration(math.MaxInt64) // the slice's budget left
 	if budget := c.sliceBudget(ctx); budget > 0 {
-		limit = min(limit, budget-time.Since(sliceStart))
+		limit = budget - time.Since(sliceStart)
 	}
 	start := c.cfg.Now()
-	var wait, waited time.Duration
-	for first := true; first || waited < limit; first = false {
+	var wait, waited, moved time.Duration // moved: when a count last saw the backlog drain
+	last := m.Checkpoint.Done             // the last count's done
+	// count counts the backlog: room (true), or what is left to complete before there is.
+	count := func() (bool, int64, error) {
+		done, full, err := c.backlog(ctx, m)
+		if err != nil || !full {
+			return !full, 0, err
+		}
+		drain.observe(done, c.cfg.Now())
+		if done > last {
+			moved, last = waited, done
+		}
+		return false, int64(m.Checkpoint.Next) - done - int64(c.room(m)), nil
+	}
+	room := func() (bool, error) {
+		if waited > 0 {
+			c.log(m.RunID, lease.Epoch).Debug("backlog has room: the next batch goes out", "next", m.Checkpoint.Next,
+				"waitedMs", c.cfg.Now().Sub(start).Milliseconds())
+		}
+		return false, nil
+	}
+waiting:
+	for first := true; ; first = false {
 		if !first {
-			wait = min(wait, limit-waited)
+			if waited >= limit || c.cfg.RefillWait < 0 {
+				break
+			}
+			if waited-moved >= c.cfg.RefillWait {
+				ok, over, err := count()
+				switch {
+				case err != nil:
+					return false, err
+				case ok:
+					return room()
+				case moved != waited:
+					break waiting // not drained since the last count
+				}
+				wait = drain.wait(over, max(2*wait, refillPoll))
+			}
+			// At least four looks a RefillWait: completions may come in waves the rate
+			// does not foresee.
+			wait = min(wait, limit-waited, c.cfg.RefillWait-(waited-moved), max(c.cfg.RefillWait/4, refillPoll))
 			if !c.sleep(ctx, wait, beat) {
 				return true, context.Cause(ctx)
 			}
@@ -102,19 +144,14 @@ func (c *Coordinator) awaitRoom(ctx context.Context, lease election.Lease, beat 
 			wait = drain.wait(short, backoff)
 			continue
 		}
-		done, full, err := c.backlog(ctx, m)
+		ok, over, err := count()
 		if err != nil {
 			return false, err
 		}
-		drain.observe(done, c.cfg.Now())
-		if !full {
-			if waited > 0 {
-				c.log(m.RunID, lease.Epoch).Debug("backlog has room: the next batch goes out", "next", m.Checkpoint.Next,
-					"done", done, "waitedMs", c.cfg.Now().Sub(start).Milliseconds())
-			}
-			return false, nil
+		if ok {
+			return room()
 		}
-		wait = drain.wait(int64(m.Checkpoint.Next)-done-int64(c.room(m)), backoff)
+		wait = drain.wait(over, backoff)
 	}
 	done, full, err := c.backlog(ctx, m) // the progress to record, if it is still full
 	if err != nil || !full {
