@@ -203,29 +203,39 @@ func TestWaves_RefilledInTheInvocationAsWorkersDrain(t *testing.T) {
 	}
 }
 
-// Waiting for room costs a count of the backlog and a few single HEADs a batch, not a count
-// per look: the leader looks at the sentinel shard (the one recording the last partition that
-// must be done) until it says there is likely room. Here a striped run of 64 units, 4 a
-// stripe, fed in batches of 512 (8 messages of 64) under a backlog of 2,048, its workers
-// completing a message every 10 ms of the test's clock, which the planner's waits move on.
-func TestWaves_WaitingForRoomLooksAtOneShard(t *testing.T) {
-	const n, backlog, batch = 64 * ledger.DoneUnit, 2048, 512
+// A striped run of 64 units, 4 a stripe, fed in batches of 512 (8 messages of 64) under a
+// backlog of 2,048, its workers completing a message every 10 ms of the test's clock, which
+// the planner's waits move on: room for a batch comes every 80 ms.
+const drainN, drainBacklog, drainBatch = 64 * ledger.DoneUnit, 2048, 512
+
+// drainRun plans that run with refillWait and checks that the one invocation planned it all
+// under the bound; it returns the environment and the done counts read.
+func drainRun(t *testing.T, refillWait time.Duration) (*schedEnv, *doneCounting) {
+	t.Helper()
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	ws := newWorkingSender(t, e, backlog, n, 10*time.Millisecond)
+	ws := newWorkingSender(t, e, drainBacklog, drainN, 10*time.Millisecond)
 	store := &doneCounting{Fake: e.fake}
 	c := e.instanceWith("a", func(cfg *Config) {
-		cfg.MaxBacklog, cfg.BatchSize, cfg.Sender, cfg.Store, cfg.Sleep = backlog, batch, ws, store, ws.sleep
-		cfg.RefillWait = time.Minute
-	}, countSchedule("s", n, config.OverlapSkip))
+		cfg.MaxBacklog, cfg.BatchSize, cfg.Sender, cfg.Store, cfg.Sleep = drainBacklog, drainBatch, ws, store, ws.sleep
+		cfg.RefillWait = refillWait
+	}, countSchedule("s", drainN, config.OverlapSkip))
 	e.startAlone(c)
-	if m := e.manifest(memRun); !m.PlanDone || m.Partitions != n {
-		t.Fatalf("run planned %v with %d partitions; want all %d in the one invocation", m.PlanDone, m.Partitions, n)
+	if m := e.manifest(memRun); !m.PlanDone || m.Partitions != drainN {
+		t.Fatalf("run planned %v with %d partitions; want all %d in the one invocation", m.PlanDone, m.Partitions, drainN)
 	}
-	if ws.worst > backlog {
-		t.Errorf("%d partitions outstanding after a send, bound %d", ws.worst, backlog)
+	if ws.worst > drainBacklog {
+		t.Errorf("%d partitions outstanding after a send, bound %d", ws.worst, drainBacklog)
 	}
+	return e, store
+}
+
+// Waiting for room costs a count of the backlog and a few single HEADs a batch, not a count
+// per look: the leader looks at the sentinel shard (the one recording the last partition that
+// must be done) until it says there is likely room.
+func TestWaves_WaitingForRoomLooksAtOneShard(t *testing.T) {
+	_, store := drainRun(t, time.Minute)
 	// 29 batches waited for room: a count each (at most 16 HEADs) plus the sentinel's looks.
-	waited := int64(n/batch - backlog/batch + 1)
+	waited := int64(drainN/drainBatch - drainBacklog/drainBatch + 1)
 	if got, most := store.counts.Load(), waited*(ledger.DoneStripes+8); got > most {
 		t.Errorf("%d done counts read for %d batches that waited, want at most %d (a count and a few looks each)", got, waited, most)
 	}
@@ -233,23 +243,9 @@ func TestWaves_WaitingForRoomLooksAtOneShard(t *testing.T) {
 
 // A backlog that drains more slowly than RefillWait frees room for the next batch (a limited
 // job's, say) is still refilled in the invocation, as long as counts see it drain: no wave
-// check, no WavePause with the queue run dry. Here room for a batch comes every 80 ms of the
-// test's clock, and RefillWait is 30 ms.
+// check, no WavePause with the queue run dry. Here RefillWait is 30 ms, room comes every 80.
 func TestWaves_ASlowlyDrainingBacklogIsRefilledInTheInvocation(t *testing.T) {
-	const n, backlog, batch = 64 * ledger.DoneUnit, 2048, 512
-	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	ws := newWorkingSender(t, e, backlog, n, 10*time.Millisecond)
-	c := e.instanceWith("a", func(cfg *Config) {
-		cfg.MaxBacklog, cfg.BatchSize, cfg.Sender, cfg.Sleep = backlog, batch, ws, ws.sleep
-		cfg.RefillWait = 30 * time.Millisecond
-	}, countSchedule("s", n, config.OverlapSkip))
-	e.startAlone(c)
-	if m := e.manifest(memRun); !m.PlanDone || m.Partitions != n {
-		t.Fatalf("run planned %v with %d partitions; want all %d in the one invocation", m.PlanDone, m.Partitions, n)
-	}
-	if ws.worst > backlog {
-		t.Errorf("%d partitions outstanding after a send, bound %d", ws.worst, backlog)
-	}
+	e, _ := drainRun(t, 30*time.Millisecond)
 	for _, msg := range e.sender.messages() {
 		if env, err := work.DecodeEnvelope(msg.Body); err == nil && env.Kind == work.KindCheck && env.Round >= continueRound {
 			t.Fatalf("a wave check was sent (%+v): the leader should have waited for the draining backlog", env)
