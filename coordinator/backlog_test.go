@@ -10,6 +10,7 @@ import (
 	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/ledgertest"
+	"github.com/batonfn/baton/internal/engine/limit"
 	"github.com/batonfn/baton/internal/engine/transport"
 	"github.com/batonfn/baton/work"
 )
@@ -336,5 +337,49 @@ func (e *schedEnv) startAlone(c *Coordinator) {
 	e.heartbeat(c, memOccurrence)
 	if got := e.deliverChecks(c); got != 1 {
 		e.t.Fatalf("delivered %d checks, want the start check alone", got)
+	}
+}
+
+// A job under an in-flight limit gets a backlog bound of at least twice what its limit keeps
+// outstanding at once: a bundle holds all of its partitions while it runs up to
+// BundleConcurrency of them, so 500 in flight in bundles of 256 takes 16 bundles, 4,096
+// partitions, and the bound of 4,096 would leave the slots they give back nothing queued.
+func TestBacklog_AnInFlightLimitRaisesTheBound(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		limit          *limit.Spec
+		backlog, batch int
+		want           int
+	}{
+		{"no limit", nil, 4096, 2048, 4096},
+		{"a rate only", &limit.Spec{Name: "api", Rate: 100, Per: time.Second}, 4096, 2048, 4096},
+		{"8 in flight: one bundle of 256", &limit.Spec{Name: "api", MaxInFlight: 8}, 4096, 2048, 4096},
+		{"500 in flight: 16 bundles of 256", &limit.Spec{Name: "api", MaxInFlight: 500}, 4096, 2048, 8192},
+		{"500 in flight, a larger bound kept", &limit.Spec{Name: "api", MaxInFlight: 500}, 50000, 2048, 50000},
+		{"10 in flight in bundles of 1", &limit.Spec{Name: "api", MaxInFlight: 10}, 8, 4, 20},
+		{"unbounded stays unbounded", &limit.Spec{Name: "api", MaxInFlight: 500}, 0, 2048, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+			if tc.limit != nil {
+				e.jobs.SetLimit("count", *tc.limit)
+			}
+			c := e.instanceWith("a", func(cfg *Config) { cfg.MaxBacklog, cfg.BatchSize = tc.backlog, tc.batch })
+			if got := c.maxBacklog(ledger.Manifest{Job: "count", BatchSize: tc.batch}); got != tc.want {
+				t.Errorf("bound = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// The leader of such a job enqueues up to the raised bound before it waits for room.
+func TestWaves_ALimitedJobsBacklogHoldsTheNextBundles(t *testing.T) {
+	const n, backlog = 40, 8
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	e.jobs.SetLimit("count", limit.Spec{Name: "api", MaxInFlight: 10}) // 10 bundles of 1 at once
+	c := e.instanceWith("a", func(cfg *Config) { cfg.MaxBacklog, cfg.RefillWait = backlog, -1 }, countSchedule("s", n, config.OverlapSkip))
+	e.startAlone(c)
+	if m := e.manifest(memRun); m.Checkpoint.Next != 20 || m.PlanDone {
+		t.Fatalf("%d enqueued (planned %v), want 20: twice the 10 the limit runs at once, over the bound of %d", m.Checkpoint.Next, m.PlanDone, backlog)
 	}
 }

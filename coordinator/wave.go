@@ -7,6 +7,7 @@ import (
 
 	"github.com/batonfn/baton/internal/engine/election"
 	"github.com/batonfn/baton/internal/engine/ledger"
+	"github.com/batonfn/baton/work"
 )
 
 // Refill polling: how soon a leader whose backlog is full first looks again, and the least it
@@ -14,15 +15,33 @@ import (
 const refillPoll = 25 * time.Millisecond
 
 // room is how many partitions may be outstanding (enqueued, not done) for the next plan batch
-// to fit under MaxBacklog; with nothing outstanding there is always room, so a bound smaller
-// than a batch sends one batch at a time.
-func (c *Coordinator) room(m ledger.Manifest) int { return max(c.cfg.MaxBacklog-m.BatchSize, 0) }
+// to fit under the run's backlog bound; with nothing outstanding there is always room, so a
+// bound smaller than a batch sends one batch at a time.
+func (c *Coordinator) room(m ledger.Manifest) int { return max(c.maxBacklog(m)-m.BatchSize, 0) }
+
+// maxBacklog is the run's backlog bound: MaxBacklog, raised for a job under an in-flight limit
+// to twice the partitions its limit keeps outstanding at once. A bundle holds all of its
+// partitions until its last is done but runs at most BundleConcurrency of them at once, so
+// MaxInFlight takes MaxInFlight/min(bundle, BundleConcurrency) bundles' partitions to fill;
+// the second half of the bound is the next bundles, queued for the slots the running ones
+// give back. Unbounded (0) stays unbounded.
+func (c *Coordinator) maxBacklog(m ledger.Manifest) int {
+	n := c.cfg.MaxBacklog
+	spec, ok := c.cfg.Jobs.Limit(m.Job)
+	if n <= 0 || !ok || spec.MaxInFlight <= 0 {
+		return n
+	}
+	bundle := work.BundleSize(c.cfg.Jobs.MaxBundle(m.Job), m.BatchSize)
+	slots := min(bundle, work.BundleConcurrency)
+	running := (spec.MaxInFlight + slots - 1) / slots * bundle
+	return max(n, 2*running)
+}
 
 // bounded reports whether the backlog bound can hold the next batch back: a bound is set, more
 // than room is enqueued, the run's done layout is one this version can count (a run whose
 // layout it does not know has no backlog bound), and the bound was not lifted (leaveWave).
 func (c *Coordinator) bounded(m ledger.Manifest) bool {
-	return c.cfg.MaxBacklog > 0 && m.Checkpoint.Next > c.room(m) && m.DoneLayout.Known() && !m.Checkpoint.Unbounded
+	return c.maxBacklog(m) > 0 && m.Checkpoint.Next > c.room(m) && m.DoneLayout.Known() && !m.Checkpoint.Unbounded
 }
 
 // backlog counts what of the run's enqueued partitions is done and reports whether the backlog
@@ -243,7 +262,7 @@ func (c *Coordinator) leaveWave(ctx context.Context, lease election.Lease, m *le
 	}
 	if lifted {
 		log.Warn("backlog has not drained; the rest of the run goes out regardless (its re-enqueue rounds bring back what never completes)",
-			"next", m.Checkpoint.Next, "done", done, "maxBacklog", c.cfg.MaxBacklog, "stalledFor", c.stallAfter(*m).String())
+			"next", m.Checkpoint.Next, "done", done, "maxBacklog", c.maxBacklog(*m), "stalledFor", c.stallAfter(*m).String())
 		return false, nil
 	}
 	at := c.cfg.Now().Add(c.cfg.WavePause)
@@ -251,6 +270,6 @@ func (c *Coordinator) leaveWave(ctx context.Context, lease election.Lease, m *le
 		return false, err
 	}
 	log.Info("backlog full; the next wave goes out later", "next", m.Checkpoint.Next,
-		"maxBacklog", c.cfg.MaxBacklog, "at", at.UTC())
+		"maxBacklog", c.maxBacklog(*m), "at", at.UTC())
 	return true, nil
 }

@@ -36,7 +36,7 @@ var limitCases = []limitCase{
 	{name: "rate=1000", limits: `{"bench":{"rate":1000,"per":"1s"}}`, partitions: 10000, small: 1000, ideal: 1000, per: time.Second},
 	{name: "rate=200", limits: `{"bench":{"rate":200,"per":"1s"}}`, partitions: 10000, ideal: 200, per: time.Second},
 	{name: "inflight=8", limits: `{"bench":{"maxInFlight":8}}`, partitions: 4000, workMs: 50, ideal: 8 / 0.050},
-	{name: "inflight=500", limits: `{"bench":{"maxInFlight":500}}`, partitions: 10000, small: 1000, workMs: 500, ideal: 500 / 0.500},
+	{name: "inflight=500", limits: `{"bench":{"maxInFlight":500}}`, partitions: 40000, small: 1000, workMs: 500, ideal: 500 / 0.500},
 	{name: "inflight=1", limits: `{"bench":{"maxInFlight":1}}`, partitions: 1000, workMs: 20, ideal: 1 / 0.020},
 }
 
@@ -48,7 +48,8 @@ var limitCases = []limitCase{
 //   - none: 10,000 no-op partitions on ./handler, no limit;
 //   - rate=1000, rate=200: the same run under a rate of 1,000 and 200 starts/s (burst 1);
 //   - inflight=8: 4,000 partitions of 50 ms under 8 in flight (ideal 160/s);
-//   - inflight=500: 10,000 partitions of 500 ms under 500 in flight (ideal 1,000/s);
+//   - inflight=500: 40,000 partitions of 500 ms under 500 in flight (ideal 1,000/s; its last
+//     4,096, the 16 bundles that fill the limit, run as the tail);
 //   - inflight=1: 1,000 partitions of 20 ms under 1 in flight (ideal 50/s).
 //
 // Under -short (the smoke run): none, rate=1000 and inflight=500 on 1,000 partitions.
