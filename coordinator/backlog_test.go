@@ -76,7 +76,8 @@ type workingSender struct {
 	clock   *testClock
 	run     string
 	backlog int
-	per     time.Duration // paced: each message's time; 0: unpaced
+	per     time.Duration // paced: each message's time (a burst's, with burst); 0: unpaced
+	burst   int           // paced: messages that complete together (0: 1)
 
 	mu      sync.Mutex
 	sent    int // partitions sent
@@ -156,8 +157,10 @@ func (s *workingSender) sleep(ctx context.Context, d time.Duration) bool {
 	now := s.clock.Now().Add(d)
 	s.clock.set(now)
 	for s.started && len(s.queued) > 0 && !s.next.After(now) {
-		s.complete(s.queued[0])
-		s.queued = s.queued[1:]
+		for k := max(s.burst, 1); k > 0 && len(s.queued) > 0; k-- {
+			s.complete(s.queued[0])
+			s.queued = s.queued[1:]
+		}
 		s.next = s.next.Add(s.per)
 	}
 	return ctx.Err() == nil
@@ -381,5 +384,53 @@ func TestWaves_ALimitedJobsBacklogHoldsTheNextBundles(t *testing.T) {
 	e.startAlone(c)
 	if m := e.manifest(memRun); m.Checkpoint.Next != 20 || m.PlanDone {
 		t.Fatalf("%d enqueued (planned %v), want 20: twice the 10 the limit runs at once, over the bound of %d", m.Checkpoint.Next, m.PlanDone, backlog)
+	}
+}
+
+// Work that completes in bursts further apart than RefillWait (bundles that all take a
+// while, a limited job's in step) leaves its wave to a check a few times at most: each leader
+// records how long the backlog had been quiet when it left (Checkpoint.Quiet), and the next
+// waits twice as long, so the leaders learn the bursts' spacing instead of leaving at each.
+// Here the whole backlog completes every 200 ms and RefillWait is 30 ms.
+func TestWaves_ABacklogDrainedInBurstsKeepsItsLeaderWaiting(t *testing.T) {
+	const burstEvery = 200 * time.Millisecond
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	ws := newWorkingSender(t, e, drainBacklog, drainN, burstEvery)
+	ws.burst = drainBacklog / 64 // the backlog's messages of 64
+	c := e.instanceWith("a", func(cfg *Config) {
+		cfg.MaxBacklog, cfg.BatchSize, cfg.Sender, cfg.Sleep = drainBacklog, drainBatch, ws, ws.sleep
+		cfg.RefillWait = 30 * time.Millisecond
+	}, countSchedule("s", drainN, config.OverlapSkip))
+	e.startAlone(c)
+	ctx := testCtx(t)
+	leaves, quiet := 0, []time.Duration{}
+	for seen := 0; !e.manifest(memRun).PlanDone; {
+		envs, _ := e.sender.checksSent(t)
+		var wave *work.Envelope
+		for i := seen; i < len(envs); i++ {
+			if envs[i].Round >= continueRound {
+				wave = &envs[i]
+			}
+		}
+		seen = len(envs)
+		if wave == nil {
+			t.Fatalf("planning stopped without a wave check (%d leaves)", leaves)
+		}
+		leaves++
+		if leaves > 8 {
+			t.Fatalf("the leaders left the wave %d times (quiet spells recorded %v); want them to learn the bursts' spacing", leaves, quiet)
+		}
+		quiet = append(quiet, e.manifest(memRun).Checkpoint.Quiet)
+		ws.sleep(ctx, c.cfg.WavePause) // the check comes WavePause later
+		if err := c.Check(ctx, *wave, firstDelivery); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("the leaders left the wave %d times, quiet spells recorded %v", leaves, quiet)
+	if leaves > 4 {
+		t.Errorf("the leaders left the wave %d times (quiet spells recorded %v), want at most 4", leaves, quiet)
+	}
+	if ws.worst > drainBacklog {
+		t.Errorf("%d partitions outstanding after a send, bound %d", ws.worst, drainBacklog)
 	}
 }

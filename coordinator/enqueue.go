@@ -74,7 +74,7 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 	var paused time.Duration
 	sliceStart := time.Now()
 	failedSends := 0
-	var drain drainRate // workers' pace, seen while waiting for room (wave.go)
+	drain := drainRate{quiet: m.Checkpoint.Quiet} // workers' pace, seen while waiting for room (wave.go)
 	if !m.PlanDone {
 		// A full backlog ends the slice before it begins (and before any lease probe is sent).
 		if full, err := c.waitForWave(ctx, lease, &m); err != nil || full {
@@ -154,7 +154,7 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 				return err
 			}
 			m.Checkpoint = ledger.Checkpoint{Batches: b.Batch + 1, Next: b.First + len(b.Partitions), Cursor: b.Cursor,
-				Done: m.Checkpoint.Done, Unbounded: m.Checkpoint.Unbounded}
+				Done: m.Checkpoint.Done, Unbounded: m.Checkpoint.Unbounded, Quiet: m.Checkpoint.Quiet}
 			// A run overdue in planning is one that stopped making progress: every checkpoint
 			// moves its hard deadline a run timeout ahead.
 			m.Expires = now.Add(c.runTimeout(*m))

@@ -86,8 +86,10 @@ type Config struct {
 	// call grows with its depth (as Azurite's does) stays fast.
 	MaxBacklog int
 	// RefillWait is how long a leader whose backlog is full waits in its invocation for room
-	// without a count seeing it drain before it leaves the next wave to a check (default
-	// WavePause; negative: it never waits).
+	// without a count seeing it drain before it leaves the next wave to a check, at least
+	// (twice the longest quiet spell between completions seen, this leader's or recorded by
+	// the last: Checkpoint.Quiet); also how often it counts (default WavePause; negative: it
+	// never waits).
 	RefillWait time.Duration
 	// WavePause is how long after a full backlog the next wave is sent (default 2s).
 	WavePause time.Duration

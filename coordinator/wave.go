@@ -83,19 +83,21 @@ func (c *Coordinator) waitForWave(ctx context.Context, lease election.Lease, m *
 	if err != nil || !full {
 		return false, err
 	}
-	return c.leaveWave(ctx, lease, m, done)
+	return c.leaveWave(ctx, lease, m, done, 0)
 }
 
 // awaitRoom returns once the backlog has room for the next plan batch. While workers drain a
 // full backlog the leader waits in its invocation, looking at the sentinel shard (one HEAD)
 // at the pace the completions it has seen promise (refillPoll to RefillWait), and counts the
 // backlog when the sentinel says there is likely room: a run larger than the backlog is fed as
-// fast as it is worked, at about a count and a few HEADs a batch. Once the backlog has stayed
-// full for RefillWait with no count seeing it drain, a count tells (more done than the last
-// count, or than the run's checkpoint recorded); draining, the leader waits on, as long as the
-// slice's budget lasts, so a slowly drained backlog (a limited job's) is refilled as it
-// drains. Else it leaves the next wave to a check (leaveWave) and reports that the slice
-// ended. drain carries the completion rate from batch to batch.
+// fast as it is worked, at about a count and a few HEADs a batch. A count every RefillWait
+// tells whether the backlog drains (more done than the last count, or than the run's
+// checkpoint recorded); draining, the leader waits on, as long as the slice's budget lasts, so
+// a slowly drained backlog (a limited job's) is refilled as it drains. Once no count has seen
+// it drain for its patience (RefillWait, or twice the longest quiet spell between completions
+// seen: this slice's, or the one the last leader left on), it leaves the next wave to a check
+// (leaveWave) and reports that the slice ended. drain carries the completion rate and the
+// quiet spells from batch to batch.
 func (c *Coordinator) awaitRoom(ctx context.Context, lease election.Lease, beat func(), m ledger.Manifest, sliceStart time.Time, drain *drainRate) (bool, error) {
 	if !c.bounded(m) {
 		return false, nil
@@ -105,8 +107,9 @@ func (c *Coordinator) awaitRoom(ctx context.Context, lease election.Lease, beat 
 		limit = budget - time.Since(sliceStart)
 	}
 	start := c.cfg.Now()
-	var wait, waited, moved time.Duration // moved: when a count last saw the backlog drain
-	last := m.Checkpoint.Done             // the last count's done
+	// moved: when a count last saw the backlog drain; counted: when the last count was.
+	var wait, waited, moved, counted time.Duration
+	last := m.Checkpoint.Done // the last count's done
 	// count counts the backlog: room (true), or what is left to complete before there is.
 	count := func() (bool, int64, error) {
 		done, full, err := c.backlog(ctx, m)
@@ -114,7 +117,11 @@ func (c *Coordinator) awaitRoom(ctx context.Context, lease election.Lease, beat 
 			return !full, 0, err
 		}
 		drain.observe(done, c.cfg.Now())
+		counted = waited
 		if done > last {
+			if moved > 0 {
+				drain.quiet = max(drain.quiet, waited-moved)
+			}
 			moved, last = waited, done
 		}
 		return false, int64(m.Checkpoint.Next) - done - int64(c.room(m)), nil
@@ -132,21 +139,21 @@ waiting:
 			if waited >= limit || c.cfg.RefillWait < 0 {
 				break
 			}
-			if waited-moved >= c.cfg.RefillWait {
+			if waited-max(moved, counted) >= c.cfg.RefillWait {
 				ok, over, err := count()
 				switch {
 				case err != nil:
 					return false, err
 				case ok:
 					return room()
-				case moved != waited:
-					break waiting // not drained since the last count
+				case moved != waited && waited-moved >= drain.patience(c.cfg.RefillWait):
+					break waiting // not drained for longer than its completions' quiet spells
 				}
 				wait = drain.wait(over, max(2*wait, refillPoll))
 			}
 			// At least four looks a RefillWait: completions may come in waves the rate
 			// does not foresee.
-			wait = min(wait, limit-waited, c.cfg.RefillWait-(waited-moved), max(c.cfg.RefillWait/4, refillPoll))
+			wait = min(wait, limit-waited, c.cfg.RefillWait-(waited-max(moved, counted)), max(c.cfg.RefillWait/4, refillPoll))
 			if !c.sleep(ctx, wait, beat) {
 				return true, context.Cause(ctx)
 			}
@@ -176,7 +183,7 @@ waiting:
 	if err != nil || !full {
 		return false, err
 	}
-	return c.leaveWave(ctx, lease, &m, done)
+	return c.leaveWave(ctx, lease, &m, done, waited-moved)
 }
 
 // sleep waits d (Config.Sleep, else a timer), reporting progress to the stall watchdog before
@@ -195,11 +202,18 @@ func (c *Coordinator) sleep(ctx context.Context, d time.Duration, beat func()) b
 }
 
 // drainRate is the rate at which workers complete a run's partitions, from the last two
-// counts of its backlog.
+// counts of its backlog, and the longest quiet spell between two counts that saw them drain.
 type drainRate struct {
 	perSec float64 // 0: not known yet
 	at     time.Time
 	done   int64
+	quiet  time.Duration
+}
+
+// patience is how long a full backlog may show no completion before the leader leaves its
+// wave: twice the longest quiet spell seen, at least refillWait.
+func (r *drainRate) patience(refillWait time.Duration) time.Duration {
+	return max(refillWait, 2*r.quiet)
 }
 
 // observe records a count: done partitions at at.
@@ -231,8 +245,10 @@ func (c *Coordinator) stallAfter(m ledger.Manifest) time.Duration { return c.run
 // is lifted for the run (Checkpoint.Unbounded), the slice goes on with the rest of the plan,
 // and the run's re-enqueue rounds bring back what never completed, as for any run.
 //
-// m is the caller's copy of the manifest; a lifted bound is noted in it.
-func (c *Coordinator) leaveWave(ctx context.Context, lease election.Lease, m *ledger.Manifest, done int64) (bool, error) {
+// quiet, how long the backlog had shown no completion (0: not known), is recorded for the
+// next leader's patience (Checkpoint.Quiet). m is the caller's copy of the manifest; a
+// lifted bound is noted in it.
+func (c *Coordinator) leaveWave(ctx context.Context, lease election.Lease, m *ledger.Manifest, done int64, quiet time.Duration) (bool, error) {
 	log := c.log(m.RunID, lease.Epoch)
 	now := c.cfg.Now().UTC()
 	lifted, unbounded := false, false
@@ -244,12 +260,17 @@ func (c *Coordinator) leaveWave(ctx context.Context, lease election.Lease, m *le
 		switch {
 		case done > cur.Checkpoint.Done:
 			cur.Checkpoint.Done = done
+			cur.Expires = now.Add(rt)
 		case now.Sub(cur.Expires.Add(-rt)) >= c.stallAfter(*cur):
 			cur.Checkpoint.Unbounded, lifted = true, true
+			cur.Expires = now.Add(rt)
+		case quiet > cur.Checkpoint.Quiet: // no progress: only the quiet spell to record
 		default:
 			return ledger.ErrNoChange
 		}
-		cur.Expires = now.Add(rt)
+		if quiet > 0 {
+			cur.Checkpoint.Quiet = quiet
+		}
 		return nil
 	}); err != nil {
 		return false, err

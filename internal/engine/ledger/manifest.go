@@ -102,6 +102,10 @@ type Checkpoint struct {
 	// did not drain at all for a quarter of the run timeout (a message lost, say), so the rest
 	// is sent regardless and the run's re-enqueue rounds bring back what never completed.
 	Unbounded bool `json:"unbounded,omitempty"`
+	// Quiet is how long the backlog had shown no completion when a leader last left its wave:
+	// a run whose work completes in bursts that far apart keeps its next leader waiting
+	// longer for room before it leaves.
+	Quiet time.Duration `json:"quiet,omitempty"`
 }
 
 // Manifest is runs/<runID>/manifest.json.

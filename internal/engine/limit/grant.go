@@ -80,10 +80,15 @@ func acquire(st *State, rules Rules, spec Spec, id, holder, token string, n, mos
 			if hold <= 0 {
 				hold = rules.MinWait
 			}
-			// The first slot's expected release: whoever asks first then takes it.
+			// The first slot's expected release: whoever asks first then takes it. A holder
+			// late for its expected end may give its slots back any moment: ask again after a
+			// hold, or once it has been late that long again (at most Probe).
 			first := max(hold, rules.Probe)
-			if e := st.firstEnd(now); !e.IsZero() {
+			switch e, late := st.firstEnd(now); {
+			case !e.IsZero():
 				first = e.Sub(now)
+			case late > 0:
+				first = min(max(hold, late), rules.Probe)
 			}
 			return wait(first, hold, true)
 		}
@@ -167,21 +172,30 @@ func expectedEnd(hold time.Duration, slots, parts, queued int, acquired, now tim
 }
 
 // firstEnd is the earliest expected release of the slots held at now that is still ahead;
-// zero when a holder's is not known or has passed (the slots may come back any time).
-func (st *State) firstEnd(now time.Time) time.Time {
-	var first time.Time
+// zero when a holder's is not known or has passed (the slots may come back any time), with
+// late, how long ago the latest of those that passed did (0: a holder's is not known).
+func (st *State) firstEnd(now time.Time) (first time.Time, late time.Duration) {
+	unknown := false
 	for _, s := range st.Slots {
-		if !now.Before(s.Expires) {
-			continue
-		}
-		if !s.Ends.After(now) {
-			return time.Time{}
-		}
-		if first.IsZero() || s.Ends.Before(first) {
+		switch {
+		case !now.Before(s.Expires):
+		case s.Ends.IsZero():
+			unknown = true
+		case !s.Ends.After(now):
+			if d := max(now.Sub(s.Ends), time.Nanosecond); late == 0 || d < late {
+				late = d
+			}
+		case first.IsZero() || s.Ends.Before(first):
 			first = s.Ends
 		}
 	}
-	return first
+	switch {
+	case unknown:
+		return time.Time{}, 0
+	case late > 0:
+		return time.Time{}, late
+	}
+	return first, 0
 }
 
 // served takes the bundles served by hand-offs out of the line.

@@ -277,6 +277,10 @@ func (l *Limiter) renew(ctx context.Context, g *Grant, left int, hold time.Durat
 	var rerr error
 	cur := *g
 	queued := l.queued(g.Spec, "")
+	if held := l.heldHere(g.Spec.Name); queued > 0 && held > g.Slots {
+		// The bundles waiting here go to whichever holds here end first: this hold's share.
+		queued = (queued*g.Slots + held - 1) / held
+	}
 	if hold <= 0 {
 		hold = l.holdHere(g.Spec.Name)
 	}

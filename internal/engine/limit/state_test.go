@@ -208,3 +208,28 @@ func TestAcquire_WaitersComeBackAtTheFirstRelease(t *testing.T) {
 		t.Fatalf("line %+v, want w2 kept third", st.Waiting)
 	}
 }
+
+// A holder late for its expected end may give its slots back any moment: a bundle refused
+// then comes back once the holder has been late that long again (at least MinWait and a
+// hold, at most a probe's wait), not a whole probe later.
+func TestAcquire_WaitersOfALateHolderComeBackSoon(t *testing.T) {
+	spec := mustSpec(t, Spec{Name: "crm", MaxInFlight: 8})
+	r := rules
+	r.Probe = 5 * time.Second
+	st := State{Hold: 50 * time.Millisecond}
+	if g, _ := acquire(&st, r, spec, "running", "i", "t", 256, 32, 0, t0, 0); g.Slots != 8 {
+		t.Fatalf("first bundle: %+v, want all 8 slots", g)
+	}
+	end := t0.Add(1600 * time.Millisecond) // 256 at 8 at a time
+	for _, tc := range []struct {
+		late, want time.Duration
+	}{
+		{100 * time.Millisecond, r.MinWait},
+		{3 * time.Second, 3 * time.Second},
+		{10 * time.Second, r.Probe},
+	} {
+		if _, wait := acquire(&st, r, spec, "w", "i", "x", 256, 32, 0, end.Add(tc.late), 0); wait != tc.want {
+			t.Errorf("the holder %s late: wait %s, want %s", tc.late, wait, tc.want)
+		}
+	}
+}

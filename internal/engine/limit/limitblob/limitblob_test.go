@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -845,5 +846,51 @@ func TestLimiter_RefusedBundlesOfAProcessWaitForItsNextAsk(t *testing.T) {
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("a waiting bundle ended with %v, want its context's end", err)
 		}
+	}
+}
+
+// A renewal tells the limit when the hold's slots are expected back, counting the bundles
+// waiting in its process for a hand-off; with several holds here, those bundles go to
+// whichever ends first, so each hold counts its share of them, not all: other instances'
+// bundles come back when slots are really due.
+func TestLimiter_ARenewalCountsItsShareOfTheBundlesWaitingHere(t *testing.T) {
+	stores, _ := newStores(t, 2)
+	if _, err := stores[1].Update(context.Background(), "crm", func(st *limit.State) error { st.Hold = time.Second; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{t: time.Now().UTC()}
+	sleepy := func(ctx context.Context, _ time.Duration) error { // no renewal but the test's
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}
+	l, err := limit.New(limit.Config{Store: stores[0], Holder: "a", Lease: time.Minute, Now: clk.Now, Sleep: sleepy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := spec(t, limit.Spec{Name: "crm", MaxInFlight: 4})
+	ctx := context.Background()
+	var gs []limit.Grant
+	for _, id := range []string{"b1", "b2"} {
+		g, _, err := l.AcquireUpTo(ctx, sp, id, 2, 2)
+		if err != nil || g.Slots != 2 {
+			t.Fatalf("%s: %+v %v, want 2 slots", id, g, err)
+		}
+		hold := l.Hold(ctx, g)
+		defer func() { _ = hold.Close(ctx) }()
+		gs = append(gs, g)
+	}
+	waitHere(t, l, sp, "w", 8, 2) // 8 partitions wait here, 2 at a time
+	if err := l.Renew(ctx, &gs[0]); err != nil {
+		t.Fatal(err)
+	}
+	st, err := stores[0].Read(ctx, "crm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its own 2 partitions on 2 slots (1 s), then half of the 8 waiting (4 on 2 slots, 2 s);
+	// all 8 would be 5 s.
+	k := slices.IndexFunc(st.Slots, func(s limit.Slot) bool { return s.Token == gs[0].Token })
+	if k < 0 || !st.Slots[k].Ends.Equal(clk.Now().Add(3*time.Second)) {
+		t.Fatalf("slots %+v: want b1's expected back in 3 s", st.Slots)
 	}
 }
