@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/internal/engine/config"
+	"github.com/batonfn/baton/internal/engine/election"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/ledger/ledgertest"
 	"github.com/batonfn/baton/internal/engine/limit"
@@ -258,7 +259,8 @@ func TestWaves_ASlowlyDrainingBacklogIsRefilledInTheInvocation(t *testing.T) {
 }
 
 // The next wait of a leader whose backlog is full follows the completions its counts have
-// seen (kept from one batch to the next), and backs off while it knows no rate.
+// seen (kept from one batch to the next: the mean since the first), and backs off while it
+// knows no rate.
 func TestDrainRate(t *testing.T) {
 	var r drainRate
 	if got := r.wait(100, 50*time.Millisecond); got != 50*time.Millisecond {
@@ -273,18 +275,23 @@ func TestDrainRate(t *testing.T) {
 	if got := r.wait(100, 80*time.Millisecond); got != 80*time.Millisecond {
 		t.Errorf("no progress: wait %s, want the backoff", got)
 	}
-	r.observe(1500, t0.Add(2*time.Second)) // 1,000 a second
+	r.observe(1500, t0.Add(2*time.Second)) // 1,000 in 2 s: 500 a second
 	for _, tc := range []struct {
 		over int64
 		want time.Duration
 	}{
-		{500, 500 * time.Millisecond}, // half a second more at 1,000/s
-		{10, refillPoll},              // never below the poll floor
-		{2048, 2048 * time.Millisecond},
+		{500, time.Second}, // a second more at 500/s
+		{5, refillPoll},    // never below the poll floor
+		{2048, 4096 * time.Millisecond},
 	} {
 		if got := r.wait(tc.over, time.Hour); got != tc.want {
-			t.Errorf("at 1,000/s, %d over: wait %s, want %s", tc.over, got, tc.want)
+			t.Errorf("at 500/s, %d over: wait %s, want %s", tc.over, got, tc.want)
 		}
+	}
+	// A burst of 4,000 just after: the mean, not the burst's pace (40,000/s).
+	r.observe(5500, t0.Add(2100*time.Millisecond))
+	if got := r.wait(5000, time.Hour); got < 2*time.Second {
+		t.Errorf("after a burst, 5,000 over: wait %s, want the mean's 2.1 s", got)
 	}
 }
 
@@ -432,5 +439,29 @@ func TestWaves_ABacklogDrainedInBurstsKeepsItsLeaderWaiting(t *testing.T) {
 	}
 	if ws.worst > drainBacklog {
 		t.Errorf("%d partitions outstanding after a send, bound %d", ws.worst, drainBacklog)
+	}
+}
+
+// While the sentinel shard stays short, nothing there completing (work that completes in
+// bursts, between them), the leader's looks at it back off to RefillWait/4 even when its
+// rate says the backlog should have drained long ago: the shard is not polled every 25 ms.
+func TestWaves_LooksBackOffWhileTheSentinelShardStaysShort(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	store := &doneCounting{Fake: e.fake}
+	c := e.instanceWith("a", func(cfg *Config) {
+		cfg.MaxBacklog, cfg.BatchSize, cfg.Store, cfg.RefillWait = 4096, 2048, store, 2*time.Second
+		cfg.Sleep = func(ctx context.Context, d time.Duration) bool {
+			e.clock.set(e.clock.Now().Add(d))
+			return ctx.Err() == nil
+		}
+	})
+	m := ledger.Manifest{RunID: "r", Epoch: 1, Checkpoint: ledger.Checkpoint{Next: 8192}, DoneLayout: ledger.DoneStriped, BatchSize: 2048}
+	drain := drainRate{perSec: 1e6, at: e.clock.Now()} // a rate far faster than the work
+	// Nothing completes: the leader looks for RefillWait, counts once, and leaves (the run's
+	// manifest does not exist here: leaving fails, which this test does not look at).
+	_, _ = c.awaitRoom(testCtx(t), election.Lease{Epoch: 1}, func() {}, m, time.Now(), &drain)
+	looks := store.counts.Load() - 2*ledger.DoneStripes // two counts read every shard: at RefillWait, and before leaving
+	if looks > 12 {
+		t.Errorf("%d looks at the sentinel shard in %s, want at most 12", looks, c.cfg.RefillWait)
 	}
 }

@@ -110,6 +110,7 @@ func (c *Coordinator) awaitRoom(ctx context.Context, lease election.Lease, beat 
 	// moved: when a count last saw the backlog drain; counted: when the last count was.
 	var wait, waited, moved, counted time.Duration
 	last := m.Checkpoint.Done // the last count's done
+	var lastShort int64       // what the sentinel's last look found left to complete
 	// count counts the backlog: room (true), or what is left to complete before there is.
 	count := func() (bool, int64, error) {
 		done, full, err := c.backlog(ctx, m)
@@ -166,8 +167,14 @@ waiting:
 		}
 		if short > 0 {
 			// At least short partitions are to complete: the least time they take, at one
-			// HEAD a look, however much more the other shards have to do.
+			// HEAD a look, however much more the other shards have to do. None of them done
+			// since the last look (work that completes in bursts), the looks back off: the
+			// shard is not polled faster than its partitions complete.
 			wait = drain.wait(short, backoff)
+			if short == lastShort {
+				wait = max(wait, backoff)
+			}
+			lastShort = short
 			continue
 		}
 		ok, over, err := count()
@@ -201,12 +208,12 @@ func (c *Coordinator) sleep(ctx context.Context, d time.Duration, beat func()) b
 	return true
 }
 
-// drainRate is the rate at which workers complete a run's partitions, from the last two
-// counts of its backlog, and the longest quiet spell between two counts that saw them drain.
+// drainRate is the rate at which workers complete a run's partitions, from the counts of its
+// backlog, and the longest quiet spell between two counts that saw them drain.
 type drainRate struct {
-	perSec float64 // 0: not known yet
-	at     time.Time
-	done   int64
+	perSec float64   // 0: not known yet
+	at     time.Time // the first count
+	done   int64     // what it found done
 	quiet  time.Duration
 }
 
@@ -216,12 +223,16 @@ func (r *drainRate) patience(refillWait time.Duration) time.Duration {
 	return max(refillWait, 2*r.quiet)
 }
 
-// observe records a count: done partitions at at.
+// observe records a count: done partitions at at. The rate is the mean since the slice's first
+// count: work that completes in bursts would look far faster between two counts around one.
 func (r *drainRate) observe(done int64, at time.Time) {
-	if !r.at.IsZero() && done > r.done && at.After(r.at) {
+	if r.at.IsZero() {
+		r.at, r.done = at, done
+		return
+	}
+	if done > r.done && at.After(r.at) {
 		r.perSec = float64(done-r.done) / at.Sub(r.at).Seconds()
 	}
-	r.at, r.done = at, done
 }
 
 // wait is how long the rate takes to complete over more partitions, at least refillPoll; else

@@ -531,6 +531,12 @@ func (c *checker) policy(s Schedule) {
 			}
 		}
 		st := started{id: id, start: m.Created, finish: m.Finished, final: m.State.Final()}
+		if r := c.h.Runs[id]; len(m.Redrives) > 0 && r.Report != nil {
+			// A redrive reopened the run after it was final, which the policy does not
+			// look at: it was first final just after its first report's claim (Finished is
+			// its latest round's).
+			st.finish = r.Report.ClaimedAt()
+		}
 		if c.queued[id] {
 			if s.Overlap != config.OverlapBufferOne {
 				c.add(VPolicy, id, "queued, but the policy of %s is %s", s.Name, s.Overlap)

@@ -1041,3 +1041,26 @@ func TestCheck_RedrivenRun(t *testing.T) {
 		})
 	}
 }
+
+// A run redriven after the run queued behind it started was final before that start: the
+// policy looks at when it was first final (its first report's claim), not at its latest
+// round's finish; a run whose first report was claimed after the next one started still
+// breaks the policy.
+func TestCheck_ARunRedrivenAfterTheNextStartedKeptThePolicy(t *testing.T) {
+	held5 := occID("held", 5)
+	redriven := func(claimed float64) History {
+		h := goodHistory(t)
+		r := h.Runs[held5]
+		r.Manifest.Round, r.Manifest.Finished = 1, at(20)
+		r.Manifest.Redrives = []ledger.Redrive{{Round: 1, At: at(19), From: ledger.StateSucceeded}}
+		r.Report.Created = at(claimed)
+		h.Runs[held5] = r
+		return h
+	}
+	if res := Check(redriven(12)); hasKind(res.Violations, VPolicy) {
+		t.Errorf("redriven after the next run started: %v, want no policy violation", res.Violations)
+	}
+	if res := Check(redriven(13)); !hasKind(res.Violations, VPolicy) {
+		t.Errorf("first final after the next run started: %v, want a policy violation", res.Violations)
+	}
+}
