@@ -280,13 +280,16 @@ func TestDrainRate(t *testing.T) {
 		over int64
 		want time.Duration
 	}{
-		{500, time.Second}, // a second more at 500/s
-		{5, refillPoll},    // never below the poll floor
+		{500, time.Second},          // a second more at 500/s
+		{5, 200 * time.Millisecond}, // never less than 100 partitions' time
 		{2048, 4096 * time.Millisecond},
 	} {
 		if got := r.wait(tc.over, time.Hour); got != tc.want {
 			t.Errorf("at 500/s, %d over: wait %s, want %s", tc.over, got, tc.want)
 		}
+	}
+	if fast := (drainRate{perSec: 100_000}); fast.wait(5, time.Hour) != refillPoll {
+		t.Errorf("at 100,000/s, 5 over: wait %s, want the poll floor %s", fast.wait(5, time.Hour), refillPoll)
 	}
 	// A burst of 4,000 just after: the mean, not the burst's pace (40,000/s).
 	r.observe(5500, t0.Add(2100*time.Millisecond))
@@ -463,5 +466,58 @@ func TestWaves_LooksBackOffWhileTheSentinelShardStaysShort(t *testing.T) {
 	looks := store.counts.Load() - 2*ledger.DoneStripes // two counts read every shard: at RefillWait, and before leaving
 	if looks > 12 {
 		t.Errorf("%d looks at the sentinel shard in %s, want at most 12", looks, c.cfg.RefillWait)
+	}
+}
+
+// shardCounting is the ledger fake counting DoneCount calls per shard.
+type shardCounting struct {
+	*ledgertest.Fake
+	mu     sync.Mutex
+	counts map[int]int
+}
+
+func (d *shardCounting) DoneCount(ctx context.Context, run string, shard int) (int64, error) {
+	d.mu.Lock()
+	d.counts[shard]++
+	d.mu.Unlock()
+	return d.Fake.DoneCount(ctx, run, shard)
+}
+
+// Once the sentinel shard holds every partition the next batch needs while other shards lag,
+// only a count can tell when there is room: the leader stops looking at the sentinel, so that
+// shard takes no more calls than any other (one a count); and counting at each look, it still
+// leaves once no count has seen the backlog drain for RefillWait.
+func TestWaves_ASentinelShardThatIsDoneIsNotLookedAtAgain(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	store := &shardCounting{Fake: e.fake, counts: map[int]int{}}
+	c := e.instanceWith("a", func(cfg *Config) {
+		cfg.MaxBacklog, cfg.BatchSize, cfg.Store, cfg.RefillWait = 4096, 2048, store, 2*time.Second
+		cfg.Sleep = func(ctx context.Context, d time.Duration) bool {
+			e.clock.set(e.clock.Now().Add(d))
+			return ctx.Err() == nil
+		}
+	})
+	m := ledger.Manifest{RunID: "r", Epoch: 1, Checkpoint: ledger.Checkpoint{Next: 8192}, DoneLayout: ledger.DoneStriped, BatchSize: 2048}
+	lay := m.DoneLayout
+	target := m.Checkpoint.Next - c.room(m) // [0, target) done leaves room
+	sentinel := lay.Shard(target - 1)
+	for i := range target { // the sentinel's shard has all it needs; the others nothing
+		if lay.Shard(i) == sentinel {
+			if _, err := e.fake.AppendDone(testCtx(t), "r", lay, 1, i); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	drain := drainRate{perSec: 1000, at: e.clock.Now()}
+	start := e.clock.Now()
+	// Nothing more completes: the leader counts at each look, and leaves after RefillWait
+	// (the run's manifest does not exist here: leaving fails, which this test does not look at).
+	_, _ = c.awaitRoom(testCtx(t), election.Lease{Epoch: 1}, func() {}, m, time.Now(), &drain)
+	if waited := e.clock.Now().Sub(start); waited > c.cfg.RefillWait+time.Second {
+		t.Errorf("the leader waited %s on a backlog that did not drain, want it to leave after RefillWait (%s)", waited, c.cfg.RefillWait)
+	}
+	other := store.counts[(sentinel+1)%ledger.DoneStripes]
+	if got := store.counts[sentinel]; got > other+1 {
+		t.Errorf("the sentinel shard was read %d times, another shard %d: want it looked at once, then only counted", got, other)
 	}
 }

@@ -110,7 +110,7 @@ func (c *Coordinator) awaitRoom(ctx context.Context, lease election.Lease, beat 
 	// moved: when a count last saw the backlog drain; counted: when the last count was.
 	var wait, waited, moved, counted time.Duration
 	last := m.Checkpoint.Done // the last count's done
-	var lastShort int64       // what the sentinel's last look found left to complete
+	var lastShort int64       // what the sentinel's last look found left to complete (-1: none)
 	// count counts the backlog: room (true), or what is left to complete before there is.
 	count := func() (bool, int64, error) {
 		done, full, err := c.backlog(ctx, m)
@@ -127,6 +127,9 @@ func (c *Coordinator) awaitRoom(ctx context.Context, lease election.Lease, beat 
 		}
 		return false, int64(m.Checkpoint.Next) - done - int64(c.room(m)), nil
 	}
+	// quiet: no count has seen the backlog drain for longer than its completions' quiet
+	// spells (the leader leaves).
+	quiet := func() bool { return moved != waited && waited-moved >= drain.patience(c.cfg.RefillWait) }
 	room := func() (bool, error) {
 		if waited > 0 {
 			c.log(m.RunID, lease.Epoch).Debug("backlog has room: the next batch goes out", "next", m.Checkpoint.Next,
@@ -147,8 +150,8 @@ waiting:
 					return false, err
 				case ok:
 					return room()
-				case moved != waited && waited-moved >= drain.patience(c.cfg.RefillWait):
-					break waiting // not drained for longer than its completions' quiet spells
+				case quiet():
+					break waiting
 				}
 				wait = drain.wait(over, max(2*wait, refillPoll))
 			}
@@ -161,9 +164,14 @@ waiting:
 			waited += wait
 		}
 		backoff := max(2*wait, refillPoll)
-		short, err := c.sentinel(ctx, m)
-		if err != nil {
-			return false, err
+		var (
+			short int64
+			err   error
+		)
+		if lastShort >= 0 { // once its shard had all the batch needs, only counts tell
+			if short, err = c.sentinel(ctx, m); err != nil {
+				return false, err
+			}
 		}
 		if short > 0 {
 			// At least short partitions are to complete: the least time they take, at one
@@ -177,12 +185,15 @@ waiting:
 			lastShort = short
 			continue
 		}
+		lastShort = -1
 		ok, over, err := count()
-		if err != nil {
+		switch {
+		case err != nil:
 			return false, err
-		}
-		if ok {
+		case ok:
 			return room()
+		case quiet():
+			break waiting
 		}
 		wait = drain.wait(over, backoff)
 	}
@@ -235,14 +246,20 @@ func (r *drainRate) observe(done int64, at time.Time) {
 	}
 }
 
-// wait is how long the rate takes to complete over more partitions, at least refillPoll; else
-// (no rate known yet) backoff.
+// wait is how long the rate takes to complete over more partitions, at least refillPoll and
+// the time lookParts take (no shard is looked at more often than that); else (no rate known
+// yet) backoff.
 func (r *drainRate) wait(over int64, backoff time.Duration) time.Duration {
 	if r.perSec <= 0 {
 		return backoff
 	}
-	return max(time.Duration(float64(over)/r.perSec*float64(time.Second)), refillPoll)
+	return max(time.Duration(float64(max(over, lookParts))/r.perSec*float64(time.Second)), refillPoll)
 }
+
+// lookParts is the fewest partitions a leader waiting for room expects to complete between two
+// looks: a shard it looks at takes under one call per 50 partitions (and room comes while the
+// backlog still holds the rest of the bound, so a look later costs no work).
+const lookParts = 100
 
 // stallAfter is how long a run's full backlog may go without any completion before the bound
 // is lifted: a quarter of its run timeout.
