@@ -445,12 +445,10 @@ func TestWaves_ABacklogDrainedInBurstsKeepsItsLeaderWaiting(t *testing.T) {
 	}
 }
 
-// While the sentinel shard stays short, nothing there completing (work that completes in
-// bursts, between them), the leader's looks at it back off to RefillWait/4 even when its
-// rate says the backlog should have drained long ago: the shard is not polled every 25 ms.
-func TestWaves_LooksBackOffWhileTheSentinelShardStaysShort(t *testing.T) {
-	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	store := &doneCounting{Fake: e.fake}
+// waitingLeader is a coordinator over store whose backlog of 4,096 is full (8,192 enqueued,
+// batches of 2,048, RefillWait 2 s; its waits move e's clock on), and that run's manifest, for
+// calling awaitRoom directly.
+func waitingLeader(e *schedEnv, store Ledger) (*Coordinator, ledger.Manifest) {
 	c := e.instanceWith("a", func(cfg *Config) {
 		cfg.MaxBacklog, cfg.BatchSize, cfg.Store, cfg.RefillWait = 4096, 2048, store, 2*time.Second
 		cfg.Sleep = func(ctx context.Context, d time.Duration) bool {
@@ -458,7 +456,16 @@ func TestWaves_LooksBackOffWhileTheSentinelShardStaysShort(t *testing.T) {
 			return ctx.Err() == nil
 		}
 	})
-	m := ledger.Manifest{RunID: "r", Epoch: 1, Checkpoint: ledger.Checkpoint{Next: 8192}, DoneLayout: ledger.DoneStriped, BatchSize: 2048}
+	return c, ledger.Manifest{RunID: "r", Epoch: 1, Checkpoint: ledger.Checkpoint{Next: 8192}, DoneLayout: ledger.DoneStriped, BatchSize: 2048}
+}
+
+// While the sentinel shard stays short, nothing there completing (work that completes in
+// bursts, between them), the leader's looks at it back off to RefillWait/4 even when its
+// rate says the backlog should have drained long ago: the shard is not polled every 25 ms.
+func TestWaves_LooksBackOffWhileTheSentinelShardStaysShort(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	store := &doneCounting{Fake: e.fake}
+	c, m := waitingLeader(e, store)
 	drain := drainRate{perSec: 1e6, at: e.clock.Now()} // a rate far faster than the work
 	// Nothing completes: the leader looks for RefillWait, counts once, and leaves (the run's
 	// manifest does not exist here: leaving fails, which this test does not look at).
@@ -490,14 +497,7 @@ func (d *shardCounting) DoneCount(ctx context.Context, run string, shard int) (i
 func TestWaves_ASentinelShardThatIsDoneIsNotLookedAtAgain(t *testing.T) {
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
 	store := &shardCounting{Fake: e.fake, counts: map[int]int{}}
-	c := e.instanceWith("a", func(cfg *Config) {
-		cfg.MaxBacklog, cfg.BatchSize, cfg.Store, cfg.RefillWait = 4096, 2048, store, 2*time.Second
-		cfg.Sleep = func(ctx context.Context, d time.Duration) bool {
-			e.clock.set(e.clock.Now().Add(d))
-			return ctx.Err() == nil
-		}
-	})
-	m := ledger.Manifest{RunID: "r", Epoch: 1, Checkpoint: ledger.Checkpoint{Next: 8192}, DoneLayout: ledger.DoneStriped, BatchSize: 2048}
+	c, m := waitingLeader(e, store)
 	lay := m.DoneLayout
 	target := m.Checkpoint.Next - c.room(m) // [0, target) done leaves room
 	sentinel := lay.Shard(target - 1)
