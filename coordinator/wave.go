@@ -109,6 +109,7 @@ func (c *Coordinator) awaitRoom(ctx context.Context, lease election.Lease, beat 
 	start := c.cfg.Now()
 	// moved: when a count last saw the backlog drain; counted: when the last count was.
 	var wait, waited, moved, counted time.Duration
+	drained := false          // a count in this call saw the backlog drain
 	last := m.Checkpoint.Done // the last count's done
 	var lastShort int64       // what the sentinel's last look found left to complete (-1: none)
 	// count counts the backlog: room (true), or what is left to complete before there is.
@@ -120,10 +121,10 @@ func (c *Coordinator) awaitRoom(ctx context.Context, lease election.Lease, beat 
 		drain.observe(done, c.cfg.Now())
 		counted = waited
 		if done > last {
-			if moved > 0 {
+			if drained { // the spell since the last drain this call saw (not since the checkpoint)
 				drain.quiet = max(drain.quiet, waited-moved)
 			}
-			moved, last = waited, done
+			moved, last, drained = waited, done, true
 		}
 		return false, int64(m.Checkpoint.Next) - done - int64(c.room(m)), nil
 	}
