@@ -1,6 +1,6 @@
 // Package limitblob keeps limits' states in blobs: limit.Store on Azure Blob Storage, one
 // blob per limit (_limits/<name>.json beside the runs), each update a conditional write under
-// the ETag read (or, after this store's own write, the ETag it wrote).
+// the ETag of the state this store last read or wrote.
 package limitblob
 
 import (
@@ -37,18 +37,18 @@ type Store struct {
 	retries int
 
 	mu    sync.Mutex
-	wrote map[string]written
+	known map[string]known
 }
 
-// written is a state this store wrote and the ETag the write returned.
-type written struct {
+// known is the state this store last read or wrote, and its ETag.
+type known struct {
 	st   limit.State
 	etag azcore.ETag
 }
 
 // New returns a store over container c, which must exist.
 func New(c *container.Client) *Store {
-	return &Store{c: c, retries: DefaultRetries, wrote: map[string]written{}}
+	return &Store{c: c, retries: DefaultRetries, known: map[string]known{}}
 }
 
 // Path is the blob of the named limit.
@@ -85,9 +85,9 @@ func (s *Store) get(ctx context.Context, name string) (limit.State, *azcore.ETag
 
 // Update applies fn to the limit's state and writes it under the ETag read (If-None-Match *
 // when there was none), retrying on a conflict with a short random backoff. Each try is one
-// read and one write; but when this store wrote the state last, fn is first applied to what
-// it wrote and written under that write's ETag, one call when no one else wrote since (fn's
-// refusal to write on it is not trusted: the state is read).
+// read and one write; but fn is first applied to the state this store last read or wrote and
+// written under its ETag, one call when no one else wrote since (fn's refusal to write on it
+// is not trusted: the state is read).
 func (s *Store) Update(ctx context.Context, name string, fn func(*limit.State) error) (limit.State, error) {
 	if w, ok := s.last(name); ok {
 		st := w.st.Clone()
@@ -103,6 +103,7 @@ func (s *Store) Update(ctx context.Context, name string, fn func(*limit.State) e
 		if err != nil {
 			return st, err
 		}
+		s.remember(name, st, etag)
 		if err := fn(&st); errors.Is(err, limit.ErrNoChange) {
 			return st, nil
 		} else if err != nil {
@@ -140,10 +141,10 @@ func (s *Store) put(ctx context.Context, name string, st *limit.State, etag *azc
 	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.wrote, name)
+	delete(s.known, name)
 	if err == nil {
 		if resp.ETag != nil {
-			s.wrote[name] = written{st: st.Clone(), etag: *resp.ETag}
+			s.known[name] = known{st: st.Clone(), etag: *resp.ETag}
 		}
 		return true, nil
 	}
@@ -153,10 +154,22 @@ func (s *Store) put(ctx context.Context, name string, st *limit.State, etag *azc
 	return false, fmt.Errorf("write %s: %w", Path(name), err)
 }
 
-// last is the state this store wrote last for the limit, unless it has since seen another.
-func (s *Store) last(name string) (written, bool) {
+// last is the state this store last read or wrote for the limit, unless a write of it lost
+// the race since.
+func (s *Store) last(name string) (known, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	w, ok := s.wrote[name]
+	w, ok := s.known[name]
 	return w, ok
+}
+
+// remember notes st, read with etag (nil: there was none), as the limit's latest state.
+func (s *Store) remember(name string, st limit.State, etag *azcore.ETag) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if etag == nil {
+		delete(s.known, name)
+		return
+	}
+	s.known[name] = known{st: st.Clone(), etag: *etag}
 }

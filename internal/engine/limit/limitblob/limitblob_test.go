@@ -894,3 +894,30 @@ func TestLimiter_ARenewalCountsItsShareOfTheBundlesWaitingHere(t *testing.T) {
 		t.Fatalf("slots %+v: want b1's expected back in 3 s", st.Slots)
 	}
 }
+
+// An update writes on the state its store last read, under that read's ETag: one call when no
+// one wrote since, where a write on what it wrote before that would lose the race and read.
+func TestStore_WritesOnWhatItLastRead(t *testing.T) {
+	stores, calls := newStores(t, 2)
+	ctx := context.Background()
+	for k, s := range stores { // store 1 writes after store 0: what 0 wrote is stale
+		if _, err := s.Update(ctx, "crm", func(st *limit.State) error { st.Started = int64(k + 1); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Store 0 reads the state (an update that finds nothing to change).
+	if _, err := stores[0].Update(ctx, "crm", func(*limit.State) error { return limit.ErrNoChange }); err != nil {
+		t.Fatal(err)
+	}
+	before := calls.n.Load()
+	st, err := stores[0].Update(ctx, "crm", func(st *limit.State) error { st.Started++; return nil })
+	if err != nil || st.Started != 3 {
+		t.Fatalf("update: %+v %v, want started 3 (on store 1's write)", st, err)
+	}
+	if n := calls.n.Load() - before; n != 1 {
+		t.Fatalf("%d storage calls, want 1: a write on what store 0 last read", n)
+	}
+	if got, err := stores[1].Read(ctx, "crm"); err != nil || got.Started != 3 {
+		t.Fatalf("read back: %+v %v, want started 3", got, err)
+	}
+}
