@@ -20,10 +20,13 @@ type Grant struct {
 	SlowUntil time.Time
 	// Hold is the limit's mean hold of a slot per partition as the grant (or refusal) saw it.
 	Hold time.Duration
-	// Acquired is when the limit granted the slots: for a lease from then, this process may
-	// hand them from one of its bundles to the next waiting in it (Limiter.AcquireWaiting).
+	// Acquired is when the limit granted the slots.
 	Acquired time.Time
 
+	// tenure is until when this process may hand the slots from one of its bundles to the
+	// next waiting in it (Limiter.AcquireWaiting): a lease after the grant, or after a
+	// renewal that found the slots fairly held (see keeps).
+	tenure time.Time
 	served []string // the waiters its hand-offs served, taken out of the line at its next write
 	handed int      // the partitions its hand-offs started, counted at its release
 }
@@ -56,11 +59,11 @@ func acquire(st *State, rules Rules, spec Spec, id, holder, token string, n, mos
 			d = min(max(d, rules.MinWait), rules.MaxWait)
 		}
 		d += time.Duration(float64(min(spread, d)) * 0.2 * jitter)
-		w := Waiter{ID: id, N: n, Until: now.Add(d + rules.Lease)}
+		w := Waiter{ID: id, N: n, Until: now.Add(d + rules.Lease), Holder: holder}
 		if k := slices.IndexFunc(st.Waiting, func(w Waiter) bool { return w.ID == id }); k >= 0 {
 			// It keeps its place in the line; an entry good for half a lease more stays as
 			// it is (a refusal that changes nothing writes nothing).
-			if old := st.Waiting[k]; old.N != n || old.Until.Before(w.Until.Add(-rules.Lease/2)) {
+			if old := st.Waiting[k]; old.N != n || old.Holder != holder || old.Until.Before(w.Until.Add(-rules.Lease/2)) {
 				st.Waiting[k] = w
 			}
 		} else {
@@ -122,9 +125,10 @@ func acquire(st *State, rules Rules, spec Spec, id, holder, token string, n, mos
 	}
 	st.Waiting = slices.DeleteFunc(st.Waiting, func(w Waiter) bool { return w.ID == id })
 	g.Slots, g.Partitions, g.Expires, g.Acquired = min(slots, parts), parts, now.Add(rules.Lease), now
+	g.tenure = g.Expires
 	if spec.MaxInFlight > 0 {
 		st.Slots = append(st.Slots, Slot{Token: token, Holder: holder, Slots: g.Slots, Expires: g.Expires,
-			Ends: expectedEnd(st.Hold, g.Slots, parts, queued, now, now, rules.Lease)})
+			Ends: expectedEnd(st.Hold, g.Slots, parts, queued, g.tenure, now)})
 	}
 	st.Started += int64(parts)
 	return g, 0
@@ -132,8 +136,10 @@ func acquire(st *State, rules Rules, spec Spec, id, holder, token string, n, mos
 
 // renew extends g's slots by a lease from now, or reports ErrLost when they expired or are
 // gone; left of its partitions are yet to run, and queued more of the process's may follow
-// by hand-off, at hold a partition per slot (the process's own mean; zero: the limit's).
-func renew(st *State, rules Rules, g *Grant, left, queued int, hold time.Duration, now time.Time) error {
+// by hand-off (counted when the process holds every slot (all) or the slots are fairly held
+// (see keeps), whose tenure then moves to a lease from now too), at hold a partition per
+// slot (the process's own mean; zero: the limit's).
+func renew(st *State, rules Rules, g *Grant, left, queued int, all bool, hold time.Duration, now time.Time) error {
 	g.SlowUntil = st.SlowUntil
 	k := st.slot(g.Token)
 	if k < 0 || !now.Before(st.Slots[k].Expires) {
@@ -145,30 +151,53 @@ func renew(st *State, rules Rules, g *Grant, left, queued int, hold time.Duratio
 	} else if st.Hold <= 0 {
 		st.Hold = hold // a limit's first grants: what their first partitions took
 	}
-	st.Slots[k].Ends = expectedEnd(hold, g.Slots, left, queued, g.Acquired, now, rules.Lease)
+	if keeps(st, st.Slots[k].Holder, g.Slots, now) {
+		g.tenure = st.Slots[k].Expires
+	} else if !all {
+		queued = 0 // they may take slots elsewhere first
+	}
+	st.Slots[k].Ends = expectedEnd(hold, g.Slots, left, queued, g.tenure, now)
 	g.Expires = st.Slots[k].Expires
 	st.served(g.served)
 	return nil
 }
 
 // expectedEnd is when slots holding parts partitions at now are expected back, with queued
-// more handed on to until a lease after acquired, at hold a partition per slot (zero: hold
-// not known yet).
-func expectedEnd(hold time.Duration, slots, parts, queued int, acquired, now time.Time, lease time.Duration) time.Time {
+// more handed on to until tenure, at hold a partition per slot (zero: hold not known yet).
+func expectedEnd(hold time.Duration, slots, parts, queued int, tenure, now time.Time) time.Time {
 	if hold <= 0 || slots <= 0 {
 		return time.Time{}
 	}
 	rounds := func(n int) time.Duration { return hold * time.Duration((n+slots-1)/slots) }
 	end := now.Add(rounds(max(parts, 1)))
 	if queued > 0 {
-		// Handed on until a lease after the grant, then back to the limit.
-		if more := end.Add(rounds(queued)); more.Before(acquired.Add(lease)) {
+		// Handed on until the tenure ends, then back to the limit.
+		if more := end.Add(rounds(queued)); more.Before(tenure) {
 			end = more
-		} else if acquired.Add(lease).After(end) {
-			end = acquired.Add(lease)
+		} else if tenure.After(end) {
+			end = tenure
 		}
 	}
 	return end
+}
+
+// keeps reports whether holder, renewing a grant of slots, may go on handing them from
+// bundle to bundle: no other holder with a bundle in the line holds no more than holder
+// would without them. Slots that are fairly shared then stay where they are, and cost no
+// release and no grant; a holder that holds more than another that waits gives some back.
+func keeps(st *State, holder string, slots int, now time.Time) bool {
+	held := map[string]int{}
+	for _, s := range st.Slots {
+		if now.Before(s.Expires) {
+			held[s.Holder] += s.Slots
+		}
+	}
+	for _, w := range st.Waiting {
+		if w.Holder != holder && now.Before(w.Until) && held[w.Holder] <= held[holder]-slots {
+			return false
+		}
+	}
+	return true
 }
 
 // firstEnd is the earliest expected release of the slots held at now that is still ahead;

@@ -56,7 +56,7 @@ func (l *Limiter) Hold(ctx context.Context, g Grant) *Hold {
 	h := &Hold{l: l, g: g, sem: make(chan struct{}, max(g.Slots, 1)), begun: l.now(), first: make(chan struct{})}
 	h.ctx, h.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	if g.Holds() {
-		l.opened(g.Spec.Name, g.Slots, g.Acquired)
+		l.opened(g.Spec.Name, g.Slots, g.tenure)
 		h.loop.Go(h.renewals)
 	}
 	return h
@@ -249,7 +249,7 @@ func (h *Hold) renewals() {
 		switch {
 		case err == nil:
 			slow := h.g.SlowUntil
-			h.g.Expires, h.g.SlowUntil = g.Expires, g.SlowUntil
+			h.g.Expires, h.g.SlowUntil, h.g.tenure = g.Expires, g.SlowUntil, g.tenure
 			if slow.After(h.g.SlowUntil) {
 				h.g.SlowUntil = slow
 			}

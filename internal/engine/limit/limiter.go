@@ -39,6 +39,9 @@ type Config struct {
 	// Lease: see Rules.Lease (default DefaultLease). Horizon defaults to the lease, MinWait to
 	// DefaultMinWait, MaxWait to the lease.
 	Lease, Horizon, MinWait, MaxWait time.Duration
+	// Linger is how long a release or a renewal waits for more of them to write together
+	// (default DefaultLinger; negative: not at all); an acquire ends the wait.
+	Linger time.Duration
 	// LocalWait is how long AcquireWaiting may wait in its call (default a third of the
 	// lease; negative: not at all, and no hand-off: it is AcquireUpTo).
 	LocalWait time.Duration
@@ -49,7 +52,8 @@ type Config struct {
 
 // Limiter takes and gives back grants of named limits. It is safe for concurrent use. A
 // process's updates of one limit go one at a time: those asked while one is under way are
-// applied together in the next, one read and one write for all of them.
+// applied together in the next, one read and one write for all of them; a release or a
+// renewal first waits Config.Linger for others.
 type Limiter struct {
 	cfg   Config
 	rules Rules
@@ -65,12 +69,16 @@ type local struct {
 	waiters []*waiter
 	slots   int           // the slots its open holds hold
 	hold    time.Duration // the mean hold of a slot per partition of this process's holds
-	// tenure is when the open holds here stop handing their slots on (a lease after the
-	// latest grant among them).
+	// tenure is when the open holds here stop handing their slots on (the latest tenure
+	// among them: see Grant).
 	tenure time.Time
 	// gate is when this process asks the limit next, after a refusal: its bundles that come
 	// meanwhile wait for it and ask together then (one read for all of them).
 	gate time.Time
+	// asking is closed when the ask of the limit under way here has its answer (nil: none
+	// is): a bundle that comes meanwhile waits for it rather than read the limit again.
+	asking  chan struct{}
+	joiners int // the bundles waiting for its answer
 }
 
 // waiter is a bundle waiting in AcquireWaiting; a hold that ends hands it its grant on ch,
@@ -84,13 +92,20 @@ type waiter struct {
 
 // lane is one limit's queue of updates in this process.
 type lane struct {
-	busy bool  // an update of the limit is under way
-	next []*op // the updates asked meanwhile
+	busy   bool          // an update of the limit is under way
+	next   []*op         // the updates asked meanwhile
+	urgent chan struct{} // told when an update that may not wait joins next
 }
+
+// DefaultLinger is how long an update that can wait (a release, a renewal) waits for others
+// of its process to write with it, unless one that cannot wait (an acquire) comes first:
+// bundles that end together give their slots back in one write, not one each.
+const DefaultLinger = 25 * time.Millisecond
 
 // op is one update of a limit's state waiting in its lane.
 type op struct {
 	ctx  context.Context
+	lazy bool // it may wait Config.Linger for others
 	fn   func(*State) error
 	err  error // fn's own answer: nil (applied), ErrNoChange, or another error (not applied)
 	st   State
@@ -120,6 +135,12 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	cfg.MaxWait = max(cfg.MaxWait, cfg.MinWait)
 	switch {
+	case cfg.Linger == 0:
+		cfg.Linger = DefaultLinger
+	case cfg.Linger < 0:
+		cfg.Linger = 0
+	}
+	switch {
 	case cfg.LocalWait == 0:
 		cfg.LocalWait = cfg.Lease / 3
 	case cfg.LocalWait < 0:
@@ -140,16 +161,31 @@ func New(cfg Config) (*Limiter, error) {
 // update applies fn to the limit's state through its lane (see Limiter): fn's changes are
 // written unless it returns an error (ErrNoChange: nothing to write, and no error).
 func (l *Limiter) update(ctx context.Context, name string, fn func(*State) error) (State, error) {
-	o := &op{ctx: ctx, fn: fn, done: make(chan struct{})}
+	return l.updateOp(&op{ctx: ctx, fn: fn, done: make(chan struct{})}, name)
+}
+
+// lazyUpdate is update for a change that may wait Config.Linger for others to go with it.
+func (l *Limiter) lazyUpdate(ctx context.Context, name string, fn func(*State) error) (State, error) {
+	return l.updateOp(&op{ctx: ctx, fn: fn, done: make(chan struct{}), lazy: true}, name)
+}
+
+func (l *Limiter) updateOp(o *op, name string) (State, error) {
+	ctx := o.ctx
 	l.mu.Lock()
 	ln := l.lanes[name]
 	if ln == nil {
-		ln = &lane{}
+		ln = &lane{urgent: make(chan struct{}, 1)}
 		l.lanes[name] = ln
 	}
 	ln.next = append(ln.next, o)
 	start := !ln.busy
 	ln.busy = true
+	if !o.lazy {
+		select {
+		case ln.urgent <- struct{}{}:
+		default:
+		}
+	}
 	l.mu.Unlock()
 	if start {
 		go l.drain(name, ln)
@@ -171,8 +207,17 @@ func (l *Limiter) update(ctx context.Context, name string, fn func(*State) error
 // drain runs ln's updates, those waiting together in one Store.Update, until none is left.
 func (l *Limiter) drain(name string, ln *lane) {
 	for {
-		// Bundles woken together (their waits ended at once) ask in one update.
+		// Bundles woken together (their waits ended at once) ask in one update; updates that
+		// can wait linger for more.
 		runtime.Gosched()
+		if l.lazyOnly(ln) {
+			t := time.NewTimer(l.cfg.Linger)
+			select {
+			case <-t.C:
+			case <-ln.urgent:
+			}
+			t.Stop()
+		}
 		l.mu.Lock()
 		ops := ln.next
 		ln.next = nil
@@ -206,6 +251,26 @@ func (l *Limiter) drain(name string, ln *lane) {
 			close(o.done)
 		}
 	}
+}
+
+// lazyOnly reports whether every update waiting in ln may wait, and clears a stale urgent
+// signal.
+func (l *Limiter) lazyOnly(ln *lane) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-ln.urgent:
+	default:
+	}
+	if l.cfg.Linger <= 0 {
+		return false
+	}
+	for _, o := range ln.next {
+		if !o.lazy {
+			return false
+		}
+	}
+	return true
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -276,7 +341,7 @@ func (l *Limiter) Renew(ctx context.Context, g *Grant) error { return l.renew(ct
 func (l *Limiter) renew(ctx context.Context, g *Grant, left int, hold time.Duration) error {
 	var rerr error
 	cur := *g
-	queued := l.queued(g.Spec, "")
+	queued, all := l.waitingHere(g.Spec, "")
 	if held := l.heldHere(g.Spec.Name); queued > 0 && held > g.Slots {
 		// The bundles waiting here go to whichever holds here end first: this hold's share.
 		queued = (queued*g.Slots + held - 1) / held
@@ -284,9 +349,9 @@ func (l *Limiter) renew(ctx context.Context, g *Grant, left int, hold time.Durat
 	if hold <= 0 {
 		hold = l.holdHere(g.Spec.Name)
 	}
-	_, err := l.update(ctx, g.Spec.Name, func(st *State) error {
+	_, err := l.lazyUpdate(ctx, g.Spec.Name, func(st *State) error {
 		cur = *g
-		if rerr = renew(st, l.rules, &cur, left, queued, hold, l.now()); rerr != nil {
+		if rerr = renew(st, l.rules, &cur, left, queued, all, hold, l.now()); rerr != nil {
 			return ErrNoChange
 		}
 		st.Updated = l.now()
@@ -299,6 +364,7 @@ func (l *Limiter) renew(ctx context.Context, g *Grant, left int, hold time.Durat
 	if rerr != nil {
 		return fmt.Errorf("limit %s: %w", g.Spec.Name, rerr)
 	}
+	l.extended(g.Spec.Name, g.tenure)
 	return nil
 }
 
@@ -307,7 +373,7 @@ func (l *Limiter) Release(ctx context.Context, g Grant, ran int, elapsed time.Du
 	if !g.Holds() {
 		return nil
 	}
-	_, err := l.update(ctx, g.Spec.Name, func(st *State) error {
+	_, err := l.lazyUpdate(ctx, g.Spec.Name, func(st *State) error {
 		now := l.now()
 		release(st, g, ran, elapsed, now)
 		st.Updated = now
@@ -356,17 +422,22 @@ func newToken() string {
 // this process holds slots of an in-flight limit, for that bundle to end and hand them on
 // (then as long as the holds here hand slots on, a lease at most), when its turn among the
 // bundles waiting here comes by then (else it is told to come back shortly before its turn).
-// After a refusal, the process's other bundles of the limit do not ask until its wait is
-// over: they ask together then, one read for all.
+// While one bundle asks, the process's others that come wait for its answer; after a
+// refusal they do not ask until its wait is over: they ask together then, one read for all.
 // A hold hands its slots to the first bundle waiting in its process, without a call, for a
-// lease after the limit granted them; after that they go back to the limit. A refusal
-// returns the wait left.
+// lease after the limit granted them, and a lease after each renewal that found no other
+// process waiting that holds no more than this one would without them; after that they go
+// back to the limit. A refusal returns the wait left.
 func (l *Limiter) AcquireWaiting(ctx context.Context, spec Spec, id string, n, most int) (Grant, time.Duration, error) {
 	if l.cfg.LocalWait <= 0 {
 		return l.AcquireUpTo(ctx, spec, id, n, most)
 	}
 	deadline := l.now().Add(l.cfg.LocalWait)
+	joined := false // it waited for another bundle's ask
 	for {
+		// Right after waiting for another's ask, a bundle that may still ask asks itself.
+		justJoined := joined
+		joined = false
 		var (
 			g    = Grant{Spec: spec}
 			wait time.Duration
@@ -382,11 +453,32 @@ func (l *Limiter) AcquireWaiting(ctx context.Context, spec Spec, id string, n, m
 			// Refused lately: ask with the others then.
 			wait = gate.Sub(now)
 		default:
-			if g, wait, err = l.AcquireUpTo(ctx, spec, id, n, most); err != nil || g.Partitions > 0 {
+			asking, mine := l.beginAsk(spec.Name, justJoined)
+			if asking != nil {
+				// Another bundle here is asking: its answer is this one's too.
+				joined = true
+				l.joining(spec.Name, 1)
+				select {
+				case <-asking:
+				case <-ctx.Done():
+				}
+				l.joining(spec.Name, -1)
+				if ctx.Err() != nil {
+					return Grant{}, 0, context.Cause(ctx)
+				}
+				continue
+			}
+			g, wait, err = l.AcquireUpTo(ctx, spec, id, n, most)
+			if err == nil && g.Partitions == 0 {
+				now = l.now()
+				l.refused(spec.Name, now.Add(wait))
+			}
+			if mine {
+				l.endAsk(spec.Name)
+			}
+			if err != nil || g.Partitions > 0 {
 				return g, wait, err
 			}
-			now = l.now()
-			l.refused(spec.Name, now.Add(wait))
 		}
 		handoff := spec.Rate == 0 && l.heldHere(spec.Name) > 0
 		until := deadline
@@ -459,6 +551,41 @@ func (l *Limiter) refused(name string, at time.Time) {
 	lc.gate = at
 }
 
+// beginAsk starts an ask of the limit by a bundle of this process: while another's is under
+// way (and the bundle has not waited for one already: joined), it returns a channel closed
+// once that one has its answer; else nil, and mine when this ask is the one others wait for
+// (endAsk ends it).
+func (l *Limiter) beginAsk(name string, joined bool) (asking <-chan struct{}, mine bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lc := l.localOf(name)
+	switch {
+	case lc.asking != nil && !joined:
+		return lc.asking, false
+	case lc.asking == nil:
+		lc.asking = make(chan struct{})
+		return nil, true
+	}
+	return nil, false
+}
+
+// joining counts the bundles waiting for the answer to another's ask.
+func (l *Limiter) joining(name string, d int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.localOf(name).joiners += d
+}
+
+// endAsk ends this process's ask of the limit begun by beginAsk: the bundles waiting for its
+// answer look again (a refusal has set the gate by then).
+func (l *Limiter) endAsk(name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lc := l.localOf(name)
+	close(lc.asking)
+	lc.asking = nil
+}
+
 // tenureOf is when the open holds here stop handing slots on (zero: none is open).
 func (l *Limiter) tenureOf(name string) time.Time {
 	l.mu.Lock()
@@ -517,17 +644,28 @@ func (l *Limiter) Waiting(name string) int {
 // queued is the partitions of the limit's bundles waiting in this process, but id's, while
 // its holds hold every slot (else they may take slots elsewhere: 0).
 func (l *Limiter) queued(spec Spec, id string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	if lc := l.local[spec.Name]; lc != nil && lc.slots >= spec.MaxInFlight {
-		for _, w := range lc.waiters {
-			if w.id != id {
-				n += w.n
-			}
-		}
+	n, all := l.waitingHere(spec, id)
+	if !all {
+		return 0
 	}
 	return n
+}
+
+// waitingHere is the partitions of the limit's bundles waiting in this process, but id's, and
+// whether its holds hold every slot.
+func (l *Limiter) waitingHere(spec Spec, id string) (n int, all bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lc := l.local[spec.Name]
+	if lc == nil {
+		return 0, false
+	}
+	for _, w := range lc.waiters {
+		if w.id != id {
+			n += w.n
+		}
+	}
+	return n, lc.slots >= spec.MaxInFlight
 }
 
 func (l *Limiter) localOf(name string) *local {
@@ -559,13 +697,22 @@ func (l *Limiter) dequeue(name string, w *waiter) bool {
 	return true
 }
 
-// opened counts an open hold of slots of the limit, granted at acquired.
-func (l *Limiter) opened(name string, slots int, acquired time.Time) {
+// opened counts an open hold of slots of the limit, handed on until tenure.
+func (l *Limiter) opened(name string, slots int, tenure time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lc := l.localOf(name)
 	lc.slots += slots
-	lc.tenure = later(lc.tenure, acquired.Add(l.cfg.Lease))
+	lc.tenure = later(lc.tenure, tenure)
+}
+
+// extended notes an open hold's tenure moved on to tenure.
+func (l *Limiter) extended(name string, tenure time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lc := l.localOf(name); lc.slots > 0 {
+		lc.tenure = later(lc.tenure, tenure)
+	}
 }
 
 // closed counts a hold closed that ran ran partitions on slots for elapsed.
@@ -587,11 +734,11 @@ func (l *Limiter) closed(name string, slots, ran int, elapsed time.Duration) {
 }
 
 // handOff gives g to the first bundle waiting for the limit in this process, when g may still
-// be handed on (slots of an in-flight limit, within a lease of their grant, far enough from
-// expiry to start); false when it may not or none waits.
+// be handed on (slots of an in-flight limit, within their tenure, far enough from expiry to
+// start); false when it may not or none waits.
 func (l *Limiter) handOff(g Grant) bool {
 	now := l.now()
-	if !g.Holds() || g.Spec.Rate > 0 || !now.Before(g.Acquired.Add(l.cfg.Lease)) || !now.Before(g.Expires.Add(-l.Margin())) {
+	if !g.Holds() || g.Spec.Rate > 0 || !now.Before(g.tenure) || !now.Before(g.Expires.Add(-l.Margin())) {
 		return false
 	}
 	w := l.first(g.Spec.Name)

@@ -131,11 +131,12 @@ type Slot struct {
 	Ends time.Time `json:"ends,omitzero"`
 }
 
-// Waiter is a bundle refused a grant.
+// Waiter is a bundle refused a grant, and the holder (process) it waits in ("": not known).
 type Waiter struct {
-	ID    string    `json:"id"`
-	N     int       `json:"n"`
-	Until time.Time `json:"until"`
+	ID     string    `json:"id"`
+	N      int       `json:"n"`
+	Until  time.Time `json:"until"`
+	Holder string    `json:"holder,omitempty"`
 }
 
 // Clone is a copy of st that shares no slice with it.

@@ -61,7 +61,7 @@ func TestAcquire_ExpiredSlotsReturn(t *testing.T) {
 	var st State
 	g, _ := acquire(&st, rules, spec, "b1", "dead", "t1", 10, 10, 0, t0, 0)
 	at := t0.Add(10 * time.Second)
-	if err := renew(&st, rules, &g, 10, 0, 0, at); err != nil {
+	if err := renew(&st, rules, &g, 10, 0, false, 0, at); err != nil {
 		t.Fatal(err)
 	}
 	if g2, _ := acquire(&st, rules, spec, "b2", "live", "t2", 1, 1, 0, at.Add(rules.Lease-time.Millisecond), 0); g2.Partitions != 0 {
@@ -72,7 +72,7 @@ func TestAcquire_ExpiredSlotsReturn(t *testing.T) {
 	if g2.Slots != 1 {
 		t.Fatalf("one lease after the last renewal: grant %+v, want the slot back", g2)
 	}
-	if err := renew(&st, rules, &g, 10, 0, 0, back); !errors.Is(err, ErrLost) {
+	if err := renew(&st, rules, &g, 10, 0, false, 0, back); !errors.Is(err, ErrLost) {
 		t.Fatalf("the dead holder's renewal: %v, want ErrLost", err)
 	}
 }
@@ -231,5 +231,69 @@ func TestAcquire_WaitersOfALateHolderComeBackSoon(t *testing.T) {
 		if _, wait := acquire(&st, r, spec, "w", "i", "x", 256, 32, 0, end.Add(tc.late), 0); wait != tc.want {
 			t.Errorf("the holder %s late: wait %s, want %s", tc.late, wait, tc.want)
 		}
+	}
+}
+
+// A renewal moves the slots' tenure (how long they go from bundle to bundle of their process)
+// to a lease from now, and counts the process's waiting bundles in their expected end, while
+// no other process waits in the line that holds no more than the holder would without them;
+// otherwise the tenure stays, and the expected end is the grant's own partitions'.
+func TestRenew_FairlyHeldSlotsKeepGoingFromBundleToBundle(t *testing.T) {
+	spec := mustSpec(t, Spec{Name: "crm", MaxInFlight: 10})
+	hold := time.Second
+	for _, tc := range []struct {
+		name  string
+		line  []Waiter // besides the grants below: i1 holds 4 (the renewed 2 and 2 more), i2 holds 3, i3 2
+		keeps bool
+	}{
+		{"nobody else waits", nil, true},
+		{"only its own bundles wait", []Waiter{{ID: "own", N: 4, Holder: "i1"}}, true},
+		{"a process holding more waits", []Waiter{{ID: "w", N: 4, Holder: "i2"}}, true},
+		{"a process holding as many as it would keep waits", []Waiter{{ID: "w", N: 4, Holder: "i3"}}, false},
+		{"a process holding none waits", []Waiter{{ID: "w", N: 4, Holder: "i4"}}, false},
+		{"a waiter of an unknown process", []Waiter{{ID: "w", N: 4}}, false},
+		{"an expired waiter", []Waiter{{ID: "w", N: 4, Holder: "i4", Until: t0}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := State{Hold: hold}
+			g, _ := acquire(&st, rules, spec, "b1", "i1", "t1", 2, 2, 0, t0, 0)
+			acquire(&st, rules, spec, "b2", "i1", "t2", 2, 2, 0, t0, 0)
+			acquire(&st, rules, spec, "b3", "i2", "t3", 3, 3, 0, t0, 0)
+			acquire(&st, rules, spec, "b4", "i3", "t4", 2, 2, 0, t0, 0)
+			if g.Slots != 2 || !g.tenure.Equal(t0.Add(rules.Lease)) {
+				t.Fatalf("grant %+v, want 2 slots handed on until a lease after the grant", g)
+			}
+			now := t0.Add(10 * time.Second)
+			for _, w := range tc.line {
+				if w.Until.IsZero() {
+					w.Until = now.Add(time.Minute)
+				}
+				st.Waiting = append(st.Waiting, w)
+			}
+			// 2 partitions of its own (1 s on 2 slots) and 6 waiting here (3 s more).
+			if err := renew(&st, rules, &g, 2, 6, false, hold, now); err != nil {
+				t.Fatal(err)
+			}
+			tenure, ends := t0.Add(rules.Lease), now.Add(time.Second)
+			if tc.keeps {
+				tenure, ends = now.Add(rules.Lease), now.Add(4*time.Second)
+			}
+			if !g.tenure.Equal(tenure) || !st.Slots[0].Ends.Equal(ends) {
+				t.Errorf("tenure %s, expected end %s; want %s, %s", g.tenure.Sub(t0), st.Slots[0].Ends.Sub(t0), tenure.Sub(t0), ends.Sub(t0))
+			}
+		})
+	}
+}
+
+// A refused bundle is in the line with its process, which holders read to share fairly.
+func TestAcquire_TheLineNamesTheWaitersProcess(t *testing.T) {
+	spec := mustSpec(t, Spec{Name: "crm", MaxInFlight: 1})
+	var st State
+	acquire(&st, rules, spec, "b1", "i1", "t1", 1, 1, 0, t0, 0)
+	if g, _ := acquire(&st, rules, spec, "b2", "i2", "t2", 1, 1, 0, t0, 0); g.Partitions != 0 {
+		t.Fatalf("second bundle %+v, want refused", g)
+	}
+	if len(st.Waiting) != 1 || st.Waiting[0].Holder != "i2" {
+		t.Fatalf("line %+v, want b2 waiting in i2", st.Waiting)
 	}
 }

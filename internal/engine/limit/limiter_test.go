@@ -1,0 +1,173 @@
+package limit
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// memStore is a Store in memory that counts its updates; while block is set, an update
+// waits for it to close, after telling entered.
+type memStore struct {
+	mu      sync.Mutex
+	st      map[string]State
+	updates int
+	block   chan struct{}
+	entered chan struct{}
+}
+
+func newMemStore() *memStore { return &memStore{st: map[string]State{}} }
+
+func (m *memStore) Read(_ context.Context, name string) (State, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.st[name].Clone(), nil
+}
+
+func (m *memStore) Update(_ context.Context, name string, fn func(*State) error) (State, error) {
+	m.mu.Lock()
+	m.updates++
+	block, entered := m.block, m.entered
+	m.mu.Unlock()
+	if block != nil {
+		entered <- struct{}{}
+		<-block
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.st[name].Clone()
+	if err := fn(&st); errors.Is(err, ErrNoChange) {
+		return m.st[name].Clone(), nil
+	} else if err != nil {
+		return st, err
+	}
+	m.st[name] = st.Clone()
+	return st, nil
+}
+
+func (m *memStore) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.updates
+}
+
+// queuedOps is the updates of the limit waiting in this process's lane.
+func (l *Limiter) queuedOps(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ln := l.lanes[name]; ln != nil {
+		return len(ln.next)
+	}
+	return 0
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within a minute")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Releases of one process linger for more to write with them; an acquire, which cannot wait,
+// ends the linger, and all of them go in one write.
+func TestLimiter_ReleasesLingerToWriteTogether(t *testing.T) {
+	store := newMemStore()
+	l, err := New(Config{Store: store, Holder: "a", Linger: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := mustSpec(t, Spec{Name: "crm", MaxInFlight: 2})
+	ctx := context.Background()
+	var gs []Grant
+	for _, id := range []string{"b1", "b2"} {
+		g, _, err := l.Acquire(ctx, sp, id, 1)
+		if err != nil || g.Slots != 1 {
+			t.Fatalf("%s: %+v %v, want a slot", id, g, err)
+		}
+		gs = append(gs, g)
+	}
+	before := store.count()
+	errs := make(chan error, len(gs))
+	for _, g := range gs {
+		go func() { errs <- l.Release(ctx, g, 1, time.Second) }()
+	}
+	waitUntil(t, func() bool { return l.queuedOps("crm") == 2 || store.count() != before })
+	if n := store.count() - before; n != 0 {
+		t.Fatalf("%d writes before the second release came, want the first to wait for it", n)
+	}
+	g, _, err := l.Acquire(ctx, sp, "b3", 2)
+	if err != nil || g.Slots != 2 {
+		t.Fatalf("b3: %+v %v, want both released slots", g, err)
+	}
+	for range gs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := store.count() - before; n != 1 {
+		t.Fatalf("%d writes for two releases and an acquire, want 1", n)
+	}
+}
+
+// A bundle that asks while another of its process is asking waits for that answer: a refusal
+// then holds it back until the process's next ask, with no read of its own.
+func TestLimiter_ABundleAskingMeanwhileWaitsForTheAnswer(t *testing.T) {
+	store := newMemStore()
+	l, err := New(Config{Store: store, Holder: "a", MinWait: time.Hour, MaxWait: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := mustSpec(t, Spec{Name: "crm", MaxInFlight: 1})
+	other, err := New(Config{Store: store, Holder: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if g, _, err := other.Acquire(ctx, sp, "held", 1); err != nil || g.Slots != 1 {
+		t.Fatalf("the other process: %+v %v, want the slot", g, err)
+	}
+	before := store.count()
+	store.mu.Lock()
+	store.block, store.entered = make(chan struct{}), make(chan struct{}, 2)
+	store.mu.Unlock()
+	type answer struct {
+		g    Grant
+		wait time.Duration
+		err  error
+	}
+	answers := make(chan answer, 2)
+	ask := func(id string) {
+		g, wait, err := l.AcquireWaiting(ctx, sp, id, 1, 1)
+		answers <- answer{g, wait, err}
+	}
+	go ask("first")
+	<-store.entered // the first bundle's read is under way
+	go ask("second")
+	waitUntil(t, func() bool { return l.askers("crm") == 1 || l.queuedOps("crm") > 0 })
+	if n := l.queuedOps("crm"); n != 0 {
+		t.Fatalf("the second bundle queued an update of its own (%d)", n)
+	}
+	close(store.block)
+	for range 2 {
+		a := <-answers
+		if a.err != nil || a.g.Partitions != 0 || a.wait < time.Hour/2 {
+			t.Fatalf("answer %+v, want a refusal with a long wait", a)
+		}
+	}
+	if n := store.count() - before; n != 1 {
+		t.Fatalf("%d updates for two bundles asking at once, want 1", n)
+	}
+}
+
+// askers is the bundles waiting for the answer to another's ask of the limit.
+func (l *Limiter) askers(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.localOf(name).joiners
+}
