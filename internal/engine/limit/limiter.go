@@ -432,7 +432,8 @@ func (l *Limiter) AcquireWaiting(ctx context.Context, spec Spec, id string, n, m
 	if l.cfg.LocalWait <= 0 {
 		return l.AcquireUpTo(ctx, spec, id, n, most)
 	}
-	deadline := l.now().Add(l.cfg.LocalWait)
+	start := l.now()
+	deadline := start.Add(l.cfg.LocalWait)
 	joined := false // it waited for another bundle's ask
 	for {
 		// Right after waiting for another's ask, a bundle that may still ask asks itself.
@@ -483,8 +484,14 @@ func (l *Limiter) AcquireWaiting(ctx context.Context, spec Spec, id string, n, m
 		handoff := spec.Rate == 0 && l.heldHere(spec.Name) > 0
 		until := deadline
 		if handoff {
-			// The holds here hand slots on until their tenure ends, then its bundles ask.
-			until = later(deadline, l.tenureOf(spec.Name).Add(l.cfg.LocalWait))
+			// The holds here hand slots on until their tenure ends, then its bundles ask; a
+			// bundle waits for them a lease at most (a tenure moves on while slots are fairly
+			// held).
+			tenure := l.tenureOf(spec.Name)
+			if last := start.Add(l.cfg.Lease); tenure.After(last) {
+				tenure = last
+			}
+			until = later(deadline, tenure.Add(l.cfg.LocalWait))
 		}
 		left := until.Sub(now)
 		turn := time.Duration(-1) // when its turn here comes (-1: not known)

@@ -171,3 +171,33 @@ func (l *Limiter) askers(name string) int {
 	defer l.mu.Unlock()
 	return l.localOf(name).joiners
 }
+
+// A bundle waiting here for slots that keep going from bundle to bundle (their tenure moving
+// on at each renewal) waits a lease and a LocalWait at most, then goes back to wait as a
+// message: a wait in the call stays bounded however long the slots stay here.
+func TestLimiter_AWaitForAHandOffIsBoundedByALease(t *testing.T) {
+	var mu sync.Mutex
+	now := t0
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	sleep := func(ctx context.Context, d time.Duration) error {
+		mu.Lock()
+		now = now.Add(d)
+		mu.Unlock()
+		return ctx.Err()
+	}
+	lease := 30 * time.Second
+	l, err := New(Config{Store: newMemStore(), Holder: "a", Lease: lease, Now: clock, Sleep: sleep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := mustSpec(t, Spec{Name: "crm", MaxInFlight: 1})
+	// This process holds the one slot, and its tenure has moved on far ahead.
+	l.opened(sp.Name, 1, t0.Add(10*lease))
+	g, wait, err := l.AcquireWaiting(context.Background(), sp, "b", 4, 1)
+	if err != nil || g.Partitions != 0 || wait <= 0 {
+		t.Fatalf("got %+v, wait %s, %v; want sent back to wait", g, wait, err)
+	}
+	if waited, most := clock().Sub(t0), lease+lease/3; waited > most {
+		t.Fatalf("waited %s in the call, want at most %s", waited, most)
+	}
+}
