@@ -162,3 +162,27 @@ func callEntity(r *http.Request, queue bool) string {
 	}
 	return parts[1] + "/" + parts[2]
 }
+
+// finishWindow is the worst of the windows of hotWindowParts partitions taken in the order
+// they finished (ends, their finish times) rather than the order their results were written:
+// the most calls (at, when each was answered) between one window's first finish and the next
+// window's, per partition of the window, and how long the window lasted. A bundle's results
+// are written together when its last partition is done, so windows by written results can
+// stretch over seconds in which many more partitions ran; by finish time they cannot.
+func finishWindow(ends, at []time.Time) (calls int, perPart float64, span time.Duration) {
+	ends, at = slices.Clone(ends), slices.Clone(at)
+	slices.SortFunc(ends, time.Time.Compare)
+	slices.SortFunc(at, time.Time.Compare)
+	k := 0 // the next call to count
+	for lo := 0; lo < len(ends); lo += hotWindowParts {
+		hi := min(lo+hotWindowParts, len(ends)) // the window is ends[lo:hi]
+		n := 0
+		for ; k < len(at) && (hi == len(ends) || at[k].Before(ends[hi])); k++ {
+			n++
+		}
+		if p := float64(n) / float64(hi-lo); p > perPart {
+			calls, perPart, span = n, p, ends[hi-1].Sub(ends[lo])
+		}
+	}
+	return calls, perPart, span
+}

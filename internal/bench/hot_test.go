@@ -151,3 +151,30 @@ func TestHotTracker_TopListsEachEntityAtItsWorst(t *testing.T) {
 		t.Errorf("window 0's span = %s, want 1s (its first call to its thousandth result)", span)
 	}
 }
+
+// Windows by finish time: 1,000 partitions finishing one a millisecond make a window of a
+// second, and a call counts in the window whose finishes it falls among (the last one also
+// takes the calls after the run's last finish).
+func TestFinishWindow(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var ends []time.Time
+	for k := range 2500 {
+		ends = append(ends, t0.Add(time.Duration(2499-k)*time.Millisecond)) // any order
+	}
+	at := func(d time.Duration, n int) []time.Time {
+		var ts []time.Time
+		for range n {
+			ts = append(ts, t0.Add(d))
+		}
+		return ts
+	}
+	calls := append(append(at(500*time.Millisecond, 5), at(1500*time.Millisecond, 30)...), at(2200*time.Millisecond, 1)...)
+	if n, per, span := finishWindow(ends, calls); n != 30 || per != 0.030 || span != 999*time.Millisecond {
+		t.Errorf("got %d calls, %.4f per partition over %s; want the second window's 30, 0.0300, 999ms", n, per, span)
+	}
+	// 20 calls after the last finish go to the last window (500 partitions): 21, 0.042.
+	calls = append(calls, at(3*time.Second, 20)...)
+	if n, per, _ := finishWindow(ends, calls); n != 21 || per != 0.042 {
+		t.Errorf("with calls after the last finish: %d calls, %.4f; want 21, 0.0420", n, per)
+	}
+}

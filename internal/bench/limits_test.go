@@ -57,7 +57,9 @@ var limitCases = []limitCase{
 //
 // Metrics: BenchmarkScale's (calls/partition counts every call of every party; the hottest
 // entity per 1,000-partition window); limit-calls/partition and limit-calls/s (the limit
-// blob's reads and writes), limit-hottest-calls/partition (its worst window); from the
+// blob's reads and writes), limit-hottest-calls/partition (its worst window),
+// limit-hottest-by-finish-calls/partition (its worst window of 1,000 partitions taken in the
+// order they finished, not the order their bundles' results were written); from the
 // results' start and finish times (Pace): steady-starts/s over the steady part (the 10th to the
 // 90th percentile of start times: planning's start-up and the tail left out), pct-of-limit
 // (steady-starts/s ÷ ideal), mean-in-flight over that part, peak-in-flight anywhere,
@@ -131,6 +133,15 @@ func reportLimit(b *testing.B, lc limitCase, r scaleResult, spans []Span, n int)
 		mean = sum / time.Duration(len(waits))
 	}
 	steady := p.SteadyTo.Sub(p.SteadyFrom)
+	ends := make([]time.Time, len(spans))
+	for k, s := range spans {
+		ends[k] = s.End
+	}
+	byFinishCalls, byFinish, byFinishSpan := finishWindow(ends, r.limitAt)
+	if lc.limits != "" {
+		b.Logf("limit blob's worst window of %d partitions by finish time: %d calls in %s (%.4f per partition)",
+			hotWindowParts, byFinishCalls, byFinishSpan.Round(time.Millisecond), byFinish)
+	}
 	b.Logf("%s, %d partitions of %d ms: steady part %s (%d starts) at %.1f starts/s%s; in flight mean %.1f, peak %d; "+
 		"peak starts per %s %d (per tenth of it %d; a start at least %s behind its reservation); limit blob %d calls (%.4f per partition, %.1f/s over the run; %d writes lost the race), worst window %s; "+
 		"%d bundles sent back to wait (mean %s, max %s), %d partitions sent back by their grant",
@@ -151,6 +162,7 @@ func reportLimit(b *testing.B, lc limitCase, r scaleResult, spans []Span, n int)
 	b.ReportMetric(float64(limitCalls)/r.elapsed.Seconds(), "limit-calls/s")
 	b.ReportMetric(float64(conflicts)/float64(n), "limit-conflicts/partition")
 	b.ReportMetric(spot.PerPart, "limit-hottest-calls/partition")
+	b.ReportMetric(byFinish, "limit-hottest-by-finish-calls/partition")
 	b.ReportMetric(float64(len(waits)), "waits")
 	b.ReportMetric(mean.Seconds(), "wait-mean-s")
 	b.ReportMetric(float64(sendbacks), "partition-sendbacks")

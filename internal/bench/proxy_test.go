@@ -36,6 +36,7 @@ type storageProxy struct {
 	lastAt   map[string]time.Time
 	renewals []time.Duration
 	hot      *hotTracker
+	limitAt  []time.Time // when each call on a limit's blob was answered
 }
 
 // startStorageProxy starts the proxy in front of srv; it stops with the benchmark.
@@ -116,10 +117,22 @@ func (p *storageProxy) record(kind, entity string, parts int, start, end time.Ti
 	p.counts[kind]++
 	p.parts += int64(parts)
 	p.hot.add(entity, kind, parts, end)
+	if strings.Contains(entity, "/_limits/") {
+		p.limitAt = append(p.limitAt, end)
+	}
 	p.lastAt[kind] = end
 	if kind == "blob lease renew" {
 		p.renewals = append(p.renewals, end.Sub(start))
 	}
+}
+
+// limitCalls returns when each call on a limit's blob so far was answered, and forgets them.
+func (p *storageProxy) limitCalls() []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at := p.limitAt
+	p.limitAt = nil
+	return at
 }
 
 // snapshot returns the counts so far and resets them, with the renewal latencies.

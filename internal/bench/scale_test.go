@@ -50,6 +50,7 @@ type scaleResult struct {
 	// saw them answered.
 	resultToReport time.Duration
 	counts         map[string]int64
+	limitAt        []time.Time // when each call on a limit's blob was answered
 	calls          int64
 	// hot is the entity that took the most calls per partition in any stretch of
 	// hotWindowParts partitions.
@@ -101,6 +102,7 @@ func scaledRun(b *testing.B, spec scaleSpec) scaleResult {
 	defer c.close(b)
 	azuriteStats := azuriteProc(b, c.srv)
 	c.proxy.snapshot() // start-up calls are not the run's
+	c.proxy.limitCalls()
 	az0, self0 := azuriteStats(), selfCPU()
 	t0 := time.Now()
 	start := c.startRun
@@ -133,6 +135,7 @@ func scaledRun(b *testing.B, spec scaleSpec) scaleResult {
 	close(stop)
 	wall := time.Since(t0)
 	az1, self1 := azuriteStats(), selfCPU()
+	limitAt := c.proxy.limitCalls()
 	counts, lastAt, renewals, hot, top := c.proxy.snapshotHot()
 	if m.State != ledger.StateSucceeded || m.Succeeded != spec.partitions {
 		b.Fatalf("run %s ended %s with %d succeeded, want succeeded with %d (log: %s)", run, m.State, m.Succeeded, spec.partitions, c.logPath)
@@ -155,7 +158,7 @@ func scaledRun(b *testing.B, spec scaleSpec) scaleResult {
 	r := scaleResult{run: run, elapsed: m.Finished.Sub(m.Created), enqueue: m.Enqueued.Sub(m.Created),
 		resultToReport: lastAt["blob PUT report"].Sub(lastResult(lastAt)), counts: counts, renewals: renewals, hot: hot,
 		top: top[:min(hotTop, len(top))], each: top,
-		rss: map[string]int64{}, failed: c.failures(), logPath: c.logPath,
+		rss: map[string]int64{}, failed: c.failures(), logPath: c.logPath, limitAt: limitAt,
 		azuriteCPU: cpuShare(az1.CPU-az0.CPU, wall), selfCPU: cpuShare(self1-self0, wall)}
 	r.calls, _ = callsTable(counts, spec.partitions)
 	for _, in := range c.h.Instances() {
