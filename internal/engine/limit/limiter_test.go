@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/batonfn/baton/internal/lib/eventually"
 )
 
 // memStore is a Store in memory that counts its updates; while block is set, an update
@@ -63,17 +65,6 @@ func (l *Limiter) queuedOps(name string) int {
 	return 0
 }
 
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within a minute")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // Releases of one process linger for more to write with them; an acquire, which cannot wait,
 // ends the linger, and all of them go in one write.
 func TestLimiter_ReleasesLingerToWriteTogether(t *testing.T) {
@@ -97,7 +88,7 @@ func TestLimiter_ReleasesLingerToWriteTogether(t *testing.T) {
 	for _, g := range gs {
 		go func() { errs <- l.Release(ctx, g, 1, time.Second) }()
 	}
-	waitUntil(t, func() bool { return l.queuedOps("crm") == 2 || store.count() != before })
+	eventually.True(t, func() bool { return l.queuedOps("crm") == 2 || store.count() != before })
 	if n := store.count() - before; n != 0 {
 		t.Fatalf("%d writes before the second release came, want the first to wait for it", n)
 	}
@@ -149,7 +140,7 @@ func TestLimiter_ABundleAskingMeanwhileWaitsForTheAnswer(t *testing.T) {
 	go ask("first")
 	<-store.entered // the first bundle's read is under way
 	go ask("second")
-	waitUntil(t, func() bool { return l.askers("crm") == 1 || l.queuedOps("crm") > 0 })
+	eventually.True(t, func() bool { return l.askers("crm") == 1 || l.queuedOps("crm") > 0 })
 	if n := l.queuedOps("crm"); n != 0 {
 		t.Fatalf("the second bundle queued an update of its own (%d)", n)
 	}

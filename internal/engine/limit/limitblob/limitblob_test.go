@@ -20,6 +20,7 @@ import (
 	"github.com/batonfn/baton/internal/engine/azclient"
 	"github.com/batonfn/baton/internal/engine/limit"
 	"github.com/batonfn/baton/internal/engine/limit/limitblob"
+	"github.com/batonfn/baton/internal/lib/eventually"
 	"github.com/batonfn/baton/internal/tools/azurite"
 )
 
@@ -257,7 +258,7 @@ func TestLimiter_RenewalsKeepAndLoseSlots(t *testing.T) {
 	}
 	clk.Add(time.Second)
 	hold.Done()
-	waitFor(t, func() bool {
+	eventually.True(t, func() bool {
 		st, err := store.Read(ctx, sp.Name)
 		return err == nil && st.Hold == time.Second && len(st.Slots) == 1 && st.Slots[0].Ends.Equal(clk.Now().Add(2*time.Second))
 	})
@@ -265,7 +266,7 @@ func TestLimiter_RenewalsKeepAndLoseSlots(t *testing.T) {
 		<-<-ticks
 	}
 	// The fourth renewal is in (a lease from now), and the loop sleeps again.
-	waitFor(t, func() bool { return !hold.Grant().Expires.Before(clk.Now().Add(30 * time.Second)) })
+	eventually.True(t, func() bool { return !hold.Grant().Expires.Before(clk.Now().Add(30 * time.Second)) })
 	if err := hold.Start(ctx); err != nil {
 		t.Fatalf("a start 40 s in, renewed: %v", err)
 	}
@@ -397,17 +398,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within a minute")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // A rate's reserved starts are made on time or not at all: a holder paused past them (its
 // process stopped, or starved of CPU) refuses each start late by more than one interval, so
 // it cannot burst on waking; a start on time goes.
@@ -522,7 +512,7 @@ func waitHere(t *testing.T, l *limit.Limiter, sp limit.Spec, id string, n, most 
 		}
 		got <- g
 	}()
-	waitFor(t, func() bool { return l.Waiting(sp.Name) == before+1 })
+	eventually.True(t, func() bool { return l.Waiting(sp.Name) == before+1 })
 	return got
 }
 
@@ -830,14 +820,14 @@ func TestLimiter_RefusedBundlesOfAProcessWaitForItsNextAsk(t *testing.T) {
 	}
 	before := calls.n.Load()
 	ask("w0")
-	waitFor(t, func() bool { return asleep.Load() == 1 })
+	eventually.True(t, func() bool { return asleep.Load() == 1 })
 	if n := calls.n.Load() - before; n != 2 {
 		t.Fatalf("the first refusal cost %d calls, want 2 (a read, and its place in the line written)", n)
 	}
 	for k := 1; k < 5; k++ {
 		ask(fmt.Sprint("w", k))
 	}
-	waitFor(t, func() bool { return asleep.Load() == 5 })
+	eventually.True(t, func() bool { return asleep.Load() == 5 })
 	if n := calls.n.Load() - before; n != 2 {
 		t.Fatalf("4 more bundles waiting here cost %d calls more, want none", n-2)
 	}
