@@ -360,7 +360,13 @@ func TestLimiter_CallsPerBundle(t *testing.T) {
 		}
 		hold := l.Hold(ctx, g)
 		for range g.Partitions {
-			if err := hold.Start(ctx); err != nil {
+			err := hold.Start(ctx)
+			if errors.Is(err, limit.ErrLate) {
+				// A stall of the test's goroutine past a reserved start (a loaded machine): that
+				// start is refused, with no call; the count stays the bundle's.
+				continue
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 			hold.Done()
