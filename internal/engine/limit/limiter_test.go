@@ -192,3 +192,38 @@ func TestLimiter_AWaitForAHandOffIsBoundedByALease(t *testing.T) {
 		t.Fatalf("waited %s in the call, want at most %s", waited, most)
 	}
 }
+
+// A process that holds slots its bundles hand on asks the limit again, after a refusal, no
+// sooner than two of its holds per partition: its waiting bundles get slots by hand-off, and
+// its reads are the limit's busiest traffic.
+func TestLimiter_AHolderHereAsksAgainAfterTwoHolds(t *testing.T) {
+	var mu sync.Mutex
+	now := t0
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	sleep := func(ctx context.Context, d time.Duration) error {
+		mu.Lock()
+		now = now.Add(d)
+		mu.Unlock()
+		return ctx.Err()
+	}
+	store := newMemStore()
+	sp := mustSpec(t, Spec{Name: "crm", MaxInFlight: 2})
+	// Another process holds a slot it expects back in 300 ms; this one holds the other.
+	store.st[sp.Name] = State{Hold: 100 * time.Millisecond, Slots: []Slot{
+		{Token: "x", Holder: "b", Slots: 1, Expires: t0.Add(time.Minute), Ends: t0.Add(300 * time.Millisecond)},
+		{Token: "y", Holder: "a", Slots: 1, Expires: t0.Add(time.Minute), Ends: t0.Add(time.Minute)},
+	}}
+	l, err := New(Config{Store: store, Holder: "a", Now: clock, Sleep: sleep, LocalWait: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.opened(sp.Name, 1, t0)
+	l.closed(sp.Name, 0, 1, time.Second) // its holds took 1 s a partition
+	g, _, err := l.AcquireWaiting(context.Background(), sp, "b2", 4, 1)
+	if err != nil || g.Partitions != 0 {
+		t.Fatalf("got %+v, %v; want refused", g, err)
+	}
+	if gate := l.gateOf(sp.Name).Sub(t0); gate < 2*time.Second {
+		t.Fatalf("the process asks again after %s, want at least 2 s (two holds)", gate)
+	}
+}
