@@ -167,15 +167,7 @@ func (l *Limiter) askers(name string) int {
 // on at each renewal) waits a lease and a LocalWait at most, then goes back to wait as a
 // message: a wait in the call stays bounded however long the slots stay here.
 func TestLimiter_AWaitForAHandOffIsBoundedByALease(t *testing.T) {
-	var mu sync.Mutex
-	now := t0
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	sleep := func(ctx context.Context, d time.Duration) error {
-		mu.Lock()
-		now = now.Add(d)
-		mu.Unlock()
-		return ctx.Err()
-	}
+	clock, sleep := fakeTime()
 	lease := 30 * time.Second
 	l, err := New(Config{Store: newMemStore(), Holder: "a", Lease: lease, Now: clock, Sleep: sleep})
 	if err != nil {
@@ -197,15 +189,7 @@ func TestLimiter_AWaitForAHandOffIsBoundedByALease(t *testing.T) {
 // sooner than two of its holds per partition: its waiting bundles get slots by hand-off, and
 // its reads are the limit's busiest traffic.
 func TestLimiter_AHolderHereAsksAgainAfterTwoHolds(t *testing.T) {
-	var mu sync.Mutex
-	now := t0
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	sleep := func(ctx context.Context, d time.Duration) error {
-		mu.Lock()
-		now = now.Add(d)
-		mu.Unlock()
-		return ctx.Err()
-	}
+	clock, sleep := fakeTime()
 	store := newMemStore()
 	sp := mustSpec(t, Spec{Name: "crm", MaxInFlight: 2})
 	// Another process holds a slot it expects back in 300 ms; this one holds the other.
@@ -226,4 +210,18 @@ func TestLimiter_AHolderHereAsksAgainAfterTwoHolds(t *testing.T) {
 	if gate := l.gateOf(sp.Name).Sub(t0); gate < 2*time.Second {
 		t.Fatalf("the process asks again after %s, want at least 2 s (two holds)", gate)
 	}
+}
+
+// fakeTime is a clock starting at t0 and a Sleep that moves it on by the wait at once.
+func fakeTime() (now func() time.Time, sleep func(context.Context, time.Duration) error) {
+	var mu sync.Mutex
+	t := t0
+	now = func() time.Time { mu.Lock(); defer mu.Unlock(); return t }
+	sleep = func(ctx context.Context, d time.Duration) error {
+		mu.Lock()
+		t = t.Add(d)
+		mu.Unlock()
+		return ctx.Err()
+	}
+	return now, sleep
 }
