@@ -423,8 +423,8 @@ func newToken() string {
 // (then as long as the holds here hand slots on, a lease at most), when its turn among the
 // bundles waiting here comes by then (else it is told to come back shortly before its turn).
 // While one bundle asks, the process's others that come wait for its answer; after a
-// refusal they do not ask until its wait is over (at least two of its holds per partition
-// while holds here hand slots on): they ask together then, one read for all.
+// refusal they do not ask until its wait is over (at least two of its holds per partition,
+// at most MaxWait, while holds here hand slots on): they ask together then, one read for all.
 // A hold hands its slots to the first bundle waiting in its process, without a call, for a
 // lease after the limit granted them, and a lease after each renewal that found no other
 // process waiting that holds no more than this one would without them; after that they go
@@ -474,7 +474,7 @@ func (l *Limiter) AcquireWaiting(ctx context.Context, spec Spec, id string, n, m
 			if err == nil && g.Partitions == 0 {
 				now = l.now()
 				if spec.Rate == 0 && l.heldHere(spec.Name) > 0 {
-					wait = max(wait, 2*l.holdHere(spec.Name))
+					wait = max(wait, min(2*l.holdHere(spec.Name), l.cfg.MaxWait))
 				}
 				l.refused(spec.Name, now.Add(wait))
 			}

@@ -210,6 +210,16 @@ func TestLimiter_AHolderHereAsksAgainAfterTwoHolds(t *testing.T) {
 	if gate := l.gateOf(sp.Name).Sub(t0); gate < 2*time.Second {
 		t.Fatalf("the process asks again after %s, want at least 2 s (two holds)", gate)
 	}
+	// Holds of a minute a partition: it asks again after MaxWait (the lease) at the latest.
+	l.closed(sp.Name, 0, 1, 10*time.Minute)
+	l.refused(sp.Name, time.Time{})
+	start := clock()
+	if _, _, err := l.AcquireWaiting(context.Background(), sp, "b3", 4, 1); err != nil {
+		t.Fatal(err)
+	}
+	if gate, most := l.gateOf(sp.Name).Sub(start), DefaultLease*12/10; gate > most {
+		t.Fatalf("with long holds the process asks again after %s, want at most %s", gate, most)
+	}
 }
 
 // fakeTime is a clock starting at t0 and a Sleep that moves it on by the wait at once.
