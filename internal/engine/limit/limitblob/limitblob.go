@@ -139,15 +139,11 @@ func (s *Store) put(ctx context.Context, name string, st *limit.State, etag *azc
 		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: cond},
 		HTTPHeaders:      &blob.HTTPHeaders{BlobContentType: to.Ptr("application/json")},
 	})
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.known, name)
 	if err == nil {
-		if resp.ETag != nil {
-			s.known[name] = known{st: st.Clone(), etag: *resp.ETag}
-		}
+		s.remember(name, *st, resp.ETag)
 		return true, nil
 	}
+	s.remember(name, limit.State{}, nil) // whatever it knew is stale
 	if bloberror.HasCode(err, bloberror.ConditionNotMet, bloberror.BlobAlreadyExists) {
 		return false, nil
 	}
@@ -163,7 +159,8 @@ func (s *Store) last(name string) (known, bool) {
 	return w, ok
 }
 
-// remember notes st, read with etag (nil: there was none), as the limit's latest state.
+// remember notes st, read or written with etag, as the limit's latest state (etag nil: none
+// is known).
 func (s *Store) remember(name string, st limit.State, etag *azcore.ETag) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
