@@ -28,8 +28,7 @@ const MinLateness = 10 * time.Millisecond
 func (s Spec) Lateness() time.Duration { return max(s.interval(), MinLateness) }
 
 // Hold runs one grant's partitions: Start before each, Done after it, Close at the end. Its
-// slots are renewed a third of a lease after their last renewal while it is open (or sooner,
-// along with another write of the limit by its process); once they are lost (a renewal
+// slots are renewed every third of a lease while it is open; once they are lost (a renewal
 // finds them gone, or none succeeds before they expire), Start refuses and Context is
 // cancelled with ErrLost, so no more than the limit's slots ever run under grants that hold.
 type Hold struct {
@@ -58,7 +57,6 @@ func (l *Limiter) Hold(ctx context.Context, g Grant) *Hold {
 	h.ctx, h.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	if g.Holds() {
 		l.opened(g.Spec.Name, g.Slots, g.tenure)
-		l.register(h, g)
 		h.loop.Go(h.renewals)
 	}
 	return h
@@ -177,7 +175,6 @@ func (h *Hold) Close(ctx context.Context) error {
 	g, ran, lost, stopped := h.g, h.ran, errors.Is(h.stop, ErrLost), h.stop != nil && !errors.Is(h.stop, ErrUsedUp)
 	h.mu.Unlock()
 	if g.Holds() {
-		h.l.unregister(h, g)
 		// Counted closed before the slots go anywhere: a bundle they wake must not find them
 		// still held here.
 		h.l.closed(g.Spec.Name, g.Slots, ran, h.l.now().Sub(h.begun))
@@ -200,33 +197,16 @@ func (h *Hold) Close(ctx context.Context) error {
 
 var errClosed = errors.New("limit hold closed")
 
-// writesHoldEarly reports whether g renews as soon as its first partition is done, writing
-// what that took, so that bundles waiting elsewhere learn when its slots are expected back:
-// when neither the limit nor this process (hold) knows a hold time yet, and g holds half the
-// limit's slots or more. Slots shared among many grants come back often enough without it.
-func writesHoldEarly(g Grant, hold time.Duration) bool {
-	return g.Hold <= 0 && hold <= 0 && 2*g.Slots >= g.Spec.MaxInFlight
-}
-
-// renewedAlong takes g, the hold's grant renewed along with another write of its limit.
-func (h *Hold) renewedAlong(g Grant) {
-	h.mu.Lock()
-	if !errors.Is(h.stop, ErrLost) && g.Expires.After(h.g.Expires) {
-		h.g.Expires, h.g.tenure = g.Expires, later(h.g.tenure, g.tenure)
-		h.g.SlowUntil = later(h.g.SlowUntil, g.SlowUntil)
-	}
-	h.mu.Unlock()
-	h.l.extended(g.Spec.Name, g.tenure)
-}
-
 // renewals renews the grant a third of a lease after its last renewal (every twelfth of a
-// lease after a failure) until the hold closes, and cancels it once the slots are lost. See
-// writesHoldEarly for a limit's first grants.
+// lease after a failure) until the hold closes, and cancels it once the slots are lost. A
+// grant that saw no hold time of the limit (its first grants) renews as soon as its first
+// partition is done, writing what that took, so that bundles waiting elsewhere learn when
+// the slots are expected back.
 func (h *Hold) renewals() {
 	lease := h.l.cfg.Lease
 	every := time.Duration(-1)
 	var early <-chan struct{}
-	if g := h.Grant(); writesHoldEarly(g, h.l.holdHere(g.Spec.Name)) {
+	if h.g.Hold <= 0 && h.l.holdHere(h.g.Spec.Name) <= 0 {
 		early = h.first
 	}
 	for {
@@ -255,8 +235,6 @@ func (h *Hold) renewals() {
 			hold, early = h.l.now().Sub(h.begun), nil // the first partition is done
 		} else if err != nil {
 			return
-		} else if every < 0 && h.Grant().Expires.Sub(h.l.now()) > 2*lease/3 {
-			continue // renewed meanwhile along with another write of the limit here
 		}
 		h.mu.Lock()
 		g, left := h.g, h.g.Partitions-h.next+len(h.sem)
