@@ -93,7 +93,7 @@ func newLimitFixture(t *testing.T, spec limit.Spec, parts int) *limitFixture {
 	if _, err := cc.Create(t.Context(), nil); err != nil {
 		t.Fatal(err)
 	}
-	f := &limitFixture{t: t, ctx: t.Context(), store: ledgertest.NewFake(ledgertest.Options{}), limits: limitblob.New(cc),
+	f := &limitFixture{t: t, ctx: t.Context(), store: ledgertest.NewFake(ledgertest.Options{}), limits: limitblob.New(cc, nil),
 		sender: &transporttest.Recorder{}, job: &limitedJob{ran: map[int]int{}, slow: map[int]time.Duration{}}, spec: spec}
 	l, err := limit.New(limit.Config{Store: f.limits, Holder: "w1"})
 	if err != nil {

@@ -135,7 +135,7 @@ func newAPIEnv(t testing.TB, opts ...envWithoutSchedule) *apiEnv {
 	if err := applyLimits(config.Config{Limits: overrides}, jobs); err != nil {
 		t.Fatal(err)
 	}
-	limiter, err := limit.New(limit.Config{Store: limitblob.New(runs), Holder: "inst-a/101", Lease: testLeaseDuration})
+	limiter, err := limit.New(limit.Config{Store: limitblob.New(runs, nil), Holder: "inst-a/101", Lease: testLeaseDuration})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -156,7 +156,7 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 	// retry policy: the same way on both transports.
 	// A report claim goes stale as a lease does: its aggregator renews it every third of it.
 	// Jobs' limits live beside the runs, one blob each; their slots last a lease unless renewed.
-	limiter, err := limit.New(limit.Config{Store: limitblob.New(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer)),
+	limiter, err := limit.New(limit.Config{Store: limitblob.New(blobs.ServiceClient().NewContainerClient(cfg.RunsContainer), nil),
 		Holder: fmt.Sprintf("%s/%d", holder.Instance, holder.PID), Lease: cfg.LeaseDuration})
 	if err != nil {
 		return nil, err

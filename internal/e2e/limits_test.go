@@ -238,7 +238,7 @@ func (c *cluster) limitStore() *limitblob.Store {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	return limitblob.New(blobs.ServiceClient().NewContainerClient(c.h.Config().RunsContainer))
+	return limitblob.New(blobs.ServiceClient().NewContainerClient(c.h.Config().RunsContainer), nil)
 }
 
 // slotHolder is a slot of the limit held by a live handler process.

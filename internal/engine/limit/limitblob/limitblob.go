@@ -28,6 +28,11 @@ const Prefix = "_limits/"
 // DefaultRetries bounds an update's conflict retries.
 const DefaultRetries = 50
 
+// FreshFor is how long a state this store read or wrote is written on without a read first:
+// on a busy limit, other instances have most likely written since, and a write that loses
+// costs a call more than the read.
+const FreshFor = 500 * time.Millisecond
+
 // ErrConflict: an update kept losing the race for the blob. It wraps limit.ErrContended.
 var ErrConflict = fmt.Errorf("too many conflicting updates: %w", limit.ErrContended)
 
@@ -35,20 +40,25 @@ var ErrConflict = fmt.Errorf("too many conflicting updates: %w", limit.ErrConten
 type Store struct {
 	c       *container.Client
 	retries int
+	now     func() time.Time
 
 	mu    sync.Mutex
 	known map[string]known
 }
 
-// known is the state this store last read or wrote, and its ETag.
+// known is the state this store last read or wrote, its ETag, and when.
 type known struct {
 	st   limit.State
 	etag azcore.ETag
+	at   time.Time
 }
 
-// New returns a store over container c, which must exist.
-func New(c *container.Client) *Store {
-	return &Store{c: c, retries: DefaultRetries, known: map[string]known{}}
+// New returns a store over container c, which must exist, on the clock now (nil: time.Now).
+func New(c *container.Client, now func() time.Time) *Store {
+	if now == nil {
+		now = time.Now
+	}
+	return &Store{c: c, retries: DefaultRetries, now: now, known: map[string]known{}}
 }
 
 // Path is the blob of the named limit.
@@ -85,15 +95,18 @@ func (s *Store) get(ctx context.Context, name string) (limit.State, *azcore.ETag
 
 // Update applies fn to the limit's state and writes it under the ETag read (If-None-Match *
 // when there was none), retrying on a conflict with a short random backoff. Each try is one
-// read and one write; but fn is first applied to the state this store last read or wrote and
-// written under its ETag, one call when no one else wrote since (fn's refusal to write on it
-// is not trusted: the state is read).
+// read and one write; but fn is first applied to the state this store last read or wrote, if
+// less than FreshFor ago, and written under its ETag: one call when no one else wrote since
+// (fn's refusal to write on it is not trusted: the state is read).
 func (s *Store) Update(ctx context.Context, name string, fn func(*limit.State) error) (limit.State, error) {
 	if w, ok := s.last(name); ok {
 		st := w.st.Clone()
 		if fn(&st) == nil {
 			done, err := s.put(ctx, name, &st, &w.etag)
 			if done || err != nil {
+				return st, err
+			}
+			if err := backoff(ctx, 0); err != nil {
 				return st, err
 			}
 		}
@@ -115,12 +128,24 @@ func (s *Store) Update(ctx context.Context, name string, fn func(*limit.State) e
 		if attempt+1 >= s.retries {
 			return st, fmt.Errorf("%s: %d attempts: %w", Path(name), attempt+1, ErrConflict)
 		}
-		d := time.Duration(1+rand.IntN(5*min(attempt+1, 10))) * time.Millisecond
-		select {
-		case <-ctx.Done():
-			return st, context.Cause(ctx)
-		case <-time.After(d):
+		if err := backoff(ctx, attempt+1); err != nil {
+			return st, err
 		}
+	}
+}
+
+// backoff waits after a write lost the race, before the read that tries again: a random
+// 1 ms to 10·2^losses ms (at most 160 ms), so writers that came together spread out rather
+// than lose again to each other.
+func backoff(ctx context.Context, losses int) error {
+	d := time.Duration(1+rand.IntN(10<<min(losses, 4))) * time.Millisecond
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -151,12 +176,12 @@ func (s *Store) put(ctx context.Context, name string, st *limit.State, etag *azc
 }
 
 // last is the state this store last read or wrote for the limit, unless a write of it lost
-// the race since.
+// the race since or it is older than FreshFor.
 func (s *Store) last(name string) (known, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w, ok := s.known[name]
-	return w, ok
+	return w, ok && s.now().Sub(w.at) < FreshFor
 }
 
 // remember notes st, read or written with etag, as the limit's latest state (etag nil: none
@@ -168,5 +193,5 @@ func (s *Store) remember(name string, st limit.State, etag *azcore.ETag) {
 		delete(s.known, name)
 		return
 	}
-	s.known[name] = known{st: st.Clone(), etag: *etag}
+	s.known[name] = known{st: st.Clone(), etag: *etag, at: s.now()}
 }

@@ -41,8 +41,15 @@ func newStore(t *testing.T) (*limitblob.Store, *counter) {
 }
 
 // newStores returns n stores over one container, as n instances have, and a counter of the
-// calls of them all.
+// calls of them all. Their clock stands still: what they know never gets older than
+// limitblob.FreshFor, so the calls these tests count do not depend on the machine's speed.
 func newStores(t *testing.T, n int) ([]*limitblob.Store, *counter) {
+	t.Helper()
+	return newStoresOn(t, n, func() time.Time { return time.Time{} })
+}
+
+// newStoresOn is newStores on the clock now.
+func newStoresOn(t *testing.T, n int, now func() time.Time) ([]*limitblob.Store, *counter) {
 	t.Helper()
 	srv := azurite.Shared(t)
 	calls := &counter{}
@@ -57,7 +64,7 @@ func newStores(t *testing.T, n int) ([]*limitblob.Store, *counter) {
 	calls.n.Store(0)
 	stores := make([]*limitblob.Store, n)
 	for k := range stores {
-		stores[k] = limitblob.New(cc)
+		stores[k] = limitblob.New(cc, now)
 	}
 	return stores, calls
 }
@@ -464,7 +471,7 @@ func TestStore_ReadBeforeAnyState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	none := limitblob.New(client.ServiceClient().NewContainerClient(azurite.UniqueName(t, "absent")))
+	none := limitblob.New(client.ServiceClient().NewContainerClient(azurite.UniqueName(t, "absent")), nil)
 	if st, err := none.Read(context.Background(), "crm"); err != nil || !reflect.DeepEqual(st, limit.State{}) {
 		t.Fatalf("no container: %+v %v, want the zero state", st, err)
 	}
@@ -915,5 +922,39 @@ func TestStore_WritesOnWhatItLastRead(t *testing.T) {
 	}
 	if got, err := stores[1].Read(ctx, "crm"); err != nil || got.Started != 3 {
 		t.Fatalf("read back: %+v %v, want started 3", got, err)
+	}
+}
+
+// A state the store knew longer than FreshFor ago is read before it is written on: one read
+// and one write, where a write on it would most likely lose to another instance's and cost a
+// call more. Within FreshFor the write goes first.
+func TestStore_ReadsFirstWhatItKnewLongAgo(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	stores, calls := newStoresOn(t, 2, clk.Now)
+	ctx := context.Background()
+	bump := func(s *limitblob.Store) {
+		t.Helper()
+		if _, err := s.Update(ctx, "crm", func(st *limit.State) error { st.Started++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		after time.Duration
+		want  int64
+	}{
+		{limitblob.FreshFor - time.Millisecond, 3}, // a write that loses, a read, a write
+		{limitblob.FreshFor, 2},                    // a read, a write
+	} {
+		bump(stores[0])
+		clk.Add(c.after)
+		bump(stores[1]) // another instance writes meanwhile
+		before := calls.n.Load()
+		bump(stores[0])
+		if n := calls.n.Load() - before; n != c.want {
+			t.Fatalf("%s after its last write: %d storage calls, want %d", c.after, n, c.want)
+		}
+	}
+	if st, err := stores[1].Read(ctx, "crm"); err != nil || st.Started != 6 {
+		t.Fatalf("read back: %+v %v, want started 6", st, err)
 	}
 }
