@@ -57,6 +57,7 @@ func (l *Limiter) Hold(ctx context.Context, g Grant) *Hold {
 	h.ctx, h.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	if g.Holds() {
 		l.opened(g.Spec.Name, g.Slots, g.tenure)
+		l.register(h, g)
 		h.loop.Go(h.renewals)
 	}
 	return h
@@ -175,6 +176,7 @@ func (h *Hold) Close(ctx context.Context) error {
 	g, ran, lost, stopped := h.g, h.ran, errors.Is(h.stop, ErrLost), h.stop != nil && !errors.Is(h.stop, ErrUsedUp)
 	h.mu.Unlock()
 	if g.Holds() {
+		h.l.unregister(h, g)
 		// Counted closed before the slots go anywhere: a bundle they wake must not find them
 		// still held here.
 		h.l.closed(g.Spec.Name, g.Slots, ran, h.l.now().Sub(h.begun))
@@ -196,6 +198,17 @@ func (h *Hold) Close(ctx context.Context) error {
 }
 
 var errClosed = errors.New("limit hold closed")
+
+// renewedAlong takes g, the hold's grant renewed along with another write of its limit.
+func (h *Hold) renewedAlong(g Grant) {
+	h.mu.Lock()
+	if !errors.Is(h.stop, ErrLost) && g.Expires.After(h.g.Expires) {
+		h.g.Expires, h.g.tenure = g.Expires, later(h.g.tenure, g.tenure)
+		h.g.SlowUntil = later(h.g.SlowUntil, g.SlowUntil)
+	}
+	h.mu.Unlock()
+	h.l.extended(g.Spec.Name, g.tenure)
+}
 
 // renewals renews the grant a third of a lease after its last renewal (every twelfth of a
 // lease after a failure) until the hold closes, and cancels it once the slots are lost. A
@@ -235,6 +248,8 @@ func (h *Hold) renewals() {
 			hold, early = h.l.now().Sub(h.begun), nil // the first partition is done
 		} else if err != nil {
 			return
+		} else if every < 0 && h.Grant().Expires.Sub(h.l.now()) > 2*lease/3 {
+			continue // renewed meanwhile along with another write of the limit here
 		}
 		h.mu.Lock()
 		g, left := h.g, h.g.Partitions-h.next+len(h.sem)

@@ -61,6 +61,7 @@ type Limiter struct {
 	mu    sync.Mutex
 	lanes map[string]*lane
 	local map[string]*local
+	holds map[string]map[string]*Hold // the open holds of each limit, by token
 }
 
 // local is what this process has of one limit: its open holds and its bundles waiting in
@@ -79,6 +80,9 @@ type local struct {
 	// is): a bundle that comes meanwhile waits for it rather than read the limit again.
 	asking  chan struct{}
 	joiners int // the bundles waiting for its answer
+	// gathering: that ask still lingers in the lane, unsent; a bundle that comes meanwhile
+	// asks in the same update.
+	gathering bool
 }
 
 // waiter is a bundle waiting in AcquireWaiting; a hold that ends hands it its grant on ch,
@@ -155,7 +159,7 @@ func New(cfg Config) (*Limiter, error) {
 	rules := Rules{Lease: cfg.Lease, Horizon: cfg.Horizon, MinWait: cfg.MinWait, MaxWait: cfg.MaxWait,
 		Probe: min(max(cfg.LocalWait/2, cfg.MinWait), cfg.MaxWait)}
 	return &Limiter{cfg: cfg, rules: rules,
-		lanes: map[string]*lane{}, local: map[string]*local{}}, nil
+		lanes: map[string]*lane{}, local: map[string]*local{}, holds: map[string]map[string]*Hold{}}, nil
 }
 
 // update applies fn to the limit's state through its lane (see Limiter): fn's changes are
@@ -221,12 +225,16 @@ func (l *Limiter) drain(name string, ln *lane) {
 		l.mu.Lock()
 		ops := ln.next
 		ln.next = nil
+		if lc := l.local[name]; lc != nil {
+			lc.gathering = false // an ask lingering in ops goes now
+		}
 		if len(ops) == 0 {
 			ln.busy = false
 			l.mu.Unlock()
 			return
 		}
 		l.mu.Unlock()
+		along := l.dueAlong(name)
 		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Lease)
 		st, err := l.cfg.Store.Update(ctx, name, func(st *State) error {
 			changed := false
@@ -243,9 +251,19 @@ func (l *Limiter) drain(name string, ln *lane) {
 			if !changed {
 				return ErrNoChange
 			}
+			now := l.now()
+			for _, a := range along {
+				a.renewed = a.g
+				a.ok = renew(st, l.rules, &a.renewed, a.left, a.queued, a.all, a.hold, now) == nil
+			}
 			return nil
 		})
 		cancel()
+		for _, a := range along {
+			if err == nil && a.ok {
+				a.h.renewedAlong(a.renewed)
+			}
+		}
 		for _, o := range ops {
 			o.st, o.serr = st, err
 			close(o.done)
@@ -306,6 +324,11 @@ func (l *Limiter) Acquire(ctx context.Context, spec Spec, id string, n int) (Gra
 // AcquireUpTo is Acquire for a bundle that runs at most most of its n partitions at once: it
 // takes no more slots than that, leaving the rest to other bundles.
 func (l *Limiter) AcquireUpTo(ctx context.Context, spec Spec, id string, n, most int) (Grant, time.Duration, error) {
+	return l.acquireUpTo(ctx, spec, id, n, most, false)
+}
+
+// acquireUpTo is AcquireUpTo; lazy: the ask may linger for others (see lazyUpdate).
+func (l *Limiter) acquireUpTo(ctx context.Context, spec Spec, id string, n, most int, lazy bool) (Grant, time.Duration, error) {
 	if n < 1 {
 		return Grant{}, 0, fmt.Errorf("limit %s: acquire %d partitions", spec.Name, n)
 	}
@@ -315,7 +338,11 @@ func (l *Limiter) AcquireUpTo(ctx context.Context, spec Spec, id string, n, most
 		wait time.Duration
 	)
 	queued := l.queued(spec, id)
-	_, err := l.update(ctx, spec.Name, func(st *State) error {
+	update := l.update
+	if lazy {
+		update = l.lazyUpdate
+	}
+	_, err := update(ctx, spec.Name, func(st *State) error {
 		now := l.now()
 		st.prune(now)
 		line := slices.Clone(st.Waiting)
@@ -341,13 +368,9 @@ func (l *Limiter) Renew(ctx context.Context, g *Grant) error { return l.renew(ct
 func (l *Limiter) renew(ctx context.Context, g *Grant, left int, hold time.Duration) error {
 	var rerr error
 	cur := *g
-	queued, all := l.waitingHere(g.Spec, "")
-	if held := l.heldHere(g.Spec.Name); queued > 0 && held > g.Slots {
-		// The bundles waiting here go to whichever holds here end first: this hold's share.
-		queued = (queued*g.Slots + held - 1) / held
-	}
+	queued, all, here := l.renewArgs(*g)
 	if hold <= 0 {
-		hold = l.holdHere(g.Spec.Name)
+		hold = here
 	}
 	_, err := l.lazyUpdate(ctx, g.Spec.Name, func(st *State) error {
 		cur = *g
@@ -366,6 +389,76 @@ func (l *Limiter) renew(ctx context.Context, g *Grant, left int, hold time.Durat
 	}
 	l.extended(g.Spec.Name, g.tenure)
 	return nil
+}
+
+// renewArgs is what a renewal of g tells the limit besides its partitions left: the
+// partitions of this process's bundles that may follow by hand-off (g's share of them),
+// whether its holds hold every slot, and its mean hold a partition.
+func (l *Limiter) renewArgs(g Grant) (queued int, all bool, hold time.Duration) {
+	queued, all = l.waitingHere(g.Spec, "")
+	if held := l.heldHere(g.Spec.Name); queued > 0 && held > g.Slots {
+		// The bundles waiting here go to whichever holds here end first: this hold's share.
+		queued = (queued*g.Slots + held - 1) / held
+	}
+	return queued, all, l.holdHere(g.Spec.Name)
+}
+
+// along is an open hold of this process renewed along with another write of its limit.
+type along struct {
+	h            *Hold
+	g            Grant
+	left, queued int
+	all          bool
+	hold         time.Duration
+	renewed      Grant // g renewed, when ok
+	ok           bool
+}
+
+// dueAlong is this process's open holds of the limit last renewed a sixth of a lease ago or
+// more: a write of the limit renews them too, so a process that writes its limit anyway
+// spends no call on its renewals.
+func (l *Limiter) dueAlong(name string) []*along {
+	l.mu.Lock()
+	hs := make([]*Hold, 0, len(l.holds[name]))
+	for _, h := range l.holds[name] {
+		hs = append(hs, h)
+	}
+	l.mu.Unlock()
+	now := l.now()
+	var out []*along
+	for _, h := range hs {
+		h.mu.Lock()
+		g, left, lost := h.g, h.g.Partitions-h.next+len(h.sem), errors.Is(h.stop, ErrLost)
+		h.mu.Unlock()
+		if lost || g.Expires.Sub(now) > l.cfg.Lease-l.cfg.Lease/6 {
+			continue
+		}
+		a := &along{h: h, g: g, left: left}
+		a.queued, a.all, a.hold = l.renewArgs(g)
+		out = append(out, a)
+	}
+	return out
+}
+
+// register notes h open (unregister: closed), for its renewals to go along with the
+// process's other writes of its limit.
+func (l *Limiter) register(h *Hold, g Grant) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	hs := l.holds[g.Spec.Name]
+	if hs == nil {
+		hs = map[string]*Hold{}
+		l.holds[g.Spec.Name] = hs
+	}
+	hs[g.Token] = h
+}
+
+func (l *Limiter) unregister(h *Hold, g Grant) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if hs := l.holds[g.Spec.Name]; hs[g.Token] == h {
+		delete(hs, g.Token)
+	}
 }
 
 // Release gives g's slots back; ran partitions ran under them for elapsed.
@@ -470,7 +563,9 @@ func (l *Limiter) AcquireWaiting(ctx context.Context, spec Spec, id string, n, m
 				}
 				continue
 			}
-			g, wait, err = l.AcquireUpTo(ctx, spec, id, n, most)
+			// The ask lingers for the process's other bundles that come meanwhile (a host
+			// delivers a batch of them at once): they ask in the same update.
+			g, wait, err = l.acquireUpTo(ctx, spec, id, n, most, true)
 			if err == nil && g.Partitions == 0 {
 				now = l.now()
 				if spec.Rate == 0 && l.heldHere(spec.Name) > 0 {
@@ -564,17 +659,17 @@ func (l *Limiter) refused(name string, at time.Time) {
 
 // beginAsk starts an ask of the limit by a bundle of this process: while another's is under
 // way (and the bundle has not waited for one already: joined), it returns a channel closed
-// once that one has its answer; else nil, and mine when this ask is the one others wait for
-// (endAsk ends it).
+// once that one has its answer; else nil (ask: in the same update while that ask is still
+// gathering), and mine when this ask is the one others wait for (endAsk ends it).
 func (l *Limiter) beginAsk(name string, joined bool) (asking <-chan struct{}, mine bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lc := l.localOf(name)
 	switch {
-	case lc.asking != nil && !joined:
+	case lc.asking != nil && !joined && !lc.gathering:
 		return lc.asking, false
 	case lc.asking == nil:
-		lc.asking = make(chan struct{})
+		lc.asking, lc.gathering = make(chan struct{}), true
 		return nil, true
 	}
 	return nil, false

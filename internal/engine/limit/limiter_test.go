@@ -106,6 +106,46 @@ func TestLimiter_ReleasesLingerToWriteTogether(t *testing.T) {
 	}
 }
 
+// A bundle's ask lingers for the others of its process that come meanwhile (a host delivers
+// a batch of bundles at once): they ask in the same update, not after its answer.
+func TestLimiter_BundlesThatComeTogetherAskInOneUpdate(t *testing.T) {
+	store := newMemStore()
+	l, err := New(Config{Store: store, Holder: "a", Linger: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := mustSpec(t, Spec{Name: "crm", MaxInFlight: 4})
+	ctx := context.Background()
+	grants := make(chan Grant, 3)
+	ask := func(id string) {
+		g, _, err := l.AcquireWaiting(ctx, sp, id, 1, 1)
+		if err != nil {
+			t.Error(err)
+		}
+		grants <- g
+	}
+	go ask("b1")
+	eventually.True(t, func() bool { return l.queuedOps("crm") == 1 || store.count() != 0 })
+	if n := store.count(); n != 0 {
+		t.Fatalf("%d updates before the others came, want the first ask to linger", n)
+	}
+	go ask("b2")
+	go ask("b3")
+	eventually.True(t, func() bool { return l.queuedOps("crm") == 3 || store.count() != 0 })
+	// An ask that cannot wait ends the linger.
+	if g, _, err := l.Acquire(ctx, sp, "b4", 1); err != nil || g.Slots != 1 {
+		t.Fatalf("b4: %+v %v, want a slot", g, err)
+	}
+	for range 3 {
+		if g := <-grants; g.Slots != 1 {
+			t.Fatalf("a bundle got %+v, want a slot", g)
+		}
+	}
+	if n := store.count(); n != 1 {
+		t.Fatalf("%d updates for four bundles asking together, want 1", n)
+	}
+}
+
 // A bundle that asks while another of its process is asking waits for that answer: a refusal
 // then holds it back until the process's next ask, with no read of its own.
 func TestLimiter_ABundleAskingMeanwhileWaitsForTheAnswer(t *testing.T) {
@@ -234,4 +274,85 @@ func fakeTime() (now func() time.Time, sleep func(context.Context, time.Duration
 		return ctx.Err()
 	}
 	return now, sleep
+}
+
+// A write of a limit by a process renews its holds of the limit last renewed a sixth of a
+// lease ago or more, in the same write; a hold renewed so does not renew on its own when its
+// renewal comes due, but a third of a lease after that write.
+func TestLimiter_AWriteHereRenewsTheHoldsDue(t *testing.T) {
+	var mu sync.Mutex
+	now := t0
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	setClock := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = t0.Add(d) }
+	sleeps, wake := make(chan time.Duration), make(chan struct{})
+	sleep := func(ctx context.Context, d time.Duration) error { // the hold's renewal loop
+		select {
+		case sleeps <- d:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		select {
+		case <-wake:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	store := newMemStore()
+	const lease = 30 * time.Second
+	l, err := New(Config{Store: store, Holder: "a", Lease: lease, Now: clock, Sleep: sleep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := mustSpec(t, Spec{Name: "crm", MaxInFlight: 10})
+	ctx := context.Background()
+	store.st[sp.Name] = State{Hold: time.Second} // no early renewal: the hold time is known
+	acquire := func(id string) {
+		t.Helper()
+		if g, _, err := l.Acquire(ctx, sp, id, 2); err != nil || g.Slots != 2 {
+			t.Fatalf("%s: %+v %v, want 2 slots", id, g, err)
+		}
+	}
+	g, _, err := l.Acquire(ctx, sp, "held", 2)
+	if err != nil || g.Slots != 2 {
+		t.Fatalf("held: %+v %v", g, err)
+	}
+	h := l.Hold(ctx, g)
+	defer func() { _ = h.Close(ctx) }()
+	if d := <-sleeps; d != lease/3 {
+		t.Fatalf("the hold renews in %s, want a third of the lease", d)
+	}
+	expires := func() time.Time {
+		t.Helper()
+		st, _ := store.Read(ctx, sp.Name)
+		if k := st.slot(g.Token); k >= 0 {
+			return st.Slots[k].Expires
+		}
+		t.Fatal("the hold's slot is gone")
+		return time.Time{}
+	}
+	setClock(lease / 12)
+	acquire("early")
+	if got := expires(); !got.Equal(t0.Add(lease)) {
+		t.Fatalf("a twelfth of a lease in, the hold expires at %s, want it not renewed", got.Sub(t0))
+	}
+	setClock(lease / 6)
+	acquire("due")
+	if got, want := expires(), t0.Add(lease/6+lease); !got.Equal(want) || !h.Grant().Expires.Equal(want) {
+		t.Fatalf("a sixth of a lease in, the hold expires at %s (its grant says %s), want %s",
+			got.Sub(t0), h.Grant().Expires.Sub(t0), want.Sub(t0))
+	}
+	if n := store.count(); n != 3 {
+		t.Fatalf("%d updates, want 3: the three grants, no renewal of its own", n)
+	}
+	// Its own renewal was due a third of a lease in: it waits a third of a lease after the
+	// write that renewed it instead, with no call.
+	setClock(lease / 3)
+	wake <- struct{}{}
+	if d := <-sleeps; d != lease/6 {
+		t.Fatalf("after the renewal along, the hold renews in %s, want %s", d, lease/6)
+	}
+	if n := store.count(); n != 3 {
+		t.Fatalf("%d updates, want no more", n)
+	}
 }
