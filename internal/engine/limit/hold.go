@@ -199,6 +199,14 @@ func (h *Hold) Close(ctx context.Context) error {
 
 var errClosed = errors.New("limit hold closed")
 
+// writesHoldEarly reports whether g renews as soon as its first partition is done, writing
+// what that took, so that bundles waiting elsewhere learn when its slots are expected back:
+// when neither the limit nor this process (hold) knows a hold time yet, and g holds half the
+// limit's slots or more. Slots shared among many grants come back often enough without it.
+func writesHoldEarly(g Grant, hold time.Duration) bool {
+	return g.Hold <= 0 && hold <= 0 && 2*g.Slots >= g.Spec.MaxInFlight
+}
+
 // renewedAlong takes g, the hold's grant renewed along with another write of its limit.
 func (h *Hold) renewedAlong(g Grant) {
 	h.mu.Lock()
@@ -211,15 +219,13 @@ func (h *Hold) renewedAlong(g Grant) {
 }
 
 // renewals renews the grant a third of a lease after its last renewal (every twelfth of a
-// lease after a failure) until the hold closes, and cancels it once the slots are lost. A
-// grant that saw no hold time of the limit (its first grants) renews as soon as its first
-// partition is done, writing what that took, so that bundles waiting elsewhere learn when
-// the slots are expected back.
+// lease after a failure) until the hold closes, and cancels it once the slots are lost. See
+// writesHoldEarly for a limit's first grants.
 func (h *Hold) renewals() {
 	lease := h.l.cfg.Lease
 	every := time.Duration(-1)
 	var early <-chan struct{}
-	if h.g.Hold <= 0 && h.l.holdHere(h.g.Spec.Name) <= 0 {
+	if writesHoldEarly(h.g, h.l.holdHere(h.g.Spec.Name)) {
 		early = h.first
 	}
 	for {

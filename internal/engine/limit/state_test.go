@@ -297,3 +297,25 @@ func TestAcquire_TheLineNamesTheWaitersProcess(t *testing.T) {
 		t.Fatalf("line %+v, want b2 waiting in i2", st.Waiting)
 	}
 }
+
+// A limit's first grants write their hold time early when they hold half its slots or more.
+func TestWritesHoldEarly(t *testing.T) {
+	for _, c := range []struct {
+		slots, limit int
+		limitHold    time.Duration
+		hereHold     time.Duration
+		want         bool
+	}{
+		{1, 1, 0, 0, true},
+		{4, 8, 0, 0, true},
+		{3, 8, 0, 0, false},
+		{32, 500, 0, 0, false},
+		{1, 1, time.Second, 0, false}, // the limit knows a hold
+		{1, 1, 0, time.Second, false}, // this process knows one
+	} {
+		g := Grant{Spec: Spec{Name: "crm", MaxInFlight: c.limit}, Slots: c.slots, Partitions: c.slots, Hold: c.limitHold}
+		if got := writesHoldEarly(g, c.hereHold); got != c.want {
+			t.Errorf("%d of %d slots, hold %s / here %s: %v, want %v", c.slots, c.limit, c.limitHold, c.hereHold, got, c.want)
+		}
+	}
+}
