@@ -28,7 +28,8 @@ const MinLateness = 10 * time.Millisecond
 func (s Spec) Lateness() time.Duration { return max(s.interval(), MinLateness) }
 
 // Hold runs one grant's partitions: Start before each, Done after it, Close at the end. Its
-// slots are renewed every third of a lease while it is open; once they are lost (a renewal
+// slots are renewed a third of a lease after their last renewal while it is open (or sooner,
+// along with another write of the limit by its process); once they are lost (a renewal
 // finds them gone, or none succeeds before they expire), Start refuses and Context is
 // cancelled with ErrLost, so no more than the limit's slots ever run under grants that hold.
 type Hold struct {

@@ -39,8 +39,9 @@ type Config struct {
 	// Lease: see Rules.Lease (default DefaultLease). Horizon defaults to the lease, MinWait to
 	// DefaultMinWait, MaxWait to the lease.
 	Lease, Horizon, MinWait, MaxWait time.Duration
-	// Linger is how long a release or a renewal waits for more of them to write together
-	// (default DefaultLinger; negative: not at all); an acquire ends the wait.
+	// Linger is how long a release, a renewal or an ask of AcquireWaiting waits for more of
+	// them to write together (default DefaultLinger; negative: not at all); an Acquire ends
+	// the wait.
 	Linger time.Duration
 	// LocalWait is how long AcquireWaiting may wait in its call (default a third of the
 	// lease; negative: not at all, and no hand-off: it is AcquireUpTo).
@@ -52,8 +53,9 @@ type Config struct {
 
 // Limiter takes and gives back grants of named limits. It is safe for concurrent use. A
 // process's updates of one limit go one at a time: those asked while one is under way are
-// applied together in the next, one read and one write for all of them; a release or a
-// renewal first waits Config.Linger for others.
+// applied together in the next, one read and one write for all of them; a release, a renewal
+// or an ask of AcquireWaiting first waits Config.Linger for others. Each write also renews
+// the process's open holds of the limit last renewed a sixth of a lease ago or more.
 type Limiter struct {
 	cfg   Config
 	rules Rules
@@ -101,9 +103,10 @@ type lane struct {
 	urgent chan struct{} // told when an update that may not wait joins next
 }
 
-// DefaultLinger is how long an update that can wait (a release, a renewal) waits for others
-// of its process to write with it, unless one that cannot wait (an acquire) comes first:
-// bundles that end together give their slots back in one write, not one each.
+// DefaultLinger is how long an update that can wait (a release, a renewal, an ask of
+// AcquireWaiting) waits for others of its process to write with it, unless one that cannot
+// wait (an Acquire) comes first: bundles that end or come together give their slots back or
+// ask in one write, not one each.
 const DefaultLinger = 25 * time.Millisecond
 
 // op is one update of a limit's state waiting in its lane.
@@ -515,9 +518,10 @@ func newToken() string {
 // this process holds slots of an in-flight limit, for that bundle to end and hand them on
 // (then as long as the holds here hand slots on, a lease at most), when its turn among the
 // bundles waiting here comes by then (else it is told to come back shortly before its turn).
-// While one bundle asks, the process's others that come wait for its answer; after a
-// refusal they do not ask until its wait is over (at least two of its holds per partition,
-// at most MaxWait, while holds here hand slots on): they ask together then, one read for all.
+// While one bundle asks, the process's others that come ask with it while the ask lingers
+// (Config.Linger), then wait for its answer; after a refusal they do not ask until its wait
+// is over (at least two of its holds per partition, at most MaxWait, while holds here hand
+// slots on): they ask together then, one read for all.
 // A hold hands its slots to the first bundle waiting in its process, without a call, for a
 // lease after the limit granted them, and a lease after each renewal that found no other
 // process waiting that holds no more than this one would without them; after that they go
