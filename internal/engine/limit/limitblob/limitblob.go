@@ -138,13 +138,10 @@ func (s *Store) Update(ctx context.Context, name string, fn func(*limit.State) e
 // 1 ms to 10·2^losses ms (at most 160 ms), so writers that came together spread out rather
 // than lose again to each other.
 func backoff(ctx context.Context, losses int) error {
-	d := time.Duration(1+rand.IntN(10<<min(losses, 4))) * time.Millisecond
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return context.Cause(ctx)
-	case <-t.C:
+	case <-time.After(time.Duration(1+rand.IntN(10<<min(losses, 4))) * time.Millisecond):
 		return nil
 	}
 }
