@@ -226,7 +226,7 @@ func (h *Hold) renewals() {
 	lease := h.l.cfg.Lease
 	every := time.Duration(-1)
 	var early <-chan struct{}
-	if writesHoldEarly(h.g, h.l.holdHere(h.g.Spec.Name)) {
+	if g := h.Grant(); writesHoldEarly(g, h.l.holdHere(g.Spec.Name)) {
 		early = h.first
 	}
 	for {
