@@ -39,8 +39,8 @@ type Config struct {
 	// Lease: see Rules.Lease (default DefaultLease). Horizon defaults to the lease, MinWait to
 	// DefaultMinWait, MaxWait to the lease.
 	Lease, Horizon, MinWait, MaxWait time.Duration
-	// Linger is how long a release, a renewal or an ask of AcquireWaiting waits for more of
-	// them to write together (default DefaultLinger; negative: not at all); an Acquire ends
+	// Linger is how long a release, a renewal or an ask of AcquireWaiting (but a rate's)
+	// waits for more of them to write together (default DefaultLinger; negative: not at all); an Acquire ends
 	// the wait.
 	Linger time.Duration
 	// LocalWait is how long AcquireWaiting may wait in its call (default a third of the
@@ -54,7 +54,7 @@ type Config struct {
 // Limiter takes and gives back grants of named limits. It is safe for concurrent use. A
 // process's updates of one limit go one at a time: those asked while one is under way are
 // applied together in the next, one read and one write for all of them; a release, a renewal
-// or an ask of AcquireWaiting first waits Config.Linger for others. Each write also renews
+// or an ask of AcquireWaiting (but a rate's) first waits Config.Linger for others. Each write also renews
 // the process's open holds of the limit last renewed a sixth of a lease ago or more.
 type Limiter struct {
 	cfg   Config
@@ -519,7 +519,7 @@ func newToken() string {
 // (then as long as the holds here hand slots on, a lease at most), when its turn among the
 // bundles waiting here comes by then (else it is told to come back shortly before its turn).
 // While one bundle asks, the process's others that come ask with it while the ask lingers
-// (Config.Linger), then wait for its answer; after a refusal they do not ask until its wait
+// (Config.Linger; not under a rate), then wait for its answer; after a refusal they do not ask until its wait
 // is over (at least two of its holds per partition, at most MaxWait, while holds here hand
 // slots on): they ask together then, one read for all.
 // A hold hands its slots to the first bundle waiting in its process, without a call, for a
@@ -552,7 +552,7 @@ func (l *Limiter) AcquireWaiting(ctx context.Context, spec Spec, id string, n, m
 			// Refused lately: ask with the others then.
 			wait = gate.Sub(now)
 		default:
-			asking, mine := l.beginAsk(spec.Name, justJoined)
+			asking, mine := l.beginAsk(spec.Name, justJoined, spec.Rate == 0)
 			if asking != nil {
 				// Another bundle here is asking: its answer is this one's too.
 				joined = true
@@ -568,8 +568,10 @@ func (l *Limiter) AcquireWaiting(ctx context.Context, spec Spec, id string, n, m
 				continue
 			}
 			// The ask lingers for the process's other bundles that come meanwhile (a host
-			// delivers a batch of them at once): they ask in the same update.
-			g, wait, err = l.acquireUpTo(ctx, spec, id, n, most, true)
+			// delivers a batch of them at once): they ask in the same update. Not under a
+			// rate: its grants reserve their starts from the ask on, and a batch of them
+			// reserved at once would start late on a busy process.
+			g, wait, err = l.acquireUpTo(ctx, spec, id, n, most, spec.Rate == 0)
 			if err == nil && g.Partitions == 0 {
 				now = l.now()
 				if spec.Rate == 0 && l.heldHere(spec.Name) > 0 {
@@ -664,8 +666,9 @@ func (l *Limiter) refused(name string, at time.Time) {
 // beginAsk starts an ask of the limit by a bundle of this process: while another's is under
 // way (and the bundle has not waited for one already: joined), it returns a channel closed
 // once that one has its answer; else nil (ask: in the same update while that ask is still
-// gathering), and mine when this ask is the one others wait for (endAsk ends it).
-func (l *Limiter) beginAsk(name string, joined bool) (asking <-chan struct{}, mine bool) {
+// gathering, as an ask that lingers does: gather), and mine when this ask is the one others
+// wait for (endAsk ends it).
+func (l *Limiter) beginAsk(name string, joined, gather bool) (asking <-chan struct{}, mine bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lc := l.localOf(name)
@@ -673,7 +676,7 @@ func (l *Limiter) beginAsk(name string, joined bool) (asking <-chan struct{}, mi
 	case lc.asking != nil && !joined && !lc.gathering:
 		return lc.asking, false
 	case lc.asking == nil:
-		lc.asking, lc.gathering = make(chan struct{}), true
+		lc.asking, lc.gathering = make(chan struct{}), gather
 		return nil, true
 	}
 	return nil, false
