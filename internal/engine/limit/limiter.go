@@ -240,6 +240,9 @@ func (l *Limiter) drain(name string, ln *lane) {
 		along := l.dueAlong(name)
 		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Lease)
 		st, err := l.cfg.Store.Update(ctx, name, func(st *State) error {
+			for _, a := range along {
+				a.ok = false // an attempt that lost its race renewed nothing
+			}
 			changed := false
 			for _, o := range ops {
 				if o.ctx.Err() != nil {

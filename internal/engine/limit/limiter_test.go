@@ -18,6 +18,10 @@ type memStore struct {
 	updates int
 	block   chan struct{}
 	entered chan struct{}
+	// conflict, when set, makes the next update lose its first attempt: fn runs on the
+	// state, then conflict changes the stored state (another process's write), and fn runs
+	// again on that.
+	conflict func(*State)
 }
 
 func newMemStore() *memStore { return &memStore{st: map[string]State{}} }
@@ -39,6 +43,13 @@ func (m *memStore) Update(_ context.Context, name string, fn func(*State) error)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.conflict != nil {
+		lost := m.st[name].Clone()
+		_ = fn(&lost)
+		st := m.st[name].Clone()
+		m.conflict(&st)
+		m.st[name], m.conflict = st, nil
+	}
 	st := m.st[name].Clone()
 	if err := fn(&st); errors.Is(err, ErrNoChange) {
 		return m.st[name].Clone(), nil
@@ -354,5 +365,55 @@ func TestLimiter_AWriteHereRenewsTheHoldsDue(t *testing.T) {
 	}
 	if n := store.count(); n != 3 {
 		t.Fatalf("%d updates, want no more", n)
+	}
+}
+
+// A hold is renewed along with another write only when that write is made: an attempt that
+// lost its race to another process's write, followed by one that has nothing to write,
+// renews nothing, and the hold keeps the expiry the limit has.
+func TestLimiter_ALostAttemptRenewsNothingAlong(t *testing.T) {
+	var mu sync.Mutex
+	now := t0
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	sleeps := make(chan time.Duration, 1)
+	sleep := func(ctx context.Context, d time.Duration) error { // the hold's renewal loop
+		sleeps <- d
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	store := newMemStore()
+	const lease = 30 * time.Second
+	l, err := New(Config{Store: store, Holder: "a", Lease: lease, Now: clock, Sleep: sleep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := mustSpec(t, Spec{Name: "crm", MaxInFlight: 10})
+	ctx := context.Background()
+	store.st[sp.Name] = State{Hold: time.Second}
+	g, _, err := l.Acquire(ctx, sp, "held", 2)
+	if err != nil || g.Slots != 2 {
+		t.Fatalf("held: %+v %v", g, err)
+	}
+	h := l.Hold(ctx, g)
+	defer func() { _ = h.Close(ctx) }()
+	<-sleeps
+	mu.Lock()
+	now = t0.Add(lease / 6) // the hold is due a renewal along
+	mu.Unlock()
+	store.mu.Lock()
+	store.conflict = func(st *State) { // another instance slows the limit down first
+		st.SlowUntil, st.SlowAt, st.SlowReason = t0.Add(time.Hour), t0.Add(lease/6), "429"
+	}
+	store.mu.Unlock()
+	if err := l.SlowDown(ctx, sp.Name, t0.Add(time.Minute), "429"); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := store.Read(ctx, sp.Name)
+	k := st.slot(g.Token)
+	if k < 0 || !st.Slots[k].Expires.Equal(t0.Add(lease)) {
+		t.Fatalf("the limit has the hold's slot as %+v, want it unrenewed", st.Slots)
+	}
+	if got := h.Grant().Expires; !got.Equal(t0.Add(lease)) {
+		t.Fatalf("the hold thinks its slots expire at %s, the limit at %s", got.Sub(t0), lease)
 	}
 }
