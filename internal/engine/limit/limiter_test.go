@@ -309,15 +309,9 @@ func TestLimiter_AWriteHereRenewsTheHoldsDue(t *testing.T) {
 			return ctx.Err()
 		}
 	}
-	store := newMemStore()
 	const lease = 30 * time.Second
-	l, err := New(Config{Store: store, Holder: "a", Lease: lease, Now: clock, Sleep: sleep})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp := mustSpec(t, Spec{Name: "crm", MaxInFlight: 10})
+	l, store, sp := renewingLimiter(t, lease, clock, sleep)
 	ctx := context.Background()
-	store.st[sp.Name] = State{Hold: time.Second} // no early renewal: the hold time is known
 	acquire := func(id string) {
 		t.Helper()
 		if g, _, err := l.Acquire(ctx, sp, id, 2); err != nil || g.Slots != 2 {
@@ -381,15 +375,9 @@ func TestLimiter_ALostAttemptRenewsNothingAlong(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	store := newMemStore()
 	const lease = 30 * time.Second
-	l, err := New(Config{Store: store, Holder: "a", Lease: lease, Now: clock, Sleep: sleep})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp := mustSpec(t, Spec{Name: "crm", MaxInFlight: 10})
+	l, store, sp := renewingLimiter(t, lease, clock, sleep)
 	ctx := context.Background()
-	store.st[sp.Name] = State{Hold: time.Second}
 	g, _, err := l.Acquire(ctx, sp, "held", 2)
 	if err != nil || g.Slots != 2 {
 		t.Fatalf("held: %+v %v", g, err)
@@ -416,4 +404,19 @@ func TestLimiter_ALostAttemptRenewsNothingAlong(t *testing.T) {
 	if got := h.Grant().Expires; !got.Equal(t0.Add(lease)) {
 		t.Fatalf("the hold thinks its slots expire at %s, the limit at %s", got.Sub(t0), lease)
 	}
+}
+
+// renewingLimiter is a limiter of holder "a" on a store in memory, with the lease, clock and
+// sleep given, and the limit "crm" of 10 in flight whose hold time is known (no renewal
+// writes it early).
+func renewingLimiter(t *testing.T, lease time.Duration, clock func() time.Time, sleep func(context.Context, time.Duration) error) (*Limiter, *memStore, Spec) {
+	t.Helper()
+	store := newMemStore()
+	l, err := New(Config{Store: store, Holder: "a", Lease: lease, Now: clock, Sleep: sleep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := mustSpec(t, Spec{Name: "crm", MaxInFlight: 10})
+	store.st[sp.Name] = State{Hold: time.Second}
+	return l, store, sp
 }
