@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 	"github.com/batonfn/baton/internal/engine/azclient"
 	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/election/bloblease"
@@ -68,6 +70,7 @@ type cluster struct {
 	t        *testing.T
 	h        *devhost.Host
 	srv      *azurite.Server
+	shared   bool // srv is the package's Azurite: the test's end deletes what the cluster stored there
 	store    *blobstore.Store
 	lock     *bloblease.BlobLock
 	queue    *azqueue.QueueClient
@@ -105,7 +108,8 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 	if o.exe == "" {
 		o.exe = handlerBin
 	}
-	if o.srv == nil {
+	shared := o.srv == nil
+	if shared {
 		o.srv = azurite.Shared(t)
 	}
 	queue := devhosttest.ShortName("q")
@@ -125,7 +129,7 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 		settings[k] = v
 	}
 	logPath := filepath.Join(logDir, strings.ReplaceAll(t.Name(), "/", "_")+".log")
-	c := &cluster{t: t, srv: o.srv, queueNm: queue, logPath: logPath, delivery: o.delivery}
+	c := &cluster{t: t, srv: o.srv, shared: shared, queueNm: queue, logPath: logPath, delivery: o.delivery}
 	if c.delivery == "" {
 		c.delivery = delivery
 	}
@@ -153,6 +157,9 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 	}
 	c.queue, c.poison = qsvc.NewQueueClient(queue), qsvc.NewQueueClient(queue+devhost.PoisonSuffix)
 	c.sampler = startSampler(c.lock, "")
+	if shared {
+		t.Cleanup(c.purge) // after the test's end and shutdown (cleanups run last first)
+	}
 	t.Cleanup(c.shutdown)
 	return c
 }
@@ -239,6 +246,38 @@ func (c *cluster) shutdown() {
 			c.t.Logf("host log: %s; last lines:\n%s", c.logPath, tail(c.logPath, 60))
 		}
 	})
+}
+
+// purge deletes the cluster's containers and queues from the package's Azurite when the test
+// ends, after its host stopped. Azurite's blob garbage collection, every 10 minutes, pages through every blob
+// it holds with a sort each page; left to pile up over the package's runs, they make it
+// answer nothing for minutes, failing whichever tests run then.
+func (c *cluster) purge() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := c.h.Config()
+	blobs, err := azclient.Blob(c.srv.Storage(), nil)
+	if err != nil {
+		c.t.Errorf("purge the cluster's storage: %v", err)
+		return
+	}
+	for _, name := range []string{cfg.RunsContainer, cfg.LeaseContainer} {
+		if _, err := blobs.DeleteContainer(ctx, name, nil); err != nil && !bloberror.HasCode(err, bloberror.ContainerNotFound) {
+			c.t.Errorf("purge container %s: %v", name, err)
+		}
+	}
+	queues, err := azclient.Queue(c.srv.Storage(), nil)
+	if err != nil {
+		c.t.Errorf("purge the cluster's storage: %v", err)
+		return
+	}
+	for _, name := range []string{c.queueNm, cfg.ControlQueue} {
+		for _, q := range []string{name, name + devhost.PoisonSuffix} {
+			if _, err := queues.DeleteQueue(ctx, q, nil); err != nil && !queueerror.HasCode(err, queueerror.QueueNotFound) {
+				c.t.Errorf("purge queue %s: %v", q, err)
+			}
+		}
+	}
 }
 
 func tail(path string, n int) string {
