@@ -40,8 +40,8 @@ type Config struct {
 	// DefaultMinWait, MaxWait to the lease.
 	Lease, Horizon, MinWait, MaxWait time.Duration
 	// Linger is how long a release, a renewal or an ask of AcquireWaiting (but a rate's)
-	// waits for more of them to write together (default DefaultLinger; negative: not at all); an Acquire ends
-	// the wait.
+	// waits for more of them to write together (default DefaultLinger; negative: not at
+	// all); an Acquire ends the wait.
 	Linger time.Duration
 	// LocalWait is how long AcquireWaiting may wait in its call (default a third of the
 	// lease; negative: not at all, and no hand-off: it is AcquireUpTo).
@@ -54,8 +54,9 @@ type Config struct {
 // Limiter takes and gives back grants of named limits. It is safe for concurrent use. A
 // process's updates of one limit go one at a time: those asked while one is under way are
 // applied together in the next, one read and one write for all of them; a release, a renewal
-// or an ask of AcquireWaiting (but a rate's) first waits Config.Linger for others. Each write also renews
-// the process's open holds of the limit last renewed a sixth of a lease ago or more.
+// or an ask of AcquireWaiting (but a rate's) first waits Config.Linger for others. Each write
+// also renews the process's open holds of the limit last renewed a sixth of a lease ago or
+// more.
 type Limiter struct {
 	cfg   Config
 	rules Rules
@@ -522,9 +523,9 @@ func newToken() string {
 // (then as long as the holds here hand slots on, a lease at most), when its turn among the
 // bundles waiting here comes by then (else it is told to come back shortly before its turn).
 // While one bundle asks, the process's others that come ask with it while the ask lingers
-// (Config.Linger; not under a rate), then wait for its answer; after a refusal they do not ask until its wait
-// is over (at least two of its holds per partition, at most MaxWait, while holds here hand
-// slots on): they ask together then, one read for all.
+// (Config.Linger; not under a rate), then wait for its answer; after a refusal they do not
+// ask until its wait is over (at least two of its holds per partition, at most MaxWait, while
+// holds here hand slots on): they ask together then, one read for all.
 // A hold hands its slots to the first bundle waiting in its process, without a call, for a
 // lease after the limit granted them, and a lease after each renewal that found no other
 // process waiting that holds no more than this one would without them; after that they go
