@@ -249,9 +249,9 @@ func (c *cluster) shutdown() {
 }
 
 // purge deletes the cluster's containers and queues from the package's Azurite when the test
-// ends, after its host stopped. Azurite's blob garbage collection, every 10 minutes, pages
-// through every blob it holds with a sort each page; left to pile up over the package's runs,
-// they make it answer nothing for minutes, failing whichever tests run then.
+// ends, after its host stopped. Azurite's blob garbage collection, every 10 minutes, goes
+// through every blob it holds; left to pile up over the package's runs, they made it answer
+// nothing for 11 minutes and more, failing whichever tests ran then.
 func (c *cluster) purge() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
