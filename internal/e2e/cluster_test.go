@@ -251,30 +251,31 @@ func (c *cluster) shutdown() {
 // purge deletes the cluster's containers and queues from the package's Azurite when the test
 // ends, after its host stopped. Azurite's blob garbage collection, every 10 minutes, goes
 // through every blob it holds; left to pile up over the package's runs, they made it answer
-// nothing for 11 minutes and more, failing whichever tests ran then.
+// nothing for 11 minutes and more, failing whichever tests ran then. A purge that fails is
+// logged, not failed: the test's own checks are done by then.
 func (c *cluster) purge() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cfg := c.h.Config()
 	blobs, err := azclient.Blob(c.srv.Storage(), nil)
 	if err != nil {
-		c.t.Errorf("purge the cluster's storage: %v", err)
+		c.t.Logf("purge the cluster's storage: %v", err)
 		return
 	}
 	for _, name := range []string{cfg.RunsContainer, cfg.LeaseContainer} {
 		if _, err := blobs.DeleteContainer(ctx, name, nil); err != nil && !bloberror.HasCode(err, bloberror.ContainerNotFound) {
-			c.t.Errorf("purge container %s: %v", name, err)
+			c.t.Logf("purge container %s: %v", name, err)
 		}
 	}
 	queues, err := azclient.Queue(c.srv.Storage(), nil)
 	if err != nil {
-		c.t.Errorf("purge the cluster's storage: %v", err)
+		c.t.Logf("purge the cluster's storage: %v", err)
 		return
 	}
 	for _, name := range []string{c.queueNm, cfg.ControlQueue} {
 		for _, q := range []string{name, name + devhost.PoisonSuffix} {
 			if _, err := queues.DeleteQueue(ctx, q, nil); err != nil && !queueerror.HasCode(err, queueerror.QueueNotFound) {
-				c.t.Errorf("purge queue %s: %v", q, err)
+				c.t.Logf("purge queue %s: %v", q, err)
 			}
 		}
 	}
