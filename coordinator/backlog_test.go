@@ -42,7 +42,7 @@ func TestBacklog_CountsUntilThereIsRoomForABatch(t *testing.T) {
 	}
 
 	// Nothing done: full, after reading every shard.
-	if _, full, err := c.backlog(ctx, m); err != nil || !full {
+	if _, full, err := c.backlog(ctx, m, new(ledger.DoneCounts)); err != nil || !full {
 		t.Fatalf("nothing done: backlog full = %v, %v; want true", full, err)
 	}
 	if got := store.counts.Swap(0); got != ledger.DoneStripes {
@@ -56,7 +56,7 @@ func TestBacklog_CountsUntilThereIsRoomForABatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, full, err := c.backlog(ctx, m); err != nil || full {
+	if _, full, err := c.backlog(ctx, m, new(ledger.DoneCounts)); err != nil || full {
 		t.Fatalf("all done: backlog full = %v, %v; want false", full, err)
 	}
 	if got, want := store.counts.Load(), int64((next-(backlog-batch))/512); got != want {
@@ -520,4 +520,65 @@ func TestWaves_ASentinelShardThatIsDoneIsNotLookedAtAgain(t *testing.T) {
 	if got := store.counts[sentinel]; got > other+1 {
 		t.Errorf("the sentinel shard was read %d times, another shard %d: want it looked at once, then only counted", got, other)
 	}
+}
+
+// growingDone is the ledger fake whose done shards hold partitions [0, upTo) of a striped run
+// (without storing them: a run of millions), counting the reads of each shard.
+type growingDone struct {
+	*ledgertest.Fake
+	mu    sync.Mutex
+	upTo  int
+	reads map[int]int
+}
+
+func (g *growingDone) DoneCount(_ context.Context, _ string, shard int) (int64, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.reads[shard]++
+	return ledger.DoneStriped.Expected(g.upTo, shard), nil
+}
+
+// A leader feeding a run far into its millions, batch after batch in one slice, reads the done
+// shards that already hold every partition they record once, not at every count: a count costs
+// the shards still filling (those of the current group), however large the run has grown.
+func TestBacklog_ACountReadsOnlyTheShardsStillFilling(t *testing.T) {
+	const backlog, batch, batches = config.DefaultMaxBacklog, 2048, 10
+	group := ledger.DoneUnit * ledger.DoneStripes * ledger.DoneUnitsPerStripe
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	store := &growingDone{Fake: e.fake, reads: map[int]int{}}
+	c := e.instanceWith("a", func(cfg *Config) {
+		cfg.MaxBacklog, cfg.BatchSize, cfg.Store, cfg.RefillWait = backlog, batch, store, 2*time.Second
+		cfg.Sleep = func(ctx context.Context, d time.Duration) bool { // workers complete 4 units a wait
+			e.clock.set(e.clock.Now().Add(d))
+			store.mu.Lock()
+			store.upTo += 4 * ledger.DoneUnit
+			store.mu.Unlock()
+			return ctx.Err() == nil
+		}
+	})
+	next := 4*group - 2*batch // in the fourth group of 16 shards, the three before it complete
+	store.upTo = next - backlog
+	m := ledger.Manifest{RunID: "r", Epoch: 1, Checkpoint: ledger.Checkpoint{Next: next}, DoneLayout: ledger.DoneStriped, BatchSize: batch}
+	drain := drainRate{}
+	for b := range batches {
+		full, err := c.awaitRoom(testCtx(t), election.Lease{Epoch: 1}, func() {}, m, time.Now(), &drain)
+		if err != nil || full {
+			t.Fatalf("batch %d: awaitRoom = %v, %v; want room", b, full, err)
+		}
+		m.Checkpoint.Next += batch // sent
+	}
+	lay := m.DoneLayout
+	if first := lay.Shards(next - backlog); first < 3*ledger.DoneStripes {
+		t.Fatalf("the test's run holds %d complete shards, want the 48 of three groups", first)
+	}
+	for s := range 3 * ledger.DoneStripes {
+		if store.reads[s] > 1 {
+			t.Errorf("shard %d, complete before the slice began, was read %d times over %d batches, want once", s, store.reads[s], batches)
+		}
+	}
+	var total int
+	for _, n := range store.reads {
+		total += n
+	}
+	t.Logf("%d done-shard reads over %d batches of %d (%d shards)", total, batches, batch, lay.Shards(m.Checkpoint.Next))
 }

@@ -77,7 +77,7 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 	drain := drainRate{quiet: m.Checkpoint.Quiet} // workers' pace, seen while waiting for room (wave.go)
 	if !m.PlanDone {
 		// A full backlog ends the slice before it begins (and before any lease probe is sent).
-		if full, err := c.waitForWave(ctx, lease, &m); err != nil || full {
+		if full, err := c.waitForWave(ctx, lease, &m, &drain.counts); err != nil || full {
 			return m, err
 		}
 		defer c.guard(ctx, lease, run)() // lease probes and handover while planning (handover.go)

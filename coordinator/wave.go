@@ -46,13 +46,14 @@ func (c *Coordinator) bounded(m ledger.Manifest) bool {
 
 // backlog counts what of the run's enqueued partitions is done and reports whether the backlog
 // is full: the partitions outstanding leave no room for the next plan batch. One HEAD per done
-// shard that can hold them; counting stops once there is room.
-func (c *Coordinator) backlog(ctx context.Context, m ledger.Manifest) (done int64, full bool, err error) {
+// shard that can hold them and that counts (the slice's) has not yet seen hold all it records;
+// counting stops once there is room.
+func (c *Coordinator) backlog(ctx context.Context, m ledger.Manifest, counts *ledger.DoneCounts) (done int64, full bool, err error) {
 	if !c.bounded(m) {
 		return 0, false, nil
 	}
 	next, room := m.Checkpoint.Next, c.room(m)
-	done, err = ledger.CountDone(ctx, c.cfg.Store, m.RunID, m.DoneLayout, next, int64(next-room))
+	done, err = counts.Count(ctx, c.cfg.Store, m.RunID, m.DoneLayout, next, int64(next-room))
 	if err != nil {
 		return done, false, err
 	}
@@ -78,8 +79,8 @@ func (c *Coordinator) sentinel(ctx context.Context, m ledger.Manifest) (int64, e
 
 // waitForWave ends the slice when the backlog is full: a check sends the next wave after
 // WavePause. It reports whether it did.
-func (c *Coordinator) waitForWave(ctx context.Context, lease election.Lease, m *ledger.Manifest) (bool, error) {
-	done, full, err := c.backlog(ctx, *m)
+func (c *Coordinator) waitForWave(ctx context.Context, lease election.Lease, m *ledger.Manifest, counts *ledger.DoneCounts) (bool, error) {
+	done, full, err := c.backlog(ctx, *m, counts)
 	if err != nil || !full {
 		return false, err
 	}
@@ -114,7 +115,7 @@ func (c *Coordinator) awaitRoom(ctx context.Context, lease election.Lease, beat 
 	var lastShort int64       // what the sentinel's last look found left to complete (-1: none)
 	// count counts the backlog: room (true), or what is left to complete before there is.
 	count := func() (bool, int64, error) {
-		done, full, err := c.backlog(ctx, m)
+		done, full, err := c.backlog(ctx, m, &drain.counts)
 		if err != nil || !full {
 			return !full, 0, err
 		}
@@ -198,7 +199,7 @@ waiting:
 		}
 		wait = drain.wait(over, backoff)
 	}
-	done, full, err := c.backlog(ctx, m) // the progress to record, if it is still full
+	done, full, err := c.backlog(ctx, m, &drain.counts) // the progress to record, if it is still full
 	if err != nil || !full {
 		return false, err
 	}
@@ -221,12 +222,14 @@ func (c *Coordinator) sleep(ctx context.Context, d time.Duration, beat func()) b
 }
 
 // drainRate is the rate at which workers complete a run's partitions, from the counts of its
-// backlog, and the longest quiet spell between two counts that saw them drain.
+// backlog, the longest quiet spell between two counts that saw them drain, and the done shards'
+// counts read so far (a count of a large run reads only the shards still filling).
 type drainRate struct {
 	perSec float64   // 0: not known yet
 	at     time.Time // the first count
 	done   int64     // what it found done
 	quiet  time.Duration
+	counts ledger.DoneCounts
 }
 
 // patience is how long a full backlog may show no completion before the leader leaves its

@@ -143,15 +143,38 @@ type DoneCounter interface {
 // run in the layout, one read per shard, stopping once the sum reaches enough (when positive).
 // Redeliveries append twice, so the sum may overcount. On an error it returns the sum so far.
 func CountDone(ctx context.Context, c DoneCounter, run string, layout DoneLayout, n int, enough int64) (int64, error) {
+	var counts DoneCounts
+	return counts.Count(ctx, c, run, layout, n, enough)
+}
+
+// DoneCounts is CountDone for one run counted again and again as it grows: it remembers each
+// shard's count, and a shard whose count already covered every partition of the first n it
+// records is not read again (records are only appended), so a count costs the shards still
+// filling, not every shard of the run. The zero value is ready; not safe for concurrent use.
+type DoneCounts struct {
+	seen map[int]int64 // shard → its count when last read
+}
+
+// Count is CountDone, reading only the shards not known to hold all they record of the first n
+// partitions.
+func (d *DoneCounts) Count(ctx context.Context, c DoneCounter, run string, layout DoneLayout, n int, enough int64) (int64, error) {
 	var done int64
 	for s := range layout.Shards(n) {
 		if enough > 0 && done >= enough {
 			break
 		}
+		if k, ok := d.seen[s]; ok && k >= layout.Expected(n, s) {
+			done += k
+			continue
+		}
 		k, err := c.DoneCount(ctx, run, s)
 		if err != nil {
 			return done, err
 		}
+		if d.seen == nil {
+			d.seen = map[int]int64{}
+		}
+		d.seen[s] = k
 		done += k
 	}
 	return done, nil

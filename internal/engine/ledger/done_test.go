@@ -124,3 +124,41 @@ func TestCountDone(t *testing.T) {
 		t.Errorf("CountDone up to 1000 = %d, %v after %d reads; want 1300 after 2", got, err, len(c.read))
 	}
 }
+
+// A run counted again as it grows: the shards found holding every partition they record of
+// the first n are not read again, until more partitions are enqueued to them.
+func TestDoneCounts_ReadsOnlyShardsStillFilling(t *testing.T) {
+	ctx := context.Background()
+	lay := ledger.DoneStriped
+	group := ledger.DoneUnit * ledger.DoneStripes * ledger.DoneUnitsPerStripe
+	n := 3*group + 8*ledger.DoneUnit // 48 shards full, 8 shards of the fourth group begun
+	c := &countsOf{n: map[int]int64{}}
+	doneUpTo := func(k int) { // partitions [0, k) done
+		for s := range lay.Shards(n) {
+			c.n[s] = lay.Expected(k, s)
+		}
+	}
+	doneUpTo(n - 4*ledger.DoneUnit) // the last 4 units outstanding
+	var counts ledger.DoneCounts
+	got, err := counts.Count(ctx, c, "r", lay, n, 0)
+	if want := int64(n - 4*ledger.DoneUnit); err != nil || got != want || len(c.read) != lay.Shards(n) {
+		t.Fatalf("first count = %d, %v after %d reads; want %d after all %d shards", got, err, len(c.read), want, lay.Shards(n))
+	}
+
+	// Two units more done: only the 4 shards that were short are read.
+	c.read = nil
+	doneUpTo(n - 2*ledger.DoneUnit)
+	got, err = counts.Count(ctx, c, "r", lay, n, 0)
+	if want := int64(n - 2*ledger.DoneUnit); err != nil || got != want || len(c.read) != 4 {
+		t.Errorf("second count = %d, %v after reads of %v; want %d after the 4 shards still short", got, err, c.read, want)
+	}
+
+	// A batch of 8 more units enqueued (shards 56-63 of the fourth group get their first):
+	// the 2 shards still short and the 8 that were given more are read.
+	c.read = nil
+	n2 := n + 8*ledger.DoneUnit
+	got, err = counts.Count(ctx, c, "r", lay, n2, 0)
+	if want := int64(n - 2*ledger.DoneUnit); err != nil || got != want || len(c.read) != 10 {
+		t.Errorf("count after a batch = %d, %v after reads of %v; want %d after 10", got, err, c.read, want)
+	}
+}
