@@ -135,6 +135,7 @@ type API struct {
 	cfg         Config
 	created     *createdCache
 	final       *finalCache
+	done        *doneCache
 	absent      *absentCache
 	zones       zoneCache
 	deadLetters deadLetterCache
@@ -161,7 +162,7 @@ func New(cfg Config) (*API, error) {
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = DefaultHeartbeat
 	}
-	return &API{cfg: cfg, created: newCreatedCache(), final: newFinalCache(), absent: newAbsentCache()}, nil
+	return &API{cfg: cfg, created: newCreatedCache(), final: newFinalCache(), done: newDoneCache(), absent: newAbsentCache()}, nil
 }
 
 // Request is one HTTP request as the host describes it.

@@ -35,6 +35,8 @@ type fakeLedger struct {
 	// blocks are the results recorded in blocks (by run), listed after the counted ones.
 	blocks     map[string][]ledger.Block
 	blockReads int
+	// doneReads counts DoneCount calls.
+	doneReads int
 	// schedules are the schedules' states; scheduleErr fails ReadSchedule.
 	schedules   map[string]ledger.ScheduleState
 	scheduleErr error
@@ -169,6 +171,7 @@ func (f *fakeLedger) ReadResult(ctx context.Context, run string, index int) (led
 func (f *fakeLedger) DoneCount(ctx context.Context, run string, shard int) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.doneReads++
 	return f.done[run][shard], nil
 }
 

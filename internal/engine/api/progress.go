@@ -13,8 +13,9 @@ import (
 // A finished run's counts come from its manifest and are exact. An unfinished run's
 // Completed counts recorded results: exactly, by listing results/, when it has at most
 // ExactProgressLimit partitions (one listing call per 5,000); otherwise from the done shards
-// (one HEAD per 20,000 partitions), which count a redelivered partition twice when its worker
-// appended twice, so the count is capped at Total and Approximate is set.
+// (a HEAD per shard, 16 per 262,144 partitions; a process reads again only the shards still
+// filling), which count a redelivered partition twice when its worker appended twice, so the
+// count is capped at Total and Approximate is set.
 type Progress struct {
 	// Total is the partition count; 0 until planning finished (TotalKnown false).
 	Total      int  `json:"total"`
@@ -78,7 +79,7 @@ func (a *API) progress(ctx context.Context, m ledger.Manifest) (Progress, error)
 		}
 		p.Completed, p.Source = count, "results"
 	} else {
-		count, err := ledger.CountDone(ctx, a.cfg.Ledger, m.RunID, m.DoneLayout, n, 0)
+		count, err := a.done.count(ctx, a.cfg.Ledger, m, n)
 		if err != nil {
 			return p, err
 		}

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/batonfn/baton/internal/engine/ledger"
@@ -78,3 +79,35 @@ func (c *finalCache) forget(id string) { c.m.Delete(id) }
 
 // put remembers m under its run ID.
 func (c *finalCache) put(m ledger.Manifest) { c.m.Put(m.RunID, m) }
+
+// doneCache remembers, per unfinished run, its done shards' counts (ledger.DoneCounts), so the
+// progress of a run past ExactProgressLimit reads, after the first request, only the shards
+// still filling rather than every shard of the run. Keyed by run ID and creation time (a run
+// recreated under the same ID starts afresh); bounded: past maxDoneRuns runs it starts over.
+type doneCache struct {
+	m *memo.Map[*doneEntry]
+}
+
+// doneEntry is one run's counts; mu serialises the requests counting it.
+type doneEntry struct {
+	mu     sync.Mutex
+	counts ledger.DoneCounts
+}
+
+const maxDoneRuns = 1_000
+
+func newDoneCache() *doneCache { return &doneCache{memo.New[*doneEntry](maxDoneRuns)} }
+
+// count counts m's done records among its first n partitions (ledger.CountDone).
+func (c *doneCache) count(ctx context.Context, store ledger.DoneCounter, m ledger.Manifest, n int) (int64, error) {
+	var e *doneEntry
+	c.m.Update(m.RunID+"@"+m.Created.UTC().Format(time.RFC3339Nano), func(v **doneEntry) {
+		if *v == nil {
+			*v = &doneEntry{}
+		}
+		e = *v
+	})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.counts.Count(ctx, store, m.RunID, m.DoneLayout, n, 0)
+}

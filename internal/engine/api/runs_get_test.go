@@ -343,3 +343,36 @@ func TestLeader_Reply(t *testing.T) {
 		t.Errorf("lease read timeout: got %d, want 504", r.Status)
 	}
 }
+
+// A large run's progress reads every done shard once per process, then only the shards still
+// filling: the shards of a run in its millions are not read again on each request. A run
+// created again under the same ID is counted afresh.
+func TestProgress_ALargeRunReadsOnlyTheShardsStillFilling(t *testing.T) {
+	per := ledger.DoneUnit * ledger.DoneUnitsPerStripe // a striped shard's partitions
+	m := manifest("tick-20261121t100000z", ledger.StateRunning, t0, 3*ledger.DoneStripes*per)
+	m.DoneLayout = ledger.DoneStriped
+	shards := m.DoneLayout.Shards(m.Partitions)
+	l := newFakeLedger()
+	l.done[m.RunID] = map[int]int64{}
+	for s := range shards - 1 {
+		l.done[m.RunID][s] = int64(per)
+	}
+	l.done[m.RunID][shards-1] = 100
+	a := newTestAPI(t, l, nil, nil)
+	ctx := context.Background()
+	check := func(what string, reads, completed int) {
+		t.Helper()
+		l.doneReads = 0
+		p, err := a.progress(ctx, m)
+		if err != nil || p.Completed != completed || l.doneReads != reads {
+			t.Errorf("%s: completed %d after %d done-shard reads, %v; want %d after %d", what, p.Completed, l.doneReads, err, completed, reads)
+		}
+	}
+	check("first request", shards, (shards-1)*per+100)
+	check("second request", 1, (shards-1)*per+100)
+	l.done[m.RunID][shards-1] = int64(per)
+	check("the last shard filled", 1, shards*per)
+	check("all complete", 0, shards*per)
+	m.Created = m.Created.Add(time.Hour)
+	check("the run created again", shards, shards*per)
+}
