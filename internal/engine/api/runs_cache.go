@@ -10,9 +10,10 @@ import (
 	"github.com/batonfn/baton/internal/lib/memo"
 )
 
-// What a process remembers of runs between requests, so listings and the occurrence strip do
-// not read again what cannot have changed: keyed runs' creation times and final manifests.
-// Both memories are bounded (memo.Map): what they forget costs a read, never a wrong answer.
+// What a process remembers of runs between requests, so listings, the occurrence strip and
+// progress do not read again what cannot have changed: keyed runs' creation times, final
+// manifests, and the done shards found holding all they record.
+// Each memory is bounded (memo.Map): what it forgets costs a read, never a wrong answer.
 
 // manifest reads a run's manifest; a final one is cached (it never changes again), without
 // its params.
