@@ -81,7 +81,7 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool, kno
 	}
 	if stopped {
 		m.RunID = ledger.RoundRun(run, m.Round) // a round stopped: its report, at the round's key
-		return w.finishClaimed(ctx, job, &m, nil, folded{})
+		return w.finishClaimed(ctx, job, &m, nil, &folded{})
 	}
 	// A folding run proves completeness from its partials (FoldShards reads) instead of
 	// listing every result; results never folded in are listed and read one by one.
@@ -93,11 +93,15 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool, kno
 		// An attempt from a delivery's copy is a worker's whose append reached its shard's
 		// count: most such come before the run's end, so the run's last shard is read first.
 		ok, err = w.countsComplete(ctx, &m, known != nil)
+		if ok && err == nil && folding {
+			// The counts say every partition is recorded: claim first, so that of the
+			// workers whose appends end the run together only the aggregator reads the
+			// partials (finishClaimed proves the run complete from them, or lets go).
+			return w.finishClaimed(ctx, job, &m, mj, nil)
+		}
 	}
 	if ok && err == nil && folding {
-		if fo, err = w.readFolded(ctx, &m); err == nil && len(fo.missing(&m)) > 0 {
-			ok, err = w.listedAll(ctx, &m)
-		}
+		fo, ok, err = w.proveFolded(ctx, &m)
 	} else if ok && err == nil {
 		ok, err = w.listedAll(ctx, &m)
 	}
@@ -107,17 +111,31 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool, kno
 		}
 		return false, err
 	}
-
-	if !folding || len(fo.missing(&m)) > maxUnfoldedReads {
+	if !folding {
 		mj = nil
 	}
-	return w.finishClaimed(ctx, job, &m, mj, fo)
+	return w.finishClaimed(ctx, job, &m, mj, &fo)
+}
+
+// proveFolded reads m's partials and reports whether the run is complete: every partition
+// folded in, or else every result listed.
+func (w *Worker) proveFolded(ctx context.Context, m *ledger.Manifest) (folded, bool, error) {
+	fo, err := w.readFolded(ctx, m)
+	if err != nil {
+		return fo, false, err
+	}
+	if len(fo.missing(m)) == 0 {
+		return fo, true, nil
+	}
+	ok, err := w.listedAll(ctx, m)
+	return fo, ok, err
 }
 
 // finishClaimed claims m's report and, as its one aggregator, aggregates the run (from the
 // partials fo when mj is not nil, else from every result), writes the final report and settles
-// the manifest.
-func (w *Worker) finishClaimed(ctx context.Context, job Job, mp *ledger.Manifest, mj Merger, fo folded) (finished bool, err error) {
+// the manifest. With fo nil (claimed on the done counts alone) it first reads the partials and
+// proves the run complete (proveFolded), else releases the claim and reports false, nil.
+func (w *Worker) finishClaimed(ctx context.Context, job Job, mp *ledger.Manifest, mj Merger, fo *folded) (finished bool, err error) {
 	m, run := *mp, mp.RunID
 	if w.cfg.Telemetry.On() {
 		var span telemetry.Span
@@ -141,9 +159,18 @@ func (w *Worker) finishClaimed(ctx context.Context, job Job, mp *ledger.Manifest
 	hold := w.holdClaim(ctx, mine)
 	var rep ledger.Report
 	var aerr error
-	if mj != nil {
-		rep, aerr = w.aggregateFolded(hold.ctx, mj, &m, fo)
-	} else {
+	complete := true
+	if fo == nil {
+		var f folded
+		if f, complete, aerr = w.proveFolded(hold.ctx, &m); complete && aerr == nil {
+			fo = &f
+		}
+	}
+	switch {
+	case aerr != nil || !complete:
+	case mj != nil && len(fo.missing(&m)) <= maxUnfoldedReads:
+		rep, aerr = w.aggregateFolded(hold.ctx, mj, &m, *fo)
+	default:
 		rep, aerr = w.aggregate(hold.ctx, job, &m)
 	}
 	etag, lost := hold.stop()
@@ -152,13 +179,18 @@ func (w *Worker) finishClaimed(ctx context.Context, job Job, mp *ledger.Manifest
 			"aggregation", w.now().Sub(start).String())
 		return false, nil
 	}
-	if aerr != nil && !errors.Is(aerr, ErrPermanent) {
+	if !complete || aerr != nil && !errors.Is(aerr, ErrPermanent) {
 		// Release the claim so the next attempt (a redelivery or a check) takes it over at once.
 		release := ledger.Report{Run: run, Job: m.Job, State: ledger.StateRunning, Partitions: m.Partitions, Aggregator: w.cfg.Holder}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.RecordTimeout)
 		defer cancel()
 		if _, err := w.cfg.Store.WriteReport(rctx, release, etag); err != nil {
 			log.Warn("could not release the report claim; it is taken over once stale", "err", err)
+		}
+		if !complete && aerr == nil {
+			// Duplicate done records made the counts look complete.
+			log.Info("the done counts said complete but a result is missing; released the report claim")
+			return false, nil
 		}
 		return false, fmt.Errorf("finish %s: aggregate: %w", run, aerr)
 	}

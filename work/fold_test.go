@@ -2,11 +2,13 @@ package work_test
 
 import (
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/batonfn/baton/internal/enginejob"
 
@@ -167,3 +169,73 @@ func TestFold_FinishCostDoesNotGrowWithTheRun(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// The workers whose appends end a folding run together each find the counts complete; only the
+// one that claims the report reads the partials. A worker that finds the report claimed by a
+// live aggregator stops there, at no read of the partials (before, each read all 32 first).
+func TestFold_AWorkerThatFindsTheReportClaimedReadsNoPartials(t *testing.T) {
+	f := newFixture(t)
+	w := mergingWorker(f)
+	const n = 64
+	run := "claimed-first"
+	f.createRun(run, synthetic.Params{Partitions: n}, func(m *ledger.Manifest) { m.FoldShards = work.DefaultFoldShards })
+	for i := range n - 1 {
+		if err := w.HandlePartition(f.ctx, envelope(run, i, 1), work.Delivery{Count: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another process holds a fresh claim: it is aggregating the run.
+	other := ledger.Report{Run: run, Job: synthetic.Name, State: ledger.StateRunning, Partitions: n,
+		Aggregator: ledger.Holder{App: "test", Instance: "other", PID: 2}, Claim: "other", Created: time.Now()}
+	if _, err := f.store.ClaimReport(f.ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	last := mergingWorker(f) // another process, whose append ends the run
+	before := f.calls.n.Load()
+	if err := last.HandlePartition(f.ctx, envelope(run, n-1, 1), work.Delivery{Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	calls := f.calls.n.Load() - before
+	if m := f.manifest(run); m.State.Final() {
+		t.Fatalf("state %s: the worker finished a run another aggregator had claimed", m.State)
+	}
+	// Its manifest read, block, partial read and write, append, done count, claim and the
+	// claim's read: well under the 32 partials.
+	if calls >= work.DefaultFoldShards {
+		t.Errorf("the last partition's delivery made %d storage calls with the report claimed elsewhere, want under %d (no partial read)", calls, work.DefaultFoldShards)
+	}
+}
+
+// Counts that look complete because of a duplicate done record (a redelivery appended twice)
+// while a partition has no result: the worker that claimed the report on them finds a result
+// missing and lets the claim go at once, so the delivery that records the last result, in
+// another process, finishes the run without waiting for the claim to go stale.
+func TestFold_AClaimOnCountsThatLiedIsReleased(t *testing.T) {
+	f := newFixture(t)
+	w := mergingWorker(f)
+	const n = 64
+	run := "counts-lied"
+	f.createRun(run, synthetic.Params{Partitions: n}, func(m *ledger.Manifest) { m.FoldShards = work.DefaultFoldShards })
+	for i := range n - 1 {
+		if err := w.HandlePartition(f.ctx, envelope(run, i, 1), work.Delivery{Count: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.store.AppendDone(f.ctx, run, ledger.DoneStriped, 1, 5); err != nil { // a duplicate
+		t.Fatal(err)
+	}
+	if finished, err := w.TryFinish(f.ctx, run); err != nil || finished {
+		t.Fatalf("TryFinish with partition %d unrecorded = %v, %v; want false, nil", n-1, finished, err)
+	}
+	if rep, _, err := f.store.ReadReport(f.ctx, run); err == nil && (rep.State.Final() || !rep.Created.IsZero()) ||
+		err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("report after the attempt: %+v, %v; want none, or a released claim (no Created)", rep, err)
+	}
+	last := mergingWorker(f) // another process: a claim still held would keep it out
+	if err := last.HandlePartition(f.ctx, envelope(run, n-1, 1), work.Delivery{Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if m := f.manifest(run); m.State != ledger.StateSucceeded || m.Succeeded != n {
+		t.Errorf("after the last result: state %s, %d succeeded; want succeeded, %d", m.State, m.Succeeded, n)
+	}
+}

@@ -99,7 +99,7 @@ func (w *Worker) finishRound(ctx context.Context, run string) (bool, error) {
 	}
 	rm := m
 	rm.RunID = key // the round's report, claim and settlement
-	return w.finishClaimed(ctx, job, &rm, nil, folded{})
+	return w.finishClaimed(ctx, job, &rm, nil, &folded{})
 }
 
 // redriven reads the results of run's redrive rounds 1 to round, by index: each partition's
