@@ -170,20 +170,28 @@ func TestFold_FinishCostDoesNotGrowWithTheRun(t *testing.T) {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-// The workers whose appends end a folding run together each find the counts complete; only the
-// one that claims the report reads the partials. A worker that finds the report claimed by a
-// live aggregator stops there, at no read of the partials (before, each read all 32 first).
-func TestFold_AWorkerThatFindsTheReportClaimedReadsNoPartials(t *testing.T) {
+// foldedAllButLast is a fixture with a folding run of n partitions, all but the last processed
+// by the worker it returns.
+func foldedAllButLast(t *testing.T, run string, n int) (*fixture, *work.Worker) {
+	t.Helper()
 	f := newFixture(t)
 	w := mergingWorker(f)
-	const n = 64
-	run := "claimed-first"
 	f.createRun(run, synthetic.Params{Partitions: n}, func(m *ledger.Manifest) { m.FoldShards = work.DefaultFoldShards })
 	for i := range n - 1 {
 		if err := w.HandlePartition(f.ctx, envelope(run, i, 1), work.Delivery{Count: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return f, w
+}
+
+// The workers whose appends end a folding run together each find the counts complete; only the
+// one that claims the report reads the partials. A worker that finds the report claimed by a
+// live aggregator stops there, at no read of the partials (before, each read all 32 first).
+func TestFold_AWorkerThatFindsTheReportClaimedReadsNoPartials(t *testing.T) {
+	const n = 64
+	run := "claimed-first"
+	f, _ := foldedAllButLast(t, run, n)
 	// Another process holds a fresh claim: it is aggregating the run.
 	other := ledger.Report{Run: run, Job: synthetic.Name, State: ledger.StateRunning, Partitions: n,
 		Aggregator: ledger.Holder{App: "test", Instance: "other", PID: 2}, Claim: "other", Created: time.Now()}
@@ -211,16 +219,9 @@ func TestFold_AWorkerThatFindsTheReportClaimedReadsNoPartials(t *testing.T) {
 // missing and lets the claim go at once, so the delivery that records the last result, in
 // another process, finishes the run without waiting for the claim to go stale.
 func TestFold_AClaimOnCountsThatLiedIsReleased(t *testing.T) {
-	f := newFixture(t)
-	w := mergingWorker(f)
 	const n = 64
 	run := "counts-lied"
-	f.createRun(run, synthetic.Params{Partitions: n}, func(m *ledger.Manifest) { m.FoldShards = work.DefaultFoldShards })
-	for i := range n - 1 {
-		if err := w.HandlePartition(f.ctx, envelope(run, i, 1), work.Delivery{Count: 1}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f, w := foldedAllButLast(t, run, n)
 	if _, err := f.store.AppendDone(f.ctx, run, ledger.DoneStriped, 1, 5); err != nil { // a duplicate
 		t.Fatal(err)
 	}
