@@ -93,16 +93,17 @@ func (w *Worker) tryFinish(ctx context.Context, run string, countFirst bool, kno
 		// An attempt from a delivery's copy is a worker's whose append reached its shard's
 		// count: most such come before the run's end, so the run's last shard is read first.
 		ok, err = w.countsComplete(ctx, &m, known != nil)
-		if ok && err == nil && folding {
-			// The counts say every partition is recorded: claim first, so that of the
-			// workers whose appends end the run together only the aggregator reads the
-			// partials (finishClaimed proves the run complete from them, or lets go).
-			return w.finishClaimed(ctx, job, &m, mj, nil)
-		}
 	}
-	if ok && err == nil && folding {
+	switch {
+	case err != nil || !ok:
+	case folding && countFirst:
+		// The counts say every partition is recorded: claim first, so that of the workers
+		// whose appends end the run together only the aggregator reads the partials
+		// (finishClaimed proves the run complete from them, or lets go).
+		return w.finishClaimed(ctx, job, &m, mj, nil)
+	case folding:
 		fo, ok, err = w.proveFolded(ctx, &m)
-	} else if ok && err == nil {
+	default:
 		ok, err = w.listedAll(ctx, &m)
 	}
 	if err != nil || !ok {
