@@ -1,12 +1,15 @@
 package work_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -238,5 +241,51 @@ func TestFold_AClaimOnCountsThatLiedIsReleased(t *testing.T) {
 	}
 	if m := f.manifest(run); m.State != ledger.StateSucceeded || m.Succeeded != n {
 		t.Errorf("after the last result: state %s, %d succeeded; want succeeded, %d", m.State, m.Succeeded, n)
+	}
+}
+
+// overlapStore holds each read of partials 0 and 1 until both have begun: reads one at a time
+// never get past the first.
+type overlapStore struct {
+	work.Ledger
+	both chan struct{} // closed once both reads have begun
+	n    atomic.Int32
+}
+
+func (s *overlapStore) ReadPartial(ctx context.Context, run string, shard int) (ledger.Partial, ledger.ETag, error) {
+	if shard < 2 {
+		if s.n.Add(1) == 2 {
+			close(s.both)
+		}
+		guard := time.NewTimer(20 * time.Second) // a failure guard, not a wait for the other read
+		defer guard.Stop()
+		select {
+		case <-s.both:
+		case <-guard.C:
+			return ledger.Partial{}, "", fmt.Errorf("partial %d read alone: the partials are read one at a time", shard)
+		case <-ctx.Done():
+			return ledger.Partial{}, "", ctx.Err()
+		}
+	}
+	return s.Ledger.ReadPartial(ctx, run, shard)
+}
+
+// The finish reads a folding run's partials several at a time, so the report waits a few
+// reads, not 32 one after the other.
+func TestFold_TheFinishReadsThePartialsAtOnce(t *testing.T) {
+	const n = 64
+	run := "partials-at-once"
+	f, _ := foldedAllButLast(t, run, n)
+	jobs := work.NewRegistry()
+	jobs.Register(synthetic.Name, enginejob.Of(synthetic.New()))
+	cfg := f.cfg
+	cfg.Jobs = jobs
+	cfg.Store = &overlapStore{Ledger: f.store, both: make(chan struct{})}
+	last := f.newWorker(cfg)
+	if err := last.HandlePartition(f.ctx, envelope(run, n-1, 1), work.Delivery{Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if m := f.manifest(run); m.State != ledger.StateSucceeded || m.Succeeded != n {
+		t.Errorf("state %s, %d succeeded; want succeeded, %d", m.State, m.Succeeded, n)
 	}
 }
