@@ -22,12 +22,15 @@ import (
 
 // mergingWorker is the fixture's worker with the plain synthetic job, which merges partial
 // aggregates (the fixture's counting wrapper hides that).
-func mergingWorker(f *fixture) *work.Worker {
+func mergingWorker(f *fixture) *work.Worker { return f.newWorker(mergingConfig(f)) }
+
+// mergingConfig is mergingWorker's configuration.
+func mergingConfig(f *fixture) work.WorkerConfig {
 	jobs := work.NewRegistry()
 	jobs.Register(synthetic.Name, enginejob.Of(synthetic.New()))
 	cfg := f.cfg
 	cfg.Jobs = jobs
-	return f.newWorker(cfg)
+	return cfg
 }
 
 // deliverAll hands every partition of run to w in a seeded random order, a fifth of them twice
@@ -276,10 +279,7 @@ func TestFold_TheFinishReadsThePartialsAtOnce(t *testing.T) {
 	const n = 64
 	run := "partials-at-once"
 	f, _ := foldedAllButLast(t, run, n)
-	jobs := work.NewRegistry()
-	jobs.Register(synthetic.Name, enginejob.Of(synthetic.New()))
-	cfg := f.cfg
-	cfg.Jobs = jobs
+	cfg := mergingConfig(f)
 	cfg.Store = &overlapStore{Ledger: f.store, both: make(chan struct{})}
 	last := f.newWorker(cfg)
 	if err := last.HandlePartition(f.ctx, envelope(run, n-1, 1), work.Delivery{Count: 1}); err != nil {
