@@ -84,8 +84,22 @@ func (w *Worker) foldInto(ctx context.Context, m *ledger.Manifest, mj Merger, sh
 	if len(rs) > 1 {
 		name += fmt.Sprintf("+%d", len(rs))
 	}
+	// The partial's first block (each of the run's first FoldShards blocks starts a partial of
+	// its own) creates it without reading it: only a redelivery, or a bundle sharing the
+	// block, finds it there, and reads it then.
+	_, pos := m.FoldSlot(rs[0].Index)
+	create := pos < max(m.FoldBlock, 1)
 	for try := 0; try < maxFoldTries; try++ {
-		p, etag, err := w.cfg.Store.ReadPartial(ctx, m.RunID, shard)
+		var (
+			p    ledger.Partial
+			etag ledger.ETag
+			err  error
+		)
+		if create && try == 0 {
+			err = ledger.ErrNotFound
+		} else {
+			p, etag, err = w.cfg.Store.ReadPartial(ctx, m.RunID, shard)
+		}
 		switch {
 		case errors.Is(err, ledger.ErrNotFound):
 			p, etag = ledger.Partial{Run: m.RunID, Shard: shard}, ""
