@@ -75,6 +75,10 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 	sliceStart := time.Now()
 	failedSends := 0
 	drain := drainRate{quiet: m.Checkpoint.Quiet} // workers' pace, seen while waiting for room (wave.go)
+	// stored: the next plan batch may already be stored (by a leader before this one, or by
+	// this one before a failed send). Once this slice has checkpointed a batch, the next is
+	// new: it is planned and stored without a read first.
+	stored := true
 	if !m.PlanDone {
 		// A full backlog ends the slice before it begins (and before any lease probe is sent).
 		if full, err := c.waitForWave(ctx, lease, &m, &drain.counts); err != nil || full {
@@ -96,7 +100,7 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 		if full, err := c.awaitRoom(ctx, lease, beat, m, sliceStart, &drain); err != nil || full {
 			return m, err
 		}
-		b, err := c.planBatch(ctx, job, &m)
+		b, err := c.planBatch(ctx, job, &m, stored)
 		if err != nil {
 			if ctx.Err() != nil {
 				return m, fmt.Errorf("enqueue %s stopped: %w", run, context.Cause(ctx))
@@ -126,6 +130,7 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 		case transport.IsTransient(err) && failedSends < maxFailedSends:
 			// Send the same stored batch again after the pause (same message IDs).
 			failedSends++
+			stored = true
 			log.Warn("enqueue: send failed; sending the batch again", "batch", b.Batch, "try", failedSends, "err", err)
 			continue
 		case err != nil:
@@ -170,6 +175,7 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 		if err != nil {
 			return m, err
 		}
+		stored = false
 		if m.Stop != nil && !m.PlanDone {
 			// The checkpoint counts the batch just sent; the run's finish counts what was sent.
 			log.Warn("run stopped: planning ends", "next", m.Checkpoint.Next, "stoppedBy", m.Stop.By)
@@ -228,17 +234,21 @@ const maxFailedSends = 8
 var errPlanning = errors.New("planning failed")
 
 // planBatch returns plan batch m.Checkpoint.Batches, reusing a stored one (a previous leader
-// may have stored it before dying) or planning it from the checkpoint's cursor.
-func (c *Coordinator) planBatch(ctx context.Context, job work.Job, m *ledger.Manifest) (ledger.PlanBatch, error) {
+// may have stored it before dying) or planning it from the checkpoint's cursor. Unless stored
+// says one may exist, it plans without looking: storing is create-once, so a batch stored
+// meanwhile (a leader that took the run over) is read and reused then.
+func (c *Coordinator) planBatch(ctx context.Context, job work.Job, m *ledger.Manifest, stored bool) (ledger.PlanBatch, error) {
 	idx := m.Checkpoint.Batches
-	b, err := c.cfg.Store.ReadPlanBatch(ctx, m.RunID, idx)
-	if err == nil {
-		return b, nil
+	if stored {
+		b, err := c.cfg.Store.ReadPlanBatch(ctx, m.RunID, idx)
+		if err == nil {
+			return b, nil
+		}
+		if !errors.Is(err, ledger.ErrNotFound) {
+			return b, err
+		}
 	}
-	if !errors.Is(err, ledger.ErrNotFound) {
-		return b, err
-	}
-	b = ledger.PlanBatch{Batch: idx, First: m.Checkpoint.Next, Cursor: m.Checkpoint.Cursor}
+	b := ledger.PlanBatch{Batch: idx, First: m.Checkpoint.Next, Cursor: m.Checkpoint.Cursor}
 	perr := job.Plan(ctx, m.Params, m.Checkpoint.Cursor, func(payload json.RawMessage, next string) error {
 		if len(b.Partitions) == m.BatchSize {
 			return errBatchFull

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,6 +72,7 @@ func TestMemory_LostAndRetriedWritesAreRecognised(t *testing.T) {
 		{"UpdateManifest", 2}, // the first checkpoint
 		{"UpdateManifest", 4}, // the last checkpoint: planning done
 		{"PutPlanBatch", 1},
+		{"PutPlanBatch", 2},   // a batch the slice stores without reading first
 		{"UpdateSchedule", 1}, // the heartbeat's state: cursor and latest run
 	} {
 		t.Run(fmt.Sprintf("%s#%d", tc.op, tc.nth), func(t *testing.T) {
@@ -105,6 +107,99 @@ func TestMemory_LostAndRetriedWritesAreRecognised(t *testing.T) {
 			e.sender.wantOnce(t, n)
 		})
 	}
+}
+
+// A planning slice reads only its first plan batch before planning it (a leader before it may
+// have stored it); each later one is new, planned and stored create-once without a read. A
+// batch stored meanwhile by another leader is still found and sent as stored.
+func TestEnqueue_ReadsOnlyTheSlicesFirstPlanBatch(t *testing.T) {
+	const n = 10 // three plan batches of 4
+	t.Run("one slice", func(t *testing.T) {
+		e := newSchedEnv(t, memOccurrence)
+		e.startCursor("s")
+		var reads, puts atomic.Int32
+		e.store = &ledgertest.Faulty{Store: e.fake, Decide: func(op, _ string) ledgertest.Fault {
+			switch op {
+			case "ReadPlanBatch":
+				reads.Add(1)
+			case "PutPlanBatch":
+				puts.Add(1)
+			}
+			return ledgertest.Pass
+		}}
+		c := e.instance("a", countSchedule("s", n, config.OverlapSkip))
+		e.heartbeat(c, memOccurrence)
+		e.deliverChecks(c)
+		if m := e.manifest(memRun); !m.PlanDone || m.Checkpoint.Batches != 3 {
+			t.Fatalf("manifest %+v, want three batches planned", m.Checkpoint)
+		}
+		if reads.Load() != 1 || puts.Load() != 3 {
+			t.Errorf("%d plan batch reads and %d stores, want 1 and 3", reads.Load(), puts.Load())
+		}
+		e.sender.wantOnce(t, n)
+	})
+	t.Run("stored meanwhile", func(t *testing.T) {
+		e := newSchedEnv(t, memOccurrence)
+		e.startCursor("s")
+		ctx := testCtx(t)
+		// Another leader stores batch 1 (partitions 4-7) with payloads of its own just before
+		// this one does: those are the ones sent.
+		e.store = &storingFirst{Store: e.fake, batch: 1, put: func(b ledger.PlanBatch) error {
+			b.Partitions = slices.Clone(b.Partitions)
+			for k := range b.Partitions {
+				b.Partitions[k] = json.RawMessage(`{"other":true}`)
+			}
+			return e.fake.PutPlanBatch(ctx, memRun, b)
+		}}
+		c := e.instance("a", countSchedule("s", n, config.OverlapSkip))
+		e.heartbeat(c, memOccurrence)
+		e.deliverChecks(c)
+		stored, err := e.fake.ReadPlanBatch(ctx, memRun, 1)
+		if err != nil || string(stored.Partitions[0]) != `{"other":true}` {
+			t.Fatalf("batch 1 stored as %+v, %v; want the other leader's", stored, err)
+		}
+		e.sender.wantOnce(t, n)
+		if got := payloadSent(t, e.sender, 4); got != `{"other":true}` {
+			t.Errorf("partition 4 sent with %s, want the stored batch's payload", got)
+		}
+	})
+}
+
+// payloadSent is the payload s sent partition i with.
+func payloadSent(t *testing.T, s *memSender, i int) string {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.msgs {
+		env, err := work.DecodeEnvelope(m.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, one := range env.Singles() {
+			if env.Kind == work.KindPartition && one.Part == i {
+				return string(one.Payload)
+			}
+		}
+	}
+	t.Fatalf("partition %d was not sent", i)
+	return ""
+}
+
+// storingFirst is a store in which another leader stores plan batch `batch` (through put)
+// just before this store's own PutPlanBatch of it.
+type storingFirst struct {
+	ledger.Store
+	batch int
+	put   func(ledger.PlanBatch) error
+}
+
+func (s *storingFirst) PutPlanBatch(ctx context.Context, run string, b ledger.PlanBatch) error {
+	if b.Batch == s.batch {
+		if err := s.put(b); err != nil {
+			return err
+		}
+	}
+	return s.Store.PutPlanBatch(ctx, run, b)
 }
 
 // A transient failure of any storage call before the run exists fails that heartbeat (or
