@@ -84,11 +84,11 @@ func (w *Worker) foldInto(ctx context.Context, m *ledger.Manifest, mj Merger, sh
 	if len(rs) > 1 {
 		name += fmt.Sprintf("+%d", len(rs))
 	}
-	// The partial's first block (each of the run's first FoldShards blocks starts a partial of
-	// its own) creates it without reading it: only a redelivery, or a bundle sharing the
-	// block, finds it there, and reads it then.
+	// A fold that starts a partial (rs[0] at position 0: the first partition of one of the
+	// run's first FoldShards blocks) creates it without reading it first; only a redelivery
+	// finds it there, and reads it then.
 	_, pos := m.FoldSlot(rs[0].Index)
-	create := pos < max(m.FoldBlock, 1)
+	create := pos == 0
 	for try := 0; try < maxFoldTries; try++ {
 		var (
 			p    ledger.Partial
