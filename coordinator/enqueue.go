@@ -13,6 +13,7 @@ import (
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/telemetry"
 	"github.com/batonfn/baton/internal/engine/transport"
+	"github.com/batonfn/baton/internal/lib/parallel"
 	"github.com/batonfn/baton/work"
 )
 
@@ -115,6 +116,7 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 		r := runOf(m)
 		r.Epoch = lease.Epoch
 		bctx, batch := c.cfg.Telemetry.StartBatch(ctx, r, b.Batch, b.First, len(b.Partitions))
+		c.createDone(bctx, log, m, b)
 		err = c.send(bctx, m, b, lease.Epoch, 0)
 		batch.End(err)
 		if pause := pace.observe(len(b.Partitions), time.Since(sent), err); pause > 0 {
@@ -194,6 +196,26 @@ func (c *Coordinator) enqueue(ctx context.Context, lease election.Lease, beat fu
 	log.Info("run enqueued", "partitions", m.Partitions, "batches", m.Checkpoint.Batches,
 		"ms", c.cfg.Now().Sub(start).Milliseconds(), "pacedMs", paused.Milliseconds())
 	return m, nil
+}
+
+// createDone creates the done shards that record plan batch b's partitions and none before
+// it, at once, so no worker's first append to one fails for want of it. A shard it could not
+// create is created by its first append, as for a run whose layout this code cannot count.
+func (c *Coordinator) createDone(ctx context.Context, log *slog.Logger, m ledger.Manifest, b ledger.PlanBatch) {
+	lay := m.DoneLayout
+	if !lay.Known() || len(b.Partitions) == 0 {
+		return
+	}
+	from, to := lay.Shards(b.First), lay.Shards(b.First+len(b.Partitions))
+	if to <= from {
+		return
+	}
+	parallel.Each(to-from, to-from, func(k int) bool {
+		if err := c.cfg.Store.CreateDone(ctx, m.RunID, from+k); err != nil {
+			log.Debug("done shard not created ahead; its first append creates it", "shard", from+k, "err", err)
+		}
+		return true
+	})
 }
 
 // DefaultFinishGrace is Config.FinishGrace's default: a quarter second longer than a worker's

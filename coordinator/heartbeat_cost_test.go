@@ -116,6 +116,11 @@ func (l *countingLedger) AppendDone(ctx context.Context, run string, layout ledg
 	return l.inner.AppendDone(ctx, run, layout, epoch, indexes...)
 }
 
+func (l *countingLedger) CreateDone(ctx context.Context, run string, shard int) error {
+	l.add("CreateDone", 1)
+	return l.inner.CreateDone(ctx, run, shard)
+}
+
 func (l *countingLedger) DoneCount(ctx context.Context, run string, shard int) (int64, error) {
 	l.add("DoneCount", 1)
 	return l.inner.DoneCount(ctx, run, shard)

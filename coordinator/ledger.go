@@ -22,6 +22,7 @@ type Ledger interface {
 	ReadBlock(ctx context.Context, run string, s ledger.Span) (ledger.Block, error)
 	ListResults(ctx context.Context, run string, fn func(ledger.ResultRef) error) error
 	AppendDone(ctx context.Context, run string, layout ledger.DoneLayout, epoch int64, indexes ...int) (int64, error)
+	CreateDone(ctx context.Context, run string, shard int) error
 	DoneCount(ctx context.Context, run string, shard int) (int64, error)
 	ReadSchedule(ctx context.Context, name string) (ledger.ScheduleState, error)
 	UpdateSchedule(ctx context.Context, name string, fn func(*ledger.ScheduleState) error) (ledger.ScheduleState, error)

@@ -165,6 +165,61 @@ func TestEnqueue_ReadsOnlyTheSlicesFirstPlanBatch(t *testing.T) {
 	})
 }
 
+// The planner creates each done shard once, with the batch that first reaches it, before
+// sending it: no worker's first append finds its shard missing.
+func TestEnqueue_CreatesEachDoneShardAheadOnce(t *testing.T) {
+	const n = 1000 // four done units of 256: shards 0-3
+	e := newSchedEnv(t, memOccurrence)
+	e.startCursor("s")
+	store := &shardCreates{Store: e.fake, sent: e.sender}
+	e.store = store
+	c := e.instance("a", countSchedule("s", n, config.OverlapSkip))
+	e.heartbeat(c, memOccurrence)
+	e.deliverChecks(c)
+	m := e.manifest(memRun)
+	if !m.PlanDone || m.Partitions != n {
+		t.Fatalf("manifest %+v, want %d partitions planned", m.Checkpoint, n)
+	}
+	if want := []int{0, 1, 2, 3}; !slices.Equal(slices.Sorted(slices.Values(store.created)), want) {
+		t.Errorf("done shards created %v, want %v, each once", store.created, want)
+	}
+	for shard, before := range store.sentBefore {
+		if first := shard * 256; before > first {
+			t.Errorf("shard %d created after %d partitions were sent, its first (%d) among them", shard, before, first)
+		}
+	}
+	e.sender.wantOnce(t, n)
+}
+
+// shardCreates records the done shards created in order, and how many partitions had been
+// sent when each was.
+type shardCreates struct {
+	ledger.Store
+	sent       *memSender
+	mu         sync.Mutex
+	created    []int
+	sentBefore map[int]int
+}
+
+func (s *shardCreates) CreateDone(ctx context.Context, run string, shard int) error {
+	s.sent.mu.Lock()
+	sent := 0
+	for _, m := range s.sent.msgs {
+		if env, err := work.DecodeEnvelope(m.Body); err == nil && env.Kind == work.KindPartition {
+			sent += max(env.Count, 1)
+		}
+	}
+	s.sent.mu.Unlock()
+	s.mu.Lock()
+	s.created = append(s.created, shard)
+	if s.sentBefore == nil {
+		s.sentBefore = map[int]int{}
+	}
+	s.sentBefore[shard] = sent
+	s.mu.Unlock()
+	return s.Store.CreateDone(ctx, run, shard)
+}
+
 // payloadSent is the payload s sent partition i with.
 func payloadSent(t *testing.T, s *memSender, i int) string {
 	t.Helper()

@@ -55,6 +55,9 @@ type Store interface {
 	// Redelivered partitions may be recorded more than once, so an ordinal says "maybe
 	// complete"; ListResults is the proof.
 	AppendDone(ctx context.Context, run string, layout DoneLayout, epoch int64, indexes ...int) (int64, error)
+	// CreateDone creates a done shard with no records unless it exists, so the first append to
+	// it needs no create of its own; AppendDone still creates a shard that does not exist.
+	CreateDone(ctx context.Context, run string, shard int) error
 	// DoneCount returns the number of completion records in a shard (0 if it has none).
 	DoneCount(ctx context.Context, run string, shard int) (int64, error)
 	// ReadDone returns the partition index of every completion record in a shard, in append

@@ -535,6 +535,16 @@ func (s *Store) appendLog(ctx context.Context, path, rec string) (int64, error) 
 	}
 }
 
+// CreateDone creates a done shard, an empty append blob, unless it exists.
+func (s *Store) CreateDone(ctx context.Context, run string, shard int) error {
+	path := donePath(run, shard)
+	_, err := s.c.NewAppendBlobClient(path).Create(ctx, &appendblob.CreateOptions{AccessConditions: ifAbsent})
+	if err != nil && !bloberror.HasCode(err, bloberror.BlobAlreadyExists) {
+		return fmt.Errorf("create done %s/%d: %w", run, shard, translate(path, err))
+	}
+	return nil
+}
+
 // DoneCount returns the number of completion records in a shard (0 if it does not exist).
 func (s *Store) DoneCount(ctx context.Context, run string, shard int) (int64, error) {
 	props, err := s.c.NewBlobClient(donePath(run, shard)).GetProperties(ctx, nil)

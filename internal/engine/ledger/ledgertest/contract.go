@@ -363,6 +363,34 @@ func testAppendDone_ManyRecordsInOneAppend(t *testing.T, newStore Factory) {
 	}
 }
 
+// A done shard created ahead of its records counts none and reads none; the first append to
+// it has ordinal 1, and creating it again (racing, or after the records) keeps them.
+func testCreateDone_EmptyThenAppendedTo(t *testing.T, newStore Factory) {
+	ctx := testContext(t)
+	s := newStore(t, Options{})
+	for _, err := range race(4, func(int) error { return s.CreateDone(ctx, "ahead", 2) }) {
+		if err != nil {
+			t.Fatalf("CreateDone: %v", err)
+		}
+	}
+	if n, err := s.DoneCount(ctx, "ahead", 2); err != nil || n != 0 {
+		t.Errorf("DoneCount of a created shard = %d, %v; want 0, nil", n, err)
+	}
+	if idx, err := s.ReadDone(ctx, "ahead", 2); len(idx) != 0 || err != nil {
+		t.Errorf("ReadDone of a created shard = %v, %v; want none", idx, err)
+	}
+	first := 2 * ledger.DoneShardSize
+	if ord, err := s.AppendDone(ctx, "ahead", ledger.DoneBlocks, 1, first, first+1); err != nil || ord != 2 {
+		t.Fatalf("first append to a created shard: ordinal %d, %v; want 2", ord, err)
+	}
+	if err := s.CreateDone(ctx, "ahead", 2); err != nil {
+		t.Fatalf("CreateDone of a shard with records: %v", err)
+	}
+	if idx, err := s.ReadDone(ctx, "ahead", 2); err != nil || !slices.Equal(idx, []int{first, first + 1}) {
+		t.Errorf("ReadDone after creating again = %v, %v; want [%d %d]", idx, err, first, first+1)
+	}
+}
+
 func testAppendDone_OrdinalsUniqueAndDense(t *testing.T, newStore Factory) {
 	const workers, each = 8, 100
 	ctx := testContext(t)
@@ -674,6 +702,7 @@ func RunContract(t *testing.T, newStore Factory) {
 		{"UpdateManifest_Fencing", testUpdateManifest_Fencing},
 		{"UpdateManifest_NoChangeSkipsTheWrite", testUpdateManifest_NoChangeSkipsTheWrite},
 		{"AppendDone_OrdinalsUniqueAndDense", testAppendDone_OrdinalsUniqueAndDense},
+		{"CreateDone_EmptyThenAppendedTo", testCreateDone_EmptyThenAppendedTo},
 		{"AppendDone_ManyRecordsInOneAppend", testAppendDone_ManyRecordsInOneAppend},
 		{"AppendDone_Striped", testAppendDone_Striped},
 		{"AppendFailed_CountsEveryRecord", testAppendFailed_CountsEveryRecord},

@@ -407,6 +407,14 @@ func (f *Fake) AppendDone(ctx context.Context, run string, layout ledger.DoneLay
 	return int64(len(f.done[name])), nil
 }
 
+// CreateDone checks ctx and the store's availability: a shard without records and one not
+// created read alike here.
+func (f *Fake) CreateDone(ctx context.Context, run string, shard int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.check(ctx)
+}
+
 func (f *Fake) DoneCount(ctx context.Context, run string, shard int) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -149,6 +149,10 @@ func (f *Faulty) AppendDone(ctx context.Context, run string, layout ledger.DoneL
 	return
 }
 
+func (f *Faulty) CreateDone(ctx context.Context, run string, shard int) error {
+	return f.call("CreateDone", run, func() error { return f.Store.CreateDone(ctx, run, shard) })
+}
+
 func (f *Faulty) DoneCount(ctx context.Context, run string, shard int) (n int64, err error) {
 	err = f.call("DoneCount", run, func() (e error) { n, e = f.Store.DoneCount(ctx, run, shard); return })
 	return
