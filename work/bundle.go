@@ -21,10 +21,10 @@ const DefaultMaxBundle = 256
 // host's defaults), however large the bundles.
 const BundleConcurrency = 32
 
-// MinBundlesPerBatch is the fewest messages a plan batch is sent as when it has that many
-// partitions and its job's cap is at most DefaultMaxBundle: a batch spreads over at least this
-// many deliveries, and so over instances. A job whose cap is above DefaultMaxBundle trades
-// spread for fewer messages in proportion (see BundleSize).
+// MinBundlesPerBatch is the default spread of a plan batch: the fewest messages it is sent as
+// when it has that many partitions and its job's cap is at most DefaultMaxBundle, so it spreads
+// over at least this many deliveries, and so over instances. A job whose cap is above
+// DefaultMaxBundle trades spread for fewer messages in proportion (see SpreadBundleSize).
 const MinBundlesPerBatch = 8
 
 // DefaultFoldBlock is a run's block of consecutive partitions folded into the same partial
@@ -32,15 +32,18 @@ const MinBundlesPerBatch = 8
 // spans.
 const DefaultFoldBlock = DefaultMaxBundle
 
-// BundleSize is how many partitions go in one message for a plan batch of n partitions of a
-// job whose cap is limit: the largest power of two, at most the cap and MaxBundle, that still
-// sends the batch as at least its spread of messages: MinBundlesPerBatch for a cap up to
-// DefaultMaxBundle, MinBundlesPerBatch×DefaultMaxBundle/cap above it (so 8 messages of 256 for
-// the default batch, 2 of 1,024 at a cap of 1,024). Bundles start at multiples of their size,
-// so a bundle never crosses a fold block partway.
-func BundleSize(limit, n int) int {
+// BundleSize is SpreadBundleSize at the default spread, MinBundlesPerBatch.
+func BundleSize(limit, n int) int { return SpreadBundleSize(limit, n, MinBundlesPerBatch) }
+
+// SpreadBundleSize is how many partitions go in one message for a plan batch of n partitions
+// of a job whose cap is limit, the batch spread over at least spread messages: the largest
+// power of two, at most the cap and MaxBundle, that still sends the batch as at least spread
+// messages for a cap up to DefaultMaxBundle, spread×DefaultMaxBundle/cap (at least 1) above it
+// (so, at spread 8, 8 messages of 256 for the default batch, 2 of 1,024 at a cap of 1,024).
+// Bundles start at multiples of their size, so a bundle never crosses a fold block partway.
+func SpreadBundleSize(limit, n, spread int) int {
 	limit = min(max(limit, 1), MaxBundle)
-	spread := min(MinBundlesPerBatch, MinBundlesPerBatch*DefaultMaxBundle/limit)
+	spread = max(min(spread, spread*DefaultMaxBundle/limit), 1)
 	want := min(limit, max((n+spread-1)/spread, 1))
 	k := 1
 	for k*2 <= want {
