@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/batonfn/baton/internal/engine/config"
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/work"
 )
@@ -156,5 +157,51 @@ func TestEnqueue_BundlesUpToTheJobsCap(t *testing.T) {
 		if got := spans(envs); got != strings.Join(wantSpans, " ") {
 			t.Errorf("%s (cap %d) sent %d messages: %.200s…, want %d of %d", job, e.jobs.MaxBundle(job), len(envs), got, len(wantSpans), size)
 		}
+	}
+}
+
+// BatchSpread sets the fewest messages a batch goes out as: at 4, batches of 1,024 go as 4
+// messages of 256 at the default cap (8 of 128 at the default spread), the last one too.
+func TestEnqueue_BatchSpreadSetsTheMessagesPerBatch(t *testing.T) {
+	const n = 3*1024 + 1000
+	for _, tc := range []struct {
+		spread, size int
+	}{{4, 256}, {0, 128}} {
+		t.Run(fmt.Sprint("spread ", tc.spread), func(t *testing.T) {
+			e := newSchedEnv(t, "2026-11-27T10:00:01Z")
+			c := e.instanceWith("a", func(cfg *Config) { cfg.BatchSize, cfg.BatchSpread = 1024, tc.spread })
+			out, err := c.StartManual(testCtx(t), ManualRequest{Job: "count", Params: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), IdempotencyKey: "k"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.deliverChecks(c)
+			if m := e.manifest(out.Run); !m.PlanDone || m.Partitions != n {
+				t.Fatalf("run not planned: %+v", m)
+			}
+			var envs []work.Envelope
+			for _, msg := range e.sender.messages() {
+				env, err := work.DecodeEnvelope(msg.Body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if env.Kind == work.KindPartition {
+					envs = append(envs, env)
+				}
+			}
+			var want []string
+			for first := 0; first < n; first += tc.size {
+				want = append(want, fmt.Sprintf("%d+%d", first, min(tc.size, n-first)))
+			}
+			if got := spans(envs); got != strings.Join(want, " ") {
+				t.Errorf("sent %d messages: %.200s…, want %d of %d", len(envs), got, len(want), tc.size)
+			}
+		})
+	}
+}
+
+// The setting's default is the engine's.
+func TestBatchSpread_DefaultIsTheEngines(t *testing.T) {
+	if config.DefaultBatchSpread != work.MinBundlesPerBatch {
+		t.Errorf("config.DefaultBatchSpread = %d, work.MinBundlesPerBatch = %d", config.DefaultBatchSpread, work.MinBundlesPerBatch)
 	}
 }

@@ -298,7 +298,7 @@ func (c *Coordinator) planBatch(ctx context.Context, job work.Job, m *ledger.Man
 	if idx > 0 {
 		n = max(n, m.BatchSize)
 	}
-	if k := work.BundleSize(c.cfg.Jobs.MaxBundle(m.Job), n); k > 1 {
+	if k := c.bundleSize(*m, n); k > 1 {
 		b.Bundle = k // the batch's spans: fixed with the batch, whoever sends it later
 	}
 	if err := c.cfg.Store.PutPlanBatch(ctx, m.RunID, b); errors.Is(err, ledger.ErrExists) {
@@ -307,6 +307,12 @@ func (c *Coordinator) planBatch(ctx context.Context, job work.Job, m *ledger.Man
 		return b, err
 	}
 	return b, nil
+}
+
+// bundleSize is the bundle size of a plan batch of n partitions of run m: its job's cap, the
+// batch spread over at least BatchSpread messages.
+func (c *Coordinator) bundleSize(m ledger.Manifest, n int) int {
+	return work.SpreadBundleSize(c.cfg.Jobs.MaxBundle(m.Job), n, c.cfg.BatchSpread)
 }
 
 // send enqueues the partitions of a plan batch (or the given subset, one per message) with the

@@ -69,6 +69,9 @@ type Config struct {
 	// BatchSize is the number of partitions per plan batch, send and checkpoint (default
 	// config.DefaultEnqueueBatch, 2,048).
 	BatchSize int
+	// BatchSpread is the fewest messages a plan batch goes out as (work.SpreadBundleSize;
+	// default config.DefaultBatchSpread, 8).
+	BatchSpread int
 	// RunTimeout is how long after planning a run may take before missing partitions are
 	// re-enqueued (default 1h). A job's own (work.Registry.RunTimeout) replaces it for the
 	// job's runs; each run records the one it was created with (ledger.Manifest.RunTimeout).
@@ -160,6 +163,12 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	if cfg.BatchSize < 1 || cfg.BatchSize > 5000 {
 		errs = append(errs, fmt.Errorf("BatchSize %d must be 1-5000", cfg.BatchSize))
+	}
+	if cfg.BatchSpread == 0 {
+		cfg.BatchSpread = config.DefaultBatchSpread
+	}
+	if cfg.BatchSpread < 1 || cfg.BatchSpread > config.MaxBatchSpread {
+		errs = append(errs, fmt.Errorf("BatchSpread %d must be 1-%d", cfg.BatchSpread, config.MaxBatchSpread))
 	}
 	if cfg.RunTimeout == 0 {
 		cfg.RunTimeout = config.DefaultRunTimeout

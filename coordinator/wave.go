@@ -31,7 +31,7 @@ func (c *Coordinator) maxBacklog(m ledger.Manifest) int {
 	if n <= 0 || !ok || spec.MaxInFlight <= 0 {
 		return n
 	}
-	bundle := work.BundleSize(c.cfg.Jobs.MaxBundle(m.Job), m.BatchSize)
+	bundle := c.bundleSize(m, m.BatchSize)
 	slots := min(bundle, work.BundleConcurrency)
 	running := (spec.MaxInFlight + slots - 1) / slots * bundle
 	return max(n, 2*running)

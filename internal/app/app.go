@@ -216,7 +216,7 @@ func newApp(cfg config.Config, logger *slog.Logger, o Options) (*wiring, error) 
 	coord, err = coordinator.New(coordinator.Config{
 		Leader: leader, Store: store, Sender: sender, Control: control, Jobs: jobs, Finisher: worker, Identity: identity,
 		Schedules: schedules, HeartbeatPeriod: heartbeat,
-		BatchSize: cfg.EnqueueBatch, RunTimeout: cfg.RunTimeout, CheckRounds: cfg.CheckRounds, Logger: logger,
+		BatchSize: cfg.EnqueueBatch, BatchSpread: cfg.BatchSpread, RunTimeout: cfg.RunTimeout, CheckRounds: cfg.CheckRounds, Logger: logger,
 		SliceBudget: cfg.SliceBudget, MaxBacklog: cfg.MaxBacklog, DeadLetters: workDeadLetters,
 		MaxManualRuns: cfg.MaxManualRuns, MaxManualRunsPerJob: cfg.MaxManualRunsPerJob, Retention: cfg.Retention,
 		Telemetry: tel,

@@ -70,6 +70,7 @@ const (
 	SettingRunTimeout    = "BATON_RUN_TIMEOUT"
 	SettingCheckRounds   = "BATON_CHECK_ROUNDS"
 	SettingEnqueueBatch  = "BATON_ENQUEUE_BATCH"
+	SettingBatchSpread   = "BATON_BATCH_SPREAD"
 	SettingSliceBudget   = "BATON_SLICE_BUDGET"
 	SettingMaxBacklog    = "BATON_MAX_BACKLOG"
 	SettingLogLevel      = "BATON_LOG_LEVEL"
@@ -99,6 +100,7 @@ const (
 	DefaultRunTimeout      = time.Hour
 	DefaultCheckRounds     = 3
 	DefaultEnqueueBatch    = 2048
+	DefaultBatchSpread     = 8
 	DefaultMaxBacklog      = 50000
 	DefaultFunctionTimeout = 30 * time.Minute
 	// DefaultCatchUp is a schedule's catch-up window unless it sets one: how late a due
@@ -137,6 +139,7 @@ const (
 	MinLeaseDuration = 15 * time.Second // Azure Blob leases are 15–60 s (or infinite, never used)
 	MaxLeaseDuration = 60 * time.Second
 	MaxEnqueueBatch  = 5000
+	MaxBatchSpread   = 64
 	// MaxStallTimeout bounds BATON_STALL_TIMEOUT when functionTimeout is unbounded; otherwise
 	// the stall timeout must be shorter than the invocation timeout.
 	MaxStallTimeout = time.Hour
@@ -276,6 +279,9 @@ type Config struct {
 	CheckRounds int
 	// EnqueueBatch is the number of partitions sent and checkpointed together.
 	EnqueueBatch int
+	// BatchSpread is the fewest messages a plan batch of at least that many partitions goes
+	// out as (fewer for a job whose cap is above the default's), so it spreads over instances.
+	BatchSpread int
 	// FunctionTimeout is host.json's functionTimeout; each invocation gets a deadline a little
 	// under it.
 	FunctionTimeout time.Duration
@@ -320,6 +326,7 @@ func Load(getenv Getenv) (Config, error) {
 		RunTimeout:      p.duration(SettingRunTimeout, DefaultRunTimeout),
 		CheckRounds:     p.integer(SettingCheckRounds, DefaultCheckRounds, 0, 20),
 		EnqueueBatch:    p.integer(SettingEnqueueBatch, DefaultEnqueueBatch, 1, MaxEnqueueBatch),
+		BatchSpread:     p.integer(SettingBatchSpread, DefaultBatchSpread, 1, MaxBatchSpread),
 		SliceBudget:     p.duration(SettingSliceBudget, 0),
 		MaxBacklog:      p.integer(SettingMaxBacklog, DefaultMaxBacklog, 0, 10_000_000),
 		ManualJobs:      p.list(SettingManualJobs),

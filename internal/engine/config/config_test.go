@@ -43,7 +43,8 @@ func TestLoad_Defaults(t *testing.T) {
 	if c.Port != DefaultPort || c.LeaseDuration != DefaultLeaseDuration || c.WorkQueue != DefaultWorkQueue ||
 		c.ControlQueue != DefaultControlQueue ||
 		c.Overlap != OverlapSkip || c.MaxDeliveries != DefaultMaxDeliveries || c.Job != DefaultJob ||
-		c.FunctionTimeout != DefaultFunctionTimeout || c.AppName != "local" || c.InstanceID == "" {
+		c.FunctionTimeout != DefaultFunctionTimeout || c.AppName != "local" || c.InstanceID == "" ||
+		c.EnqueueBatch != DefaultEnqueueBatch || c.BatchSpread != DefaultBatchSpread {
 		t.Errorf("defaults not applied: %+v", c)
 	}
 	if c.Job != "synthetic" || c.JobParams != DefaultJobParams {
@@ -71,6 +72,8 @@ func TestLoad_Errors(t *testing.T) {
 		{"run timeout beyond the message ttl", with(base(), SettingRunTimeout, "25h"), []string{SettingRunTimeout, "25h", "time to live"}},
 		{"run horizon beyond a week", with(base(), SettingRunTimeout, "20h", SettingCheckRounds, "20"), []string{SettingRunTimeout, SettingCheckRounds, "220h", "168h"}},
 		{"stall shorter than renew", with(base(), SettingStallTimeout, "5s"), []string{SettingStallTimeout, "renew interval"}},
+		{"batch spread of none", with(base(), SettingBatchSpread, "0"), []string{SettingBatchSpread, `"0"`, "from 1 to 64"}},
+		{"batch spread above 64", with(base(), SettingBatchSpread, "65"), []string{SettingBatchSpread, `"65"`, "from 1 to 64"}},
 		{"bad overlap", with(base(), SettingOverlap, "queue"), []string{SettingOverlap, `"queue"`, "skip", "buffer-one", "allow"}},
 		{"slice budget past the invocation timeout", with(base(), SettingSliceBudget, "1h"), []string{SettingSliceBudget, "invocation timeout"}},
 		{"misfire is gone", with(base(), SettingMisfire, "skip"), []string{SettingMisfire, "no longer read", "catch-up window", SettingSchedules}},

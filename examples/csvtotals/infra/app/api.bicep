@@ -135,6 +135,8 @@ var batonSettings = {
   BATON_RUN_TIMEOUT: runTimeout
   BATON_CHECK_ROUNDS: '3'
   BATON_ENQUEUE_BATCH: '2048'
+  // The fewest messages a plan batch goes out as: it spreads over that many instances.
+  BATON_BATCH_SPREAD: '8'
   // Empty: half the invocation timeout (functionTimeout less a margin).
   BATON_SLICE_BUDGET: ''
   BATON_MAX_BACKLOG: '50000'
