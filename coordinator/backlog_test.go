@@ -522,6 +522,35 @@ func TestWaves_ASentinelShardThatIsDoneIsNotLookedAtAgain(t *testing.T) {
 	}
 }
 
+// A sentinel look that finds its shard full hands its count to the count that follows, which
+// reads every other shard the next batch needs but not that one again.
+func TestWaves_TheCountAfterAFullSentinelDoesNotReadItAgain(t *testing.T) {
+	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
+	store := &shardCounting{Fake: e.fake, counts: map[int]int{}}
+	c, m := waitingLeader(e, store)
+	lay := m.DoneLayout
+	target := m.Checkpoint.Next - c.room(m) // [0, target) done leaves room
+	for i := range target {
+		if _, err := e.fake.AppendDone(testCtx(t), "r", lay, 1, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drain := drainRate{perSec: 1000, at: e.clock.Now()}
+	full, err := c.awaitRoom(testCtx(t), election.Lease{Epoch: 1}, func() {}, m, time.Now(), &drain)
+	if err != nil || full {
+		t.Fatalf("awaitRoom = %v, %v; want room", full, err)
+	}
+	sentinel := lay.Shard(target - 1)
+	if got := store.counts[sentinel]; got != 1 {
+		t.Errorf("the sentinel shard was read %d times, want once (its look)", got)
+	}
+	for s := range lay.Shards(target) {
+		if s != sentinel && store.counts[s] != 1 {
+			t.Errorf("shard %d was read %d times, want once (the count)", s, store.counts[s])
+		}
+	}
+}
+
 // growingDone is the ledger fake whose done shards hold partitions [0, upTo) of a striped run
 // (without storing them: a run of millions), counting the reads of each shard.
 type growingDone struct {

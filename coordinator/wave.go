@@ -66,7 +66,7 @@ func (c *Coordinator) backlog(ctx context.Context, m ledger.Manifest, counts *le
 // next batch to fit, and returns how many of that shard's partitions up to it are not: while
 // any are, the backlog is taken as full (work completes roughly in the order it was sent), at
 // one HEAD. 0 says there is likely room, which the full count (backlog) decides.
-func (c *Coordinator) sentinel(ctx context.Context, m ledger.Manifest) (int64, error) {
+func (c *Coordinator) sentinel(ctx context.Context, m ledger.Manifest, counts *ledger.DoneCounts) (int64, error) {
 	target := m.Checkpoint.Next - c.room(m) // partitions [0, target) done leave room
 	lay := m.DoneLayout
 	s := lay.Shard(target - 1)
@@ -74,6 +74,7 @@ func (c *Coordinator) sentinel(ctx context.Context, m ledger.Manifest) (int64, e
 	if err != nil {
 		return 0, err
 	}
+	counts.Saw(s, n) // the count that follows need not read it again
 	return max(lay.Expected(target, s)-n, 0), nil
 }
 
@@ -171,7 +172,7 @@ waiting:
 			err   error
 		)
 		if lastShort >= 0 { // once its shard had all the batch needs, only counts tell
-			if short, err = c.sentinel(ctx, m); err != nil {
+			if short, err = c.sentinel(ctx, m, &drain.counts); err != nil {
 				return false, err
 			}
 		}

@@ -180,6 +180,15 @@ func (d *DoneCounts) Count(ctx context.Context, c DoneCounter, run string, layou
 	return done, nil
 }
 
+// Saw notes shard's count, read elsewhere (a count only grows), so Count need not read a shard
+// already seen to hold all it records.
+func (d *DoneCounts) Saw(shard int, count int64) {
+	if d.seen == nil {
+		d.seen = map[int]int64{}
+	}
+	d.seen[shard] = max(d.seen[shard], count)
+}
+
 // Groups splits sorted partition indexes into the groups one AppendDone each records: those of
 // one shard, in order.
 func (l DoneLayout) Groups(idx []int) [][]int {

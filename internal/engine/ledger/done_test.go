@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/batonfn/baton/internal/engine/ledger"
@@ -160,5 +161,31 @@ func TestDoneCounts_ReadsOnlyShardsStillFilling(t *testing.T) {
 	got, err = counts.Count(ctx, c, "r", lay, n2, 0)
 	if want := int64(n - 2*ledger.DoneUnit); err != nil || got != want || len(c.read) != 10 {
 		t.Errorf("count after a batch = %d, %v after reads of %v; want %d after 10", got, err, c.read, want)
+	}
+}
+
+// A count read elsewhere (the planner's look at one shard) spares Count its read while it says
+// the shard is full; a lower one than Count has seen is ignored, and a short one is read again.
+func TestDoneCounts_SawSparesARead(t *testing.T) {
+	ctx := context.Background()
+	lay := ledger.DoneStriped
+	n := 4 * ledger.DoneUnit // shards 0-3, a unit each
+	c := &countsOf{n: map[int]int64{0: 256, 1: 256, 2: 256, 3: 256}}
+	var counts ledger.DoneCounts
+	counts.Saw(3, 256)
+	got, err := counts.Count(ctx, c, "r", lay, n, 0)
+	if err != nil || got != int64(n) || !slices.Equal(c.read, []int{0, 1, 2}) {
+		t.Errorf("count = %d, %v after reads of %v; want %d after shards 0-2", got, err, c.read, n)
+	}
+	counts.Saw(3, 10) // an older look: the higher count stands
+	c.read = nil
+	if got, err = counts.Count(ctx, c, "r", lay, n, 0); err != nil || got != int64(n) || len(c.read) != 0 {
+		t.Errorf("count = %d, %v after reads of %v; want %d after none", got, err, c.read, n)
+	}
+	var fresh ledger.DoneCounts
+	fresh.Saw(1, 100) // short of its 256: read
+	c.read = nil
+	if got, err = fresh.Count(ctx, c, "r", lay, n, 0); err != nil || got != int64(n) || len(c.read) != 4 {
+		t.Errorf("count = %d, %v after reads of %v; want %d after all 4", got, err, c.read, n)
 	}
 }
