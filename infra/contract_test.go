@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/batonfn/baton/internal/engine/config"
+	"github.com/batonfn/baton/work"
 )
 
 // The config contract: the app settings in app/api.bicep and the Values of
@@ -721,13 +722,22 @@ func TestConfigContract_LocalSettingsLoad(t *testing.T) {
 	if err := json.Unmarshal([]byte(cfg.JobParams), &params); err != nil {
 		t.Errorf("%s=%q is not a JSON object: %v", config.SettingJobParams, cfg.JobParams, err)
 	}
+	// Locally one plan batch of full bundles is in flight at a time: the backlog bound holds
+	// one batch, and the batch goes out in bundles of the default cap.
+	if cfg.MaxBacklog != cfg.EnqueueBatch || work.SpreadBundleSize(work.DefaultMaxBundle, cfg.EnqueueBatch, cfg.BatchSpread) != work.DefaultMaxBundle {
+		t.Errorf("%s=%d, %s=%d, %s=%d: want a backlog of one batch, sent in bundles of %d",
+			config.SettingMaxBacklog, cfg.MaxBacklog, config.SettingEnqueueBatch, cfg.EnqueueBatch,
+			config.SettingBatchSpread, cfg.BatchSpread, work.DefaultMaxBundle)
+	}
+	cfg.EnqueueBatch, cfg.BatchSpread = config.DefaultEnqueueBatch, config.DefaultBatchSpread // checked above
 	checkDefaults(t, cfg)
 }
 
 // defaultHeartbeat is the documented default of BATON_HEARTBEAT: every minute.
 const defaultHeartbeat = "0 * * * * *"
 
-// checkDefaults: both files spell out the defaults rather than change them.
+// checkDefaults: both files spell out the defaults rather than change them (the local file
+// but for the batch, its spread and the backlog).
 func checkDefaults(t *testing.T, cfg config.Config) {
 	t.Helper()
 	for _, c := range []struct {
@@ -747,6 +757,7 @@ func checkDefaults(t *testing.T, cfg config.Config) {
 		{config.SettingRunTimeout, cfg.RunTimeout, config.DefaultRunTimeout},
 		{config.SettingCheckRounds, cfg.CheckRounds, config.DefaultCheckRounds},
 		{config.SettingEnqueueBatch, cfg.EnqueueBatch, config.DefaultEnqueueBatch},
+		{config.SettingBatchSpread, cfg.BatchSpread, config.DefaultBatchSpread},
 	} {
 		if d, ok := c.got.(time.Duration); ok {
 			c.got = d.String()

@@ -41,7 +41,7 @@ var limitCases = []limitCase{
 }
 
 // BenchmarkLimits runs the same synthetic run end to end, as BenchmarkScale does (4 handler
-// instances under the local host, BATON_MAX_BACKLOG=4096, every storage call through the
+// instances under the local host, the example settings, every storage call through the
 // counting proxy), without a limit and under named limits (./internal/bench/cmd/limithandler:
 // the synthetic job under the limit "bench", its numbers set by BATON_LIMITS), one run each:
 //

@@ -302,16 +302,17 @@ func scaleSizes(b *testing.B) []int {
 	return out
 }
 
-// scaleInstances and scaleBacklog are BenchmarkScale's cluster: 4 handler instances, and a
-// backlog bound low enough that Azurite's queue stays short (its calls scan the whole queue).
+// scaleInstances and scaleBacklog are BenchmarkScale's cluster: 4 handler instances, and the
+// example settings' backlog bound (with their plan batches of 1,024 in 4 messages: one batch
+// in flight), low enough that Azurite's queue stays short (its calls scan the whole queue).
 const (
 	scaleInstances = 4
-	scaleBacklog   = 4096
+	scaleBacklog   = 1024
 )
 
 // BenchmarkScale is `make bench-scale`, not part of `make bench`: one synthetic no-op run of
 // each size in scaleSizes (10,000 and 100,000 partitions) end to end on 4 handler instances
-// under the local host, BATON_MAX_BACKLOG=4096, with every storage call of the handlers and of
+// under the local host with the example settings (BATON_MAX_BACKLOG=1024), with every storage call of the handlers and of
 // the local host going through a counting proxy, twice: "cap=256" runs the handler (the job's
 // default cap on partitions per message), "cap=1024" the same job registered with
 // baton.WithMaxBundle(baton.MaxBundle) (./internal/bench/cmd/bulkhandler), as a job of many short
@@ -368,7 +369,7 @@ const leaseLoadPartitions = 10000
 //
 // Two starts: "post" (POST /api/runs, the whole run enqueued up front) and "tick" (the schedule
 // tick's occurrence, decided by a heartbeat on every instance every second, planned by its start
-// check in waves of BATON_MAX_BACKLOG=4096, the example settings, the checks sending the next
+// check in waves of BATON_MAX_BACKLOG=1024, the example settings, the checks sending the next
 // waves: the planner's renewals of the run's lease then compete with its own enqueue, the
 // workers' folds and appends, the heartbeats and the queue polling of three instances at once).
 func BenchmarkLeaseUnderLoad(b *testing.B) {
