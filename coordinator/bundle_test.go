@@ -132,30 +132,10 @@ func TestEnqueue_BundlesUpToTheJobsCap(t *testing.T) {
 	c := e.instanceWith("a", func(cfg *Config) { cfg.BatchSize = 0 }) // the default, 2,048
 	want := map[string]int{"count": 256, "short": work.MaxBundle, "alone": 1}
 	for job, size := range want {
-		out, err := c.StartManual(testCtx(t), ManualRequest{Job: job, Params: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), IdempotencyKey: job})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.deliverChecks(c)
-		if m := e.manifest(out.Run); !m.PlanDone || m.Partitions != n {
-			t.Fatalf("%s: run not planned: %+v", job, m)
-		}
-		var envs []work.Envelope
-		for _, msg := range e.sender.messages() {
-			env, err := work.DecodeEnvelope(msg.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if env.Kind == work.KindPartition && env.Run == out.Run {
-				envs = append(envs, env)
-			}
-		}
-		var wantSpans []string
-		for first := 0; first < n; first += size {
-			wantSpans = append(wantSpans, fmt.Sprintf("%d+%d", first, min(size, n-first)))
-		}
-		if got := spans(envs); got != strings.Join(wantSpans, " ") {
-			t.Errorf("%s (cap %d) sent %d messages: %.200s…, want %d of %d", job, e.jobs.MaxBundle(job), len(envs), got, len(wantSpans), size)
+		envs := plannedRun(t, e, c, job, n)
+		wantSpans := spansOf(n, size)
+		if got := spans(envs); got != wantSpans {
+			t.Errorf("%s (cap %d) sent %d messages: %.200s…, want %.200s…", job, e.jobs.MaxBundle(job), len(envs), got, wantSpans)
 		}
 	}
 }
@@ -170,33 +150,46 @@ func TestEnqueue_BatchSpreadSetsTheMessagesPerBatch(t *testing.T) {
 		t.Run(fmt.Sprint("spread ", tc.spread), func(t *testing.T) {
 			e := newSchedEnv(t, "2026-11-27T10:00:01Z")
 			c := e.instanceWith("a", func(cfg *Config) { cfg.BatchSize, cfg.BatchSpread = 1024, tc.spread })
-			out, err := c.StartManual(testCtx(t), ManualRequest{Job: "count", Params: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), IdempotencyKey: "k"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			e.deliverChecks(c)
-			if m := e.manifest(out.Run); !m.PlanDone || m.Partitions != n {
-				t.Fatalf("run not planned: %+v", m)
-			}
-			var envs []work.Envelope
-			for _, msg := range e.sender.messages() {
-				env, err := work.DecodeEnvelope(msg.Body)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if env.Kind == work.KindPartition {
-					envs = append(envs, env)
-				}
-			}
-			var want []string
-			for first := 0; first < n; first += tc.size {
-				want = append(want, fmt.Sprintf("%d+%d", first, min(tc.size, n-first)))
-			}
-			if got := spans(envs); got != strings.Join(want, " ") {
-				t.Errorf("sent %d messages: %.200s…, want %d of %d", len(envs), got, len(want), tc.size)
+			envs := plannedRun(t, e, c, "count", n)
+			if got, want := spans(envs), spansOf(n, tc.size); got != want {
+				t.Errorf("sent %d messages: %.200s…, want %.200s…", len(envs), got, want)
 			}
 		})
 	}
+}
+
+// plannedRun starts a manual run of n partitions of job on c, plans it, and returns the
+// partition messages sent for it.
+func plannedRun(t *testing.T, e *schedEnv, c *Coordinator, job string, n int) []work.Envelope {
+	t.Helper()
+	out, err := c.StartManual(testCtx(t), ManualRequest{Job: job, Params: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), IdempotencyKey: job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.deliverChecks(c)
+	if m := e.manifest(out.Run); !m.PlanDone || m.Partitions != n {
+		t.Fatalf("%s: run not planned: %+v", job, m)
+	}
+	var envs []work.Envelope
+	for _, msg := range e.sender.messages() {
+		env, err := work.DecodeEnvelope(msg.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env.Kind == work.KindPartition && env.Run == out.Run {
+			envs = append(envs, env)
+		}
+	}
+	return envs
+}
+
+// spansOf is spans of n partitions in bundles of size.
+func spansOf(n, size int) string {
+	var out []string
+	for first := 0; first < n; first += size {
+		out = append(out, fmt.Sprintf("%d+%d", first, min(size, n-first)))
+	}
+	return strings.Join(out, " ")
 }
 
 // The setting's default is the engine's.
