@@ -86,6 +86,10 @@ func (r scaleResult) perPartition(n int) float64 { return float64(r.calls) / flo
 func scaledRun(b *testing.B, spec scaleSpec) scaleResult {
 	b.Helper()
 	extra := map[string]string{config.SettingMaxBacklog: strconv.Itoa(spec.backlog)}
+	if azureSettings() {
+		extra[config.SettingEnqueueBatch] = strconv.Itoa(config.DefaultEnqueueBatch)
+		extra[config.SettingBatchSpread] = strconv.Itoa(config.DefaultBatchSpread)
+	}
 	params := fmt.Sprintf(`{"partitions":%d}`, spec.partitions)
 	if spec.workMs > 0 {
 		params = fmt.Sprintf(`{"partitions":%d,"workMs":%d}`, spec.partitions, spec.workMs)
@@ -264,11 +268,19 @@ func (r scaleResult) report(b *testing.B, n int) {
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
-// scaleBacklogFor is BenchmarkScale's BATON_MAX_BACKLOG: BENCH_SCALE_BACKLOG when set (50000 is
-// Azure's default; 0 enqueues everything up front), else scaleBacklog, the local settings'.
+// azureSettings reports whether BENCH_SCALE_AZURE=1 asks for Azure's defaults instead of the
+// example settings: plan batches of 2,048 at a spread of 8, a backlog of 50,000.
+func azureSettings() bool { return os.Getenv("BENCH_SCALE_AZURE") == "1" }
+
+// scaleBacklogFor is BenchmarkScale's BATON_MAX_BACKLOG: BENCH_SCALE_BACKLOG when set (0
+// enqueues everything up front), else Azure's default under BENCH_SCALE_AZURE=1, else
+// scaleBacklog, the example settings'.
 func scaleBacklogFor(b *testing.B) int {
 	v := os.Getenv("BENCH_SCALE_BACKLOG")
-	if v == "" {
+	switch {
+	case v == "" && azureSettings():
+		return config.DefaultMaxBacklog
+	case v == "":
 		return scaleBacklog
 	}
 	n, err := strconv.Atoi(v)
@@ -279,9 +291,10 @@ func scaleBacklogFor(b *testing.B) int {
 }
 
 // scaleSizes are BenchmarkScale's run sizes: BENCH_SCALE_SIZES (comma-separated), else 10,000
-// and 100,000 (under -short, `make test`'s smoke run, one full plan batch of 2,048: 8 bundles
-// of 256 at the default cap, 2 of 1,024 at cap=1024, so the smoke run takes bundles over 256
-// end to end through the handler, the local host and Azurite).
+// and 100,000 (under -short, `make test`'s smoke run, 2,048 partitions: at the example
+// settings two plan batches of 4 bundles of 256 at the default cap, one bundle of 1,024 each
+// at cap=1024, so the smoke run takes bundles over 256 end to end through the handler, the
+// local host and Azurite).
 func scaleSizes(b *testing.B) []int {
 	b.Helper()
 	env := os.Getenv("BENCH_SCALE_SIZES")
