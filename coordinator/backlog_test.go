@@ -356,8 +356,9 @@ func (e *schedEnv) startAlone(c *Coordinator) {
 // A job under an in-flight limit gets a backlog bound of at least twice what its limit keeps
 // outstanding at once: a bundle holds all of its partitions while it runs up to
 // BundleConcurrency of them, so 500 in flight in bundles of 256 takes 16 bundles, 4,096
-// partitions, and the bound of 4,096 would leave the slots they give back nothing queued.
-func TestBacklog_AnInFlightLimitRaisesTheBound(t *testing.T) {
+// partitions, and the bound of 4,096 would leave the slots they give back nothing queued. A
+// job under any limit gets at least two plan batches: one queued behind the one running.
+func TestBacklog_ALimitRaisesTheBound(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
 		limit          *limit.Spec
@@ -371,6 +372,10 @@ func TestBacklog_AnInFlightLimitRaisesTheBound(t *testing.T) {
 		{"500 in flight, a larger bound kept", &limit.Spec{Name: "api", MaxInFlight: 500}, 50000, 2048, 50000},
 		{"10 in flight in bundles of 1", &limit.Spec{Name: "api", MaxInFlight: 10}, 8, 4, 20},
 		{"unbounded stays unbounded", &limit.Spec{Name: "api", MaxInFlight: 500}, 0, 2048, 0},
+		{"a rate, a bound of one batch: two", &limit.Spec{Name: "api", Rate: 100, Per: time.Second}, 1024, 1024, 2048},
+		{"8 in flight, a bound of one batch: two", &limit.Spec{Name: "api", MaxInFlight: 8}, 1024, 1024, 2048},
+		{"no limit, a bound of one batch: kept", nil, 1024, 1024, 1024},
+		{"a rate, unbounded stays unbounded", &limit.Spec{Name: "api", Rate: 100, Per: time.Second}, 0, 1024, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newSchedEnv(t, "2026-11-21T10:00:01Z")

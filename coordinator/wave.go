@@ -19,16 +19,22 @@ const refillPoll = 25 * time.Millisecond
 // bound smaller than a batch sends one batch at a time.
 func (c *Coordinator) room(m ledger.Manifest) int { return max(c.maxBacklog(m)-m.BatchSize, 0) }
 
-// maxBacklog is the run's backlog bound: MaxBacklog, raised for a job under an in-flight limit
-// to twice the partitions its limit keeps outstanding at once. A bundle holds all of its
-// partitions until its last is done but runs at most BundleConcurrency of them at once, so
-// MaxInFlight takes MaxInFlight/min(bundle, BundleConcurrency) bundles' partitions to fill;
-// the second half of the bound is the next bundles, queued for the slots the running ones
-// give back. Unbounded (0) stays unbounded.
+// maxBacklog is the run's backlog bound: MaxBacklog, raised for a job under a limit to two plan
+// batches (the limit paces its work, so a batch queued behind the running one closes the gap
+// while the planner sees that one done and sends the next, and the two do not finish in step),
+// and under an in-flight limit to twice the partitions the limit keeps outstanding at once. A
+// bundle holds all of its partitions until its last is done but runs at most
+// BundleConcurrency of them at once, so MaxInFlight takes MaxInFlight/min(bundle,
+// BundleConcurrency) bundles' partitions to fill; the second half of the bound is the next
+// bundles, queued for the slots the running ones give back. Unbounded (0) stays unbounded.
 func (c *Coordinator) maxBacklog(m ledger.Manifest) int {
 	n := c.cfg.MaxBacklog
 	spec, ok := c.cfg.Jobs.Limit(m.Job)
-	if n <= 0 || !ok || spec.MaxInFlight <= 0 {
+	if n <= 0 || !ok {
+		return n
+	}
+	n = max(n, 2*m.BatchSize)
+	if spec.MaxInFlight <= 0 {
 		return n
 	}
 	bundle := c.bundleSize(m, m.BatchSize)
