@@ -270,10 +270,16 @@ func benchDue(b *testing.B, t0 time.Time, active int, period time.Duration) {
 		w.take()
 		b.StartTimer()
 		start := time.Now()
-		w.heartbeat(c, active)
+		out, err := c.Heartbeat(context.Background())
 		elapsed += time.Since(start)
 		b.StopTimer()
+		// The heartbeat drives due runs until its budget is spent: all of them, or as many as
+		// the budget allowed (the next heartbeat drives the rest).
+		if err != nil || out.Status != StatusStarted || out.Supervised < 1 || out.Supervised > active {
+			b.Fatalf("heartbeat: %+v, %v; want the lease held and 1 to %d runs driven", out, err, active)
+		}
 		n := w.take()
+		took := 0
 		total.ledger, total.lease, total.queue = total.ledger+n.ledger, total.lease+n.lease, total.queue+n.queue
 		for _, run := range w.runIDs {
 			m, err := w.store.ReadManifest(context.Background(), run)
@@ -282,7 +288,11 @@ func benchDue(b *testing.B, t0 time.Time, active int, period time.Duration) {
 			}
 			if m.Epoch > 0 { // a planner took it: only the heartbeat could
 				driven++
+				took++
 			}
+		}
+		if took != out.Supervised {
+			b.Fatalf("the heartbeat says it drove %d runs, %d were taken by a planner", out.Supervised, took)
 		}
 		b.StartTimer()
 	}
