@@ -501,18 +501,8 @@ func (d *shardCounting) DoneCount(ctx context.Context, run string, shard int) (i
 // leaves once no count has seen the backlog drain for RefillWait.
 func TestWaves_ASentinelShardThatIsDoneIsNotLookedAtAgain(t *testing.T) {
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	store := &shardCounting{Fake: e.fake, counts: map[int]int{}}
-	c, m := waitingLeader(e, store)
-	lay := m.DoneLayout
-	target := m.Checkpoint.Next - c.room(m) // [0, target) done leaves room
-	sentinel := lay.Shard(target - 1)
-	for i := range target { // the sentinel's shard has all it needs; the others nothing
-		if lay.Shard(i) == sentinel {
-			if _, err := e.fake.AppendDone(testCtx(t), "r", lay, 1, i); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	// The sentinel's shard has all it needs; the others nothing.
+	c, m, store, sentinel := countedWait(t, e, func(s, sentinel int) bool { return s == sentinel })
 	drain := drainRate{perSec: 1000, at: e.clock.Now()}
 	start := e.clock.Now()
 	// Nothing more completes: the leader counts at each look, and leaves after RefillWait
@@ -531,29 +521,41 @@ func TestWaves_ASentinelShardThatIsDoneIsNotLookedAtAgain(t *testing.T) {
 // reads every other shard the next batch needs but not that one again.
 func TestWaves_TheCountAfterAFullSentinelDoesNotReadItAgain(t *testing.T) {
 	e := newSchedEnv(t, "2026-11-21T10:00:01Z")
-	store := &shardCounting{Fake: e.fake, counts: map[int]int{}}
-	c, m := waitingLeader(e, store)
-	lay := m.DoneLayout
-	target := m.Checkpoint.Next - c.room(m) // [0, target) done leaves room
-	for i := range target {
-		if _, err := e.fake.AppendDone(testCtx(t), "r", lay, 1, i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c, m, store, sentinel := countedWait(t, e, func(int, int) bool { return true })
 	drain := drainRate{perSec: 1000, at: e.clock.Now()}
 	full, err := c.awaitRoom(testCtx(t), election.Lease{Epoch: 1}, func() {}, m, time.Now(), &drain)
 	if err != nil || full {
 		t.Fatalf("awaitRoom = %v, %v; want room", full, err)
 	}
-	sentinel := lay.Shard(target - 1)
 	if got := store.counts[sentinel]; got != 1 {
 		t.Errorf("the sentinel shard was read %d times, want once (its look)", got)
 	}
+	lay, target := m.DoneLayout, m.Checkpoint.Next-c.room(m)
 	for s := range lay.Shards(target) {
 		if s != sentinel && store.counts[s] != 1 {
 			t.Errorf("shard %d was read %d times, want once (the count)", s, store.counts[s])
 		}
 	}
+}
+
+// countedWait is a waiting leader over a store counting its done-shard reads, with each
+// partition of [0, target) done (target: the next batch's room) whose shard keep takes; it
+// returns the sentinel shard too.
+func countedWait(t *testing.T, e *schedEnv, keep func(shard, sentinel int) bool) (*Coordinator, ledger.Manifest, *shardCounting, int) {
+	t.Helper()
+	store := &shardCounting{Fake: e.fake, counts: map[int]int{}}
+	c, m := waitingLeader(e, store)
+	lay := m.DoneLayout
+	target := m.Checkpoint.Next - c.room(m) // [0, target) done leaves room
+	sentinel := lay.Shard(target - 1)
+	for i := range target {
+		if keep(lay.Shard(i), sentinel) {
+			if _, err := e.fake.AppendDone(testCtx(t), "r", lay, 1, i); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return c, m, store, sentinel
 }
 
 // growingDone is the ledger fake whose done shards hold partitions [0, upTo) of a striped run
