@@ -171,10 +171,7 @@ func (d *DoneCounts) Count(ctx context.Context, c DoneCounter, run string, layou
 		if err != nil {
 			return done, err
 		}
-		if d.seen == nil {
-			d.seen = map[int]int64{}
-		}
-		d.seen[s] = k
+		d.Saw(s, k)
 		done += k
 	}
 	return done, nil
