@@ -130,8 +130,9 @@ func (h *Hold) check(at time.Time) error {
 	case h.stop != nil:
 	case h.ctx.Err() != nil:
 		h.stop = context.Cause(h.ctx)
-	case h.g.Holds() && !now.Before(h.g.Expires.Add(-h.l.Margin())):
+	case h.g.Holds() && !now.Before(h.edge()):
 		h.stop = fmt.Errorf("%w: it expires at %s", ErrLost, h.g.Expires.Format(time.RFC3339Nano))
+		h.cancel(ErrLost) // the partitions running under it stop too
 	case now.Before(h.g.SlowUntil):
 		h.stop = fmt.Errorf("%w until %s", ErrSlowedDown, h.g.SlowUntil.Format(time.RFC3339))
 	default:
@@ -140,6 +141,9 @@ func (h *Hold) check(at time.Time) error {
 	}
 	return h.stop
 }
+
+// edge is when the grant stops: Margin before it expires (h.mu held).
+func (h *Hold) edge() time.Time { return h.g.Expires.Add(-h.l.Margin()) }
 
 // Done ends a start Start allowed.
 func (h *Hold) Done() {
@@ -220,8 +224,10 @@ func (h *Hold) renewedAlong(g Grant) {
 }
 
 // renewals renews the grant a third of a lease after its last renewal (every twelfth of a
-// lease after a failure) until the hold closes, and cancels it once the slots are lost. See
-// writesHoldEarly for a limit's first grants.
+// lease after a failure) until the hold closes, and cancels it once the slots are lost: a
+// renewal finds them gone, or the grant reaches its edge unrenewed. No sleep or renewal
+// outlasts the edge, and one that ends past it (the process was paused or starved) loses
+// the slots without asking the limit. See writesHoldEarly for a limit's first grants.
 func (h *Hold) renewals() {
 	lease := h.l.cfg.Lease
 	every := time.Duration(-1)
@@ -234,6 +240,7 @@ func (h *Hold) renewals() {
 		if d < 0 { // a third of a lease after the last renewal (a hand-off's included)
 			d = h.Grant().Expires.Sub(h.l.now()) - 2*lease/3
 		}
+		d = min(d, h.untilEdge())
 		var hold time.Duration
 		sctx, stop := h.ctx, context.CancelFunc(func() {})
 		if early != nil {
@@ -258,11 +265,16 @@ func (h *Hold) renewals() {
 		} else if every < 0 && h.Grant().Expires.Sub(h.l.now()) > 2*lease/3 {
 			continue // renewed meanwhile along with another write of the limit here
 		}
+		left := h.untilEdge()
+		if left <= 0 {
+			h.lose(fmt.Errorf("not renewed before %s", h.Grant().Expires.Format(time.RFC3339Nano)))
+			return
+		}
 		h.mu.Lock()
-		g, left := h.g, h.g.Partitions-h.next+len(h.sem)
+		g, parts := h.g, h.g.Partitions-h.next+len(h.sem)
 		h.mu.Unlock()
-		rctx, cancel := context.WithTimeout(h.ctx, lease/3)
-		err = h.l.renew(rctx, &g, left, hold)
+		rctx, cancel := h.renewal(left)
+		err = h.l.renew(rctx, &g, parts, hold)
 		cancel()
 		if h.ctx.Err() != nil {
 			return
@@ -276,14 +288,45 @@ func (h *Hold) renewals() {
 				h.g.SlowUntil = slow
 			}
 			every = -1
-		case errors.Is(err, ErrLost) || !h.l.now().Before(h.g.Expires.Add(-h.l.Margin())):
-			h.stop = fmt.Errorf("%w: %w", ErrLost, err)
+		case errors.Is(err, ErrLost) || !h.l.now().Before(h.edge()):
 			h.mu.Unlock()
-			h.cancel(ErrLost)
+			h.lose(err)
 			return
 		default:
 			every = h.l.cfg.Lease / 12
 		}
 		h.mu.Unlock()
 	}
+}
+
+// untilEdge is how long the grant has before its edge.
+func (h *Hold) untilEdge() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.edge().Sub(h.l.now())
+}
+
+// lose stops the hold's starts for good, for why, and cancels its context with ErrLost.
+func (h *Hold) lose(why error) {
+	h.mu.Lock()
+	if h.stop == nil || !errors.Is(h.stop, ErrLost) {
+		h.stop = fmt.Errorf("%w: %w", ErrLost, why)
+	}
+	h.mu.Unlock()
+	h.cancel(ErrLost)
+}
+
+// renewal is the context of a renewal made left before the grant's edge: it ends after a
+// third of a lease, or at the edge (on the limiter's clock, Config.Sleep) when that is nearer.
+func (h *Hold) renewal(left time.Duration) (context.Context, context.CancelFunc) {
+	if bound := h.l.cfg.Lease / 3; left >= bound {
+		return context.WithTimeout(h.ctx, bound)
+	}
+	c, cancel := context.WithCancelCause(h.ctx)
+	go func() {
+		if h.l.cfg.Sleep(c, left) == nil {
+			cancel(context.DeadlineExceeded)
+		}
+	}()
+	return c, func() { cancel(context.Canceled) }
 }

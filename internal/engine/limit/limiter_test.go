@@ -16,6 +16,8 @@ type memStore struct {
 	mu      sync.Mutex
 	st      map[string]State
 	updates int
+	// left is, for each update, how long its context had left (zero: no deadline).
+	left    []time.Duration
 	block   chan struct{}
 	entered chan struct{}
 	// conflict, when set, makes the next update lose its first attempt: fn runs on the
@@ -32,9 +34,14 @@ func (m *memStore) Read(_ context.Context, name string) (State, error) {
 	return m.st[name].Clone(), nil
 }
 
-func (m *memStore) Update(_ context.Context, name string, fn func(*State) error) (State, error) {
+func (m *memStore) Update(ctx context.Context, name string, fn func(*State) error) (State, error) {
 	m.mu.Lock()
 	m.updates++
+	var left time.Duration
+	if d, ok := ctx.Deadline(); ok {
+		left = time.Until(d)
+	}
+	m.left = append(m.left, left)
 	block, entered := m.block, m.entered
 	m.mu.Unlock()
 	if block != nil {
@@ -419,4 +426,133 @@ func renewingLimiter(t *testing.T, lease time.Duration, clock func() time.Time, 
 	sp := mustSpec(t, Spec{Name: "crm", MaxInFlight: 10})
 	store.st[sp.Name] = State{Hold: time.Second}
 	return l, store, sp
+}
+
+// heldAt is a limiter (renewingLimiter) whose clock the test sets, holding a grant of 2 slots
+// taken at t0, whose renewal loop sleeps through sleep.
+func heldAt(t *testing.T, lease time.Duration, sleep func(context.Context, time.Duration) error) (*Limiter, *memStore, Grant, func(time.Duration)) {
+	t.Helper()
+	var mu sync.Mutex
+	now := t0
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	set := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = t0.Add(d) }
+	l, store, sp := renewingLimiter(t, lease, clock, sleep)
+	g, _, err := l.Acquire(context.Background(), sp, "held", 2)
+	if err != nil || g.Slots != 2 {
+		t.Fatalf("held: %+v %v", g, err)
+	}
+	return l, store, g, set
+}
+
+// lostWith waits for h's context to end and checks that it ended with ErrLost, and that
+// Start refuses with ErrLost.
+func lostWith(t *testing.T, h *Hold) {
+	t.Helper()
+	select {
+	case <-h.Context().Done():
+	case <-time.After(10 * time.Second): // a guard, not a wait: the hold ends it at once
+		t.Fatal("the hold's context goes on after its grant's edge")
+	}
+	if cause := context.Cause(h.Context()); !errors.Is(cause, ErrLost) {
+		t.Fatalf("the hold's context ended with %v, want ErrLost", cause)
+	}
+	if err := h.Start(context.Background()); !errors.Is(err, ErrLost) {
+		t.Fatalf("a start after the slots were lost: %v, want ErrLost", err)
+	}
+}
+
+// A renewal loop that wakes past the grant's edge (its process was paused through its sleep)
+// loses the slots without asking the limit: its partitions' context ends with ErrLost.
+func TestHold_AWakePastTheEdgeLosesTheSlotsWithoutAWrite(t *testing.T) {
+	const lease = 30 * time.Second
+	var set func(time.Duration)
+	woke := make(chan struct{})
+	sleep := func(ctx context.Context, d time.Duration) error {
+		select {
+		case <-woke: // the second sleep: none is expected
+			<-ctx.Done()
+			return ctx.Err()
+		default:
+		}
+		close(woke)
+		set(lease + time.Second) // paused through the sleep, past the lease
+		return nil
+	}
+	l, store, g, setClock := heldAt(t, lease, sleep)
+	set = setClock
+	writes := store.count()
+	h := l.Hold(context.Background(), g)
+	defer func() { _ = h.Close(context.Background()) }()
+	lostWith(t, h)
+	if n := store.count() - writes; n != 0 {
+		t.Fatalf("%d writes of the limit after waking past the edge, want none", n)
+	}
+}
+
+// A renewal made close to the grant's edge ends by the edge: while the limit's storage
+// stalls, it cannot keep partitions running past it.
+func TestHold_ARenewalEndsByTheEdge(t *testing.T) {
+	const lease = 30 * time.Second
+	waits, wake := make(chan time.Duration), make(chan struct{})
+	sleep := func(ctx context.Context, d time.Duration) error {
+		if d <= 0 {
+			return ctx.Err()
+		}
+		select {
+		case waits <- d:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		select {
+		case <-wake:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	l, store, g, set := heldAt(t, lease, sleep)
+	toEdge := lease / 12
+	opened := lease - l.Margin() - toEdge
+	set(opened) // the hold opens late: a twelfth of a lease from its edge
+	store.mu.Lock()
+	store.block, store.entered = make(chan struct{}), make(chan struct{}, 1) // the storage stalls
+	store.mu.Unlock()
+	h := l.Hold(context.Background(), g)
+	select {
+	case d := <-waits:
+		if d != toEdge {
+			t.Fatalf("the renewal may take %s, want at most the %s to the edge", d, toEdge)
+		}
+	case <-time.After(10 * time.Second): // a guard, not a wait: the renewal bounds itself at once
+		t.Fatal("the renewal runs without a bound on the limiter's clock")
+	}
+	set(opened + toEdge)
+	wake <- struct{}{}
+	lostWith(t, h)
+	close(store.block)
+	if err := h.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A start that finds the grant at its edge is refused, and the partitions already running
+// under it are told to stop: the hold's context ends with ErrLost.
+func TestHold_AStartAtTheEdgeStopsThePartitionsRunning(t *testing.T) {
+	const lease = 30 * time.Second
+	sleep := func(ctx context.Context, d time.Duration) error { <-ctx.Done(); return ctx.Err() }
+	l, _, g, set := heldAt(t, lease, sleep)
+	h := l.Hold(context.Background(), g)
+	defer func() { _ = h.Close(context.Background()) }()
+	if err := h.Start(context.Background()); err != nil {
+		t.Fatalf("a start within the lease: %v", err)
+	}
+	if h.Context().Err() != nil {
+		t.Fatal("the hold's context ended while its grant held")
+	}
+	set(lease - l.Margin())
+	if err := h.Start(context.Background()); !errors.Is(err, ErrLost) {
+		t.Fatalf("a start at the edge: %v, want ErrLost", err)
+	}
+	lostWith(t, h)
+	h.Done()
 }
