@@ -95,18 +95,7 @@ func newLimitFixture(t *testing.T, spec limit.Spec, parts int) *limitFixture {
 	}
 	f := &limitFixture{t: t, ctx: t.Context(), store: ledgertest.NewFake(ledgertest.Options{}), limits: limitblob.New(cc, nil),
 		sender: &transporttest.Recorder{}, job: &limitedJob{ran: map[int]int{}, slow: map[int]time.Duration{}}, spec: spec}
-	l, err := limit.New(limit.Config{Store: f.limits, Holder: "w1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	jobs := work.NewRegistry()
-	jobs.Register("gated", f.job)
-	jobs.SetLimit("gated", spec)
-	f.w, err = work.NewWorker(work.WorkerConfig{Store: f.store, Jobs: jobs, MaxDeliveries: 3, Retries: f.sender, Limiter: l,
-		Holder: ledger.Holder{App: "test", Instance: "w1", PID: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f.w = f.worker(limit.Config{Store: f.limits}, f.store)
 	m := &ledger.Manifest{RunID: limitRun, Trigger: ledger.TriggerManual, Epoch: 1, Segments: []ledger.Segment{{Epoch: 1, From: 0}},
 		Job: "gated", State: ledger.StateRunning, Partitions: parts, PlanDone: true, BatchSize: 100,
 		Checkpoint: ledger.Checkpoint{Batches: 1, Next: parts}}
@@ -114,6 +103,26 @@ func newLimitFixture(t *testing.T, spec limit.Spec, parts int) *limitFixture {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// worker is a worker of the fixture's job under its limit, on the ledger store, with a
+// limiter of cfg (holder w1).
+func (f *limitFixture) worker(cfg limit.Config, store ledger.Store) *work.Worker {
+	f.t.Helper()
+	cfg.Holder = "w1"
+	l, err := limit.New(cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	jobs := work.NewRegistry()
+	jobs.Register("gated", f.job)
+	jobs.SetLimit("gated", f.spec)
+	w, err := work.NewWorker(work.WorkerConfig{Store: store, Jobs: jobs, MaxDeliveries: 3, Retries: f.sender, Limiter: l,
+		Holder: ledger.Holder{App: "test", Instance: "w1", PID: 1}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return w
 }
 
 // bundle is the first delivery of a bundle of partitions 0..n-1 recorded one by one.
@@ -309,18 +318,7 @@ func (contendedStore) Update(context.Context, string, func(*limit.State) error) 
 // limit: the delivery succeeds, nothing runs, no try is spent.
 func TestWorker_LimitContendedSendsTheMessageBack(t *testing.T) {
 	f := newLimitFixture(t, limit.Spec{Name: "crm", MaxInFlight: 2}, 4)
-	l, err := limit.New(limit.Config{Store: contendedStore{f.limits}, Holder: "w1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	jobs := work.NewRegistry()
-	jobs.Register("gated", f.job)
-	jobs.SetLimit("gated", f.spec)
-	w, err := work.NewWorker(work.WorkerConfig{Store: f.store, Jobs: jobs, MaxDeliveries: 3, Retries: f.sender, Limiter: l,
-		Holder: ledger.Holder{App: "test", Instance: "w1", PID: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := f.worker(limit.Config{Store: contendedStore{f.limits}}, f.store)
 	env, d := f.bundle(4)
 	before := time.Now()
 	if err := w.HandlePartition(f.ctx, env, d); err != nil {
@@ -337,5 +335,51 @@ func TestWorker_LimitContendedSendsTheMessageBack(t *testing.T) {
 	wait := msgs[0].NotBefore.Sub(before)
 	if back.Wait != 1 || back.Count != 4 || back.Attempt > 1 || wait < work.LimitWait || wait > 2*work.LimitWait+time.Second {
 		t.Fatalf("sent back %+v to wait %s, want the same bundle on its first try, back after 1–2 s", back, wait)
+	}
+}
+
+// pausingStore is a ledger whose ReadResult runs pause first.
+type pausingStore struct {
+	ledger.Store
+	pause func()
+}
+
+func (s pausingStore) ReadResult(ctx context.Context, run string, index int) (ledger.Result, error) {
+	s.pause()
+	return s.Store.ReadResult(ctx, run, index)
+}
+
+// A partition whose slots are lost between its start and its call (a retry reads for its
+// result first; its process is paused past the lease meanwhile) does not make the call: it
+// goes back to wait for its limit on the same try, and the hold's slots are not given back
+// (they are no longer its own).
+func TestWorker_ASlotLostBeforeTheCallSendsThePartitionBack(t *testing.T) {
+	f := newLimitFixture(t, limit.Spec{Name: "crm", MaxInFlight: 2}, 4)
+	var mu sync.Mutex
+	var ahead time.Duration
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return time.Now().Add(ahead) }
+	pause := func() { mu.Lock(); defer mu.Unlock(); ahead += limit.DefaultLease }
+	w := f.worker(limit.Config{Store: f.limits, Now: now}, pausingStore{f.store, pause})
+	env := work.Envelope{Version: work.EnvelopeVersion, Kind: work.KindPartition, Run: limitRun, Epoch: 1, Part: 2, Attempt: 2,
+		Errors: []string{"try 1: boom"}}
+	if err := w.HandlePartition(f.ctx, env, work.Delivery{MessageID: env.MessageID(), Count: 1}); err != nil {
+		t.Fatalf("the delivery failed (a delivery spent): %v", err)
+	}
+	if n := f.job.runs.Load(); n != 0 {
+		t.Fatalf("the job ran %d time(s) after its slot was lost, want none", n)
+	}
+	msgs := f.sender.Sent()
+	if len(msgs) != 1 {
+		t.Fatalf("%d messages sent, want the partition back", len(msgs))
+	}
+	back, err := work.DecodeEnvelope(msgs[0].Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Part != 2 || back.Attempt != 2 || back.Wait != 1 || len(back.Errors) != 1 {
+		t.Fatalf("sent back %+v, want partition 2 on the same try (2), waiting once, its error kept", back)
+	}
+	if _, err := f.store.ReadResult(f.ctx, limitRun, 2); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("a result for the partition sent back: %v", err)
 	}
 }

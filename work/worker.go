@@ -568,6 +568,13 @@ func (w *Worker) handleOne(ctx context.Context, m *ledger.Manifest, job Job, one
 		}
 	}
 
+	if hold != nil {
+		if err := hold.Check(); err != nil {
+			// Its slots were lost since its start (say, its process was paused): it goes back
+			// without making its call or spending a try.
+			return outcome{retry: &retryPlan{one: one, wait: LimitWait, cause: err, log: log}}
+		}
+	}
 	started := w.now()
 	pctx, span := w.cfg.Telemetry.StartPartition(ctx, one.Part, attempt)
 	out, perr := w.processBounded(pctx, job, Partition{

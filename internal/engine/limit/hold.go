@@ -130,9 +130,7 @@ func (h *Hold) check(at time.Time) error {
 	case h.stop != nil:
 	case h.ctx.Err() != nil:
 		h.stop = context.Cause(h.ctx)
-	case h.g.Holds() && !now.Before(h.edge()):
-		h.stop = fmt.Errorf("%w: it expires at %s", ErrLost, h.g.Expires.Format(time.RFC3339Nano))
-		h.cancel(ErrLost) // the partitions running under it stop too
+	case h.pastEdge(now):
 	case now.Before(h.g.SlowUntil):
 		h.stop = fmt.Errorf("%w until %s", ErrSlowedDown, h.g.SlowUntil.Format(time.RFC3339))
 	default:
@@ -144,6 +142,35 @@ func (h *Hold) check(at time.Time) error {
 
 // edge is when the grant stops: Margin before it expires (h.mu held).
 func (h *Hold) edge() time.Time { return h.g.Expires.Add(-h.l.Margin()) }
+
+// pastEdge reports whether the grant is at its edge at now, and then stops the hold for good
+// and cancels its context, so the partitions running under it stop too (h.mu held).
+func (h *Hold) pastEdge(now time.Time) bool {
+	if !h.g.Holds() || now.Before(h.edge()) {
+		return false
+	}
+	h.stop = fmt.Errorf("%w: it expires at %s", ErrLost, h.g.Expires.Format(time.RFC3339Nano))
+	h.cancel(ErrLost)
+	return true
+}
+
+// Check says whether a partition Start allowed may still begin its work: ErrLost once the
+// grant is lost or at its edge (its process may have been paused since Start), which stops
+// the hold for good. Call it just before the partition's call to the limited system.
+func (h *Hold) Check() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if errors.Is(h.stop, ErrLost) {
+		return h.stop
+	}
+	if errors.Is(context.Cause(h.ctx), ErrLost) {
+		return fmt.Errorf("%w: a renewal found them gone", ErrLost)
+	}
+	if h.pastEdge(h.l.now()) {
+		return h.stop
+	}
+	return nil
+}
 
 // Done ends a start Start allowed.
 func (h *Hold) Done() {

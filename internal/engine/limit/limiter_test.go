@@ -556,3 +556,26 @@ func TestHold_AStartAtTheEdgeStopsThePartitionsRunning(t *testing.T) {
 	lostWith(t, h)
 	h.Done()
 }
+
+// Check allows a started partition's call while the grant holds, and refuses it with ErrLost
+// once the grant is at its edge, stopping the hold.
+func TestHold_CheckRefusesAtTheEdge(t *testing.T) {
+	const lease = 30 * time.Second
+	sleep := func(ctx context.Context, d time.Duration) error { <-ctx.Done(); return ctx.Err() }
+	l, _, g, set := heldAt(t, lease, sleep)
+	h := l.Hold(context.Background(), g)
+	defer func() { _ = h.Close(context.Background()) }()
+	if err := h.Start(context.Background()); err != nil {
+		t.Fatalf("a start within the lease: %v", err)
+	}
+	defer h.Done()
+	set(lease - l.Margin() - time.Millisecond)
+	if err := h.Check(); err != nil {
+		t.Fatalf("a check just before the edge: %v", err)
+	}
+	set(lease - l.Margin())
+	if err := h.Check(); !errors.Is(err, ErrLost) {
+		t.Fatalf("a check at the edge: %v, want ErrLost", err)
+	}
+	lostWith(t, h)
+}
