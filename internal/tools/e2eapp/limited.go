@@ -51,7 +51,8 @@ func parseLimited(raw json.RawMessage) (limitedParams, error) {
 	return p, nil
 }
 
-// limited plans partitions 0..n-1 and GETs url?part=<i>&pid=<pid> for each; its outputs and
+// limited plans partitions 0..n-1 and GETs url?part=<i>&pid=<pid>&began=<when Process began,
+// Unix ns> for each; its outputs and
 // aggregate are the synthetic job's (v = i²), so the e2e checks of a run apply as they are.
 type limited struct{ *synthetic.Job }
 
@@ -87,11 +88,12 @@ func (limited) Plan(ctx context.Context, params json.RawMessage, cursor string, 
 }
 
 func (limited) Process(ctx context.Context, part baton.Partition) (json.RawMessage, error) {
+	began := time.Now()
 	p, err := parseLimited(part.Params)
 	if err != nil {
 		return nil, baton.Permanent(err)
 	}
-	u := fmt.Sprintf("%s?part=%d&pid=%d&run=%s", p.URL, part.Index, os.Getpid(), url.QueryEscape(part.Run))
+	u := fmt.Sprintf("%s?part=%d&pid=%d&began=%d&run=%s", p.URL, part.Index, os.Getpid(), began.UnixNano(), url.QueryEscape(part.Run))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, baton.Permanent(err)
