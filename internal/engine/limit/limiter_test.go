@@ -280,6 +280,29 @@ func TestLimiter_AHolderHereAsksAgainAfterTwoHolds(t *testing.T) {
 	}
 }
 
+// steppedSleep is a Sleep that returns at once for no wait, and otherwise tells sleeps how
+// long it would wait and returns when wake receives (or its context ends).
+func steppedSleep() (sleep func(context.Context, time.Duration) error, sleeps <-chan time.Duration, wake chan<- struct{}) {
+	ds, w := make(chan time.Duration), make(chan struct{})
+	sleep = func(ctx context.Context, d time.Duration) error {
+		if d <= 0 {
+			return ctx.Err()
+		}
+		select {
+		case ds <- d:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		select {
+		case <-w:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return sleep, ds, w
+}
+
 // fakeTime is a clock starting at t0 and a Sleep that moves it on by the wait at once.
 func fakeTime() (now func() time.Time, sleep func(context.Context, time.Duration) error) {
 	var mu sync.Mutex
@@ -302,20 +325,7 @@ func TestLimiter_AWriteHereRenewsTheHoldsDue(t *testing.T) {
 	now := t0
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	setClock := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = t0.Add(d) }
-	sleeps, wake := make(chan time.Duration), make(chan struct{})
-	sleep := func(ctx context.Context, d time.Duration) error { // the hold's renewal loop
-		select {
-		case sleeps <- d:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		select {
-		case <-wake:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	sleep, sleeps, wake := steppedSleep() // the hold's renewal loop
 	const lease = 30 * time.Second
 	l, store, sp := renewingLimiter(t, lease, clock, sleep)
 	ctx := context.Background()
@@ -428,8 +438,8 @@ func renewingLimiter(t *testing.T, lease time.Duration, clock func() time.Time, 
 	return l, store, sp
 }
 
-// heldAt is a limiter (renewingLimiter) whose clock the test sets, holding a grant of 2 slots
-// taken at t0, whose renewal loop sleeps through sleep.
+// heldAt is a limiter (renewingLimiter) whose clock the test sets, holding a grant of 4
+// partitions on 2 slots taken at t0, whose renewal loop sleeps through sleep.
 func heldAt(t *testing.T, lease time.Duration, sleep func(context.Context, time.Duration) error) (*Limiter, *memStore, Grant, func(time.Duration)) {
 	t.Helper()
 	var mu sync.Mutex
@@ -437,8 +447,8 @@ func heldAt(t *testing.T, lease time.Duration, sleep func(context.Context, time.
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	set := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = t0.Add(d) }
 	l, store, sp := renewingLimiter(t, lease, clock, sleep)
-	g, _, err := l.Acquire(context.Background(), sp, "held", 2)
-	if err != nil || g.Slots != 2 {
+	g, _, err := l.AcquireUpTo(context.Background(), sp, "held", 4, 2)
+	if err != nil || g.Slots != 2 || g.Partitions != 4 {
 		t.Fatalf("held: %+v %v", g, err)
 	}
 	return l, store, g, set
@@ -493,23 +503,7 @@ func TestHold_AWakePastTheEdgeLosesTheSlotsWithoutAWrite(t *testing.T) {
 // stalls, it cannot keep partitions running past it.
 func TestHold_ARenewalEndsByTheEdge(t *testing.T) {
 	const lease = 30 * time.Second
-	waits, wake := make(chan time.Duration), make(chan struct{})
-	sleep := func(ctx context.Context, d time.Duration) error {
-		if d <= 0 {
-			return ctx.Err()
-		}
-		select {
-		case waits <- d:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		select {
-		case <-wake:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	sleep, waits, wake := steppedSleep()
 	l, store, g, set := heldAt(t, lease, sleep)
 	toEdge := lease / 12
 	opened := lease - l.Margin() - toEdge
@@ -535,47 +529,39 @@ func TestHold_ARenewalEndsByTheEdge(t *testing.T) {
 	}
 }
 
-// A start that finds the grant at its edge is refused, and the partitions already running
-// under it are told to stop: the hold's context ends with ErrLost.
-func TestHold_AStartAtTheEdgeStopsThePartitionsRunning(t *testing.T) {
+// At the grant's edge a start and a started partition's check (just before its call) are
+// refused with ErrLost, and the partitions running under the hold are told to stop: its
+// context ends with ErrLost. Just before the edge both are allowed.
+func TestHold_AtTheEdgeAStartOrACheckStopsTheHold(t *testing.T) {
 	const lease = 30 * time.Second
-	sleep := func(ctx context.Context, d time.Duration) error { <-ctx.Done(); return ctx.Err() }
-	l, _, g, set := heldAt(t, lease, sleep)
-	h := l.Hold(context.Background(), g)
-	defer func() { _ = h.Close(context.Background()) }()
-	if err := h.Start(context.Background()); err != nil {
-		t.Fatalf("a start within the lease: %v", err)
+	for name, op := range map[string]func(*Hold) error{
+		"start": func(h *Hold) error {
+			err := h.Start(context.Background())
+			if err == nil {
+				h.Done()
+			}
+			return err
+		},
+		"check": (*Hold).Check,
+	} {
+		t.Run(name, func(t *testing.T) {
+			sleep := func(ctx context.Context, d time.Duration) error { <-ctx.Done(); return ctx.Err() }
+			l, _, g, set := heldAt(t, lease, sleep)
+			h := l.Hold(context.Background(), g)
+			defer func() { _ = h.Close(context.Background()) }()
+			if err := h.Start(context.Background()); err != nil {
+				t.Fatalf("a start within the lease: %v", err)
+			}
+			defer h.Done()
+			set(lease - l.Margin() - time.Millisecond)
+			if err := op(h); err != nil || h.Context().Err() != nil {
+				t.Fatalf("a %s just before the edge: %v (the hold's context: %v), want it allowed", name, err, h.Context().Err())
+			}
+			set(lease - l.Margin())
+			if err := op(h); !errors.Is(err, ErrLost) {
+				t.Fatalf("a %s at the edge: %v, want ErrLost", name, err)
+			}
+			lostWith(t, h)
+		})
 	}
-	if h.Context().Err() != nil {
-		t.Fatal("the hold's context ended while its grant held")
-	}
-	set(lease - l.Margin())
-	if err := h.Start(context.Background()); !errors.Is(err, ErrLost) {
-		t.Fatalf("a start at the edge: %v, want ErrLost", err)
-	}
-	lostWith(t, h)
-	h.Done()
-}
-
-// Check allows a started partition's call while the grant holds, and refuses it with ErrLost
-// once the grant is at its edge, stopping the hold.
-func TestHold_CheckRefusesAtTheEdge(t *testing.T) {
-	const lease = 30 * time.Second
-	sleep := func(ctx context.Context, d time.Duration) error { <-ctx.Done(); return ctx.Err() }
-	l, _, g, set := heldAt(t, lease, sleep)
-	h := l.Hold(context.Background(), g)
-	defer func() { _ = h.Close(context.Background()) }()
-	if err := h.Start(context.Background()); err != nil {
-		t.Fatalf("a start within the lease: %v", err)
-	}
-	defer h.Done()
-	set(lease - l.Margin() - time.Millisecond)
-	if err := h.Check(); err != nil {
-		t.Fatalf("a check just before the edge: %v", err)
-	}
-	set(lease - l.Margin())
-	if err := h.Check(); !errors.Is(err, ErrLost) {
-		t.Fatalf("a check at the edge: %v, want ErrLost", err)
-	}
-	lostWith(t, h)
 }
