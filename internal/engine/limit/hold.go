@@ -160,13 +160,7 @@ func (h *Hold) pastEdge(now time.Time) bool {
 func (h *Hold) Check() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if errors.Is(h.stop, ErrLost) {
-		return h.stop
-	}
-	if errors.Is(context.Cause(h.ctx), ErrLost) {
-		return fmt.Errorf("%w: a renewal found them gone", ErrLost)
-	}
-	if h.pastEdge(h.l.now()) {
+	if errors.Is(h.stop, ErrLost) || h.pastEdge(h.l.now()) {
 		return h.stop
 	}
 	return nil
