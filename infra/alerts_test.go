@@ -36,7 +36,8 @@ type alertRule struct {
 
 var alertRules = []alertRule{
 	{"run-ended-badly", 2, "PT5M", "PT10M", map[string][]string{
-		"run finished":                 {"run", "state"},
+		"run finished": {"run", "state"},
+		"report was written but the manifest was not final; settled it": {"run", "state"},
 		"run failed":                   {"run", "reason"},
 		"run timed out while planning": {"run", "reason"},
 		"occurrence recorded":          {"run", "state", "reason"},

@@ -204,7 +204,9 @@ func (w *Worker) finishClaimed(ctx context.Context, job Job, mp *ledger.Manifest
 	} else if m.Stop != nil {
 		reason = m.Stop.Reason(rep.Cancelled)
 	}
-	rep.Created = w.now()
+	// The claim's token stays in the final report: a retry of this process that finds the
+	// report final knows its own write took effect (see claim).
+	rep.Created, rep.Claim = w.now(), mine.report.Claim
 	if _, err := w.cfg.Store.WriteReport(ctx, rep, etag); err != nil {
 		return false, fmt.Errorf("finish %s: %w", run, err)
 	}
@@ -261,7 +263,13 @@ func (w *Worker) claim(ctx context.Context, m *ledger.Manifest) (heldClaim, clai
 		if err != nil || !changed {
 			return heldClaim{}, busy, err
 		}
-		log.Warn("report was written but the manifest was not final; settled it")
+		if cur.Claim == mine.Claim {
+			// This process aggregated: its report's write took effect with its answer lost.
+			log.Info("run finished", "state", cur.State, "succeeded", cur.Succeeded, "failed", cur.Failed)
+		} else {
+			log.Warn("report was written but the manifest was not final; settled it",
+				"state", cur.State, "succeeded", cur.Succeeded, "failed", cur.Failed)
+		}
 		return heldClaim{}, settled, nil
 	}
 	age := mine.Created.Sub(cur.ClaimedAt())

@@ -98,6 +98,60 @@ func TestTryFinish_RenewalLostToAnOutageKeepsTheClaim(t *testing.T) {
 	}
 }
 
+// The final report's write may take effect with its answer lost. The process that wrote it
+// finds it on its retry and says the run finished; another process that settles the run from
+// that report says it settled it. Either line carries the report's state and counts (an
+// operator's alert reads the state), and "run finished" is never logged twice.
+func TestTryFinish_AReportLostToAnOutageIsLoggedWithItsState(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		other bool // the retry is another process's
+		want  string
+	}{
+		{"its writer retries", false, "run finished"},
+		{"another process settles", true, "report was written but the manifest was not final; settled it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			const run = "manual-lost-report"
+			var logs bytes.Buffer
+			logger := slog.New(slog.NewJSONHandler(&logs, nil))
+			fake, w := completeRun(t, run, "WriteReport", logger)
+			if _, err := w.TryFinish(ctx, run); err == nil {
+				t.Fatal("first TryFinish succeeded; want the lost answer's error")
+			}
+			if rep, _, err := fake.ReadReport(ctx, run); err != nil || rep.State != ledger.StateSucceeded {
+				t.Fatalf("report after the lost write: %s, %v; want it written, succeeded", rep.State, err)
+			}
+			if tc.other {
+				jobs := work.NewRegistry()
+				jobs.Register(synthetic.Name, enginejob.Of(synthetic.New()))
+				var err error
+				if w, err = work.NewWorker(work.WorkerConfig{Store: fake, Jobs: jobs, Holder: ledger.Holder{App: "t", Instance: "j", PID: 2},
+					MaxDeliveries: 5, Logger: logger}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := w.TryFinish(ctx, run); err != nil { // it settles the manifest
+				t.Fatalf("TryFinish after the outage: %v", err)
+			}
+			if m, err := fake.ReadManifest(ctx, run); err != nil || m.State != ledger.StateSucceeded {
+				t.Fatalf("run: %s, %v; want succeeded", m.State, err)
+			}
+			var lines []map[string]any
+			for l := range strings.SplitSeq(strings.TrimSpace(logs.String()), "\n") {
+				var m map[string]any
+				if err := json.Unmarshal([]byte(l), &m); err == nil && (m["msg"] == "run finished" || strings.Contains(fmt.Sprint(m["msg"]), "settled")) {
+					lines = append(lines, m)
+				}
+			}
+			if len(lines) != 1 || lines[0]["msg"] != tc.want || lines[0]["state"] != "succeeded" || lines[0]["succeeded"] != 2.0 || lines[0]["run"] != run {
+				t.Fatalf("the run's end logged as %v, want one line %q with its state (succeeded) and counts:\n%s", lines, tc.want, logs.String())
+			}
+		})
+	}
+}
+
 // completeRun records a planned 2-partition synthetic run with every result and done record
 // in, and returns the ledger and a worker whose store loses the answer of the first call to op
 // (the call takes effect, then fails as unavailable).

@@ -392,7 +392,7 @@ func checkRun(t *testing.T, c *cluster, run string, want runWant, ts []tenure) r
 		t.Errorf("run %s: %d done records for %d partitions", run, fig.DoneRecords, want.partitions)
 	}
 
-	created, finished := 0, 0
+	created, finished, settled := 0, 0, 0
 	for _, l := range c.h.Lines() {
 		if l.Str("run") != run {
 			continue
@@ -402,14 +402,19 @@ func checkRun(t *testing.T, c *cluster, run string, want runWant, ts []tenure) r
 			created++
 		case l.Msg == "run finished":
 			finished++
+		case l.Msg == "report was written but the manifest was not final; settled it":
+			settled++
 		case strings.HasPrefix(l.Msg, "duplicate delivery"):
 			fig.Duplicates++
 		case l.Msg == "stale partition message dropped":
 			fig.StaleDropped++
 		}
 	}
-	if created != 1 || finished != 1 {
-		t.Errorf("run %s: %d instances logged \"run created\" and %d \"run finished\", want 1 and 1", run, created, finished)
+	// The aggregation is logged once: "run finished", or, when its report's write took effect
+	// with its answer lost and another process settled the run, that process's settle line.
+	if created != 1 || finished > 1 || finished+settled == 0 {
+		t.Errorf("run %s: %d instances logged \"run created\", %d \"run finished\" and %d a settle, want 1 created and 1 finished (or none finished and a settle)",
+			run, created, finished, settled)
 	}
 	for _, r := range c.Records() {
 		if env, count, ok := envelopeOf(r); ok && env.Run == run && env.Kind == "partition" && count > 1 {
