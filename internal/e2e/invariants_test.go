@@ -413,7 +413,7 @@ func checkRun(t *testing.T, c *cluster, run string, want runWant, ts []tenure) r
 	// The aggregation is logged once: "run finished", or, when its report's write took effect
 	// with its answer lost and another process settled the run, that process's settle line.
 	if created != 1 || finished > 1 || finished+settled == 0 {
-		t.Errorf("run %s: %d instances logged \"run created\", %d \"run finished\" and %d a settle, want 1 created and 1 finished (or none finished and a settle)",
+		t.Errorf("run %s: logged \"run created\" %d times, \"run finished\" %d and a settle %d; want 1 created, and 1 finished or a settle",
 			run, created, finished, settled)
 	}
 	for _, r := range c.Records() {

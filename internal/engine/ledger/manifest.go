@@ -306,8 +306,8 @@ type Report struct {
 	FailedList []FailedPart    `json:"failedPartitions,omitempty"`
 	Aggregate  json.RawMessage `json:"aggregate,omitempty"`
 	Aggregator Holder          `json:"aggregator"`
-	// Claim is the aggregator's random token: a claim whose create response was lost is
-	// recognised as its own by it.
+	// Claim is the aggregator's random token, kept in the final report: a claim or a final
+	// report whose write's answer was lost is recognised as its own by it.
 	Claim   string    `json:"claim,omitempty"`
 	Created time.Time `json:"created"`
 	// Renewed is when the aggregator last renewed its claim (it does so while it aggregates):

@@ -52,8 +52,8 @@ func parseLimited(raw json.RawMessage) (limitedParams, error) {
 }
 
 // limited plans partitions 0..n-1 and GETs url?part=<i>&pid=<pid>&began=<when Process began,
-// Unix ns> for each; its outputs and
-// aggregate are the synthetic job's (v = i²), so the e2e checks of a run apply as they are.
+// in Unix ns> for each; its outputs and aggregate are the synthetic job's (v = i²), so the
+// e2e checks of a run apply as they are.
 type limited struct{ *synthetic.Job }
 
 // client keeps enough idle connections for every slot of the limit.
