@@ -264,11 +264,11 @@ func (h *Hold) renewals() {
 		d = min(d, h.untilEdge())
 		var hold time.Duration
 		sctx, stop := h.ctx, context.CancelFunc(func() {})
-		if early != nil {
+		if first := early; first != nil {
 			sctx, stop = context.WithCancel(h.ctx)
-			go func() {
+			go func() { // reads its own copy: the loop clears early once it has fired
 				select {
-				case <-early:
+				case <-first:
 					stop()
 				case <-sctx.Done():
 				}
