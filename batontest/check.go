@@ -43,7 +43,9 @@ type settings struct {
 	timeout        time.Duration
 	allowAllFailed bool
 	limit          *baton.Limit
-	limitStore     limit.Store // the limited run's, for this package's tests (default in memory)
+	// enforced is the limit the limited run enforces, for this package's tests (default:
+	// limit, the one checked).
+	enforced *baton.Limit
 }
 
 // DefaultMaxPartitions is how many partitions a checked run may plan unless MaxPartitions says
@@ -80,14 +82,18 @@ func Check(t testing.TB, job baton.Job, params any, opts ...Option) Report {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
-	c := &checker{t: t, ctx: ctx, job: job, max: s.maxPartitions, allowAllFailed: s.allowAllFailed, limitStore: s.limitStore}
+	c := &checker{t: t, ctx: ctx, job: job, max: s.maxPartitions, allowAllFailed: s.allowAllFailed}
 	if s.limit != nil {
-		spec, err := limitSpec(*s.limit)
-		if err != nil {
-			c.errorf("limit", "%+v: %v", *s.limit, err)
+		if s.enforced == nil {
+			s.enforced = s.limit
+		}
+		var ok bool
+		if c.limit, ok = c.limitSpec(*s.limit); !ok {
 			return Report{}
 		}
-		c.limit = &spec
+		if c.enforced, ok = c.limitSpec(*s.enforced); !ok {
+			return Report{}
+		}
 	}
 	return c.check(params)
 }
@@ -100,11 +106,11 @@ type checker struct {
 	max int
 	// allowAllFailed: a run none of whose partitions succeeded passes (AllowAllFailed).
 	allowAllFailed bool
-	// limit: the job also runs under it (UnderLimit), over limitStore when set.
-	limit      *limit.Spec
-	limitStore limit.Store
-	params     json.RawMessage
-	parts      []planned
+	// limit: the job also runs under it (UnderLimit), which enforced enforces (the same
+	// but in this package's tests).
+	limit, enforced *limit.Spec
+	params          json.RawMessage
+	parts           []planned
 }
 
 // planned is one partition as the plan emitted it.

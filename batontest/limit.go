@@ -58,6 +58,17 @@ func limitSpec(l baton.Limit) (limit.Spec, error) {
 	return spec, nil
 }
 
+// limitSpec is limitSpec for Check: a limit out of range fails the check.
+func (c *checker) limitSpec(l baton.Limit) (*limit.Spec, bool) {
+	c.t.Helper()
+	spec, err := limitSpec(l)
+	if err != nil {
+		c.errorf("limit", "%+v: %v", l, err)
+		return nil, false
+	}
+	return &spec, true
+}
+
 // limitedRun is what the run under the limit came to.
 type limitedRun struct {
 	report    Report
@@ -75,10 +86,7 @@ func (c *checker) executeUnderLimit() (limitedRun, bool) {
 	const name = "under limit"
 	clock := newRunClock(time.Now())
 	q := &simQueue{}
-	store := c.limitStore
-	if store == nil {
-		store = newMemLimits()
-	}
+	store := newMemLimits()
 	// A refused bundle goes back to the simulated queue at once (LocalWait off): the run's
 	// clock moves only once every delivery has returned.
 	lim, err := limit.New(limit.Config{Store: store, Holder: "batontest/1", Lease: limitLease, Horizon: limitHorizon,
@@ -93,7 +101,7 @@ func (c *checker) executeUnderLimit() (limitedRun, bool) {
 	if m, ok := c.job.(baton.Merger); ok {
 		job = probeMerger{probe: p, merge: m.Merge}
 	}
-	w, ledgerStore, run, ok := c.newRun("limited", job, work.WorkerConfig{Retries: q, Limiter: lim, Now: clock.now}, c.limit)
+	w, ledgerStore, run, ok := c.newRun("limited", job, work.WorkerConfig{Retries: q, Limiter: lim, Now: clock.now}, c.enforced)
 	if !ok {
 		return limitedRun{}, false
 	}

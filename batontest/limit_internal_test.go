@@ -16,18 +16,6 @@ import (
 	"github.com/batonfn/baton/internal/engine/limit"
 )
 
-// forgetful is a limit store that loses every write: each grant sees the limit empty, so the
-// limit holds nothing back.
-type forgetful struct{}
-
-func (forgetful) Read(context.Context, string) (limit.State, error) { return limit.State{}, nil }
-
-func (forgetful) Update(_ context.Context, _ string, fn func(*limit.State) error) (limit.State, error) {
-	var st limit.State
-	err := fn(&st)
-	return st, err
-}
-
 // failures is a testing.TB that keeps what Check reports.
 type failures struct {
 	testing.TB
@@ -85,13 +73,13 @@ func (c *crowd) Aggregate(ctx context.Context, run baton.RunInfo, results iter.S
 	return json.RawMessage("0"), nil
 }
 
-// A limit that does not hold (its store loses every write) lets more partitions than its
+// A limit that does not hold (the run enforces a looser one) lets more partitions than its
 // MaxInFlight run at once: Check catches it, naming the bound and what it saw.
 func TestUnderLimit_CatchesTooManyAtOnce(t *testing.T) {
 	job := &crowd{want: 3, reached: make(chan struct{})}
 	f := &failures{TB: t}
 	Check(f, job, `{}`, UnderLimit(baton.Limit{Name: "crm", MaxInFlight: 2}), Timeout(time.Minute),
-		func(s *settings) { s.limitStore = forgetful{} })
+		func(s *settings) { s.enforced = &baton.Limit{Name: "crm", MaxInFlight: 6} })
 	got := strings.Join(f.got, "\n")
 	if !strings.Contains(got, "batontest: under limit: ") || !strings.Contains(got, "partitions ran at once, more than the limit's MaxInFlight 2") {
 		t.Fatalf("failures %q, want the breach of MaxInFlight 2", got)
