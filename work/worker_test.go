@@ -463,11 +463,16 @@ func TestWorker_HappyPathStorageCalls(t *testing.T) {
 	checkSucceeded(t, f, "calls", n)
 }
 
+// invocationDeadline is the deadline of the invocations that run out of time below: the
+// delivery reads the run's manifest from Azurite before the part under test, and on a loaded
+// machine a read under -race may take a good part of a second.
+const invocationDeadline = 2 * time.Second
+
 func TestWorker_LastDeliveryPastTheDeadlineStillRecordsTheFailure(t *testing.T) {
 	f := newFixture(t)
 	f.createRun("slow", synthetic.Params{Partitions: 2, WorkMs: 600_000})
 	deliver := func(count int) error {
-		ctx, cancel := context.WithTimeout(f.ctx, 50*time.Millisecond)
+		ctx, cancel := context.WithTimeout(f.ctx, invocationDeadline)
 		defer cancel()
 		env := envelope("slow", 0, 1)
 		return f.w.HandlePartition(ctx, env, work.Delivery{MessageID: env.MessageID(), Count: count})
@@ -510,11 +515,11 @@ func TestNewWorker_Validates(t *testing.T) {
 
 // A last delivery whose invocation deadline passes while it checks for a recorded result still
 // records the failure: the check is part of recording and runs on the recording context (on a
-// loaded Azurite that read outlasted a 50 ms deadline and the delivery failed with it).
+// loaded Azurite that read outlasted the invocation's deadline and the delivery failed with it).
 func TestWorker_LastDeliveryDeadlineDuringTheResultCheck(t *testing.T) {
 	f := newFixture(t)
 	f.createRun("slowcheck", synthetic.Params{Partitions: 2, WorkMs: 600_000})
-	inv, cancel := context.WithTimeout(f.ctx, 50*time.Millisecond)
+	inv, cancel := context.WithTimeout(f.ctx, invocationDeadline)
 	defer cancel()
 	cfg := f.cfg
 	cfg.Store = &ledgertest.Faulty{Store: f.store, Decide: func(op, name string) ledgertest.Fault {
