@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 //	Tick   200 with empty Outputs
 //	Queue  200, or 500 when the message body contains "fail"
 //	SB     as Queue, with the Service Bus metadata required (else 400); a body that contains
-//	       "slow" is answered after 4 s on its first delivery
+//	       "slow" is answered after FAKE_SLOW (a duration, default 4 s) on its first delivery
 //
 // Either queue function answers a body that contains "hold" after 1.5 s (an invocation still in
 // flight when something happens to its instance).
@@ -105,10 +105,14 @@ func fakeHandler() {
 				}
 			}
 			if serviceBus && strings.Contains(string(msg), "slow") && md.DeliveryCount == 1 {
+				slow, err := time.ParseDuration(os.Getenv("FAKE_SLOW"))
+				if err != nil {
+					slow = 4 * time.Second
+				}
 				select {
 				case <-r.Context().Done():
 					return
-				case <-time.After(4 * time.Second):
+				case <-time.After(slow):
 				}
 			}
 			reply(w, map[string]any{"Outputs": map[string]any{}})
