@@ -188,7 +188,10 @@ func writeJSONFile(t *testing.T, path string, v any) {
 func testQueue(t *testing.T, ctx context.Context) (*azurite.Server, *azqueue.ServiceClient, *azqueue.QueueClient, string) {
 	t.Helper()
 	srv := azurite.Shared(t)
-	queue := "q" + azurite.UniqueName(t, "x")[len("x-"):][:20]
+	// Short enough for its poison queue's name too (63 at most), its random end kept.
+	name := azurite.UniqueName(t, "q")
+	head, tail := name[:len(name)-len("-01234567")], name[len(name)-len("-01234567"):]
+	queue := strings.TrimRight(head[:min(len(head), 40)], "-") + tail
 	svc, err := azqueue.NewServiceClientFromConnectionString(srv.ConnectionString(), nil)
 	if err != nil {
 		t.Fatal(err)
