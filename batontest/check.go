@@ -88,10 +88,10 @@ func Check(t testing.TB, job baton.Job, params any, opts ...Option) Report {
 			s.enforced = s.limit
 		}
 		var ok bool
-		if c.limit, ok = c.limitSpec(*s.limit); !ok {
+		if c.limit, ok = c.validLimit(*s.limit); !ok {
 			return Report{}
 		}
-		if c.enforced, ok = c.limitSpec(*s.enforced); !ok {
+		if c.enforced, ok = c.validLimit(*s.enforced); !ok {
 			return Report{}
 		}
 	}

@@ -58,8 +58,9 @@ func limitSpec(l baton.Limit) (limit.Spec, error) {
 	return spec, nil
 }
 
-// limitSpec is limitSpec for Check: a limit out of range fails the check.
-func (c *checker) limitSpec(l baton.Limit) (*limit.Spec, bool) {
+// validLimit is the spec of l (limitSpec), or false when l is out of range, which fails the
+// check.
+func (c *checker) validLimit(l baton.Limit) (*limit.Spec, bool) {
 	c.t.Helper()
 	spec, err := limitSpec(l)
 	if err != nil {
