@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/batonfn/baton/internal/engine/ledger"
 	"github.com/batonfn/baton/internal/engine/telemetry"
@@ -216,10 +217,38 @@ func (w *Worker) finishClaimed(ctx context.Context, job Job, mp *ledger.Manifest
 	// and the next try finds the report and settles the manifest from it.)
 	log.Info("run finished", "state", rep.State, "succeeded", rep.Succeeded, "failed", rep.Failed,
 		"aggregation", rep.Created.Sub(start).String())
+	w.ended.add(run)
 	if _, err := w.settle(ctx, rep, reason); err != nil {
 		return false, err
 	}
+	w.ended.take(run)
 	return true, nil
+}
+
+// endedRuns are the runs whose end this process logged ("run finished") and whose manifest it
+// has yet to settle: a retry that settles one from the report says so, and does not log the
+// end again.
+type endedRuns struct {
+	mu   sync.Mutex
+	runs map[string]bool
+}
+
+func (e *endedRuns) add(run string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.runs == nil {
+		e.runs = map[string]bool{}
+	}
+	e.runs[run] = true
+}
+
+// take forgets run and reports whether its end was logged here.
+func (e *endedRuns) take(run string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	logged := e.runs[run]
+	delete(e.runs, run)
+	return logged
 }
 
 // maxUnfoldedReads is how many results a folding finish reads one by one (those never folded
@@ -260,10 +289,14 @@ func (w *Worker) claim(ctx context.Context, m *ledger.Manifest) (heldClaim, clai
 	if cur.State.Final() {
 		// The aggregator wrote the report and stopped before the manifest: finish its work.
 		changed, err := w.settle(ctx, cur, "")
-		if err != nil || !changed {
+		if err != nil {
 			return heldClaim{}, busy, err
 		}
-		if cur.Claim == mine.Claim {
+		logged := w.ended.take(m.RunID)
+		if !changed {
+			return heldClaim{}, busy, nil
+		}
+		if cur.Claim == mine.Claim && !logged {
 			// This process aggregated: its report's write took effect with its answer lost.
 			log.Info("run finished", "state", cur.State, "succeeded", cur.Succeeded, "failed", cur.Failed)
 		} else {

@@ -152,6 +152,37 @@ func TestTryFinish_AReportLostToAnOutageIsLoggedWithItsState(t *testing.T) {
 	}
 }
 
+// The manifest update that settles a run may fail outright after the report went in and the
+// run's end was logged. The retry that settles the run from the report says it settled it; it
+// does not log "run finished" a second time (an alert on that line would fire twice).
+func TestTryFinish_ASettleThatFailedIsNotASecondFinish(t *testing.T) {
+	ctx := context.Background()
+	const run = "manual-failed-settle"
+	var logs bytes.Buffer
+	fake, w := completeRun(t, run, "UpdateManifest", slog.New(slog.NewJSONHandler(&logs, nil)), func(c *work.WorkerConfig) {
+		c.Store = &ledgertest.Faulty{Store: c.Store.(*ledgertest.Faulty).Store, Decide: ledgertest.FaultOnce(ledgertest.Fail, "UpdateManifest", "")}
+	})
+	if _, err := w.TryFinish(ctx, run); err == nil {
+		t.Fatal("first TryFinish succeeded; want the failed update's error")
+	}
+	if m, err := fake.ReadManifest(ctx, run); err != nil || m.State.Final() {
+		t.Fatalf("run after the failed settle: %s, %v; want it still running", m.State, err)
+	}
+	if _, err := w.TryFinish(ctx, run); err != nil { // the redelivery
+		t.Fatal(err)
+	}
+	if m, err := fake.ReadManifest(ctx, run); err != nil || m.State != ledger.StateSucceeded {
+		t.Fatalf("run: %s, %v; want succeeded", m.State, err)
+	}
+	out := logs.String()
+	if got := strings.Count(out, `"msg":"run finished"`); got != 1 {
+		t.Errorf(`"run finished" logged %d times, want once:\n%s`, got, out)
+	}
+	if !strings.Contains(out, "settled it") {
+		t.Errorf("the retry did not say it settled the run:\n%s", out)
+	}
+}
+
 // completeRun records a planned 2-partition synthetic run with every result and done record
 // in, and returns the ledger and a worker whose store loses the answer of the first call to op
 // (the call takes effect, then fails as unavailable).

@@ -100,6 +100,7 @@ type Worker struct {
 	cfg       WorkerConfig
 	salt      [16]byte   // random per process: see claimToken
 	finishing finishGate // runs this process is finishing: one attempt at a time each
+	ended     endedRuns  // runs whose end this process logged before settling them
 	manifests manifestCache
 	stops     stopWatch // runs with deliveries in flight here, watched for a Stop
 	facts     runFacts  // what this process has learnt of runs that stays true
